@@ -1,0 +1,1 @@
+"""The study: models, hardware, workloads, knobs, regimes and quality guards."""

@@ -1,0 +1,181 @@
+"""The study file: what to measure, what to simulate, and how to judge it.
+
+Loaded from TOML into frozen pydantic models; any error is one line naming the file, the field
+and what is allowed.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from importlib import resources
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from pareto_atlas.spec.knobs import Knobs
+
+
+class StudyError(ValueError):
+    """The study file is missing, unreadable or invalid."""
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ModelSpec(_Frozen):
+    name: str                                   # a known source (measure.weights.SOURCES) or a .gguf path
+    card: str | None = None                     # shipped card name; default: read from the GGUF
+    chat: bool = True
+    draft: str | None = None                    # draft model for spec="draft" arms
+
+
+class EngineSpec(_Frozen):
+    name: str = "llamacpp"
+    threads: int = Field(2, ge=1)
+    n_ctx: int = Field(2048, ge=256)
+    base_url: str | None = None                 # for engine = "openai"
+    api_key_env: str | None = None              # name of the env var holding the key; the key is never stored
+
+
+class WorkloadSpec(_Frozen):
+    name: str = "chat-128-32"
+    prompt_tokens: int = Field(128, ge=8)
+    output_tokens: int = Field(32, ge=2)
+    api: Literal["completions", "chat"] = "completions"
+
+
+class LoadSpec(_Frozen):
+    requests: int = Field(8, ge=2)
+    warmup: int = Field(1, ge=0)
+    timeout_s: float = Field(120.0, gt=0)
+    repeats: int = Field(1, ge=1)
+
+
+class ArmSpec(_Frozen):
+    name: str
+    weights: str = "Q4_K_M"
+    kv: str = "f16"
+    spec: str = "none"
+    spec_k: int = 0
+    slots: int = Field(1, ge=1)
+    concurrency: int = Field(1, ge=1)
+    rate_rps: float | None = None
+    quality: bool = False                       # also run the quality arm for this configuration
+
+    def knobs(self) -> Knobs:
+        return Knobs(weights=self.weights, kv=self.kv, spec=self.spec, spec_k=self.spec_k, slots=self.slots)
+
+    @model_validator(mode="after")
+    def _check(self) -> "ArmSpec":
+        self.knobs()    # raises ValueError naming the knob and its allowed values
+        return self
+
+
+class QualitySpec(_Frozen):
+    task: Literal["gsm8k"] = "gsm8k"
+    mode: Literal["chat0", "fewshot5"] = "chat0"
+    n: int = Field(10, ge=1, le=1319)
+    seed: int = 1234
+    max_tokens: int = Field(256, ge=16)
+    baseline_arm: str | None = None
+    floor: float = Field(0.95, gt=0, le=1.5)
+    retrieval_lengths: list[int] = Field(default_factory=list)
+    retrieval_n: int = Field(0, ge=0)
+
+
+class SimulateSpec(_Frozen):
+    hardware: list[str] = Field(default_factory=lambda: ["this-cpu"])
+    concurrency: list[int] = Field(default_factory=lambda: [1, 2, 4, 8])
+    n_requests: int = Field(200, ge=10)
+    max_configs: int = Field(20000, ge=1)
+
+
+class RegimeSpec(_Frozen):
+    name: str
+    objective: str
+    direction: Literal["min", "max"] = "min"
+    constraints: dict[str, list] = Field(default_factory=dict)   # column -> [op, value]
+    quality_floor: float | None = None
+
+
+class Study(_Frozen):
+    name: str
+    description: str = ""
+    model: ModelSpec
+    engine: EngineSpec = EngineSpec()
+    workload: WorkloadSpec = WorkloadSpec()
+    load: LoadSpec = LoadSpec()
+    arms: list[ArmSpec]
+    quality: QualitySpec = QualitySpec()
+    simulate: SimulateSpec = SimulateSpec()
+    regimes: list[RegimeSpec] = Field(default_factory=list)
+    prices: dict[str, float] = Field(default_factory=dict)       # $/hour overrides by hardware name
+    price_date: str = "2026-07"
+    cpu_price_per_hour: float = Field(0.0835, gt=0)              # this machine's assumed rental price
+
+    @field_validator("arms")
+    @classmethod
+    def _unique_arms(cls, arms: list[ArmSpec]) -> list[ArmSpec]:
+        if not arms:
+            raise ValueError("at least one arm is required")
+        names = [a.name for a in arms]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"arm name {dup[0]!r} is used twice; arm names must be unique")
+        return arms
+
+    @model_validator(mode="after")
+    def _baseline_exists(self) -> "Study":
+        b = self.quality.baseline_arm
+        if b is not None and b not in {a.name for a in self.arms}:
+            raise ValueError(f"quality.baseline_arm {b!r} is not an arm; arms: {', '.join(a.name for a in self.arms)}")
+        return self
+
+    @property
+    def baseline(self) -> ArmSpec:
+        name = self.quality.baseline_arm or self.arms[0].name
+        return next(a for a in self.arms if a.name == name)
+
+    def arm(self, name: str) -> ArmSpec:
+        for a in self.arms:
+            if a.name == name:
+                return a
+        raise StudyError(f"arm {name!r} is not in study {self.name!r}; arms: {', '.join(a.name for a in self.arms)}")
+
+
+def _describe(err: ValidationError) -> str:
+    e = err.errors()[0]
+    where = ".".join(str(p) for p in e["loc"]) or "(top level)"
+    msg = e["msg"].removeprefix("Value error, ")
+    return f"{where}: {msg}"
+
+
+def parse_study(text: str, origin: str = "<study>") -> Study:
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise StudyError(f"{origin}: not valid TOML: {e}") from None
+    try:
+        return Study.model_validate(raw)
+    except ValidationError as e:
+        raise StudyError(f"{origin}: {_describe(e)}") from None
+
+
+BUILTIN = {"default": "default_study.toml", "tiny": "tiny_study.toml"}
+
+
+def load_study(path_or_name: str | Path | None = None) -> Study:
+    """A study from a TOML path, or a built-in by name (`default`, `tiny`)."""
+    if path_or_name is None or str(path_or_name) in BUILTIN:
+        fname = BUILTIN[str(path_or_name or "default")]
+        return parse_study(resources.files("pareto_atlas.spec").joinpath(fname).read_text(), f"built-in:{fname}")
+    path = Path(path_or_name)
+    if not path.exists():
+        raise StudyError(f"study file {path} does not exist; built-in studies: {', '.join(BUILTIN)}")
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise StudyError(f"{path}: cannot read: {e}") from None
+    return parse_study(text, str(path))

@@ -1,0 +1,219 @@
+"""The store: one DuckDB file holding every anchor, request, quality item, calibration and
+simulated point with its provenance.
+
+Writes are transactional (an anchor and its requests land together or not at all), so a campaign
+killed at any moment loses nothing that finished and resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable
+
+import duckdb
+import pandas as pd
+
+from pareto_atlas import __version__
+from pareto_atlas.store.migrations import MIGRATIONS
+
+
+class StoreError(RuntimeError):
+    """The store cannot be opened or is inconsistent."""
+
+
+def now() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, default=str)
+
+
+class Store:
+    """A DuckDB file. Open with `Store(path)`; use as a context manager to close it."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.con = duckdb.connect(str(self.path))
+        except duckdb.IOException as e:
+            first = str(e).splitlines()[0]
+            raise StoreError(f"store {self.path}: cannot open ({first}); is another pareto-atlas using it?") from None
+        except duckdb.Error as e:
+            raise StoreError(f"store {self.path}: not a readable DuckDB file ({str(e).splitlines()[0]})") from None
+        self._migrate()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.con.close()
+
+    # -- schema ---------------------------------------------------------------------------
+    def _migrate(self) -> None:
+        self.con.execute("CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at TIMESTAMP)")
+        done = {r[0] for r in self.con.execute("SELECT name FROM migrations").fetchall()}
+        for name, sql in MIGRATIONS:
+            if name in done:
+                continue
+            with self.transaction():
+                self.con.execute(sql)
+                self.con.execute("INSERT INTO migrations VALUES (?, ?)", [name, now()])
+
+    def transaction(self):
+        store = self
+
+        class _Tx:
+            def __enter__(self):
+                store.con.execute("BEGIN TRANSACTION")
+
+            def __exit__(self, exc_type, exc, tb):
+                store.con.execute("ROLLBACK" if exc_type else "COMMIT")
+                return False
+
+        return _Tx()
+
+    # -- anchors ----------------------------------------------------------------------------
+    def anchor_status(self, anchor_id: str) -> str | None:
+        row = self.con.execute("SELECT status FROM anchors WHERE anchor_id = ?", [anchor_id]).fetchone()
+        return row[0] if row else None
+
+    def put_anchor(self, row: dict, records: Iterable[dict]) -> None:
+        """Write an anchor and its raw per-request records in one transaction (replacing a failed try)."""
+        row = {**row, "tool_version": __version__}
+        cols = list(row)
+        with self.transaction():
+            self.con.execute("DELETE FROM requests WHERE anchor_id = ?", [row["anchor_id"]])
+            self.con.execute("DELETE FROM anchors WHERE anchor_id = ?", [row["anchor_id"]])
+            self.con.execute(f"INSERT INTO anchors ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                             [row[c] for c in cols])
+            recs = [(row["anchor_id"], r["idx"], bool(r.get("warmup")), bool(r.get("ok")), dumps(r)) for r in records]
+            if recs:
+                self.con.executemany("INSERT INTO requests VALUES (?, ?, ?, ?, ?)", recs)
+
+    def anchors(self, study: str | None = None, status: str | None = "ok") -> pd.DataFrame:
+        q, args = "SELECT * FROM anchors WHERE 1=1", []
+        if study is not None:
+            q, args = q + " AND study = ?", args + [study]
+        if status is not None:
+            q, args = q + " AND status = ?", args + [status]
+        return self.con.execute(q + " ORDER BY started_at", args).df()
+
+    def requests(self, anchor_id: str) -> list[dict]:
+        rows = self.con.execute("SELECT record_json FROM requests WHERE anchor_id = ? ORDER BY idx", [anchor_id]).fetchall()
+        return [json.loads(r[0]) for r in rows]
+
+    # -- quality ------------------------------------------------------------------------------
+    def quality_status(self, qrun_id: str) -> str | None:
+        row = self.con.execute("SELECT status FROM quality_runs WHERE qrun_id = ?", [qrun_id]).fetchone()
+        return row[0] if row else None
+
+    def put_quality_run(self, row: dict, items: Iterable[dict]) -> None:
+        row = {**row, "tool_version": __version__}
+        cols = list(row)
+        with self.transaction():
+            self.con.execute("DELETE FROM quality_items WHERE qrun_id = ?", [row["qrun_id"]])
+            self.con.execute("DELETE FROM quality_runs WHERE qrun_id = ?", [row["qrun_id"]])
+            self.con.execute(f"INSERT INTO quality_runs ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                             [row[c] for c in cols])
+            recs = [(row["qrun_id"], str(it["item_id"]), dumps(it)) for it in items]
+            if recs:
+                self.con.executemany("INSERT INTO quality_items VALUES (?, ?, ?)", recs)
+
+    def quality_runs(self, study: str | None = None, status: str | None = "ok") -> pd.DataFrame:
+        q, args = "SELECT * FROM quality_runs WHERE 1=1", []
+        if study is not None:
+            q, args = q + " AND study = ?", args + [study]
+        if status is not None:
+            q, args = q + " AND status = ?", args + [status]
+        return self.con.execute(q + " ORDER BY started_at", args).df()
+
+    def quality_items(self, qrun_id: str) -> list[dict]:
+        rows = self.con.execute("SELECT record_json FROM quality_items WHERE qrun_id = ? ORDER BY item_id",
+                                [qrun_id]).fetchall()
+        return [json.loads(r[0]) for r in rows]
+
+    # -- calibration --------------------------------------------------------------------------
+    def put_calibration(self, row: dict) -> None:
+        row = {**row, "tool_version": __version__, "created_at": now()}
+        cols = list(row)
+        with self.transaction():
+            self.con.execute("DELETE FROM calibrations WHERE calib_id = ?", [row["calib_id"]])
+            self.con.execute(f"INSERT INTO calibrations ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                             [row[c] for c in cols])
+
+    def calibrations(self, study: str | None = None) -> pd.DataFrame:
+        q, args = "SELECT * FROM calibrations", []
+        if study is not None:
+            q, args = q + " WHERE study = ?", [study]
+        return self.con.execute(q + " ORDER BY created_at", args).df()
+
+    # -- hardware probes ------------------------------------------------------------------------
+    def put_probe(self, probe_id: str, hardware: str, card: dict) -> None:
+        with self.transaction():
+            self.con.execute("DELETE FROM hardware_probes WHERE probe_id = ?", [probe_id])
+            self.con.execute("INSERT INTO hardware_probes VALUES (?, ?, ?, ?)", [probe_id, hardware, dumps(card), now()])
+
+    def latest_probe(self, hardware: str) -> dict | None:
+        row = self.con.execute("SELECT card_json FROM hardware_probes WHERE hardware = ? ORDER BY created_at DESC LIMIT 1",
+                               [hardware]).fetchone()
+        return json.loads(row[0]) if row else None
+
+    # -- simulated points ------------------------------------------------------------------------
+    def put_sim_run(self, sim_id: str, study: str, calib_id: str | None, points: pd.DataFrame) -> None:
+        """Replace a simulation run's points (a points table, contract 1) in one transaction."""
+        df = points.assign(sim_id=sim_id)
+        self.con.register("_incoming", df)
+        try:
+            with self.transaction():
+                exists = self.con.execute(
+                    "SELECT count(*) FROM information_schema.tables WHERE table_name = 'sim_points'").fetchone()[0]
+                if not exists:
+                    self.con.execute("CREATE TABLE sim_points AS SELECT * FROM _incoming LIMIT 0")
+                have = {r[0] for r in self.con.execute(
+                    "SELECT column_name FROM information_schema.columns WHERE table_name = 'sim_points'").fetchall()}
+                for col in df.columns:
+                    if col not in have:
+                        dtype = self.con.execute(f'SELECT typeof("{col}") FROM _incoming LIMIT 1').fetchone()
+                        self.con.execute(f'ALTER TABLE sim_points ADD COLUMN "{col}" {dtype[0] if dtype else "VARCHAR"}')
+                self.con.execute("DELETE FROM sim_points WHERE sim_id = ?", [sim_id])
+                self.con.execute("DELETE FROM sim_runs WHERE sim_id = ?", [sim_id])
+                self.con.execute("INSERT INTO sim_points BY NAME SELECT * FROM _incoming")
+                self.con.execute("INSERT INTO sim_runs VALUES (?, ?, ?, ?, ?, ?)",
+                                 [sim_id, study, calib_id, len(df), now(), __version__])
+        finally:
+            self.con.unregister("_incoming")
+
+    def sim_points(self, sim_id: str | None = None, study: str | None = None) -> pd.DataFrame:
+        exists = self.con.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_name = 'sim_points'").fetchone()[0]
+        if not exists:
+            return pd.DataFrame()
+        if sim_id is None:
+            q = "SELECT sim_id FROM sim_runs" + (" WHERE study = ?" if study else "") + " ORDER BY created_at DESC LIMIT 1"
+            row = self.con.execute(q, [study] if study else []).fetchone()
+            if row is None:
+                return pd.DataFrame()
+            sim_id = row[0]
+        return self.con.execute("SELECT * FROM sim_points WHERE sim_id = ?", [sim_id]).df()
+
+    # -- export ------------------------------------------------------------------------------
+    def export(self, out_dir: Path, fmt: str = "parquet") -> list[Path]:
+        if fmt not in ("parquet", "csv", "json"):
+            raise StoreError(f"export format {fmt!r}: allowed parquet, csv, json")
+        out_dir.mkdir(parents=True, exist_ok=True)
+        paths = []
+        tables = [r[0] for r in self.con.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'").fetchall()]
+        for t in tables:
+            p = out_dir / f"{t}.{fmt}"
+            opts = {"parquet": "(FORMAT parquet)", "csv": "(FORMAT csv, HEADER)", "json": "(FORMAT json, ARRAY true)"}[fmt]
+            self.con.execute(f"COPY {t} TO '{p}' {opts}")
+            paths.append(p)
+        return paths

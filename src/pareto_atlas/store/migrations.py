@@ -1,0 +1,50 @@
+"""Append-only, named schema migrations. Never edit one that has shipped: add the next."""
+
+from __future__ import annotations
+
+MIGRATIONS: list[tuple[str, str]] = [
+    ("001_anchors", """
+        CREATE TABLE anchors (
+            anchor_id TEXT PRIMARY KEY,      -- hash of study, arm, knobs, workload, load, model, hardware, repeat
+            study TEXT, arm TEXT, repeat INTEGER, campaign_id TEXT,
+            status TEXT,                     -- ok | failed
+            reason TEXT,
+            knobs_json TEXT, workload_json TEXT, load_json TEXT,
+            model TEXT, model_file TEXT, model_sha256 TEXT,
+            engine TEXT, engine_version TEXT,
+            hardware TEXT, hardware_json TEXT,
+            provenance_json TEXT, metrics_json TEXT,
+            started_at TIMESTAMP, finished_at TIMESTAMP, tool_version TEXT
+        );
+        CREATE TABLE requests (
+            anchor_id TEXT, idx INTEGER, warmup BOOLEAN, ok BOOLEAN, record_json TEXT
+        );
+    """),
+    ("002_quality", """
+        CREATE TABLE quality_runs (
+            qrun_id TEXT PRIMARY KEY,        -- hash of study, arm, quality knobs, task, mode, n, seed, model
+            study TEXT, arm TEXT, quality_key TEXT, task TEXT, mode TEXT, n INTEGER, seed INTEGER,
+            model_sha256 TEXT, engine TEXT, engine_version TEXT,
+            status TEXT, reason TEXT, summary_json TEXT,
+            started_at TIMESTAMP, finished_at TIMESTAMP, tool_version TEXT
+        );
+        CREATE TABLE quality_items (
+            qrun_id TEXT, item_id TEXT, record_json TEXT
+        );
+    """),
+    ("003_calibration_and_simulation", """
+        CREATE TABLE calibrations (
+            calib_id TEXT PRIMARY KEY, study TEXT, hardware TEXT, engine TEXT, engine_version TEXT,
+            params_json TEXT, fidelity_json TEXT, n_anchors INTEGER, created_at TIMESTAMP, tool_version TEXT
+        );
+        CREATE TABLE sim_runs (
+            sim_id TEXT PRIMARY KEY, study TEXT, calib_id TEXT, n_points INTEGER,
+            created_at TIMESTAMP, tool_version TEXT
+        );
+    """),
+    ("004_hardware_probes", """
+        CREATE TABLE hardware_probes (
+            probe_id TEXT PRIMARY KEY, hardware TEXT, card_json TEXT, created_at TIMESTAMP
+        );
+    """),
+]
