@@ -75,7 +75,7 @@ class ArmSpec(_Frozen):
 
 class QualitySpec(_Frozen):
     task: Literal["gsm8k"] = "gsm8k"
-    mode: Literal["chat0", "fewshot5"] = "chat0"
+    mode: Literal["chat-0shot", "lm-eval-5shot"] = "chat-0shot"
     n: int = Field(10, ge=1, le=1319)
     seed: int = 1234
     max_tokens: int = Field(256, ge=16)

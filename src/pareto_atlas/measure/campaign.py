@@ -1,0 +1,166 @@
+"""Measurement campaigns: every arm of a study, each launched on the engine, driven under the
+exact token-count contract, and saved with its raw records and full provenance.
+
+Resumable by construction: an anchor's id is a hash of what it measures, an anchor that
+finished is never measured again, and each anchor is written in one transaction. An engine
+that fails to start, crashes or hangs marks its anchor failed with the reason; the campaign
+goes on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Callable
+
+from pareto_atlas import __version__
+from pareto_atlas.measure.hostinfo import host_description
+from pareto_atlas.measure.weights import ModelError, variant_file
+from pareto_atlas.spec.study import ArmSpec, Study
+from pareto_atlas.store import Store
+from pareto_atlas.store.db import dumps, now
+
+MEASURED_HARDWARE = "this-cpu"
+
+
+@dataclass(frozen=True)
+class AnchorPlan:
+    anchor_id: str
+    arm: ArmSpec
+    repeat: int
+
+
+@dataclass
+class CampaignSummary:
+    measured: int = 0
+    skipped: int = 0
+    failed: int = 0
+    failures: list = None
+
+    def __post_init__(self):
+        self.failures = self.failures or []
+
+
+Progress = Callable[[str, dict], None]
+
+
+def anchor_id(study: Study, arm: ArmSpec, repeat: int) -> str:
+    ident = {"study": study.name, "arm": arm.model_dump(), "model": study.model.name,
+             "engine": study.engine.model_dump(exclude={"api_key_env"}), "workload": study.workload.model_dump(),
+             "load": study.load.model_dump(exclude={"repeats"}), "hardware": MEASURED_HARDWARE, "repeat": repeat}
+    return hashlib.sha256(dumps(ident).encode()).hexdigest()[:20]
+
+
+def plan(study: Study, arms: list[str] | None = None) -> list[AnchorPlan]:
+    chosen = [study.arm(a) for a in arms] if arms else list(study.arms)
+    return [AnchorPlan(anchor_id(study, a, r), a, r) for r in range(study.load.repeats) for a in chosen]
+
+
+def launch_for(study: Study, arm: ArmSpec, model_path: str, slots: int | None = None) -> dict:
+    knobs = arm.knobs()
+    if slots is not None:
+        from dataclasses import replace
+        knobs = replace(knobs, slots=slots)
+    draft = None
+    if knobs.spec == "draft":
+        if not study.model.draft:
+            raise ModelError(f"arm {arm.name}: spec = 'draft' needs model.draft in the study")
+        draft = str(variant_file(study.model.draft, "Q4_K_M")[0])
+    extra = {}
+    if study.engine.name == "openai":
+        extra = {k: v for k, v in (("base_url", study.engine.base_url), ("api_key_env", study.engine.api_key_env)) if v}
+    return {"model_path": model_path, "knobs": knobs, "n_ctx": study.engine.n_ctx, "threads": study.engine.threads,
+            "draft_model_path": draft, "extra": extra}
+
+
+def measure_anchor(study: Study, p: AnchorPlan, on_progress: Progress,
+                   bandwidth_gbs: float | None = None) -> tuple[dict, list[dict]]:
+    """Measure one anchor; returns the store row and raw records. Never raises for engine trouble."""
+    from pareto_atlas.measure import engines
+    from pareto_atlas.measure.contract import build_contract_prompts
+    from pareto_atlas.measure.loadgen import run_load_sync
+    from pareto_atlas.measure.memory import PeakMemorySampler, decode_bandwidth
+    from pareto_atlas.measure.metrics import derive_metrics
+
+    arm, wl, load = p.arm, study.workload, study.load
+    row = {"anchor_id": p.anchor_id, "study": study.name, "arm": arm.name, "repeat": p.repeat,
+           "knobs_json": dumps(arm.knobs().to_dict()), "workload_json": dumps(wl.model_dump()),
+           "load_json": dumps({**load.model_dump(), "concurrency": arm.concurrency, "rate_rps": arm.rate_rps}),
+           "model": study.model.name, "engine": study.engine.name, "hardware": MEASURED_HARDWARE,
+           "hardware_json": dumps(host_description()), "started_at": now(), "status": "failed", "reason": None}
+    records: list = []
+    t0 = time.monotonic()
+    try:
+        model_path, sha = variant_file(study.model.name, arm.weights)
+        row.update(model_file=str(model_path), model_sha256=sha)
+        engine = engines.get_engine(study.engine.name)
+        on_progress("starting", {"arm": arm.name})
+        with engine.start(launch_for(study, arm, str(model_path))) as running:
+            row.update(engine_version=running.version, provenance_json=dumps(running.describe()))
+            n = load.warmup + load.requests
+            prompts = build_contract_prompts(running.base_url, wl.prompt_tokens, n, seed=int(p.anchor_id[:8], 16),
+                                             api=wl.api, model=running.model, headers=running.headers())
+            done = [0]
+
+            def tick(rec) -> None:
+                done[0] += 1
+                on_progress("request", {"arm": arm.name, "done": done[0], "total": n})
+
+            with PeakMemorySampler(running.pid) as mem:
+                recs = run_load_sync(running.base_url, prompts, wl.output_tokens,
+                                     concurrency=None if arm.rate_rps else arm.concurrency, rate_rps=arm.rate_rps,
+                                     warmup=load.warmup, api=wl.api, timeout_s=load.timeout_s,
+                                     prompt_tokens=wl.prompt_tokens, on_record=tick, seed=p.repeat,
+                                     model=running.model, headers=running.headers(), extra_body=running.extra_body)
+            records = [r.to_dict() for r in recs]
+            metrics = derive_metrics(recs, wl.prompt_tokens, wl.output_tokens).to_dict()
+            metrics["peak_rss_mb"] = mem.peak_rss_bytes / 2**20
+            metrics["peak_gpu_mb"] = mem.peak_gpu_bytes / 2**20 if mem.peak_gpu_bytes else None
+            metrics["model_bytes"] = model_path.stat().st_size
+            tpot_ms = (metrics.get("tpot") or {}).get("p50")
+            if bandwidth_gbs and tpot_ms and tpot_ms == tpot_ms and arm.concurrency == 1:
+                bw = decode_bandwidth(metrics["model_bytes"], tpot_ms / 1e3, bandwidth_gbs)
+                metrics["decode_bw_fraction"], metrics["decode_bw_line"] = bw.fraction, bw.line()
+            row["metrics_json"] = dumps(metrics)
+            if metrics.get("n_ok", 0) == 0:
+                reasons = metrics.get("error_reasons") or metrics.get("reject_reasons") or []
+                row["reason"] = f"no request met the contract ({reasons[:2]})"
+            else:
+                row["status"] = "ok"
+    except Exception as e:  # noqa: BLE001 - a failed anchor records why and the campaign goes on
+        row["reason"] = (str(e).strip().splitlines() or [type(e).__name__])[0][:500]
+    row["finished_at"] = now()
+    row["metrics_json"] = row.get("metrics_json") or dumps({})
+    row.setdefault("provenance_json", dumps({"tool_version": __version__}))
+    row["provenance_json"] = dumps({**json.loads(row["provenance_json"]), "tool_version": __version__,
+                                    "wall_s": round(time.monotonic() - t0, 2)})
+    return row, records
+
+
+def run_campaign(study: Study, store: Store, *, arms: list[str] | None = None,
+                 on_progress: Progress = lambda ev, info: None, bandwidth_gbs: float | None = None) -> CampaignSummary:
+    """Measure every planned anchor not yet in the store. `bandwidth_gbs`: this machine's memory
+    bandwidth, to say how close decode came to it."""
+    summary = CampaignSummary()
+    campaign = uuid.uuid4().hex[:12]
+    plans = plan(study, arms)
+    for i, p in enumerate(plans):
+        if store.anchor_status(p.anchor_id) == "ok":
+            summary.skipped += 1
+            on_progress("skip", {"arm": p.arm.name, "i": i, "n": len(plans)})
+            continue
+        on_progress("anchor", {"arm": p.arm.name, "i": i, "n": len(plans)})
+        row, records = measure_anchor(study, p, on_progress, bandwidth_gbs)
+        row["campaign_id"] = campaign
+        store.put_anchor(row, records)
+        if row["status"] == "ok":
+            summary.measured += 1
+        else:
+            summary.failed += 1
+            summary.failures.append((p.arm.name, row["reason"]))
+        on_progress("done", {"arm": p.arm.name, "status": row["status"], "reason": row["reason"],
+                             "metrics": json.loads(row["metrics_json"])})
+    return summary

@@ -1,0 +1,87 @@
+"""Quality campaigns: each quality arm of a study scored through the same engine and knobs as
+its speed anchors, saved item by item so that re-scoring never re-generates.
+
+Arms that differ only in speed knobs (slots, speculation) share one quality run; the atlas
+marks their quality as inherited, never as measured.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from typing import Callable
+
+from pareto_atlas.measure.campaign import launch_for
+from pareto_atlas.measure.weights import variant_file
+from pareto_atlas.spec.study import ArmSpec, Study
+from pareto_atlas.store import Store
+from pareto_atlas.store.db import dumps, now
+
+QUALITY_SLOTS = 4   # quality runs use 4 slots to finish sooner; greedy tokens do not depend on it
+
+
+def qrun_id(study: Study, arm: ArmSpec, n: int) -> str:
+    q = study.quality
+    ident = {"study": study.name, "quality_key": arm.knobs().quality_key(), "model": study.model.name,
+             "task": q.task, "mode": q.mode, "n": n, "seed": q.seed, "max_tokens": q.max_tokens,
+             "engine": study.engine.name}
+    return hashlib.sha256(dumps(ident).encode()).hexdigest()[:20]
+
+
+def quality_arms(study: Study, arms: list[str] | None = None) -> list[ArmSpec]:
+    """The arms to score: those marked quality (or named), one per quality key, baseline first."""
+    chosen = [study.arm(a) for a in arms] if arms else [a for a in study.arms if a.quality]
+    if study.baseline not in chosen and not arms:
+        chosen.insert(0, study.baseline)
+    seen, out = set(), []
+    for a in sorted(chosen, key=lambda a: a.name != study.baseline.name):
+        k = a.knobs().quality_key()
+        if k not in seen:
+            seen.add(k)
+            out.append(a)
+    return out
+
+
+def run_quality_campaign(study: Study, store: Store, *, arms: list[str] | None = None, n: int | None = None,
+                         on_progress: Callable[[str, dict], None] = lambda ev, info: None) -> None:
+    from pareto_atlas.measure import engines
+    from pareto_atlas.quality.gsm8k import gsm8k_items
+    from pareto_atlas.quality.runner import run_items
+
+    q = study.quality
+    n = n or q.n
+    items = gsm8k_items(n, q.mode, sample_seed=q.seed, max_tokens=q.max_tokens)
+    for arm in quality_arms(study, arms):
+        qid = qrun_id(study, arm, n)
+        if store.quality_status(qid) == "ok":
+            on_progress("skip", {"arm": arm.name})
+            continue
+        on_progress("start", {"arm": arm.name})
+        row = {"qrun_id": qid, "study": study.name, "arm": arm.name, "quality_key": arm.knobs().quality_key(),
+               "task": q.task, "mode": q.mode, "n": n, "seed": q.seed, "engine": study.engine.name,
+               "status": "failed", "reason": None, "started_at": now()}
+        records: list[dict] = []
+        try:
+            path, sha = variant_file(study.model.name, arm.weights)
+            row["model_sha256"] = sha
+            slots = max(arm.slots, QUALITY_SLOTS)
+            with engines.get_engine(study.engine.name).start(launch_for(study, arm, str(path), slots=slots)) as eng:
+                row["engine_version"] = eng.version
+                t0 = time.monotonic()
+                run = run_items(eng.base_url, items, concurrency=slots, model=eng.model,
+                                progress=lambda done, total: on_progress("item", {"arm": arm.name, "done": done}))
+            records = [r.to_dict() for r in run.records]
+            summary = run.summary.to_dict() | {"wall_s": round(time.monotonic() - t0, 1)}
+            row["summary_json"] = dumps(summary)
+            if run.summary.n_errors == run.summary.n:
+                row["reason"] = f"every item failed: {run.records[0].error}"
+            else:
+                row["status"] = "ok"
+        except Exception as e:  # noqa: BLE001 - a failed quality arm records why; the campaign goes on
+            row["reason"] = (str(e).strip().splitlines() or [type(e).__name__])[0][:500]
+        row["finished_at"] = now()
+        row.setdefault("summary_json", dumps({}))
+        store.put_quality_run(row, records)
+        on_progress("done", {"arm": arm.name, "status": row["status"], "reason": row["reason"],
+                             "summary": json.loads(row["summary_json"])})

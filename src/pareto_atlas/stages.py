@@ -1,0 +1,143 @@
+"""The pipeline's stages as functions of a context (study, store, output folder, console).
+
+Each stage reads what it needs from the store and writes its results back, so any stage can be
+run alone, repeated, or resumed; `build` runs them in order.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+
+from pareto_atlas.measure.weights import ModelError
+from pareto_atlas.spec.study import Study, StudyError, load_study
+from pareto_atlas.store import Store, StoreError
+
+USER_ERRORS: tuple[type[BaseException], ...] = (StudyError, StoreError, ModelError, ValueError, FileNotFoundError)
+
+
+@dataclass
+class Context:
+    study: Study
+    out: Path
+    store: Store
+    console: Console
+
+    @classmethod
+    def open(cls, study: str, out: Path | None, console: Console) -> "Context":
+        s = load_study(study)
+        out = Path(out) if out else Path("atlas-out") / s.name
+        out.mkdir(parents=True, exist_ok=True)
+        return cls(s, out, Store(out / "store.duckdb"), console)
+
+    def __enter__(self) -> "Context":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.store.close()
+
+
+def _fmt(v, unit: str = "", nd: int = 1) -> str:
+    return "—" if v is None or v != v else f"{v:.{nd}f}{unit}"
+
+
+def measure(ctx: Context, arms: list[str] | None = None) -> None:
+    from pareto_atlas.measure.campaign import run_campaign
+
+    c = ctx.console
+    c.print(f"[bold]measure[/] {ctx.study.name}: {len(arms or ctx.study.arms)} arm(s) on {ctx.study.engine.name}, "
+            f"{ctx.study.workload.prompt_tokens} prompt / {ctx.study.workload.output_tokens} output tokens, "
+            f"{ctx.study.load.requests} requests (+{ctx.study.load.warmup} warm-up) each")
+    t0 = time.monotonic()
+
+    def on(ev: str, info: dict) -> None:
+        if ev == "skip":
+            c.print(f"  [{info['i'] + 1}/{info['n']}] {info['arm']}: already measured, kept")
+        elif ev == "anchor":
+            c.print(f"  [{info['i'] + 1}/{info['n']}] {info['arm']}: ", end="")
+        elif ev == "request":
+            c.print(".", end="")
+        elif ev == "done":
+            m = info["metrics"]
+            if info["status"] == "ok":
+                c.print(f" ok  TTFT p50 {_fmt(m.get('ttft', {}).get('p50'), ' ms')}  "
+                        f"TPOT p50 {_fmt(m.get('tpot', {}).get('p50'), ' ms')}  "
+                        f"{_fmt(m.get('throughput_tok_s'), ' tok/s')}  rejected {m.get('n_rejected', 0)}")
+            else:
+                c.print(f" [red]failed[/]: {info['reason']}", highlight=False)
+
+    s = run_campaign(ctx.study, ctx.store, arms=arms, on_progress=on)
+    c.print(f"measure: {s.measured} measured, {s.skipped} kept from earlier runs, {s.failed} failed "
+            f"({time.monotonic() - t0:.0f} s)")
+
+
+def quality(ctx: Context, arms: list[str] | None = None, n: int | None = None) -> None:
+    from pareto_atlas.quality.campaign import run_quality_campaign
+
+    c = ctx.console
+    q = ctx.study.quality
+    c.print(f"[bold]quality[/] {q.task} ({q.mode}), n = {n or q.n} per arm")
+
+    def on(ev: str, info: dict) -> None:
+        if ev == "skip":
+            c.print(f"  {info['arm']}: already scored, kept")
+        elif ev == "start":
+            c.print(f"  {info['arm']}: ", end="")
+        elif ev == "item":
+            c.print(".", end="")
+        elif ev == "done":
+            if info["status"] == "ok":
+                st = info["summary"]["strict"]
+                c.print(f" {st['k']}/{st['n']} = {st['p']:.3f}  [95% {st['lo']:.2f}–{st['hi']:.2f}]")
+            else:
+                c.print(f" [red]failed[/]: {info['reason']}", highlight=False)
+
+    run_quality_campaign(ctx.study, ctx.store, arms=arms, n=n, on_progress=on)
+
+
+def calibrate(ctx: Context) -> None:
+    from pareto_atlas.calibrate.stage import calibrate_study
+
+    calibrate_study(ctx.study, ctx.store, ctx.console)
+
+
+def simulate(ctx: Context) -> None:
+    from pareto_atlas.simulate.stage import simulate_study
+
+    simulate_study(ctx.study, ctx.store, ctx.console)
+
+
+def atlas(ctx: Context):
+    from pareto_atlas.atlas.stage import atlas_study
+
+    return atlas_study(ctx.study, ctx.store, ctx.console)
+
+
+def report(ctx: Context) -> dict:
+    from pareto_atlas.report.stage import report_study
+
+    return report_study(ctx.study, ctx.store, ctx.out, ctx.console)
+
+
+def pick(ctx: Context, constraint: str, objective: str, maximize: bool, prices: list[str]) -> None:
+    from pareto_atlas.atlas.stage import pick_study
+
+    pick_study(ctx.study, ctx.store, ctx.console, constraint, objective, maximize, prices)
+
+
+def build(ctx: Context, with_quality: bool = True) -> None:
+    t0 = time.monotonic()
+    measure(ctx)
+    if with_quality:
+        quality(ctx)
+    calibrate(ctx)
+    simulate(ctx)
+    atlas(ctx)
+    paths = report(ctx)
+    ctx.console.print(f"\n[bold green]done[/] in {time.monotonic() - t0:.0f} s. Outputs in {ctx.out}/:")
+    for name, p in paths.items():
+        ctx.console.print(f"  {name:<22} {p}")

@@ -1,0 +1,102 @@
+"""The measured side of the points table (contract 1 in docs/structures.md), read from the store:
+one row per finished anchor, its quality joined by quality key and labelled by where it came from.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+
+import pandas as pd
+
+from pareto_atlas.measure.weights import source_type
+from pareto_atlas.spec.knobs import BITS_PER_WEIGHT, Knobs
+from pareto_atlas.spec.study import Study
+from pareto_atlas.store.db import Store
+
+NAN = float("nan")
+
+
+def point_id(knobs: Knobs, hardware: str, workload: str, concurrency: int, rate: float | None) -> str:
+    ident = json.dumps([knobs.to_dict(), hardware, workload, concurrency, rate], sort_keys=True)
+    return hashlib.sha256(ident.encode()).hexdigest()[:16]
+
+
+def cost_per_mtok(price_per_hour: float, throughput_tok_s: float) -> float:
+    """$ per million output tokens (DESIGN.md): $/hour / (tokens/s x 3600) x 1e6."""
+    if not throughput_tok_s or throughput_tok_s <= 0 or math.isnan(throughput_tok_s):
+        return NAN
+    return price_per_hour / (throughput_tok_s * 3600.0) * 1e6
+
+
+def quality_table(study: Study, store: Store) -> dict[str, dict]:
+    """quality_key -> {arm, p, lo, hi, n, metric} from the study's finished quality runs."""
+    runs = store.quality_runs(study.name)
+    out: dict[str, dict] = {}
+    for _, r in runs.iterrows():
+        s = json.loads(r.summary_json or "{}")
+        strict = s.get("strict") or {}
+        if not strict:
+            continue
+        out[r.quality_key] = {"arm": r.arm, "p": strict["p"], "lo": strict["lo"], "hi": strict["hi"],
+                              "n": strict["n"], "flex": (s.get("flexible") or {}).get("p", NAN),
+                              "metric": f"{r.task} {r.mode} strict"}
+    return out
+
+
+def quality_for(knobs: Knobs, arm: str, study: Study, qt: dict[str, dict]) -> tuple[float, float, float, str]:
+    """(quality, lo, hi, provenance) for a configuration."""
+    hit = qt.get(knobs.quality_key())
+    if hit is not None:
+        prov = "measured" if hit["arm"] == arm else f"inherited:{hit['arm']}"
+        return hit["p"], hit["lo"], hit["hi"], prov
+    # A re-encoding at or above the source precision reproduces the source weights (gguf-py
+    # dequantize/requantize); it inherits the source's score, labelled as a prior, not a measurement.
+    src = source_type(study.model.name)
+    base = study.baseline.knobs()
+    same_rest = Knobs(**{**knobs.to_dict(), "weights": base.weights}).quality_key() == base.quality_key()
+    if (knobs.weights != "RANDOM" and src in BITS_PER_WEIGHT and same_rest
+            and BITS_PER_WEIGHT[knobs.weights] >= BITS_PER_WEIGHT[src]):
+        b = qt.get(base.quality_key())
+        if b is not None:
+            return b["p"], b["lo"], b["hi"], f"prior:lossless re-encoding of the {src} source"
+    return NAN, NAN, NAN, "unmeasured"
+
+
+def measured_points(study: Study, store: Store) -> pd.DataFrame:
+    anchors = store.anchors(study.name)
+    qt = quality_table(study, store)
+    base_q = qt.get(study.baseline.knobs().quality_key(), {}).get("p", NAN)
+    rows = []
+    for _, a in anchors.iterrows():
+        knobs = Knobs.from_dict(json.loads(a.knobs_json))
+        m = json.loads(a.metrics_json)
+        load = json.loads(a.load_json)
+        wl = json.loads(a.workload_json)
+        q, lo, hi, qprov = quality_for(knobs, a.arm, study, qt)
+        price = study.cpu_price_per_hour
+        thr = m.get("throughput_tok_s", NAN)
+        rows.append({
+            "point_id": point_id(knobs, a.hardware, wl["name"], load["concurrency"], load.get("rate_rps")),
+            "arm": a.arm, "anchor_id": a.anchor_id, "repeat": a.repeat, "campaign_id": a.campaign_id,
+            "label": knobs.label(), "hardware": a.hardware, "workload": wl["name"],
+            "prompt_tokens": wl["prompt_tokens"], "output_tokens": wl["output_tokens"],
+            "concurrency": load["concurrency"], "rate_rps": load.get("rate_rps") or NAN,
+            **knobs.to_dict(),
+            "optimizations": "+".join(knobs.optimizations()), "n_opts": len(knobs.optimizations()),
+            "provenance": "measured",
+            "ttft_p50_ms": m["ttft"]["p50"], "ttft_p99_ms": m["ttft"]["p99"],
+            "tpot_p50_ms": m["tpot"]["p50"], "tpot_p99_ms": m["tpot"]["p99"],
+            "e2e_p50_ms": m["e2e"]["p50"], "e2e_p99_ms": m["e2e"]["p99"],
+            "throughput_tok_s": thr, "goodput_rps": m.get("goodput_rps") or NAN,
+            "mem_gb": (m.get("peak_rss_mb") or NAN) / 1024,
+            "lat_rel_err": 0.0, "thr_rel_err": 0.0,
+            "price_per_hour": price, "price_date": f"{study.price_date} (assumed CPU rental price)",
+            "cost_per_mtok": cost_per_mtok(price, thr),
+            "quality": q, "quality_lo": lo, "quality_hi": hi,
+            "quality_rel": q / base_q if base_q and base_q == base_q and base_q > 0 else NAN,
+            "quality_provenance": qprov,
+            "engine_version": a.engine_version, "feasible": True, "infeasible_reason": "",
+        })
+    return pd.DataFrame(rows)
