@@ -6,6 +6,7 @@ given); every other subcommand runs one stage and can be repeated without re-mea
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 from typing import Optional
@@ -18,7 +19,8 @@ from pareto_atlas import stages
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Which inference optimization stack to deploy: anchors on a real engine, a calibrated "
                        "simulator, and the cost-quality-latency Pareto atlas.")
-console = Console(stderr=True)
+# Tables stay readable when the output goes to a file or CI log (no terminal width to ask).
+console = Console(stderr=True, width=max(shutil.get_terminal_size((160, 40)).columns, 140))
 
 STUDY = typer.Option("default", "--study", "-s", help="Study TOML path, or a built-in: default, tiny.")
 OUT = typer.Option(None, "--out", "-o", help="Output folder (default: atlas-out/<study name>).")

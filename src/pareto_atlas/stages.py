@@ -80,7 +80,9 @@ def quality(ctx: Context, arms: list[str] | None = None, n: int | None = None) -
 
     c = ctx.console
     q = ctx.study.quality
-    c.print(f"[bold]quality[/] {q.task} ({q.mode}), n = {n or q.n} per arm")
+    what = (f"{q.task} ({q.mode}), n = {n or q.n} per arm" if q.task == "gsm8k" else
+            f"needle retrieval at {q.retrieval_lengths} tokens, {q.retrieval_per_cell} per length and depth")
+    c.print(f"[bold]quality[/] {what}")
 
     def on(ev: str, info: dict) -> None:
         if ev == "skip":

@@ -26,6 +26,8 @@ def qrun_id(study: Study, arm: ArmSpec, n: int) -> str:
     ident = {"study": study.name, "quality_key": arm.knobs().quality_key(), "model": study.model.name,
              "task": q.task, "mode": q.mode, "n": n, "seed": q.seed, "max_tokens": q.max_tokens,
              "engine": study.engine.name}
+    if q.task == "retrieval":
+        ident |= {"mode": "niah", "n": None, "lengths": q.retrieval_lengths, "per_cell": q.retrieval_per_cell}
     return hashlib.sha256(dumps(ident).encode()).hexdigest()[:20]
 
 
@@ -49,9 +51,12 @@ def run_quality_campaign(study: Study, store: Store, *, arms: list[str] | None =
     from pareto_atlas.quality.gsm8k import gsm8k_items
     from pareto_atlas.quality.runner import run_items
 
+    from pareto_atlas.quality.retrieval import retrieval_items
+    from pareto_atlas.quality.runner import server_token_counter
+
     q = study.quality
     n = n or q.n
-    items = gsm8k_items(n, q.mode, sample_seed=q.seed, max_tokens=q.max_tokens)
+    items = gsm8k_items(n, q.mode, sample_seed=q.seed, max_tokens=q.max_tokens) if q.task == "gsm8k" else None
     for arm in quality_arms(study, arms):
         qid = qrun_id(study, arm, n)
         if store.quality_status(qid) == "ok":
@@ -59,7 +64,7 @@ def run_quality_campaign(study: Study, store: Store, *, arms: list[str] | None =
             continue
         on_progress("start", {"arm": arm.name})
         row = {"qrun_id": qid, "study": study.name, "arm": arm.name, "quality_key": arm.knobs().quality_key(),
-               "task": q.task, "mode": q.mode, "n": n, "seed": q.seed, "engine": study.engine.name,
+               "task": q.task, "mode": q.mode if q.task == "gsm8k" else "niah", "n": n, "seed": q.seed, "engine": study.engine.name,
                "status": "failed", "reason": None, "started_at": now()}
         records: list[dict] = []
         try:
@@ -69,6 +74,9 @@ def run_quality_campaign(study: Study, store: Store, *, arms: list[str] | None =
             with engines.get_engine(study.engine.name).start(launch_for(study, arm, str(path), slots=slots)) as eng:
                 row["engine_version"] = eng.version
                 t0 = time.monotonic()
+                if items is None:   # retrieval haystacks are sized with this model's own tokenizer
+                    items = retrieval_items(q.retrieval_lengths, per_cell=q.retrieval_per_cell, seed=q.seed,
+                                            count_tokens=server_token_counter(eng.base_url))
                 run = run_items(eng.base_url, items, concurrency=slots, model=eng.model,
                                 progress=lambda done, total: on_progress("item", {"arm": arm.name, "done": done}))
             records = [r.to_dict() for r in run.records]

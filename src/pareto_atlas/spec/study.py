@@ -74,15 +74,17 @@ class ArmSpec(_Frozen):
 
 
 class QualitySpec(_Frozen):
-    task: Literal["gsm8k"] = "gsm8k"
+    # gsm8k: the headline task; retrieval: needle-in-a-haystack at retrieval_lengths (per_cell items
+    # per length and depth) — what KV compression and eviction damage first.
+    task: Literal["gsm8k", "retrieval"] = "gsm8k"
     mode: Literal["chat-0shot", "lm-eval-5shot"] = "chat-0shot"
     n: int = Field(10, ge=1, le=1319)
     seed: int = 1234
     max_tokens: int = Field(256, ge=16)
     baseline_arm: str | None = None
     floor: float = Field(0.95, gt=0, le=1.5)
-    retrieval_lengths: list[int] = Field(default_factory=list)
-    retrieval_n: int = Field(0, ge=0)
+    retrieval_lengths: list[int] = Field(default_factory=lambda: [512, 1024])
+    retrieval_per_cell: int = Field(2, ge=1)
 
 
 class SimulateSpec(_Frozen):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from dataclasses import replace
 
 import pandas as pd
 
@@ -45,23 +46,66 @@ def quality_table(study: Study, store: Store) -> dict[str, dict]:
     return out
 
 
+# Quality priors for knobs this machine cannot run: the cited effect on quality of each family.
+QUALITY_PRIORS = {"kv-evict": "pyramidkv_quality", "sparse-attn": "sparq_quality"}
+
+
 def quality_for(knobs: Knobs, arm: str, study: Study, qt: dict[str, dict]) -> tuple[float, float, float, str]:
-    """(quality, lo, hi, provenance) for a configuration."""
+    """(quality, lo, hi, provenance) for a configuration, in order of trust:
+
+    1. measured on this arm, or inherited from an arm with the same token-changing knobs;
+    2. a re-encoding at or above the source precision: the source's score (a prior: the weights
+       are reproduced, not re-measured);
+    3. eviction or sparse attention on top of (1)/(2): that score moved by the cited quality
+       effect of the family (a prior from seed 000's evidence table);
+    otherwise unmeasured (NaN): such a point can sit on the raw frontier but wins no regime.
+    """
     hit = qt.get(knobs.quality_key())
     if hit is not None:
         prov = "measured" if hit["arm"] == arm else f"inherited:{hit['arm']}"
         return hit["p"], hit["lo"], hit["hi"], prov
-    # A re-encoding at or above the source precision reproduces the source weights (gguf-py
-    # dequantize/requantize); it inherits the source's score, labelled as a prior, not a measurement.
     src = source_type(study.model.name)
     base = study.baseline.knobs()
-    same_rest = Knobs(**{**knobs.to_dict(), "weights": base.weights}).quality_key() == base.quality_key()
+    core = replace(knobs, eviction="none", kv_keep=1.0, sparse_budget=1.0)
+    if core != knobs:
+        q, lo, hi, prov = quality_for(core, "", study, qt)
+        if q != q:
+            return NAN, NAN, NAN, "unmeasured"
+        from pareto_atlas.spec.priors import get_prior
+
+        families = [f for f, on in (("kv-evict", core.kv_keep != knobs.kv_keep or core.eviction != knobs.eviction),
+                                    ("sparse-attn", core.sparse_budget != knobs.sparse_budget)) if on]
+        priors = [get_prior(QUALITY_PRIORS[f]) for f in families]
+        delta = sum(p.central for p in priors)
+        return q + delta, lo + delta, hi + delta, "prior:" + "+".join(p.source for p in priors)
+    same_rest = replace(knobs, weights=base.weights).quality_key() == base.quality_key()
     if (knobs.weights != "RANDOM" and src in BITS_PER_WEIGHT and same_rest
             and BITS_PER_WEIGHT[knobs.weights] >= BITS_PER_WEIGHT[src]):
         b = qt.get(base.quality_key())
         if b is not None:
             return b["p"], b["lo"], b["hi"], f"prior:lossless re-encoding of the {src} source"
     return NAN, NAN, NAN, "unmeasured"
+
+
+def attach_quality(points: pd.DataFrame, study: Study, store: Store) -> pd.DataFrame:
+    """Fill the quality columns of simulated points from the store's quality runs and priors."""
+    from pareto_atlas.calibrate.fit import anchor_knobs
+
+    qt = quality_table(study, store)
+    base_q = qt.get(study.baseline.knobs().quality_key(), {}).get("p", NAN)
+    cache: dict[Knobs, tuple] = {}
+    vals = []
+    for _, r in points.iterrows():
+        k = anchor_knobs(r)
+        if k not in cache:
+            cache[k] = quality_for(k, "", study, qt)
+        vals.append(cache[k])
+    out = points.copy()
+    q = pd.DataFrame(vals, columns=["quality", "quality_lo", "quality_hi", "quality_provenance"], index=points.index)
+    for c in q.columns:
+        out[c] = q[c]
+    out["quality_rel"] = out["quality"] / base_q if base_q and base_q == base_q and base_q > 0 else NAN
+    return out
 
 
 def measured_points(study: Study, store: Store) -> pd.DataFrame:
@@ -100,3 +144,15 @@ def measured_points(study: Study, store: Store) -> pd.DataFrame:
             "engine_version": a.engine_version, "feasible": True, "infeasible_reason": "",
         })
     return pd.DataFrame(rows)
+
+
+def all_points(study: Study, store: Store) -> pd.DataFrame:
+    """Measured anchors and the latest simulated run of the study, one points table."""
+    measured = measured_points(study, store)
+    simulated = store.sim_points(study=study.name)
+    if len(simulated):
+        simulated = simulated.drop(columns=["sim_id"], errors="ignore")
+    frames = [f for f in (measured, simulated) if len(f)]
+    if not frames:
+        return pd.DataFrame()
+    return pd.concat(frames, ignore_index=True, sort=False)

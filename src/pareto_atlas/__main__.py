@@ -1,0 +1,3 @@
+from pareto_atlas.cli import app
+
+app()

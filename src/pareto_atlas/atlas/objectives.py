@@ -1,0 +1,121 @@
+"""Objectives of the atlas: which column, which direction, and how wide its error bar is.
+
+One place says how an objective's uncertainty is read from a points table (contract 1), so the
+frontier, the regimes and `pick` all agree on what "beaten beyond the error bar" means.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+LATENCY_COLUMNS = ("ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "e2e_p50_ms", "e2e_p99_ms")
+THROUGHPUT_COLUMNS = ("throughput_tok_s", "goodput_rps")
+QUALITY_COLUMNS = ("quality", "quality_rel")
+COST_COLUMNS = ("cost_per_mtok",)
+OTHER_NUMERIC = ("mem_gb", "n_opts", "concurrency", "rate_rps", "price_per_hour")
+
+# Direction a practitioner wants when the column is an objective.
+DEFAULT_DIRECTION = {
+    **{c: "min" for c in LATENCY_COLUMNS},
+    **{c: "max" for c in THROUGHPUT_COLUMNS},
+    **{c: "max" for c in QUALITY_COLUMNS},
+    "cost_per_mtok": "min",
+    "mem_gb": "min",
+}
+OBJECTIVE_COLUMNS = tuple(DEFAULT_DIRECTION)
+DIRECTIONS = ("min", "max")
+
+UNITS = {
+    **{c: "ms" for c in LATENCY_COLUMNS},
+    "throughput_tok_s": "tok/s", "goodput_rps": "req/s", "cost_per_mtok": "$/Mtok",
+    "quality": "score", "quality_rel": "x baseline", "mem_gb": "GB",
+}
+
+
+@dataclass(frozen=True)
+class Objective:
+    """One axis of the frontier. `direction` is "min" or "max"."""
+
+    column: str
+    direction: str
+
+    def __post_init__(self) -> None:
+        if self.column not in DEFAULT_DIRECTION:
+            raise ValueError(f"objective {self.column!r}: not an objective column; allowed: {', '.join(OBJECTIVE_COLUMNS)}")
+        if self.direction not in DIRECTIONS:
+            raise ValueError(f"objective {self.column}: direction {self.direction!r}; allowed: min, max")
+
+    @classmethod
+    def parse(cls, spec: "str | Objective") -> "Objective":
+        """`"tpot_p99_ms"` (default direction) or `"tpot_p99_ms:min"`."""
+        if isinstance(spec, Objective):
+            return spec
+        column, _, direction = str(spec).strip().partition(":")
+        column = column.strip()
+        if column not in DEFAULT_DIRECTION:
+            raise ValueError(f"objective {column!r}: not an objective column; allowed: {', '.join(OBJECTIVE_COLUMNS)}")
+        return cls(column, direction.strip() or DEFAULT_DIRECTION[column])
+
+    @property
+    def sign(self) -> float:
+        """Multiply by this to turn the objective into one to minimise."""
+        return 1.0 if self.direction == "min" else -1.0
+
+
+DEFAULT_OBJECTIVES = (Objective("quality_rel", "max"), Objective("tpot_p99_ms", "min"), Objective("cost_per_mtok", "min"))
+
+
+def _col(points: pd.DataFrame, name: str, default: float = 0.0) -> np.ndarray:
+    if name in points.columns:
+        return points[name].to_numpy(dtype=float, na_value=np.nan)
+    return np.full(len(points), default)
+
+
+def quality_rel_interval(points: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """The 95 % interval of quality_rel: quality_lo..hi divided by the baseline quality.
+
+    The baseline is recovered as quality / quality_rel; where quality is 0 (a collapsed arm) that
+    ratio is undefined, so the median baseline of the table is used instead.
+    """
+    q = _col(points, "quality", np.nan)
+    rel = _col(points, "quality_rel", np.nan)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scale = np.where((q > 0) & np.isfinite(rel), rel / q, np.nan)
+    fallback = np.nanmedian(scale) if np.isfinite(scale).any() else 1.0
+    scale = np.where(np.isfinite(scale), scale, fallback)
+    lo = _col(points, "quality_lo", np.nan) * scale
+    hi = _col(points, "quality_hi", np.nan) * scale
+    # A point without an interval carries no quality error bar (degenerate interval).
+    lo = np.where(np.isfinite(lo), lo, rel)
+    hi = np.where(np.isfinite(hi), hi, rel)
+    return np.minimum(lo, rel), np.maximum(hi, rel)
+
+
+def interval(points: pd.DataFrame, column: str) -> tuple[np.ndarray, np.ndarray]:
+    """(low, high) bounds of a column's value given the point's error bar.
+
+    Latency: ± lat_rel_err. Throughput: ± thr_rel_err. Cost is price / throughput, so its bounds
+    come from the throughput bounds (not a symmetric band). Quality: the measured 95 % interval.
+    Measured anchors carry 0 relative error, so their interval is the point itself.
+    """
+    v = _col(points, column, np.nan)
+    if column in LATENCY_COLUMNS:
+        e = np.nan_to_num(_col(points, "lat_rel_err"), nan=0.0)
+        return v * (1 - e), v * (1 + e)
+    if column in THROUGHPUT_COLUMNS:
+        e = np.nan_to_num(_col(points, "thr_rel_err"), nan=0.0)
+        return v * (1 - e), v * (1 + e)
+    if column in COST_COLUMNS:
+        e = np.clip(np.nan_to_num(_col(points, "thr_rel_err"), nan=0.0), 0.0, 0.99)
+        return v / (1 + e), v / (1 - e)
+    if column == "quality":
+        lo, hi = _col(points, "quality_lo", np.nan), _col(points, "quality_hi", np.nan)
+        lo = np.where(np.isfinite(lo), lo, v)
+        hi = np.where(np.isfinite(hi), hi, v)
+        return np.minimum(lo, v), np.maximum(hi, v)
+    if column == "quality_rel":
+        return quality_rel_interval(points)
+    return v, v

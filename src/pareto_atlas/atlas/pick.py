@@ -1,0 +1,148 @@
+"""Re-planning without re-measuring: answer a constraint, a price change or a new card from the table.
+
+    pick(points, "tpot_p99_ms<=40, quality_rel>=95%", "cost_per_mtok", prices={"A100-80G-PCIe": 2.085})
+
+A new price re-derives cost from throughput (cost = $/h / (throughput_tok_s * 3600) * 1e6), never
+by scaling the old cost, so the answer is exactly what the pipeline would have written.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from pareto_atlas.atlas.constraints import Constraint, ConstraintError, parse_constraints
+from pareto_atlas.atlas.objectives import DEFAULT_DIRECTION, OBJECTIVE_COLUMNS
+from pareto_atlas.atlas.regimes import DEFAULT_QUALITY_FLOOR, Regime, admission
+from pareto_atlas.atlas.winners import _rank
+
+SHOW_COLUMNS = ("point_id", "label", "hardware", "workload", "provenance", "quality_provenance", "quality_rel",
+                "quality_lo", "quality_hi", "tpot_p99_ms", "ttft_p99_ms", "throughput_tok_s", "cost_per_mtok",
+                "price_per_hour", "price_date", "lat_rel_err", "thr_rel_err", "n_opts", "optimizations")
+
+
+def cost_per_mtok(price_per_hour: np.ndarray | float, throughput_tok_s: np.ndarray | float) -> np.ndarray:
+    """$ per million output tokens (DESIGN.md's definition)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.asarray(price_per_hour, dtype=float) / (np.asarray(throughput_tok_s, dtype=float) * 3600.0) * 1e6
+
+
+def reprice(points: pd.DataFrame, prices: Mapping[str, float], price_date: str = "") -> pd.DataFrame:
+    """A copy of `points` with new $/hour for the named hardware and cost re-derived from throughput."""
+    known = set(points["hardware"].astype(str))
+    out = points.copy()
+    for hw, price in prices.items():
+        if hw not in known:
+            raise ValueError(f"price for {hw!r}: no such hardware in the points table; known: {', '.join(sorted(known))}")
+        if not price > 0:
+            raise ValueError(f"price for {hw}: {price} must be > 0 $/hour")
+        m = (out["hardware"].astype(str) == hw).to_numpy()
+        out.loc[m, "price_per_hour"] = float(price)
+        out.loc[m, "price_date"] = price_date or "user override"
+    out["cost_per_mtok"] = cost_per_mtok(out["price_per_hour"].to_numpy(dtype=float),
+                                         out["throughput_tok_s"].to_numpy(dtype=float))
+    return out
+
+
+@dataclass(frozen=True)
+class PickResult:
+    objective: str
+    direction: str
+    constraints: tuple[Constraint, ...]
+    quality_floor: float | None
+    winner: dict | None
+    runners_up: pd.DataFrame
+    boundary: pd.DataFrame
+    n_points: int
+    n_candidates: int
+    repriced: dict = field(default_factory=dict)
+    elapsed_s: float = 0.0
+
+    def summary(self) -> str:
+        """A few lines a person reads in a terminal."""
+        cons = ", ".join(str(c) for c in self.constraints) or "none"
+        guard = f"quality_rel>={self.quality_floor:g}" if self.quality_floor is not None else "off"
+        head = (f"{'minimise' if self.direction == 'min' else 'maximise'} {self.objective} | constraints: {cons} | "
+                f"quality guard: {guard} | {self.n_candidates} of {self.n_points} points qualify")
+        if self.repriced:
+            head += " | repriced: " + ", ".join(f"{k} ${v:g}/h" for k, v in self.repriced.items())
+        if self.winner is None:
+            return head + "\nno configuration satisfies the constraints"
+        w = self.winner
+        lines = [head, f"winner: {w['label']} on {w['hardware']} ({w['workload']}), {self.objective} = "
+                       f"{w[self.objective]:.4g}, provenance {w['provenance']}, quality_rel {w['quality_rel']:.3f}"]
+        for _, r in self.runners_up.iterrows():
+            lines.append(f"  then: {r['label']} on {r['hardware']}, {self.objective} = {r[self.objective]:.4g} ({r['provenance']})")
+        if len(self.boundary):
+            lines.append(f"boundary cases (quality interval straddles the floor): {len(self.boundary)}")
+        return "\n".join(lines)
+
+
+def _floor_from(constraints: Iterable[Constraint], default: float | None) -> tuple[float | None, bool]:
+    """The quality floor the user stated (quality_rel >= x), else the default guard."""
+    for c in constraints:
+        if c.column == "quality_rel" and c.op in (">=", ">"):
+            return float(c.value), True
+    return default, False
+
+
+def pick(
+    points: pd.DataFrame,
+    constraints: str | Iterable[str | Constraint] | None = None,
+    objective: str = "cost_per_mtok",
+    *,
+    direction: str | None = None,
+    prices: Mapping[str, float] | None = None,
+    price_date: str = "",
+    extra_hardware: pd.DataFrame | None = None,
+    quality_floor: float | None = DEFAULT_QUALITY_FLOOR,
+    top: int = 5,
+) -> PickResult:
+    """The best admitted point for `objective` under `constraints`, and up to `top - 1` runners-up.
+
+    `prices` maps hardware name -> $/hour (cost re-derived); `extra_hardware` is a points table for
+    cards not in `points` (e.g. simulated rows for a new card read from the store), appended first.
+    The quality guard is `quality_floor` of baseline unless the constraints state quality_rel >= x;
+    pass quality_floor=None to switch it off. Boundary cases are returned, never dropped silently.
+    """
+    t0 = time.perf_counter()
+    if objective not in DEFAULT_DIRECTION:
+        raise ConstraintError(f"objective {objective!r}: not an objective column; allowed: {', '.join(OBJECTIVE_COLUMNS)}")
+    cons = parse_constraints(constraints)
+    pts = points
+    if extra_hardware is not None and len(extra_hardware):
+        missing = [c for c in ("hardware", "throughput_tok_s", "price_per_hour", objective) if c not in extra_hardware.columns]
+        if missing:
+            raise ValueError(f"extra_hardware: points table has no column {missing[0]!r} (contract 1)")
+        pts = pd.concat([pts, extra_hardware], ignore_index=True)
+    if prices:
+        pts = reprice(pts, prices, price_date)
+    floor, _ = _floor_from(cons, quality_floor)
+    regime = Regime("pick", objective, direction or "", cons, floor)
+    adm = admission(pts, regime)
+    ok = adm["admitted"].to_numpy()
+    cand_idx = np.flatnonzero(ok)
+    if len(cand_idx) > 4 * top + 64:
+        # Only the head of the ranking matters: partial sort on the objective, then exact ranking.
+        v = pts[objective].to_numpy(dtype=float, na_value=np.nan)[cand_idx] * (1.0 if regime.direction == "min" else -1.0)
+        k = 4 * top + 64
+        head = np.argpartition(v, k)[:k]
+        cut = v[head].max()
+        cand_idx = cand_idx[v <= cut]  # keep every tie at the cut, so tie-breaking stays exact
+    cand = pts.iloc[cand_idx]
+    order = _rank(cand, regime)[:top] if len(cand) else np.array([], dtype=int)
+    show = [c for c in SHOW_COLUMNS if c in pts.columns] + ([objective] if objective not in SHOW_COLUMNS else [])
+    ranked = cand.iloc[order][show].reset_index(drop=True)
+    b = adm["boundary"].to_numpy() & adm["meets_constraints"].to_numpy()
+    boundary = pts.loc[b, [c for c in show]].assign(
+        admitted=adm.loc[b, "admitted"].to_numpy(), quality_rel_lo=adm.loc[b, "quality_rel_lo"].to_numpy(),
+        quality_rel_hi=adm.loc[b, "quality_rel_hi"].to_numpy()).reset_index(drop=True)
+    winner = ranked.iloc[0].to_dict() if len(ranked) else None
+    return PickResult(objective=objective, direction=regime.direction, constraints=cons, quality_floor=floor,
+                      winner=winner, runners_up=ranked.iloc[1:].reset_index(drop=True), boundary=boundary,
+                      n_points=len(pts), n_candidates=int(ok.sum()), repriced=dict(prices or {}),
+                      elapsed_s=time.perf_counter() - t0)

@@ -1,0 +1,167 @@
+"""Calibration with its fidelity report: residuals, leave-one-out and held-out error, campaign drift,
+engine-version flags, and the error bar every simulated point then carries."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from pareto_atlas.calibrate.fit import KNOB_FIELDS, TARGETS, _anchors, fit_params, predict
+from pareto_atlas.simulate.params import CalibParams, with_error_bars
+from pareto_atlas.spec.cards import HardwareCard, ModelCard
+
+LATENCY = ("ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms")
+ARM_COLS = KNOB_FIELDS + ("prompt_tokens", "output_tokens", "concurrency")
+
+
+@dataclass(frozen=True)
+class Calibration:
+    params: CalibParams                 # fitted, carrying lat_rel_err / thr_rel_err
+    residuals: pd.DataFrame             # per anchor: measured, predicted, rel_err per target
+    loo: pd.DataFrame | None            # per anchor: leave-one-out rel_err per target
+    heldout: pd.DataFrame | None        # held-out anchors: rel_err per target
+    drift: pd.DataFrame                 # per arm measured in >1 campaign: relative spread per target
+    flagged: pd.DataFrame               # anchors from another engine version than the majority (not fitted)
+    repeat_spread: dict                 # median repeat-to-repeat relative spread per target
+    summary: dict                       # median |rel err| per target for fit / loo / heldout
+
+    def report(self) -> str:
+        lines = [f"calibration {self.params.hardware} / {self.params.engine}: {len(self.residuals)} anchors fitted, "
+                 f"{len(self.flagged)} flagged (other engine version)",
+                 f"{'target':16s} {'fit':>7s} {'LOO':>7s} {'held-out':>9s} {'repeat':>7s}"]
+        for t in TARGETS:
+            s = self.summary
+            lines.append(f"{t:16s} {s['fit'].get(t, np.nan):7.1%} {s['loo'].get(t, np.nan):7.1%} "
+                         f"{s['heldout'].get(t, np.nan):9.1%} {self.repeat_spread.get(t, np.nan):7.1%}")
+        lines.append(f"error bar carried by simulated points: latency ±{self.params.lat_rel_err:.1%}, "
+                     f"throughput ±{self.params.thr_rel_err:.1%} ({self.params.provenance})")
+        return "\n".join(lines)
+
+
+def _rel_err(pred: np.ndarray, meas: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(meas > 0, pred / meas - 1.0, np.nan)
+
+
+def _median_abs(df: pd.DataFrame | None) -> dict:
+    if df is None or df.empty:
+        return {}
+    return {t: float(np.nanmedian(np.abs(df[t]))) if df[t].notna().any() else np.nan for t in TARGETS if t in df}
+
+
+def _arm_key(df: pd.DataFrame) -> pd.Series:
+    cols = [c for c in ARM_COLS if c in df.columns]
+    return df[cols].astype(str).agg("|".join, axis=1)
+
+
+def repeat_spread(anchors: pd.DataFrame) -> dict:
+    """Median relative spread (max-min over mean) between repeats of the same arm in one campaign."""
+    key = _arm_key(anchors) + "|" + anchors.get("campaign_id", pd.Series("", index=anchors.index)).astype(str)
+    out = {}
+    for t in TARGETS:
+        if t not in anchors:
+            continue
+        g = anchors.groupby(key)[t]
+        spread = (g.max() - g.min()) / g.mean()
+        spread = spread[g.count() > 1]
+        out[t] = float(spread.median()) if len(spread) else np.nan
+    return out
+
+
+def campaign_drift(anchors: pd.DataFrame) -> pd.DataFrame:
+    """Per arm measured in more than one campaign: relative spread of campaign means, per target."""
+    if "campaign_id" not in anchors:
+        return pd.DataFrame()
+    key = _arm_key(anchors)
+    rows = []
+    for k, g in anchors.groupby(key):
+        if g["campaign_id"].nunique() < 2:
+            continue
+        means = g.groupby("campaign_id")[[t for t in TARGETS if t in g]].mean()
+        rows.append({"arm": k, "campaigns": int(len(means)), **((means.max() - means.min()) / means.mean()).to_dict()})
+    return pd.DataFrame(rows)
+
+
+def engine_version_flags(anchors: pd.DataFrame) -> pd.Series:
+    """True for anchors whose engine_version differs from the majority's."""
+    if "engine_version" not in anchors or anchors["engine_version"].isna().all():
+        return pd.Series(False, index=anchors.index)
+    majority = anchors["engine_version"].mode().iloc[0]
+    return anchors["engine_version"] != majority
+
+
+def fit(anchors: pd.DataFrame, model: ModelCard, hw: HardwareCard, *, heldout: pd.Series | list | None = None,
+        k_folds: int = 0, loo: bool = True, engine: str = "", fit_cv: bool = True,
+        start: CalibParams | None = None) -> Calibration:
+    """Fit CalibParams for one (hardware, engine) and report how far they can be trusted.
+
+    heldout: boolean mask (or row labels) of anchors kept out of the fit and scored after it;
+    k_folds > 1 instead scores each fold from a fit on the others. Anchors from another engine
+    version than the majority are flagged and left out of the fit.
+    """
+    anchors = anchors.reset_index(drop=True)
+    flags = engine_version_flags(anchors)
+    usable = anchors[~flags]
+    if heldout is not None:
+        mask = pd.Series(heldout, index=anchors.index) if not isinstance(heldout, list) else anchors.index.isin(heldout)
+        mask = pd.Series(mask, index=anchors.index).astype(bool)
+        train, test = usable[~mask[~flags]], usable[mask[~flags]]
+    else:
+        train, test = usable, usable.iloc[0:0]
+    if len(train) < 2:
+        raise ValueError(f"calibrate: {len(train)} usable anchors; need at least 2 (flagged: {int(flags.sum())})")
+    if start is None and engine:
+        from pareto_atlas.simulate.params import default_params
+        start = default_params(hw, engine)
+    params, pred = fit_params(train, model, hw, start, fit_cv)
+    meas = train.reindex(columns=list(TARGETS)).to_numpy(float)
+    resid = train.reindex(columns=[c for c in ("campaign_id", "engine_version") if c in train]).copy()
+    rel = _rel_err(pred, meas)
+    for i, t in enumerate(TARGETS):
+        resid[f"{t}_measured"], resid[f"{t}_predicted"], resid[t] = meas[:, i], pred[:, i], rel[:, i]
+
+    loo_df = None
+    if loo and len(train) >= 3:
+        rows = []
+        for i in range(len(train)):
+            p_i, _ = fit_params(train.drop(train.index[i]), model, hw, params, fit_cv)
+            pr = predict(_anchors(train.iloc[[i]]), model, hw, p_i)
+            rows.append(_rel_err(pr[0], meas[i]))
+        loo_df = pd.DataFrame(rows, columns=list(TARGETS), index=train.index)
+
+    held_df = None
+    if len(test):
+        pr = predict(_anchors(test), model, hw, params)
+        held_df = pd.DataFrame(_rel_err(pr, test.reindex(columns=list(TARGETS)).to_numpy(float)),
+                               columns=list(TARGETS), index=test.index)
+    elif k_folds > 1 and len(train) >= k_folds:
+        folds = np.arange(len(train)) % k_folds
+        parts = []
+        for f in range(k_folds):
+            p_f, _ = fit_params(train[folds != f], model, hw, params, fit_cv)
+            te = train[folds == f]
+            pr = predict(_anchors(te), model, hw, p_f)
+            parts.append(pd.DataFrame(_rel_err(pr, te.reindex(columns=list(TARGETS)).to_numpy(float)),
+                                      columns=list(TARGETS), index=te.index))
+        held_df = pd.concat(parts)
+
+    spread = repeat_spread(usable)
+    lat_err, thr_err = _error_bars(loo_df if loo_df is not None else held_df, resid, spread)
+    n = len(train)
+    params = with_error_bars(params, lat_err, thr_err, f"calibrated on {n} anchors ({hw.name})")
+    summary = {"fit": _median_abs(resid), "loo": _median_abs(loo_df), "heldout": _median_abs(held_df)}
+    return Calibration(params, resid, loo_df, held_df, campaign_drift(usable), anchors[flags], spread, summary)
+
+
+def _error_bars(errs: pd.DataFrame | None, resid: pd.DataFrame, spread: dict) -> tuple[float, float]:
+    """90th percentile of out-of-sample |rel err| (in-sample if none), never below the repeat spread."""
+    src = errs if errs is not None and not errs.empty else resid
+    lat = np.abs(src[[t for t in LATENCY if t in src]].to_numpy(float)).ravel()
+    thr = np.abs(src["throughput_tok_s"].to_numpy(float)) if "throughput_tok_s" in src else np.array([])
+    lat_err = float(np.nanpercentile(lat, 90)) if np.isfinite(lat).any() else 0.25
+    thr_err = float(np.nanpercentile(thr, 90)) if np.isfinite(thr).any() else 0.25
+    floor_lat = np.nanmax([spread.get(t, np.nan) for t in LATENCY] + [0.0])
+    floor_thr = spread.get("throughput_tok_s", 0.0)
+    return max(lat_err, floor_lat), max(thr_err, 0.0 if floor_thr != floor_thr else floor_thr)

@@ -1,0 +1,84 @@
+"""The `calibrate` stage: probe this machine, fit the simulator to the study's anchors per
+(hardware, engine), and keep the fit and its fidelity report in the store."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import numpy as np
+import pandas as pd
+from rich.console import Console
+
+from pareto_atlas.calibrate.fidelity import TARGETS, fit
+from pareto_atlas.calibrate.hwprobe import measure_this_machine
+from pareto_atlas.spec.cards import HardwareCard, model_card_from_gguf, shipped_models
+from pareto_atlas.spec.study import Study
+from pareto_atlas.store import Store
+from pareto_atlas.store.db import dumps
+from pareto_atlas.store.points import measured_points
+
+THIS = "this-cpu"
+
+
+def this_machine(study: Study, store: Store, *, reprobe: bool = False) -> HardwareCard:
+    """This machine's card, measured once and kept in the store (bandwidth and FLOP/s achieved)."""
+    card = None if reprobe else store.latest_probe(THIS)
+    if card is None:
+        hw = measure_this_machine(price_per_hour=study.cpu_price_per_hour, price_date=study.price_date,
+                                  price_source="assumed 2-vCPU rental price (study cpu_price_per_hour)")
+        store.put_probe(hashlib.sha256(dumps(hw.__dict__).encode()).hexdigest()[:16], THIS, hw.__dict__)
+        return hw
+    card = {**card, "price_per_hour": study.cpu_price_per_hour}
+    return HardwareCard(**card)
+
+
+def model_card(study: Study):
+    if study.model.card:
+        cards = shipped_models()
+        if study.model.card not in cards:
+            raise ValueError(f"model.card {study.model.card!r}: unknown; shipped cards: {', '.join(cards)}")
+        return cards[study.model.card]
+    from pareto_atlas.measure.weights import source_file
+    return model_card_from_gguf(str(source_file(study.model.name)[0]), study.model.name)
+
+
+def _fidelity_rows(cal, anchors: pd.DataFrame) -> list[dict]:
+    rows = []
+    res = cal.residuals
+    for i in range(len(res)):
+        for t in TARGETS:
+            m, p = res[f"{t}_measured"].iloc[i], res[f"{t}_predicted"].iloc[i]
+            loo = cal.loo[t].iloc[i] if cal.loo is not None else np.nan
+            rows.append({"metric": t, "measured": float(m), "simulated": float(p), "label": anchors.label.iloc[i],
+                         "arm": anchors.arm.iloc[i], "loo_rel_err": float(loo)})
+    return rows
+
+
+def calibrate_study(study: Study, store: Store, console: Console) -> None:
+    hw = this_machine(study, store)
+    console.print(f"[bold]calibrate[/]: {THIS} measured at {hw.mem_bw_gbs:.1f} GB/s copy bandwidth, "
+                  f"{hw.tflops['fp32'] * 1e3:.0f} GFLOP/s fp32 SGEMM")
+    anchors = measured_points(study, store)
+    anchors = anchors[anchors.hardware == THIS].reset_index(drop=True)
+    if len(anchors) < 2:
+        raise ValueError(f"calibrate: {len(anchors)} finished anchors for {study.name!r}; need at least 2 "
+                         f"(run `pareto-atlas measure` first)")
+    anchors["n_requests"] = study.load.requests
+    cal = fit(anchors, model_card(study), hw, engine=study.engine.name, loo=True)
+    console.print(cal.report(), highlight=False)
+    for t in TARGETS:
+        if t in cal.loo.columns if cal.loo is not None else False:
+            worst = cal.loo[t].abs().idxmax()
+            if abs(cal.loo[t].iloc[worst] if worst is not None else 0) > 0.15:
+                console.print(f"  worst leave-one-out {t}: {anchors.arm.iloc[worst]} "
+                              f"({cal.loo[t].iloc[worst]:+.0%})", highlight=False)
+    fidelity = {"summary": cal.summary, "repeat_spread": cal.repeat_spread, "anchors": _fidelity_rows(cal, anchors),
+                "drift": cal.drift.to_dict(orient="records"), "flagged": cal.flagged.get("anchor_id", pd.Series()).tolist(),
+                "report": cal.report()}
+    calib_id = hashlib.sha256(dumps([study.name, THIS, sorted(anchors.anchor_id)]).encode()).hexdigest()[:16]
+    versions = anchors.engine_version.dropna()
+    store.put_calibration({"calib_id": calib_id, "study": study.name, "hardware": THIS, "engine": study.engine.name,
+                           "engine_version": versions.mode().iloc[0] if len(versions) else None,
+                           "params_json": dumps(cal.params.to_dict()), "fidelity_json": dumps(fidelity),
+                           "n_anchors": len(anchors)})

@@ -1,0 +1,209 @@
+"""The exact token-count contract: prompts of exactly P tokens as the server counts them,
+requests for exactly N output tokens, and the check of every response against server usage.
+
+A request that breaks the contract is rejected with its reason; it is counted and shown,
+never averaged into a metric.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping
+
+import httpx
+
+from .records import RequestRecord
+
+APIS = ("completions", "chat")
+
+# Common short English words: almost all are one token in BPE vocabularies, so the prompt
+# length can be tuned word by word. Prose-like text keeps n-gram speculation honest (no
+# artificial repetition for the drafter to exploit).
+_WORDS = (
+    "the of and to in is was for that on with as by at from his her they this which were be "
+    "are had not but have one all there their been has when who will more would out so up "
+    "what about into than them can only other new some could time these two may then do first "
+    "any my now such like our over man me even most made after also did many before must "
+    "through back years where much your way well down should because each just those people "
+    "how too little state good very make world still own see men work long get here between "
+    "both life being under never day same another know while last might us great old year off "
+    "come since against go came right used take three small large river house city water light "
+    "green table stone paper market garden window morning letter number answer question"
+).split()
+
+
+def header_secrets(headers: Mapping[str, str] | None) -> tuple[str, ...]:
+    """Credential values carried in request headers, to be scrubbed from anything we print."""
+    out = []
+    for k, v in (headers or {}).items():
+        if k.lower() in ("authorization", "api-key", "x-api-key") and v:
+            out.append(v)
+            out.extend(part for part in v.split() if len(part) >= 8)  # the bare token of "Bearer <token>"
+    return tuple(out)
+
+
+def redact(text: str, secrets: tuple[str, ...]) -> str:
+    for s in sorted(secrets, key=len, reverse=True):
+        text = text.replace(s, "***")
+    return text
+
+
+def endpoint_path(api: str) -> str:
+    if api not in APIS:
+        raise ValueError(f"api: {api!r} is not one of {', '.join(APIS)}")
+    return "/v1/completions" if api == "completions" else "/v1/chat/completions"
+
+
+def contract_body(api: str, prompt: str, output_tokens: int, *, model: str | None = None,
+                  stream: bool = True, extra: Mapping | None = None) -> dict:
+    """The request body asking for exactly `output_tokens` tokens: max = min = N, EOS ignored,
+    no stop strings, greedy (so reruns are comparable), usage included in the stream."""
+    if output_tokens < 1:
+        raise ValueError(f"output_tokens: {output_tokens} must be >= 1")
+    body: dict = {"max_tokens": output_tokens, "min_tokens": output_tokens, "ignore_eos": True,
+                  "temperature": 0.0, "stream": stream}
+    if stream:
+        body["stream_options"] = {"include_usage": True}
+    if api == "chat":
+        body["messages"] = [{"role": "user", "content": prompt}]
+    else:
+        endpoint_path(api)
+        body["prompt"] = prompt
+    if model:
+        body["model"] = model
+    body.update(extra or {})
+    return body
+
+
+def check_contract(record: RequestRecord, prompt_tokens: int | None, output_tokens: int | None) -> str | None:
+    """Why `record` breaks the contract, or None when it holds. Errors are not judged here."""
+    if record.error is not None:
+        return None
+    if record.prompt_tokens is None or record.completion_tokens is None:
+        return "no usage in the response (server did not report prompt/completion tokens)"
+    if prompt_tokens is not None and record.prompt_tokens != prompt_tokens:
+        return f"prompt_tokens {record.prompt_tokens} != contract P={prompt_tokens}"
+    if output_tokens is not None and record.completion_tokens != output_tokens:
+        return f"completion_tokens {record.completion_tokens} != contract N={output_tokens}"
+    if not record.chunk_ts:
+        return "no streamed chunk carried generated text"
+    return None
+
+
+def apply_contract(record: RequestRecord, prompt_tokens: int | None, output_tokens: int | None) -> RequestRecord:
+    """The record with its verdict: ok only when it completed and the contract holds."""
+    if record.error is not None:
+        return record.with_verdict(False, None)
+    reason = check_contract(record, prompt_tokens, output_tokens)
+    return record.with_verdict(reason is None, reason)
+
+
+# ----------------------------------------------------------------------------- prompt building
+
+class TokenCounter:
+    """Counts prompt tokens as the server will report them in usage.prompt_tokens.
+
+    Uses the server's `/tokenize` (llama.cpp: {"content"} -> tokens; vLLM: {"prompt"} -> count)
+    plus a constant offset (BOS, chat template) found with one probe request; without a
+    tokenizer endpoint every count is a 1-token probe request (slow but exact).
+    """
+
+    def __init__(self, client: httpx.Client, api: str = "completions", model: str | None = None):
+        self.client, self.api, self.model = client, api, model
+        self._secrets = header_secrets(client.headers)
+        self._tokenize: Callable[[str], int] | None = self._find_tokenizer()
+        self.offset = 0
+        if self._tokenize is not None:
+            probe = "Counting probe text."
+            self.offset = self._usage_count(probe) - self._tokenize(probe)
+
+    def __call__(self, text: str) -> int:
+        if self._tokenize is None:
+            return self._usage_count(text)
+        return self._tokenize(text) + self.offset
+
+    def _find_tokenizer(self) -> Callable[[str], int] | None:
+        def llama(text: str) -> int:
+            r = self.client.post("/tokenize", json={"content": text})
+            r.raise_for_status()
+            return len(r.json()["tokens"])
+
+        def vllm(text: str) -> int:
+            body = {"prompt": text, "add_special_tokens": True}
+            if self.model:
+                body["model"] = self.model
+            r = self.client.post("/tokenize", json=body)
+            r.raise_for_status()
+            return int(r.json()["count"])
+
+        for fn in (llama, vllm):
+            try:
+                fn("probe")
+                return fn
+            except (httpx.HTTPError, KeyError, ValueError, TypeError):
+                continue
+        return None
+
+    def _usage_count(self, text: str) -> int:
+        body = contract_body(self.api, text, 1, model=self.model, stream=False)
+        r = self.client.post(endpoint_path(self.api), json=body)
+        if r.status_code >= 400:
+            detail = redact(r.text[:200], self._secrets).replace("\n", " ")
+            raise RuntimeError(f"token count probe: HTTP {r.status_code} from {endpoint_path(self.api)}: {detail}")
+        usage = r.json().get("usage") or {}
+        if "prompt_tokens" not in usage:
+            raise RuntimeError("token count probe: the server reported no usage.prompt_tokens")
+        return int(usage["prompt_tokens"])
+
+
+def exact_prompt(count: Callable[[str], int], target: int, prefix: str, rng: random.Random,
+                 attempts: int = 8, hint: int | None = None) -> str:
+    """Text starting with `prefix` that the server counts as exactly `target` tokens.
+
+    Tries `hint` words (and its neighbours) first: consecutive prompts of one length need
+    about the same number of words, so one or two counts usually suffice (this matters when
+    each count is a probe request). Otherwise a binary search over how many pool words follow
+    the prefix (the count is monotone in it); when merges make the count jump over the
+    target, the words are redrawn.
+    """
+    words = [rng.choice(_WORDS) for _ in range(target + 8)]
+    text = lambda k: prefix + " ".join(words[:k])  # noqa: E731
+    if hint is not None:
+        for k in (hint, hint - 1, hint + 1):
+            if 0 <= k <= len(words) and count(text(k)) == target:
+                return text(k)
+    base = count(prefix)
+    if base > target:
+        raise ValueError(f"prompt_tokens: P={target} is shorter than the unique request prefix ({base} tokens)")
+    for attempt in range(attempts):
+        if attempt:
+            words = [rng.choice(_WORDS) for _ in range(target + 8)]
+        lo, hi = 0, len(words)
+        while lo < hi:  # smallest k with count >= target
+            mid = (lo + hi) // 2
+            if count(text(mid)) < target:
+                lo = mid + 1
+            else:
+                hi = mid
+        if count(text(lo)) == target:
+            return text(lo)
+    raise RuntimeError(f"prompt_tokens: could not build a prompt of exactly {target} tokens after {attempts} tries")
+
+
+def build_contract_prompts(base_url: str, P: int, n: int, seed: int = 0, *, api: str = "completions",
+                           model: str | None = None, headers: Mapping[str, str] | None = None,
+                           timeout_s: float = 60.0) -> list[str]:
+    """`n` prompts of exactly `P` server tokens, each opening with a unique nonce so that no
+    prefix cache can serve one request from another's work. Deterministic in `seed`."""
+    if P < 1 or n < 0:
+        raise ValueError(f"build_contract_prompts: P={P} must be >= 1 and n={n} >= 0")
+    rng = random.Random(seed)
+    with httpx.Client(base_url=base_url, timeout=timeout_s, headers=dict(headers or {})) as client:
+        count = TokenCounter(client, api=api, model=model)
+        out: list[str] = []
+        hint = None
+        for i in range(n):
+            prefix = f"Request {seed}-{i} {rng.randrange(16**6):06x}: "
+            out.append(exact_prompt(count, P, prefix, rng, hint=hint))
+            hint = len(out[-1][len(prefix):].split())
+        return out

@@ -1,0 +1,171 @@
+"""Greedy decoding and perplexity with a KV cache pruned by an eviction policy (torch).
+
+A manual loop over HF's DynamicCache: the prompt is prefilled in chunks and the cache is cut to
+the policy's budget after every chunk (so KV memory really stays bounded), then during decoding
+(StreamingLLM, H2O) or not (SnapKV). Kept keys carry the rotary phase of their original
+positions, so new tokens get their true `position_ids`, while the shorter cache's length (not
+the positions) builds the attention mask. Attention weights (eager attention) feed H2O's
+accumulated scores and SnapKV's observation window; query heads are summed onto their shared KV head (GQA).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from .model import require_torch
+from .policies import EvictionConfig, select
+
+
+@dataclass(frozen=True)
+class GenResult:
+    text: str
+    token_ids: tuple[int, ...]
+    n_prompt: int
+    peak_kv_tokens: int      # largest cache length per head during the run
+    kv_keep: float           # peak_kv_tokens / tokens a full cache would hold at the end
+    seconds: float
+
+
+@dataclass(frozen=True)
+class PplResult:
+    nll: float               # mean negative log-likelihood per predicted token (nats)
+    ppl: float
+    n_tokens: int
+    peak_kv_tokens: int
+    kv_keep: float
+
+
+class PrunedCache:
+    """HF DynamicCache plus, per layer, each entry's position and scores ([kv_heads, L])."""
+
+    def __init__(self, model: Any, cfg: EvictionConfig, budget: int | None):
+        torch = require_torch()
+        from transformers import DynamicCache
+
+        self.torch, self.cfg, self.budget = torch, cfg, budget
+        self.cache = DynamicCache(config=model.config)
+        c = model.config
+        self.n_layers = c.num_hidden_layers
+        self.kv_heads = c.num_key_value_heads
+        self.group = c.num_attention_heads // c.num_key_value_heads
+        self.pos: list[Any] = [None] * self.n_layers
+        self.acc: list[Any] = [None] * self.n_layers
+        self.peak = 0
+
+    def __len__(self) -> int:
+        return self.cache.get_seq_length()
+
+    def _grouped(self, attn: Any) -> Any:
+        # [1, n_heads, q, kv] -> [kv_heads, q, kv]: sum the query heads sharing a KV head
+        a = attn[0].float()
+        return a.reshape(self.kv_heads, self.group, a.shape[1], a.shape[2]).sum(1)
+
+    def after_forward(self, start: int, q: int, attentions: Sequence[Any] | None, compress: bool) -> None:
+        torch = self.torch
+        new_pos = torch.arange(start, start + q).expand(self.kv_heads, q)
+        obs = [None] * self.n_layers
+        for layer in range(self.n_layers):
+            self.pos[layer] = new_pos.clone() if self.pos[layer] is None else torch.cat([self.pos[layer], new_pos], 1)
+            if attentions is not None:
+                a = self._grouped(attentions[layer])                        # [kvh, q, kv]
+                got = a.sum(1)                                             # attention received, [kvh, kv]
+                prev = self.acc[layer]
+                self.acc[layer] = got if prev is None else torch.cat([prev, torch.zeros(self.kv_heads, q)], 1) + got
+                obs[layer] = a[:, -self.cfg.window:, :].sum(1)
+        self.peak = max(self.peak, len(self))
+        if compress and self.budget is not None and len(self) > self.budget:
+            self._compress(obs)
+
+    def _compress(self, obs: list[Any]) -> None:
+        torch = self.torch
+        for layer in range(self.n_layers):
+            acc = self.acc[layer].numpy() if self.acc[layer] is not None else None
+            o = obs[layer].numpy() if obs[layer] is not None else None
+            idx = torch.from_numpy(select(self.cfg, self.budget, self.pos[layer].numpy(), acc, o))   # [kvh, b]
+            lay = self.cache.layers[layer]
+            heads = torch.arange(self.kv_heads)[:, None]
+            lay.keys = lay.keys[0][heads, idx].unsqueeze(0)                  # [1, kvh, b, d]
+            lay.values = lay.values[0][heads, idx].unsqueeze(0)
+            self.pos[layer] = torch.gather(self.pos[layer], 1, idx)
+            if self.acc[layer] is not None:
+                self.acc[layer] = torch.gather(self.acc[layer], 1, idx)
+
+
+def _chunks(n: int, chunk: int) -> list[tuple[int, int]]:
+    """Chunk bounds with the remainder FIRST, so the last chunk (the question) is whole: SnapKV's
+    observation window then sees the end of the prompt, as in the paper. chunk 0: one chunk."""
+    if chunk == 0 or chunk >= n:
+        return [(0, n)]
+    first = n % chunk or min(n, chunk)
+    bounds = [(0, first)]
+    while bounds[-1][1] < n:
+        s = bounds[-1][1]
+        bounds.append((s, min(n, s + chunk)))
+    return bounds
+
+
+def _forward(model: Any, state: PrunedCache, ids: Any, start: int, compress: bool) -> Any:
+    torch = state.torch
+    q = ids.shape[1]
+    c = len(state)
+    # transformers 5.24 takes `cache=` and derives the mask from the cache length (c) itself;
+    # position_ids carry the true positions, which differ from c once entries are evicted.
+    out = model(input_ids=ids, position_ids=torch.arange(start, start + q)[None],
+                attention_mask=torch.ones(1, c + q, dtype=torch.long),
+                cache=state.cache, use_cache=True, output_attentions=state.cfg.needs_attention)
+    state.after_forward(start, q, out.attentions if state.cfg.needs_attention else None, compress)
+    return out.logits
+
+
+def generate(model: Any, tok: Any, prompt: str, cfg: EvictionConfig, max_new_tokens: int = 16,
+             stop: Sequence[str] = ("\n",)) -> GenResult:
+    """Greedy continuation of `prompt` under `cfg`."""
+    torch = require_torch()
+    t0 = time.monotonic()
+    ids = tok(prompt, return_tensors="pt").input_ids
+    n = ids.shape[1]
+    state = PrunedCache(model, cfg, cfg.budget(n))
+    out_ids: list[int] = []
+    with torch.no_grad():
+        for s, e in _chunks(n, cfg.chunk):
+            logits = _forward(model, state, ids[:, s:e], s, compress=True)
+        eos = tok.eos_token_id
+        for step in range(max_new_tokens):
+            nxt = int(logits[0, -1].argmax())
+            if nxt == eos:
+                break
+            out_ids.append(nxt)
+            text = tok.decode(out_ids, skip_special_tokens=True)
+            if any(x and x in text for x in stop) or step == max_new_tokens - 1:
+                break
+            logits = _forward(model, state, torch.tensor([[nxt]]), n + step, compress=cfg.evicts_during_decode)
+    text = tok.decode(out_ids, skip_special_tokens=True)
+    return GenResult(text=text, token_ids=tuple(out_ids), n_prompt=n, peak_kv_tokens=state.peak,
+                     kv_keep=min(1.0, (state.budget or n + len(out_ids)) / (n + len(out_ids))) if cfg.evicts else 1.0,
+                     seconds=time.monotonic() - t0)
+
+
+def perplexity(model: Any, tok: Any, text: str, cfg: EvictionConfig) -> PplResult:
+    """Teacher-forced perplexity of `text` when each chunk attends to the pruned cache of the
+    text before it plus itself: what eviction leaves for ordinary next-token prediction."""
+    torch = require_torch()
+    ids = tok(text, return_tensors="pt").input_ids
+    n = ids.shape[1]
+    state = PrunedCache(model, cfg, cfg.budget(n))
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for s, e in _chunks(n, cfg.chunk):
+            logits = _forward(model, state, ids[:, s:e], s, compress=True)
+            # logits at position t predict token t+1; the last one predicts the next chunk's first
+            lp = torch.log_softmax(logits[0].float(), -1)
+            tgt = ids[0, s + 1:e + 1]
+            total -= float(lp[: len(tgt)].gather(1, tgt[:, None]).sum())
+            count += len(tgt)
+    nll = total / max(1, count)
+    keep = (state.budget / n) if cfg.evicts and state.budget is not None else 1.0
+    return PplResult(nll=nll, ppl=math.exp(nll), n_tokens=count, peak_kv_tokens=state.peak, kv_keep=min(1.0, keep))

@@ -1,0 +1,114 @@
+"""Which KV entries to keep: StreamingLLM, H2O and SnapKV as pure functions of cache state.
+
+No torch here (numpy only), so the policies are testable anywhere. State per layer: for each KV
+head h and cached entry j, its original position `pos[h, j]`, its accumulated attention
+`acc[h, j]` (H2O) and the attention it got from the latest observation window `obs[h, j]`
+(SnapKV). Scores are summed over the query heads that share a KV head (GQA), so each KV head
+keeps its own entries but every head keeps the same number (the cache stays rectangular).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+POLICIES = ("none", "streaming", "h2o", "snapkv")
+
+
+@dataclass(frozen=True)
+class EvictionConfig:
+    policy: str = "none"
+    keep: float = 1.0        # KV budget as a fraction of the prompt length (the simulator's kv_keep)
+    sinks: int = 4           # StreamingLLM: first tokens always kept (attention sinks)
+    window: int = 32         # SnapKV observation window (also always kept)
+    pool: int = 7            # SnapKV max-pool kernel over positions (keeps neighbours of a hit)
+    heavy_frac: float = 0.5  # H2O: share of the budget for heavy hitters; the rest is the recent window
+    chunk: int = 128         # prefill chunk, compressed after each (bounded memory); 0 = whole prompt, then compress once
+    min_budget: int = 16
+
+    def __post_init__(self) -> None:
+        if self.policy not in POLICIES:
+            raise ValueError(f"eviction policy: {self.policy!r} is not one of {', '.join(POLICIES)}")
+        if not 0.0 < self.keep <= 1.0:
+            raise ValueError(f"eviction keep: {self.keep} must be in (0, 1]")
+        if not 0.0 <= self.heavy_frac <= 1.0:
+            raise ValueError(f"eviction heavy_frac: {self.heavy_frac} must be in [0, 1]")
+        if self.chunk < 0 or self.window < 1 or self.pool < 1 or self.sinks < 0:
+            raise ValueError("eviction chunk must be >= 0, window and pool >= 1, sinks >= 0")
+
+    @property
+    def evicts(self) -> bool:
+        return self.policy != "none" and self.keep < 1.0
+
+    @property
+    def needs_attention(self) -> bool:
+        return self.evicts and self.policy in ("h2o", "snapkv")
+
+    @property
+    def evicts_during_decode(self) -> bool:
+        """SnapKV compresses the prompt only (as published); the others hold the budget while decoding."""
+        return self.evicts and self.policy in ("streaming", "h2o")
+
+    def budget(self, n_prompt: int) -> int | None:
+        """Cache entries allowed per head, or None for the full cache."""
+        if not self.evicts:
+            return None
+        return max(self.min_budget, math.ceil(self.keep * n_prompt))
+
+    def label(self) -> str:
+        if not self.evicts:
+            return "full"
+        return f"{self.policy}@{self.keep:g}" + ("/oneshot" if self.chunk == 0 else "")
+
+
+def _top(values: np.ndarray, k: int, mask: np.ndarray | None = None) -> np.ndarray:
+    """Indices of the k largest values (ties broken by lower index: deterministic)."""
+    v = values.astype(float).copy()
+    if mask is not None:
+        v[~mask] = -np.inf
+    order = np.lexsort((np.arange(len(v)), -v))
+    return order[:k]
+
+
+def maxpool1d(x: np.ndarray, kernel: int) -> np.ndarray:
+    """Same-length max pooling along the last axis (odd kernel, -inf padding)."""
+    if kernel <= 1:
+        return x
+    half = kernel // 2
+    padded = np.pad(x, [(0, 0)] * (x.ndim - 1) + [(half, half)], constant_values=-np.inf)
+    windows = np.lib.stride_tricks.sliding_window_view(padded, 2 * half + 1, axis=-1)
+    return windows.max(axis=-1)
+
+
+def select(cfg: EvictionConfig, budget: int, pos: np.ndarray, acc: np.ndarray | None = None,
+           obs: np.ndarray | None = None) -> np.ndarray:
+    """Indices to keep, shape [heads, min(budget, L)], ascending (cache order = position order)."""
+    heads, length = pos.shape
+    if length <= budget or not cfg.evicts:
+        return np.tile(np.arange(length), (heads, 1))
+    keep = np.empty((heads, budget), dtype=np.int64)
+    for h in range(heads):
+        p = pos[h]
+        if cfg.policy == "streaming":
+            oldest = _top(-p, min(cfg.sinks, budget))
+            chosen = np.zeros(length, bool)
+            chosen[oldest] = True
+            chosen[_top(p, budget - chosen.sum(), ~chosen)] = True
+        elif cfg.policy == "h2o":
+            if acc is None:
+                raise ValueError("eviction h2o: needs accumulated attention scores")
+            n_recent = budget - int(budget * cfg.heavy_frac)
+            chosen = np.zeros(length, bool)
+            chosen[_top(p, n_recent)] = True
+            chosen[_top(acc[h], budget - n_recent, ~chosen)] = True
+        else:  # snapkv
+            if obs is None:
+                raise ValueError("eviction snapkv: needs observation-window attention scores")
+            chosen = np.zeros(length, bool)
+            chosen[_top(p, min(cfg.window, budget))] = True
+            pooled = maxpool1d(obs[h][None, :], cfg.pool)[0]
+            chosen[_top(pooled, budget - chosen.sum(), ~chosen)] = True
+        keep[h] = np.flatnonzero(chosen)
+    return keep

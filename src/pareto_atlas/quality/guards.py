@@ -1,0 +1,100 @@
+"""The quality guard the atlas applies: an arm must keep `floor` (default 95 %) of the baseline's score.
+
+The decision uses an interval on the ratio, not the point estimate alone: clearly above the floor
+passes, clearly below fails, and an interval that straddles the floor is flagged `boundary`
+(with `passes` set from the point estimate) so the atlas shows it instead of deciding silently.
+Prefer `guard_paired` when both arms answered the same items: pairing removes the item-difficulty
+variance, so an arm that repeats the baseline exactly gets [1, 1], not a ±30 % interval.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from .records import QualityRecord
+from .stats import Score, _z_for
+
+DEFAULT_FLOOR = 0.95
+
+
+@dataclass(frozen=True)
+class GuardResult:
+    passes: bool
+    boundary: bool      # the ratio's interval contains the floor: not decided by the data
+    rel: float          # arm score / baseline score
+    rel_lo: float
+    rel_hi: float
+    floor: float
+    reason: str
+    method: str         # "katz-log" (independent scores) or "paired-bootstrap" (same items)
+
+
+def _decide(rel: float, lo: float, hi: float, floor: float, method: str) -> GuardResult:
+    span = f"quality/baseline {rel:.3f} [{lo:.3f}, {hi:.3f}]"
+    if lo >= floor:
+        return GuardResult(True, False, rel, lo, hi, floor, f"{span} is above the floor {floor:g}", method)
+    if hi < floor:
+        return GuardResult(False, False, rel, lo, hi, floor, f"{span} is below the floor {floor:g}", method)
+    side = "above" if rel >= floor else "below"
+    return GuardResult(rel >= floor, True, rel, lo, hi, floor,
+                       f"boundary: {span} straddles the floor {floor:g} (point estimate {side}); measure more items",
+                       method)
+
+
+def _check_floor(floor: float) -> None:
+    if not 0.0 < floor <= 1.5:
+        raise ValueError(f"quality guard floor: {floor} must be in (0, 1.5] (a fraction of the baseline)")
+
+
+def _undefined(floor: float, base_n: int, method: str) -> GuardResult:
+    return GuardResult(False, True, math.nan, math.nan, math.nan, floor,
+                       f"boundary: the baseline scored 0/{base_n}, so a relative floor is undefined; "
+                       "use agreement with the baseline or a harder-to-fail task", method)
+
+
+def guard(arm: Score, baseline: Score, floor: float = DEFAULT_FLOOR, level: float = 0.95) -> GuardResult:
+    """Guard from two independent scores: Katz log interval on the ratio of proportions
+    (0.5 added to every count when a count is 0, Haldane's correction)."""
+    _check_floor(floor)
+    if arm.n == 0 or baseline.n == 0:
+        raise ValueError("quality guard: both scores need n > 0")
+    if baseline.k == 0:
+        return _undefined(floor, baseline.n, "katz-log")
+    a, n1, c, n2 = float(arm.k), float(arm.n), float(baseline.k), float(baseline.n)
+    rel = (a / n1) / (c / n2)
+    if a == 0 or a == n1 or c == n2:
+        a, n1, c, n2 = a + 0.5, n1 + 0.5, c + 0.5, n2 + 0.5
+    se = math.sqrt(max(0.0, 1 / a - 1 / n1 + 1 / c - 1 / n2))
+    z = _z_for(level)
+    centre = math.log((a / n1) / (c / n2))
+    return _decide(rel, math.exp(centre - z * se), math.exp(centre + z * se), floor, "katz-log")
+
+
+def guard_paired(arm: Sequence[QualityRecord], baseline: Sequence[QualityRecord], floor: float = DEFAULT_FLOOR,
+                 level: float = 0.95, n_boot: int = 4000, seed: int = 0, strict: bool = True) -> GuardResult:
+    """Guard from per-item records of both arms on the same items: percentile bootstrap of the
+    ratio of mean correctness, resampling items (pairs) together."""
+    _check_floor(floor)
+    base_by_id = {r.item_id: r for r in baseline}
+    ids = [r.item_id for r in arm if r.item_id in base_by_id]
+    if not ids:
+        raise ValueError("quality guard: the arm and the baseline share no item ids")
+    arm_by_id = {r.item_id: r for r in arm}
+    pick = (lambda r: r.correct_strict) if strict else (lambda r: r.correct_flexible)
+    x = np.array([pick(arm_by_id[i]) for i in ids], dtype=float)
+    y = np.array([pick(base_by_id[i]) for i in ids], dtype=float)
+    if y.sum() == 0:
+        return _undefined(floor, len(ids), "paired-bootstrap")
+    rel = x.mean() / y.mean()
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(ids), size=(n_boot, len(ids)))
+    xs, ys = x[idx].mean(axis=1), y[idx].mean(axis=1)
+    ok = ys > 0   # a resample with no baseline success has no ratio; it is dropped
+    ratios = xs[ok] / ys[ok]
+    alpha = (1 - level) / 2
+    lo, hi = np.quantile(ratios, [alpha, 1 - alpha])
+    return _decide(float(rel), float(lo), float(hi), floor, "paired-bootstrap")

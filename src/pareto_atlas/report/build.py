@@ -1,0 +1,113 @@
+"""Write the whole atlas for a points table: tables, winners, figures, the HTML page, exports."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from pareto_atlas.atlas.frontier import frontier
+from pareto_atlas.atlas.objectives import DEFAULT_OBJECTIVES, Objective
+from pareto_atlas.atlas.regimes import Regime, default_regimes
+from pareto_atlas.atlas.summary import frontier_frequency, stacked_vs_single
+from pareto_atlas.atlas.winners import boundary_cases, winners
+from pareto_atlas.report import figures as F
+from pareto_atlas.report.definitions import METRIC_DEFINITIONS, PERCENTILE_METHOD
+from pareto_atlas.report.export import export_all, winners_markdown
+from pareto_atlas.report.html import write_html
+
+
+def _regimes(regimes: Sequence[Regime | Mapping] | None, points: pd.DataFrame) -> tuple[Regime, ...]:
+    if regimes is None:
+        return default_regimes(points)
+    return tuple(r if isinstance(r, Regime) else Regime.from_dict(r) for r in regimes)
+
+
+def build_report(
+    points: pd.DataFrame,
+    out_dir: Path,
+    *,
+    regimes: Sequence[Regime | Mapping] | None = None,
+    fidelity: pd.DataFrame | None = None,
+    meta: Mapping[str, object] | None = None,
+    objectives: Sequence[str | Objective] = DEFAULT_OBJECTIVES,
+    latency: str = "tpot_p99_ms",
+    figures: bool = True,
+) -> dict[str, Path]:
+    """Everything the atlas writes, under `out_dir`; returns {name: path}.
+
+    `regimes`: Regime objects or study `[[regimes]]` dicts (None -> the four built-ins, thresholds
+    from the points). `fidelity`: measured vs simulated at the anchors (long: metric, measured,
+    simulated[, label, hardware]; or wide <metric>_measured/<metric>_simulated), None -> no figure.
+    `meta`: stated on the page and in summary.json (title, study, engine, price_source, ...).
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    meta = dict(meta or {})
+    regs = _regimes(regimes, points)
+    marked = frontier(points, objectives)
+    per_hw = frontier(points, objectives, by=("workload", "hardware"))
+    cells = winners(points, regs)
+    boundary = boundary_cases(points, regs, cells)
+    freq = frontier_frequency(marked)
+    svs = stacked_vs_single(marked)
+    paths: dict[str, Path] = {}
+
+    paths["frontier_csv"] = out_dir / "frontier.csv"
+    marked.to_csv(paths["frontier_csv"], index=False)
+    paths["boundary_csv"] = out_dir / "boundary_cases.csv"
+    boundary.to_csv(paths["boundary_csv"], index=False)
+    paths["winners_json"] = out_dir / "winners.json"
+    cells.to_json(paths["winners_json"], orient="records", indent=1)
+    paths["winners_md"] = out_dir / "winners.md"
+    paths["winners_md"].write_text(winners_markdown(cells), encoding="utf-8")
+
+    counts = {r.kind: {"on_frontier": int(r.on_frontier), "total": int(r.total)} for r in svs.itertuples(index=False)}
+    summary = {
+        "meta": {k: v for k, v in meta.items() if isinstance(v, (str, int, float, bool)) or v is None},
+        "objectives": [f"{Objective.parse(o).column}:{Objective.parse(o).direction}" for o in objectives],
+        "regimes": [{"name": r.name, "description": r.describe()} for r in regs],
+        "n_points": int(len(points)), "n_measured": int((points["provenance"] == "measured").sum()),
+        "frontier_status": {k: int(v) for k, v in marked["frontier_status"].value_counts().items()},
+        "raw_frontier": int(marked["raw_frontier"].sum()),
+        "stacked_vs_single": counts,
+        "frontier_frequency": freq.to_dict(orient="records"),
+        "n_boundary_cases": int(len(boundary)),
+        "percentile_method": meta.get("percentile_method", PERCENTILE_METHOD),
+        "definitions": METRIC_DEFINITIONS,
+    }
+    paths["summary_json"] = out_dir / "summary.json"
+    paths["summary_json"].write_text(json.dumps(summary, indent=1, default=str), encoding="utf-8")
+
+    if figures:
+        fig_dir = out_dir / "figures"
+        workloads = list(pd.unique(points["workload"].astype(str)))
+        for wl in workloads:
+            sub = points[points["workload"].astype(str) == wl]
+            sfx = f"__{F.slug(wl)}" if len(workloads) > 1 else ""
+            made = {
+                "frontier_quality_latency": F.fig_quality_latency(sub, fig_dir, latency=latency, name=f"frontier_quality_latency{sfx}"),
+                "frontier_cost_quality": F.fig_cost_quality(sub, fig_dir, name=f"frontier_cost_quality{sfx}"),
+                "frontier_per_hardware": F.fig_hardware_frontiers(sub, fig_dir, latency=latency, name=f"frontier_per_hardware{sfx}"),
+                "constraint_winners": F.fig_constraint_winners(sub, fig_dir, latency=latency, name=f"constraint_winners{sfx}"),
+            }
+            for key, ps in made.items():
+                for ext, p in ps.items():
+                    paths[f"fig_{key}{sfx}_{ext}"] = p
+        for key, ps in {
+            "atlas_grid": F.fig_atlas_grid(cells, fig_dir),
+            "frontier_frequency": F.fig_frontier_frequency(freq, fig_dir),
+            "combos_vs_singles": F.fig_combos_vs_singles(svs, fig_dir),
+            **({"simulator_fidelity": F.fig_fidelity(fidelity, fig_dir)} if fidelity is not None and len(fidelity) else {}),
+        }.items():
+            for ext, p in ps.items():
+                paths[f"fig_{key}_{ext}"] = p
+
+    paths["atlas_html"] = write_html(out_dir / "atlas.html", marked, cells, boundary, list(regs), meta)
+    exports = export_all({"points": points.reset_index(drop=True), "frontier": marked, "frontier_per_hardware": per_hw,
+                          "winners": cells, "boundary_cases": boundary, "frontier_frequency": freq,
+                          "stacked_vs_single": svs}, out_dir / "exports")
+    paths.update({f"export_{k}": v for k, v in exports.items()})
+    return paths

@@ -1,0 +1,22 @@
+"""Metric definitions and the percentile method, as every output states them (DESIGN.md)."""
+
+from __future__ import annotations
+
+PERCENTILE_METHOD = "linear interpolation between closest ranks (numpy 'linear', the default)"
+
+METRIC_DEFINITIONS = {
+    "TTFT": "monotonic time from sending the request to the first streamed event that carries at least one "
+            "generated token (role-only, empty or usage-only chunks do not count).",
+    "TPOT": "per request, (E2E - TTFT) / (completion_tokens - 1), completion_tokens from the server's usage; "
+            "requests with one token are excluded. Never E2E / N.",
+    "Throughput": "sum of completion tokens / (first send to last completion), whole run.",
+    "Cost per million tokens": "$/hour / (output tokens per second x 3600) x 1e6, with the price and its date stated.",
+    "quality_rel": "task score / the baseline configuration's score; 95 % interval from the score's interval.",
+    "Quality guard": "a point is admitted when its quality_rel point estimate is >= the floor; a point that meets "
+                     "the constraints and whose 95 % interval straddles the floor is a boundary case, listed either way.",
+    "Frontier (raw)": "no other point is at least as good on every objective and strictly better on one.",
+    "Frontier with error bars": "a point is dominated only when another beats it beyond both error bars on every "
+                                "objective where they differ; raw-dominated points that cannot be separated are 'tied'.",
+    "Provenance": "measured = anchor run on a real engine (no model error); simulated = calibrated simulator, "
+                  "± its calibrated relative error; prior = literature effect size, not measured here.",
+}

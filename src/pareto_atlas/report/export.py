@@ -1,0 +1,71 @@
+"""Machine-readable outputs: JSON, CSV and Parquet of the points, frontier and winners tables."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+
+FORMATS = ("json", "csv", "parquet")
+
+
+def _parquet_safe(df: pd.DataFrame) -> pd.DataFrame:
+    """Object columns that mix types (e.g. None and str) become strings so Arrow can type them."""
+    out = df.copy()
+    for c in out.columns:
+        if out[c].dtype == object:
+            kinds = {type(v) for v in out[c].dropna()}
+            if len(kinds) > 1 or (kinds and not kinds <= {str, bool, float, int}):
+                out[c] = out[c].map(lambda v: None if v is None or (isinstance(v, float) and v != v) else str(v))
+    return out
+
+
+def export_table(df: pd.DataFrame, out_dir: Path, name: str, formats: Iterable[str] = FORMATS) -> dict[str, Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    for fmt in formats:
+        p = out_dir / f"{name}.{fmt}"
+        if fmt == "json":
+            df.to_json(p, orient="records", indent=1, double_precision=10)
+        elif fmt == "csv":
+            df.to_csv(p, index=False)
+        elif fmt == "parquet":
+            try:
+                df.to_parquet(p, index=False)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
+                _parquet_safe(df).to_parquet(p, index=False)
+        else:
+            raise ValueError(f"export format {fmt!r}: allowed: {', '.join(FORMATS)}")
+        paths[fmt] = p
+    return paths
+
+
+def export_all(tables: Mapping[str, pd.DataFrame], out_dir: Path, formats: Iterable[str] = FORMATS) -> dict[str, Path]:
+    """Every table in every format; keys are `<table>_<format>`."""
+    out = {}
+    for name, df in tables.items():
+        for fmt, p in export_table(df, out_dir, name, tuple(formats)).items():
+            out[f"{name}_{fmt}"] = p
+    return out
+
+
+def winners_markdown(cells: pd.DataFrame) -> str:
+    """The regime-winner table as GitHub markdown (labels escaped for the table syntax)."""
+    def esc(v: object) -> str:
+        s = "" if v is None or (isinstance(v, float) and v != v) else str(v)
+        return s.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").replace("<", "&lt;").replace(">", "&gt;")
+
+    head = "| regime | workload | hardware | winner | provenance | objective | value [error] | quality_rel | stack beats every single | note |"
+    lines = [head, "|" + "---|" * 10]
+    for r in cells.itertuples(index=False):
+        if r.point_id:
+            val = f"{r.value:.4g}" if r.provenance == "measured" else f"{r.value:.4g} [{r.value_lo:.4g}, {r.value_hi:.4g}]"
+            q = f"{r.quality_rel:.3f}"
+        else:
+            val = q = ""
+        lines.append("| " + " | ".join(esc(x) for x in (r.regime, r.workload, r.hardware, r.label, r.provenance,
+                                                           f"{r.direction} {r.objective}", val, q,
+                                                           "yes" if r.stack_beats_singles else "", r.note)) + " |")
+    return "\n".join(lines) + "\n"

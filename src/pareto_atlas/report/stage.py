@@ -1,0 +1,44 @@
+"""The `report` stage: every table, figure and the HTML atlas, re-rendered from the store."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+from rich.console import Console
+
+from pareto_atlas import __version__
+from pareto_atlas.atlas.stage import study_points, study_regimes
+from pareto_atlas.report.build import build_report
+from pareto_atlas.spec.study import Study
+from pareto_atlas.store import Store
+
+
+def fidelity_table(study: Study, store: Store) -> pd.DataFrame | None:
+    """Measured vs simulated at the anchors, from the latest calibration's fidelity record."""
+    cal = store.calibrations(study.name)
+    if cal.empty:
+        return None
+    rows = []
+    for _, c in cal.iterrows():
+        fid = json.loads(c.fidelity_json or "{}")
+        for r in fid.get("anchors", []):
+            rows.append({**r, "hardware": c.hardware})
+    return pd.DataFrame(rows) if rows else None
+
+
+def report_study(study: Study, store: Store, out: Path, console: Console) -> dict[str, Path]:
+    points = study_points(study, store)
+    regs = study_regimes(study, points)
+    meta = {"title": f"pareto-atlas: {study.name}", "study": study.name, "description": study.description,
+            "model": study.model.name, "engine": study.engine.name, "tool_version": __version__,
+            "workload": f"{study.workload.prompt_tokens} prompt / {study.workload.output_tokens} output tokens",
+            "quality": f"{study.quality.task} ({study.quality.mode}), n = {study.quality.n}, "
+                       f"floor {study.quality.floor:.0%} of arm '{study.baseline.name}'",
+            "price_source": f"GPU prices: spec/hardware.toml (seed paper, {study.price_date}) with study overrides; "
+                            f"this CPU: ${study.cpu_price_per_hour}/h (assumed)"}
+    paths = build_report(points, out, regimes=regs, fidelity=fidelity_table(study, store), meta=meta)
+    paths["store"] = store.path
+    console.print(f"[bold]report[/]: {len(paths)} files in {out}")
+    return paths

@@ -1,0 +1,100 @@
+"""The configuration space to sweep: knobs x hardware x workloads x loads, restricted to what composes."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+from pareto_atlas.spec.cards import HardwareCard, ModelCard
+from pareto_atlas.spec.knobs import Knobs
+
+# What each engine family can serve. GGUF types and q8_0/q4_0 KV are llama.cpp's (CPU); vLLM on
+# GPUs serves F16/BF16, FP8 (W8A8 where the card has FP8 units, weight-only Marlin on Ampere, as
+# the seed paper measured on its A100) and AWQ 4-bit, with an f16 or fp8 KV cache.
+CPU_WEIGHTS = ("F16", "Q8_0", "Q5_0", "Q4_K_M", "Q4_0", "Q3_K", "Q2_K")
+GPU_WEIGHTS = ("F16", "BF16", "FP8", "AWQ4")
+CPU_KV = ("f16", "q8_0", "q4_0")
+GPU_KV = ("f16", "fp8")
+CPU_SPEC = ("none", "ngram", "draft")
+GPU_SPEC = ("none", "ngram", "draft", "eagle")
+
+
+def compatible(knobs: Knobs, hw: HardwareCard) -> str:
+    """"" when the configuration can run on this card, else why not."""
+    cpu = hw.kind == "cpu"
+    if knobs.weights not in (CPU_WEIGHTS if cpu else GPU_WEIGHTS):
+        return f"weights {knobs.weights} not served on {hw.kind}"
+    if knobs.kv not in (CPU_KV if cpu else GPU_KV):
+        return f"kv {knobs.kv} not served on {hw.kind}"
+    if knobs.spec not in (CPU_SPEC if cpu else GPU_SPEC):
+        return f"spec {knobs.spec} not served on {hw.kind}"
+    if knobs.batching == "disagg" and hw.link_gbs <= 0:
+        return f"disagg needs a link between pools; {hw.name} has none"
+    if knobs.spec != "none" and knobs.spec_k <= 0:
+        return "spec needs spec_k >= 1"
+    return ""
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    prompt_tokens: int
+    output_tokens: int
+
+
+@dataclass(frozen=True)
+class Load:
+    concurrency: int = 0          # closed loop when > 0
+    rate_rps: float = 0.0         # Poisson when > 0
+
+    def __post_init__(self) -> None:
+        if (self.concurrency > 0) == (self.rate_rps > 0):
+            raise ValueError(f"load: exactly one of concurrency ({self.concurrency}) or rate_rps ({self.rate_rps}) must be > 0")
+
+
+@dataclass(frozen=True)
+class Space:
+    model: ModelCard
+    hardware: tuple[HardwareCard, ...]
+    knobs: tuple[Knobs, ...]
+    workloads: tuple[Workload, ...]
+    loads: tuple[Load, ...]
+    slo: dict = field(default_factory=dict)
+
+    def pairs(self) -> list[tuple[Knobs, HardwareCard]]:
+        """Every compatible (knobs, hardware) pair."""
+        return [(k, h) for h in self.hardware for k in self.knobs if not compatible(k, h)]
+
+    def size(self) -> int:
+        return len(self.pairs()) * len(self.workloads) * len(self.loads)
+
+
+def default_knobs(kind: str) -> list[Knobs]:
+    """The knob grid for one hardware kind: weights x KV x eviction x speculation x batching x slots x sparsity."""
+    cpu = kind == "cpu"
+    weights = ("F16", "Q8_0", "Q4_K_M", "Q4_0") if cpu else ("F16", "FP8", "AWQ4")
+    kvs = CPU_KV if cpu else GPU_KV
+    evictions = (("none", 1.0), ("h2o", 0.5), ("snapkv", 0.25))
+    # Acceptance: n-gram lookup finds little in chat (the seeds measured near zero); a same-family
+    # draft model accepts more; eagle's comes from the cited prior (0 = "resolve from prior").
+    specs = (("none", 0, 0.0), ("ngram", 4, 0.1), ("draft", 4, 0.6)) + (() if cpu else (("eagle", 4, 0.0),))
+    batchings = (("static", 0), ("continuous", 0), ("chunked", 256), ("slo", 256)) + (() if cpu else (("disagg", 0),))
+    slots = (1, 2, 4, 8) if cpu else (1, 8, 32, 128)
+    sparse = (1.0, 0.25)
+    out = []
+    for w, kv, (ev, keep), (sp, k, a), (b, chunk), s, sb in itertools.product(weights, kvs, evictions, specs, batchings,
+                                                                            slots, sparse):
+        out.append(Knobs(weights=w, kv=kv, eviction=ev, kv_keep=keep, spec=sp, spec_k=k, spec_accept=a, batching=b,
+                         slots=s, chunk_tokens=chunk, sparse_budget=sb))
+    return out
+
+
+def default_space(model: ModelCard, hardware: list[HardwareCard], workloads: list[Workload] | None = None,
+                  loads: list[Load] | None = None, slo: dict | None = None) -> Space:
+    """A sensible default space for one model across the given cards (CPU and GPU grids differ)."""
+    kinds = sorted({h.kind for h in hardware})
+    knobs = tuple(k for kind in kinds for k in default_knobs(kind))
+    workloads = workloads or [Workload("chat-512-128", 512, 128), Workload("long-2048-256", 2048, 256)]
+    loads = loads or [Load(concurrency=1), Load(concurrency=8), Load(concurrency=32), Load(rate_rps=2.0)]
+    return Space(model, tuple(hardware), tuple(dict.fromkeys(knobs)), tuple(workloads), tuple(loads),
+                 slo or {"ttft_ms": 2000.0, "tpot_ms": 100.0})

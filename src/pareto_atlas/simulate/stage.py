@@ -1,0 +1,88 @@
+"""The `simulate` stage: sweep the study's configuration space across its hardware with the
+latest calibration, attach quality (measured, inherited or prior), and store the points."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+
+import numpy as np
+from rich.console import Console
+
+from pareto_atlas.calibrate.stage import THIS, model_card, this_machine
+from pareto_atlas.simulate.params import CalibParams, default_params
+from pareto_atlas.simulate.space import Load, Space, Workload, compatible, default_knobs
+from pareto_atlas.simulate.sweep import sweep
+from pareto_atlas.spec.cards import HardwareCard, shipped_hardware
+from pareto_atlas.spec.study import Study
+from pareto_atlas.store import Store
+from pareto_atlas.store.db import dumps
+from pareto_atlas.store.points import attach_quality
+
+
+def study_hardware(study: Study, store: Store) -> list[HardwareCard]:
+    cards = shipped_hardware()
+    out = []
+    for name in study.simulate.hardware:
+        if name == THIS:
+            out.append(this_machine(study, store))
+        elif name in cards:
+            card = cards[name]
+            if name in study.prices:
+                card = card.with_price(study.prices[name], study.price_date, "study [prices]")
+            out.append(card)
+        else:
+            raise ValueError(f"simulate.hardware: {name!r} is unknown; known: {THIS}, {', '.join(cards)}")
+    return out
+
+
+def latest_params(study: Study, store: Store) -> tuple[dict[str, CalibParams], str | None]:
+    cal = store.calibrations(study.name)
+    out, calib_id = {}, None
+    for _, c in cal.iterrows():          # oldest first: the latest per hardware wins
+        out[c.hardware] = CalibParams.from_dict(json.loads(c.params_json))
+        calib_id = c.calib_id
+    return out, calib_id
+
+
+def study_space(study: Study, hardware: list[HardwareCard], model) -> Space:
+    """The default knob grid per hardware kind plus the study's own arms, thinned to max_configs."""
+    kinds = sorted({h.kind for h in hardware})
+    arms = [a.knobs() for a in study.arms]
+    grid = [k for kind in kinds for k in default_knobs(kind)]
+    loads = [Load(concurrency=c) for c in study.simulate.concurrency]
+    per_knob = sum(1 for h in hardware for _ in [0]) * len(loads)
+    budget = max(1, study.simulate.max_configs // max(per_knob, 1))
+    knobs = list(dict.fromkeys(arms + grid))
+    if len(knobs) > budget:
+        rng = np.random.default_rng(0)      # deterministic thinning; the study's arms always stay
+        rest = [k for k in knobs if k not in set(arms)]
+        keep = rng.choice(len(rest), size=max(budget - len(arms), 0), replace=False)
+        knobs = arms + [rest[i] for i in sorted(keep)]
+    wl = study.workload
+    return Space(model, tuple(hardware), tuple(knobs), (Workload(wl.name, wl.prompt_tokens, wl.output_tokens),),
+                 tuple(loads), {})
+
+
+def simulate_study(study: Study, store: Store, console: Console) -> None:
+    model = model_card(study)
+    hardware = study_hardware(study, store)
+    params, calib_id = latest_params(study, store)
+    for h in hardware:
+        params.setdefault(h.name, default_params(h, "llamacpp" if h.kind == "cpu" else "vllm"))
+    space = study_space(study, hardware, model)
+    n_pairs = sum(1 for k in space.knobs for h in hardware if not compatible(k, h))
+    console.print(f"[bold]simulate[/]: {model.name} on {', '.join(h.name for h in hardware)}: "
+                  f"{n_pairs * len(space.loads)} configurations x {study.simulate.n_requests} requests")
+    for h in hardware:
+        p = params[h.name]
+        console.print(f"  {h.name}: {p.provenance}, error bar latency ±{p.lat_rel_err:.0%} "
+                      f"throughput ±{p.thr_rel_err:.0%}", highlight=False)
+    t0 = time.monotonic()
+    pts = sweep(space, params, n_requests=study.simulate.n_requests)
+    pts = attach_quality(pts, study, store)
+    sim_id = hashlib.sha256(dumps([study.name, calib_id, len(pts), time.time()]).encode()).hexdigest()[:16]
+    store.put_sim_run(sim_id, study.name, calib_id, pts)
+    console.print(f"simulate: {len(pts)} points in {time.monotonic() - t0:.1f} s "
+                  f"({int(pts.feasible.sum())} feasible), stored as run {sim_id}")

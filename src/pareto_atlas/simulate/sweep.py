@@ -1,0 +1,125 @@
+"""Sweep a configuration space: one compiled, parallel pass of the request-level simulation per point."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import fields, replace
+
+import numpy as np
+import pandas as pd
+
+from pareto_atlas.simulate.api import METRICS, PERCENTILE_METHOD, resolve_acceptance
+from pareto_atlas.simulate.cost_model import N_COEFFS, coeffs
+from pareto_atlas.simulate.kernels import POLICIES, run_batch
+from pareto_atlas.simulate.memory import plan_memory
+from pareto_atlas.simulate.params import CalibParams, default_params
+from pareto_atlas.simulate.space import Space, compatible
+from pareto_atlas.spec.knobs import Knobs
+
+
+def _point_id(knobs_key: str, hw: str, workload: str, conc: int, rate: float) -> str:
+    return hashlib.sha256(f"{knobs_key}|{hw}|{workload}|{conc}|{rate:g}".encode()).hexdigest()[:16]
+
+
+def sweep(space: Space, params: dict[str, CalibParams] | None = None, n_requests: int = 200,
+          seed: int = 0) -> pd.DataFrame:
+    """Simulate every compatible point of the space; one row per (knobs, hardware, workload, load).
+
+    params: CalibParams by hardware name (uncalibrated defaults for the rest).
+    """
+    params = params or {}
+    pairs = space.pairs()
+    W, L = space.workloads, space.loads
+    n = len(pairs) * len(W) * len(L)
+    C = np.empty((n, N_COEFFS))
+    policy = np.empty(n, np.int64)
+    slots = np.empty(n, np.int64)
+    chunk = np.empty(n, np.int64)
+    conc = np.empty(n, np.int64)
+    rate = np.empty(n)
+    prompt = np.empty(n, np.int64)
+    output = np.empty(n, np.int64)
+    kv_cap = np.empty(n)
+    pair_idx = np.empty(n, np.int64)
+    wl_idx = np.empty(n, np.int64)
+    load_idx = np.empty(n, np.int64)
+    weights_b = np.empty(n)
+    kvb_tok = np.empty(n)
+    reasons = [""] * n
+    prior_src = [""] * n
+    r = 0
+    for pi, (k, hw) in enumerate(pairs):
+        p = params.get(hw.name) or default_params(hw)
+        accept, prior = resolve_acceptance(k)
+        c = coeffs(space.model, hw, k, p, accept=accept)
+        for wi, wl in enumerate(W):
+            plan = plan_memory(space.model, hw, k, wl.prompt_tokens, wl.output_tokens, p)
+            for li, ld in enumerate(L):
+                C[r] = c
+                policy[r] = POLICIES.index(k.batching)
+                slots[r], chunk[r] = k.slots, k.chunk_tokens
+                conc[r], rate[r] = ld.concurrency, ld.rate_rps
+                prompt[r], output[r] = wl.prompt_tokens, wl.output_tokens
+                kv_cap[r] = plan.kv_cap_tokens if plan.feasible else np.inf
+                weights_b[r], kvb_tok[r] = plan.weights_bytes, plan.kv_bytes_per_token
+                pair_idx[r], wl_idx[r], load_idx[r] = pi, wi, li
+                reasons[r], prior_src[r] = plan.reason, prior
+                r += 1
+    out = np.full((n, len(METRICS)), np.nan)
+    peak = np.zeros(n)
+    slo = space.slo or {}
+    run_batch(C, policy, slots, chunk, conc, rate, prompt, output, kv_cap, int(n_requests),
+               slo.get("ttft_ms", math.inf) / 1e3, slo.get("tpot_ms", math.inf) / 1e3, int(seed), out, peak)
+    return _frame(space, pairs, params, pair_idx, wl_idx, load_idx, out, peak, weights_b, kvb_tok, kv_cap, reasons,
+                  prior_src)
+
+
+def _frame(space, pairs, params, pair_idx, wl_idx, load_idx, out, peak, weights_b, kvb_tok, kv_cap, reasons,
+           prior_src) -> pd.DataFrame:
+    names = [f.name for f in fields(Knobs)]
+    knob_rows = pd.DataFrame([[getattr(k, f) for f in names] for k, _ in pairs], columns=names)
+    df = knob_rows.iloc[pair_idx].reset_index(drop=True)
+    hw = [h for _, h in pairs]
+    hp = [params.get(h.name) or default_params(h) for h in hw]
+    labels = np.array([k.label() for k, _ in pairs], dtype=object)
+    opts = [k.optimizations() for k, _ in pairs]
+    keys = [k.key() for k, _ in pairs]
+    df.insert(0, "label", labels[pair_idx])
+    df.insert(1, "hardware", np.array([h.name for h in hw], dtype=object)[pair_idx])
+    df.insert(2, "workload", np.array([w.name for w in space.workloads], dtype=object)[wl_idx])
+    df["prompt_tokens"] = np.array([w.prompt_tokens for w in space.workloads])[wl_idx]
+    df["output_tokens"] = np.array([w.output_tokens for w in space.workloads])[wl_idx]
+    df["concurrency"] = np.array([ld.concurrency for ld in space.loads])[load_idx]
+    df["rate_rps"] = np.array([ld.rate_rps if ld.rate_rps > 0 else np.nan for ld in space.loads])[load_idx]
+    df["optimizations"] = np.array(["+".join(o) for o in opts], dtype=object)[pair_idx]
+    df["n_opts"] = np.array([len(o) for o in opts])[pair_idx]
+    prior_src = np.array(prior_src, dtype=object)
+    df["provenance"] = np.where(prior_src != "", "prior", "simulated")
+    df["prior_source"] = prior_src
+    for i, m in enumerate(METRICS):
+        df[m] = out[:, i]
+    feasible = np.isfinite(kv_cap)
+    df["mem_gb"] = (weights_b + np.where(feasible, peak, 0.0) * kvb_tok) / 1e9
+    df["feasible"] = feasible
+    df["infeasible_reason"] = reasons
+    df["lat_rel_err"] = np.array([p.lat_rel_err for p in hp])[pair_idx]
+    df["thr_rel_err"] = np.array([p.thr_rel_err for p in hp])[pair_idx]
+    df["calib_provenance"] = np.array([p.provenance for p in hp], dtype=object)[pair_idx]
+    n_dev = np.where(df["batching"].to_numpy() == "disagg", 2, 1)
+    df["n_devices"] = n_dev
+    price = np.array([h.price_per_hour for h in hw])[pair_idx] * n_dev
+    df["price_per_hour"] = price
+    df["price_date"] = np.array([h.price_date for h in hw], dtype=object)[pair_idx]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        df["cost_per_mtok"] = np.where(price > 0, price / (df["throughput_tok_s"].to_numpy() * 3600) * 1e6, np.nan)
+    df["percentile_method"] = PERCENTILE_METHOD
+    key_arr = np.array(keys, dtype=object)[pair_idx]
+    df.insert(0, "point_id", [_point_id(k, h, w, c, r if r == r else 0.0) for k, h, w, c, r in
+                              zip(key_arr, df["hardware"], df["workload"], df["concurrency"], df["rate_rps"])])
+    return df
+
+
+def sweep_knobs(space: Space, knobs: list[Knobs]) -> Space:
+    """The same space over another knob list (e.g. the atlas's candidates)."""
+    return replace(space, knobs=tuple(k for k in knobs if any(not compatible(k, h) for h in space.hardware)))

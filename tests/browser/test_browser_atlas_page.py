@@ -1,0 +1,86 @@
+"""The HTML atlas in a real headless Chromium: renders, no console errors, winners match Python,
+and a malicious configuration label is shown as text, never run."""
+
+from __future__ import annotations
+
+import time
+
+import pandas as pd
+
+from pareto_atlas.atlas.frontier import frontier
+from pareto_atlas.atlas.regimes import default_regimes
+from pareto_atlas.atlas.synthetic import synthetic_points
+from pareto_atlas.atlas.winners import boundary_cases, winners
+from pareto_atlas.report.html import write_html
+
+EVIL_LABEL = "<img src=x onerror=alert(1)>"
+EVIL_HW = '"><svg onload=alert(2)>'
+
+
+def atlas_points() -> pd.DataFrame:
+    pts = synthetic_points(hardware=(("L4", 1.0, 0.39), (EVIL_HW, 6.4, 1.39)))
+    # Make the malicious label the low-cost winner so it must appear in the winners table.
+    cheapest = pts[pts["quality_rel"] >= 0.95]["cost_per_mtok"].idxmin()
+    pts.loc[cheapest, "label"] = EVIL_LABEL
+    return pts
+
+
+def load(browser, path) -> None:
+    browser.send("Page.navigate", {"url": path.as_uri()})
+    deadline = time.monotonic() + 20
+    while browser.evaluate("document.body && document.body.getAttribute('data-ready')") != "1":
+        assert time.monotonic() < deadline, f"page never became ready; errors: {browser.errors()}"
+        time.sleep(0.1)
+
+
+def test_atlas_page_in_headless_chromium(browser, tmp_path):
+    pts = atlas_points()
+    regs = default_regimes(pts)
+    cells = winners(pts, regs)
+    page = write_html(tmp_path / "atlas.html", frontier(pts), cells, boundary_cases(pts, regs, cells), list(regs),
+                      {"title": "browser test", "study": EVIL_LABEL})
+    load(browser, page)
+
+    assert browser.errors() == []
+    # It rendered: a scatter with one mark per embedded point, and the winners table.
+    n_marks = browser.evaluate("document.querySelectorAll('#scatter .pt').length")
+    assert n_marks == len(pts)
+    assert browser.evaluate("document.querySelectorAll('#scatter .pt.measured').length") == int((pts["provenance"] == "measured").sum())
+
+    shown = browser.evaluate("""Array.from(document.querySelectorAll('#winners-body tr')).map(function (tr) {
+        return [tr.dataset.regime, tr.dataset.hardware, tr.dataset.pointId, tr.cells[3].textContent]; })""")
+    expect = [[r.regime, r.hardware, r.point_id, r.label if r.point_id else f"— {r.note}"] for r in cells.itertuples()]
+    assert shown == expect
+
+    # The malicious strings are text: no element was created from them, no script ran.
+    assert browser.evaluate("document.querySelectorAll('img, #winners svg, iframe').length") == 0
+    assert any(EVIL_LABEL == row[3] for row in shown)
+    assert EVIL_HW in browser.evaluate("document.getElementById('winners').textContent")
+    assert EVIL_LABEL in browser.evaluate("document.querySelector('.sub').textContent")
+
+    # Hover shows the configuration, its provenance and its error bar.
+    browser.evaluate("""(function () { var c = document.querySelector('#scatter .pt:not(.measured)');
+        c.dispatchEvent(new MouseEvent('mouseenter', {bubbles: true, clientX: 10, clientY: 10})); })()""")
+    tip = browser.evaluate("document.getElementById('tooltip').textContent")
+    assert "provenance: simulated" in tip and "±" in tip
+
+    # Filters re-render: one hardware leaves only its rows (and the overall ones).
+    browser.evaluate("""(function () { var s = document.getElementById('f-hardware'); s.value = 'L4';
+        s.dispatchEvent(new Event('change')); })()""")
+    hws = set(browser.evaluate("Array.from(document.querySelectorAll('#winners-body tr')).map(function (t) { return t.dataset.hardware; })"))
+    assert hws == {"L4", "all"}
+    assert browser.evaluate("document.querySelectorAll('#scatter .pt').length") == int((pts["hardware"] == "L4").sum())
+    assert browser.errors() == []
+
+
+def test_the_error_probe_itself_sees_console_errors_and_dialogs(browser, tmp_path):
+    """Guard against a silent probe: a page that errs must be reported."""
+    bad = tmp_path / "bad.html"
+    bad.write_text("<!DOCTYPE html><body><script>console.error('boom'); document.body.setAttribute('data-ready','1');"
+                   "setTimeout(function () { throw new Error('late'); }, 0);</script></body>")
+    before = len(browser.errors())
+    load(browser, bad)
+    time.sleep(0.3)
+    browser.evaluate("1")  # drain pending events
+    new = browser.errors()[before:]
+    assert any("boom" in e for e in new) and any("late" in e for e in new)

@@ -1,0 +1,95 @@
+"""End to end: the tiny study through the real llama.cpp engine, all the way to the HTML atlas,
+and the failure modes a user meets (bad study file, an engine that dies, a rerun)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pareto_atlas.store import Store
+
+pytestmark = pytest.mark.engine
+
+CLI = [sys.executable, "-m", "pareto_atlas"]
+
+
+def run(args: list[str], timeout: float = 900, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(CLI + args, capture_output=True, text=True, timeout=timeout, **kw)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("tiny")
+    p = run(["build", "--study", "tiny", "--out", str(out)])
+    assert p.returncode == 0, p.stderr[-3000:]
+    return out
+
+
+def test_build_writes_the_atlas(built: Path):
+    for name in ("atlas.html", "frontier.csv", "winners.json"):
+        assert (built / name).exists(), name
+    winners = json.loads((built / "winners.json").read_text())
+    regimes = winners["regimes"] if isinstance(winners, dict) and "regimes" in winners else winners
+    assert regimes, "no regime winners"
+    html = (built / "atlas.html").read_text()
+    assert "measured" in html and "http://" not in html.replace("http://www.w3.org", "")
+
+
+def test_store_keeps_every_stage_with_provenance(built: Path):
+    with Store(built / "store.duckdb") as s:
+        anchors = s.anchors("tiny")
+        assert len(anchors) == 3 and set(anchors.status) == {"ok"}
+        assert anchors.model_sha256.str.len().min() == 64 and anchors.engine_version.notna().all()
+        assert len(s.requests(anchors.anchor_id.iloc[0])) == 5   # 4 measured + 1 warm-up, raw
+        assert len(s.quality_runs("tiny")) >= 1
+        assert len(s.calibrations("tiny")) >= 1
+        sim = s.sim_points(study="tiny")
+        assert len(sim) > 0 and set(sim.provenance) <= {"simulated", "prior"}
+
+
+def test_rerun_keeps_finished_anchors(built: Path):
+    p = run(["measure", "--study", "tiny", "--out", str(built)], timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "3 kept from earlier runs" in p.stderr and "0 measured" in p.stderr
+
+
+def test_corrupt_study_is_one_line(tmp_path: Path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('name = "x"\n[model]\nname = "smollm2-135m-instruct"\n[[arms]]\nname = "a"\nweights = "Q9"\n')
+    p = run(["build", "--study", str(bad), "--out", str(tmp_path / "o")], timeout=60)
+    assert p.returncode == 2
+    lines = [l for l in p.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1 and "arms.0" in lines[0] and "Q9" in lines[0] and "Traceback" not in p.stderr
+
+
+def test_engine_killed_mid_campaign_fails_that_anchor_and_rerun_resumes(tmp_path: Path):
+    out = tmp_path / "kill"
+    proc = subprocess.Popen(CLI + ["measure", "--study", "tiny", "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # wait for the first engine worker to appear, then kill it
+    victim = None
+    deadline = time.monotonic() + 120
+    while victim is None and time.monotonic() < deadline:
+        ps = subprocess.run(["pgrep", "-f", "llamacpp_worker", "-P", str(proc.pid)], capture_output=True, text=True)
+        if ps.stdout.strip():
+            victim = int(ps.stdout.split()[0])
+        time.sleep(0.2)
+    assert victim, "no engine worker appeared"
+    time.sleep(3)
+    os.kill(victim, signal.SIGKILL)
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err[-2000:]
+    assert "failed" in err and "Traceback" not in err
+    with Store(out / "store.duckdb") as s:
+        all_ = s.anchors("tiny", status=None)
+        assert (all_.status == "failed").sum() == 1 and (all_.status == "ok").sum() == 2
+        assert all_.loc[all_.status == "failed", "reason"].iloc[0]
+    p = run(["measure", "--study", "tiny", "--out", str(out)], timeout=300)
+    assert p.returncode == 0 and "1 measured, 2 kept" in p.stderr, p.stderr[-2000:]

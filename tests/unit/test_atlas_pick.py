@@ -1,0 +1,107 @@
+"""Re-planning without re-measuring: constraints, price changes, new hardware, speed."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from pareto_atlas.atlas.constraints import ConstraintError, parse_constraints
+from pareto_atlas.atlas.pick import pick, reprice
+from pareto_atlas.atlas.synthetic import random_points, synthetic_points
+
+
+def test_a_price_change_moves_the_low_cost_winner_without_remeasuring():
+    pts = synthetic_points()
+    before = pick(pts, "tpot_p99_ms<=1000", "cost_per_mtok")
+    hw = before.winner["hardware"]
+    after = pick(pts, "tpot_p99_ms<=1000", "cost_per_mtok", prices={hw: 50.0}, price_date="2026-08")
+    assert after.winner["hardware"] != hw
+    assert after.repriced == {hw: 50.0}
+    # Nothing measured changed: same points, same throughput.
+    assert after.n_points == before.n_points
+
+
+def test_repricing_derives_cost_from_throughput_not_by_scaling():
+    pts = synthetic_points()
+    pts["cost_per_mtok"] = 123.0  # a stale, wrong cost must not leak through
+    out = reprice(pts, {"L4": 0.5}, "2026-08")
+    l4 = out["hardware"] == "L4"
+    assert np.allclose(out.loc[l4, "cost_per_mtok"], 0.5 / (out.loc[l4, "throughput_tok_s"] * 3600) * 1e6)
+    assert (out.loc[l4, "price_date"] == "2026-08").all()
+    assert np.allclose(out.loc[~l4, "cost_per_mtok"], out.loc[~l4, "price_per_hour"] / (out.loc[~l4, "throughput_tok_s"] * 3600) * 1e6)
+    with pytest.raises(ValueError, match="no such hardware.*known: A100-80G-PCIe, H100-PCIe, L4"):
+        reprice(pts, {"B200": 5.0})
+
+
+def test_pick_respects_constraints_guard_and_ranking():
+    pts = synthetic_points()
+    r = pick(pts, "tpot_p99_ms<=6, ttft_p99_ms<100 and hardware!=L4", "throughput_tok_s", top=4)
+    rows = [r.winner, *r.runners_up.to_dict("records")]
+    assert r.direction == "max" and len(rows) == 4
+    for row in rows:
+        assert row["tpot_p99_ms"] <= 6 and row["hardware"] != "L4" and row["quality_rel"] >= 0.95
+    vals = [row["throughput_tok_s"] for row in rows]
+    assert vals == sorted(vals, reverse=True)
+    assert r.winner["throughput_tok_s"] == pts[(pts["tpot_p99_ms"] <= 6) & (pts["ttft_p99_ms"] < 100) & (pts["hardware"] != "L4")
+                                               & (pts["quality_rel"] >= 0.95)]["throughput_tok_s"].max()
+    # Switching the guard off admits the fast zero-quality configurations.
+    off = pick(pts, "tpot_p99_ms<=6", "tpot_p99_ms", quality_floor=None)
+    assert off.winner["quality_rel"] == 0.0
+    assert pick(pts, "tpot_p99_ms<=6", "tpot_p99_ms").winner["quality_rel"] >= 0.95
+    assert "winner:" in r.summary()
+
+
+def test_stated_quality_floor_replaces_the_default_and_boundary_cases_come_back():
+    pts = synthetic_points()
+    r = pick(pts, "quality_rel>=90%", "cost_per_mtok")
+    assert r.quality_floor == pytest.approx(0.90)
+    assert r.winner["quality_rel"] >= 0.90
+    assert len(r.boundary) > 0 and {"admitted", "quality_rel_lo", "quality_rel_hi"} <= set(r.boundary.columns)
+
+
+def test_no_admissible_point_is_an_answer_not_an_error():
+    r = pick(synthetic_points(), "tpot_p99_ms<=0.001", "cost_per_mtok")
+    assert r.winner is None and r.n_candidates == 0
+    assert "no configuration satisfies" in r.summary()
+
+
+def test_extra_hardware_rows_join_the_choice():
+    pts = synthetic_points()
+    new = pts[pts["hardware"] == "L4"].assign(hardware="L40S", price_per_hour=0.01, point_id=lambda d: d["point_id"] + "-l40s")
+    r = pick(pts, None, "cost_per_mtok", extra_hardware=new, prices={"L40S": 0.01})
+    assert r.winner["hardware"] == "L40S"
+
+
+@pytest.mark.parametrize("text, message", [
+    ("tpot_p99<=40", "unknown column 'tpot_p99'; allowed: .*tpot_p99_ms"),
+    ("tpot_p99_ms=>40", "bad operator '=>'; allowed: <=, <, >=, >, ==, !="),
+    ("tpot_p99_ms 40", "missing operator"),
+    ("tpot_p99_ms<=fast", "value 'fast' is not a number"),
+    ("hardware<L4", "text column takes == or !="),
+    ("tpot_p99_ms<=", "value '' is not a number"),
+])
+def test_constraint_parser_errors_name_the_bad_token(text, message):
+    with pytest.raises(ConstraintError, match=message) as e:
+        parse_constraints(text)
+    assert "\n" not in str(e.value)
+
+
+def test_constraint_parser_reads_percent_and_lists():
+    cons = parse_constraints("quality_rel>=95%, tpot_p99_ms<=40 and hardware==A100-80G-PCIe")
+    assert [(c.column, c.op, c.value) for c in cons] == [
+        ("quality_rel", ">=", 0.95), ("tpot_p99_ms", "<=", 40.0), ("hardware", "==", "A100-80G-PCIe")]
+    assert parse_constraints(["cost_per_mtok<1"])[0].value == 1.0
+    with pytest.raises(ConstraintError, match="objective 'speed'"):
+        pick(synthetic_points(), None, "speed")
+
+
+def test_pick_on_100k_points_is_well_under_a_second():
+    pts = random_points(100_000, seed=2)
+    pick(pts, "tpot_p99_ms<=40", "cost_per_mtok")  # warm caches
+    t = time.perf_counter()
+    r = pick(pts, "tpot_p99_ms<=40, quality_rel>=0.95", "cost_per_mtok", prices={"A100-80G-PCIe": 2.085})
+    elapsed = time.perf_counter() - t
+    assert r.winner is not None
+    assert elapsed < 1.0, f"pick took {elapsed:.3f} s on 100k points (target < 1 s)"

@@ -1,0 +1,86 @@
+"""Calibration recovers parameters it generated, reports fidelity, and proposes the next anchor."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from pareto_atlas.calibrate import fit, propose_next_anchor
+from pareto_atlas.calibrate.fit import TARGETS, _anchors, predict
+from pareto_atlas.calibrate.hwprobe import measure_this_machine
+from pareto_atlas.simulate.params import default_params
+from pareto_atlas.simulate.space import Load, Workload, default_space
+from pareto_atlas.simulate.sweep import sweep
+from pareto_atlas.spec.cards import HardwareCard, shipped_models
+
+M = shipped_models()["qwen2.5-0.5b"]
+CPU = HardwareCard("this-cpu", "cpu", 20.0, {"fp32": 0.1}, 24.0, price_per_hour=0.05, price_date="2026-11")
+TRUTH = replace(default_params(CPU), eff_bw_by_dtype={"Q4_K_M": 0.45, "F16": 0.8},
+                eff_flops_by_dtype={"Q4_K_M": 0.5, "F16": 0.9}, overhead_step_s=3e-3, step_cv=0.05)
+
+
+def synthetic_anchors(noise: float, seed: int = 1) -> pd.DataFrame:
+    rows = [dict(weights=w, slots=c, concurrency=c, prompt_tokens=p, output_tokens=o, n_requests=16,
+                 campaign_id="c1", engine_version="b1")
+            for w in ("Q4_K_M", "F16") for c in (1, 2, 4) for p, o in ((128, 32), (512, 64))]
+    df = pd.DataFrame(rows)
+    pred = predict(_anchors(df), M, CPU, TRUTH)
+    rng = np.random.default_rng(seed)
+    for i, t in enumerate(TARGETS):
+        df[t] = pred[:, i] * np.exp(rng.normal(0, noise, len(df)))
+    return df
+
+
+def test_fit_recovers_known_parameters_from_noisy_synthetic_anchors():
+    cal = fit(synthetic_anchors(0.02), M, CPU, loo=False)
+    p = cal.params
+    for d in ("Q4_K_M", "F16"):
+        assert p.bw_eff(d) == pytest.approx(TRUTH.bw_eff(d), rel=0.1)
+        assert p.flops_eff(d) == pytest.approx(TRUTH.flops_eff(d), rel=0.1)
+    # Per-step and per-sequence overheads trade off against each other; what they must get right
+    # together is an unseen configuration.
+    unseen = pd.DataFrame([dict(weights="Q4_K_M", slots=3, concurrency=3, prompt_tokens=300, output_tokens=48,
+                                n_requests=16)])
+    truth, got = predict(_anchors(unseen), M, CPU, TRUTH), predict(_anchors(unseen), M, CPU, p)
+    assert np.abs(got / truth - 1).max() < 0.05
+    assert cal.summary["fit"]["tpot_p50_ms"] < 0.03
+    assert p.provenance.startswith("calibrated")
+
+
+def test_fidelity_report_flags_versions_and_scores_heldout_and_drift():
+    a = synthetic_anchors(0.01)
+    b = a.copy()
+    b["campaign_id"] = "c2"
+    b["tpot_p50_ms"] *= 1.02
+    odd = a.iloc[:2].assign(engine_version="b0")
+    anchors = pd.concat([a, b, odd], ignore_index=True)
+    cal = fit(anchors, M, CPU, heldout=[0, 5], loo=False)
+    assert len(cal.flagged) == 2 and (cal.flagged.engine_version == "b0").all()
+    assert cal.heldout is not None and len(cal.heldout) == 2
+    assert cal.drift["tpot_p50_ms"].median() == pytest.approx(0.02, abs=0.005)
+    assert cal.params.lat_rel_err > 0 and "held-out" in cal.report()
+
+
+def test_leave_one_out_error_is_reported_and_sets_the_error_bar():
+    cal = fit(synthetic_anchors(0.03).iloc[::2], M, CPU, loo=True)
+    assert cal.loo is not None and len(cal.loo) == len(cal.residuals)
+    expect = np.nanpercentile(np.abs(cal.loo[["ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms"]]), 90)
+    assert cal.params.lat_rel_err == pytest.approx(expect)
+
+
+def test_propose_next_anchor_picks_a_contested_unmeasured_point():
+    anchors = synthetic_anchors(0.01).assign(kv="f16", kv_keep=1.0, sparse_budget=1.0, spec="none", spec_k=0,
+                                             batching="continuous")
+    sp = default_space(M, [CPU], [Workload("w", 128, 32)], [Load(concurrency=2)])
+    pts = sweep(replace(sp, knobs=sp.knobs[::7]), {CPU.name: TRUTH}, n_requests=16)
+    best = propose_next_anchor(pts, anchors, 0.05)
+    assert best["feasible"] and best["distance"] > 0 and isinstance(best["reason"], str)
+
+
+def test_measure_this_machine_is_a_cpu_card():
+    card = measure_this_machine(price_per_hour=0.05)
+    assert card.kind == "cpu" and card.name == "this-cpu" and card.mem_bw_gbs > 0.5
+    assert card.tflops["fp32"] > 0 and card.mem_gib > 0 and card.source.startswith("measured:")

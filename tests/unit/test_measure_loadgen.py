@@ -1,0 +1,83 @@
+"""Load generator: patterns, TTFT definition, warm-up, errors recorded not raised, traces."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from pareto_atlas.measure.fakeserver import FakeBehaviour, FakeOpenAIServer
+from pareto_atlas.measure.loadgen import load_trace, poisson_schedule, run_load_sync
+
+
+def prompts(n: int, P: int = 8) -> list[str]:
+    return [" ".join([f"r{i}"] + ["w"] * (P - 1)) for i in range(n)]
+
+
+def test_poisson_schedule_is_seeded_and_has_the_rate():
+    a, b = poisson_schedule(50.0, 2000, seed=1), poisson_schedule(50.0, 2000, seed=1)
+    assert a == b and a != poisson_schedule(50.0, 2000, seed=2)
+    assert np.all(np.diff(a) > 0)
+    assert 2000 / a[-1] == pytest.approx(50.0, rel=0.1)
+    with pytest.raises(ValueError, match="rate_rps"):
+        poisson_schedule(0, 3)
+
+
+def test_trace_csv_and_jsonl(tmp_path):
+    csv_path = tmp_path / "t.csv"
+    csv_path.write_text("timestamp,input_len,output_len\n12.5,10,3\n10.0,20,4\n")
+    rows = load_trace(csv_path)
+    assert [(r.arrival_s, r.prompt_tokens, r.output_tokens) for r in rows] == [(0.0, 20, 4), (2.5, 10, 3)]
+    jl = tmp_path / "t.jsonl"
+    jl.write_text("\n".join(json.dumps(d) for d in [{"arrival_s": 0, "prompt_tokens": 5, "output_tokens": 2}]))
+    assert load_trace(jl)[0].prompt_tokens == 5
+    bad = tmp_path / "bad.csv"
+    bad.write_text("arrival_s,prompt_tokens\n0,5\n")
+    with pytest.raises(ValueError, match="row 2: missing column 'output_tokens'"):
+        load_trace(bad)
+
+
+def test_ttft_ignores_role_and_empty_chunks_and_warmup_is_flagged():
+    beh = FakeBehaviour(prefill_s=0.05, token_s=0.005, empty_first_chunk=True)
+    with FakeOpenAIServer(beh) as srv:
+        for api in ("chat", "completions"):
+            seen = []
+            recs = run_load_sync(srv.base_url, prompts(4), 5, concurrency=2, warmup=1, api=api, on_record=seen.append)
+            assert [r.warmup for r in recs] == [True, False, False, False] and len(seen) == 4
+            for r in recs:
+                assert r.ok, r
+                assert r.ttft_s >= 0.05  # the role-only/empty chunks came at once; they must not count
+                assert len(r.chunk_ts) == 5 and r.first_token_ts == r.chunk_ts[0]
+                assert r.server_timings["prompt_ms"] == pytest.approx(50.0)
+
+
+def test_poisson_and_trace_patterns_send_on_schedule(tmp_path):
+    with FakeOpenAIServer() as srv:
+        recs = run_load_sync(srv.base_url, prompts(21), 2, rate_rps=100.0, warmup=1, seed=4)
+        sched = poisson_schedule(100.0, 20, seed=4)
+        sends = np.array([r.send_ts for r in recs[1:]])
+        lag = (sends - sends[0]) - (np.array(sched) - sched[0])
+        assert np.abs(lag).max() < 0.05
+        tr = tmp_path / "t.csv"
+        tr.write_text("arrival_s,prompt_tokens,output_tokens\n0,8,2\n0.1,8,3\n")
+        recs = run_load_sync(srv.base_url, prompts(3), None, trace=tr, warmup=1, prompt_tokens=8)
+        assert [r.completion_tokens for r in recs] == [2, 2, 3] and all(r.ok for r in recs)
+        assert recs[2].send_ts - recs[1].send_ts == pytest.approx(0.1, abs=0.05)
+
+
+def test_errors_are_recorded_not_raised():
+    recs = run_load_sync("http://127.0.0.1:9", prompts(3), 2, concurrency=2, warmup=0, timeout_s=2)
+    assert len(recs) == 3 and all(not r.ok and r.error for r in recs)
+    assert all("\n" not in r.error for r in recs)
+
+
+def test_request_timeout_is_an_error():
+    with FakeOpenAIServer(FakeBehaviour(prefill_s=2.0)) as srv:
+        recs = run_load_sync(srv.base_url, prompts(1), 2, concurrency=1, warmup=0, timeout_s=0.3)
+    assert recs[0].error == "timeout after 0.3 s"
+
+
+def test_exactly_one_pattern():
+    with pytest.raises(ValueError, match="exactly one of"):
+        run_load_sync("http://x", prompts(1), 1, concurrency=1, rate_rps=2.0)

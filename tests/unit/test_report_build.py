@@ -1,0 +1,115 @@
+"""build_report writes every output; the page embeds data safely; exports round-trip."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pareto_atlas.atlas.frontier import frontier
+from pareto_atlas.atlas.regimes import Regime, default_regimes
+from pareto_atlas.atlas.synthetic import synthetic_points
+from pareto_atlas.atlas.winners import boundary_cases, winners
+from pareto_atlas.report import build_report
+from pareto_atlas.report.export import winners_markdown
+from pareto_atlas.report.figures import fidelity_long
+from pareto_atlas.report.html import embed_json, render_html
+
+EVIL = '<img src=x onerror=alert(1)></script><script>alert(2)</script>&amp;'
+
+
+def evil_points() -> pd.DataFrame:
+    pts = synthetic_points()
+    pts.loc[0, "label"] = EVIL
+    return pts
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    pts = evil_points()
+    m = pts[pts["provenance"] == "measured"]
+    fid = pd.DataFrame({"label": m["label"], "hardware": m["hardware"], "tpot_p99_ms_measured": m["tpot_p99_ms"],
+                        "tpot_p99_ms_simulated": m["tpot_p99_ms"] * 1.03})
+    out = tmp_path_factory.mktemp("report")
+    regimes = [*default_regimes(pts), {"name": "chat-slo", "objective": "cost_per_mtok",
+                                       "constraints": {"tpot_p99_ms": ["<=", 8]}, "quality_floor": 0.97}]
+    paths = build_report(pts, out, regimes=regimes, fidelity=fid,
+                         meta={"title": "Atlas <script>x</script>", "study": "synthetic"})
+    return pts, paths
+
+
+def test_every_output_is_written(built):
+    _, paths = built
+    for key in ("frontier_csv", "winners_json", "winners_md", "boundary_csv", "atlas_html", "summary_json"):
+        assert paths[key].stat().st_size > 0, key
+    for fig in ("frontier_quality_latency", "frontier_cost_quality", "atlas_grid", "frontier_per_hardware",
+                "frontier_frequency", "combos_vs_singles", "constraint_winners", "simulator_fidelity"):
+        assert paths[f"fig_{fig}_png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert b"<svg" in paths[f"fig_{fig}_svg"].read_bytes()[:2000]
+    for table in ("points", "frontier", "winners"):
+        for fmt in ("json", "csv", "parquet"):
+            assert paths[f"export_{table}_{fmt}"].exists()
+
+
+def test_exports_round_trip_and_match_the_atlas(built):
+    pts, paths = built
+    back = pd.read_parquet(paths["export_frontier_parquet"])
+    assert len(back) == len(pts) and {"raw_frontier", "frontier_status", "dominated_by"} <= set(back.columns)
+    expected = frontier(pts)
+    assert list(back["frontier_status"]) == list(expected["frontier_status"])
+    w = json.loads(paths["winners_json"].read_text())
+    assert {r["regime"] for r in w} == {"tight-latency", "high-throughput", "low-cost", "quality-floor", "chat-slo"}
+    assert pd.read_csv(paths["export_winners_csv"])["regime"].nunique() == 5
+    summary = json.loads(paths["summary_json"].read_text())
+    assert summary["raw_frontier"] == int(expected["raw_frontier"].sum())
+    assert "linear interpolation" in summary["percentile_method"]
+
+
+def test_page_is_self_contained_and_escapes_user_strings(built):
+    _, paths = built
+    page = paths["atlas_html"].read_text()
+    assert "<img src=x" not in page and "<script>alert" not in page and "<script>x</script>" not in page
+    assert not re.search(r"(src|href)=[\"']?(https?:)?//", page), "page must not load anything from the network"
+    data = re.search(r'<script type="application/json" id="atlas-data">(.*?)</script>', page, re.S).group(1)
+    payload = json.loads(data)
+    assert EVIL in {p["label"] for p in payload["points"]}
+    assert "linear interpolation" in page and "2026-07" in page  # percentile method, price date stated
+
+
+def test_winners_markdown_escapes_table_syntax():
+    pts = evil_points()
+    pts.loc[:, "label"] = "a|b<x>"
+    md = winners_markdown(winners(pts, [Regime("cheap", "cost_per_mtok")]))
+    assert "a\\|b&lt;x&gt;" in md and "<x>" not in md
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text())
+def test_embedded_json_never_contains_markup_and_round_trips(s):
+    text = embed_json({"label": s, "n": [1.5, None]})
+    assert not set("<>&") & set(text)
+    assert json.loads(text) == {"label": s, "n": [1.5, None]}
+
+
+def test_render_html_embeds_only_a_sample_of_dominated_points_but_all_winners():
+    pts = synthetic_points(n_configs=2000)
+    regs = default_regimes(pts)
+    cells = winners(pts, regs)
+    page = render_html(frontier(pts), cells, boundary_cases(pts, regs, cells), list(regs), {}, max_points=500)
+    payload = json.loads(re.search(r'id="atlas-data">(.*?)</script>', page, re.S).group(1))
+    ids = {p["point_id"] for p in payload["points"]}
+    assert payload["n_points_total"] == len(pts) and payload["n_points_drawn"] == len(ids)
+    assert {pid for pid in cells["point_id"] if pid} <= ids
+
+
+def test_fidelity_accepts_long_or_wide_and_rejects_other_shapes():
+    wide = pd.DataFrame({"label": ["a"], "tpot_p99_ms_measured": [10.0], "tpot_p99_ms_simulated": [11.0]})
+    long = fidelity_long(wide)
+    assert list(long[["metric", "measured", "simulated"]].iloc[0]) == ["tpot_p99_ms", 10.0, 11.0]
+    assert fidelity_long(long) is long
+    with pytest.raises(ValueError, match="expected columns metric, measured, simulated"):
+        fidelity_long(pd.DataFrame({"x": [1]}))
