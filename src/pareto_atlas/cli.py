@@ -37,7 +37,7 @@ def _run(fn, *args, **kw):
         console.print("[yellow]interrupted[/]: everything that finished is saved in the store; rerun to resume.")
         raise typer.Exit(130)
     except stages.USER_ERRORS as e:
-        console.print(f"[red]error:[/] {e}", markup=True, highlight=False)
+        console.print(f"[red]error:[/] {e}", markup=True, highlight=False, soft_wrap=True)
         raise typer.Exit(2)
 
 

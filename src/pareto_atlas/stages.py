@@ -68,7 +68,7 @@ def measure(ctx: Context, arms: list[str] | None = None) -> None:
                         f"TPOT p50 {_fmt(m.get('tpot', {}).get('p50'), ' ms')}  "
                         f"{_fmt(m.get('throughput_tok_s'), ' tok/s')}  rejected {m.get('n_rejected', 0)}")
             else:
-                c.print(f" [red]failed[/]: {info['reason']}", highlight=False)
+                c.print(f" [red]failed[/]: {info['reason']}", highlight=False, soft_wrap=True)
 
     s = run_campaign(ctx.study, ctx.store, arms=arms, on_progress=on)
     c.print(f"measure: {s.measured} measured, {s.skipped} kept from earlier runs, {s.failed} failed "
@@ -96,7 +96,7 @@ def quality(ctx: Context, arms: list[str] | None = None, n: int | None = None) -
                 st = info["summary"]["strict"]
                 c.print(f" {st['k']}/{st['n']} = {st['p']:.3f}  [95% {st['lo']:.2f}–{st['hi']:.2f}]")
             else:
-                c.print(f" [red]failed[/]: {info['reason']}", highlight=False)
+                c.print(f" [red]failed[/]: {info['reason']}", highlight=False, soft_wrap=True)
 
     run_quality_campaign(ctx.study, ctx.store, arms=arms, n=n, on_progress=on)
 

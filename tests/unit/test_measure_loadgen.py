@@ -54,16 +54,17 @@ def test_ttft_ignores_role_and_empty_chunks_and_warmup_is_flagged():
 
 def test_poisson_and_trace_patterns_send_on_schedule(tmp_path):
     with FakeOpenAIServer() as srv:
-        recs = run_load_sync(srv.base_url, prompts(21), 2, rate_rps=100.0, warmup=1, seed=4)
-        sched = poisson_schedule(100.0, 20, seed=4)
+        recs = run_load_sync(srv.base_url, prompts(21), 2, rate_rps=50.0, warmup=1, seed=4)
+        sched = poisson_schedule(50.0, 20, seed=4)
         sends = np.array([r.send_ts for r in recs[1:]])
-        lag = (sends - sends[0]) - (np.array(sched) - sched[0])
-        assert np.abs(lag).max() < 0.05
+        lag = np.abs((sends - sends[0]) - (np.array(sched) - sched[0]))
+        # loose enough for a loaded 2-core box; sending all at once would lag ~0.2 s at the median
+        assert np.median(lag) < 0.03 and np.percentile(lag, 90) < 0.1
         tr = tmp_path / "t.csv"
-        tr.write_text("arrival_s,prompt_tokens,output_tokens\n0,8,2\n0.1,8,3\n")
+        tr.write_text("arrival_s,prompt_tokens,output_tokens\n0,8,2\n0.3,8,3\n")
         recs = run_load_sync(srv.base_url, prompts(3), None, trace=tr, warmup=1, prompt_tokens=8)
         assert [r.completion_tokens for r in recs] == [2, 2, 3] and all(r.ok for r in recs)
-        assert recs[2].send_ts - recs[1].send_ts == pytest.approx(0.1, abs=0.05)
+        assert recs[2].send_ts - recs[1].send_ts == pytest.approx(0.3, abs=0.1)
 
 
 def test_errors_are_recorded_not_raised():
