@@ -24,10 +24,12 @@ console = Console(stderr=True, width=max(shutil.get_terminal_size((160, 40)).col
 
 STUDY = typer.Option("default", "--study", "-s", help="Study TOML path, or a built-in: default, tiny.")
 OUT = typer.Option(None, "--out", "-o", help="Output folder (default: atlas-out/<study name>).")
+RAY = typer.Option(None, "--ray", help="Run on Ray: HOST:PORT of a cluster's head, auto, or local "
+                                       "(a cluster on this machine). Default: in-process.")
 
 
-def _ctx(study: str, out: Optional[Path]) -> stages.Context:
-    return stages.Context.open(study, out, console)
+def _ctx(study: str, out: Optional[Path], ray: Optional[str] = None) -> stages.Context:
+    return stages.Context.open(study, out, console, ray)
 
 
 def _run(fn, *args, **kw):
@@ -43,20 +45,21 @@ def _run(fn, *args, **kw):
 
 @app.command()
 def build(study: str = STUDY, out: Optional[Path] = OUT,
-          skip_quality: bool = typer.Option(False, help="Measure speed only.")) -> None:
+          skip_quality: bool = typer.Option(False, help="Measure speed only."), ray: Optional[str] = RAY) -> None:
     """Run the whole pipeline: measure, quality, calibrate, simulate, atlas, report."""
     def go():
-        with _ctx(study, out) as ctx:
+        with _ctx(study, out, ray) as ctx:
             stages.build(ctx, with_quality=not skip_quality)
     _run(go)
 
 
 @app.command()
 def measure(study: str = STUDY, out: Optional[Path] = OUT,
-            arm: list[str] = typer.Option(None, "--arm", help="Only these arms (repeatable).")) -> None:
+            arm: list[str] = typer.Option(None, "--arm", help="Only these arms (repeatable)."),
+            ray: Optional[str] = RAY) -> None:
     """Measure the study's anchors on the engine (finished anchors are never re-measured)."""
     def go():
-        with _ctx(study, out) as ctx:
+        with _ctx(study, out, ray) as ctx:
             stages.measure(ctx, arms=arm or None)
     _run(go)
 
@@ -64,10 +67,11 @@ def measure(study: str = STUDY, out: Optional[Path] = OUT,
 @app.command()
 def quality(study: str = STUDY, out: Optional[Path] = OUT,
             arm: list[str] = typer.Option(None, "--arm", help="Only these arms (repeatable)."),
-            n: Optional[int] = typer.Option(None, help="GSM8K items (overrides the study).")) -> None:
+            n: Optional[int] = typer.Option(None, help="GSM8K items (overrides the study)."),
+            ray: Optional[str] = RAY) -> None:
     """Score the quality arms (GSM8K) through the same engine; saved items are never regenerated."""
     def go():
-        with _ctx(study, out) as ctx:
+        with _ctx(study, out, ray) as ctx:
             stages.quality(ctx, arms=arm or None, n=n)
     _run(go)
 
@@ -82,10 +86,10 @@ def calibrate(study: str = STUDY, out: Optional[Path] = OUT) -> None:
 
 
 @app.command()
-def simulate(study: str = STUDY, out: Optional[Path] = OUT) -> None:
+def simulate(study: str = STUDY, out: Optional[Path] = OUT, ray: Optional[str] = RAY) -> None:
     """Simulate the configuration space across hardware with the latest calibration."""
     def go():
-        with _ctx(study, out) as ctx:
+        with _ctx(study, out, ray) as ctx:
             stages.simulate(ctx)
     _run(go)
 

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
 
 from pareto_atlas.measure.weights import ModelError
+from pareto_atlas.scale import Executor, InProcess, executor_for
 from pareto_atlas.spec.study import Study, StudyError, load_study
 from pareto_atlas.store import Store, StoreError
 
@@ -26,19 +27,22 @@ class Context:
     out: Path
     store: Store
     console: Console
+    executor: Executor = field(default_factory=InProcess)
 
     @classmethod
-    def open(cls, study: str, out: Path | None, console: Console) -> "Context":
+    def open(cls, study: str, out: Path | None, console: Console, ray: str | None = None) -> "Context":
         s = load_study(study)
         out = Path(out) if out else Path("atlas-out") / s.name
         out.mkdir(parents=True, exist_ok=True)
-        return cls(s, out, Store(out / "store.duckdb"), console)
+        executor = executor_for(ray)     # first: an unreachable cluster fails before the store is opened
+        return cls(s, out, Store(out / "store.duckdb"), console, executor)
 
     def __enter__(self) -> "Context":
         return self
 
     def __exit__(self, *exc) -> None:
         self.store.close()
+        self.executor.close()
 
 
 def _fmt(v, unit: str = "", nd: int = 1) -> str:
@@ -70,7 +74,7 @@ def measure(ctx: Context, arms: list[str] | None = None) -> None:
             else:
                 c.print(f" [red]failed[/]: {info['reason']}", highlight=False, soft_wrap=True)
 
-    s = run_campaign(ctx.study, ctx.store, arms=arms, on_progress=on)
+    s = run_campaign(ctx.study, ctx.store, arms=arms, on_progress=on, executor=ctx.executor)
     c.print(f"measure: {s.measured} measured, {s.skipped} kept from earlier runs, {s.failed} failed "
             f"({time.monotonic() - t0:.0f} s)")
 
@@ -98,7 +102,7 @@ def quality(ctx: Context, arms: list[str] | None = None, n: int | None = None) -
             else:
                 c.print(f" [red]failed[/]: {info['reason']}", highlight=False, soft_wrap=True)
 
-    run_quality_campaign(ctx.study, ctx.store, arms=arms, n=n, on_progress=on)
+    run_quality_campaign(ctx.study, ctx.store, arms=arms, n=n, on_progress=on, executor=ctx.executor)
 
 
 def calibrate(ctx: Context) -> None:
@@ -110,7 +114,7 @@ def calibrate(ctx: Context) -> None:
 def simulate(ctx: Context) -> None:
     from pareto_atlas.simulate.stage import simulate_study
 
-    simulate_study(ctx.study, ctx.store, ctx.console)
+    simulate_study(ctx.study, ctx.store, ctx.console, executor=ctx.executor)
 
 
 def atlas(ctx: Context):

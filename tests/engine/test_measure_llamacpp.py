@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -88,16 +89,20 @@ def test_killing_the_engine_mid_run_records_errors():
             first.set()
 
         def killer() -> None:
-            first.wait(60)
+            first.wait(300)  # generous: a shared 2-core box can be very slow
             os.kill(eng.pid, signal.SIGKILL)
 
         threading.Thread(target=killer, daemon=True).start()
-        recs = run_load_sync(eng.base_url, prompts, 24, concurrency=1, warmup=0, on_record=on_record,
-                             extra_body=eng.extra_body, timeout_s=60)
+        recs = run_load_sync(eng.base_url, prompts, 8, concurrency=1, warmup=0, on_record=on_record,
+                             extra_body=eng.extra_body, timeout_s=300)
+        deadline = time.monotonic() + 10  # SIGKILL is sent; tearing down a big process takes a moment
+        while eng.alive() and time.monotonic() < deadline:
+            time.sleep(0.1)
         assert not eng.alive()
-    assert recs[0].ok
-    assert len(recs) == 4 and all(r.error and not r.ok for r in recs[2:]), [r.error for r in recs]
-    assert derive_metrics(recs, 32, 24).n_errors >= 2
+    why = [(r.ok, r.reject_reason, r.error) for r in recs]
+    assert recs[0].ok, why
+    assert len(recs) == 4 and all(r.error and not r.ok for r in recs[2:]), why
+    assert derive_metrics(recs, 32, 8).n_errors >= 2
 
 
 def test_missing_model_gives_one_line_error(tmp_path):
@@ -135,7 +140,6 @@ def test_quantized_kv_and_ngram_speculation_arm():
 def test_worker_does_not_outlive_a_killed_campaign():
     import subprocess
     import sys
-    import time
 
     import psutil
 

@@ -19,6 +19,7 @@ from typing import Callable
 from pareto_atlas import __version__
 from pareto_atlas.measure.hostinfo import host_description
 from pareto_atlas.measure.weights import ModelError, variant_file
+from pareto_atlas.scale.local import Executor, InProcess
 from pareto_atlas.spec.study import ArmSpec, Study
 from pareto_atlas.store import Store
 from pareto_atlas.store.db import dumps, now
@@ -76,6 +77,26 @@ def launch_for(study: Study, arm: ArmSpec, model_path: str, slots: int | None = 
             "draft_model_path": draft, "extra": extra}
 
 
+def anchor_row(study: Study, p: AnchorPlan) -> dict:
+    """An anchor's store row before it is measured: what it measures, where, and failed until it is ok."""
+    arm, wl, load = p.arm, study.workload, study.load
+    return {"anchor_id": p.anchor_id, "study": study.name, "arm": arm.name, "repeat": p.repeat,
+            "knobs_json": dumps(arm.knobs().to_dict()), "workload_json": dumps(wl.model_dump()),
+            "load_json": dumps({**load.model_dump(), "concurrency": arm.concurrency, "rate_rps": arm.rate_rps}),
+            "model": study.model.name, "engine": study.engine.name, "hardware": MEASURED_HARDWARE,
+            "hardware_json": dumps(host_description()), "started_at": now(), "status": "failed", "reason": None}
+
+
+def finish_row(row: dict, t0: float) -> dict:
+    """Close an anchor's row: finish time, and the tool version and wall time in its provenance."""
+    row["finished_at"] = now()
+    row["metrics_json"] = row.get("metrics_json") or dumps({})
+    row.setdefault("provenance_json", dumps({"tool_version": __version__}))
+    row["provenance_json"] = dumps({**json.loads(row["provenance_json"]), "tool_version": __version__,
+                                    "wall_s": round(time.monotonic() - t0, 2)})
+    return row
+
+
 def measure_anchor(study: Study, p: AnchorPlan, on_progress: Progress,
                    bandwidth_gbs: float | None = None) -> tuple[dict, list[dict]]:
     """Measure one anchor; returns the store row and raw records. Never raises for engine trouble."""
@@ -86,11 +107,7 @@ def measure_anchor(study: Study, p: AnchorPlan, on_progress: Progress,
     from pareto_atlas.measure.metrics import derive_metrics
 
     arm, wl, load = p.arm, study.workload, study.load
-    row = {"anchor_id": p.anchor_id, "study": study.name, "arm": arm.name, "repeat": p.repeat,
-           "knobs_json": dumps(arm.knobs().to_dict()), "workload_json": dumps(wl.model_dump()),
-           "load_json": dumps({**load.model_dump(), "concurrency": arm.concurrency, "rate_rps": arm.rate_rps}),
-           "model": study.model.name, "engine": study.engine.name, "hardware": MEASURED_HARDWARE,
-           "hardware_json": dumps(host_description()), "started_at": now(), "status": "failed", "reason": None}
+    row = anchor_row(study, p)
     records: list = []
     t0 = time.monotonic()
     try:
@@ -126,34 +143,36 @@ def measure_anchor(study: Study, p: AnchorPlan, on_progress: Progress,
                 metrics["decode_bw_fraction"], metrics["decode_bw_line"] = bw.fraction, bw.line()
             row["metrics_json"] = dumps(metrics)
             if metrics.get("n_ok", 0) == 0:
-                reasons = metrics.get("error_reasons") or metrics.get("reject_reasons") or []
-                row["reason"] = f"no request met the contract ({reasons[:2]})"
+                reasons = metrics.get("error_reasons") or metrics.get("reject_reasons") or {}
+                row["reason"] = f"no request met the contract ({list(dict(reasons).items())[:2]})"
             else:
                 row["status"] = "ok"
     except Exception as e:  # noqa: BLE001 - a failed anchor records why and the campaign goes on
         row["reason"] = (str(e).strip().splitlines() or [type(e).__name__])[0][:500]
-    row["finished_at"] = now()
-    row["metrics_json"] = row.get("metrics_json") or dumps({})
-    row.setdefault("provenance_json", dumps({"tool_version": __version__}))
-    row["provenance_json"] = dumps({**json.loads(row["provenance_json"]), "tool_version": __version__,
-                                    "wall_s": round(time.monotonic() - t0, 2)})
-    return row, records
+    return finish_row(row, t0), records
 
 
 def run_campaign(study: Study, store: Store, *, arms: list[str] | None = None,
-                 on_progress: Progress = lambda ev, info: None, bandwidth_gbs: float | None = None) -> CampaignSummary:
+                 on_progress: Progress = lambda ev, info: None, bandwidth_gbs: float | None = None,
+                 executor: Executor | None = None) -> CampaignSummary:
     """Measure every planned anchor not yet in the store. `bandwidth_gbs`: this machine's memory
-    bandwidth, to say how close decode came to it."""
+    bandwidth, to say how close decode came to it. `executor`: where anchors run (default: here,
+    one after another); results come back here and only this process writes the store."""
     summary = CampaignSummary()
     campaign = uuid.uuid4().hex[:12]
     plans = plan(study, arms)
-    for i, p in enumerate(plans):
-        if store.anchor_status(p.anchor_id) == "ok":
-            summary.skipped += 1
-            on_progress("skip", {"arm": p.arm.name, "i": i, "n": len(plans)})
-            continue
-        on_progress("anchor", {"arm": p.arm.name, "i": i, "n": len(plans)})
-        row, records = measure_anchor(study, p, on_progress, bandwidth_gbs)
+
+    def pending():
+        # lazy: in-process, each anchor is written before the next one's status is looked up
+        for i, p in enumerate(plans):
+            if store.anchor_status(p.anchor_id) == "ok":
+                summary.skipped += 1
+                on_progress("skip", {"arm": p.arm.name, "i": i, "n": len(plans)})
+                continue
+            yield i, p
+
+    for i, p, row, records in (executor or InProcess()).measure(study, pending(), len(plans), on_progress,
+                                                                 bandwidth_gbs):
         row["campaign_id"] = campaign
         store.put_anchor(row, records)
         if row["status"] == "ok":

@@ -14,6 +14,7 @@ from typing import Callable
 
 from pareto_atlas.measure.campaign import launch_for
 from pareto_atlas.measure.weights import variant_file
+from pareto_atlas.scale.local import Executor, InProcess
 from pareto_atlas.spec.study import ArmSpec, Study
 from pareto_atlas.store import Store
 from pareto_atlas.store.db import dumps, now
@@ -45,51 +46,72 @@ def quality_arms(study: Study, arms: list[str] | None = None) -> list[ArmSpec]:
     return out
 
 
-def run_quality_campaign(study: Study, store: Store, *, arms: list[str] | None = None, n: int | None = None,
-                         on_progress: Callable[[str, dict], None] = lambda ev, info: None) -> None:
-    from pareto_atlas.measure import engines
-    from pareto_atlas.quality.gsm8k import gsm8k_items
-    from pareto_atlas.quality.runner import run_items
+def qrun_row(study: Study, arm: ArmSpec, qid: str, n: int) -> dict:
+    """A quality run's store row before it is scored: what it scores, and failed until it is ok."""
+    q = study.quality
+    return {"qrun_id": qid, "study": study.name, "arm": arm.name, "quality_key": arm.knobs().quality_key(),
+            "task": q.task, "mode": q.mode if q.task == "gsm8k" else "niah", "n": n, "seed": q.seed,
+            "engine": study.engine.name, "status": "failed", "reason": None, "started_at": now()}
 
+
+def score_arm(study: Study, arm: ArmSpec, qid: str, n: int, items: list | None,
+              on_progress: Callable[[str, dict], None]) -> tuple[dict, list[dict], list | None]:
+    """Score one quality arm; returns its store row, item records and the items (retrieval items are
+    built on first use with the server's tokenizer, then reused). Never raises for engine trouble."""
+    from pareto_atlas.measure import engines
     from pareto_atlas.quality.retrieval import retrieval_items
-    from pareto_atlas.quality.runner import server_token_counter
+    from pareto_atlas.quality.runner import run_items, server_token_counter
+
+    q = study.quality
+    row = qrun_row(study, arm, qid, n)
+    records: list[dict] = []
+    try:
+        path, sha = variant_file(study.model.name, arm.weights)
+        row["model_sha256"] = sha
+        slots = max(arm.slots, QUALITY_SLOTS)
+        with engines.get_engine(study.engine.name).start(launch_for(study, arm, str(path), slots=slots)) as eng:
+            row["engine_version"] = eng.version
+            t0 = time.monotonic()
+            if items is None:   # retrieval haystacks are sized with this model's own tokenizer
+                items = retrieval_items(q.retrieval_lengths, per_cell=q.retrieval_per_cell, seed=q.seed,
+                                        count_tokens=server_token_counter(eng.base_url))
+            run = run_items(eng.base_url, items, concurrency=slots, model=eng.model,
+                            progress=lambda done, total: on_progress("item", {"arm": arm.name, "done": done}))
+        records = [r.to_dict() for r in run.records]
+        summary = run.summary.to_dict() | {"wall_s": round(time.monotonic() - t0, 1)}
+        row["summary_json"] = dumps(summary)
+        if run.summary.n_errors == run.summary.n:
+            row["reason"] = f"every item failed: {run.records[0].error}"
+        else:
+            row["status"] = "ok"
+    except Exception as e:  # noqa: BLE001 - a failed quality arm records why; the campaign goes on
+        row["reason"] = (str(e).strip().splitlines() or [type(e).__name__])[0][:500]
+    row["finished_at"] = now()
+    row.setdefault("summary_json", dumps({}))
+    return row, records, items
+
+
+def run_quality_campaign(study: Study, store: Store, *, arms: list[str] | None = None, n: int | None = None,
+                         on_progress: Callable[[str, dict], None] = lambda ev, info: None,
+                         executor: Executor | None = None) -> None:
+    """Score every quality arm not yet in the store. `executor`: where arms run (default: here, one
+    after another); results come back here and only this process writes the store."""
+    from pareto_atlas.quality.gsm8k import gsm8k_items
 
     q = study.quality
     n = n or q.n
     items = gsm8k_items(n, q.mode, sample_seed=q.seed, max_tokens=q.max_tokens) if q.task == "gsm8k" else None
-    for arm in quality_arms(study, arms):
-        qid = qrun_id(study, arm, n)
-        if store.quality_status(qid) == "ok":
-            on_progress("skip", {"arm": arm.name})
-            continue
-        on_progress("start", {"arm": arm.name})
-        row = {"qrun_id": qid, "study": study.name, "arm": arm.name, "quality_key": arm.knobs().quality_key(),
-               "task": q.task, "mode": q.mode if q.task == "gsm8k" else "niah", "n": n, "seed": q.seed, "engine": study.engine.name,
-               "status": "failed", "reason": None, "started_at": now()}
-        records: list[dict] = []
-        try:
-            path, sha = variant_file(study.model.name, arm.weights)
-            row["model_sha256"] = sha
-            slots = max(arm.slots, QUALITY_SLOTS)
-            with engines.get_engine(study.engine.name).start(launch_for(study, arm, str(path), slots=slots)) as eng:
-                row["engine_version"] = eng.version
-                t0 = time.monotonic()
-                if items is None:   # retrieval haystacks are sized with this model's own tokenizer
-                    items = retrieval_items(q.retrieval_lengths, per_cell=q.retrieval_per_cell, seed=q.seed,
-                                            count_tokens=server_token_counter(eng.base_url))
-                run = run_items(eng.base_url, items, concurrency=slots, model=eng.model,
-                                progress=lambda done, total: on_progress("item", {"arm": arm.name, "done": done}))
-            records = [r.to_dict() for r in run.records]
-            summary = run.summary.to_dict() | {"wall_s": round(time.monotonic() - t0, 1)}
-            row["summary_json"] = dumps(summary)
-            if run.summary.n_errors == run.summary.n:
-                row["reason"] = f"every item failed: {run.records[0].error}"
-            else:
-                row["status"] = "ok"
-        except Exception as e:  # noqa: BLE001 - a failed quality arm records why; the campaign goes on
-            row["reason"] = (str(e).strip().splitlines() or [type(e).__name__])[0][:500]
-        row["finished_at"] = now()
-        row.setdefault("summary_json", dumps({}))
+
+    def pending():
+        # lazy: in-process, each arm is written before the next one's status is looked up
+        for arm in quality_arms(study, arms):
+            qid = qrun_id(study, arm, n)
+            if store.quality_status(qid) == "ok":
+                on_progress("skip", {"arm": arm.name})
+                continue
+            yield arm, qid
+
+    for arm, row, records in (executor or InProcess()).score(study, pending(), n, items, on_progress):
         store.put_quality_run(row, records)
         on_progress("done", {"arm": arm.name, "status": row["status"], "reason": row["reason"],
                              "summary": json.loads(row["summary_json"])})

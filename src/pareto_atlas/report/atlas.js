@@ -24,7 +24,9 @@
     if (typeof v !== "number") return String(v);
     var a = Math.abs(v);
     if (a !== 0 && (a < 0.01 || a >= 1e5)) return v.toExponential(2);
-    return v.toPrecision(4).replace(/\.?0+$/, "");
+    var t = v.toPrecision(4);
+    // strip trailing zeros of a fraction only: 1000 stays 1000, 2.500 becomes 2.5
+    return t.indexOf(".") < 0 || t.indexOf("e") >= 0 ? t : t.replace(/0+$/, "").replace(/\.$/, "");
   }
   function fillSelect(sel, values, withAll) {
     sel.textContent = "";

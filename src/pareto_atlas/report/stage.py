@@ -34,8 +34,9 @@ def report_study(study: Study, store: Store, out: Path, console: Console) -> dic
     meta = {"title": f"pareto-atlas: {study.name}", "study": study.name, "description": study.description,
             "model": study.model.name, "engine": study.engine.name, "tool_version": __version__,
             "workload": f"{study.workload.prompt_tokens} prompt / {study.workload.output_tokens} output tokens",
-            "quality": f"{study.quality.task} ({study.quality.mode}), n = {study.quality.n}, "
-                       f"floor {study.quality.floor:.0%} of arm '{study.baseline.name}'",
+            "quality": (f"GSM8K ({study.quality.mode}), n = {study.quality.n}" if study.quality.task == "gsm8k" else
+                        f"needle retrieval at {study.quality.retrieval_lengths} tokens")
+                       + f", floor {study.quality.floor:.0%} of arm '{study.baseline.name}'",
             "price_source": f"GPU prices: spec/hardware.toml (seed paper, {study.price_date}) with study overrides; "
                             f"this CPU: ${study.cpu_price_per_hour}/h (assumed)"}
     paths = build_report(points, out, regimes=regs, fidelity=fidelity_table(study, store), meta=meta)

@@ -11,9 +11,9 @@ import numpy as np
 from rich.console import Console
 
 from pareto_atlas.calibrate.stage import THIS, model_card, this_machine
+from pareto_atlas.scale.local import Executor, InProcess
 from pareto_atlas.simulate.params import CalibParams, default_params
 from pareto_atlas.simulate.space import Load, Space, Workload, compatible, default_knobs
-from pareto_atlas.simulate.sweep import sweep
 from pareto_atlas.spec.cards import HardwareCard, shipped_hardware
 from pareto_atlas.spec.study import Study
 from pareto_atlas.store import Store
@@ -65,7 +65,7 @@ def study_space(study: Study, hardware: list[HardwareCard], model) -> Space:
                  tuple(loads), {})
 
 
-def simulate_study(study: Study, store: Store, console: Console) -> None:
+def simulate_study(study: Study, store: Store, console: Console, executor: Executor | None = None) -> None:
     model = model_card(study)
     hardware = study_hardware(study, store)
     params, calib_id = latest_params(study, store)
@@ -80,7 +80,7 @@ def simulate_study(study: Study, store: Store, console: Console) -> None:
         console.print(f"  {h.name}: {p.provenance}, error bar latency ±{p.lat_rel_err:.0%} "
                       f"throughput ±{p.thr_rel_err:.0%}", highlight=False)
     t0 = time.monotonic()
-    pts = sweep(space, params, n_requests=study.simulate.n_requests)
+    pts = (executor or InProcess()).sweep(space, params, study.simulate.n_requests)
     pts = attach_quality(pts, study, store)
     sim_id = hashlib.sha256(dumps([study.name, calib_id, len(pts), time.time()]).encode()).hexdigest()[:16]
     store.put_sim_run(sim_id, study.name, calib_id, pts)

@@ -17,6 +17,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
+from typing import NoReturn
 
 import httpx
 
@@ -173,15 +174,20 @@ class ServerProcess:
         with httpx.Client(base_url=base_url, timeout=2.0) as c:
             while time.monotonic() < deadline:
                 if not self.alive():
-                    raise EngineStartError(f"engine exited during start: {self.why_dead()}")
+                    self.fail(f"engine exited during start: {self.why_dead()}")
                 try:
                     if c.get(path).status_code == 200:
                         return
                 except httpx.HTTPError:
                     pass
                 time.sleep(0.1)
+        self.fail(f"engine not healthy at {base_url}{path} after {timeout_s:g} s: {last_line(self.log_path)}")
+
+    def fail(self, reason: str) -> NoReturn:
+        """Stop, drop the log, and raise `reason` (computed from the log before it goes)."""
         self.stop()
-        raise EngineStartError(f"engine not healthy at {base_url}{path} after {timeout_s:g} s: {last_line(self.log_path)}")
+        self.cleanup()
+        raise EngineStartError(reason)
 
     def stop(self, grace_s: float = 5.0) -> None:
         if self.alive():

@@ -129,7 +129,7 @@ def _read_ready_line(server: ServerProcess, timeout_s: float) -> dict:
             continue
         if not line:
             server.proc.wait(timeout=5)
-            raise EngineStartError(f"llamacpp worker exited during start: {server.why_dead()}")
+            server.fail(f"llamacpp worker exited during start: {server.why_dead()}")
         try:
             msg = json.loads(line)
         except json.JSONDecodeError:
@@ -137,12 +137,9 @@ def _read_ready_line(server: ServerProcess, timeout_s: float) -> dict:
         if not isinstance(msg, dict) or not ({"address", "error"} & set(msg)):
             continue
         if "error" in msg:
-            server.stop()
-            detail = last_line(server.log_path)
-            raise EngineStartError(f"llamacpp: {detail or msg['error']}")
+            server.fail(f"llamacpp: {last_line(server.log_path) or msg['error']}")
         return msg
-    server.stop()
-    raise EngineStartError(f"llamacpp worker not ready after {timeout_s:g} s: {last_line(server.log_path)}")
+    server.fail(f"llamacpp worker not ready after {timeout_s:g} s: {last_line(server.log_path)}")
 
 
 class LlamaCppEngine(Engine):

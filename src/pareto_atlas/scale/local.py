@@ -1,0 +1,66 @@
+"""The executor interface, and its in-process implementation: one job after another, here."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Protocol
+
+import pandas as pd
+
+if TYPE_CHECKING:
+    from pareto_atlas.measure.campaign import AnchorPlan
+    from pareto_atlas.simulate.params import CalibParams
+    from pareto_atlas.simulate.space import Space
+    from pareto_atlas.spec.study import ArmSpec, Study
+
+Progress = Callable[[str, dict], None]
+# (index in the plan, plan, store row, raw records)
+AnchorResult = tuple[int, "AnchorPlan", dict, list[dict]]
+
+
+class Executor(Protocol):
+    def measure(self, study: Study, pending: Iterable[tuple[int, AnchorPlan]], n: int, on_progress: Progress,
+                bandwidth_gbs: float | None) -> Iterator[AnchorResult]:
+        """Measure each pending anchor; yield results as they finish. Never raises for a lost anchor:
+        it comes back as a failed row with the reason."""
+        ...
+
+    def score(self, study: Study, pending: Iterable[tuple[ArmSpec, str]], n: int, items: list | None,
+              on_progress: Progress) -> Iterator[tuple[ArmSpec, dict, list[dict]]]:
+        """Score each pending (quality arm, qrun id); yield (arm, store row, item records) as they finish."""
+        ...
+
+    def sweep(self, space: Space, params: dict[str, CalibParams] | None, n_requests: int,
+              seed: int = 0) -> pd.DataFrame:
+        ...
+
+    def close(self) -> None:
+        ...
+
+
+class InProcess:
+    """Runs every job in this process, in order; `pending` is consumed lazily so each result is
+    written before the next anchor's status is looked up, exactly as a plain loop would."""
+
+    def measure(self, study, pending, n, on_progress, bandwidth_gbs):
+        from pareto_atlas.measure.campaign import measure_anchor
+
+        for i, p in pending:
+            on_progress("anchor", {"arm": p.arm.name, "i": i, "n": n})
+            row, records = measure_anchor(study, p, on_progress, bandwidth_gbs)
+            yield i, p, row, records
+
+    def score(self, study, pending, n, items, on_progress):
+        from pareto_atlas.quality.campaign import score_arm
+
+        for arm, qid in pending:
+            on_progress("start", {"arm": arm.name})
+            row, records, items = score_arm(study, arm, qid, n, items, on_progress)
+            yield arm, row, records
+
+    def sweep(self, space, params, n_requests, seed=0):
+        from pareto_atlas.simulate.sweep import sweep
+
+        return sweep(space, params, n_requests=n_requests, seed=seed)
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,177 @@
+"""The Ray executor: anchors and quality arms as Ray tasks pinned to their hardware type, sweeps as
+shards over the cluster's CPUs; results stream back to the driver, the store's only writer.
+
+A node of hardware type H is one started with the custom resource `hw:H`, e.g.
+`ray start --address HEAD:6379 --resources '{"hw:H100-SXM": 1}'`; its count is how many anchors
+may run on that node at once (1: measurements never share a machine).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Any, Callable, Iterable, Iterator
+
+import pandas as pd
+
+from pareto_atlas.measure.campaign import MEASURED_HARDWARE, AnchorPlan, anchor_row, finish_row, measure_anchor
+from pareto_atlas.quality.campaign import qrun_row, score_arm
+from pareto_atlas.scale.local import AnchorResult, Progress
+from pareto_atlas.scale.shards import Shard, sweep_shard, sweep_sharded
+from pareto_atlas.simulate.params import CalibParams
+from pareto_atlas.simulate.space import Space
+from pareto_atlas.spec.study import ArmSpec, Study
+from pareto_atlas.store.db import dumps, now
+
+LOCAL_OBJECT_STORE_BYTES = 300 * 2**20   # a local cluster's results are a few MB; leave memory to the engine
+
+
+def hardware_resource(hardware: str) -> str:
+    return f"hw:{hardware}"
+
+
+def _quiet(ev: str, info: dict) -> None:
+    pass   # progress inside a remote task has no console; the driver reports each result as it lands
+
+
+def _measure_task(fn: Callable, study: Study, p: AnchorPlan, bandwidth_gbs: float | None) -> tuple[dict, list[dict]]:
+    return fn(study, p, _quiet, bandwidth_gbs)
+
+
+def _score_task(study: Study, arm: ArmSpec, qid: str, n: int, items: list | None) -> tuple[dict, list[dict]]:
+    row, records, _ = score_arm(study, arm, qid, n, items, _quiet)
+    return row, records
+
+
+def _lost(e: BaseException) -> str:
+    """One line saying why a task came back without a result (its worker or node died, or it raised)."""
+    cause = getattr(e, "cause", None)
+    first = (str(cause or e).strip().splitlines() or [""])[0]
+    return f"lost on Ray ({type(cause or e).__name__}): {first}"[:500]
+
+
+class RayExecutor:
+    """Runs jobs on a Ray cluster this process is connected to. `measure_fn` is what each anchor task
+    runs (measure_anchor; tests substitute one that dies); `max_retries`: reruns of an anchor whose
+    worker or node died, before it is recorded failed."""
+
+    def __init__(self, address: str, *, measure_fn: Callable = measure_anchor, max_retries: int = 1,
+                 disconnect: bool = True):
+        self.address, self.measure_fn, self.max_retries = address, measure_fn, max_retries
+        self.disconnect = disconnect   # False when this process was connected before us: leave it so
+
+    @classmethod
+    def connect(cls, address: str, **kw: Any) -> "RayExecutor":
+        """`local`: start a cluster in this process (this machine, offering `hw:this-cpu`);
+        `auto` or HOST:PORT: join a running one."""
+        try:
+            import ray
+        except ImportError:
+            raise ValueError(f"--ray {address}: Ray is not installed; pip install 'pareto-atlas[ray]', "
+                             "or leave out --ray to run in-process") from None
+        if ray.is_initialized():
+            return cls(address, disconnect=False, **kw)
+        try:
+            if address == "local":
+                ray.init(num_cpus=os.cpu_count() or 2, resources={hardware_resource(MEASURED_HARDWARE): 1},
+                         object_store_memory=LOCAL_OBJECT_STORE_BYTES, include_dashboard=False,
+                         logging_level=logging.WARNING, configure_logging=True)
+            else:
+                ray.init(address=address, logging_level=logging.WARNING)
+        except (ConnectionError, RuntimeError, ValueError, TimeoutError) as e:
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            raise ValueError(f"--ray {address}: no Ray cluster reachable there ({first[:200]}); allowed: "
+                             "HOST:PORT of a running head, auto (RAY_ADDRESS or a local `ray start --head`), "
+                             "or local") from None
+        return cls(address, **kw)
+
+    def _require(self, resource: str) -> None:
+        import ray
+
+        if not ray.cluster_resources().get(resource):
+            raise ValueError(f"--ray {self.address}: no node offers resource {resource!r}; start one with "
+                             f"ray start --address HEAD:6379 --resources '{{\"{resource}\": 1}}'")
+
+    def _stream(self, submitted: dict, lost: Callable[[Any, BaseException], tuple]) -> Iterator[tuple]:
+        """Yield (key, result) as tasks finish; a task without a result yields lost(key, error)."""
+        import ray
+        from ray.exceptions import RayError
+
+        try:
+            while submitted:
+                [ref], _ = ray.wait(list(submitted), num_returns=1)
+                key = submitted.pop(ref)
+                try:
+                    yield key, ray.get(ref)
+                except RayError as e:   # RayTaskError, WorkerCrashedError, NodeDiedError, ObjectLostError, ...
+                    yield key, lost(key, e)
+        finally:   # interrupted: nothing still running will be written, so stop it
+            for ref in submitted:
+                ray.cancel(ref, force=True)
+
+    def measure(self, study: Study, pending: Iterable[tuple[int, AnchorPlan]], n: int, on_progress: Progress,
+                bandwidth_gbs: float | None) -> Iterator[AnchorResult]:
+        import ray
+
+        todo = list(pending)    # every skip decision is made before anything runs
+        if not todo:
+            return
+        resource = hardware_resource(MEASURED_HARDWARE)
+        self._require(resource)
+        task = ray.remote(_measure_task).options(resources={resource: 1}, num_cpus=1, max_retries=self.max_retries,
+                                                 retry_exceptions=False, name="measure_anchor")
+        study_ref, t0 = ray.put(study), time.monotonic()
+        submitted = {task.remote(self.measure_fn, study_ref, p, bandwidth_gbs): (i, p) for i, p in todo}
+
+        def lost(key, e):
+            row = anchor_row(study, key[1])
+            row.update(hardware_json=dumps({}), reason=_lost(e))   # the driver's host is not where it ran
+            return finish_row(row, t0), []
+
+        for (i, p), (row, records) in self._stream(submitted, lost):
+            on_progress("anchor", {"arm": p.arm.name, "i": i, "n": n})
+            yield i, p, row, records
+
+    def score(self, study: Study, pending: Iterable[tuple[ArmSpec, str]], n: int, items: list | None,
+              on_progress: Progress) -> Iterator[tuple[ArmSpec, dict, list[dict]]]:
+        import ray
+
+        todo = list(pending)
+        if not todo:
+            return
+        resource = hardware_resource(MEASURED_HARDWARE)
+        self._require(resource)
+        task = ray.remote(_score_task).options(resources={resource: 1}, num_cpus=1, max_retries=self.max_retries,
+                                               retry_exceptions=False, name="score_arm")
+        study_ref, items_ref = ray.put(study), ray.put(items)
+        submitted = {task.remote(study_ref, arm, qid, n, items_ref): (arm, qid) for arm, qid in todo}
+
+        def lost(key, e):
+            row = qrun_row(study, key[0], key[1], n)
+            return {**row, "reason": _lost(e), "finished_at": now(), "summary_json": dumps({})}, []
+
+        for (arm, _), (row, records) in self._stream(submitted, lost):
+            on_progress("start", {"arm": arm.name})
+            yield arm, row, records
+
+    def sweep(self, space: Space, params: dict[str, CalibParams] | None, n_requests: int,
+              seed: int = 0) -> pd.DataFrame:
+        import ray
+
+        # one shard per CPU of the cluster: enough to keep every node busy, few enough that each
+        # shard's compiled pass is long next to the cost of a task
+        n_shards = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        task = ray.remote(sweep_shard).options(num_cpus=1, name="sweep_shard")
+
+        def run(parts: list[Shard]) -> list[pd.DataFrame]:
+            params_ref = ray.put(params)
+            return ray.get([task.remote(s, params_ref, n_requests, seed) for s in parts])
+
+        return sweep_sharded(space, params, n_requests, seed, n_shards, run)
+
+    def close(self) -> None:
+        import ray
+
+        if self.disconnect and ray.is_initialized():
+            ray.shutdown()   # a local cluster stops with it; a remote one only loses this driver

@@ -1,0 +1,58 @@
+"""Split a sweep into shards whose concatenation is the whole sweep, row for row and bit for bit.
+
+`sweep` seeds the simulation of row j with `seed + j`, j counting (hardware, knobs) pairs in the
+space's order (hardware outer, knobs inner) times workloads times loads. A shard is therefore one
+hardware card and a contiguous run of the knobs compatible with it: its rows are a contiguous block
+of the whole sweep, and sweeping it with `seed + (rows before it)` gives every row its own seed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Callable, Iterable
+
+import pandas as pd
+
+from pareto_atlas.simulate.params import CalibParams
+from pareto_atlas.simulate.space import Space, compatible
+from pareto_atlas.simulate.sweep import sweep
+
+
+@dataclass(frozen=True)
+class Shard:
+    space: Space          # one hardware card, knobs all compatible with it
+    seed_offset: int      # rows of the whole sweep before this shard's first row
+
+
+def shards(space: Space, n_shards: int) -> list[Shard]:
+    """About `n_shards` shards (at least one per hardware card that runs anything), in sweep order."""
+    per_pair = len(space.workloads) * len(space.loads)
+    groups = [(h, [k for k in space.knobs if not compatible(k, h)]) for h in space.hardware]
+    groups = [(h, ks) for h, ks in groups if ks]
+    total = sum(len(ks) for _, ks in groups)
+    size = max(1, math.ceil(total / max(n_shards, 1)))
+    out, offset = [], 0
+    for h, ks in groups:
+        for i in range(0, len(ks), size):
+            chunk = tuple(ks[i:i + size])
+            out.append(Shard(replace(space, hardware=(h,), knobs=chunk), offset))
+            offset += len(chunk) * per_pair
+    return out
+
+
+def sweep_shard(shard: Shard, params: dict[str, CalibParams] | None, n_requests: int, seed: int) -> pd.DataFrame:
+    return sweep(shard.space, params, n_requests=n_requests, seed=seed + shard.seed_offset)
+
+
+def concat(parts: Iterable[pd.DataFrame]) -> pd.DataFrame:
+    return pd.concat(list(parts), ignore_index=True)
+
+
+def sweep_sharded(space: Space, params: dict[str, CalibParams] | None, n_requests: int, seed: int, n_shards: int,
+                  run: Callable[[list[Shard]], list[pd.DataFrame]]) -> pd.DataFrame:
+    """The whole sweep through `run` (shards -> their frames, in order), identical to `sweep(space, ...)`."""
+    parts = shards(space, n_shards)
+    if not parts:           # nothing compatible: let sweep produce its empty frame with every column
+        return sweep(space, params, n_requests=n_requests, seed=seed)
+    return concat(run(parts))
