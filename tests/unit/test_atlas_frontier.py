@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 
 import numpy as np
 import pandas as pd
@@ -139,9 +138,8 @@ def test_projection_and_objective_parsing():
         Objective.parse("tpot_p99_ms:up")
 
 
-def test_hundred_thousand_points_in_seconds():
+def test_hundred_thousand_points_get_a_status_each():
+    # Its speed is a benchmark (benchmarks/bench_pick.py), not a timed test.
     pts = random_points(100_000, seed=1)
-    t = time.perf_counter()
     out = frontier(pts, OBJ)
-    assert time.perf_counter() - t < 20  # shared 2-core box; typically ~2 s
-    assert out["raw_frontier"].sum() >= 1
+    assert out["raw_frontier"].sum() >= 1 and out["frontier_status"].notna().all()
