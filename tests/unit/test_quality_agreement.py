@@ -76,6 +76,13 @@ def test_paired_guard_identical_arm_passes_independent_guard_cannot_tell():
     assert guard(score(20, 60), score(20, 60)).boundary
 
 
+def test_paired_guard_does_not_overclaim_on_tiny_degenerate_samples():
+    base = [rec(0, True), rec(1, False), rec(2, False)]
+    arm = [rec(i, False) for i in range(3)]          # 0/3 vs 1/3: a bootstrap would say [0, 0]
+    g = guard_paired(arm, base)
+    assert g.boundary and g.rel == 0.0 and g.rel_hi > 1.0 and g.method.startswith("katz")
+
+
 def test_paired_guard_broken_arm_fails():
     base = [rec(i, i % 2 == 0) for i in range(80)]
     broken = [rec(i, False) for i in range(80)]

@@ -10,13 +10,13 @@ variance, so an arm that repeats the baseline exactly gets [1, 1], not a ±30 % 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 import numpy as np
 
 from .records import QualityRecord
-from .stats import Score, _z_for
+from .stats import Score, z_for, score
 
 DEFAULT_FLOOR = 0.95
 
@@ -69,7 +69,7 @@ def guard(arm: Score, baseline: Score, floor: float = DEFAULT_FLOOR, level: floa
     if a == 0 or a == n1 or c == n2:
         a, n1, c, n2 = a + 0.5, n1 + 0.5, c + 0.5, n2 + 0.5
     se = math.sqrt(max(0.0, 1 / a - 1 / n1 + 1 / c - 1 / n2))
-    z = _z_for(level)
+    z = z_for(level)
     centre = math.log((a / n1) / (c / n2))
     return _decide(rel, math.exp(centre - z * se), math.exp(centre + z * se), floor, "katz-log")
 
@@ -89,6 +89,12 @@ def guard_paired(arm: Sequence[QualityRecord], baseline: Sequence[QualityRecord]
     y = np.array([pick(base_by_id[i]) for i in ids], dtype=float)
     if y.sum() == 0:
         return _undefined(floor, len(ids), "paired-bootstrap")
+    k_arm, k_base, n = int(x.sum()), int(y.sum()), len(ids)
+    if k_arm in (0, n) or k_base == n:
+        # Every resample then gives the same ratio and the bootstrap claims certainty it does not
+        # have (0/3 vs 1/3 would read [0, 0]); the Katz interval with Haldane's 0.5 stays honest.
+        g = guard(score(k_arm, n), score(k_base, n), floor, level)
+        return replace(g, method="katz-log (paired bootstrap degenerate)")
     rel = x.mean() / y.mean()
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, len(ids), size=(n_boot, len(ids)))

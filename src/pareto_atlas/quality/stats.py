@@ -59,7 +59,7 @@ def lm_eval_stderr(k: int, n: int) -> float:
     return math.sqrt(p * (1 - p) / (n - 1))
 
 
-def _z_for(level: float) -> float:
+def z_for(level: float) -> float:
     if not 0.0 < level < 1.0:
         raise ValueError(f"score level: {level} must be in (0, 1)")
     if abs(level - 0.95) < 1e-12:
@@ -70,7 +70,7 @@ def _z_for(level: float) -> float:
 
 
 def score(k: int, n: int, level: float = 0.95) -> Score:
-    lo, hi = wilson_interval(k, n, _z_for(level))
+    lo, hi = wilson_interval(k, n, z_for(level))
     return Score(k=k, n=n, p=(k / n if n else math.nan), stderr=lm_eval_stderr(k, n), lo=lo, hi=hi, level=level)
 
 

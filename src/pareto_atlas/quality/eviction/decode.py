@@ -15,8 +15,6 @@ import time
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-import numpy as np
-
 from .model import require_torch
 from .policies import EvictionConfig, select
 
