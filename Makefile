@@ -8,7 +8,7 @@ test:
 	scripts/setup.sh test && .venv/bin/python -m pytest -q
 
 test-slow:
-	scripts/setup.sh test && .venv/bin/python -m pytest -q -m slow
+	scripts/setup.sh slow && .venv/bin/python -m pytest -q -m slow
 
 bench:
 	scripts/setup.sh test && for b in benchmarks/bench_*.py; do .venv/bin/python $$b; done

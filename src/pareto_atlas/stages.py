@@ -50,6 +50,7 @@ def _fmt(v, unit: str = "", nd: int = 1) -> str:
 
 
 def measure(ctx: Context, arms: list[str] | None = None) -> None:
+    from pareto_atlas.calibrate.stage import this_machine
     from pareto_atlas.measure.campaign import run_campaign
 
     c = ctx.console
@@ -57,6 +58,7 @@ def measure(ctx: Context, arms: list[str] | None = None) -> None:
             f"{ctx.study.workload.prompt_tokens} prompt / {ctx.study.workload.output_tokens} output tokens, "
             f"{ctx.study.load.requests} requests (+{ctx.study.load.warmup} warm-up) each")
     t0 = time.monotonic()
+    bandwidth = this_machine(ctx.study, ctx.store).mem_bw_gbs if ctx.study.engine.name == "llamacpp" else None
 
     def on(ev: str, info: dict) -> None:
         if ev == "skip":
@@ -71,10 +73,12 @@ def measure(ctx: Context, arms: list[str] | None = None) -> None:
                 c.print(f" ok  TTFT p50 {_fmt(m.get('ttft', {}).get('p50'), ' ms')}  "
                         f"TPOT p50 {_fmt(m.get('tpot', {}).get('p50'), ' ms')}  "
                         f"{_fmt(m.get('throughput_tok_s'), ' tok/s')}  rejected {m.get('n_rejected', 0)}")
+                if m.get("decode_bw_line"):
+                    c.print(f"      {m['decode_bw_line']}", highlight=False)
             else:
                 c.print(f" [red]failed[/]: {info['reason']}", highlight=False, soft_wrap=True)
 
-    s = run_campaign(ctx.study, ctx.store, arms=arms, on_progress=on, executor=ctx.executor)
+    s = run_campaign(ctx.study, ctx.store, arms=arms, on_progress=on, bandwidth_gbs=bandwidth, executor=ctx.executor)
     c.print(f"measure: {s.measured} measured, {s.skipped} kept from earlier runs, {s.failed} failed "
             f"({time.monotonic() - t0:.0f} s)")
 
