@@ -73,17 +73,21 @@ def test_engine_killed_mid_campaign_fails_that_anchor_and_rerun_resumes(tmp_path
     out = tmp_path / "kill"
     proc = subprocess.Popen(CLI + ["measure", "--study", "tiny", "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    # wait for the first engine worker to appear, then kill it
-    victim = None
+    # kill the first engine worker we catch alive, a moment after it appears (an arm of the
+    # tiny study lasts only seconds, so a worker may finish before we reach it: try the next)
+    killed = False
     deadline = time.monotonic() + 120
-    while victim is None and time.monotonic() < deadline:
+    while not killed and time.monotonic() < deadline and proc.poll() is None:
         ps = subprocess.run(["pgrep", "-f", "llamacpp_worker", "-P", str(proc.pid)], capture_output=True, text=True)
         if ps.stdout.strip():
-            victim = int(ps.stdout.split()[0])
-        time.sleep(0.2)
-    assert victim, "no engine worker appeared"
-    time.sleep(3)
-    os.kill(victim, signal.SIGKILL)
+            time.sleep(0.5)
+            try:
+                os.kill(int(ps.stdout.split()[0]), signal.SIGKILL)
+                killed = True
+            except ProcessLookupError:
+                pass
+        time.sleep(0.1)
+    assert killed, "no engine worker could be killed"
     _, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, err[-2000:]
     assert "failed" in err and "Traceback" not in err

@@ -16,7 +16,7 @@ from pareto_atlas.simulate import des
 from pareto_atlas.simulate.api import resolve_acceptance
 from pareto_atlas.simulate.cost_model import coeffs
 from pareto_atlas.simulate.memory import plan_memory
-from pareto_atlas.simulate.params import CalibParams, default_params
+from pareto_atlas.simulate.params import LAYOUT, MAX_EFF_BW, CalibParams, default_params
 from pareto_atlas.spec.cards import HardwareCard, ModelCard
 from pareto_atlas.spec.knobs import Knobs
 
@@ -25,6 +25,7 @@ TARGETS = ("ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "throughp
 WEIGHTS = {"ttft_p50_ms": 1.0, "ttft_p99_ms": 0.4, "tpot_p50_ms": 1.0, "tpot_p99_ms": 0.4, "throughput_tok_s": 1.0}
 PRIOR_WEIGHT = 0.05      # keeps parameters the anchors cannot see at their starting values
 KNOB_FIELDS = tuple(f.name for f in fields(Knobs))
+HEAD_RATIO_STARTS = (0.5, 1.0, 2.0, 4.0)
 
 
 def anchor_knobs(row: pd.Series) -> Knobs:
@@ -40,6 +41,18 @@ class _Anchor:
     concurrency: int
     rate: float
     n: int
+    accept: float | None = None              # measured acceptance per drafted token
+    drafted_per_token: float | None = None   # measured drafts per generated token (None: not measured)
+
+    @property
+    def drafts(self) -> bool:
+        """Whether the engine actually speculated (an anchor that drafted nothing is a plain decode)."""
+        return self.knobs.spec != "none" and self.knobs.spec_k > 0 and self.drafted_per_token != 0.0
+
+
+def _opt(r: pd.Series, col: str) -> float | None:
+    v = r.get(col)
+    return None if v is None or pd.isna(v) else float(v)
 
 
 def _anchors(df: pd.DataFrame) -> list[_Anchor]:
@@ -51,7 +64,8 @@ def _anchors(df: pd.DataFrame) -> list[_Anchor]:
         if conc <= 0 and rate <= 0:
             conc = 1
         n = int(r["n_requests"]) if "n_requests" in r.index and pd.notna(r["n_requests"]) else max(32, 4 * conc)
-        out.append(_Anchor(anchor_knobs(r), int(r["prompt_tokens"]), int(r["output_tokens"]), conc, rate, n))
+        out.append(_Anchor(anchor_knobs(r), int(r["prompt_tokens"]), int(r["output_tokens"]), conc, rate, n,
+                           _opt(r, "spec_accept_measured"), _opt(r, "spec_drafted_per_token")))
     return out
 
 
@@ -59,8 +73,8 @@ def predict(anchors: list[_Anchor], model: ModelCard, hw: HardwareCard, params: 
     """Predicted TARGETS for each anchor, shape (n_anchors, len(TARGETS))."""
     out = np.full((len(anchors), len(TARGETS)), np.nan)
     for i, a in enumerate(anchors):
-        accept, _ = resolve_acceptance(a.knobs)
-        c = coeffs(model, hw, a.knobs, params, accept=accept)
+        accept = a.accept if a.accept is not None else resolve_acceptance(a.knobs)[0]
+        c = coeffs(model, hw, a.knobs, params, accept=accept, drafted_per_token=a.drafted_per_token)
         plan = plan_memory(model, hw, a.knobs, a.prompt, a.output, params)
         if a.concurrency > 0:
             arr = des.closed_loop(a.concurrency, a.n, a.prompt, a.output)
@@ -72,55 +86,77 @@ def predict(anchors: list[_Anchor], model: ModelCard, hw: HardwareCard, params: 
     return out
 
 
+def weight_format(weights: str) -> str:
+    """The kernels a weight format runs (RANDOM runs Q4_0's)."""
+    return LAYOUT.get(weights, weights)
+
+
 @dataclass(frozen=True)
 class _Space:
-    """Which CalibParams entries the fit moves, in log space."""
+    """Which CalibParams entries the fit moves, in log space: per weight format its GEMV and GEMM
+    cost per weight (dequantize + dot), per KV format the attention efficiency, and the shared
+    bandwidth efficiency, lm_head ratio and overheads."""
 
     names: tuple[str, ...]
 
     @classmethod
     def for_anchors(cls, anchors: list[_Anchor], fit_cv: bool) -> "_Space":
-        dtypes = sorted({a.knobs.weights for a in anchors})
-        names = [f"eff_bw:{d}" for d in dtypes] + [f"eff_flops:{d}" for d in dtypes]
-        names += ["eff_attn", "overhead_step_s", "overhead_seq_s"]
-        if any(a.knobs.spec == "ngram" for a in anchors):
+        fmts = sorted({weight_format(a.knobs.weights) for a in anchors})
+        names = [f"gemv:{d}" for d in fmts] + [f"gemm:{d}" for d in fmts]
+        names += [f"eff_attn:{kv}" for kv in sorted({a.knobs.kv for a in anchors})]
+        names += ["eff_bw", "head_ratio", "overhead_step_s", "overhead_seq_s"]
+        if any(a.knobs.spec == "ngram" and a.drafts for a in anchors):
             names.append("ngram_lookup_s")
-        if any(a.knobs.spec in ("draft", "eagle") for a in anchors):
+        if any(a.knobs.spec in ("draft", "eagle") and a.drafts for a in anchors):
             names.append("draft_forward_s")
         if fit_cv:
             names.append("step_cv")
         return cls(tuple(names))
 
-    def get(self, p: CalibParams) -> np.ndarray:
+    @staticmethod
+    def _derived(p: CalibParams, hw: HardwareCard, d: str) -> float:
+        from pareto_atlas.simulate.cost_model import per_weight_costs
+        return per_weight_costs(hw, d, p)[0]
+
+    def get(self, p: CalibParams, hw: HardwareCard) -> np.ndarray:
         v = []
         for n in self.names:
             kind, _, d = n.partition(":")
-            if kind == "eff_bw":
-                v.append(p.bw_eff(d))
-            elif kind == "eff_flops":
-                v.append(p.flops_eff(d))
+            if kind == "gemv":
+                v.append(p.gemv_s_per_weight.get(d) or self._derived(p, hw, d))
+            elif kind == "gemm":
+                v.append(p.gemm_s_per_weight.get(d) or self._derived(p, hw, d))
+            elif kind == "eff_attn":
+                v.append(p.attn_eff(d))
             else:
                 v.append(getattr(p, n))
-        return np.log(np.maximum(np.array(v, float), 1e-6))
+        return np.log(np.maximum(np.array(v, float), 1e-15))
 
     def set(self, p: CalibParams, x: np.ndarray) -> CalibParams:
-        bw, fl, kw = dict(p.eff_bw_by_dtype), dict(p.eff_flops_by_dtype), {}
+        gv, gm, at, kw = dict(p.gemv_s_per_weight), dict(p.gemm_s_per_weight), dict(p.eff_attn_by_kv), {}
         for n, val in zip(self.names, np.exp(x)):
             kind, _, d = n.partition(":")
-            if kind == "eff_bw":
-                bw[d] = min(float(val), 1.0)
-            elif kind == "eff_flops":
-                fl[d] = min(float(val), 1.0)
-            elif n == "eff_attn":
-                kw[n] = min(float(val), 1.0)
+            if kind == "gemv":
+                gv[d] = float(val)
+            elif kind == "gemm":
+                gm[d] = float(val)
+            elif kind == "eff_attn":
+                at[d] = min(float(val), 1.0)
+            elif n == "eff_bw":
+                kw[n] = min(float(val), MAX_EFF_BW)
             else:
                 kw[n] = float(val)
-        return replace(p, eff_bw_by_dtype=bw, eff_flops_by_dtype=fl, **kw)
+        return replace(p, gemv_s_per_weight=gv, gemm_s_per_weight=gm, eff_attn_by_kv=at, **kw)
 
     def bounds(self) -> tuple[np.ndarray, np.ndarray]:
-        lo = np.array([np.log(1e-3) if n.startswith("eff") else np.log(1e-6) for n in self.names])
-        hi = np.array([0.0 if n.startswith("eff") else np.log(2.0 if n != "step_cv" else 0.5) for n in self.names])
-        return lo, hi
+        lo, hi = [], []
+        for n in self.names:
+            kind = n.partition(":")[0]
+            a, b = {"gemv": (1e-14, 1e-7), "gemm": (1e-14, 1e-7), "eff_attn": (1e-3, 1.0), "eff_bw": (1e-3, MAX_EFF_BW),
+                    "head_ratio": (0.1, 10.0), "step_cv": (1e-6, 0.5)}.get(kind, (1e-7, 2.0))
+            lo.append(np.log(a))
+            hi.append(np.log(b))
+        return np.array(lo), np.array(hi)
 
 
 def fit_params(anchors_df: pd.DataFrame, model: ModelCard, hw: HardwareCard, start: CalibParams | None = None,
@@ -131,8 +167,15 @@ def fit_params(anchors_df: pd.DataFrame, model: ModelCard, hw: HardwareCard, sta
     meas = anchors_df.reindex(columns=list(TARGETS)).to_numpy(float)
     w = np.array([WEIGHTS[t] for t in TARGETS])
     ok = np.isfinite(meas) & (meas > 0)
+    # Only the formats these anchors run are fitted; anything else in `start` is dropped, so a
+    # held-out format is predicted from its family (an extrapolation), never from a leaked value.
+    fmts = {weight_format(a.knobs.weights) for a in anchors}
+    kvs = {a.knobs.kv for a in anchors}
+    start = replace(start, gemv_s_per_weight={k: v for k, v in start.gemv_s_per_weight.items() if k in fmts},
+                    gemm_s_per_weight={k: v for k, v in start.gemm_s_per_weight.items() if k in fmts},
+                    eff_attn_by_kv={k: v for k, v in start.eff_attn_by_kv.items() if k in kvs})
     space = _Space.for_anchors(anchors, fit_cv)
-    x0 = space.get(start)
+    x0 = space.get(start, hw)
     lo, hi = space.bounds()
     x0 = np.clip(x0, lo + 1e-9, hi - 1e-9)
 
@@ -143,7 +186,16 @@ def fit_params(anchors_df: pd.DataFrame, model: ModelCard, hw: HardwareCard, sta
         return np.concatenate([r.ravel(), PRIOR_WEIGHT * (x - x0)])
 
     # The simulation is piecewise smooth in the parameters (integer step counts), so the
-    # finite-difference step must be coarse enough to see the trend, not the jumps.
-    sol = least_squares(resid, x0, bounds=(lo, hi), diff_step=1e-3, x_scale=1.0, max_nfev=200)
-    params = space.set(start, sol.x)
+    # finite-difference step must be coarse enough to see the trend, not the jumps. How the
+    # per-token cost splits between body and lm_head has local optima (a small head with a fast
+    # GEMM mimics a large head at small batches), so the fit starts from a few head ratios.
+    best = None
+    for ratio in HEAD_RATIO_STARTS if "head_ratio" in space.names else (None,):
+        xs = x0.copy()
+        if ratio is not None:
+            xs[space.names.index("head_ratio")] = np.log(ratio)
+        sol = least_squares(resid, xs, bounds=(lo, hi), diff_step=1e-3, x_scale=1.0, max_nfev=200)
+        if best is None or sol.cost < best.cost:
+            best = sol
+    params = space.set(start, best.x)
     return params, predict(anchors, model, hw, params)

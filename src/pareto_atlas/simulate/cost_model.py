@@ -11,8 +11,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from pareto_atlas.simulate.kernels import (ACC, AT, CTX_SCALE, CV, D_FL, D_KVR, D_O, D_W, FL, K, KVR, KVW, N_COEFFS,
-                                          O_SEQ, O_STEP, P, Q, W_T, XFER, step_time)
+from pareto_atlas.simulate.kernels import (ACC, AT, CTX_SCALE, CV, D_FL, D_KVR, D_O, D_W, DRAFT_P, FL, FL_H, FL_V, K,
+                                          KVR, KVW, N_COEFFS, O_SEQ, O_STEP, P, Q, TILE, W_T, XFER, step_time)
 from pareto_atlas.simulate.params import CalibParams
 from pareto_atlas.spec.cards import HardwareCard, ModelCard, shipped_models
 from pareto_atlas.spec.knobs import BITS_PER_KV, BITS_PER_WEIGHT, Knobs
@@ -31,11 +31,32 @@ def compute_dtype(weights: str, hw: HardwareCard) -> str:
     return "fp8" if weights == "FP8" and "fp8" in hw.tflops else "fp16"
 
 
-def tokens_per_verify(accept: float, k: int) -> float:
-    """Expected tokens emitted per verify step: (1 - a^(k+1)) / (1 - a) (Leviathan et al.)."""
-    if k <= 0:
+def tokens_per_verify(accept: float, k: int, p_draft: float = 1.0) -> float:
+    """Expected tokens emitted per step: (1 - a^(k+1)) / (1 - a) (Leviathan et al.) on the fraction
+    p_draft of steps that draft, 1 on the others."""
+    if k <= 0 or p_draft <= 0:
         return 1.0
-    return (1.0 - accept ** (k + 1)) / (1.0 - accept)
+    return 1.0 + p_draft * ((1.0 - accept ** (k + 1)) / (1.0 - accept) - 1.0)
+
+
+def draft_fraction(drafted_per_token: float | None, accept: float, k: int) -> float:
+    """Fraction of decode steps that draft k tokens, from the measured drafts per generated token.
+
+    A drafting step emits 1 + E[accepted] tokens on average, a plain one 1; solving
+    drafted/token = p k / (1 + p (E_k - 1)) for p. None (not measured): every step drafts.
+    """
+    if k <= 0:
+        return 0.0
+    if drafted_per_token is None or drafted_per_token != drafted_per_token:
+        return 1.0
+    gain = tokens_per_verify(accept, k) - 1.0
+    d = max(float(drafted_per_token), 0.0)
+    return float(min(1.0, d / max(k - d * gain, 1e-12)))
+
+
+def head_params(model: ModelCard) -> int:
+    """Weights of the lm_head (vocab x hidden): read for every logit row, not for every prompt token."""
+    return model.vocab * model.hidden
 
 
 def draft_card(model: ModelCard, spec: str, draft: ModelCard | None = None) -> ModelCard | None:
@@ -60,21 +81,39 @@ def _default_draft(model: ModelCard) -> ModelCard:
     return min(pool, key=lambda m: m.n_params)
 
 
+def per_weight_costs(hw: HardwareCard, weights: str, params: CalibParams) -> tuple[float, float]:
+    """Seconds per weight per token of the (GEMV, GEMM) kernels for a weight format: fitted from
+    anchors where calibrated (see CalibParams.weight_cost), else 2 FLOPs at the card's peak x eff."""
+    derived = 2.0 / (hw.peak_flops(compute_dtype(weights, hw)) * params.flops_eff(weights))
+    gemv, _ = params.weight_cost(weights, "gemv")
+    gemm, _ = params.weight_cost(weights, "gemm")
+    return (derived if gemv is None else gemv), (derived if gemm is None else gemm)
+
+
 def coeffs(model: ModelCard, hw: HardwareCard, knobs: Knobs, params: CalibParams,
-           accept: float | None = None, draft: ModelCard | None = None) -> np.ndarray:
-    """The per-unit times of one step for this configuration (see the layout above)."""
+           accept: float | None = None, draft: ModelCard | None = None,
+           drafted_per_token: float | None = None) -> np.ndarray:
+    """The per-unit times of one step for this configuration (see the layout in kernels.py).
+
+    drafted_per_token: drafts the engine actually proposed per generated token (measured); with 0,
+    speculation never drafts and the step is a plain decode step.
+    """
     c = np.zeros(N_COEFFS)
     bw = hw.mem_bw_gbs * 1e9
-    peak = hw.peak_flops(compute_dtype(knobs.weights, hw))
     attn_peak = hw.peak_flops("fp16")
-    eff_f = params.flops_eff(knobs.weights)
+    eff_a = params.attn_eff(knobs.kv)
     kvb = model.kv_bytes_per_token(BITS_PER_KV[knobs.kv])
     c[W_T] = weight_bytes(model, knobs.weights) / (bw * params.bw_eff(knobs.weights))
-    c[KVR] = kvb / (bw * params.eff_attn)
-    c[KVW] = kvb * knobs.kv_keep / (bw * params.eff_attn)
-    c[FL] = 2.0 * model.matmul_params / (peak * eff_f)
+    c[KVR] = kvb / (bw * eff_a)
+    c[KVW] = kvb * knobs.kv_keep / (bw * eff_a)
+    gemv, gemm = per_weight_costs(hw, knobs.weights, params)
+    body = model.matmul_params - head_params(model)
+    c[FL] = body * gemm
+    c[FL_V] = body * gemv
+    c[FL_H] = head_params(model) * gemv * params.head_ratio
+    c[TILE] = params.gemm_tile
     # QK^T and PV: 2 matmuls x 2 FLOPs per multiply-add, per (query, key) pair, per head and layer.
-    c[AT] = 4.0 * model.n_layers * model.n_heads * model.head_dim / (attn_peak * eff_f)
+    c[AT] = 4.0 * model.n_layers * model.n_heads * model.head_dim / (attn_peak * eff_a)
     # Eviction stores keep x ctx; sparse attention then reads only a budget of what is stored.
     c[CTX_SCALE] = knobs.kv_keep * knobs.sparse_budget
     c[O_STEP] = params.overhead_step_s
@@ -82,17 +121,21 @@ def coeffs(model: ModelCard, hw: HardwareCard, knobs: Knobs, params: CalibParams
     c[P] = params.roofline_p
     c[CV] = params.step_cv
     c[Q] = 1.0
-    if knobs.spec != "none" and knobs.spec_k > 0:
+    acc = knobs.spec_accept if accept is None else accept
+    p_draft = draft_fraction(drafted_per_token, acc, knobs.spec_k) if knobs.spec != "none" else 0.0
+    if knobs.spec != "none" and knobs.spec_k > 0 and p_draft > 0:
         c[K] = knobs.spec_k
-        c[Q] = knobs.spec_k + 1.0
-        c[ACC] = knobs.spec_accept if accept is None else accept
+        c[DRAFT_P] = p_draft
+        # Verify rows per decoding sequence, in expectation over drafting and plain steps.
+        c[Q] = 1.0 + p_draft * knobs.spec_k
+        c[ACC] = acc
         dc = draft_card(model, knobs.spec, draft)
         if dc is None:
             c[D_O] = params.ngram_lookup_s
         else:
             c[D_W] = weight_bytes(dc, knobs.weights) / (bw * params.bw_eff(knobs.weights))
-            c[D_FL] = 2.0 * dc.matmul_params / (peak * eff_f)
-            c[D_KVR] = dc.kv_bytes_per_token(BITS_PER_KV[knobs.kv]) / (bw * params.eff_attn)
+            c[D_FL] = dc.matmul_params * gemm
+            c[D_KVR] = dc.kv_bytes_per_token(BITS_PER_KV[knobs.kv]) / (bw * eff_a)
             c[D_O] = params.draft_forward_s
     if knobs.batching == "disagg":
         c[XFER] = kvb * knobs.kv_keep / (hw.link_gbs * 1e9) if hw.link_gbs > 0 else np.inf
@@ -102,4 +145,4 @@ def coeffs(model: ModelCard, hw: HardwareCard, knobs: Knobs, params: CalibParams
 def decode_tokens_per_s(c: np.ndarray, batch: int, ctx: float) -> float:
     """Steady decode throughput at a batch size and per-sequence context (spec: expected tokens)."""
     t = step_time(c, float(batch), float(batch) * ctx, 0.0, 0.0, 0.0, float(batch))
-    return batch * tokens_per_verify(c[ACC], int(c[K])) / t
+    return batch * tokens_per_verify(c[ACC], int(c[K]), c[DRAFT_P]) / t

@@ -13,7 +13,14 @@ from numba import njit, prange
 # Layout of the coefficient vector (seconds per unit unless said otherwise).
 W_T, KVR, KVW, FL, AT, CTX_SCALE, O_STEP, O_SEQ, P = range(9)
 Q, K, ACC, D_W, D_FL, D_KVR, D_O, XFER, CV = range(9, 18)
-N_COEFFS = 18
+# FL is the per-token body compute on the GEMM path; FL_V the same on the small-batch GEMV path;
+# FL_H the lm_head per logit row; TILE the GEMM column tile (0: every batch runs as GEMM);
+# DRAFT_P the fraction of decode steps that actually draft (speculation).
+FL_V, FL_H, TILE, DRAFT_P = range(18, 22)
+N_COEFFS = 22
+# Closed-loop clients never land in the same instant: an idle engine starts a step for the first
+# request and the others wait for the next one (llama.cpp's slot loop, vLLM's scheduler alike).
+BURST_GAP_S = 1e-6
 
 POLICIES = ("static", "continuous", "chunked", "slo", "disagg")
 STATIC, CONTINUOUS, CHUNKED, SLO, DISAGG = range(5)
@@ -45,17 +52,30 @@ def step_time(c: np.ndarray, n_dec: float, ctx_dec: float, n_pf: float, pf_pairs
         return 0.0
     ctx_eff = ctx_dec * c[CTX_SCALE]
     mem = c[W_T] + c[KVR] * (ctx_eff + pf_ctx) + c[KVW] * tokens
-    cmp = c[FL] * tokens + c[AT] * (q * ctx_eff + pf_pairs)
+    # Logits: every decode (and verify) row, but only the last token of a prompt (n_seqs - n_dec
+    # sequences are prefilling in this step).
+    logits = n_dec * q + max(n_seqs - n_dec, 0.0)
+    cmp = (c[FL] * _gemm_cols(tokens, c[TILE]) + c[FL_V] * (tokens - _gemm_cols(tokens, c[TILE]))
+           + c[FL_H] * logits + c[AT] * (q * ctx_eff + pf_pairs))
     t = _smooth_max(mem, cmp, c[P]) + c[O_STEP] + c[O_SEQ] * n_seqs
-    if c[K] > 0.0 and n_dec > 0.0:
-        # k sequential draft forwards for the decoding sequences (prefill of the draft is folded
+    if c[K] > 0.0 and n_dec > 0.0 and c[DRAFT_P] > 0.0:
+        # k sequential draft forwards on the steps that draft (prefill of the draft is folded
         # into its compute term below).
         dmem = c[D_W] + c[D_KVR] * ctx_dec
         dcmp = c[D_FL] * n_dec
-        t += c[K] * (_smooth_max(dmem, dcmp, c[P]) + c[D_O])
+        t += c[DRAFT_P] * c[K] * (_smooth_max(dmem, dcmp, c[P]) + c[D_O])
     if c[K] > 0.0 and n_pf > 0.0 and c[D_FL] > 0.0:
         t += c[D_FL] * n_pf
     return t
+
+
+@njit(cache=True)
+def _gemm_cols(tokens: float, tile: float) -> float:
+    # Columns a tiled GEMM kernel takes; the remainder runs one GEMV per column (llama.cpp's CPU
+    # repacked kernels: GEMM on ne11 - ne11 % 4 columns). tile 0: all of them.
+    if tile <= 0.0:
+        return tokens
+    return tokens - np.fmod(tokens, tile)
 
 
 @njit(cache=True)
@@ -95,7 +115,8 @@ def run_kernel(c, arrival, prompt, output, policy, slots, chunk, tpot_target, co
     q = c[Q]
     k = int(c[K])
     acc = c[ACC]
-    spec_on = k > 0
+    p_draft = c[DRAFT_P]
+    spec_on = k > 0 and p_draft > 0.0
     kv = np.zeros(n)
     pf_done = np.zeros(n, np.int64)
     need_pf = prompt.copy()
@@ -110,8 +131,8 @@ def run_kernel(c, arrival, prompt, output, policy, slots, chunk, tpot_target, co
     if concurrency > 0:
         n_known = min(concurrency, n)
         for i in range(n_known):
-            arrival[i] = 0.0
-            ready[i] = 0.0
+            arrival[i] = i * BURST_GAP_S
+            ready[i] = i * BURST_GAP_S
     else:
         n_known = n
     for i in range(n):
@@ -128,16 +149,17 @@ def run_kernel(c, arrival, prompt, output, policy, slots, chunk, tpot_target, co
     kv_pending = 0.0
     static_b = 0
     budget_default = chunk if chunk > 0 else DEFAULT_CHUNK
-    # Mean and variance of tokens per verify step: 1 + accepted prefix of k drafts.
+    # Mean and variance of tokens per step: 1 + accepted prefix of k drafts on the steps that
+    # draft (probability p_draft), 1 on the others.
     e_tok = 1.0
     v_tok = 0.0
     if spec_on:
-        e2 = 0.0
-        e_tok = 0.0
+        e2 = 1.0 - p_draft
+        e_tok = 1.0 - p_draft
         for j in range(1, k + 2):
             pj = acc ** (j - 1) * (1.0 - acc) if j <= k else acc ** k
-            e_tok += j * pj
-            e2 += j * j * pj
+            e_tok += p_draft * j * pj
+            e2 += p_draft * j * j * pj
         v_tok = e2 - e_tok * e_tok
 
     while done < n:
@@ -302,7 +324,7 @@ def run_kernel(c, arrival, prompt, output, policy, slots, chunk, tpot_target, co
                     if spec_on:
                         # Sum of m acceptance draws, by its normal approximation.
                         cnt = int(round(m * e_tok + np.sqrt(m * v_tok) * np.random.normal()))
-                        cnt = min(max(cnt, m), int(m * q))
+                        cnt = min(max(cnt, m), m * (k + 1))
                     cnt = min(cnt, output[i] - gen[i])
                     gen[i] += cnt
                     kv[i] += cnt
@@ -325,7 +347,9 @@ def run_kernel(c, arrival, prompt, output, policy, slots, chunk, tpot_target, co
                         if first_t[i] < 0.0:
                             first_t[i] = now
                 elif pf_done[i] >= need_pf[i]:
-                    cnt = _accepted(k, acc) if spec_on else 1
+                    cnt = 1
+                    if spec_on and (p_draft >= 1.0 or np.random.random() < p_draft):
+                        cnt = _accepted(k, acc)
                     cnt = min(cnt, output[i] - gen[i])
                     gen[i] += cnt
                     kv[i] += cnt

@@ -8,7 +8,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
 
+import numpy as np
+
 from pareto_atlas.spec.cards import HardwareCard
+
+# Weight formats that share dequantize+dot kernels; a format without its own fitted cost borrows
+# its family's (and is then an extrapolation). RANDOM is stored in the Q4_0 layout.
+FAMILY = {"Q4_0": "legacy", "Q4_1": "legacy", "Q5_0": "legacy", "Q8_0": "legacy", "RANDOM": "legacy",
+          "Q4_K_M": "k-quant", "Q3_K": "k-quant", "Q2_K": "k-quant",
+          "F16": "float", "BF16": "float", "FP8": "float", "AWQ4": "int4-gpu"}
+LAYOUT = {"RANDOM": "Q4_0"}     # formats that run exactly another format's kernels
+
+
+MAX_EFF_BW = 2.0
 
 
 @dataclass(frozen=True)
@@ -22,6 +34,13 @@ class CalibParams:
     eff_flops: float = 0.5               # achieved / peak FLOP/s of the linear layers
     eff_flops_by_dtype: dict = field(default_factory=dict)
     eff_attn: float = 0.6                # achieved / peak bandwidth when reading the KV cache
+    eff_attn_by_kv: dict = field(default_factory=dict)       # KV dtype -> eff_attn (attention on quantized KV)
+    # Seconds per weight per token of the dequantize+dot kernels, by weight format; a format
+    # missing here falls back to its family, then to 2 FLOPs / (peak x eff_flops).
+    gemv_s_per_weight: dict = field(default_factory=dict)    # small batches: one pass over the weights per token
+    gemm_s_per_weight: dict = field(default_factory=dict)    # tiled GEMM columns (prefill, large batches)
+    gemm_tile: int = 0                   # GEMM column tile; 0: every batch runs as GEMM (GPU kernels)
+    head_ratio: float = 1.0              # lm_head cost per weight relative to the body's GEMV
     overhead_step_s: float = 2e-3        # scheduler, sampling, kernel launches: paid once per step
     overhead_seq_s: float = 5e-5         # per sequence in the step (bookkeeping, sampling)
     ngram_lookup_s: float = 1e-4         # n-gram draft: a table lookup per draft step, no forward
@@ -34,14 +53,24 @@ class CalibParams:
     thr_rel_err: float = 0.25
 
     def __post_init__(self) -> None:
-        for name in ("eff_bw", "eff_flops", "eff_attn", "mem_util"):
+        # eff_bw may exceed 1: a CPU card's bandwidth is a one-thread numpy copy, and the engine's
+        # threads streaming weights read-only go faster than that.
+        for name, hi in (("eff_bw", MAX_EFF_BW), ("eff_flops", 1.0), ("eff_attn", 1.0), ("mem_util", 1.0)):
             v = getattr(self, name)
-            if not 0.0 < v <= 1.0:
-                raise ValueError(f"calib.{name}: {v} must be in (0, 1]")
-        for name, d in (("eff_bw_by_dtype", self.eff_bw_by_dtype), ("eff_flops_by_dtype", self.eff_flops_by_dtype)):
+            if not 0.0 < v <= hi:
+                raise ValueError(f"calib.{name}: {v} must be in (0, {hi:g}]")
+        for name, d, hi in (("eff_bw_by_dtype", self.eff_bw_by_dtype, MAX_EFF_BW),
+                            ("eff_flops_by_dtype", self.eff_flops_by_dtype, 1.0),
+                            ("eff_attn_by_kv", self.eff_attn_by_kv, 1.0)):
             for k, v in d.items():
-                if not 0.0 < v <= 1.0:
-                    raise ValueError(f"calib.{name}[{k!r}]: {v} must be in (0, 1]")
+                if not 0.0 < v <= hi:
+                    raise ValueError(f"calib.{name}[{k!r}]: {v} must be in (0, {hi:g}]")
+        for name, d in (("gemv_s_per_weight", self.gemv_s_per_weight), ("gemm_s_per_weight", self.gemm_s_per_weight)):
+            for k, v in d.items():
+                if not v > 0.0:
+                    raise ValueError(f"calib.{name}[{k!r}]: {v} must be > 0 seconds")
+        if self.gemm_tile < 0 or self.head_ratio <= 0:
+            raise ValueError(f"calib.gemm_tile {self.gemm_tile} must be >= 0 and head_ratio {self.head_ratio} > 0")
         for name in ("overhead_step_s", "overhead_seq_s", "ngram_lookup_s", "draft_forward_s", "step_cv"):
             if getattr(self, name) < 0:
                 raise ValueError(f"calib.{name}: {getattr(self, name)} must be >= 0")
@@ -53,6 +82,21 @@ class CalibParams:
 
     def flops_eff(self, weights: str) -> float:
         return self.eff_flops_by_dtype.get(weights, self.eff_flops)
+
+    def attn_eff(self, kv: str) -> float:
+        return self.eff_attn_by_kv.get(kv, self.eff_attn)
+
+    def weight_cost(self, weights: str, path: str) -> tuple[float | None, str]:
+        """(seconds per weight per token on `path` ("gemv" or "gemm"), where it came from): the
+        format's own fitted cost, its layout's, its family's (geometric mean), or None (derive it)."""
+        table = self.gemv_s_per_weight if path == "gemv" else self.gemm_s_per_weight
+        w = LAYOUT.get(weights, weights)
+        if w in table:
+            return table[w], "fitted"
+        fam = [v for k, v in table.items() if FAMILY.get(k) == FAMILY.get(w, w)]
+        if fam:
+            return float(np.exp(np.mean(np.log(fam)))), "family"
+        return None, "derived"
 
     def to_dict(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -74,9 +118,11 @@ def default_params(hw: HardwareCard, engine: str = "") -> CalibParams:
     SGEMM rate, so efficiencies start near 1 and llama.cpp's per-step overhead is small.
     """
     if hw.kind == "cpu":
+        # llama.cpp repacks weights for tiled GEMM kernels of 4 columns; the tied lm_head (used by
+        # the embedding lookup too) is not repacked, so it runs at GEMV speed.
         return CalibParams(hardware=hw.name, engine=engine or "llamacpp", eff_bw=0.7, eff_flops=0.6, eff_attn=0.5,
                            overhead_step_s=1e-3, overhead_seq_s=2e-4, draft_forward_s=5e-4, step_cv=0.03,
-                           mem_util=0.8)
+                           mem_util=0.8, gemm_tile=4)
     return CalibParams(hardware=hw.name, engine=engine or "vllm")
 
 

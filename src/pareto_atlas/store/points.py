@@ -108,6 +108,23 @@ def attach_quality(points: pd.DataFrame, study: Study, store: Store) -> pd.DataF
     return out
 
 
+def spec_measured(store: Store, anchor_id: str) -> tuple[float, float]:
+    """(drafted tokens per generated token, acceptance per drafted token) from the server timings of
+    the measured requests. llama.cpp reports draft_n / draft_n_accepted only when it drafted, so a
+    missing key is 0 drafts; acceptance is NaN when nothing was drafted."""
+    drafted = accepted = generated = 0
+    for r in store.requests(anchor_id):
+        if r.get("warmup") or not r.get("ok"):
+            continue
+        t = r.get("server_timings") or {}
+        drafted += int(t.get("draft_n") or 0)
+        accepted += int(t.get("draft_n_accepted") or 0)
+        generated += int(r.get("completion_tokens") or 0)
+    if generated == 0:
+        return NAN, NAN
+    return drafted / generated, (accepted / drafted if drafted else NAN)
+
+
 def measured_points(study: Study, store: Store) -> pd.DataFrame:
     anchors = store.anchors(study.name)
     qt = quality_table(study, store)
@@ -121,13 +138,15 @@ def measured_points(study: Study, store: Store) -> pd.DataFrame:
         q, lo, hi, qprov = quality_for(knobs, a.arm, study, qt)
         price = study.cpu_price_per_hour
         thr = m.get("throughput_tok_s", NAN)
+        drafted, accept = spec_measured(store, a.anchor_id) if knobs.spec != "none" else (0.0, NAN)
         rows.append({
             "point_id": point_id(knobs, a.hardware, wl["name"], load["concurrency"], load.get("rate_rps")),
-            "arm": a.arm, "anchor_id": a.anchor_id, "repeat": a.repeat, "campaign_id": a.campaign_id,
+            "arm": a.arm, "anchor_id": a.anchor_id, "repeat": a["repeat"], "campaign_id": a.campaign_id,
             "label": knobs.label(), "hardware": a.hardware, "workload": wl["name"],
             "prompt_tokens": wl["prompt_tokens"], "output_tokens": wl["output_tokens"],
             "concurrency": load["concurrency"], "rate_rps": load.get("rate_rps") or NAN,
             **knobs.to_dict(),
+            "spec_drafted_per_token": drafted, "spec_accept_measured": accept,
             "optimizations": "+".join(knobs.optimizations()), "n_opts": len(knobs.optimizations()),
             "provenance": "measured",
             "ttft_p50_ms": m["ttft"]["p50"], "ttft_p99_ms": m["ttft"]["p99"],
