@@ -107,6 +107,12 @@ def quality(ctx: Context, arms: list[str] | None = None, n: int | None = None) -
                 c.print(f" [red]failed[/]: {info['reason']}", highlight=False, soft_wrap=True)
 
     run_quality_campaign(ctx.study, ctx.store, arms=arms, n=n, on_progress=on, executor=ctx.executor)
+    from pareto_atlas.quality.campaign import agreement_table
+
+    for _, a in agreement_table(ctx.study, ctx.store).iterrows():
+        c.print(f"  {a.arm} vs {a.reference}: same answer on {a.answer_agreement:.0%} of {a.n} items "
+                f"[95% {a.answer_agreement_lo:.0%}–{a.answer_agreement_hi:.0%}], identical output {a.identical_outputs:.0%}, "
+                f"first divergence at {a.unit} {_fmt(a.median_first_divergence, nd=0)} (median)", highlight=False)
 
 
 def calibrate(ctx: Context) -> None:

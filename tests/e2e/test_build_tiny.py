@@ -97,3 +97,23 @@ def test_engine_killed_mid_campaign_fails_that_anchor_and_rerun_resumes(tmp_path
         assert all_.loc[all_.status == "failed", "reason"].iloc[0]
     p = run(["measure", "--study", "tiny", "--out", str(out)], timeout=300)
     assert p.returncode == 0 and "1 measured, 2 kept" in p.stderr, p.stderr[-2000:]
+
+
+def test_campaign_killed_with_sigkill_resumes_without_remeasuring(tmp_path: Path):
+    out = tmp_path / "sigkill"
+    proc = subprocess.Popen(CLI + ["measure", "--study", "tiny", "--out", str(out)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    first_ok = ""
+    for line in proc.stderr:          # the first anchor's line ends when it is written to the store
+        if " ok " in line:
+            first_ok = line
+            break
+    proc.kill()                       # SIGKILL: no cleanup, no atexit, nothing flushed on the way out
+    proc.wait(timeout=30)
+    assert first_ok, "no anchor finished before the kill"
+    p = run(["measure", "--study", "tiny", "--out", str(out)], timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    kept = int(p.stderr.split(" kept from earlier runs")[0].rsplit(",", 1)[-1].strip().split()[0])
+    assert kept >= 1 and "0 failed" in p.stderr
+    with Store(out / "store.duckdb") as s:
+        assert (s.anchors("tiny").status == "ok").sum() == 3

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from pareto_atlas.calibrate.fit import KNOB_FIELDS, TARGETS, _anchors, fit_params, predict
+from pareto_atlas.calibrate.fit import KNOB_FIELDS, TARGETS, _anchors, fit_params, predict, weight_format
 from pareto_atlas.simulate.params import CalibParams, with_error_bars
 from pareto_atlas.spec.cards import HardwareCard, ModelCard
 
@@ -20,24 +20,60 @@ ARM_COLS = KNOB_FIELDS + ("prompt_tokens", "output_tokens", "concurrency")
 class Calibration:
     params: CalibParams                 # fitted, carrying lat_rel_err / thr_rel_err
     residuals: pd.DataFrame             # per anchor: measured, predicted, rel_err per target
-    loo: pd.DataFrame | None            # per anchor: leave-one-out rel_err per target
+    loo: pd.DataFrame | None            # per anchor: leave-one-out rel_err per target, plus "extrapolated"
     heldout: pd.DataFrame | None        # held-out anchors: rel_err per target
     drift: pd.DataFrame                 # per arm measured in >1 campaign: relative spread per target
     flagged: pd.DataFrame               # anchors from another engine version than the majority (not fitted)
     repeat_spread: dict                 # median repeat-to-repeat relative spread per target
-    summary: dict                       # median |rel err| per target for fit / loo / heldout
+    summary: dict                       # median |rel err| per target: fit / loo / loo_supported / heldout
 
     def report(self) -> str:
+        s = self.summary
+        n_ext = int(self.loo["extrapolated"].ne("").sum()) if self.loo is not None else 0
         lines = [f"calibration {self.params.hardware} / {self.params.engine}: {len(self.residuals)} anchors fitted, "
                  f"{len(self.flagged)} flagged (other engine version)",
+                 "median |relative error|: fit = in sample; LOO = leave-one-out, all anchors; held-out = LOO over "
+                 f"anchors whose format, KV type, slots and speculation the rest cover ({n_ext} extrapolated left "
+                 "out); repeat = median repeat-to-repeat spread",
                  f"{'target':16s} {'fit':>7s} {'LOO':>7s} {'held-out':>9s} {'repeat':>7s}"]
+        held = s["heldout"] or s.get("loo_supported", {})
         for t in TARGETS:
-            s = self.summary
-            lines.append(f"{t:16s} {s['fit'].get(t, np.nan):7.1%} {s['loo'].get(t, np.nan):7.1%} "
-                         f"{s['heldout'].get(t, np.nan):9.1%} {self.repeat_spread.get(t, np.nan):7.1%}")
+            lines.append(f"{t:16s} {_pct(s['fit'].get(t))} {_pct(s['loo'].get(t))} "
+                         f"{_pct(held.get(t), 9)} {_pct(self.repeat_spread.get(t))}")
+        if n_ext:
+            ext = self.loo[self.loo["extrapolated"].ne("")]
+            for i, r in ext.iterrows():
+                errs = " ".join(f"{t.replace('_ms', '')} {r[t]:+.0%}" for t in ("ttft_p50_ms", "tpot_p50_ms"))
+                arm = self.residuals["arm"].get(i, i) if "arm" in self.residuals else i
+                lines.append(f"  extrapolated: {arm} ({r['extrapolated']} unseen): {errs}")
         lines.append(f"error bar carried by simulated points: latency ±{self.params.lat_rel_err:.1%}, "
                      f"throughput ±{self.params.thr_rel_err:.1%} ({self.params.provenance})")
         return "\n".join(lines)
+
+
+def _pct(v: float | None, width: int = 7) -> str:
+    return f"{v:{width}.1%}" if v is not None and v == v else f"{'n/a':>{width}s}"
+
+
+def support(train: pd.DataFrame, row: pd.Series) -> str:
+    """Why predicting `row` from `train` is an extrapolation ("" when the training set covers it):
+    its weight format's kernels, its KV type, its slots (within the trained range), or speculation
+    that actually drafted, unseen in training."""
+    why = []
+    fmt = weight_format(str(row.get("weights", "F16")))
+    if fmt not in {weight_format(w) for w in train.get("weights", pd.Series(["F16"] * len(train)))}:
+        why.append(f"format {fmt}")
+    if "kv" in row and row["kv"] not in set(train.get("kv", [])):
+        why.append(f"kv {row['kv']}")
+    slots = train.get("slots", pd.Series([1] * len(train)))
+    if not slots.min() <= row.get("slots", 1) <= slots.max():
+        why.append(f"slots {row.get('slots', 1)}")
+    drafted = row.get("spec_drafted_per_token", np.nan)
+    if row.get("spec", "none") != "none" and not drafted == 0.0:
+        tr = train[(train.get("spec", "none") == row["spec"])] if "spec" in train else train.iloc[0:0]
+        if not (tr.get("spec_drafted_per_token", pd.Series(np.nan, index=tr.index)).fillna(1.0) > 0).any():
+            why.append(f"spec {row['spec']}")
+    return ", ".join(why)
 
 
 def _rel_err(pred: np.ndarray, meas: np.ndarray) -> np.ndarray:
@@ -116,6 +152,7 @@ def fit(anchors: pd.DataFrame, model: ModelCard, hw: HardwareCard, *, heldout: p
         from pareto_atlas.simulate.params import default_params
         start = default_params(hw, engine)
     params, pred = fit_params(train, model, hw, start, fit_cv)
+    resid_arm = train["arm"] if "arm" in train else None
     meas = train.reindex(columns=list(TARGETS)).to_numpy(float)
     resid = train.reindex(columns=[c for c in ("campaign_id", "engine_version") if c in train]).copy()
     rel = _rel_err(pred, meas)
@@ -123,13 +160,19 @@ def fit(anchors: pd.DataFrame, model: ModelCard, hw: HardwareCard, *, heldout: p
         resid[f"{t}_measured"], resid[f"{t}_predicted"], resid[t] = meas[:, i], pred[:, i], rel[:, i]
 
     loo_df = None
+    if resid_arm is not None:
+        resid["arm"] = resid_arm.to_numpy()
     if loo and len(train) >= 3:
-        rows = []
+        rows, why = [], []
         for i in range(len(train)):
-            p_i, _ = fit_params(train.drop(train.index[i]), model, hw, params, fit_cv)
+            rest = train.drop(train.index[i])
+            # From the same start as the full fit, not from its result: nothing of anchor i leaks in.
+            p_i, _ = fit_params(rest, model, hw, start, fit_cv)
             pr = predict(_anchors(train.iloc[[i]]), model, hw, p_i)
             rows.append(_rel_err(pr[0], meas[i]))
+            why.append(support(rest, train.iloc[i]))
         loo_df = pd.DataFrame(rows, columns=list(TARGETS), index=train.index)
+        loo_df["extrapolated"] = why
 
     held_df = None
     if len(test):
@@ -148,10 +191,18 @@ def fit(anchors: pd.DataFrame, model: ModelCard, hw: HardwareCard, *, heldout: p
         held_df = pd.concat(parts)
 
     spread = repeat_spread(usable)
-    lat_err, thr_err = _error_bars(loo_df if loo_df is not None else held_df, resid, spread)
+    supported = loo_df[loo_df["extrapolated"].eq("")] if loo_df is not None else None
+    n_ext = 0 if loo_df is None else len(loo_df) - len(supported)
+    oos = held_df if held_df is not None else (supported if supported is not None and len(supported) else loo_df)
+    lat_err, thr_err = _error_bars(oos, resid, spread)
     n = len(train)
-    params = with_error_bars(params, lat_err, thr_err, f"calibrated on {n} anchors ({hw.name})")
-    summary = {"fit": _median_abs(resid), "loo": _median_abs(loo_df), "heldout": _median_abs(held_df)}
+    what = ("held-out anchors" if held_df is not None else
+            f"leave-one-out over {len(supported)} supported anchors, {n_ext} extrapolations excluded" if n_ext else
+            "leave-one-out" if loo_df is not None else "in-sample residuals")
+    params = with_error_bars(params, lat_err, thr_err,
+                             f"calibrated on {n} anchors ({hw.name}); error bar: p90 of {what}, floored by repeat spread")
+    summary = {"fit": _median_abs(resid), "loo": _median_abs(loo_df), "loo_supported": _median_abs(supported),
+               "heldout": _median_abs(held_df)}
     return Calibration(params, resid, loo_df, held_df, campaign_drift(usable), anchors[flags], spread, summary)
 
 

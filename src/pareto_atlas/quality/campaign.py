@@ -115,3 +115,29 @@ def run_quality_campaign(study: Study, store: Store, *, arms: list[str] | None =
         store.put_quality_run(row, records)
         on_progress("done", {"arm": arm.name, "status": row["status"], "reason": row["reason"],
                              "summary": json.loads(row["summary_json"])})
+
+
+def agreement_table(study: Study, store: Store):
+    """Each scored arm against the baseline arm, item by item, from the saved records (never
+    re-generated): answer agreement and where greedy tokens first diverge. A lossy arm's damage
+    shows here even where accuracy is too low to move."""
+    import pandas as pd
+
+    from pareto_atlas.quality.agreement import agreement
+    from pareto_atlas.quality.records import QualityRecord
+
+    runs = store.quality_runs(study.name)
+    base_key = study.baseline.knobs().quality_key()
+    base = runs[runs.quality_key == base_key]
+    if base.empty:
+        return pd.DataFrame()
+    ref = [QualityRecord.from_dict(d) for d in store.quality_items(base.qrun_id.iloc[-1])]
+    rows = []
+    for _, r in runs[runs.quality_key != base_key].iterrows():
+        a = agreement([QualityRecord.from_dict(d) for d in store.quality_items(r.qrun_id)], ref)
+        rows.append({"arm": r.arm, "reference": base.arm.iloc[-1], "n": a.n,
+                     "answer_agreement": a.answer_agreement.p, "answer_agreement_lo": a.answer_agreement.lo,
+                     "answer_agreement_hi": a.answer_agreement.hi, "identical_outputs": a.identical_outputs.p,
+                     "mean_prefix_frac": a.mean_prefix_frac, "median_first_divergence": a.median_first_divergence,
+                     "unit": a.unit})
+    return pd.DataFrame(rows)

@@ -40,6 +40,12 @@ def report_study(study: Study, store: Store, out: Path, console: Console) -> dic
             "price_source": f"GPU prices: spec/hardware.toml (seed paper, {study.price_date}) with study overrides; "
                             f"this CPU: ${study.cpu_price_per_hour}/h (assumed)"}
     paths = build_report(points, out, regimes=regs, fidelity=fidelity_table(study, store), meta=meta)
+    from pareto_atlas.quality.campaign import agreement_table
+
+    agree = agreement_table(study, store)
+    if len(agree):
+        paths["agreement_csv"] = out / "quality_agreement.csv"
+        agree.to_csv(paths["agreement_csv"], index=False)
     paths["store"] = store.path
     console.print(f"[bold]report[/]: {len(paths)} files in {out}")
     return paths

@@ -19,7 +19,8 @@ Q, K, ACC, D_W, D_FL, D_KVR, D_O, XFER, CV = range(9, 18)
 FL_V, FL_H, TILE, DRAFT_P = range(18, 22)
 N_COEFFS = 22
 # Closed-loop clients never land in the same instant: an idle engine starts a step for the first
-# request and the others wait for the next one (llama.cpp's slot loop, vLLM's scheduler alike).
+# request and the others wait for the next one (llama.cpp's slot loop, vLLM's scheduler alike);
+# a request sent when another completes misses the step the engine starts at that moment.
 BURST_GAP_S = 1e-6
 
 POLICIES = ("static", "continuous", "chunked", "slo", "disagg")
@@ -366,8 +367,9 @@ def run_kernel(c, arrival, prompt, output, policy, slots, chunk, tpot_target, co
                 kv_used -= kv[i]
                 done += 1
                 if concurrency > 0 and n_known < n:
-                    arrival[n_known] = now
-                    ready[n_known] = now
+                    # The client's next request lands just after the engine started its next step.
+                    arrival[n_known] = now + BURST_GAP_S
+                    ready[n_known] = now + BURST_GAP_S
                     n_known += 1
             else:
                 run[w] = i
