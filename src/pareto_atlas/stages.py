@@ -6,7 +6,6 @@ run alone, repeated, or resumed; `build` runs them in order.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path

@@ -6,7 +6,8 @@ Metrics are always derived from these records, never stored in place of them; ti
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, replace
+from pareto_atlas.spec.fields import check_fields
 
 
 @dataclass(frozen=True)
@@ -49,10 +50,7 @@ class RequestRecord:
 
     @classmethod
     def from_dict(cls, d: dict) -> "RequestRecord":
-        names = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - names)
-        if unknown:
-            raise ValueError(f"RequestRecord: unknown field {unknown[0]!r}; allowed: {', '.join(sorted(names))}")
+        check_fields(cls, d, "RequestRecord")
         d = dict(d)
         d["chunk_ts"] = tuple(d.get("chunk_ts") or ())
         return cls(**d)

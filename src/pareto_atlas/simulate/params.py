@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, fields, replace
 import numpy as np
 
 from pareto_atlas.spec.cards import HardwareCard
+from pareto_atlas.spec.fields import check_fields
 
 # Weight formats that share dequantize+dot kernels; a format without its own fitted cost borrows
 # its family's (and is then an extrapolation). RANDOM is stored in the Q4_0 layout.
@@ -103,10 +104,7 @@ class CalibParams:
 
     @classmethod
     def from_dict(cls, d: dict) -> "CalibParams":
-        names = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - names)
-        if unknown:
-            raise ValueError(f"calib: unknown field {unknown[0]!r}; allowed: {', '.join(sorted(names))}")
+        check_fields(cls, d, "calib")
         return cls(**d)
 
 

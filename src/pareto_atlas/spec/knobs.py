@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
+from pareto_atlas.spec.fields import check_fields
 
 WEIGHT_TYPES = ("F16", "BF16", "Q8_0", "FP8", "Q5_0", "Q4_1", "Q4_K_M", "Q4_0", "AWQ4", "Q3_K", "Q2_K", "RANDOM")
 KV_TYPES = ("f16", "q8_0", "fp8", "q4_0")
@@ -89,10 +90,7 @@ class Knobs:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Knobs":
-        names = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - names)
-        if unknown:
-            raise ValueError(f"knobs: unknown field {unknown[0]!r}; allowed: {', '.join(sorted(names))}")
+        check_fields(cls, d, "knobs")
         return cls(**d)
 
     def key(self) -> str:

@@ -84,18 +84,23 @@ class Store:
         row = self.con.execute("SELECT status FROM anchors WHERE anchor_id = ?", [anchor_id]).fetchone()
         return row[0] if row else None
 
-    def put_anchor(self, row: dict, records: Iterable[dict]) -> None:
-        """Write an anchor and its raw per-request records in one transaction (replacing a failed try)."""
+    def _replace(self, table: str, key: str, row: dict, children: str, child_rows: list[tuple]) -> None:
+        """Write one row and its child rows in one transaction, replacing an earlier try of the same key."""
         row = {**row, "tool_version": __version__}
         cols = list(row)
         with self.transaction():
-            self.con.execute("DELETE FROM requests WHERE anchor_id = ?", [row["anchor_id"]])
-            self.con.execute("DELETE FROM anchors WHERE anchor_id = ?", [row["anchor_id"]])
-            self.con.execute(f"INSERT INTO anchors ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+            self.con.execute(f"DELETE FROM {children} WHERE {key} = ?", [row[key]])
+            self.con.execute(f"DELETE FROM {table} WHERE {key} = ?", [row[key]])
+            self.con.execute(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
                              [row[c] for c in cols])
-            recs = [(row["anchor_id"], r["idx"], bool(r.get("warmup")), bool(r.get("ok")), dumps(r)) for r in records]
-            if recs:
-                self.con.executemany("INSERT INTO requests VALUES (?, ?, ?, ?, ?)", recs)
+            if child_rows:
+                self.con.executemany(f"INSERT INTO {children} VALUES ({', '.join('?' * len(child_rows[0]))})",
+                                     child_rows)
+
+    def put_anchor(self, row: dict, records: Iterable[dict]) -> None:
+        """Write an anchor and its raw per-request records in one transaction (replacing a failed try)."""
+        recs = [(row["anchor_id"], r["idx"], bool(r.get("warmup")), bool(r.get("ok")), dumps(r)) for r in records]
+        self._replace("anchors", "anchor_id", row, "requests", recs)
 
     def anchors(self, study: str | None = None, status: str | None = "ok") -> pd.DataFrame:
         q, args = "SELECT * FROM anchors WHERE 1=1", []
@@ -115,16 +120,9 @@ class Store:
         return row[0] if row else None
 
     def put_quality_run(self, row: dict, items: Iterable[dict]) -> None:
-        row = {**row, "tool_version": __version__}
-        cols = list(row)
-        with self.transaction():
-            self.con.execute("DELETE FROM quality_items WHERE qrun_id = ?", [row["qrun_id"]])
-            self.con.execute("DELETE FROM quality_runs WHERE qrun_id = ?", [row["qrun_id"]])
-            self.con.execute(f"INSERT INTO quality_runs ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
-                             [row[c] for c in cols])
-            recs = [(row["qrun_id"], str(it["item_id"]), dumps(it)) for it in items]
-            if recs:
-                self.con.executemany("INSERT INTO quality_items VALUES (?, ?, ?)", recs)
+        """Write a quality run and its per-item records in one transaction."""
+        recs = [(row["qrun_id"], str(it["item_id"]), dumps(it)) for it in items]
+        self._replace("quality_runs", "qrun_id", row, "quality_items", recs)
 
     def quality_runs(self, study: str | None = None, status: str | None = "ok") -> pd.DataFrame:
         q, args = "SELECT * FROM quality_runs WHERE 1=1", []

@@ -15,13 +15,14 @@ import tempfile
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import NoReturn
 
 import httpx
 
 from ...spec.knobs import Knobs
+from pareto_atlas.spec.fields import check_fields
 
 
 class EngineStartError(RuntimeError):
@@ -48,10 +49,7 @@ class ArmLaunch:
     def coerce(cls, launch: "ArmLaunch | Mapping") -> "ArmLaunch":
         if isinstance(launch, ArmLaunch):
             return launch
-        names = {f.name for f in fields(cls)}
-        unknown = sorted(set(launch) - names)
-        if unknown:
-            raise ValueError(f"launch: unknown field {unknown[0]!r}; allowed: {', '.join(sorted(names))}")
+        check_fields(cls, launch, "launch")
         d = dict(launch)
         knobs = d.get("knobs")
         if isinstance(knobs, Mapping):
