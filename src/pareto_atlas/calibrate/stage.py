@@ -56,7 +56,7 @@ def _fidelity_rows(cal, anchors: pd.DataFrame) -> list[dict]:
 
 def calibrate_study(study: Study, store: Store, console: Console) -> None:
     hw = this_machine(study, store)
-    console.print(f"[bold]calibrate[/]: {THIS} measured at {hw.mem_bw_gbs:.1f} GB/s copy bandwidth, "
+    console.print(f"[bold]calibrate[/]: {THIS} measured at {hw.mem_bw_gbs:.1f} GB/s read bandwidth (all cores), "
                   f"{hw.tflops['fp32'] * 1e3:.0f} GFLOP/s fp32 SGEMM")
     anchors = measured_points(study, store)
     anchors = anchors[anchors.hardware == THIS].reset_index(drop=True)

@@ -112,7 +112,7 @@ def default_params(hw: HardwareCard, engine: str = "") -> CalibParams:
     """Uncalibrated defaults by hardware kind.
 
     GPU: typical achieved fractions for mature decode kernels and a Python-scheduled engine
-    (about 2 ms per step). CPU: a measured card already reports achieved copy bandwidth and
+    (about 2 ms per step). CPU: a measured card already reports achieved read bandwidth and
     SGEMM rate, so efficiencies start near 1 and llama.cpp's per-step overhead is small.
     """
     if hw.kind == "cpu":
