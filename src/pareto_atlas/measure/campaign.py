@@ -49,7 +49,8 @@ Progress = Callable[[str, dict], None]
 
 
 def anchor_id(study: Study, arm: ArmSpec, repeat: int) -> str:
-    ident = {"study": study.name, "arm": arm.model_dump(), "model": study.model.name,
+    # what is measured, not how often or whether quality is also scored: changing those keeps the ids
+    ident = {"study": study.name, "arm": arm.model_dump(exclude={"repeats", "quality"}), "model": study.model.name,
              "engine": study.engine.model_dump(exclude={"api_key_env"}), "workload": study.workload.model_dump(),
              "load": study.load.model_dump(exclude={"repeats"}), "hardware": MEASURED_HARDWARE, "repeat": repeat}
     return hashlib.sha256(dumps(ident).encode()).hexdigest()[:20]
@@ -57,7 +58,9 @@ def anchor_id(study: Study, arm: ArmSpec, repeat: int) -> str:
 
 def plan(study: Study, arms: list[str] | None = None) -> list[AnchorPlan]:
     chosen = [study.arm(a) for a in arms] if arms else list(study.arms)
-    return [AnchorPlan(anchor_id(study, a, r), a, r) for r in range(study.load.repeats) for a in chosen]
+    most = max(a.repeats or study.load.repeats for a in chosen)
+    return [AnchorPlan(anchor_id(study, a, r), a, r) for r in range(most) for a in chosen
+            if r < (a.repeats or study.load.repeats)]
 
 
 def launch_for(study: Study, arm: ArmSpec, model_path: str, slots: int | None = None) -> dict:

@@ -63,6 +63,7 @@ class ArmSpec(_Frozen):
     concurrency: int = Field(1, ge=1)
     rate_rps: float | None = None
     quality: bool = False                       # also run the quality arm for this configuration
+    repeats: int | None = Field(None, ge=1)     # measure this arm more often than load.repeats (repeat spread)
 
     def knobs(self) -> Knobs:
         return Knobs(weights=self.weights, kv=self.kv, spec=self.spec, spec_k=self.spec_k, slots=self.slots)

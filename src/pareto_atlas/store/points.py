@@ -140,7 +140,9 @@ def measured_points(study: Study, store: Store) -> pd.DataFrame:
         thr = m.get("throughput_tok_s", NAN)
         drafted, accept = spec_measured(store, a.anchor_id) if knobs.spec != "none" else (0.0, NAN)
         rows.append({
-            "point_id": point_id(knobs, a.hardware, wl["name"], load["concurrency"], load.get("rate_rps")),
+            # repeats of one configuration are separate measurements, each its own point
+            "point_id": point_id(knobs, a.hardware, wl["name"], load["concurrency"], load.get("rate_rps"))
+                        + (f"-r{a['repeat']}" if a["repeat"] else ""),
             "arm": a.arm, "anchor_id": a.anchor_id, "repeat": a["repeat"], "campaign_id": a.campaign_id,
             "label": knobs.label(), "hardware": a.hardware, "workload": wl["name"],
             "prompt_tokens": wl["prompt_tokens"], "output_tokens": wl["output_tokens"],
