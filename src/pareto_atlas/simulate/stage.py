@@ -86,3 +86,29 @@ def simulate_study(study: Study, store: Store, console: Console, executor: Execu
     store.put_sim_run(sim_id, study.name, calib_id, pts)
     console.print(f"simulate: {len(pts)} points in {time.monotonic() - t0:.1f} s "
                   f"({int(pts.feasible.sum())} feasible), stored as run {sim_id}")
+    suggest_next_anchor(study, store, pts, params, console)
+
+
+def suggest_next_anchor(study: Study, store: Store, pts, params: dict[str, CalibParams], console: Console) -> None:
+    """Say which configuration to measure next on this machine: the one whose error bar could most
+    change the frontier (calibrate.propose), so the next campaign shrinks what matters."""
+    from pareto_atlas.calibrate.propose import propose_next_anchor
+    from pareto_atlas.store.points import measured_points
+
+    anchors = measured_points(study, store)
+    # only what this engine can really run as an arm (llama.cpp has no eviction, sparse attention,
+    # or alternative batching policies), so the proposal can be measured as it is
+    from pareto_atlas.measure.weights import MAKEABLE, source_type
+
+    runnable = (pts.eviction.eq("none") & pts.sparse_budget.eq(1.0) & pts.batching.eq("continuous")
+                & pts.spec.isin(["none", "ngram"]) & pts.kv.isin(["f16", "q8_0", "q4_0"])
+                & pts.weights.isin(list(MAKEABLE) + [source_type(study.model.name)]))
+    cand = pts[(pts.hardware == THIS) & runnable & pts.quality.notna()] if "quality" in pts else pts.iloc[0:0]
+    if THIS not in params or anchors.empty or cand.empty:
+        return
+    try:
+        best = propose_next_anchor(cand, anchors, params[THIS].lat_rel_err)
+    except ValueError:
+        return
+    console.print(f"next anchor to measure on {THIS}: {best['label']} at concurrency {int(best['concurrency'])} "
+                  f"({best['reason']})", highlight=False, soft_wrap=True)
