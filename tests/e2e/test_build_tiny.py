@@ -117,3 +117,29 @@ def test_campaign_killed_with_sigkill_resumes_without_remeasuring(tmp_path: Path
     assert kept >= 1 and "0 failed" in p.stderr
     with Store(out / "store.duckdb") as s:
         assert (s.anchors("tiny").status == "ok").sum() == 3
+
+
+def test_quality_arm_stopped_midway_keeps_its_finished_items(tmp_path: Path):
+    from pareto_atlas.quality.campaign import run_quality_campaign
+    from pareto_atlas.spec.study import load_study
+
+    study = load_study("tiny")
+
+    class Stop(KeyboardInterrupt):
+        pass
+
+    def stop_after_first_item(ev: str, info: dict) -> None:
+        if ev == "item":              # fires after the item's record was handed over to be saved
+            raise Stop
+
+    with Store(tmp_path / "store.duckdb") as s:
+        with pytest.raises(Stop):
+            run_quality_campaign(study, s, on_progress=stop_after_first_item)
+        assert s.quality_runs("tiny", status=None).empty          # the arm did not finish...
+        saved = s.con.execute("SELECT count(*) FROM quality_items").fetchone()[0]
+        assert saved >= 1                                          # ...but what it scored is kept
+        run_quality_campaign(study, s)
+        run = s.quality_runs("tiny")
+        summary = json.loads(run.summary_json.iloc[0])
+        assert summary["kept_from_earlier_try"] == saved and summary["n"] == 3
+        assert len(s.quality_items(run.qrun_id.iloc[0])) == 3

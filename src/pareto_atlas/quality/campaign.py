@@ -55,9 +55,15 @@ def qrun_row(study: Study, arm: ArmSpec, qid: str, n: int) -> dict:
 
 
 def score_arm(study: Study, arm: ArmSpec, qid: str, n: int, items: list | None,
-              on_progress: Callable[[str, dict], None]) -> tuple[dict, list[dict], list | None]:
+              on_progress: Callable[[str, dict], None],
+              saved: list[dict] | None = None) -> tuple[dict, list[dict], list | None]:
     """Score one quality arm; returns its store row, item records and the items (retrieval items are
-    built on first use with the server's tokenizer, then reused). Never raises for engine trouble."""
+    built on first use with the server's tokenizer, then reused). `saved`: records of this arm kept
+    from an earlier, interrupted try; only the missing items are asked. Each new record is also
+    reported as a "record" event so the caller can save it at once. Never raises for engine trouble."""
+    from pareto_atlas.quality.records import QualityRecord
+    from pareto_atlas.quality.scoring import summarize
+
     from pareto_atlas.measure import engines
     from pareto_atlas.quality.retrieval import retrieval_items
     from pareto_atlas.quality.runner import run_items, server_token_counter
@@ -75,13 +81,22 @@ def score_arm(study: Study, arm: ArmSpec, qid: str, n: int, items: list | None,
             if items is None:   # retrieval haystacks are sized with this model's own tokenizer
                 items = retrieval_items(q.retrieval_lengths, per_cell=q.retrieval_per_cell, seed=q.seed,
                                         count_tokens=server_token_counter(eng.base_url))
-            run = run_items(eng.base_url, items, concurrency=slots, model=eng.model,
-                            progress=lambda done, total: on_progress("item", {"arm": arm.name, "done": done}))
-        records = [r.to_dict() for r in run.records]
-        summary = run.summary.to_dict() | {"wall_s": round(time.monotonic() - t0, 1)}
+            have = {d["item_id"]: QualityRecord.from_dict(d) for d in saved or () if d.get("error") is None}
+            todo = [it for it in items if it.item_id not in have]
+            for _ in range(len(items) - len(todo)):
+                on_progress("item", {"arm": arm.name})
+            fresh = run_items(eng.base_url, todo, concurrency=slots, model=eng.model,
+                              progress=lambda done, total: on_progress("item", {"arm": arm.name, "done": done}),
+                              on_record=lambda r: on_progress("record", {"qrun_id": qid, "record": r.to_dict()})
+                              ).records if todo else ()
+        by_id = {**have, **{r.item_id: r for r in fresh}}
+        ordered = [by_id[it.item_id] for it in items]
+        records = [r.to_dict() for r in ordered]
+        summary = summarize(ordered).to_dict() | {"wall_s": round(time.monotonic() - t0, 1),
+                                                  "kept_from_earlier_try": len(items) - len(todo)}
         row["summary_json"] = dumps(summary)
-        if run.summary.n_errors == run.summary.n:
-            row["reason"] = f"every item failed: {run.records[0].error}"
+        if all(r.error is not None for r in ordered):
+            row["reason"] = f"every item failed: {ordered[0].error}"
         else:
             row["status"] = "ok"
     except Exception as e:  # noqa: BLE001 - a failed quality arm records why; the campaign goes on
@@ -109,9 +124,17 @@ def run_quality_campaign(study: Study, store: Store, *, arms: list[str] | None =
             if store.quality_status(qid) == "ok":
                 on_progress("skip", {"arm": arm.name})
                 continue
-            yield arm, qid
+            yield arm, qid, store.quality_items(qid)
 
-    for arm, row, records in (executor or InProcess()).score(study, pending(), n, items, on_progress):
+    def on(ev: str, info: dict) -> None:
+        if ev == "record":           # in-process only: a remote task's records arrive with its result
+            store.put_quality_item(info["qrun_id"], info["record"])
+        else:
+            on_progress(ev, info)
+
+    for arm, row, records in (executor or InProcess()).score(study, pending(), n, items, on):
+        if row["status"] != "ok":    # keep the items a failed try did finish: the rerun asks only the rest
+            records = records or store.quality_items(row["qrun_id"])
         store.put_quality_run(row, records)
         on_progress("done", {"arm": arm.name, "status": row["status"], "reason": row["reason"],
                              "summary": json.loads(row["summary_json"])})

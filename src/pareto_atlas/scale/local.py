@@ -24,9 +24,10 @@ class Executor(Protocol):
         it comes back as a failed row with the reason."""
         ...
 
-    def score(self, study: Study, pending: Iterable[tuple[ArmSpec, str]], n: int, items: list | None,
+    def score(self, study: Study, pending: Iterable[tuple[ArmSpec, str, list[dict]]], n: int, items: list | None,
               on_progress: Progress) -> Iterator[tuple[ArmSpec, dict, list[dict]]]:
-        """Score each pending (quality arm, qrun id); yield (arm, store row, item records) as they finish."""
+        """Score each pending (quality arm, qrun id, records saved by an earlier try); yield (arm, store
+        row, item records) as they finish."""
         ...
 
     def sweep(self, space: Space, params: dict[str, CalibParams] | None, n_requests: int,
@@ -52,9 +53,9 @@ class InProcess:
     def score(self, study, pending, n, items, on_progress):
         from pareto_atlas.quality.campaign import score_arm
 
-        for arm, qid in pending:
+        for arm, qid, saved in pending:
             on_progress("start", {"arm": arm.name})
-            row, records, items = score_arm(study, arm, qid, n, items, on_progress)
+            row, records, items = score_arm(study, arm, qid, n, items, on_progress, saved)
             yield arm, row, records
 
     def sweep(self, space, params, n_requests, seed=0):

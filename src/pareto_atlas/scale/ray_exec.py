@@ -40,8 +40,9 @@ def _measure_task(fn: Callable, study: Study, p: AnchorPlan, bandwidth_gbs: floa
     return fn(study, p, _quiet, bandwidth_gbs)
 
 
-def _score_task(study: Study, arm: ArmSpec, qid: str, n: int, items: list | None) -> tuple[dict, list[dict]]:
-    row, records, _ = score_arm(study, arm, qid, n, items, _quiet)
+def _score_task(study: Study, arm: ArmSpec, qid: str, n: int, items: list | None,
+                saved: list[dict]) -> tuple[dict, list[dict]]:
+    row, records, _ = score_arm(study, arm, qid, n, items, _quiet, saved)
     return row, records
 
 
@@ -146,7 +147,7 @@ class RayExecutor:
             on_progress("anchor", {"arm": p.arm.name, "i": i, "n": n})
             yield i, p, row, records
 
-    def score(self, study: Study, pending: Iterable[tuple[ArmSpec, str]], n: int, items: list | None,
+    def score(self, study: Study, pending: Iterable[tuple[ArmSpec, str, list[dict]]], n: int, items: list | None,
               on_progress: Progress) -> Iterator[tuple[ArmSpec, dict, list[dict]]]:
         import ray
 
@@ -158,7 +159,7 @@ class RayExecutor:
         task = ray.remote(_score_task).options(resources={resource: 1}, num_cpus=1, max_retries=self.max_retries,
                                                retry_exceptions=False, name="score_arm")
         study_ref, items_ref = ray.put(study), ray.put(items)
-        submitted = {task.remote(study_ref, arm, qid, n, items_ref): (arm, qid) for arm, qid in todo}
+        submitted = {task.remote(study_ref, arm, qid, n, items_ref, saved): (arm, qid) for arm, qid, saved in todo}
 
         def lost(key, e):
             row = qrun_row(study, key[0], key[1], n)

@@ -124,6 +124,13 @@ class Store:
         recs = [(row["qrun_id"], str(it["item_id"]), dumps(it)) for it in items]
         self._replace("quality_runs", "qrun_id", row, "quality_items", recs)
 
+    def put_quality_item(self, qrun_id: str, item: dict) -> None:
+        """Save one scored item as soon as it exists, so a quality arm stopped midway resumes
+        with the items it already has (the run's own row comes when the arm finishes)."""
+        with self.transaction():
+            self.con.execute("DELETE FROM quality_items WHERE qrun_id = ? AND item_id = ?", [qrun_id, str(item["item_id"])])
+            self.con.execute("INSERT INTO quality_items VALUES (?, ?, ?)", [qrun_id, str(item["item_id"]), dumps(item)])
+
     def quality_runs(self, study: str | None = None, status: str | None = "ok") -> pd.DataFrame:
         q, args = "SELECT * FROM quality_runs WHERE 1=1", []
         if study is not None:
