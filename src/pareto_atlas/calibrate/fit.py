@@ -28,11 +28,6 @@ KNOB_FIELDS = tuple(f.name for f in fields(Knobs))
 HEAD_RATIO_STARTS = (0.5, 1.0, 2.0, 4.0)
 
 
-def anchor_knobs(row: pd.Series) -> Knobs:
-    return Knobs.from_dict({k: (row[k].item() if hasattr(row[k], "item") else row[k])
-                            for k in KNOB_FIELDS if k in row.index and pd.notna(row[k])})
-
-
 @dataclass(frozen=True)
 class _Anchor:
     knobs: Knobs
@@ -64,7 +59,7 @@ def _anchors(df: pd.DataFrame) -> list[_Anchor]:
         if conc <= 0 and rate <= 0:
             conc = 1
         n = int(r["n_requests"]) if "n_requests" in r.index and pd.notna(r["n_requests"]) else max(32, 4 * conc)
-        out.append(_Anchor(anchor_knobs(r), int(r["prompt_tokens"]), int(r["output_tokens"]), conc, rate, n,
+        out.append(_Anchor(Knobs.from_row(r), int(r["prompt_tokens"]), int(r["output_tokens"]), conc, rate, n,
                            _opt(r, "spec_accept_measured"), _opt(r, "spec_drafted_per_token")))
     return out
 

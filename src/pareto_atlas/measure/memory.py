@@ -8,10 +8,8 @@ missed). GPU: used memory through NVML when a GPU and nvidia-ml-py are present.
 from __future__ import annotations
 
 import threading
-import time
 from dataclasses import dataclass
 
-import numpy as np
 import psutil
 
 
@@ -137,16 +135,3 @@ def decode_bandwidth(weight_bytes: float, tpot_s: float, limit_gbs: float, kv_by
     per_step = weight_bytes + kv_bytes_per_step * batch
     achieved = per_step / tpot_s / 1e9
     return BandwidthUse(per_step, tpot_s, achieved, limit_gbs, achieved / limit_gbs)
-
-
-def measure_copy_bandwidth_gbs(mb: int = 256, repeats: int = 3) -> float:
-    """This machine's memory bandwidth from a large numpy copy (read + write bytes), best of
-    `repeats`: a run-time figure to hold decode against instead of a datasheet number."""
-    src = np.ones(mb * (1 << 20) // 8)
-    dst = np.empty_like(src)
-    best = float("inf")
-    for _ in range(repeats):
-        t = time.perf_counter()
-        np.copyto(dst, src)
-        best = min(best, time.perf_counter() - t)
-    return 2 * src.nbytes / best / 1e9

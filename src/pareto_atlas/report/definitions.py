@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-PERCENTILE_METHOD = "linear interpolation between closest ranks (numpy 'linear', the default)"
+from pareto_atlas.measure.metrics import PERCENTILE_METHOD  # noqa: F401 - re-exported for the report
 
 METRIC_DEFINITIONS = {
     "TTFT": "monotonic time from sending the request to the first streamed event that carries at least one "

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from pareto_atlas.measure.metrics import PERCENTILE_METHOD  # one statement of the method, measured or simulated
 from pareto_atlas.simulate import des as arr
 from pareto_atlas.simulate.cost_model import coeffs
 from pareto_atlas.simulate.memory import plan_memory
@@ -16,7 +17,6 @@ from pareto_atlas.spec.priors import acceptance_from_tokens_per_step, get_prior
 
 METRICS = ("ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "e2e_p50_ms", "e2e_p99_ms",
            "throughput_tok_s", "goodput_rps")
-PERCENTILE_METHOD = "linear interpolation (numpy 'linear')"
 EAGLE_PRIOR = "eagle_tokens_per_step"
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pareto_atlas.spec.fields import check_fields
 
 WEIGHT_TYPES = ("F16", "BF16", "Q8_0", "FP8", "Q5_0", "Q4_1", "Q4_K_M", "Q4_0", "AWQ4", "Q3_K", "Q2_K", "RANDOM")
@@ -92,6 +92,19 @@ class Knobs:
     def from_dict(cls, d: dict) -> "Knobs":
         check_fields(cls, d, "knobs")
         return cls(**d)
+
+    @classmethod
+    def from_row(cls, row) -> "Knobs":
+        """The knobs of one points-table row (a pandas Series or mapping): the Knobs columns that are
+        present and not missing, numpy scalars turned into Python ones."""
+        out = {}
+        for f in fields(cls):
+            if f.name in row:
+                v = row[f.name]
+                v = v.item() if hasattr(v, "item") else v
+                if v is not None and v == v:          # NaN is missing
+                    out[f.name] = v
+        return cls.from_dict(out)
 
     def key(self) -> str:
         return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:16]

@@ -89,14 +89,12 @@ def quality_for(knobs: Knobs, arm: str, study: Study, qt: dict[str, dict]) -> tu
 
 def attach_quality(points: pd.DataFrame, study: Study, store: Store) -> pd.DataFrame:
     """Fill the quality columns of simulated points from the store's quality runs and priors."""
-    from pareto_atlas.calibrate.fit import anchor_knobs
-
     qt = quality_table(study, store)
     base_q = qt.get(study.baseline.knobs().quality_key(), {}).get("p", NAN)
     cache: dict[Knobs, tuple] = {}
     vals = []
     for _, r in points.iterrows():
-        k = anchor_knobs(r)
+        k = Knobs.from_row(r)
         if k not in cache:
             cache[k] = quality_for(k, "", study, qt)
         vals.append(cache[k])
