@@ -104,8 +104,7 @@ def load_anchors(path: str, model: str, hardware: str):
         study, store = load_study("default"), Store(path)
         anchors = measured_points(study, store)
         anchors = anchors[anchors.hardware == THIS].reset_index(drop=True)
-        anchors["n_requests"] = study.load.requests
-        return anchors, model_card(study), HardwareCard(**store.latest_probe(THIS))
+        return anchors, model_card(study, anchors), HardwareCard(**store.latest_probe(THIS))
     from pareto_atlas.calibrate.hwprobe import measure_this_machine
     anchors = pd.read_parquet(path) if path.endswith(".parquet") else pd.read_csv(path)
     hw = measure_this_machine() if hardware == "this-cpu" else shipped_hardware()[hardware]

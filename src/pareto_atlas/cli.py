@@ -2,6 +2,7 @@
 
 `pareto-atlas build` runs the whole pipeline on a study (the built-in default when none is
 given); every other subcommand runs one stage and can be repeated without re-measuring.
+`evict` (KV eviction in transformers, optional extra) is not part of `build`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from pareto_atlas import stages
 
@@ -22,7 +24,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 # Tables stay readable when the output goes to a file or CI log (no terminal width to ask).
 console = Console(stderr=True, width=max(shutil.get_terminal_size((160, 40)).columns, 140))
 
-STUDY = typer.Option("default", "--study", "-s", help="Study TOML path, or a built-in: default, tiny.")
+STUDY = typer.Option("default", "--study", "-s", help="Study TOML path, or a built-in: default, tiny, ladder.")
 OUT = typer.Option(None, "--out", "-o", help="Output folder (default: atlas-out/<study name>).")
 RAY = typer.Option(None, "--ray", help="Run on Ray: HOST:PORT of a cluster's head, auto, or local "
                                        "(a cluster on this machine). Default: in-process.")
@@ -39,7 +41,8 @@ def _run(fn, *args, **kw):
         console.print("[yellow]interrupted[/]: everything that finished is saved in the store; rerun to resume.")
         raise typer.Exit(130)
     except stages.USER_ERRORS as e:
-        console.print(f"[red]error:[/] {e}", markup=True, highlight=False, soft_wrap=True)
+        # escaped: an error naming an extra, 'pareto-atlas[ray]', is not rich markup
+        console.print(f"[red]error:[/] {escape(str(e))}", markup=True, highlight=False, soft_wrap=True)
         raise typer.Exit(2)
 
 
@@ -73,6 +76,27 @@ def quality(study: str = STUDY, out: Optional[Path] = OUT,
     def go():
         with _ctx(study, out, ray) as ctx:
             stages.quality(ctx, arms=arm or None, n=n)
+    _run(go)
+
+
+def _split(value: Optional[str]) -> Optional[list[str]]:
+    return [v.strip() for v in value.split(",") if v.strip()] if value else None
+
+
+@app.command()
+def evict(study: str = typer.Argument("default", help="Study TOML path, or a built-in: default, tiny, ladder."),
+          policies: Optional[str] = typer.Option(None, help="Comma-separated: streamingllm (= streaming), h2o, "
+                                                             "snapkv (overrides the study's [eviction])."),
+          keeps: Optional[str] = typer.Option(None, help="Comma-separated KV keep ratios in (0, 1), e.g. 0.5,0.25."),
+          task: Optional[str] = typer.Option(None, help="retrieval or gsm8k (default: the study's quality task)."),
+          n: Optional[int] = typer.Option(None, help="GSM8K items, or retrieval items per length and depth."),
+          store: Optional[Path] = typer.Option(None, help="Store file (default: <out>/store.duckdb)."),
+          out: Optional[Path] = OUT) -> None:
+    """Measure KV eviction (StreamingLLM, H2O, SnapKV) on the study's model in transformers; stored
+    points are kept on a rerun. Needs the extra: pip install 'pareto-atlas[eviction]'."""
+    def go():
+        with stages.Context.open(study, out, console, store=store) as ctx:
+            stages.evict(ctx, policies=_split(policies), keeps=_split(keeps), task=task, n=n)
     _run(go)
 
 

@@ -29,12 +29,13 @@ class Context:
     executor: Executor = field(default_factory=InProcess)
 
     @classmethod
-    def open(cls, study: str, out: Path | None, console: Console, ray: str | None = None) -> "Context":
+    def open(cls, study: str, out: Path | None, console: Console, ray: str | None = None,
+             store: Path | None = None) -> "Context":
         s = load_study(study)
         out = Path(out) if out else Path("atlas-out") / s.name
         out.mkdir(parents=True, exist_ok=True)
         executor = executor_for(ray)     # first: an unreachable cluster fails before the store is opened
-        return cls(s, out, Store(out / "store.duckdb"), console, executor)
+        return cls(s, out, Store(store or out / "store.duckdb"), console, executor)
 
     def __enter__(self) -> "Context":
         return self
@@ -55,7 +56,7 @@ def measure(ctx: Context, arms: list[str] | None = None) -> None:
     c = ctx.console
     c.print(f"[bold]measure[/] {ctx.study.name}: {len(arms or ctx.study.arms)} arm(s) on {ctx.study.engine.name}, "
             f"{ctx.study.workload.prompt_tokens} prompt / {ctx.study.workload.output_tokens} output tokens, "
-            f"{ctx.study.load.requests} requests (+{ctx.study.load.warmup} warm-up) each")
+            f"{ctx.study.load.requests} requests (+{ctx.study.load.warmup} warm-up) per arm unless it sets its own")
     t0 = time.monotonic()
     bandwidth = this_machine(ctx.study, ctx.store).mem_bw_gbs if ctx.study.engine.name == "llamacpp" else None
 
@@ -112,6 +113,15 @@ def quality(ctx: Context, arms: list[str] | None = None, n: int | None = None) -
         c.print(f"  {a.arm} vs {a.reference}: same answer on {a.answer_agreement:.0%} of {a.n} items "
                 f"[95% {a.answer_agreement_lo:.0%}–{a.answer_agreement_hi:.0%}], identical output {a.identical_outputs:.0%}, "
                 f"first divergence at {a.unit} {_fmt(a.median_first_divergence, nd=0)} (median)", highlight=False)
+
+
+def evict(ctx: Context, policies: list[str] | None = None, keeps: list[float] | None = None,
+          task: str | None = None, n: int | None = None) -> None:
+    from pareto_atlas.quality.eviction.stage import evict_study
+
+    t0 = time.monotonic()
+    rows = evict_study(ctx.study, ctx.store, ctx.console, policies=policies, keeps=keeps, task=task, n=n)
+    ctx.console.print(f"evict: {len(rows)} points (full cache included) in the store ({time.monotonic() - t0:.0f} s)")
 
 
 def calibrate(ctx: Context) -> None:

@@ -46,7 +46,26 @@ def test_variant_reencodes_matrices_and_keeps_shapes():
 
 
 def test_unmakeable_and_unknown_models_are_one_line():
-    with pytest.raises(W.ModelError, match="cannot be made on this machine; makeable: F16"):
-        W.variant_file("smollm2-135m-instruct", "Q2_K")
+    with pytest.raises(W.ModelError, match="cannot be made on this machine; makeable: F16.*Q2_K"):
+        W.variant_file("smollm2-135m-instruct", "IQ1_S")
     with pytest.raises(W.ModelError, match="unknown 'nope'; known: smollm2"):
         W.source_file("nope")
+
+
+def test_k_quants_without_llama_quantize_say_how_to_build_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("PARETO_ATLAS_LLAMA_QUANTIZE", str(tmp_path / "missing"))
+    assert W.llama_quantize() is None and "Q2_K" not in W.makeable_here()
+    with pytest.raises(W.ModelError, match=r"'Q2_K' needs llama.cpp's llama-quantize.*build_llama_quantize.sh"):
+        W.variant_file("smollm2-135m-instruct", "Q2_K")
+    assert not list((tmp_path / "models").glob("*Q2_K*"))        # nothing half-written is left
+
+
+def test_a_failing_llama_quantize_is_one_line_and_leaves_no_file(tmp_path, monkeypatch):
+    exe = tmp_path / "llama-quantize"
+    exe.write_text("#!/bin/sh\necho 'main: invalid ftype' >&2\nexit 1\n")
+    exe.chmod(0o755)
+    monkeypatch.setenv("PARETO_ATLAS_LLAMA_QUANTIZE", str(exe))
+    assert "Q3_K" in W.makeable_here()
+    with pytest.raises(W.ModelError, match=r"llama-quantize Q3_K_M failed \(exit 1\): main: invalid ftype"):
+        W.variant_file("smollm2-135m-instruct", "Q3_K")
+    assert not list((tmp_path / "models").glob("*Q3_K*"))

@@ -18,7 +18,7 @@ weights = "Q4_1"
 
 
 def test_builtin_studies_load():
-    for name in ("default", "tiny"):
+    for name in ("default", "tiny", "ladder"):
         s = load_study(name)
         assert s.arms and s.baseline.name in {a.name for a in s.arms}
 
@@ -37,6 +37,19 @@ def test_bad_knob_names_field_and_allowed(patch, field):
         parse_study(MINIMAL.replace(patch, 'weights = "Q9"'), "s.toml")
     msg = str(e.value)
     assert msg.startswith("s.toml: arms.0") and "Q9" in msg and "Q4_K_M" in msg and "\n" not in msg
+
+
+def test_per_arm_requests_override_the_load_and_keep_old_anchor_ids():
+    from pareto_atlas.measure.campaign import anchor_id
+
+    s = parse_study(MINIMAL)
+    t = parse_study(MINIMAL + "requests = 24\n")
+    assert s.arms[0].n_requests(s.load) == s.load.requests == 8 and t.arms[0].n_requests(t.load) == 24
+    # a different request count is a different measurement; an unset one hashes as before it existed
+    assert anchor_id(s, s.arms[0], 0) != anchor_id(t, t.arms[0], 0)
+    assert anchor_id(s, s.arms[0], 0) == "0ee5a00b5f46ebb0bc23"   # computed by the code before per-arm requests
+    with pytest.raises(StudyError, match=r"s.toml: arms.0.requests: .*greater than or equal to 2"):
+        parse_study(MINIMAL + "requests = 1\n", "s.toml")
 
 
 def test_unknown_field_is_rejected():
@@ -72,3 +85,34 @@ def test_knobs_optimizations_and_quality_key():
     assert Knobs(weights="Q4_0", kv="q4_0").quality_key() != Knobs(weights="Q4_0").quality_key()
     with pytest.raises(ValueError, match="knobs.kv_keep"):
         Knobs(kv_keep=0.0)
+
+
+def test_eviction_sweep_defaults_aliases_and_overrides():
+    s = parse_study(MINIMAL)
+    assert s.eviction.policies == ["streaming", "h2o", "snapkv"] and s.eviction.keeps == [0.5, 0.25]
+    s = parse_study(MINIMAL + '[eviction]\npolicies = ["StreamingLLM", "h2o"]\nkeeps = [0.25, 0.5]\ntask = "gsm8k"\n')
+    # the alias maps to the atlas's knob name; keeps run from the mildest eviction down
+    assert s.eviction.policies == ["streaming", "h2o"] and s.eviction.keeps == [0.5, 0.25]
+    o = s.eviction.with_overrides(policies=["snapkv"], keeps=["0.3"], n=None)
+    assert o.policies == ["snapkv"] and o.keeps == [0.3] and o.task == "gsm8k"
+
+
+@pytest.mark.parametrize("table, field, allowed", [
+    ('policies = ["h2o", "lru"]', "eviction.policies", "streaming, h2o, snapkv"),
+    ("keeps = [0.5, 1.0]", "eviction.keeps", "(0, 1)"),
+    ("keeps = []", "eviction.keeps", "at least one"),
+    ('task = "mmlu"', "eviction.task", "'gsm8k' or 'retrieval'"),
+    ("n = 0", "eviction.n", "greater than or equal to 1"),
+    ("chunks = 64", "eviction.chunks", "Extra inputs"),
+])
+def test_bad_eviction_table_is_one_line_naming_the_field(table, field, allowed):
+    with pytest.raises(StudyError) as e:
+        parse_study(MINIMAL + f"[eviction]\n{table}\n", "s.toml")
+    msg = str(e.value)
+    assert msg.startswith(f"s.toml: {field}") and allowed in msg and "\n" not in msg
+
+
+def test_bad_eviction_option_is_one_line():
+    with pytest.raises(StudyError) as e:
+        parse_study(MINIMAL).eviction.with_overrides(keeps=["half"])
+    assert str(e.value).startswith("evict options: keeps.0:") and "\n" not in str(e.value)

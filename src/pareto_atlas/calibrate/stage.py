@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -32,14 +33,21 @@ def this_machine(study: Study, store: Store, *, reprobe: bool = False) -> Hardwa
     return HardwareCard(**card)
 
 
-def model_card(study: Study):
+def model_card(study: Study, anchors: pd.DataFrame | None = None):
+    """The study's model card; with its measured anchors, it also carries the bits per weight of
+    the files they served (which the cost model then uses instead of the formats' nominal bits)."""
     if study.model.card:
         cards = shipped_models()
         if study.model.card not in cards:
             raise ValueError(f"model.card {study.model.card!r}: unknown; shipped cards: {', '.join(cards)}")
-        return cards[study.model.card]
-    from pareto_atlas.measure.weights import source_file
-    return model_card_from_gguf(str(source_file(study.model.name)[0]), study.model.name)
+        card = cards[study.model.card]
+    else:
+        from pareto_atlas.measure.weights import source_file
+        card = model_card_from_gguf(str(source_file(study.model.name)[0]), study.model.name)
+    if anchors is not None and "weights_bpw" in anchors and anchors["weights_bpw"].notna().any():
+        bits = anchors.dropna(subset=["weights_bpw"]).groupby("weights")["weights_bpw"].median()
+        card = replace(card, file_bits=tuple(sorted((str(w), float(b)) for w, b in bits.items())))
+    return card
 
 
 def _fidelity_rows(cal, anchors: pd.DataFrame) -> list[dict]:
@@ -63,8 +71,7 @@ def calibrate_study(study: Study, store: Store, console: Console) -> None:
     if len(anchors) < 2:
         raise ValueError(f"calibrate: {len(anchors)} finished anchors for {study.name!r}; need at least 2 "
                          f"(run `pareto-atlas measure` first)")
-    anchors["n_requests"] = study.load.requests
-    cal = fit(anchors, model_card(study), hw, engine=study.engine.name, loo=True)
+    cal = fit(anchors, model_card(study, anchors), hw, engine=study.engine.name, loo=True)
     console.print(cal.report(), highlight=False)
     for t in TARGETS:
         if t in cal.loo.columns if cal.loo is not None else False:

@@ -18,7 +18,7 @@ from typing import Callable
 
 from pareto_atlas import __version__
 from pareto_atlas.measure.hostinfo import host_description
-from pareto_atlas.measure.weights import ModelError, variant_file
+from pareto_atlas.measure.weights import ModelError, matmul_bits_per_weight, variant_file
 from pareto_atlas.scale.local import Executor, InProcess
 from pareto_atlas.spec.study import ArmSpec, Study
 from pareto_atlas.store import Store
@@ -50,7 +50,9 @@ Progress = Callable[[str, dict], None]
 
 def anchor_id(study: Study, arm: ArmSpec, repeat: int) -> str:
     # what is measured, not how often or whether quality is also scored: changing those keeps the ids
-    ident = {"study": study.name, "arm": arm.model_dump(exclude={"repeats", "quality"}), "model": study.model.name,
+    # (an unset per-arm request count is left out, so anchors measured before it existed keep their ids)
+    unset = {"requests"} if arm.requests is None else set()
+    ident = {"study": study.name, "arm": arm.model_dump(exclude={"repeats", "quality"} | unset), "model": study.model.name,
              "engine": study.engine.model_dump(exclude={"api_key_env"}), "workload": study.workload.model_dump(),
              "load": study.load.model_dump(exclude={"repeats"}), "hardware": MEASURED_HARDWARE, "repeat": repeat}
     return hashlib.sha256(dumps(ident).encode()).hexdigest()[:20]
@@ -85,7 +87,8 @@ def anchor_row(study: Study, p: AnchorPlan) -> dict:
     arm, wl, load = p.arm, study.workload, study.load
     return {"anchor_id": p.anchor_id, "study": study.name, "arm": arm.name, "repeat": p.repeat,
             "knobs_json": dumps(arm.knobs().to_dict()), "workload_json": dumps(wl.model_dump()),
-            "load_json": dumps({**load.model_dump(), "concurrency": arm.concurrency, "rate_rps": arm.rate_rps}),
+            "load_json": dumps({**load.model_dump(), "requests": arm.n_requests(load), "concurrency": arm.concurrency,
+                                "rate_rps": arm.rate_rps}),
             "model": study.model.name, "engine": study.engine.name, "hardware": MEASURED_HARDWARE,
             "hardware_json": dumps(host_description()), "started_at": now(), "status": "failed", "reason": None}
 
@@ -119,8 +122,9 @@ def measure_anchor(study: Study, p: AnchorPlan, on_progress: Progress,
         engine = engines.get_engine(study.engine.name)
         on_progress("starting", {"arm": arm.name})
         with engine.start(launch_for(study, arm, str(model_path))) as running:
-            row.update(engine_version=running.version, provenance_json=dumps(running.describe()))
-            n = load.warmup + load.requests
+            row.update(engine_version=running.version,
+                       provenance_json=dumps({**running.describe(), "weights_bpw": matmul_bits_per_weight(model_path)}))
+            n = load.warmup + arm.n_requests(load)
             prompts = build_contract_prompts(running.base_url, wl.prompt_tokens, n, seed=int(p.anchor_id[:8], 16),
                                              api=wl.api, model=running.model, headers=running.headers())
             done = [0]

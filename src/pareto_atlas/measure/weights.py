@@ -2,9 +2,12 @@
 re-encoded into the weight types a study asks for (cached, made once).
 
 Re-encoding uses gguf-py's reference quantizers (the same block layouts llama.cpp reads):
-the source tensors are dequantized to float32 and quantized again. A variant above the
-source's precision is as good as the source, never better; only variants below it can lose
-quality. RANDOM is a deliberately broken arm: the same shapes with random weights.
+the source tensors are dequantized to float32 and quantized again. The K-quants below 4 bits
+(Q3_K, Q2_K), which gguf-py cannot write, are made by llama.cpp's own `llama-quantize` when it has
+been built (scripts/build_llama_quantize.sh): it also applies llama.cpp's per-tensor mix and its
+fallbacks for rows that are not a multiple of 256 wide. A variant above the source's precision is
+as good as the source, never better; only variants below it can lose quality. RANDOM is a
+deliberately broken arm: the same shapes with random weights.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import importlib
 import importlib.util
 import os
 import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -22,6 +26,9 @@ import numpy as np
 
 # Types this module can produce from a source file (gguf-py has quantizers for these).
 MAKEABLE = {"F16": "F16", "BF16": "BF16", "Q8_0": "Q8_0", "Q5_0": "Q5_0", "Q4_0": "Q4_0", "RANDOM": "Q4_0"}
+# Types only llama.cpp's llama-quantize makes: our name -> its type argument (Q3_K is its Q3_K_M mix).
+NATIVE = {"Q3_K": "Q3_K_M", "Q2_K": "Q2_K"}
+LLAMA_CPP_VERSION = "11434.0.0"       # the llama.cpp source scripts/build_llama_quantize.sh builds
 
 
 class ModelError(RuntimeError):
@@ -157,15 +164,59 @@ def variant_file(model: str, weights: str, *, seed: int = 0) -> tuple[Path, str]
     stype = source_type(model)
     if weights == stype:
         return src_path, src_sha
-    if weights not in MAKEABLE:
-        raise ModelError(f"weights: {weights!r} cannot be made on this machine; makeable: {', '.join(MAKEABLE)} "
-                         f"(or the source type {stype})")
+    if weights not in MAKEABLE and weights not in NATIVE:
+        raise ModelError(f"weights: {weights!r} cannot be made on this machine; makeable: "
+                         f"{', '.join([*MAKEABLE, *NATIVE])} (or the source type {stype})")
     out = cache_dir() / f"{Path(src_path).stem.split('.')[0]}-{src_sha[:8]}.{weights}.gguf"
     if not out.exists():
         tmp = out.with_suffix(".tmp")
-        requantize(src_path, tmp, weights, seed=seed)
+        if weights in NATIVE:
+            native_quantize(src_path, tmp, weights)
+        else:
+            requantize(src_path, tmp, weights, seed=seed)
         os.replace(tmp, out)
     return out, _verified(out, None)
+
+
+def llama_quantize() -> Path | None:
+    """llama.cpp's quantizer: $PARETO_ATLAS_LLAMA_QUANTIZE, the one scripts/build_llama_quantize.sh
+    built into the cache, or one on PATH; None if there is none."""
+    env = os.environ.get("PARETO_ATLAS_LLAMA_QUANTIZE")
+    if env:
+        return Path(env) if Path(env).is_file() else None
+    built = cache_dir().parent / f"llama.cpp-{LLAMA_CPP_VERSION}" / "bin" / "llama-quantize"
+    if built.is_file():
+        return built
+    found = shutil.which("llama-quantize")
+    return Path(found) if found else None
+
+
+def makeable_here() -> set[str]:
+    """Weight types this machine can make from a source file now."""
+    return set(MAKEABLE) | (set(NATIVE) if llama_quantize() else set())
+
+
+def native_quantize(src: Path, dst: Path, weights: str, threads: int | None = None) -> None:
+    """Write `src` re-quantized to `weights` by llama-quantize (llama.cpp's own tensor mix)."""
+    exe = llama_quantize()
+    if exe is None:
+        raise ModelError(f"weights: {weights!r} needs llama.cpp's llama-quantize, which is not built; build it once "
+                         f"with scripts/build_llama_quantize.sh (about 10 min on 2 cores) or set "
+                         f"PARETO_ATLAS_LLAMA_QUANTIZE")
+    cmd = [str(exe), "--allow-requantize", str(src), str(dst), NATIVE[weights], str(threads or os.cpu_count() or 1)]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    if res.returncode != 0 or not dst.exists():
+        dst.unlink(missing_ok=True)
+        tail = (res.stderr or res.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise ModelError(f"llama-quantize {NATIVE[weights]} failed (exit {res.returncode}): {tail[0]}")
+
+
+def matmul_bits_per_weight(path: Path) -> float:
+    """Bits per weight of a GGUF file's weight matrices, as stored (scales and mixes included)."""
+    import gguf
+
+    mats = [t for t in gguf.GGUFReader(str(path)).tensors if _is_matrix(t)]
+    return 8.0 * sum(int(t.n_bytes) for t in mats) / max(sum(int(t.n_elements) for t in mats), 1)
 
 
 def _is_matrix(t) -> bool:

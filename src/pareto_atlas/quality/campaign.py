@@ -15,7 +15,7 @@ from typing import Callable
 from pareto_atlas.measure.campaign import launch_for
 from pareto_atlas.measure.weights import variant_file
 from pareto_atlas.scale.local import Executor, InProcess
-from pareto_atlas.spec.study import ArmSpec, Study
+from pareto_atlas.spec.study import ArmSpec, QualitySpec, Study
 from pareto_atlas.store import Store
 from pareto_atlas.store.db import dumps, now
 
@@ -30,6 +30,21 @@ def qrun_id(study: Study, arm: ArmSpec, n: int) -> str:
     if q.task == "retrieval":
         ident |= {"mode": "niah", "n": None, "lengths": q.retrieval_lengths, "per_cell": q.retrieval_per_cell}
     return hashlib.sha256(dumps(ident).encode()).hexdigest()[:20]
+
+
+def study_items(q: QualitySpec, *, task: str | None = None, n: int | None = None,
+                count_tokens: Callable[[str], int] | None = None) -> list:
+    """The study's quality items: `n` seeded GSM8K questions (default q.n), or the needle grid at
+    q.retrieval_lengths with `n` items per length and depth (default q.retrieval_per_cell), its
+    haystacks sized with `count_tokens` (the serving model's own tokenizer). `task`: default q.task.
+    The same call builds them for the engine's quality arms and for the eviction sweep."""
+    from pareto_atlas.quality.gsm8k import gsm8k_items
+    from pareto_atlas.quality.retrieval import retrieval_items
+
+    if (task or q.task) == "gsm8k":
+        return gsm8k_items(n or q.n, q.mode, sample_seed=q.seed, max_tokens=q.max_tokens)
+    return retrieval_items(q.retrieval_lengths, per_cell=n or q.retrieval_per_cell, seed=q.seed,
+                           count_tokens=count_tokens)
 
 
 def quality_arms(study: Study, arms: list[str] | None = None) -> list[ArmSpec]:
@@ -65,7 +80,6 @@ def score_arm(study: Study, arm: ArmSpec, qid: str, n: int, items: list | None,
     from pareto_atlas.quality.scoring import summarize
 
     from pareto_atlas.measure import engines
-    from pareto_atlas.quality.retrieval import retrieval_items
     from pareto_atlas.quality.runner import run_items, server_token_counter
 
     q = study.quality
@@ -79,8 +93,7 @@ def score_arm(study: Study, arm: ArmSpec, qid: str, n: int, items: list | None,
             row["engine_version"] = eng.version
             t0 = time.monotonic()
             if items is None:   # retrieval haystacks are sized with this model's own tokenizer
-                items = retrieval_items(q.retrieval_lengths, per_cell=q.retrieval_per_cell, seed=q.seed,
-                                        count_tokens=server_token_counter(eng.base_url))
+                items = study_items(q, count_tokens=server_token_counter(eng.base_url))
             have = {d["item_id"]: QualityRecord.from_dict(d) for d in saved or () if d.get("error") is None}
             todo = [it for it in items if it.item_id not in have]
             for _ in range(len(items) - len(todo)):
@@ -111,11 +124,9 @@ def run_quality_campaign(study: Study, store: Store, *, arms: list[str] | None =
                          executor: Executor | None = None) -> None:
     """Score every quality arm not yet in the store. `executor`: where arms run (default: here, one
     after another); results come back here and only this process writes the store."""
-    from pareto_atlas.quality.gsm8k import gsm8k_items
-
     q = study.quality
     n = n or q.n
-    items = gsm8k_items(n, q.mode, sample_seed=q.seed, max_tokens=q.max_tokens) if q.task == "gsm8k" else None
+    items = study_items(q, n=n) if q.task == "gsm8k" else None
 
     def pending():
         # lazy: in-process, each arm is written before the next one's status is looked up

@@ -23,7 +23,7 @@ from pareto_atlas.spec.knobs import BITS_PER_KV, BITS_PER_WEIGHT, Knobs
 def weight_bytes(model: ModelCard, weights: str, matmul_only: bool = True) -> float:
     """Bytes of weights one step streams (matmul_only) or the model stores (scales included in the bits)."""
     n = model.matmul_params if matmul_only else model.n_params
-    return n * BITS_PER_WEIGHT[weights] / 8
+    return n * model.bits_per_weight(weights) / 8
 
 
 def compute_dtype(weights: str, hw: HardwareCard) -> str:

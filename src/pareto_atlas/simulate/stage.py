@@ -66,7 +66,9 @@ def study_space(study: Study, hardware: list[HardwareCard], model) -> Space:
 
 
 def simulate_study(study: Study, store: Store, console: Console, executor: Executor | None = None) -> None:
-    model = model_card(study)
+    from pareto_atlas.store.points import measured_points
+
+    model = model_card(study, measured_points(study, store))
     hardware = study_hardware(study, store)
     params, calib_id = latest_params(study, store)
     for h in hardware:
@@ -98,11 +100,11 @@ def suggest_next_anchor(study: Study, store: Store, pts, params: dict[str, Calib
     anchors = measured_points(study, store)
     # only what this engine can really run as an arm (llama.cpp has no eviction, sparse attention,
     # or alternative batching policies), so the proposal can be measured as it is
-    from pareto_atlas.measure.weights import MAKEABLE, source_type
+    from pareto_atlas.measure.weights import makeable_here, source_type
 
     runnable = (pts.eviction.eq("none") & pts.sparse_budget.eq(1.0) & pts.batching.eq("continuous")
                 & pts.spec.isin(["none", "ngram"]) & pts.kv.isin(["f16", "q8_0", "q4_0"])
-                & pts.weights.isin(list(MAKEABLE) + [source_type(study.model.name)]))
+                & pts.weights.isin(sorted(makeable_here()) + [source_type(study.model.name)]))
     cand = pts[(pts.hardware == THIS) & runnable & pts.quality.notna()] if "quality" in pts else pts.iloc[0:0]
     if THIS not in params or anchors.empty or cand.empty:
         return

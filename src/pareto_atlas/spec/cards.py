@@ -24,6 +24,15 @@ class ModelCard:
     vocab: int
     tied_embeddings: bool = False
     source: str = "shipped"       # "shipped" or "gguf:<path>"
+    # Bits per weight of the files actually served, by weight format, where measured: llama.cpp's
+    # per-tensor mixes and its fallbacks for rows that blocks do not divide make a file's bits
+    # differ from the format's nominal ones (a "Q2_K" of a 896-wide model is mostly Q4_0).
+    file_bits: tuple[tuple[str, float], ...] = ()
+
+    def bits_per_weight(self, weights: str) -> float:
+        from pareto_atlas.spec.knobs import BITS_PER_WEIGHT
+
+        return dict(self.file_bits).get(weights, BITS_PER_WEIGHT[weights])
 
     @cached_property
     def params_per_layer(self) -> int:

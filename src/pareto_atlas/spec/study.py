@@ -64,6 +64,12 @@ class ArmSpec(_Frozen):
     rate_rps: float | None = None
     quality: bool = False                       # also run the quality arm for this configuration
     repeats: int | None = Field(None, ge=1)     # measure this arm more often than load.repeats (repeat spread)
+    # requests for this arm instead of load.requests: a closed loop of c clients needs about as many
+    # rounds as one client for its percentiles to settle, so c times the requests
+    requests: int | None = Field(None, ge=2)
+
+    def n_requests(self, load: "LoadSpec") -> int:
+        return self.requests or load.requests
 
     def knobs(self) -> Knobs:
         return Knobs(weights=self.weights, kv=self.kv, spec=self.spec, spec_k=self.spec_k, slots=self.slots)
@@ -86,6 +92,45 @@ class QualitySpec(_Frozen):
     floor: float = Field(0.95, gt=0, le=1.5)
     retrieval_lengths: list[int] = Field(default_factory=lambda: [512, 1024])
     retrieval_per_cell: int = Field(2, ge=1)
+
+
+class EvictionSpec(_Frozen):
+    """The KV-eviction sweep `pareto-atlas evict` runs on the real model in transformers (llama.cpp
+    has no eviction): every policy at every keep ratio, plus the full cache on the same items."""
+
+    policies: list[str] = Field(default_factory=lambda: ["streaming", "h2o", "snapkv"])
+    keeps: list[float] = Field(default_factory=lambda: [0.5, 0.25])   # KV budget / prompt length
+    task: Literal["gsm8k", "retrieval"] | None = None   # default: the study's quality task
+    n: int | None = Field(None, ge=1)     # GSM8K items, or retrieval items per (length, depth); default: [quality]'s
+    chunk: int = Field(128, ge=0)         # prefill chunk compressed after each (0: the whole prompt at once)
+
+    @field_validator("policies")
+    @classmethod
+    def _policies(cls, policies: list[str]) -> list[str]:
+        # policies.py is numpy only; imported here so that spec stays free of it until a study asks
+        from pareto_atlas.quality.eviction.policies import canonical_policy
+
+        if not policies:
+            raise ValueError("at least one policy is required")
+        return list(dict.fromkeys(canonical_policy(p) for p in policies))
+
+    @field_validator("keeps")
+    @classmethod
+    def _keeps(cls, keeps: list[float]) -> list[float]:
+        if not keeps:
+            raise ValueError("at least one keep ratio is required")
+        for k in keeps:
+            if not 0.0 < k < 1.0:
+                raise ValueError(f"{k} must be in (0, 1); the full cache (1.0) is always run as the reference")
+        return sorted(set(keeps), reverse=True)
+
+    def with_overrides(self, **overrides) -> "EvictionSpec":
+        """This sweep with the given fields replaced (None: keep), validated like the study file."""
+        data = self.model_dump() | {k: v for k, v in overrides.items() if v is not None}
+        try:
+            return EvictionSpec.model_validate(data)
+        except ValidationError as e:
+            raise StudyError(f"evict options: {_describe(e)}") from None
 
 
 class SimulateSpec(_Frozen):
@@ -112,6 +157,7 @@ class Study(_Frozen):
     load: LoadSpec = LoadSpec()
     arms: list[ArmSpec]
     quality: QualitySpec = QualitySpec()
+    eviction: EvictionSpec = EvictionSpec()
     simulate: SimulateSpec = SimulateSpec()
     regimes: list[RegimeSpec] = Field(default_factory=list)
     prices: dict[str, float] = Field(default_factory=dict)       # $/hour overrides by hardware name
@@ -166,11 +212,11 @@ def parse_study(text: str, origin: str = "<study>") -> Study:
         raise StudyError(f"{origin}: {_describe(e)}") from None
 
 
-BUILTIN = {"default": "default_study.toml", "tiny": "tiny_study.toml"}
+BUILTIN = {"default": "default_study.toml", "tiny": "tiny_study.toml", "ladder": "ladder_study.toml"}
 
 
 def load_study(path_or_name: str | Path | None = None) -> Study:
-    """A study from a TOML path, or a built-in by name (`default`, `tiny`)."""
+    """A study from a TOML path, or a built-in by name (`default`, `tiny`, `ladder`)."""
     if path_or_name is None or str(path_or_name) in BUILTIN:
         fname = BUILTIN[str(path_or_name or "default")]
         return parse_study(resources.files("pareto_atlas.spec").joinpath(fname).read_text(), f"built-in:{fname}")

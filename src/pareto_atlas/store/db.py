@@ -144,6 +144,27 @@ class Store:
                                 [qrun_id]).fetchall()
         return [json.loads(r[0]) for r in rows]
 
+    # -- KV eviction (measured in transformers) -----------------------------------------------------
+    def has_eviction_point(self, evict_id: str) -> bool:
+        return self.con.execute("SELECT count(*) FROM eviction_points WHERE evict_id = ?", [evict_id]).fetchone()[0] > 0
+
+    def put_eviction_point(self, row: dict, items: Iterable[dict]) -> None:
+        """Write one eviction point and its scored item records in one transaction."""
+        row = {"created_at": now(), **row}
+        recs = [(row["evict_id"], str(it["item_id"]), dumps(it)) for it in items]
+        self._replace("eviction_points", "evict_id", row, "eviction_items", recs)
+
+    def eviction_points(self, study: str | None = None) -> pd.DataFrame:
+        q, args = "SELECT * FROM eviction_points", []
+        if study is not None:
+            q, args = q + " WHERE study = ?", [study]
+        return self.con.execute(q + " ORDER BY created_at", args).df()
+
+    def eviction_items(self, evict_id: str) -> list[dict]:
+        rows = self.con.execute("SELECT record_json FROM eviction_items WHERE evict_id = ? ORDER BY item_id",
+                                [evict_id]).fetchall()
+        return [json.loads(r[0]) for r in rows]
+
     # -- calibration --------------------------------------------------------------------------
     def put_calibration(self, row: dict) -> None:
         row = {**row, "tool_version": __version__, "created_at": now()}

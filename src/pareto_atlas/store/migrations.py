@@ -47,4 +47,26 @@ MIGRATIONS: list[tuple[str, str]] = [
             probe_id TEXT PRIMARY KEY, hardware TEXT, card_json TEXT, created_at TIMESTAMP
         );
     """),
+    # KV eviction measured on the real model in transformers (llama.cpp has none): one row per
+    # policy and keep ratio on one item set, plus that set's full-cache reference (policy 'none').
+    ("005_eviction_points", """
+        CREATE TABLE eviction_points (
+            evict_id TEXT PRIMARY KEY,       -- hash of study, model file, item set, policy, keep, chunk, engine
+            ref_id TEXT,                     -- evict_id of the full-cache run on the same items (itself for 'none')
+            study TEXT, model TEXT, model_file TEXT, model_sha256 TEXT,
+            task TEXT, mode TEXT,            -- gsm8k chat-0shot | lm-eval-5shot; retrieval niah
+            n INTEGER,                       -- as asked: GSM8K items, or retrieval items per (length, depth)
+            seed INTEGER, items_json TEXT,   -- everything that defines the item set
+            policy TEXT, keep DOUBLE, chunk INTEGER, label TEXT,
+            kv_keep DOUBLE,                  -- achieved: cache kept / full cache, mean over items
+            peak_kv_tokens INTEGER, kv_bytes_per_token INTEGER,
+            n_items INTEGER, correct INTEGER, p DOUBLE, lo DOUBLE, hi DOUBLE,   -- strict, Wilson 95 %
+            ppl DOUBLE, ppl_full DOUBLE, ppl_item TEXT,                         -- perplexity of one item's prompt
+            seconds DOUBLE, engine TEXT, engine_version TEXT,
+            created_at TIMESTAMP, tool_version TEXT
+        );
+        CREATE TABLE eviction_items (
+            evict_id TEXT, item_id TEXT, record_json TEXT
+        );
+    """),
 ]

@@ -50,14 +50,64 @@ def quality_table(study: Study, store: Store) -> dict[str, dict]:
 QUALITY_PRIORS = {"kv-evict": "pyramidkv_quality", "sparse-attn": "sparq_quality"}
 
 
-def quality_for(knobs: Knobs, arm: str, study: Study, qt: dict[str, dict]) -> tuple[float, float, float, str]:
+def eviction_effects(study: Study, store: Store) -> dict[str, list[dict]]:
+    """policy -> the measured relative effects of KV eviction on the study's model (`pareto-atlas
+    evict`), one per keep ratio: accuracy under eviction / full-cache accuracy on the same items,
+    with a paired interval (quality.guards.guard_paired). Where several item sets measured one
+    (policy, keep), the study's own quality task wins, then the most items, then the latest."""
+    from pareto_atlas.quality.guards import guard_paired
+    from pareto_atlas.quality.records import QualityRecord
+
+    pts = store.eviction_points(study.name)
+    pts = pts[pts.model == study.model.name] if len(pts) else pts
+    if pts.empty:
+        return {}
+    by_id = {r.evict_id: r for r in pts.itertuples()}
+
+    def records(eid: str) -> list[QualityRecord]:
+        return [QualityRecord.from_dict(d) for d in store.eviction_items(eid)]
+
+    chosen: dict[tuple[str, float], tuple] = {}
+    for r in pts[pts.policy != "none"].itertuples():
+        ref = by_id.get(r.ref_id)
+        if ref is None or not r.n_items:
+            continue
+        rank = (r.task == study.quality.task, r.n_items, r.created_at)
+        if (r.policy, r.keep) not in chosen or rank > chosen[(r.policy, r.keep)][0]:
+            chosen[(r.policy, r.keep)] = (rank, r, ref)
+    out: dict[str, list[dict]] = {}
+    for (policy, keep), (_, r, ref) in sorted(chosen.items()):
+        g = guard_paired(records(r.evict_id), records(ref.evict_id), floor=study.quality.floor)
+        out.setdefault(policy, []).append({
+            "keep": float(keep), "kv_keep": float(r.kv_keep), "rel": g.rel, "rel_lo": g.rel_lo, "rel_hi": g.rel_hi,
+            "method": g.method, "k": int(r.correct), "k_full": int(ref.correct), "n": int(r.n_items),
+            "task": r.task, "model": r.model, "engine": "transformers", "evict_id": r.evict_id})
+    return out
+
+
+def _measured_effect(knobs: Knobs, effects: dict[str, list[dict]]) -> tuple[dict | None, str]:
+    """The measured eviction effect for the knob's policy at its keep ratio, or at the nearest
+    measured keep below it (more eviction: a conservative stand-in; a larger keep would flatter),
+    and how it was matched."""
+    below = [e for e in effects.get(knobs.eviction, ()) if e["keep"] <= knobs.kv_keep + 1e-9]
+    if not below:
+        return None, ""
+    e = max(below, key=lambda e: e["keep"])
+    how = "" if abs(e["keep"] - knobs.kv_keep) < 1e-9 else f" for keep {knobs.kv_keep:g}, the nearest measured below"
+    return e, how
+
+
+def quality_for(knobs: Knobs, arm: str, study: Study, qt: dict[str, dict],
+                effects: dict[str, list[dict]] | None = None) -> tuple[float, float, float, str]:
     """(quality, lo, hi, provenance) for a configuration, in order of trust:
 
     1. measured on this arm, or inherited from an arm with the same token-changing knobs;
     2. a re-encoding at or above the source precision: the source's score (a prior: the weights
        are reproduced, not re-measured);
-    3. eviction or sparse attention on top of (1)/(2): that score moved by the cited quality
-       effect of the family (a prior from seed 000's evidence table);
+    3. eviction or sparse attention on top of (1)/(2): that score scaled by the relative effect of
+       the eviction policy measured on this model (`effects`, from `eviction_effects`; its interval
+       multiplies the score's: wider, never narrower), else moved by the cited quality effect of the
+       family (a prior from seed 000's evidence table);
     otherwise unmeasured (NaN): such a point can sit on the raw frontier but wins no regime.
     """
     hit = qt.get(knobs.quality_key())
@@ -73,11 +123,26 @@ def quality_for(knobs: Knobs, arm: str, study: Study, qt: dict[str, dict]) -> tu
             return NAN, NAN, NAN, "unmeasured"
         from pareto_atlas.spec.priors import get_prior
 
-        families = [f for f, on in (("kv-evict", core.kv_keep != knobs.kv_keep or core.eviction != knobs.eviction),
+        evicts = core.kv_keep != knobs.kv_keep or core.eviction != knobs.eviction
+        effect, how = _measured_effect(knobs, effects or {}) if evicts else (None, "")
+        undefined = ""
+        if effect is not None and effect["rel"] != effect["rel"]:
+            # the full cache answered nothing right: no ratio to carry over, so the prior stands
+            undefined = (f" (measured {knobs.eviction}@{effect['keep']:g} has no relative effect: "
+                         f"full cache {effect['k_full']}/{effect['n']})")
+            effect = None
+        provs = []
+        if effect is not None:
+            q, lo, hi = min(1.0, q * effect["rel"]), lo * effect["rel_lo"], min(1.0, hi * effect["rel_hi"])
+            provs.append(f"measured-effect:{knobs.eviction}@{effect['keep']:g}{how} ({effect['engine']}, "
+                         f"{effect['model']}, {effect['task']} n={effect['n']})")
+        families = [f for f, on in (("kv-evict", evicts and effect is None),
                                     ("sparse-attn", core.sparse_budget != knobs.sparse_budget)) if on]
         priors = [get_prior(QUALITY_PRIORS[f]) for f in families]
         delta = sum(p.central for p in priors)
-        return q + delta, lo + delta, hi + delta, "prior:" + "+".join(p.source for p in priors)
+        if priors:
+            provs.append("prior:" + "+".join(p.source for p in priors))
+        return q + delta, lo + delta, hi + delta, "+".join(provs) + undefined
     same_rest = replace(knobs, weights=base.weights).quality_key() == base.quality_key()
     if (knobs.weights != "RANDOM" and src in BITS_PER_WEIGHT and same_rest
             and BITS_PER_WEIGHT[knobs.weights] >= BITS_PER_WEIGHT[src]):
@@ -88,15 +153,17 @@ def quality_for(knobs: Knobs, arm: str, study: Study, qt: dict[str, dict]) -> tu
 
 
 def attach_quality(points: pd.DataFrame, study: Study, store: Store) -> pd.DataFrame:
-    """Fill the quality columns of simulated points from the store's quality runs and priors."""
+    """Fill the quality columns of simulated points from the store's quality runs, its measured
+    eviction effects, and priors."""
     qt = quality_table(study, store)
+    effects = eviction_effects(study, store)
     base_q = qt.get(study.baseline.knobs().quality_key(), {}).get("p", NAN)
     cache: dict[Knobs, tuple] = {}
     vals = []
     for _, r in points.iterrows():
         k = Knobs.from_row(r)
         if k not in cache:
-            cache[k] = quality_for(k, "", study, qt)
+            cache[k] = quality_for(k, "", study, qt, effects)
         vals.append(cache[k])
     out = points.copy()
     q = pd.DataFrame(vals, columns=["quality", "quality_lo", "quality_hi", "quality_provenance"], index=points.index)
@@ -144,7 +211,7 @@ def measured_points(study: Study, store: Store) -> pd.DataFrame:
             "arm": a.arm, "anchor_id": a.anchor_id, "repeat": a["repeat"], "campaign_id": a.campaign_id,
             "label": knobs.label(), "hardware": a.hardware, "workload": wl["name"],
             "prompt_tokens": wl["prompt_tokens"], "output_tokens": wl["output_tokens"],
-            "concurrency": load["concurrency"], "rate_rps": load.get("rate_rps") or NAN,
+            "concurrency": load["concurrency"], "rate_rps": load.get("rate_rps") or NAN, "n_requests": load["requests"],
             **knobs.to_dict(),
             "spec_drafted_per_token": drafted, "spec_accept_measured": accept,
             "optimizations": "+".join(knobs.optimizations()), "n_opts": len(knobs.optimizations()),
@@ -161,6 +228,7 @@ def measured_points(study: Study, store: Store) -> pd.DataFrame:
             "quality_rel": q / base_q if base_q and base_q == base_q and base_q > 0 else NAN,
             "quality_provenance": qprov,
             "engine_version": a.engine_version, "feasible": True, "infeasible_reason": "",
+            "weights_bpw": json.loads(a.provenance_json or "{}").get("weights_bpw", NAN),
         })
     return pd.DataFrame(rows)
 

@@ -25,7 +25,7 @@ class GenResult:
     token_ids: tuple[int, ...]
     n_prompt: int
     peak_kv_tokens: int      # largest cache length per head during the run
-    kv_keep: float           # peak_kv_tokens / tokens a full cache would hold at the end
+    kv_keep: float           # cache length / tokens a full cache would hold, at the end of the run
     seconds: float
 
 
@@ -54,6 +54,7 @@ class PrunedCache:
         self.pos: list[Any] = [None] * self.n_layers
         self.acc: list[Any] = [None] * self.n_layers
         self.peak = 0
+        self.seen = 0            # tokens forwarded so far: what a full cache would hold
 
     def __len__(self) -> int:
         return self.cache.get_seq_length()
@@ -76,6 +77,7 @@ class PrunedCache:
                 self.acc[layer] = got if prev is None else torch.cat([prev, torch.zeros(self.kv_heads, q)], 1) + got
                 obs[layer] = a[:, -self.cfg.window:, :].sum(1)
         self.peak = max(self.peak, len(self))
+        self.seen = max(self.seen, start + q)
         if compress and self.budget is not None and len(self) > self.budget:
             self._compress(obs)
 
@@ -143,8 +145,10 @@ def generate(model: Any, tok: Any, prompt: str, cfg: EvictionConfig, max_new_tok
                 break
             logits = _forward(model, state, torch.tensor([[nxt]]), n + step, compress=cfg.evicts_during_decode)
     text = tok.decode(out_ids, skip_special_tokens=True)
+    # Measured on the cache itself, not derived from the budget: SnapKV does not evict while
+    # decoding, so its cache ends at budget + generated tokens, not at the budget.
     return GenResult(text=text, token_ids=tuple(out_ids), n_prompt=n, peak_kv_tokens=state.peak,
-                     kv_keep=min(1.0, (state.budget or n + len(out_ids)) / (n + len(out_ids))) if cfg.evicts else 1.0,
+                     kv_keep=min(1.0, len(state) / state.seen) if cfg.evicts else 1.0,
                      seconds=time.monotonic() - t0)
 
 

@@ -24,7 +24,7 @@ class EvictionPoint:
     policy: str
     keep: float                 # nominal budget / prompt length
     chunk: int
-    kv_keep: float              # achieved: mean over items of budget / (prompt + generated)
+    kv_keep: float              # achieved: mean over items of cache kept / full cache, at the end of each answer
     peak_kv_tokens: int         # largest cache seen (budget + one prefill chunk while compressing)
     kv_bytes_per_token: int     # fp16 K+V over all layers: what the kept fraction saves
     accuracy: Score | None      # strict, on the items given

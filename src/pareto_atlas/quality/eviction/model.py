@@ -31,6 +31,9 @@ def load_dense(gguf: str | Path, cache: bool = True) -> tuple[Any, Any]:
     """(model, tokenizer) in float32 with eager attention (needed for attention weights)."""
     torch = require_torch()
     from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()   # a weight-loading bar would break the stage's one line per point
 
     gguf = Path(gguf)
     if not gguf.exists():

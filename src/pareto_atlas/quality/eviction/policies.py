@@ -15,6 +15,19 @@ from dataclasses import dataclass
 import numpy as np
 
 POLICIES = ("none", "streaming", "h2o", "snapkv")
+# Names users write for the same policy. The canonical names are also the atlas's `Knobs.eviction`
+# values, so a measured point and a simulated configuration meet under one name.
+ALIASES = {"streamingllm": "streaming"}
+
+
+def canonical_policy(name: str) -> str:
+    """The canonical name of an evicting policy (aliases resolved); one-line ValueError otherwise."""
+    allowed = [p for p in POLICIES if p != "none"]
+    canon = ALIASES.get(name.strip().lower(), name.strip().lower())
+    if canon not in allowed:
+        alias = ", ".join(f"{a} = {c}" for a, c in ALIASES.items())
+        raise ValueError(f"{name!r} is not one of {', '.join(allowed)} ({alias})")
+    return canon
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,107 @@
+"""The atlas reads KV eviction's quality from the store's measured points before any prior."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from pareto_atlas.quality.records import QualityRecord
+from pareto_atlas.spec.knobs import Knobs
+from pareto_atlas.spec.study import load_study
+from pareto_atlas.store import Store
+from pareto_atlas.store.db import dumps, now
+from pareto_atlas.store.points import attach_quality, eviction_effects, quality_for, quality_table
+
+STUDY = load_study("tiny")          # baseline arm q4_1, quality task retrieval
+MODEL = STUDY.model.name
+
+
+def _records(correct: list[bool], task: str = "retrieval") -> list[dict]:
+    return [QualityRecord(item_id=f"{task}/{i}", task=task, variant="niah" if task == "retrieval" else "chat-0shot",
+                          prompt_sha256="x", target="1", output="1" if ok else "2", extracted_strict="1" if ok else "2",
+                          extracted_flexible="1" if ok else "2", correct_strict=ok, correct_flexible=ok,
+                          latency_s=0.1).to_dict() for i, ok in enumerate(correct)]
+
+
+def _put_point(s: Store, eid: str, ref: str, policy: str, keep: float, correct: list[bool], *,
+               task: str = "retrieval", model: str = MODEL) -> None:
+    k = sum(correct)
+    s.put_eviction_point({
+        "evict_id": eid, "ref_id": ref, "study": STUDY.name, "model": model, "model_sha256": "sha",
+        "task": task, "mode": "niah", "n": 1, "seed": 0, "items_json": "{}", "policy": policy, "keep": keep,
+        "chunk": 128, "label": policy, "kv_keep": keep * 0.96, "peak_kv_tokens": 200, "kv_bytes_per_token": 9216,
+        "n_items": len(correct), "correct": k, "p": k / len(correct), "lo": 0.0, "hi": 1.0, "ppl": 5.0,
+        "ppl_full": 4.0, "ppl_item": "x", "seconds": 1.0, "engine": "transformers-dense-gguf", "engine_version": "t"},
+        _records(correct, task))
+
+
+@pytest.fixture
+def store(tmp_path):
+    with Store(tmp_path / "s.duckdb") as s:
+        base = STUDY.baseline.knobs()
+        s.put_quality_run({"qrun_id": "q1", "study": STUDY.name, "arm": STUDY.baseline.name,
+                           "quality_key": base.quality_key(), "task": "retrieval", "mode": "niah", "n": 10,
+                           "seed": 0, "engine": "llamacpp", "status": "ok", "started_at": now(),
+                           "summary_json": dumps({"strict": {"p": 0.8, "lo": 0.49, "hi": 0.94, "n": 10}})}, [])
+        _put_point(s, "ref", "ref", "none", 1.0, [True] * 6)
+        _put_point(s, "h2o-half", "ref", "h2o", 0.5, [True, True, True, False, False, False])
+        yield s
+
+
+def _q(knobs: Knobs, s: Store):
+    return quality_for(knobs, "", STUDY, quality_table(STUDY, s), eviction_effects(STUDY, s))
+
+
+def test_exact_keep_uses_the_measured_relative_effect_with_a_wider_interval(store):
+    q, lo, hi, prov = _q(Knobs(weights="Q4_1", eviction="h2o", kv_keep=0.5), store)
+    assert q == pytest.approx(0.8 * 0.5)
+    assert lo < 0.49 * 0.5 and hi > 0.94 * 0.5          # the effect's own uncertainty widens the score's
+    assert prov == f"measured-effect:h2o@0.5 (transformers, {MODEL}, retrieval n=6)"
+
+
+def test_larger_keep_borrows_the_nearest_measured_keep_below_and_says_so(store):
+    q, _, _, prov = _q(Knobs(weights="Q4_1", eviction="h2o", kv_keep=0.75), store)
+    assert q == pytest.approx(0.4)
+    assert prov.startswith("measured-effect:h2o@0.5 for keep 0.75, the nearest measured below (transformers")
+
+
+def test_no_measurement_at_or_below_the_keep_keeps_the_prior(store):
+    # h2o measured only at 0.5 must not flatter 0.25; snapkv is not measured at all
+    for k in (Knobs(weights="Q4_1", eviction="h2o", kv_keep=0.25), Knobs(weights="Q4_1", eviction="snapkv", kv_keep=0.25)):
+        q, _, _, prov = _q(k, store)
+        assert prov == "prior:cai2024pyramidkv" and q == pytest.approx(0.8)
+
+
+def test_sparse_attention_on_top_keeps_its_prior_beside_the_measured_effect(store):
+    _, _, _, prov = _q(Knobs(weights="Q4_1", eviction="h2o", kv_keep=0.5, sparse_budget=0.25), store)
+    assert prov.startswith("measured-effect:h2o@0.5 (") and prov.endswith("+prior:ribar2023sparq")
+
+
+def test_full_cache_scoring_zero_leaves_the_prior_and_says_why(tmp_path):
+    with Store(tmp_path / "z.duckdb") as s:
+        _put_point(s, "ref", "ref", "none", 1.0, [False] * 3)
+        _put_point(s, "h", "ref", "h2o", 0.5, [False] * 3)
+        s.put_quality_run({"qrun_id": "q1", "study": STUDY.name, "arm": STUDY.baseline.name,
+                           "quality_key": STUDY.baseline.knobs().quality_key(), "task": "retrieval", "status": "ok",
+                           "started_at": now(), "summary_json": dumps({"strict": {"p": 0.5, "lo": 0.2, "hi": 0.8, "n": 8}})},
+                          [])
+        _, _, _, prov = _q(Knobs(weights="Q4_1", eviction="h2o", kv_keep=0.5), s)
+    assert prov.startswith("prior:cai2024pyramidkv (measured h2o@0.5 has no relative effect: full cache 0/3)")
+
+
+def test_other_models_are_ignored_and_the_study_task_wins(store):
+    _put_point(store, "other-ref", "other-ref", "none", 1.0, [True] * 3, model="qwen2.5-coder-0.5b-instruct")
+    _put_point(store, "other", "other-ref", "snapkv", 0.25, [False] * 3, model="qwen2.5-coder-0.5b-instruct")
+    # GSM8K with more items, same policy and keep: the study's own task (retrieval) still wins
+    _put_point(store, "g-ref", "g-ref", "none", 1.0, [True] * 10, task="gsm8k")
+    _put_point(store, "g", "g-ref", "h2o", 0.5, [True] * 10, task="gsm8k")
+    eff = eviction_effects(STUDY, store)
+    assert set(eff) == {"h2o"} and eff["h2o"][0]["task"] == "retrieval" and eff["h2o"][0]["rel"] == pytest.approx(0.5)
+
+
+def test_attach_quality_passes_the_store_effects_to_the_simulated_points(store):
+    pts = pd.DataFrame([Knobs(weights="Q4_1", eviction=e, kv_keep=k).to_dict()
+                        for e, k in (("none", 1.0), ("h2o", 0.5), ("snapkv", 0.25))])
+    out = attach_quality(pts, STUDY, store)
+    assert list(out.quality_provenance.str.split(":").str[0]) == ["inherited", "measured-effect", "prior"]
+    assert out.quality_rel.tolist() == pytest.approx([1.0, 0.5, 1.0])
