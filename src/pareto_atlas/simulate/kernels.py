@@ -8,7 +8,14 @@ after that file changes. Everything compiled lives (and is invalidated) together
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import njit, prange, types
+from numba.core.extending import intrinsic
+from numba.core.typing import signature
+
+try:    # numba internals (see _uniform below); a numba without them runs the plain calls instead
+    from numba.cpython.randomimpl import GuassArgs, _gauss_impl, get_next_double, get_state_ptr
+except ImportError:     # pragma: no cover - depends on the installed numba
+    get_next_double = None
 
 # Layout of the coefficient vector (seconds per unit unless said otherwise).
 W_T, KVR, KVW, FL, AT, CTX_SCALE, O_STEP, O_SEQ, P = range(9)
@@ -29,7 +36,7 @@ DEFAULT_CHUNK = 512          # prefill token budget when chunked/slo policies le
 
 
 @njit(cache=True)
-def _smooth_max(a: float, b: float, p: float) -> float:
+def _smooth_max(a: float, b: float, p: float, bound: float) -> float:
     # A hard max(memory, compute) overstates speed at the ridge, where neither the memory system
     # nor the ALUs run flat out; a p-norm rounds that corner (by 2^(1/p) at most), stays >= max
     # so the roofline is never beaten, and is smooth for least squares.
@@ -38,7 +45,23 @@ def _smooth_max(a: float, b: float, p: float) -> float:
     if b <= 0.0:
         return a
     m = max(a, b)
-    return m * ((a / m) ** p + (b / m) ** p) ** (1.0 / p)
+    if bound > 0.0:
+        # A bound of the p-norm instead, without its pow calls: see _step_time.
+        return m * bound
+    # The larger side's ratio is exactly 1, and so is its power (no pow call needed).
+    return m * (1.0 + (min(a, b) / m) ** p) ** (1.0 / p)
+
+
+@njit(cache=True)
+def _smooth_max2(a: float, b: float, da: float, db: float, p: float, bound: float) -> tuple[float, float]:
+    # _smooth_max of two pairs, their pow calls interleaved: each smooth max is a chain of two
+    # pow calls, and their latency rather than their throughput bounds the simulation, so two
+    # chains side by side cost little more than one.
+    if bound > 0.0 or min(min(a, b), min(da, db)) <= 0.0:
+        return _smooth_max(a, b, p, bound), _smooth_max(da, db, p, bound)
+    m, dm = max(a, b), max(da, db)
+    x, dx = (min(a, b) / m) ** p, (min(da, db) / dm) ** p
+    return m * (1.0 + x) ** (1.0 / p), dm * (1.0 + dx) ** (1.0 / p)
 
 
 @njit(cache=True)
@@ -47,6 +70,16 @@ def step_time(c: np.ndarray, n_dec: float, ctx_dec: float, n_pf: float, pf_pairs
     """Seconds for one step: n_dec sequences decoding over ctx_dec total context tokens, plus
     n_pf prompt tokens whose attention covers pf_pairs (query, key) pairs and reads pf_ctx
     earlier KV tokens (chunked prefill). Without jitter; the simulation adds that."""
+    return _step_time(c, n_dec, ctx_dec, n_pf, pf_pairs, pf_ctx, n_seqs, 0.0)
+
+
+@njit(cache=True, inline="always")
+def _step_time(c: np.ndarray, n_dec: float, ctx_dec: float, n_pf: float, pf_pairs: float, pf_ctx: float,
+               n_seqs: float, bound: float) -> float:
+    # step_time with bound 0. With bound 1, a lower bound of it; with bound >= 2^(1/p) (1 + 1e-12)
+    # (_upper_bound), an upper bound: each smooth max lies within [max, 2^(1/p) max], also in
+    # floating point (pow is faithfully rounded, the margin covers the rest), and the step time
+    # is non-decreasing in both. Bounds cost no pow call and settle most comparisons exactly.
     q = c[Q]
     tokens = n_dec * q + n_pf
     if tokens <= 0.0:
@@ -56,18 +89,38 @@ def step_time(c: np.ndarray, n_dec: float, ctx_dec: float, n_pf: float, pf_pairs
     # Logits: every decode (and verify) row, but only the last token of a prompt (n_seqs - n_dec
     # sequences are prefilling in this step).
     logits = n_dec * q + max(n_seqs - n_dec, 0.0)
-    cmp = (c[FL] * _gemm_cols(tokens, c[TILE]) + c[FL_V] * (tokens - _gemm_cols(tokens, c[TILE]))
-           + c[FL_H] * logits + c[AT] * (q * ctx_eff + pf_pairs))
-    t = _smooth_max(mem, cmp, c[P]) + c[O_STEP] + c[O_SEQ] * n_seqs
-    if c[K] > 0.0 and n_dec > 0.0 and c[DRAFT_P] > 0.0:
-        # k sequential draft forwards on the steps that draft (prefill of the draft is folded
-        # into its compute term below).
-        dmem = c[D_W] + c[D_KVR] * ctx_dec
-        dcmp = c[D_FL] * n_dec
-        t += c[DRAFT_P] * c[K] * (_smooth_max(dmem, dcmp, c[P]) + c[D_O])
+    gemm = _gemm_cols(tokens, c[TILE])
+    cmp = c[FL] * gemm + c[FL_V] * (tokens - gemm) + c[FL_H] * logits + c[AT] * (q * ctx_eff + pf_pairs)
+    # k sequential draft forwards on the steps that draft (prefill of the draft is folded into
+    # its compute term below).
+    drafting = c[K] > 0.0 and n_dec > 0.0 and c[DRAFT_P] > 0.0
+    if drafting:
+        fwd, draft_fwd = _smooth_max2(mem, cmp, c[D_W] + c[D_KVR] * ctx_dec, c[D_FL] * n_dec, c[P], bound)
+    else:
+        fwd, draft_fwd = _smooth_max(mem, cmp, c[P], bound), 0.0
+    t = fwd + c[O_STEP] + c[O_SEQ] * n_seqs
+    if drafting:
+        t += c[DRAFT_P] * c[K] * (draft_fwd + c[D_O])
     if c[K] > 0.0 and n_pf > 0.0 and c[D_FL] > 0.0:
         t += c[D_FL] * n_pf
     return t
+
+
+@njit(cache=True)
+def _upper_bound(c: np.ndarray) -> float:
+    # The bound argument of _step_time for an upper bound (inf where p < 1 leaves none useful).
+    return 2.0 ** (1.0 / c[P]) * (1.0 + 1e-12) if c[P] >= 1.0 else np.inf
+
+
+@njit(cache=True)
+def _step_within(c: np.ndarray, n_dec: float, ctx_dec: float, n_pf: float, pf_pairs: float, pf_ctx: float,
+                 n_seqs: float, target: float, upper: float) -> bool:
+    # step_time(...) <= target, from its bounds where they settle it (upper = _upper_bound(c)).
+    if _step_time(c, n_dec, ctx_dec, n_pf, pf_pairs, pf_ctx, n_seqs, 1.0) > target:
+        return False
+    if _step_time(c, n_dec, ctx_dec, n_pf, pf_pairs, pf_ctx, n_seqs, upper) <= target:
+        return True
+    return _step_time(c, n_dec, ctx_dec, n_pf, pf_pairs, pf_ctx, n_seqs, 0.0) <= target
 
 
 @njit(cache=True)
@@ -85,25 +138,63 @@ def prefill_pairs(p: float, before: float) -> float:
     return p * before + p * (p + 1) / 2.0
 
 
+# np.random.random() and np.random.normal(), inlined: numba compiles those calls out of line, with
+# a thread-local state lookup on every draw, and a speculative decode step makes one to k draws
+# per sequence. Built from the helpers numba's own np.random is built from (same state, same
+# Mersenne Twister step, same polar method with its cached second normal): the same stream.
+# These helpers are not numba's public API: if a release drops them, the import above fails and the
+# plain calls below give the same stream, about a third slower on speculative cases.
+if get_next_double is not None:
+    @intrinsic
+    def _uniform(typingcontext):
+        def codegen(context, builder, sig, args):
+            return get_next_double(context, builder, get_state_ptr(context, builder, "np"))
+        return signature(types.float64), codegen
+
+    @intrinsic
+    def _normal(typingcontext, loc, scale):
+        def as_is(builder, value):
+            return value
+        sig = signature(types.float64, types.float64, types.float64)
+        return sig, _gauss_impl(GuassArgs("np", _uniform), as_is, as_is)
+else:     # pragma: no cover
+    @njit(cache=True)
+    def _uniform() -> float:
+        return np.random.random()
+
+    @njit(cache=True)
+    def _normal(loc: float, scale: float) -> float:
+        return np.random.normal(loc, scale)
+
+
 @njit(cache=True)
 def _noise(cv: float, m: float) -> float:
     # Mean-one lognormal; averaged over m steps its spread shrinks as 1/sqrt(m).
     if cv <= 0.0:
         return 1.0
     s = cv / np.sqrt(m)
-    return np.exp(s * np.random.normal() - 0.5 * s * s)
+    return np.exp(s * _normal(0.0, 1.0) - 0.5 * s * s)
 
 
-@njit(cache=True)
-def _accepted(k: int, a: float) -> int:
-    # Tokens emitted by one verify step: the accepted prefix of k drafts plus the bonus token.
-    n = 1
-    for _ in range(k):
-        if np.random.random() < a:
-            n += 1
-        else:
-            break
-    return n
+@njit(cache=True, inline="always")
+def _accepted(n: int, k: int, a: float, p_draft: float, out: np.ndarray) -> None:
+    # Tokens each of n decoding sequences emits in one step, in turn: 1 where it does not draft
+    # (probability 1 - p_draft, one draw decides, none when p_draft >= 1), else the accepted
+    # prefix of k drafts plus the bonus token. Branch-free per draw, one stream of uniforms for
+    # the whole batch: a draw's outcome is unpredictable, and a mispredicted branch per sequence
+    # costs more than its draws.
+    always = p_draft >= 1.0
+    drafting = always
+    hits = 0
+    j = 0
+    while j < n:
+        hit = _uniform() < (a if drafting else p_draft)
+        hits += hit & drafting
+        done = (not hit) | (drafting & (hits == k))
+        out[j] = 1 + hits
+        j += done
+        hits = 0 if done else hits
+        drafting = always if done else True
 
 
 @njit(cache=True)
@@ -118,12 +209,22 @@ def run_kernel(c, arrival, prompt, output, policy, slots, chunk, tpot_target, co
     acc = c[ACC]
     p_draft = c[DRAFT_P]
     spec_on = k > 0 and p_draft > 0.0
-    kv = np.zeros(n)
-    pf_done = np.zeros(n, np.int64)
+    # A request waiting for a slot (new, preempted, or out of the disaggregated prefill pool):
+    # the prompt tokens it will prefill, the KV it brings, the tokens it has generated.
     need_pf = prompt.copy()
+    kv = np.zeros(n, np.int64)
     gen = np.zeros(n, np.int64)
-    take = np.zeros(slots, np.int64)
+    # The running batch, slot by slot in admission order: request, tokens left to generate, KV
+    # held, prompt tokens prefilled and still to prefill; this step's prefill chunk, and the tokens
+    # the decoding sequences emit (in their order). Token counts are integers, so the running
+    # totals below stay equal to sums over the batch, whatever the order of updates.
     run = np.empty(slots, np.int64)
+    s_left = np.empty(slots, np.int64)
+    s_kv = np.empty(slots, np.int64)
+    s_pf = np.empty(slots, np.int64)
+    s_to_pf = np.empty(slots, np.int64)
+    take = np.zeros(slots, np.int64)
+    emitted = np.ones(slots, np.int64)
     pre = np.empty(n, np.int64)
     ready = arrival.copy()
     nrun = 0
@@ -144,12 +245,17 @@ def run_kernel(c, arrival, prompt, output, policy, slots, chunk, tpot_target, co
     now = 0.0
     done = 0
     steps = 0
-    peak_kv = 0.0
+    peak_kv = 0
     n_preempt = 0
-    kv_used = 0.0
-    kv_pending = 0.0
+    kv_used = 0          # KV tokens held by the running sequences
+    pending = 0          # prompt tokens they still have to prefill
+    n_dec = 0            # running sequences past their prefill
+    ctx_dec = 0          # and the KV tokens those hold
+    min_left = 1 << 62   # fewest tokens a running sequence has left to generate
+    n_finished = 0       # running sequences with none left (retired at the end of the step)
     static_b = 0
     budget_default = chunk if chunk > 0 else DEFAULT_CHUNK
+    upper = _upper_bound(c)
     # Mean and variance of tokens per step: 1 + accepted prefix of k drafts on the steps that
     # draft (probability p_draft), 1 on the others.
     e_tok = 1.0
@@ -175,10 +281,9 @@ def run_kernel(c, arrival, prompt, output, policy, slots, chunk, tpot_target, co
                 pf_free = t0 + dt
                 first_t[i] = pf_free
                 ready[i] = pf_free + c[XFER] * p
-                pf_done[i] = 0
                 need_pf[i] = 0
                 gen[i] = 1
-                kv[i] = p
+                kv[i] = prompt[i]
                 pf_next += 1
 
         # Admission.
@@ -192,9 +297,8 @@ def run_kernel(c, arrival, prompt, output, policy, slots, chunk, tpot_target, co
                     from_pre = False
                 else:
                     break
-                need = need_pf[i] - pf_done[i] + kv[i]
                 # Reserve one step's growth for every sequence, so admission never forces a preemption.
-                if kv_used + kv_pending + need + (nrun + 1) * q > kv_cap and nrun > 0:
+                if float(kv_used + pending + need_pf[i] + kv[i]) + (nrun + 1) * q > kv_cap and nrun > 0:
                     break
                 if from_pre:
                     npre -= 1
@@ -208,9 +312,17 @@ def run_kernel(c, arrival, prompt, output, policy, slots, chunk, tpot_target, co
                         n_known += 1
                     continue
                 run[nrun] = i
-                nrun += 1
+                s_left[nrun] = output[i] - gen[i]
+                s_kv[nrun] = kv[i]
+                s_pf[nrun] = 0
+                s_to_pf[nrun] = need_pf[i]
+                min_left = min(min_left, s_left[nrun])
                 kv_used += kv[i]
-                kv_pending += need_pf[i] - pf_done[i]
+                pending += need_pf[i]
+                if need_pf[i] == 0:
+                    n_dec += 1
+                    ctx_dec += kv[i]
+                nrun += 1
             if policy == STATIC:
                 static_b = nrun
 
@@ -220,174 +332,248 @@ def run_kernel(c, arrival, prompt, output, policy, slots, chunk, tpot_target, co
                 continue
             break
 
-        # Decode-side composition and preemption (recompute) when KV would overflow.
-        n_dec = 0
-        ctx_dec = 0.0
-        for j in range(nrun):
-            i = run[j]
-            if pf_done[i] >= need_pf[i]:
-                n_dec += 1
-                ctx_dec += kv[i]
-        if kv_used + kv_pending + n_dec * q > kv_cap and nrun > 1:
-            i = run[nrun - 1]
+        # Preemption (recompute) of the latest admitted sequence when KV would overflow.
+        if float(kv_used + pending) + n_dec * q > kv_cap and nrun > 1:
             nrun -= 1
-            kv_used -= kv[i]
-            kv_pending -= need_pf[i] - pf_done[i]
+            i = run[nrun]
+            kv_used -= s_kv[nrun]
+            pending -= s_to_pf[nrun]
+            if s_to_pf[nrun] == 0:
+                n_dec -= 1
+                ctx_dec -= s_kv[nrun]
+            gen[i] = output[i] - s_left[nrun]
             need_pf[i] = prompt[i] + gen[i]
-            pf_done[i] = 0
-            kv[i] = 0.0
+            kv[i] = 0
             pre[npre] = i
             npre += 1
             n_preempt += 1
+            # min_left may now be stale (too low): no fast-forward can use it before the next
+            # step recomputes it, since the preempted sequence still waits or prefills.
             continue
 
-        # Prefill token budget for this step.
-        pending = 0
-        before0 = 0.0
-        for j in range(nrun):
-            i = run[j]
-            if pf_done[i] < need_pf[i]:
-                if pending == 0:
-                    before0 = float(pf_done[i])
-                pending += need_pf[i] - pf_done[i]
-        if pending == 0:
-            budget = 0
-        elif policy == CHUNKED:
-            budget = max(budget_default - int(n_dec * q), 0 if n_dec > 0 else 1)
-        elif policy == SLO and n_dec > 0:
-            # Decode priority: the largest prefill chunk that keeps this step within the TPOT target.
-            hi = min(pending, budget_default)
-            lo = 0
-            while lo < hi:
-                mid = (lo + hi + 1) // 2
-                t = step_time(c, float(n_dec), ctx_dec, float(mid), prefill_pairs(float(mid), before0), before0,
-                              float(n_dec + 1))
-                if t <= tpot_target:
-                    lo = mid
-                else:
-                    hi = mid - 1
-            budget = lo
-        elif policy == SLO:
-            budget = budget_default
-        else:
-            budget = pending
-
-        n_pf = 0.0
+        # Prefill token budget for this step, and its split over the prefilling sequences in
+        # admission order.
+        budget = 0
+        if pending > 0:
+            if policy == CHUNKED:
+                budget = max(budget_default - int(n_dec * q), 0 if n_dec > 0 else 1)
+            elif policy == SLO and n_dec > 0:
+                # Decode priority: the largest prefill chunk that keeps this step within the TPOT target.
+                before0 = 0.0
+                for j in range(nrun):
+                    if s_to_pf[j] > 0:
+                        before0 = float(s_pf[j])
+                        break
+                hi = min(pending, budget_default)
+                lo = 0
+                while lo < hi:
+                    mid = (lo + hi + 1) // 2
+                    if _step_within(c, float(n_dec), float(ctx_dec), float(mid), prefill_pairs(float(mid), before0),
+                                    before0, float(n_dec + 1), tpot_target, upper):
+                        lo = mid
+                    else:
+                        hi = mid - 1
+                budget = lo
+            elif policy == SLO:
+                budget = budget_default
+            else:
+                budget = pending
+        n_pf = 0
         pf_pairs = 0.0
-        pf_ctx = 0.0
+        pf_ctx = 0
         n_pf_seqs = 0
-        left = budget
-        for j in range(nrun):
-            i = run[j]
-            take[j] = 0
-            if pf_done[i] < need_pf[i] and left > 0:
-                t_j = min(need_pf[i] - pf_done[i], left)
-                take[j] = t_j
-                left -= t_j
-                n_pf += t_j
-                pf_pairs += prefill_pairs(float(t_j), float(pf_done[i]))
-                pf_ctx += pf_done[i]
-                n_pf_seqs += 1
+        if pending > 0:
+            left = budget
+            for j in range(nrun):
+                if s_to_pf[j] > 0:
+                    t_j = min(s_to_pf[j], left)
+                    take[j] = t_j
+                    if t_j > 0:
+                        left -= t_j
+                        n_pf += t_j
+                        pf_pairs += prefill_pairs(float(t_j), float(s_pf[j]))
+                        pf_ctx += s_pf[j]
+                        n_pf_seqs += 1
 
         # Static batching pads finished sequences: the batch keeps its size until all are done.
         b_eff = float(static_b) if (policy == STATIC and n_dec > 0) else float(n_dec)
         # Fast-forward a run of pure decode steps up to the next completion (or arrival).
         m = 0
-        if n_pf == 0.0 and pending == 0 and npre == 0 and n_dec == nrun:
-            m = 1 << 30
-            for j in range(nrun):
-                i = run[j]
-                m = min(m, int((output[i] - gen[i]) / e_tok))
+        if pending == 0 and npre == 0 and n_dec == nrun:
+            m = min(1 << 30, int(min_left / e_tok))
             room = kv_cap - kv_used
             if room < m * nrun * q:
                 m = int(room // (nrun * q))
             ramp = e_tok * n_dec
             if m >= 2:
-                t1 = step_time(c, b_eff, ctx_dec + (m - 1) * ramp, 0.0, 0.0, 0.0, b_eff)
                 # An arrival already waiting is blocked by KV until a completion; only a future
                 # arrival that a free slot would take must cut the run short.
                 can_admit = policy != STATIC and nrun < slots and nxt < n_known and ready[nxt] > now
-                if can_admit:
-                    m_t = int((ready[nxt] - now) // t1)
+                gap = ready[nxt] - now if can_admit else np.inf
+                if gap < 2.0 * _step_time(c, b_eff, ctx_dec + (m - 1) * ramp, 0.0, 0.0, 0.0, b_eff, 1.0):
+                    m = 0   # the arrival cuts it to under two steps, even at a lower bound of their time
+                else:
+                    t1 = step_time(c, b_eff, ctx_dec + (m - 1) * ramp, 0.0, 0.0, 0.0, b_eff)
+                    m_t = int(gap // t1) if can_admit else m
                     if m_t < m:
                         m = m_t
-                        t1 = step_time(c, b_eff, ctx_dec + (m - 1) * ramp, 0.0, 0.0, 0.0, b_eff)
+                        if m >= 2:
+                            t1 = step_time(c, b_eff, ctx_dec + (m - 1) * ramp, 0.0, 0.0, 0.0, b_eff)
             if m >= 2:
-                t0 = step_time(c, b_eff, ctx_dec, 0.0, 0.0, 0.0, b_eff)
+                t0 = step_time(c, b_eff, float(ctx_dec), 0.0, 0.0, 0.0, b_eff)
                 tm = step_time(c, b_eff, ctx_dec + 0.5 * (m - 1) * ramp, 0.0, 0.0, 0.0, b_eff)
                 # Simpson's rule over a linear ramp of context: exact for quadratics, and the
                 # step time is smooth and near-linear in context.
                 now += m * (t0 + 4.0 * tm + t1) / 6.0 * _noise(c[CV], float(m))
                 steps += m
+                spread = np.sqrt(m * v_tok)
+                grown = 0
+                min_left = 1 << 62
                 for j in range(nrun):
-                    i = run[j]
                     cnt = m
                     if spec_on:
                         # Sum of m acceptance draws, by its normal approximation.
-                        cnt = int(round(m * e_tok + np.sqrt(m * v_tok) * np.random.normal()))
+                        cnt = int(round(m * e_tok + spread * _normal(0.0, 1.0)))
                         cnt = min(max(cnt, m), m * (k + 1))
-                    cnt = min(cnt, output[i] - gen[i])
-                    gen[i] += cnt
-                    kv[i] += cnt
-                    kv_used += cnt
+                    cnt = min(cnt, s_left[j])
+                    s_left[j] -= cnt
+                    s_kv[j] += cnt
+                    grown += cnt
+                    if s_left[j] > 0:
+                        min_left = min(min_left, s_left[j])
+                    else:
+                        n_finished += 1
+                kv_used += grown
+                ctx_dec += grown
             else:
                 m = 0
         if m == 0:
-            dt = step_time(c, b_eff, ctx_dec, n_pf, pf_pairs, pf_ctx, b_eff + n_pf_seqs)
+            dt = step_time(c, b_eff, float(ctx_dec), float(n_pf), pf_pairs, float(pf_ctx), b_eff + n_pf_seqs)
             now += dt * _noise(c[CV], 1.0)
             steps += 1
+            if spec_on:
+                _accepted(n_dec, k, acc, p_draft, emitted)
+            d = 0
+            grown = 0
+            min_left = 1 << 62
             for j in range(nrun):
-                i = run[j]
-                if take[j] > 0:
-                    pf_done[i] += take[j]
-                    kv[i] += take[j]
-                    kv_used += take[j]
-                    kv_pending -= take[j]
-                    if pf_done[i] >= need_pf[i]:
-                        gen[i] += 1
-                        if first_t[i] < 0.0:
-                            first_t[i] = now
-                elif pf_done[i] >= need_pf[i]:
-                    cnt = 1
-                    if spec_on and (p_draft >= 1.0 or np.random.random() < p_draft):
-                        cnt = _accepted(k, acc)
-                    cnt = min(cnt, output[i] - gen[i])
-                    gen[i] += cnt
-                    kv[i] += cnt
-                    kv_used += cnt
+                if s_to_pf[j] > 0:
+                    t_j = take[j]
+                    if t_j > 0:
+                        s_pf[j] += t_j
+                        s_to_pf[j] -= t_j
+                        s_kv[j] += t_j
+                        if s_to_pf[j] == 0:
+                            # Prefill done: its last position yields the first token.
+                            s_left[j] -= 1
+                            n_dec += 1
+                            ctx_dec += s_kv[j]
+                            if first_t[run[j]] < 0.0:
+                                first_t[run[j]] = now
+                else:
+                    cnt = min(emitted[d], s_left[j])   # the d-th decoding sequence
+                    d += 1
+                    s_left[j] -= cnt
+                    s_kv[j] += cnt
+                    grown += cnt
+                if s_left[j] > 0:
+                    min_left = min(min_left, s_left[j])
+                else:
+                    n_finished += 1
+            kv_used += grown + n_pf
+            pending -= n_pf
+            ctx_dec += grown
         if kv_used > peak_kv:
             peak_kv = kv_used
 
-        # Retire finished sequences, keeping admission order.
-        w = 0
-        for j in range(nrun):
-            i = run[j]
-            if gen[i] >= output[i]:
-                finish_t[i] = now
-                kv_used -= kv[i]
-                done += 1
-                if concurrency > 0 and n_known < n:
-                    # The client's next request lands just after the engine started its next step.
-                    arrival[n_known] = now + BURST_GAP_S
-                    ready[n_known] = now + BURST_GAP_S
-                    n_known += 1
-            else:
-                run[w] = i
-                w += 1
-        nrun = w
-    return steps, peak_kv, n_preempt
+        if n_finished > 0:
+            # Retire finished sequences, keeping admission order.
+            w = 0
+            for j in range(nrun):
+                if s_left[j] <= 0:
+                    i = run[j]
+                    finish_t[i] = now
+                    kv_used -= s_kv[j]
+                    n_dec -= 1
+                    ctx_dec -= s_kv[j]
+                    done += 1
+                    if concurrency > 0 and n_known < n:
+                        # The client's next request lands just after the engine started its next step.
+                        arrival[n_known] = now + BURST_GAP_S
+                        ready[n_known] = now + BURST_GAP_S
+                        n_known += 1
+                else:
+                    if w < j:
+                        run[w] = run[j]
+                        s_left[w] = s_left[j]
+                        s_kv[w] = s_kv[j]
+                        s_pf[w] = s_pf[j]
+                        s_to_pf[w] = s_to_pf[j]
+                    w += 1
+            nrun = w
+            n_finished = 0
+    return steps, float(peak_kv), n_preempt
 
 
 @njit(cache=True)
-def _pct(sorted_x: np.ndarray, q: float) -> float:
-    # Linear interpolation between closest ranks (numpy's default "linear" method).
-    n = sorted_x.shape[0]
-    if n == 0:
-        return np.nan
+def _ranks(n: int, q: float) -> tuple[float, int, int]:
+    # Numpy's default ("linear") percentile: interpolate at h between the closest ranks lo, hi.
     h = (n - 1) * q
     lo = int(np.floor(h))
-    hi = min(lo + 1, n - 1)
-    return sorted_x[lo] + (h - lo) * (sorted_x[hi] - sorted_x[lo])
+    return h, lo, min(lo + 1, n - 1)
+
+
+@njit(cache=True)
+def _percentiles(x: np.ndarray, q1: float, q2: float) -> tuple[float, float]:
+    # Two percentiles of x from the four order statistics they need, where a full sort was most
+    # of the summary's time on long runs.
+    n = x.shape[0]
+    if n == 0:
+        return np.nan, np.nan
+    h1, lo1, hi1 = _ranks(n, q1)
+    h2, lo2, hi2 = _ranks(n, q2)
+    v = _order_stats(x, np.array([lo1, hi1, lo2, hi2]))
+    return v[0] + (h1 - lo1) * (v[1] - v[0]), v[2] + (h2 - lo2) * (v[3] - v[2])
+
+
+@njit(cache=True)
+def _order_stats(x: np.ndarray, ranks: np.ndarray) -> np.ndarray:
+    # The values a sort of x would put at these ranks. One pass counts x into buckets
+    # of equal width, which are in value order, to find the bucket holding each rank; only that
+    # bucket's values are then sorted. Sorting all of x was most of the summary's time.
+    lo, hi = np.min(x), np.max(x)
+    n_b = x.shape[0] // 8 + 1
+    span = hi - lo
+    # No finite, nonzero bucket width with NaN, infinities, all values equal, or a subnormal span.
+    if not (span > 0.0 and np.isfinite(span) and np.isfinite(n_b / span)):
+        return np.sort(x)[ranks]
+    scale = n_b / span
+    count = np.zeros(n_b + 1, np.int64)
+    for v in x:
+        count[int((v - lo) * scale)] += 1
+    out = np.empty(ranks.shape[0])
+    b = 0
+    below = 0                       # values in the buckets before b
+    held_b = -1
+    held = np.empty(0)
+    for j in range(ranks.shape[0]):
+        if ranks[j] < below:        # ranks out of order: walk the buckets from the start
+            b = 0
+            below = 0
+        while below + count[b] <= ranks[j]:
+            below += count[b]
+            b += 1
+        if b != held_b:
+            held = np.empty(count[b])
+            m = 0
+            for v in x:
+                if int((v - lo) * scale) == b:
+                    held[m] = v
+                    m += 1
+            held.sort()
+            held_b = b
+        out[j] = held[ranks[j] - below]
+    return out
 
 
 SUMMARY = ("ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "e2e_p50_ms", "e2e_p99_ms",
@@ -419,15 +605,10 @@ def summarize(arrival, first_t, finish_t, output, ttft_slo, tpot_slo, out):
         t_start = min(t_start, arrival[i])
         t_end = max(t_end, finish_t[i])
         toks += output[i]
-    ttft.sort()
-    e2e.sort()
-    tp_s = np.sort(tpot[:nt])
-    out[0] = 1e3 * _pct(ttft, 0.5)
-    out[1] = 1e3 * _pct(ttft, 0.99)
-    out[2] = 1e3 * _pct(tp_s, 0.5)
-    out[3] = 1e3 * _pct(tp_s, 0.99)
-    out[4] = 1e3 * _pct(e2e, 0.5)
-    out[5] = 1e3 * _pct(e2e, 0.99)
+    for j, x in enumerate((ttft, tpot[:nt], e2e)):
+        p50, p99 = _percentiles(x, 0.5, 0.99)
+        out[2 * j] = 1e3 * p50
+        out[2 * j + 1] = 1e3 * p99
     dur = t_end - t_start
     out[6] = toks / dur if dur > 0 else np.nan
     has_slo = np.isfinite(ttft_slo) or np.isfinite(tpot_slo)

@@ -29,11 +29,14 @@ def dense_cache_dir(gguf: Path) -> Path:
 
 def load_dense(gguf: str | Path, cache: bool = True) -> tuple[Any, Any]:
     """(model, tokenizer) in float32 with eager attention (needed for attention weights)."""
+    # a weight-loading bar would break the stage's one line per point; the GGUF converter's own
+    # tqdm bar ignores transformers' switch and obeys only tqdm's environment (read at its import)
+    os.environ.setdefault("TQDM_DISABLE", "1")
     torch = require_torch()
     from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
     from transformers.utils import logging as hf_logging
 
-    hf_logging.disable_progress_bar()   # a weight-loading bar would break the stage's one line per point
+    hf_logging.disable_progress_bar()
 
     gguf = Path(gguf)
     if not gguf.exists():
