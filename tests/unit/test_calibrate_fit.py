@@ -104,3 +104,26 @@ def test_measure_this_machine_is_a_cpu_card():
     card = measure_this_machine(price_per_hour=0.05)
     assert card.kind == "cpu" and card.name == "this-cpu" and card.mem_bw_gbs > 0.5
     assert card.tflops["fp32"] > 0 and card.mem_gib > 0 and card.source.startswith("measured:")
+
+
+def test_replayed_sends_group_requests_the_server_prefilled_in_one_step(tmp_path):
+    from pareto_atlas.calibrate.stage import send_offsets
+    from pareto_atlas.store import Store
+    from pareto_atlas.store.db import now
+
+    def rec(idx, send, first, prompt_ms, warmup=False):
+        return {"idx": idx, "ok": True, "warmup": warmup, "send_ts": send, "first_token_ts": first,
+                "server_timings": {"prompt_ms": prompt_ms}}
+
+    # two clients send at once (0.2 ms apart); in run "a" the server prefilled both in one 2.3 s
+    # step, in run "b" the first alone and the second after it; a third request comes much later
+    runs = {"a": [rec(0, 99.0, 99.5, 400, warmup=True), rec(1, 100.0, 102.33, 2326), rec(2, 100.0002, 102.33, 2328),
+                  rec(3, 104.5, 105.9, 1377)],
+            "b": [rec(1, 100.0, 100.83, 826), rec(2, 100.0002, 101.67, 844), rec(3, 103.3, 104.2, 850)]}
+    with Store(tmp_path / "s.duckdb") as s:
+        for aid, recs in runs.items():
+            s.put_anchor({"anchor_id": aid, "study": "s", "arm": aid, "repeat": 0, "status": "ok", "reason": None,
+                          "knobs_json": "{}", "metrics_json": "{}", "started_at": now(), "finished_at": now()}, recs)
+        a, b = send_offsets(s, "a"), send_offsets(s, "b")
+    assert a == [0.0, 0.0, pytest.approx(4.5)]                      # replayed together: one prefill step
+    assert b[0] == 0.0 and b[1] == pytest.approx(0.0002) and b[2] == pytest.approx(3.3)   # the second waited
