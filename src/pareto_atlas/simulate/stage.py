@@ -68,7 +68,8 @@ def study_space(study: Study, hardware: list[HardwareCard], model) -> Space:
 def simulate_study(study: Study, store: Store, console: Console, executor: Executor | None = None) -> None:
     from pareto_atlas.store.points import measured_points
 
-    model = model_card(study, measured_points(study, store))
+    anchors = measured_points(study, store)
+    model = model_card(study, anchors)
     hardware = study_hardware(study, store)
     params, calib_id = latest_params(study, store)
     for h in hardware:
@@ -88,16 +89,14 @@ def simulate_study(study: Study, store: Store, console: Console, executor: Execu
     store.put_sim_run(sim_id, study.name, calib_id, pts)
     console.print(f"simulate: {len(pts)} points in {time.monotonic() - t0:.1f} s "
                   f"({int(pts.feasible.sum())} feasible), stored as run {sim_id}")
-    suggest_next_anchor(study, store, pts, params, console)
+    suggest_next_anchor(study, anchors, pts, params, console)
 
 
-def suggest_next_anchor(study: Study, store: Store, pts, params: dict[str, CalibParams], console: Console) -> None:
+def suggest_next_anchor(study: Study, anchors, pts, params: dict[str, CalibParams], console: Console) -> None:
     """Say which configuration to measure next on this machine: the one whose error bar could most
     change the frontier (calibrate.propose), so the next campaign shrinks what matters."""
     from pareto_atlas.calibrate.propose import propose_next_anchor
-    from pareto_atlas.store.points import measured_points
 
-    anchors = measured_points(study, store)
     # only what this engine can really run as an arm (llama.cpp has no eviction, sparse attention,
     # or alternative batching policies), so the proposal can be measured as it is
     from pareto_atlas.measure.weights import makeable_here, source_type
