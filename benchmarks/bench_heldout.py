@@ -21,7 +21,7 @@ import pandas as pd
 
 from pareto_atlas.calibrate.fidelity import repeat_spread
 from pareto_atlas.calibrate.fit import TARGETS, _anchors, predict
-from pareto_atlas.calibrate.stage import THIS, model_card, this_machine
+from pareto_atlas.calibrate.stage import THIS, model_card, think_times, this_machine
 from pareto_atlas.measure.campaign import run_campaign
 from pareto_atlas.simulate.stage import latest_params
 from pareto_atlas.spec.study import load_study
@@ -54,6 +54,8 @@ def main() -> None:
         print(f"measured {s.measured}, kept {s.skipped} from earlier runs, failed {s.failed} ({time.monotonic() - t0:.0f} s)")
         df = measured_points(held, store)
         df = df[df.hardware == THIS].reset_index(drop=True)
+        # the clients' recorded pauses are the load (like a trace's arrival times), not its outcome
+        df["think_s"] = [think_times(store, a) for a in df.anchor_id]
         hw = this_machine(study, store)
         overlap = set(df.label + "@" + df.concurrency.astype(str)) & seen
         if overlap:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from pareto_atlas.measure.fakeserver import FakeBehaviour, FakeOpenAIServer
-from pareto_atlas.measure.loadgen import load_trace, poisson_schedule, run_load_sync
+from pareto_atlas.measure.loadgen import load_trace, poisson_schedule, run_load_sync, think_times
 
 
 def prompts(n: int, P: int = 8) -> list[str]:
@@ -82,3 +82,26 @@ def test_request_timeout_is_an_error():
 def test_exactly_one_pattern():
     with pytest.raises(ValueError, match="exactly one of"):
         run_load_sync("http://x", prompts(1), 1, concurrency=1, rate_rps=2.0)
+
+
+def test_closed_loop_clients_pause_their_seeded_think_times_before_each_send():
+    beh = FakeBehaviour(prefill_s=0.04, token_s=0.002)
+    with FakeOpenAIServer(beh) as srv:
+        recs = run_load_sync(srv.base_url, prompts(9), 3, concurrency=2, warmup=1, think="auto", seed=3)
+        again = run_load_sync(srv.base_url, prompts(9), 3, concurrency=2, warmup=1, think=0.05, seed=3)
+    assert recs[0].think_s == 0.0 and all(r.ok for r in recs)
+    # "auto": the warm-up's TTFT is the mean; the pauses are the seeded draws, in request order
+    mean = recs[0].ttft_s
+    assert [r.think_s for r in recs[1:]] == pytest.approx(list(think_times(mean, 8, seed=3)))
+    assert [r.think_s for r in again[1:]] == pytest.approx(list(think_times(0.05, 8, seed=3)))
+    # each client's first request leaves after its pause, each later one a pause after one of them ended
+    sends = sorted((r.send_ts, r.think_s) for r in again[1:])
+    t_start = again[0].end_ts
+    ends = [r.end_ts for r in again[1:]]
+    for send, think in sends:
+        starts = [t_start] + [e for e in ends if e <= send]
+        assert any(0 <= send - s - think < 0.03 for s in starts), (send, think)
+    # no pause when asked for none; a bad value is one line naming the field
+    assert not think_times(0.0, 4).any()
+    with pytest.raises(ValueError, match="think: 'soon'"):
+        run_load_sync("http://x", prompts(2), 1, concurrency=2, think="soon")

@@ -55,6 +55,43 @@ def test_batch1_latency_is_the_step_time():
     assert r.summary["tpot_p50_ms"] == pytest.approx(1e3 * mid, rel=1e-3)
 
 
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 5), st.integers(1, 4), st.sampled_from(BATCHING), st.integers(0, 5))
+def test_closed_loop_think_times_are_each_clients_pause_and_requests_are_served_as_they_arrive(conc, slots, batching,
+                                                                                          seed):
+    c = coeffs(M7, L4, Knobs(), CalibParams(step_cv=0.0))
+    rng = np.random.default_rng(seed)
+    n = 30
+    think = rng.exponential(rng.choice([0.05, 1.0, 5.0]), n)
+    r = des.run(c, des.closed_loop(conc, n, 256, 16, think), batching, slots, 64)
+    assert (r.first_t > r.arrival).all() and (np.diff(r.arrival) >= 0).all()
+    # each client sends after its pause: the first ones from the start, each later one after the
+    # end of an earlier request (request k takes the k-th pause in the order clients start pausing)
+    k0 = min(conc, n)
+    starts = np.sort(np.concatenate([1e-6 * np.arange(k0), r.finish_t]))[:n]
+    sent = starts + think + np.r_[np.zeros(k0), np.full(n - k0, 1e-6)]
+    assert np.sort(sent) == pytest.approx(r.arrival, abs=1e-9)
+    out = [(r.arrival <= t).sum() - (r.finish_t <= t).sum() for t in r.arrival]
+    assert max(out) <= conc
+    if slots == 1 and batching != "disagg":
+        # one at a time, first come first served: prefills begin in arrival order
+        assert (np.diff(r.first_t) > 0).all()
+    # pauses of 0 are the plain closed loop, to the bit
+    plain, zero = (des.run(c, des.closed_loop(conc, n, 256, 16, t), batching, slots, 64) for t in (None, np.zeros(n)))
+    assert np.array_equal(plain.first_t, zero.first_t) and np.array_equal(plain.finish_t, zero.finish_t)
+
+
+def test_think_times_longer_than_a_request_leave_every_prompt_an_idle_engine():
+    c = coeffs(M7, L4, Knobs(), CalibParams(step_cv=0.0))
+    lone = des.run(c, des.closed_loop(1, 1, 512, 32)).summary["ttft_p50_ms"]
+    r = des.run(c, des.closed_loop(3, 12, 512, 32, 100.0 * np.arange(1, 13)), "continuous", 3)
+    assert r.summary["ttft_p50_ms"] == pytest.approx(lone, rel=1e-9)
+    busy = des.run(c, des.closed_loop(3, 12, 512, 32), "continuous", 3).summary["ttft_p50_ms"]
+    assert busy > 1.2 * lone
+    with pytest.raises(ValueError, match="think needs 12 times"):
+        des.closed_loop(3, 12, 512, 32, np.ones(5))
+
+
 def test_continuous_beats_static_under_poisson_load():
     c = coeffs(M7, L4, Knobs(), CalibParams())
     rng = np.random.default_rng(0)

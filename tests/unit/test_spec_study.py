@@ -52,6 +52,23 @@ def test_per_arm_requests_override_the_load_and_keep_old_anchor_ids():
         parse_study(MINIMAL + "requests = 1\n", "s.toml")
 
 
+def test_think_time_applies_to_closed_loops_of_several_clients_only():
+    from pareto_atlas.measure.campaign import anchor_id
+
+    s = parse_study(MINIMAL)
+    many = parse_study(MINIMAL + "concurrency = 2\nslots = 2\n")
+    fixed = parse_study(MINIMAL.replace('[[arms]]', '[load]\nthink_ms = 250\n[[arms]]') + "concurrency = 2\n")
+    assert s.load.think_ms == "auto" and s.load.think_for(s.arms[0]) == 0.0
+    assert many.load.think_for(many.arms[0]) == "auto" and fixed.load.think_for(fixed.arms[0]) == 0.25
+    # one client never pauses, so its anchors keep the ids they had before think times existed
+    assert anchor_id(s, s.arms[0], 0) == "0ee5a00b5f46ebb0bc23"
+    assert anchor_id(many, many.arms[0], 0) != anchor_id(parse_study(MINIMAL.replace(
+        '[[arms]]', '[load]\nthink_ms = 0\n[[arms]]') + "concurrency = 2\nslots = 2\n"), many.arms[0], 0)
+    for bad in ("-1", '"soon"'):
+        with pytest.raises(StudyError, match=r"s.toml: load.think_ms"):
+            parse_study(MINIMAL.replace('[[arms]]', f'[load]\nthink_ms = {bad}\n[[arms]]'), "s.toml")
+
+
 def test_unknown_field_is_rejected():
     with pytest.raises(StudyError, match=r"s.toml: arms.0.slotz: Extra inputs"):
         parse_study(MINIMAL + "slotz = 2\n", "s.toml")

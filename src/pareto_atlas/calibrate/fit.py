@@ -42,6 +42,9 @@ class _Anchor:
     # loop, so the simulation sees the phase in which the clients really met the engine's steps (at
     # concurrency > 1 that phase moves an anchor's TPOT by tens of percent from one run to the next).
     sends: tuple[float, ...] | None = None
+    # The closed loop's think time before each measured request (s, in request order): part of the
+    # load, like a trace's arrival times, so a prediction without measured send times uses them.
+    think: tuple[float, ...] | None = None
 
     @property
     def drafts(self) -> bool:
@@ -65,8 +68,13 @@ def _anchors(df: pd.DataFrame) -> list[_Anchor]:
         n = int(r["n_requests"]) if "n_requests" in r.index and pd.notna(r["n_requests"]) else max(32, 4 * conc)
         sends = r.get("send_offsets")
         sends = tuple(float(t) for t in sends) if isinstance(sends, (list, tuple, np.ndarray)) and len(sends) else None
+        think = r.get("think_s")
+        think = tuple(float(t) for t in think) if isinstance(think, (list, tuple, np.ndarray)) and len(think) else None
+        if think is not None and conc > 0:
+            n = len(think)
         out.append(_Anchor(Knobs.from_row(r), int(r["prompt_tokens"]), int(r["output_tokens"]), conc, rate, n,
-                           _opt(r, "spec_accept_measured"), _opt(r, "spec_drafted_per_token"), sends))
+                           _opt(r, "spec_accept_measured"), _opt(r, "spec_drafted_per_token"), sends,
+                           think if conc > 0 else None))
     return out
 
 
@@ -81,7 +89,7 @@ def predict(anchors: list[_Anchor], model: ModelCard, hw: HardwareCard, params: 
             k = len(a.sends)
             arr = des.trace(np.array(a.sends), np.full(k, a.prompt), np.full(k, a.output))
         elif a.concurrency > 0:
-            arr = des.closed_loop(a.concurrency, a.n, a.prompt, a.output)
+            arr = des.closed_loop(a.concurrency, a.n, a.prompt, a.output, a.think)
         else:
             arr = des.poisson(a.rate, a.n, a.prompt, a.output, seed=i)
         cap = plan.kv_cap_tokens if plan.kv_cap_tokens > 0 else np.inf

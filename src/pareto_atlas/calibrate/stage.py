@@ -92,6 +92,15 @@ def send_offsets(store: Store, anchor_id: str) -> list[float]:
     return out
 
 
+def think_times(store: Store, anchor_id: str) -> list[float]:
+    """The think time each measured request of an anchor's closed loop waited before it was sent (s,
+    in request order; [] when its clients never paused): the load, not its outcome, so a prediction
+    of the anchor may use it."""
+    recs = [r for r in store.requests(anchor_id) if not r.get("warmup")]
+    think = [float(r.get("think_s") or 0.0) for r in recs]
+    return think if any(think) else []
+
+
 def calibrate_study(study: Study, store: Store, console: Console) -> None:
     hw = this_machine(study, store)
     console.print(f"[bold]calibrate[/]: {THIS} measured at {hw.mem_bw_gbs:.1f} GB/s read bandwidth (all cores), "
@@ -102,9 +111,10 @@ def calibrate_study(study: Study, store: Store, console: Console) -> None:
         raise ValueError(f"calibrate: {len(anchors)} finished anchors for {study.name!r}; need at least 2 "
                          f"(run `pareto-atlas measure` first)")
     anchors["send_offsets"] = [send_offsets(store, a) for a in anchors.anchor_id]
+    anchors["think_s"] = [think_times(store, a) for a in anchors.anchor_id]
     cal = fit(anchors, model_card(study, anchors), hw, engine=study.engine.name, loo=True)
     console.print("  (each anchor replayed at its requests' measured send times; simulated points, and "
-                  "benchmarks/bench_heldout.py, use synthetic arrivals)", highlight=False)
+                  "benchmarks/bench_heldout.py, use closed loops with the clients' recorded think times)", highlight=False)
     console.print(cal.report(), highlight=False)
     for t in TARGETS:
         if t in cal.loo.columns if cal.loo is not None else False:

@@ -51,10 +51,12 @@ Progress = Callable[[str, dict], None]
 def anchor_id(study: Study, arm: ArmSpec, repeat: int) -> str:
     # what is measured, not how often or whether quality is also scored: changing those keeps the ids
     # (an unset per-arm request count is left out, so anchors measured before it existed keep their ids)
+    # (likewise think_ms where it plays no part: one client, or an open loop)
     unset = {"requests"} if arm.requests is None else set()
+    no_think = {"think_ms"} if study.load.think_for(arm) == 0.0 else set()
     ident = {"study": study.name, "arm": arm.model_dump(exclude={"repeats", "quality"} | unset), "model": study.model.name,
              "engine": study.engine.model_dump(exclude={"api_key_env"}), "workload": study.workload.model_dump(),
-             "load": study.load.model_dump(exclude={"repeats"}), "hardware": MEASURED_HARDWARE, "repeat": repeat}
+             "load": study.load.model_dump(exclude={"repeats"} | no_think), "hardware": MEASURED_HARDWARE, "repeat": repeat}
     return hashlib.sha256(dumps(ident).encode()).hexdigest()[:20]
 
 
@@ -88,7 +90,7 @@ def anchor_row(study: Study, p: AnchorPlan) -> dict:
     return {"anchor_id": p.anchor_id, "study": study.name, "arm": arm.name, "repeat": p.repeat,
             "knobs_json": dumps(arm.knobs().to_dict()), "workload_json": dumps(wl.model_dump()),
             "load_json": dumps({**load.model_dump(), "requests": arm.n_requests(load), "concurrency": arm.concurrency,
-                                "rate_rps": arm.rate_rps}),
+                                "rate_rps": arm.rate_rps, "think_ms": load.think_ms if load.think_for(arm) else 0}),
             "model": study.model.name, "engine": study.engine.name, "hardware": MEASURED_HARDWARE,
             "hardware_json": dumps(host_description()), "started_at": now(), "status": "failed", "reason": None}
 
@@ -138,6 +140,7 @@ def measure_anchor(study: Study, p: AnchorPlan, on_progress: Progress,
                                      concurrency=None if arm.rate_rps else arm.concurrency, rate_rps=arm.rate_rps,
                                      warmup=load.warmup, api=wl.api, timeout_s=load.timeout_s,
                                      prompt_tokens=wl.prompt_tokens, on_record=tick, seed=p.repeat,
+                                     think=load.think_for(arm),
                                      model=running.model, headers=running.headers(), extra_body=running.extra_body)
             records = [r.to_dict() for r in recs]
             metrics = derive_metrics(recs, wl.prompt_tokens, wl.output_tokens).to_dict()

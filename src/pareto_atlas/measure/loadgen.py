@@ -134,7 +134,7 @@ def trace_prompts(base_url: str, rows: Sequence[TraceRow], seed: int = 0, warmup
 # ----------------------------------------------------------------------------- one request
 
 async def _request(client: httpx.AsyncClient, path: str, body: dict, idx: int, warmup: bool,
-                   timeout_s: float, secrets: tuple[str, ...]) -> RequestRecord:
+                   timeout_s: float, secrets: tuple[str, ...], think_s: float = 0.0) -> RequestRecord:
     chunks: list[float] = []
     usage = timings = None
     error = None
@@ -181,7 +181,17 @@ async def _request(client: httpx.AsyncClient, path: str, body: dict, idx: int, w
         idx=idx, warmup=warmup, send_ts=send_ts, chunk_ts=tuple(chunks),
         first_token_ts=chunks[0] if chunks else None, end_ts=end_ts,
         prompt_tokens=(usage or {}).get("prompt_tokens"), completion_tokens=(usage or {}).get("completion_tokens"),
-        error=error, server_timings=timings)
+        error=error, server_timings=timings, think_s=think_s)
+
+
+def think_times(mean_s: float, n: int, seed: int = 0) -> np.ndarray:
+    """Think times (s) of a closed loop's n measured requests: exponential with this mean, seeded,
+    so a simulation can give its clients the very same pauses."""
+    if mean_s < 0:
+        raise ValueError(f"think: mean {mean_s} s must be >= 0")
+    if mean_s == 0:
+        return np.zeros(n)
+    return np.random.default_rng([seed, 0x7468]).exponential(mean_s, n)
 
 
 def _per_request(value: int | Sequence[int] | None, n: int, name: str) -> list[int | None]:
@@ -200,7 +210,7 @@ async def run_load(base_url: str, prompts: Sequence[str], output_tokens: int | S
                    api: str = "completions", model: str | None = None, timeout_s: float = 300.0,
                    on_record: OnRecord | None = None, prompt_tokens: int | Sequence[int] | None = None,
                    headers: Mapping[str, str] | None = None, extra_body: Mapping | None = None,
-                   seed: int = 0) -> list[RequestRecord]:
+                   seed: int = 0, think: float | str = 0.0) -> list[RequestRecord]:
     """Send every prompt, return one record per prompt in index order.
 
     The first `warmup` prompts are sent one at a time before the load starts and are flagged
@@ -209,11 +219,21 @@ async def run_load(base_url: str, prompts: Sequence[str], output_tokens: int | S
     `output_tokens`/`prompt_tokens` when those are None). Each record gets its contract
     verdict (completion_tokens == N always; prompt_tokens == P when P is given) before
     `on_record` sees it, so a caller can persist records as they come.
+
+    `think` (closed loop only): each client waits a seeded exponential time of this mean (s)
+    before each send, its first included; "auto" takes the warm-up requests' median TTFT as the
+    mean (a prompt's prefill on an idle engine; 0 without warm-up). Clients of identical requests
+    that send in the same instant otherwise race the engine's loop (which of them it takes into its
+    next step) and then stay phase-locked: the outcome of one race decides how long every later
+    request waits. Random pauses on the scale of a prefill give each request a fresh phase, and
+    each record keeps its pause, so a simulation can replay the same ones.
     """
     if sum(x is not None for x in (concurrency, rate_rps, trace)) != 1:
         raise ValueError("run_load: give exactly one of concurrency, rate_rps, trace")
     if concurrency is not None and concurrency < 1:
         raise ValueError(f"concurrency: {concurrency} must be >= 1")
+    if isinstance(think, str) and think != "auto" or not isinstance(think, str) and not think >= 0:
+        raise ValueError(f"think: {think!r} must be a time >= 0 s or 'auto'")
     warmup = min(max(warmup, 0), len(prompts))
     n_measured = len(prompts) - warmup
     rows: list[TraceRow] | None = None
@@ -234,9 +254,13 @@ async def run_load(base_url: str, prompts: Sequence[str], output_tokens: int | S
     secrets = header_secrets(headers)
     records: list[RequestRecord | None] = [None] * len(prompts)
 
+    pauses = np.zeros(len(prompts))
+
     async def one(client: httpx.AsyncClient, i: int) -> None:
         body = contract_body(api, prompts[i], n_out[i], model=model, extra=extra_body)
-        rec = await _request(client, path, body, i, i < warmup, timeout_s, secrets)
+        if pauses[i] > 0:
+            await asyncio.sleep(pauses[i])
+        rec = await _request(client, path, body, i, i < warmup, timeout_s, secrets, float(pauses[i]))
         rec = apply_contract(rec, n_in[i], n_out[i])
         records[i] = rec
         if on_record is not None:
@@ -250,6 +274,12 @@ async def run_load(base_url: str, prompts: Sequence[str], output_tokens: int | S
         for i in range(warmup):
             await one(client, i)
         measured = list(range(warmup, len(prompts)))
+        if concurrency is not None and think:
+            mean = think
+            if think == "auto":
+                ttfts = sorted(r.ttft_s for r in records[:warmup] if r is not None and r.ok and r.ttft_s)
+                mean = float(np.median(ttfts)) if ttfts else 0.0
+            pauses[warmup:] = think_times(float(mean), n_measured, seed)
         if concurrency is not None:
             queue = iter(measured)
 

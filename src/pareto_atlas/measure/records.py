@@ -24,6 +24,7 @@ class RequestRecord:
     reject_reason: str | None = None           # contract broken (the request completed)
     error: str | None = None                   # transport/HTTP/timeout failure (one line)
     server_timings: dict | None = field(default=None, compare=False)
+    think_s: float = 0.0                       # closed loop: the client waited this long before sending
 
     @property
     def ttft_s(self) -> float | None:

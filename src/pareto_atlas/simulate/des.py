@@ -16,12 +16,14 @@ from pareto_atlas.simulate.kernels import POLICIES, SUMMARY, run_kernel, summari
 
 @dataclass(frozen=True)
 class Arrivals:
-    """Requests in arrival order. Closed loop (concurrency > 0): times are written as requests complete."""
+    """Requests in arrival order. Closed loop (concurrency > 0): times are written as requests complete,
+    each client waiting think[i] s (if given) before it sends request i."""
 
     arrival: np.ndarray          # seconds
     prompt: np.ndarray           # tokens, int64
     output: np.ndarray           # tokens, int64
     concurrency: int = 0
+    think: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = len(self.prompt)
@@ -31,12 +33,20 @@ class Arrivals:
             raise ValueError("arrivals: arrival, prompt and output must have the same length")
         if (np.asarray(self.output) < 1).any() or (np.asarray(self.prompt) < 1).any():
             raise ValueError("arrivals: prompt and output lengths must be >= 1 token")
+        if self.think is not None:
+            if self.concurrency < 1:
+                raise ValueError("arrivals: think times need a closed loop (concurrency >= 1)")
+            if len(self.think) != n or not (np.asarray(self.think) >= 0).all():
+                raise ValueError(f"arrivals: think needs {n} times >= 0 s, one per request")
 
 
-def closed_loop(concurrency: int, n: int, prompt: int, output: int) -> Arrivals:
+def closed_loop(concurrency: int, n: int, prompt: int, output: int, think_s: np.ndarray | None = None) -> Arrivals:
+    """`concurrency` clients, each sending its next request when its last one finished, after
+    think_s[i] s for request i where given (requests numbered in the order clients start thinking)."""
     if concurrency < 1:
         raise ValueError(f"concurrency: {concurrency} must be >= 1")
-    return Arrivals(np.zeros(n), np.full(n, prompt, np.int64), np.full(n, output, np.int64), concurrency)
+    think = None if think_s is None else np.asarray(think_s, float)
+    return Arrivals(np.zeros(n), np.full(n, prompt, np.int64), np.full(n, output, np.int64), concurrency, think)
 
 
 def poisson(rate_rps: float, n: int, prompt: int, output: int, seed: int = 0) -> Arrivals:
@@ -89,11 +99,13 @@ def run(c: np.ndarray, arrivals: Arrivals, batching: str = "continuous", slots: 
     arrival = np.array(arrivals.arrival, float)
     first_t = np.empty(len(arrival))
     finish_t = np.empty(len(arrival))
-    steps, peak, pre = run_kernel(np.asarray(c, float), arrival, arrivals.prompt.astype(np.int64),
-                                  arrivals.output.astype(np.int64), POLICIES.index(batching), int(slots),
+    # Copies: a closed loop with think times reorders requests into the order they arrive.
+    prompt, output = arrivals.prompt.astype(np.int64), arrivals.output.astype(np.int64)
+    think = np.empty(0) if arrivals.think is None else np.asarray(arrivals.think, float)
+    steps, peak, pre = run_kernel(np.asarray(c, float), arrival, prompt, output, POLICIES.index(batching), int(slots),
                                   int(chunk_tokens), tpot_slo, int(arrivals.concurrency), float(kv_cap_tokens),
-                                  int(seed), first_t, finish_t)
+                                  int(seed), first_t, finish_t, think)
     out = np.empty(len(SUMMARY))
-    summarize(arrival, first_t, finish_t, arrivals.output.astype(np.int64), ttft_slo, tpot_slo, out)
-    return DesResult(arrival, first_t, finish_t, arrivals.output.astype(np.int64), dict(zip(SUMMARY, out.tolist())),
+    summarize(arrival, first_t, finish_t, output, ttft_slo, tpot_slo, out)
+    return DesResult(arrival, first_t, finish_t, output, dict(zip(SUMMARY, out.tolist())),
                      int(steps), float(peak), int(pre))

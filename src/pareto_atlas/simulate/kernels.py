@@ -197,11 +197,31 @@ def _accepted(n: int, k: int, a: float, p_draft: float, out: np.ndarray) -> None
         drafting = always if done else True
 
 
+@njit(cache=True, inline="always")
+def _enqueue(arrival, ready, prompt, output, need_pf, lo, at, t):
+    # A closed-loop client's request, arriving at t, into slot `at`, keeping the requests not yet
+    # taken (slots lo..at) in arrival order: with think times a later request can arrive first,
+    # and the engine takes requests in the order they arrive. Without think times t is never
+    # earlier than the queue's last, and this is a plain append.
+    j = at
+    while j > lo and arrival[j - 1] > t:
+        arrival[j] = arrival[j - 1]
+        ready[j] = ready[j - 1]
+        prompt[j], prompt[j - 1] = prompt[j - 1], prompt[j]
+        output[j], output[j - 1] = output[j - 1], output[j]
+        need_pf[j], need_pf[j - 1] = need_pf[j - 1], need_pf[j]
+        j -= 1
+    arrival[j] = t
+    ready[j] = t
+
+
 @njit(cache=True)
 def run_kernel(c, arrival, prompt, output, policy, slots, chunk, tpot_target, concurrency, kv_cap, seed,
-               first_t, finish_t):
+               first_t, finish_t, think):
     """Simulate all requests; fills first_t / finish_t (seconds). Closed loop when concurrency > 0:
-    arrival[] is then written as requests complete. Returns (steps, peak KV tokens, preemptions)."""
+    arrival[] is then written as requests complete, each client sending its next request think[i]
+    seconds after its last one finished (its first at think[i] from the start; think may be empty:
+    no think time). Returns (steps, peak KV tokens, preemptions)."""
     np.random.seed(seed)
     n = arrival.shape[0]
     q = c[Q]
@@ -230,11 +250,13 @@ def run_kernel(c, arrival, prompt, output, policy, slots, chunk, tpot_target, co
     nrun = 0
     npre = 0
     nxt = 0
+    thinks = think.shape[0] > 0
     if concurrency > 0:
-        n_known = min(concurrency, n)
-        for i in range(n_known):
-            arrival[i] = i * BURST_GAP_S
-            ready[i] = i * BURST_GAP_S
+        n_known = 0
+        for i in range(min(concurrency, n)):
+            t = i * BURST_GAP_S + (think[i] if thinks else 0.0)
+            _enqueue(arrival, ready, prompt, output, need_pf, 0, n_known, t)
+            n_known += 1
     else:
         n_known = n
     for i in range(n):
@@ -275,6 +297,9 @@ def run_kernel(c, arrival, prompt, output, policy, slots, chunk, tpot_target, co
             # follows over the link before the decode pool can take the request.
             while pf_next < n_known:
                 i = pf_next
+                if thinks and arrival[i] > now:
+                    # Not yet sent: a client that pauses may still send an earlier request.
+                    break
                 p = float(prompt[i])
                 t0 = max(arrival[i], pf_free)
                 dt = step_time(c, 0.0, 0.0, p, prefill_pairs(p, 0.0), 0.0, 1.0) * _noise(c[CV], 1.0)
@@ -308,7 +333,8 @@ def run_kernel(c, arrival, prompt, output, policy, slots, chunk, tpot_target, co
                     finish_t[i] = first_t[i]
                     done += 1
                     if concurrency > 0 and n_known < n:
-                        arrival[n_known] = first_t[i]
+                        t = first_t[i] + (think[n_known] if thinks else 0.0)
+                        _enqueue(arrival, ready, prompt, output, need_pf, max(nxt, pf_next), n_known, t)
                         n_known += 1
                     continue
                 run[nrun] = i
@@ -498,9 +524,10 @@ def run_kernel(c, arrival, prompt, output, policy, slots, chunk, tpot_target, co
                     ctx_dec -= s_kv[j]
                     done += 1
                     if concurrency > 0 and n_known < n:
-                        # The client's next request lands just after the engine started its next step.
-                        arrival[n_known] = now + BURST_GAP_S
-                        ready[n_known] = now + BURST_GAP_S
+                        # The client's next request lands just after the engine started its next
+                        # step, or after the client's think time.
+                        t = now + BURST_GAP_S + (think[n_known] if thinks else 0.0)
+                        _enqueue(arrival, ready, prompt, output, need_pf, max(nxt, pf_next), n_known, t)
                         n_known += 1
                 else:
                     if w < j:
@@ -633,6 +660,6 @@ def run_batch(C, policy, slots, chunk, conc, rate, prompt, output, kv_cap, n_req
         first_t = np.empty(n_req)
         finish_t = np.empty(n_req)
         _, pk, _ = run_kernel(C[j], arrival, p, o, policy[j], slots[j], chunk[j], tpot_slo, conc[j], kv_cap[j],
-                              seed + j, first_t, finish_t)
+                              seed + j, first_t, finish_t, np.empty(0))
         peak[j] = pk
         summarize(arrival, first_t, finish_t, o, ttft_slo, tpot_slo, out[j])

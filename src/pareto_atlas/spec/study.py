@@ -51,6 +51,24 @@ class LoadSpec(_Frozen):
     warmup: int = Field(1, ge=0)
     timeout_s: float = Field(120.0, gt=0)
     repeats: int = Field(1, ge=1)
+    # Closed loops of two or more clients: the mean of each client's seeded exponential pause (ms)
+    # before each request; "auto": the warm-up's TTFT (one prefill). Identical requests sent in the
+    # same instant race the engine's loop and stay phase-locked on its outcome; pauses on the scale
+    # of a prefill give every request a fresh phase (see measure.loadgen.run_load). 0: no pause.
+    think_ms: float | str = "auto"
+
+    @field_validator("think_ms", mode="before")
+    @classmethod
+    def _think(cls, v):
+        if v == "auto" or isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0:
+            return v if v == "auto" else float(v)
+        raise ValueError(f"{v!r} is not allowed: a pause in ms >= 0, or 'auto'")
+
+    def think_for(self, arm: "ArmSpec") -> float | str:
+        """The think setting a run of this arm uses (s or "auto"): none for one client or open loops."""
+        if arm.concurrency < 2 or arm.rate_rps:
+            return 0.0
+        return self.think_ms if isinstance(self.think_ms, str) else self.think_ms / 1e3
 
 
 class ArmSpec(_Frozen):
