@@ -135,11 +135,13 @@ def measure_anchor(study: Study, p: AnchorPlan, on_progress: Progress,
                 done[0] += 1
                 on_progress("request", {"arm": arm.name, "done": done[0], "total": n})
 
+            # Every repeat replays the same load (Poisson schedule, think times: seed 0), so the spread
+            # between repeats is the engine's own, not a different draw of the load.
             with PeakMemorySampler(running.pid) as mem:
                 recs = run_load_sync(running.base_url, prompts, wl.output_tokens,
                                      concurrency=None if arm.rate_rps else arm.concurrency, rate_rps=arm.rate_rps,
                                      warmup=load.warmup, api=wl.api, timeout_s=load.timeout_s,
-                                     prompt_tokens=wl.prompt_tokens, on_record=tick, seed=p.repeat,
+                                     prompt_tokens=wl.prompt_tokens, on_record=tick, seed=0,
                                      think=load.think_for(arm),
                                      model=running.model, headers=running.headers(), extra_body=running.extra_body)
             records = [r.to_dict() for r in recs]
