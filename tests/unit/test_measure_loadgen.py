@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from pareto_atlas.measure.fakeserver import FakeBehaviour, FakeOpenAIServer
-from pareto_atlas.measure.loadgen import load_trace, poisson_schedule, run_load_sync, think_times
+from pareto_atlas.measure.loadgen import load_trace, poisson_schedule, run_load_sync
+from pareto_atlas.spec.think import think_times
 
 
 def prompts(n: int, P: int = 8) -> list[str]:

@@ -36,3 +36,45 @@ def test_small_sweep_has_contract_columns_and_sane_values():
     assert df.point_id.is_unique
     assert not ((df.hardware == "this-cpu") & (df.weights == "FP8")).any()
     assert np.isfinite(ok.cost_per_mtok).all()
+
+
+def test_closed_loops_of_several_clients_pause_as_the_anchors_do():
+    from pareto_atlas.simulate import des
+    from pareto_atlas.simulate.cost_model import coeffs
+    from pareto_atlas.simulate.kernels import prefill_pairs, step_time
+    from pareto_atlas.simulate.params import default_params
+    from pareto_atlas.spec.think import think_times
+
+    m = shipped_models()["qwen2.5-0.5b"]
+    k = Knobs(weights="Q4_0", slots=2)
+    loads = [Load(concurrency=2, think="auto"), Load(concurrency=2), Load(concurrency=2, think=0.5),
+             Load(concurrency=1, think="auto")]
+    sp = replace(default_space(m, [CPU], [Workload("w", 128, 32)], loads), knobs=(k,))
+    df = sweep(sp, n_requests=40, seed=7)
+    c = coeffs(m, CPU, k, default_params(CPU))
+    lone = step_time(c, 0.0, 0.0, 128.0, prefill_pairs(128.0, 0.0), 0.0, 1.0)
+    # "auto": each client's mean pause is one lone prefill, the load generator's seed-0 draws
+    for j, think in enumerate([think_times(lone, 40), None, think_times(0.5, 40), None]):
+        want = des.run(c, des.closed_loop(loads[j].concurrency, 40, 128, 32, think), "continuous", 2, seed=7 + j)
+        assert df.ttft_p50_ms.iloc[j] == want.summary["ttft_p50_ms"] and df.tpot_p99_ms.iloc[j] == want.summary["tpot_p99_ms"]
+    assert df.ttft_p50_ms.iloc[0] != df.ttft_p50_ms.iloc[1] and df.ttft_p50_ms.iloc[2] != df.ttft_p50_ms.iloc[1]
+    assert Load(concurrency=1, think="auto").think_code == 0.0 and Load(concurrency=3, think=0.2).think_code == 0.2
+    for bad in (-1.0, "soon"):
+        try:
+            Load(concurrency=2, think=bad)
+        except ValueError as e:
+            assert "think" in str(e)
+        else:
+            raise AssertionError(f"think={bad!r} accepted")
+
+
+def test_one_point_and_the_sweep_agree_on_think_times():
+    from pareto_atlas.simulate.api import simulate_point
+
+    m = shipped_models()["qwen2.5-0.5b"]
+    k = Knobs(weights="Q4_0", slots=2)
+    sp = replace(default_space(m, [CPU], [Workload("w", 128, 32)], [Load(concurrency=3, think="auto")]), knobs=(k,))
+    row = sweep(sp, n_requests=30).iloc[0]
+    one = simulate_point(m, CPU, k, 128, 32, concurrency=3, n_requests=30, think="auto")
+    assert one["ttft_p50_ms"] == row.ttft_p50_ms and one["throughput_tok_s"] == row.throughput_tok_s
+    assert simulate_point(m, CPU, k, 128, 32, concurrency=3, n_requests=30)["ttft_p50_ms"] != row.ttft_p50_ms

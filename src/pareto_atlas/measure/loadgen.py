@@ -18,6 +18,8 @@ from pathlib import Path
 import httpx
 import numpy as np
 
+from pareto_atlas.spec.think import think_times
+
 from .contract import apply_contract, build_contract_prompts, contract_body, endpoint_path, header_secrets, redact
 from .records import RequestRecord
 
@@ -182,16 +184,6 @@ async def _request(client: httpx.AsyncClient, path: str, body: dict, idx: int, w
         first_token_ts=chunks[0] if chunks else None, end_ts=end_ts,
         prompt_tokens=(usage or {}).get("prompt_tokens"), completion_tokens=(usage or {}).get("completion_tokens"),
         error=error, server_timings=timings, think_s=think_s)
-
-
-def think_times(mean_s: float, n: int, seed: int = 0) -> np.ndarray:
-    """Think times (s) of a closed loop's n measured requests: exponential with this mean, seeded,
-    so a simulation can give its clients the very same pauses."""
-    if mean_s < 0:
-        raise ValueError(f"think: mean {mean_s} s must be >= 0")
-    if mean_s == 0:
-        return np.zeros(n)
-    return np.random.default_rng([seed, 0x7468]).exponential(mean_s, n)
 
 
 def _per_request(value: int | Sequence[int] | None, n: int, name: str) -> list[int | None]:

@@ -9,11 +9,14 @@ import numpy as np
 from pareto_atlas.measure.metrics import PERCENTILE_METHOD  # one statement of the method, measured or simulated
 from pareto_atlas.simulate import des as arr
 from pareto_atlas.simulate.cost_model import coeffs
+from pareto_atlas.simulate.kernels import prefill_pairs, step_time
 from pareto_atlas.simulate.memory import plan_memory
 from pareto_atlas.simulate.params import CalibParams, default_params
+from pareto_atlas.simulate.space import Load
 from pareto_atlas.spec.cards import HardwareCard, ModelCard
 from pareto_atlas.spec.knobs import Knobs
 from pareto_atlas.spec.priors import acceptance_from_tokens_per_step, get_prior
+from pareto_atlas.spec.think import think_times
 
 METRICS = ("ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "e2e_p50_ms", "e2e_p99_ms",
            "throughput_tok_s", "goodput_rps")
@@ -37,8 +40,11 @@ def resolve_acceptance(knobs: Knobs) -> tuple[float, str]:
 def simulate_point(model: ModelCard, hw: HardwareCard, knobs: Knobs, prompt_tokens: int, output_tokens: int,
                    concurrency: int | None = None, rate_rps: float | None = None, n_requests: int = 200,
                    params: CalibParams | None = None, slo: dict | None = None, *, draft: ModelCard | None = None,
-                   seed: int = 0) -> dict:
+                   seed: int = 0, think: float | str = 0.0) -> dict:
     """Simulate one configuration under closed-loop `concurrency` or Poisson `rate_rps` (exactly one).
+
+    think: at concurrency >= 2, each client's mean pause before a request (s), or "auto" (one lone
+    prefill), with the load generator's draws (spec.think).
 
     slo: {"ttft_ms": .., "tpot_ms": ..}: goodput counts requests meeting both; batching="slo"
     uses tpot_ms as its target. Returns the points-table columns the simulator owns.
@@ -62,7 +68,13 @@ def simulate_point(model: ModelCard, hw: HardwareCard, knobs: Knobs, prompt_toke
         return row
     c = coeffs(model, hw, knobs, params, accept=accept, draft=draft)
     if concurrency is not None:
-        a = arr.closed_loop(int(concurrency), n_requests, prompt_tokens, output_tokens)
+        pauses = None
+        mean = Load(concurrency=int(concurrency), think=think).think_code
+        if mean < 0:
+            mean = step_time(c, 0.0, 0.0, float(prompt_tokens), prefill_pairs(float(prompt_tokens), 0.0), 0.0, 1.0)
+        if mean > 0:
+            pauses = think_times(mean, n_requests)
+        a = arr.closed_loop(int(concurrency), n_requests, prompt_tokens, output_tokens, pauses)
     else:
         a = arr.poisson(float(rate_rps), n_requests, prompt_tokens, output_tokens, seed)
     res = arr.run(c, a, knobs.batching, knobs.slots, knobs.chunk_tokens, plan.kv_cap_tokens, slo, seed)

@@ -644,7 +644,9 @@ def summarize(arrival, first_t, finish_t, output, ttft_slo, tpot_slo, out):
 
 @njit(parallel=True, cache=True)
 def run_batch(C, policy, slots, chunk, conc, rate, prompt, output, kv_cap, n_req, ttft_slo, tpot_slo, seed, out,
-               peak):
+               peak, think, pauses):
+    # think[j]: closed loops' mean pause (s; -1: one lone prefill of the configuration; 0: none);
+    # pauses: n_req unit-mean exponential draws, scaled by it (the load generator's draws).
     for j in prange(C.shape[0]):
         if not np.isfinite(kv_cap[j]):
             continue
@@ -659,7 +661,12 @@ def run_batch(C, policy, slots, chunk, conc, rate, prompt, output, kv_cap, n_req
         o = np.full(n_req, output[j], np.int64)
         first_t = np.empty(n_req)
         finish_t = np.empty(n_req)
+        mean = think[j]
+        if mean < 0.0:
+            pf = float(prompt[j])
+            mean = step_time(C[j], 0.0, 0.0, pf, prefill_pairs(pf, 0.0), 0.0, 1.0)
+        th = pauses * mean if conc[j] >= 2 and mean > 0.0 else np.empty(0)
         _, pk, _ = run_kernel(C[j], arrival, p, o, policy[j], slots[j], chunk[j], tpot_slo, conc[j], kv_cap[j],
-                              seed + j, first_t, finish_t, np.empty(0))
+                              seed + j, first_t, finish_t, th)
         peak[j] = pk
         summarize(arrival, first_t, finish_t, o, ttft_slo, tpot_slo, out[j])

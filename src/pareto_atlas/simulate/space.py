@@ -46,10 +46,23 @@ class Workload:
 class Load:
     concurrency: int = 0          # closed loop when > 0
     rate_rps: float = 0.0         # Poisson when > 0
+    # Closed loops of two or more clients: each client's mean pause before a request (s), or
+    # "auto": one lone prefill of the configuration on the card (as measure.loadgen does with the
+    # warm-up's TTFT), so simulated points follow the protocol the anchors were measured under.
+    think: float | str = 0.0
 
     def __post_init__(self) -> None:
         if (self.concurrency > 0) == (self.rate_rps > 0):
             raise ValueError(f"load: exactly one of concurrency ({self.concurrency}) or rate_rps ({self.rate_rps}) must be > 0")
+        if self.think != "auto" and (isinstance(self.think, str) or not self.think >= 0):
+            raise ValueError(f"load: think {self.think!r} must be a time >= 0 s or 'auto'")
+
+    @property
+    def think_code(self) -> float:
+        """What the sweep kernel takes: the mean pause (s), -1 for "auto", 0 for none (or one client)."""
+        if self.concurrency < 2:
+            return 0.0
+        return -1.0 if self.think == "auto" else float(self.think)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from pareto_atlas.simulate.memory import plan_memory
 from pareto_atlas.simulate.params import CalibParams, default_params
 from pareto_atlas.simulate.space import Space, compatible
 from pareto_atlas.spec.knobs import Knobs
+from pareto_atlas.spec.think import SEED, think_times
 
 
 def _point_id(knobs_key: str, hw: str, workload: str, conc: int, rate: float) -> str:
@@ -38,6 +39,7 @@ def sweep(space: Space, params: dict[str, CalibParams] | None = None, n_requests
     chunk = np.empty(n, np.int64)
     conc = np.empty(n, np.int64)
     rate = np.empty(n)
+    think = np.empty(n)
     prompt = np.empty(n, np.int64)
     output = np.empty(n, np.int64)
     kv_cap = np.empty(n)
@@ -59,7 +61,7 @@ def sweep(space: Space, params: dict[str, CalibParams] | None = None, n_requests
                 C[r] = c
                 policy[r] = POLICIES.index(k.batching)
                 slots[r], chunk[r] = k.slots, k.chunk_tokens
-                conc[r], rate[r] = ld.concurrency, ld.rate_rps
+                conc[r], rate[r], think[r] = ld.concurrency, ld.rate_rps, ld.think_code
                 prompt[r], output[r] = wl.prompt_tokens, wl.output_tokens
                 kv_cap[r] = plan.kv_cap_tokens if plan.feasible else np.inf
                 weights_b[r], kvb_tok[r] = plan.weights_bytes, plan.kv_bytes_per_token
@@ -70,7 +72,8 @@ def sweep(space: Space, params: dict[str, CalibParams] | None = None, n_requests
     peak = np.zeros(n)
     slo = space.slo or {}
     run_batch(C, policy, slots, chunk, conc, rate, prompt, output, kv_cap, int(n_requests),
-               slo.get("ttft_ms", math.inf) / 1e3, slo.get("tpot_ms", math.inf) / 1e3, int(seed), out, peak)
+               slo.get("ttft_ms", math.inf) / 1e3, slo.get("tpot_ms", math.inf) / 1e3, int(seed), out, peak,
+               think, think_times(1.0, int(n_requests), SEED))
     return _frame(space, pairs, params, pair_idx, wl_idx, load_idx, out, peak, weights_b, kvb_tok, kv_cap, reasons,
                   prior_src)
 
