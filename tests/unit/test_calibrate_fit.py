@@ -127,3 +127,21 @@ def test_replayed_sends_group_requests_the_server_prefilled_in_one_step(tmp_path
         a, b = send_offsets(s, "a"), send_offsets(s, "b")
     assert a == [0.0, 0.0, pytest.approx(4.5)]                      # replayed together: one prefill step
     assert b[0] == 0.0 and b[1] == pytest.approx(0.0002) and b[2] == pytest.approx(3.3)   # the second waited
+
+
+def test_closed_loops_are_simulated_with_their_pauses_and_open_loops_replayed():
+    # A closed loop's measured send times are when the real engine finished earlier requests:
+    # replaying them would queue requests behind a slightly slower simulation. So a closed-loop
+    # anchor runs the closed loop with its clients' recorded pauses; an open-loop one its sends.
+    base = dict(weights="Q4_K_M", slots=2, prompt_tokens=128, output_tokens=32, n_requests=6)
+    sends = [0.0] * 6                       # all at once: a replay would queue five of them
+    think = [0.3, 0.1, 0.2, 0.5, 0.4, 0.6]
+    df = pd.DataFrame([{**base, "concurrency": 2, "send_offsets": sends, "think_s": think},
+                       {**base, "concurrency": 2, "send_offsets": [], "think_s": think},
+                       {**base, "concurrency": 0, "rate_rps": 1.0, "send_offsets": sends, "think_s": []}])
+    closed, same, opened = _anchors(df)
+    assert closed.sends is None and closed.think == tuple(think) and opened.think is None
+    assert opened.sends == tuple(sends)
+    pred = predict([closed, same, opened], M, CPU, replace(TRUTH, step_cv=0.0))
+    assert (pred[0] == pred[1]).all()
+    assert pred[2][0] > 2 * pred[0][0]      # replayed at once, the open loop queues: TTFT p50 far higher

@@ -38,12 +38,14 @@ class _Anchor:
     n: int
     accept: float | None = None              # measured acceptance per drafted token
     drafted_per_token: float | None = None   # measured drafts per generated token (None: not measured)
-    # Measured send times of the requests (s, from the first): replayed instead of a synthetic closed
-    # loop, so the simulation sees the phase in which the clients really met the engine's steps (at
-    # concurrency > 1 that phase moves an anchor's TPOT by tens of percent from one run to the next).
+    # Open loop (Poisson, trace): the measured send times of the requests (s, from the first),
+    # replayed instead of a fresh draw of the schedule.
     sends: tuple[float, ...] | None = None
-    # The closed loop's think time before each measured request (s, in request order): part of the
-    # load, like a trace's arrival times, so a prediction without measured send times uses them.
+    # Closed loop: each client's recorded pause before each request (s, in request order). The loop
+    # itself is simulated, never replayed at its measured send times: those are when the real engine
+    # finished the previous requests, so a simulation a few percent slower would find each request
+    # arriving before its predecessor finished and queue them, a cascade that made the fit's
+    # objective jump and its leave-one-out folds land in bad optima.
     think: tuple[float, ...] | None = None
 
     @property
@@ -73,8 +75,8 @@ def _anchors(df: pd.DataFrame) -> list[_Anchor]:
         if think is not None and conc > 0:
             n = len(think)
         out.append(_Anchor(Knobs.from_row(r), int(r["prompt_tokens"]), int(r["output_tokens"]), conc, rate, n,
-                           _opt(r, "spec_accept_measured"), _opt(r, "spec_drafted_per_token"), sends,
-                           think if conc > 0 else None))
+                           _opt(r, "spec_accept_measured"), _opt(r, "spec_drafted_per_token"),
+                           None if conc > 0 else sends, think if conc > 0 else None))
     return out
 
 

@@ -67,11 +67,12 @@ SAME_STEP_S = 0.005
 
 
 def send_offsets(store: Store, anchor_id: str) -> list[float]:
-    """When each measured request of an anchor reached the engine (s, from the first), for the fit
-    to replay. Clients that send at once race the server's loop: sometimes the first prompt gets a
-    step of its own, sometimes all are prefilled together. The server's own prompt_ms says which:
-    requests whose prefill began in the same step are replayed as arriving together, the others at
-    their send times."""
+    """When each measured request of an open-loop anchor (Poisson, trace) reached the engine (s,
+    from the first), for the fit to replay. Requests sent at the same instant race the server's
+    loop: sometimes the first prompt gets a step of its own, sometimes all are prefilled together.
+    The server's own prompt_ms says which: requests whose prefill began in the same step are
+    replayed as arriving together, the others at their send times. (Closed loops are simulated
+    with their clients' recorded think times instead: see calibrate.fit._Anchor.)"""
     recs = sorted((r for r in store.requests(anchor_id) if not r.get("warmup") and r.get("ok")),
                   key=lambda r: r["send_ts"])
     if not recs:
@@ -113,8 +114,9 @@ def calibrate_study(study: Study, store: Store, console: Console) -> None:
     anchors["send_offsets"] = [send_offsets(store, a) for a in anchors.anchor_id]
     anchors["think_s"] = [think_times(store, a) for a in anchors.anchor_id]
     cal = fit(anchors, model_card(study, anchors), hw, engine=study.engine.name, loo=True)
-    console.print("  (each anchor replayed at its requests' measured send times; simulated points, and "
-                  "benchmarks/bench_heldout.py, use closed loops with the clients' recorded think times)", highlight=False)
+    console.print("  (closed-loop anchors simulated with their clients' recorded think times, open-loop ones replayed "
+                  "at their measured send times; simulated points run closed loops with the study's think times)",
+                  highlight=False)
     console.print(cal.report(), highlight=False)
     for t in TARGETS:
         if t in cal.loo.columns if cal.loo is not None else False:
