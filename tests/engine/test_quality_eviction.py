@@ -1,4 +1,5 @@
-"""KV eviction on the real small model in transformers (slow; needs the `eviction` extra)."""
+"""KV eviction and top-k sparse attention on the real small model in transformers (slow; needs the
+`eviction` extra)."""
 
 from __future__ import annotations
 
@@ -44,8 +45,59 @@ def test_full_cache_matches_plain_greedy_and_eviction_bounds_memory(smollm2):
     assert p_full.ppl > 1 and p_ev.ppl > 1
 
 
+def test_top_k_at_budget_one_is_the_full_cache_and_below_it_reads_a_share_of_the_keys(smollm2):
+    import math
+    from contextlib import nullcontext
+
+    import torch
+
+    from pareto_atlas.quality.eviction.decode import PrunedCache, _forward, generate, perplexity
+    from pareto_atlas.quality.eviction.policies import EvictionConfig
+    from pareto_atlas.quality.eviction.sparse import TopK, sparse_attention
+    from pareto_atlas.quality.retrieval import retrieval_items
+
+    model, tok = smollm2
+    item = retrieval_items((256,), (0.5,), per_cell=1, count_tokens=lambda s: len(tok(s).input_ids))[0]
+    ids = tok(item.prompt, return_tensors="pt").input_ids
+    n = ids.shape[1]
+
+    def last_step(keep: float | None) -> tuple[torch.Tensor, TopK | None]:
+        """Logits of a decode step for the prompt's last token over the cache of all before it:
+        plain eager attention (None), or top-k attention at `keep`."""
+        cfg = EvictionConfig() if keep is None else EvictionConfig("topk", keep)
+        state = PrunedCache(model, cfg, None)
+        topk = TopK(cfg) if cfg.sparse else None
+        with torch.no_grad(), sparse_attention(model) if topk else nullcontext():
+            _forward(model, state, ids[:, :-1], 0, compress=False)
+            return _forward(model, state, ids[:, -1:], n - 1, compress=False, topk=topk), topk
+
+    full, _ = last_step(None)
+    one, read_all = last_step(1.0)
+    quarter, read_quarter = last_step(0.25)
+    assert model.config._attn_implementation == "eager"        # restored after each sparse block
+    assert read_all.rows == model.config.num_hidden_layers and read_all.fraction() == 1.0
+    assert torch.equal(one, full)                               # every key read: exactly the full cache
+    assert read_quarter.fraction() == pytest.approx(math.ceil(0.25 * n) / n)
+    assert (quarter - full).abs().max() > 1e-3                 # a quarter of the keys: attention changed
+
+    cfg = EvictionConfig("topk", 0.25)
+    g_full = generate(model, tok, item.prompt, EvictionConfig(), 8)
+    assert generate(model, tok, item.prompt, EvictionConfig("topk", 1.0), 8).token_ids == g_full.token_ids
+    g = generate(model, tok, item.prompt, cfg, 8)
+    assert g.peak_kv_tokens == g_full.peak_kv_tokens               # nothing evicted
+    assert g.sparse_steps >= 1 and g_full.sparse_steps == 0        # the first token comes from the dense prefill
+    assert 0.25 <= g.kv_keep < 0.27
+
+    p_full, p_one, p_q = (perplexity(model, tok, item.prompt, c)
+                          for c in (EvictionConfig(), EvictionConfig("topk", 1.0), cfg))
+    assert p_one.nll == p_full.nll and p_one.kv_keep == 1.0
+    # every teacher-forced token reads its own top quarter, at least 16 keys: the early ones read all
+    assert p_q.nll != p_full.nll and 0.25 < p_q.kv_keep < 0.45
+    assert p_q.peak_kv_tokens == p_full.peak_kv_tokens and p_q.n_tokens == p_full.n_tokens
+
+
 def check_stored_sweep(store_path) -> None:
-    """What `evict tiny --policies h2o,snapkv --keeps 0.5 --task retrieval --n 1` must leave in the store."""
+    """What `evict tiny --policies h2o,snapkv,topk --keeps 0.5 --task retrieval --n 1` must leave in the store."""
     from pareto_atlas.measure.weights import SOURCES
     from pareto_atlas.spec.study import load_study
     from pareto_atlas.store import Store
@@ -54,7 +106,7 @@ def check_stored_sweep(store_path) -> None:
     study = load_study("tiny")
     with Store(store_path) as s:
         pts = s.eviction_points("tiny").set_index("policy")
-        assert set(pts.index) == {"none", "h2o", "snapkv"}
+        assert set(pts.index) == {"none", "h2o", "snapkv", "topk"}
         full = pts.loc["none"]
         assert full.kv_keep == 1.0 and full.keep == 1.0 and full.ppl == full.ppl_full > 1
         assert full.model_sha256 == SOURCES[study.model.name].sha256 and full.engine == "transformers-dense-gguf"
@@ -69,8 +121,12 @@ def check_stored_sweep(store_path) -> None:
             assert ev.kv_bytes_per_token == 30 * 3 * 64 * 2 * 2
             assert [it["item_id"] for it in s.eviction_items(ev.evict_id)] == ids
             assert 0 <= ev.correct <= ev.n_items == 3 and ev.lo <= ev.p <= ev.hi
+        sparse = pts.loc["topk"]
+        # top-k evicts nothing: the full cache's peak, and about half the keys read per decode step
+        assert sparse.ref_id == full.evict_id and sparse.keep == 0.5 and sparse.peak_kv_tokens == full.peak_kv_tokens
+        assert 0.5 <= sparse.kv_keep < 0.6 and sparse.ppl != full.ppl
         effects = eviction_effects(study, s)
-    assert {p: [e["keep"] for e in v] for p, v in effects.items()} == {"h2o": [0.5], "snapkv": [0.5]}
+    assert {p: [e["keep"] for e in v] for p, v in effects.items()} == {"h2o": [0.5], "snapkv": [0.5], "topk": [0.5]}
 
 
 def test_evict_subcommand_stores_each_point_and_a_rerun_keeps_them(eviction_extra, tmp_path):
@@ -79,11 +135,11 @@ def test_evict_subcommand_stores_each_point_and_a_rerun_keeps_them(eviction_extr
     from pareto_atlas.cli import app
 
     store = tmp_path / "store.duckdb"
-    args = ["evict", "tiny", "--policies", "h2o,snapkv", "--keeps", "0.5", "--task", "retrieval", "--n", "1",
+    args = ["evict", "tiny", "--policies", "h2o,snapkv,topk", "--keeps", "0.5", "--task", "retrieval", "--n", "1",
             "--store", str(store), "--out", str(tmp_path)]
     first = CliRunner().invoke(app, args)
     assert first.exit_code == 0, first.output
     check_stored_sweep(store)
     again = CliRunner().invoke(app, args)
-    assert again.exit_code == 0 and again.output.count("stored earlier, kept") == 3
+    assert again.exit_code == 0 and again.output.count("stored earlier, kept") == 4
     assert "model loaded" not in again.output

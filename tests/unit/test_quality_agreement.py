@@ -83,6 +83,17 @@ def test_paired_guard_does_not_overclaim_on_tiny_degenerate_samples():
     assert g.boundary and g.rel == 0.0 and g.rel_hi > 1.0 and g.method.startswith("katz")
 
 
+def test_all_correct_on_both_sides_of_a_few_items_is_not_certainty():
+    # 6/6 against 6/6 (top-k attention on the retrieval items): Haldane's 0.5 goes into every cell,
+    # failures included, so the interval is [0.75, 1.34], not [1, 1]
+    six = [rec(i, True) for i in range(6)]
+    g = guard_paired(six, six)
+    assert g.rel == 1.0 and g.method.startswith("katz") and g.boundary
+    assert 0.70 < g.rel_lo < 0.80 and 1.25 < g.rel_hi < 1.40
+    wide, narrow = guard(score(6, 6), score(6, 6)), guard(score(60, 60), score(60, 60))
+    assert narrow.rel_hi - narrow.rel_lo < wide.rel_hi - wide.rel_lo
+
+
 def test_paired_guard_broken_arm_fails():
     base = [rec(i, i % 2 == 0) for i in range(80)]
     broken = [rec(i, False) for i in range(80)]

@@ -34,7 +34,7 @@ def test_bad_option_names_the_field_and_allowed_values(tmp_path):
     r = CliRunner().invoke(app, ["evict", "tiny", "--policies", "h2o,lru", "--out", str(tmp_path)])
     assert r.exit_code == 2
     err = " ".join(r.output.split())
-    assert "evict options: policies: 'lru' is not one of streaming, h2o, snapkv" in err
+    assert "evict options: policies: 'lru' is not one of streaming, h2o, snapkv, topk" in err
 
 
 class FakeTok:
@@ -59,13 +59,13 @@ def fake_engine(monkeypatch, tmp_path):
         out = []
         for cfg in configs:
             calls["configs"].append(cfg.label())
-            ok = [not cfg.evicts or i == 0 for i in range(len(items))]     # eviction loses all but the first
+            ok = [cfg.reference or i == 0 for i in range(len(items))]      # eviction loses all but the first
             recs = tuple(QualityRecord(item_id=it.item_id, task=it.task, variant=it.variant, prompt_sha256="x",
                                        target=it.target, output="", extracted_strict="", extracted_flexible="",
                                        correct_strict=o, correct_flexible=o, latency_s=0.0) for it, o in zip(items, ok))
-            p = EvictionPoint(label=cfg.label(), policy=cfg.policy, keep=cfg.keep if cfg.evicts else 1.0,
-                              chunk=cfg.chunk, kv_keep=cfg.keep * 0.9 if cfg.evicts else 1.0, peak_kv_tokens=100,
-                              kv_bytes_per_token=9216, accuracy=score_bools(ok), ppl=4.0 if not cfg.evicts else 6.0,
+            p = EvictionPoint(label=cfg.label(), policy=cfg.policy, keep=1.0 if cfg.reference else cfg.keep,
+                              chunk=cfg.chunk, kv_keep=1.0 if cfg.reference else cfg.keep * 0.9, peak_kv_tokens=100,
+                              kv_bytes_per_token=9216, accuracy=score_bools(ok), ppl=4.0 if cfg.reference else 6.0,
                               seconds=0.5, records=recs)
             on_point(p)
             out.append(p)
@@ -102,6 +102,30 @@ def test_points_are_stored_as_they_finish_and_a_rerun_runs_only_what_is_missing(
         stage.evict_study(study, s, console, policies=["h2o", "streaming"], keeps=[0.25, 0.5])
         assert fake_engine["load"] == loads and len(fake_engine["configs"]) == 5
         assert "stored earlier, kept" in out.getvalue()
+
+
+def test_the_subcommand_measures_top_k_sparse_attention_as_a_policy(tmp_path, fake_engine):
+    store = tmp_path / "s.duckdb"
+    r = CliRunner().invoke(app, ["evict", "tiny", "--policies", "sparse", "--keeps", "0.5,0.25", "--task", "retrieval",
+                                 "--n", "1", "--store", str(store), "--out", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    assert fake_engine["configs"] == ["full", "topk@0.5", "topk@0.25"]
+    assert "achieved attended 0.225" in r.output and "achieved kv_keep 1.000" in r.output
+    with Store(store) as s:
+        got = s.eviction_points("tiny").set_index("label")
+    assert got.loc["topk@0.25", "policy"] == "topk" and got.loc["topk@0.25", "keep"] == 0.25
+    assert got.loc["topk@0.5", "ref_id"] == got.loc["full", "evict_id"]
+
+
+def test_top_k_achieved_share_is_averaged_over_decode_steps_not_items():
+    def rec(keep: float, steps: int) -> QualityRecord:
+        return QualityRecord(item_id="i", task="retrieval", variant="niah", prompt_sha256="x", target="1", output="1",
+                             extracted_strict="1", extracted_flexible="1", correct_strict=True, correct_flexible=True,
+                             latency_s=0.0, meta={"kv_keep": keep, "sparse_steps": steps})
+
+    # an answer given by the prefill alone (no decode step) read every key but weighs nothing
+    assert experiment.achieved_keep([rec(0.25, 6), rec(0.5, 2), rec(1.0, 0)]) == (0.25 * 6 + 0.5 * 2) / 8
+    assert experiment.achieved_keep([rec(0.4, 0), rec(0.6, 0)]) == 0.5          # eviction: the mean over items
 
 
 def test_a_different_item_set_is_a_different_point(tmp_path):

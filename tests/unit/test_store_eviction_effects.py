@@ -7,6 +7,7 @@ import pytest
 
 from pareto_atlas.quality.records import QualityRecord
 from pareto_atlas.spec.knobs import Knobs
+from pareto_atlas.spec.priors import get_prior
 from pareto_atlas.spec.study import load_study
 from pareto_atlas.store import Store
 from pareto_atlas.store.db import dumps, now
@@ -105,3 +106,62 @@ def test_attach_quality_passes_the_store_effects_to_the_simulated_points(store):
     out = attach_quality(pts, STUDY, store)
     assert list(out.quality_provenance.str.split(":").str[0]) == ["inherited", "measured-effect", "prior"]
     assert out.quality_rel.tolist() == pytest.approx([1.0, 0.5, 1.0])
+
+
+# Sparse attention (`Knobs.sparse_budget`) reads the measured oracle top-k effect (`evict --policies topk`).
+
+SPARSE_PROV = f"(transformers, {MODEL}, retrieval n=6; oracle top-k)"
+
+
+@pytest.fixture
+def sparse_store(store):
+    _put_point(store, "topk-quarter", "ref", "topk", 0.25, [True, True, True, True, False, False])
+    return store
+
+
+def test_sparse_budget_uses_the_measured_top_k_effect_instead_of_the_prior(sparse_store):
+    q, lo, hi, prov = _q(Knobs(weights="Q4_1", sparse_budget=0.25), sparse_store)
+    assert q == pytest.approx(0.8 * 4 / 6)
+    assert lo < 0.49 * 4 / 6 and hi > 0.94 * 4 / 6
+    assert prov == f"measured-effect:topk@0.25 {SPARSE_PROV}"
+
+
+def test_a_larger_budget_borrows_the_nearest_measured_below_and_a_smaller_one_keeps_the_prior(sparse_store):
+    q, _, _, prov = _q(Knobs(weights="Q4_1", sparse_budget=0.5), sparse_store)
+    assert q == pytest.approx(0.8 * 4 / 6)
+    assert prov == f"measured-effect:topk@0.25 for budget 0.5, the nearest measured below {SPARSE_PROV}"
+    q, _, _, prov = _q(Knobs(weights="Q4_1", sparse_budget=0.125), sparse_store)
+    assert prov == "prior:ribar2023sparq" and q == pytest.approx(0.8 + get_prior("sparq_quality").central)
+
+
+def test_eviction_and_sparse_attention_multiply_their_measured_effects_and_intervals(sparse_store):
+    eff = eviction_effects(STUDY, sparse_store)
+    ev, sp = eff["h2o"][0], eff["topk"][0]
+    q, lo, hi, prov = _q(Knobs(weights="Q4_1", eviction="h2o", kv_keep=0.5, sparse_budget=0.25), sparse_store)
+    assert q == pytest.approx(0.8 * 0.5 * 4 / 6)
+    assert lo == pytest.approx(0.49 * ev["rel_lo"] * sp["rel_lo"])
+    assert hi == pytest.approx(min(1.0, 0.94 * ev["rel_hi"] * sp["rel_hi"]))
+    assert prov == (f"measured-effect:h2o@0.5 (transformers, {MODEL}, retrieval n=6)"
+                    f"+measured-effect:topk@0.25 {SPARSE_PROV}")
+
+
+def test_the_prior_stands_in_only_for_the_family_nothing_measured(sparse_store):
+    # snapkv is not measured: its prior moves the score scaled by the measured top-k effect
+    q, _, _, prov = _q(Knobs(weights="Q4_1", eviction="snapkv", kv_keep=0.5, sparse_budget=0.25), sparse_store)
+    assert prov == f"measured-effect:topk@0.25 {SPARSE_PROV}+prior:cai2024pyramidkv"
+    assert q == pytest.approx(0.8 * 4 / 6 + get_prior("pyramidkv_quality").central)
+    # eviction still reads its measured effect when sparse attention has none (here: budget below 0.25)
+    _, _, _, prov = _q(Knobs(weights="Q4_1", eviction="h2o", kv_keep=0.5, sparse_budget=0.125), sparse_store)
+    assert prov == f"measured-effect:h2o@0.5 (transformers, {MODEL}, retrieval n=6)+prior:ribar2023sparq"
+
+
+def test_top_k_with_a_full_cache_scoring_zero_leaves_the_sparse_prior_and_says_why(tmp_path):
+    with Store(tmp_path / "z.duckdb") as s:
+        _put_point(s, "ref", "ref", "none", 1.0, [False] * 3)
+        _put_point(s, "t", "ref", "topk", 0.25, [False] * 3)
+        s.put_quality_run({"qrun_id": "q1", "study": STUDY.name, "arm": STUDY.baseline.name,
+                           "quality_key": STUDY.baseline.knobs().quality_key(), "task": "retrieval", "status": "ok",
+                           "started_at": now(), "summary_json": dumps({"strict": {"p": 0.5, "lo": 0.2, "hi": 0.8, "n": 8}})},
+                          [])
+        _, _, _, prov = _q(Knobs(weights="Q4_1", sparse_budget=0.25), s)
+    assert prov == "prior:ribar2023sparq (measured topk@0.25 has no relative effect: full cache 0/3)"

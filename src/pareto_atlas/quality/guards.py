@@ -58,7 +58,8 @@ def _undefined(floor: float, base_n: int, method: str) -> GuardResult:
 
 def guard(arm: Score, baseline: Score, floor: float = DEFAULT_FLOOR, level: float = 0.95) -> GuardResult:
     """Guard from two independent scores: Katz log interval on the ratio of proportions
-    (0.5 added to every count when a count is 0, Haldane's correction)."""
+    (0.5 added to every cell of the 2x2 table when a cell is 0, Haldane's correction: so 6/6 against
+    6/6 reads [0.75, 1.34], not a certain [1, 1])."""
     _check_floor(floor)
     if arm.n == 0 or baseline.n == 0:
         raise ValueError("quality guard: both scores need n > 0")
@@ -67,7 +68,8 @@ def guard(arm: Score, baseline: Score, floor: float = DEFAULT_FLOOR, level: floa
     a, n1, c, n2 = float(arm.k), float(arm.n), float(baseline.k), float(baseline.n)
     rel = (a / n1) / (c / n2)
     if a == 0 or a == n1 or c == n2:
-        a, n1, c, n2 = a + 0.5, n1 + 0.5, c + 0.5, n2 + 0.5
+        # each cell (successes and failures of both arms) gets 0.5, so each total gets 1
+        a, n1, c, n2 = a + 0.5, n1 + 1.0, c + 0.5, n2 + 1.0
     se = math.sqrt(max(0.0, 1 / a - 1 / n1 + 1 / c - 1 / n2))
     z = z_for(level)
     centre = math.log((a / n1) / (c / n2))

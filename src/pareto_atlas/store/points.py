@@ -48,13 +48,17 @@ def quality_table(study: Study, store: Store) -> dict[str, dict]:
 
 # Quality priors for knobs this machine cannot run: the cited effect on quality of each family.
 QUALITY_PRIORS = {"kv-evict": "pyramidkv_quality", "sparse-attn": "sparq_quality"}
+# The measured policy that stands for `Knobs.sparse_budget`: exact top-k attention, an upper bound
+# on the quality of the approximate methods (SparQ, Quest) the simulator's sparse budget models.
+SPARSE_POLICY = "topk"
 
 
 def eviction_effects(study: Study, store: Store) -> dict[str, list[dict]]:
-    """policy -> the measured relative effects of KV eviction on the study's model (`pareto-atlas
-    evict`), one per keep ratio: accuracy under eviction / full-cache accuracy on the same items,
-    with a paired interval (quality.guards.guard_paired). Where several item sets measured one
-    (policy, keep), the study's own quality task wins, then the most items, then the latest."""
+    """policy -> the measured relative effects of KV eviction (or, under `topk`, of top-k sparse
+    attention) on the study's model (`pareto-atlas evict`), one per keep ratio (topk: attended
+    fraction): accuracy under the policy / full-cache accuracy on the same items, with a paired
+    interval (quality.guards.guard_paired). Where several item sets measured one (policy, keep),
+    the study's own quality task wins, then the most items, then the latest."""
     from pareto_atlas.quality.guards import guard_paired
     from pareto_atlas.quality.records import QualityRecord
 
@@ -85,15 +89,15 @@ def eviction_effects(study: Study, store: Store) -> dict[str, list[dict]]:
     return out
 
 
-def _measured_effect(knobs: Knobs, effects: dict[str, list[dict]]) -> tuple[dict | None, str]:
-    """The measured eviction effect for the knob's policy at its keep ratio, or at the nearest
-    measured keep below it (more eviction: a conservative stand-in; a larger keep would flatter),
-    and how it was matched."""
-    below = [e for e in effects.get(knobs.eviction, ()) if e["keep"] <= knobs.kv_keep + 1e-9]
+def _measured_effect(measured: list[dict], level: float, what: str) -> tuple[dict | None, str]:
+    """The measured effect at `level` (a keep ratio, or the sparse budget), or at the nearest measured
+    level below it (less kept or read: a conservative stand-in; a larger one would flatter), and how
+    it was matched (`what` names the level)."""
+    below = [e for e in measured if e["keep"] <= level + 1e-9]
     if not below:
         return None, ""
     e = max(below, key=lambda e: e["keep"])
-    how = "" if abs(e["keep"] - knobs.kv_keep) < 1e-9 else f" for keep {knobs.kv_keep:g}, the nearest measured below"
+    how = "" if abs(e["keep"] - level) < 1e-9 else f" for {what} {level:g}, the nearest measured below"
     return e, how
 
 
@@ -104,10 +108,11 @@ def quality_for(knobs: Knobs, arm: str, study: Study, qt: dict[str, dict],
     1. measured on this arm, or inherited from an arm with the same token-changing knobs;
     2. a re-encoding at or above the source precision: the source's score (a prior: the weights
        are reproduced, not re-measured);
-    3. eviction or sparse attention on top of (1)/(2): that score scaled by the relative effect of
-       the eviction policy measured on this model (`effects`, from `eviction_effects`; its interval
-       multiplies the score's: wider, never narrower), else moved by the cited quality effect of the
-       family (a prior from seed 000's evidence table);
+    3. eviction or sparse attention on top of (1)/(2): that score scaled by the relative effect
+       measured on this model (`effects`, from `eviction_effects`): the eviction policy's at its
+       keep, and oracle top-k attention's at the sparse budget; both multiply when both are on, and
+       so do their intervals with the score's (wider, never narrower). A family with no measured
+       effect is moved by its cited quality effect instead (a prior from seed 000's evidence table);
     otherwise unmeasured (NaN): such a point can sit on the raw frontier but wins no regime.
     """
     hit = qt.get(knobs.quality_key())
@@ -123,22 +128,30 @@ def quality_for(knobs: Knobs, arm: str, study: Study, qt: dict[str, dict],
             return NAN, NAN, NAN, "unmeasured"
         from pareto_atlas.spec.priors import get_prior
 
-        evicts = core.kv_keep != knobs.kv_keep or core.eviction != knobs.eviction
-        effect, how = _measured_effect(knobs, effects or {}) if evicts else (None, "")
-        undefined = ""
-        if effect is not None and effect["rel"] != effect["rel"]:
-            # the full cache answered nothing right: no ratio to carry over, so the prior stands
-            undefined = (f" (measured {knobs.eviction}@{effect['keep']:g} has no relative effect: "
-                         f"full cache {effect['k_full']}/{effect['n']})")
-            effect = None
-        provs = []
-        if effect is not None:
-            q, lo, hi = min(1.0, q * effect["rel"]), lo * effect["rel_lo"], min(1.0, hi * effect["rel_hi"])
-            provs.append(f"measured-effect:{knobs.eviction}@{effect['keep']:g}{how} ({effect['engine']}, "
-                         f"{effect['model']}, {effect['task']} n={effect['n']})")
-        families = [f for f, on in (("kv-evict", evicts and effect is None),
-                                    ("sparse-attn", core.sparse_budget != knobs.sparse_budget)) if on]
-        priors = [get_prior(QUALITY_PRIORS[f]) for f in families]
+        effects = effects or {}
+        # family -> (the measured policy standing for it, the knob's level, what the level is, a note)
+        on: dict[str, tuple[str, float, str, str]] = {}
+        if core.kv_keep != knobs.kv_keep or core.eviction != knobs.eviction:
+            on["kv-evict"] = (knobs.eviction, knobs.kv_keep, "keep", "")
+        if core.sparse_budget != knobs.sparse_budget:
+            on["sparse-attn"] = (SPARSE_POLICY, knobs.sparse_budget, "budget", "; oracle top-k")
+        rel = rel_lo = rel_hi = 1.0
+        provs, priors, undefined = [], [], ""
+        for family, (policy, level, what, note) in on.items():
+            effect, how = _measured_effect(effects.get(policy, []), level, what)
+            if effect is not None and effect["rel"] != effect["rel"]:
+                # the full cache answered nothing right: no ratio to carry over, so the prior stands
+                undefined += (f" (measured {policy}@{effect['keep']:g} has no relative effect: "
+                              f"full cache {effect['k_full']}/{effect['n']})")
+                effect = None
+            if effect is None:
+                priors.append(get_prior(QUALITY_PRIORS[family]))
+                continue
+            rel, rel_lo, rel_hi = rel * effect["rel"], rel_lo * effect["rel_lo"], rel_hi * effect["rel_hi"]
+            provs.append(f"measured-effect:{policy}@{effect['keep']:g}{how} ({effect['engine']}, "
+                         f"{effect['model']}, {effect['task']} n={effect['n']}{note})")
+        if provs:
+            q, lo, hi = min(1.0, q * rel), lo * rel_lo, min(1.0, hi * rel_hi)
         delta = sum(p.central for p in priors)
         if priors:
             provs.append("prior:" + "+".join(p.source for p in priors))

@@ -1,12 +1,13 @@
-"""KV-cache eviction policies llama.cpp lacks (StreamingLLM, H2O, SnapKV), run on the real small
-model in HF transformers (optional extra `eviction`: torch, transformers, accelerate).
+"""KV-cache eviction policies llama.cpp lacks (StreamingLLM, H2O, SnapKV) and top-k sparse attention
+(oracle), run on the real small model in HF transformers (optional extra `eviction`: torch,
+transformers, accelerate).
 
-`policies` is numpy only; `model`, `decode` and `experiment` import torch lazily and raise one
-clear ImportError naming the extra when it is missing.
+`policies` is numpy only; `model`, `sparse`, `decode` and `experiment` import torch lazily and raise
+one clear ImportError naming the extra when it is missing.
 """
 
 from __future__ import annotations
 
-from .policies import POLICIES, EvictionConfig, select
+from .policies import POLICIES, EvictionConfig, select, select_topk
 
-__all__ = ["POLICIES", "EvictionConfig", "select"]
+__all__ = ["POLICIES", "EvictionConfig", "select", "select_topk"]

@@ -1,4 +1,5 @@
-"""Greedy decoding and perplexity with a KV cache pruned by an eviction policy (torch).
+"""Greedy decoding and perplexity with a KV cache pruned by an eviction policy, or read through
+top-k sparse attention (torch).
 
 A manual loop over HF's DynamicCache: the prompt is prefilled in chunks and the cache is cut to
 the policy's budget after every chunk (so KV memory really stays bounded), then during decoding
@@ -6,17 +7,21 @@ the policy's budget after every chunk (so KV memory really stays bounded), then 
 positions, so new tokens get their true `position_ids`, while the shorter cache's length (not
 the positions) builds the attention mask. Attention weights (eager attention) feed H2O's
 accumulated scores and SnapKV's observation window; query heads are summed onto their shared KV head (GQA).
+Top-k sparse attention (`sparse.py`) keeps the whole cache and sparsifies each decode step's
+attention (and, for perplexity, every teacher-forced token's), never the prefill of a prompt.
 """
 
 from __future__ import annotations
 
 import math
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 from .model import require_torch
 from .policies import EvictionConfig, select
+from .sparse import TopK, sparse_attention
 
 
 @dataclass(frozen=True)
@@ -25,8 +30,10 @@ class GenResult:
     token_ids: tuple[int, ...]
     n_prompt: int
     peak_kv_tokens: int      # largest cache length per head during the run
-    kv_keep: float           # cache length / tokens a full cache would hold, at the end of the run
+    kv_keep: float           # cache length / tokens a full cache would hold, at the end of the run;
+                             # topk: keys read / keys cached, averaged over the decode steps
     seconds: float
+    sparse_steps: int = 0    # decode steps run under top-k attention (the first token comes from the prefill)
 
 
 @dataclass(frozen=True)
@@ -109,29 +116,34 @@ def _chunks(n: int, chunk: int) -> list[tuple[int, int]]:
     return bounds
 
 
-def _forward(model: Any, state: PrunedCache, ids: Any, start: int, compress: bool) -> Any:
+def _forward(model: Any, state: PrunedCache, ids: Any, start: int, compress: bool, topk: TopK | None = None) -> Any:
     torch = state.torch
     q = ids.shape[1]
     c = len(state)
     # transformers 5.24 takes `cache=` and derives the mask from the cache length (c) itself;
     # position_ids carry the true positions, which differ from c once entries are evicted.
+    # `topk` reaches the attention function (sparse.topk_attention) through the forward's kwargs.
+    extra = {} if topk is None else {"topk": topk}
     out = model(input_ids=ids, position_ids=torch.arange(start, start + q)[None],
                 attention_mask=torch.ones(1, c + q, dtype=torch.long),
-                cache=state.cache, use_cache=True, output_attentions=state.cfg.needs_attention)
+                cache=state.cache, use_cache=True, output_attentions=state.cfg.needs_attention, **extra)
     state.after_forward(start, q, out.attentions if state.cfg.needs_attention else None, compress)
     return out.logits
 
 
 def generate(model: Any, tok: Any, prompt: str, cfg: EvictionConfig, max_new_tokens: int = 16,
              stop: Sequence[str] = ("\n",)) -> GenResult:
-    """Greedy continuation of `prompt` under `cfg`."""
+    """Greedy continuation of `prompt` under `cfg`. Under topk the prefill reads every key, so the
+    first answer token is the full cache's; each later one comes from a sparse decode step."""
     torch = require_torch()
     t0 = time.monotonic()
     ids = tok(prompt, return_tensors="pt").input_ids
     n = ids.shape[1]
     state = PrunedCache(model, cfg, cfg.budget(n))
+    topk = TopK(cfg) if cfg.sparse else None
     out_ids: list[int] = []
-    with torch.no_grad():
+    steps = 0
+    with torch.no_grad(), sparse_attention(model) if cfg.sparse else nullcontext():
         for s, e in _chunks(n, cfg.chunk):
             logits = _forward(model, state, ids[:, s:e], s, compress=True)
         eos = tok.eos_token_id
@@ -143,26 +155,32 @@ def generate(model: Any, tok: Any, prompt: str, cfg: EvictionConfig, max_new_tok
             text = tok.decode(out_ids, skip_special_tokens=True)
             if any(x and x in text for x in stop) or step == max_new_tokens - 1:
                 break
-            logits = _forward(model, state, torch.tensor([[nxt]]), n + step, compress=cfg.evicts_during_decode)
+            logits = _forward(model, state, torch.tensor([[nxt]]), n + step, compress=cfg.evicts_during_decode,
+                              topk=topk)
+            steps += 1
     text = tok.decode(out_ids, skip_special_tokens=True)
     # Measured on the cache itself, not derived from the budget: SnapKV does not evict while
     # decoding, so its cache ends at budget + generated tokens, not at the budget.
+    keep = min(1.0, len(state) / state.seen) if cfg.evicts else 1.0
+    if topk is not None:
+        keep = topk.fraction()
     return GenResult(text=text, token_ids=tuple(out_ids), n_prompt=n, peak_kv_tokens=state.peak,
-                     kv_keep=min(1.0, len(state) / state.seen) if cfg.evicts else 1.0,
-                     seconds=time.monotonic() - t0)
+                     kv_keep=keep, seconds=time.monotonic() - t0, sparse_steps=steps if topk else 0)
 
 
 def perplexity(model: Any, tok: Any, text: str, cfg: EvictionConfig) -> PplResult:
     """Teacher-forced perplexity of `text` when each chunk attends to the pruned cache of the
-    text before it plus itself: what eviction leaves for ordinary next-token prediction."""
+    text before it plus itself: what eviction leaves for ordinary next-token prediction. Under topk
+    every token's query reads its own top-k of the keys before it, as if it were being decoded."""
     torch = require_torch()
     ids = tok(text, return_tensors="pt").input_ids
     n = ids.shape[1]
     state = PrunedCache(model, cfg, cfg.budget(n))
+    topk = TopK(cfg) if cfg.sparse else None
     total, count = 0.0, 0
-    with torch.no_grad():
+    with torch.no_grad(), sparse_attention(model) if cfg.sparse else nullcontext():
         for s, e in _chunks(n, cfg.chunk):
-            logits = _forward(model, state, ids[:, s:e], s, compress=True)
+            logits = _forward(model, state, ids[:, s:e], s, compress=True, topk=topk)
             # logits at position t predict token t+1; the last one predicts the next chunk's first
             lp = torch.log_softmax(logits[0].float(), -1)
             tgt = ids[0, s + 1:e + 1]
@@ -170,4 +188,6 @@ def perplexity(model: Any, tok: Any, text: str, cfg: EvictionConfig) -> PplResul
             count += len(tgt)
     nll = total / max(1, count)
     keep = (state.budget / n) if cfg.evicts and state.budget is not None else 1.0
+    if topk is not None:
+        keep = topk.fraction()
     return PplResult(nll=nll, ppl=math.exp(nll), n_tokens=count, peak_kv_tokens=state.peak, kv_keep=min(1.0, keep))

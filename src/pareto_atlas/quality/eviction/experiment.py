@@ -1,8 +1,10 @@
-"""Quality of KV eviction policies on the real small model: retrieval, GSM8K, and perplexity.
+"""Quality of KV eviction policies and top-k sparse attention on the real small model: retrieval,
+GSM8K, and perplexity.
 
 Produces the same `QualityRecord`s as the engine runner (so rescore, agreement and guards apply
 unchanged) plus one `EvictionPoint` per policy and keep ratio, with the KV memory it keeps
-(`kv_keep`, the simulator's knob) and the perplexity of the same text under the same cache.
+(`kv_keep`, the simulator's knob; for topk the share of the cache each decode step reads, the
+simulator's `sparse_budget`) and the perplexity of the same text under the same cache.
 """
 
 from __future__ import annotations
@@ -22,10 +24,11 @@ from .policies import EvictionConfig
 class EvictionPoint:
     label: str
     policy: str
-    keep: float                 # nominal budget / prompt length
+    keep: float                 # nominal budget / prompt length (topk: keys read / keys cached)
     chunk: int
     kv_keep: float              # achieved: mean over items of cache kept / full cache, at the end of each answer
-    peak_kv_tokens: int         # largest cache seen (budget + one prefill chunk while compressing)
+                                # (topk: keys read / keys cached, mean over decode steps)
+    peak_kv_tokens: int         # largest cache seen (budget + one prefill chunk while compressing; topk: full)
     kv_bytes_per_token: int     # fp16 K+V over all layers: what the kept fraction saves
     accuracy: Score | None      # strict, on the items given
     ppl: float | None           # perplexity of `ppl_text` under the same policy
@@ -59,10 +62,19 @@ def run_items_hf(model: Any, tok: Any, items: Sequence[QualityItem], cfg: Evicti
             correct_strict=ok_s, correct_flexible=ok_f, latency_s=time.monotonic() - t0, stop=item.stop,
             token_ids=g.token_ids, prompt_tokens=g.n_prompt, completion_tokens=len(g.token_ids),
             meta={**dict(item.meta), "eviction": cfg.label(), "kv_keep": g.kv_keep, "peak_kv_tokens": g.peak_kv_tokens,
-                  "engine": "transformers-dense-gguf"}))
+                  "sparse_steps": g.sparse_steps, "engine": "transformers-dense-gguf"}))
         if progress is not None:
             progress(i, len(items))
     return records
+
+
+def achieved_keep(records: Sequence[QualityRecord]) -> float:
+    """The point's kv_keep: the mean over items of what each kept; under top-k, the mean over all
+    decode steps of the share of keys read (an answer given by the prefill alone has none)."""
+    steps = sum(r.meta.get("sparse_steps", 0) for r in records)
+    if steps:
+        return sum(r.meta["kv_keep"] * r.meta.get("sparse_steps", 0) for r in records) / steps
+    return sum(r.meta["kv_keep"] for r in records) / len(records)
 
 
 def eviction_sweep(model: Any, tok: Any, items: Sequence[QualityItem], configs: Sequence[EvictionConfig],
@@ -76,8 +88,8 @@ def eviction_sweep(model: Any, tok: Any, items: Sequence[QualityItem], configs: 
         recs = run_items_hf(model, tok, items, cfg) if items else []
         p = perplexity(model, tok, ppl_text, cfg) if ppl_text else None
         point = EvictionPoint(
-            label=cfg.label(), policy=cfg.policy, keep=cfg.keep if cfg.evicts else 1.0, chunk=cfg.chunk,
-            kv_keep=(sum(r.meta["kv_keep"] for r in recs) / len(recs)) if recs else (p.kv_keep if p else 1.0),
+            label=cfg.label(), policy=cfg.policy, keep=1.0 if cfg.reference else cfg.keep, chunk=cfg.chunk,
+            kv_keep=achieved_keep(recs) if recs else (p.kv_keep if p else 1.0),
             peak_kv_tokens=max([r.meta["peak_kv_tokens"] for r in recs] + ([p.peak_kv_tokens] if p else [])),
             kv_bytes_per_token=per_token, accuracy=summarize(recs).strict if recs else None,
             ppl=p.ppl if p else None, seconds=time.monotonic() - t0, records=tuple(recs))
@@ -87,4 +99,4 @@ def eviction_sweep(model: Any, tok: Any, items: Sequence[QualityItem], configs: 
     return points
 
 
-__all__ = ["EvictionPoint", "eviction_sweep", "kv_bytes_per_token", "run_items_hf"]
+__all__ = ["EvictionPoint", "achieved_keep", "eviction_sweep", "kv_bytes_per_token", "run_items_hf"]

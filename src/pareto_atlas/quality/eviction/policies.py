@@ -1,10 +1,16 @@
-"""Which KV entries to keep: StreamingLLM, H2O and SnapKV as pure functions of cache state.
+"""Which KV entries to keep (StreamingLLM, H2O, SnapKV) and which to read (top-k sparse attention),
+as pure functions of cache state.
 
 No torch here (numpy only), so the policies are testable anywhere. State per layer: for each KV
 head h and cached entry j, its original position `pos[h, j]`, its accumulated attention
 `acc[h, j]` (H2O) and the attention it got from the latest observation window `obs[h, j]`
 (SnapKV). Scores are summed over the query heads that share a KV head (GQA), so each KV head
 keeps its own entries but every head keeps the same number (the cache stays rectangular).
+
+Top-k sparse attention (`topk`) evicts nothing: every decode step, each query head reads only the
+keys with the highest scores q·k (`select_topk`). It is the exact top-k, an oracle: approximate
+methods (SparQ, Quest) only estimate which keys those are, so at the same budget it is an upper
+bound on their quality, an optimistic stand-in for them.
 """
 
 from __future__ import annotations
@@ -14,14 +20,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-POLICIES = ("none", "streaming", "h2o", "snapkv")
-# Names users write for the same policy. The canonical names are also the atlas's `Knobs.eviction`
-# values, so a measured point and a simulated configuration meet under one name.
-ALIASES = {"streamingllm": "streaming"}
+EVICTING = ("streaming", "h2o", "snapkv")
+POLICIES = ("none", *EVICTING, "topk")
+# Names users write for the same policy. The canonical evicting names are also the atlas's
+# `Knobs.eviction` values, so a measured point and a simulated configuration meet under one name;
+# `topk` is what the atlas's `Knobs.sparse_budget` reads. SparQ and Quest are not aliases of
+# `topk`: they approximate its selection, and measuring the oracle under their names would flatter them.
+ALIASES = {"streamingllm": "streaming", "sparse": "topk", "top-k": "topk"}
 
 
 def canonical_policy(name: str) -> str:
-    """The canonical name of an evicting policy (aliases resolved); one-line ValueError otherwise."""
+    """The canonical name of a measured policy (aliases resolved); one-line ValueError otherwise."""
     allowed = [p for p in POLICIES if p != "none"]
     canon = ALIASES.get(name.strip().lower(), name.strip().lower())
     if canon not in allowed:
@@ -33,13 +42,13 @@ def canonical_policy(name: str) -> str:
 @dataclass(frozen=True)
 class EvictionConfig:
     policy: str = "none"
-    keep: float = 1.0        # KV budget as a fraction of the prompt length (the simulator's kv_keep)
+    keep: float = 1.0        # KV budget / prompt length (kv_keep); topk: keys read / keys cached (sparse_budget)
     sinks: int = 4           # StreamingLLM: first tokens always kept (attention sinks)
     window: int = 32         # SnapKV observation window (also always kept)
     pool: int = 7            # SnapKV max-pool kernel over positions (keeps neighbours of a hit)
     heavy_frac: float = 0.5  # H2O: share of the budget for heavy hitters; the rest is the recent window
     chunk: int = 128         # prefill chunk, compressed after each (bounded memory); 0 = whole prompt, then compress once
-    min_budget: int = 16
+    min_budget: int = 16     # entries kept per head (evicting) or keys read per query (topk), at least
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
@@ -53,7 +62,18 @@ class EvictionConfig:
 
     @property
     def evicts(self) -> bool:
-        return self.policy != "none" and self.keep < 1.0
+        return self.policy in EVICTING and self.keep < 1.0
+
+    @property
+    def sparse(self) -> bool:
+        """Decode steps read the top-k keys only (the cache stays full). At keep 1 every key is
+        read, through the same code: that is how the sparse path is checked against the full cache."""
+        return self.policy == "topk"
+
+    @property
+    def reference(self) -> bool:
+        """Every key kept and read: the full cache the other configurations are compared with."""
+        return self.policy == "none" or self.keep >= 1.0
 
     @property
     def needs_attention(self) -> bool:
@@ -71,9 +91,9 @@ class EvictionConfig:
         return max(self.min_budget, math.ceil(self.keep * n_prompt))
 
     def label(self) -> str:
-        if not self.evicts:
+        if self.reference:
             return "full"
-        return f"{self.policy}@{self.keep:g}" + ("/oneshot" if self.chunk == 0 else "")
+        return f"{self.policy}@{self.keep:g}" + ("/oneshot" if self.evicts and self.chunk == 0 else "")
 
 
 def _top(values: np.ndarray, k: int, mask: np.ndarray | None = None) -> np.ndarray:
@@ -125,3 +145,25 @@ def select(cfg: EvictionConfig, budget: int, pos: np.ndarray, acc: np.ndarray | 
             chosen[_top(pooled, budget - chosen.sum(), ~chosen)] = True
         keep[h] = np.flatnonzero(chosen)
     return keep
+
+
+def attended_count(keep: float, visible: np.ndarray, min_budget: int) -> np.ndarray:
+    """Keys a query reads under top-k attention when it may see `visible` keys: ceil(keep x visible),
+    at least `min_budget`, at most all of them."""
+    visible = np.asarray(visible)
+    return np.minimum(visible, np.maximum(min_budget, np.ceil(keep * visible))).astype(np.int64)
+
+
+def select_topk(scores: np.ndarray, visible: np.ndarray, keep: float, min_budget: int) -> np.ndarray:
+    """Top-k sparse attention: which keys each query row reads, bool like `scores` [..., q, L].
+
+    Each row keeps its own `attended_count` keys of highest score among those `visible` to it (the
+    causal mask, broadcast to `scores`); ties go to the lower index, so the choice is deterministic.
+    """
+    visible = np.broadcast_to(visible, scores.shape)
+    s = np.where(visible, scores.astype(float), -np.inf)
+    order = np.argsort(-s, axis=-1, kind="stable")
+    rank = np.empty_like(order)
+    np.put_along_axis(rank, order, np.broadcast_to(np.arange(s.shape[-1]), s.shape), axis=-1)
+    k = attended_count(keep, visible.sum(-1), min_budget)
+    return (rank < k[..., None]) & visible

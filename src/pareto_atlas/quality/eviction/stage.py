@@ -1,10 +1,12 @@
-"""The `evict` stage: the study's KV-eviction sweep on its real model, dense in transformers, into the store.
+"""The `evict` stage: the study's KV-eviction and sparse-attention sweep on its real model, dense in
+transformers, into the store.
 
-llama.cpp has no KV eviction, so this is the one quality measurement made outside the serving
-engine: the study's source GGUF, dequantized, answers the study's own quality items with a full
-cache (the reference) and under every (policy, keep) of the sweep. Each point is stored as it
-finishes, with its item records; a rerun skips the points already stored. The atlas reads them as
-a measured relative effect (`store.points.quality_for`), never as an engine measurement.
+llama.cpp has neither KV eviction nor sparse attention, so this is the one quality measurement made
+outside the serving engine: the study's source GGUF, dequantized, answers the study's own quality
+items with a full cache (the reference) and under every (policy, keep) of the sweep. Each point is
+stored as it finishes, with its item records; a rerun skips the points already stored. The atlas
+reads them as a measured relative effect (`store.points.quality_for`), never as an engine
+measurement.
 """
 
 from __future__ import annotations
@@ -74,7 +76,8 @@ def _line(row: dict) -> str:
     acc = (f"{row['correct']}/{row['n_items']} = {row['p']:.3f} [95% {row['lo']:.2f}–{row['hi']:.2f}]"
            if row["n_items"] else "no items")
     ppl = "—" if row["ppl"] is None else f"{row['ppl']:.3f} vs full {row['ppl_full']:.3f}"
-    return (f"{row['label']:<16} keep {row['keep']:.2f}  achieved kv_keep {row['kv_keep']:.3f}  "
+    achieved = "attended" if row["policy"] == "topk" else "kv_keep"     # topk reads a share of a full cache
+    return (f"{row['label']:<16} keep {row['keep']:.2f}  achieved {achieved} {row['kv_keep']:.3f}  "
             f"peak {row['peak_kv_tokens']} tok  {acc}  ppl {ppl}  ({row['seconds']:.0f} s)")
 
 
@@ -129,7 +132,7 @@ def evict_study(study: Study, store: Store, console: Console, *, policies: list[
     console.print(f"  model loaded in {time.monotonic() - t0:.0f} s; {len(qitems)} items, "
                   f"perplexity on {ppl_src.item_id}", highlight=False)
 
-    by_knob = {(c.policy, c.keep if c.evicts else 1.0): c for c in todo}
+    by_knob = {(c.policy, 1.0 if c.reference else c.keep): c for c in todo}
 
     def save(point) -> None:
         cfg = by_knob[(point.policy, point.keep)]
