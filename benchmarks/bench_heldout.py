@@ -22,7 +22,7 @@ import pandas as pd
 
 from pareto_atlas.calibrate.fidelity import repeat_spread
 from pareto_atlas.calibrate.fit import TARGETS, _anchors, predict
-from pareto_atlas.calibrate.stage import THIS, model_card, think_times, this_machine
+from pareto_atlas.calibrate.stage import THIS, attach_load, model_card, this_machine
 from pareto_atlas.measure.campaign import run_campaign
 from pareto_atlas.simulate.stage import latest_params
 from pareto_atlas.spec.study import load_study
@@ -56,7 +56,7 @@ def main() -> None:
         df = measured_points(held, store)
         df = df[df.hardware == THIS].reset_index(drop=True)
         # the clients' recorded pauses are the load (like a trace's arrival times), not its outcome
-        df["think_s"] = [think_times(store, a) for a in df.anchor_id]
+        df = attach_load(df, store)
         hw = this_machine(study, store)
         # A configuration the calibration also measured is not scored: measured again now, it says
         # how far this machine has drifted since the calibration's campaign.

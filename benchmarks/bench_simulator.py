@@ -96,7 +96,7 @@ def load_anchors(path: str, model: str, hardware: str):
     """(anchors, model card, hardware card) from a store (.duckdb: its default study's measured points,
     its probed card) or a parquet/csv export (shipped model card, this machine re-probed)."""
     if path.endswith(".duckdb"):
-        from pareto_atlas.calibrate.stage import THIS, model_card, send_offsets, think_times
+        from pareto_atlas.calibrate.stage import THIS, attach_load, model_card
         from pareto_atlas.spec.cards import HardwareCard
         from pareto_atlas.spec.study import load_study
         from pareto_atlas.store import Store
@@ -105,8 +105,7 @@ def load_anchors(path: str, model: str, hardware: str):
         anchors = measured_points(study, store)
         anchors = anchors[anchors.hardware == THIS].reset_index(drop=True)
         # the load as the calibrate stage sees it: closed loops' pauses, open loops' send times
-        anchors["think_s"] = [think_times(store, a) for a in anchors.anchor_id]
-        anchors["send_offsets"] = [send_offsets(store, a) for a in anchors.anchor_id]
+        anchors = attach_load(anchors, store)
         return anchors, model_card(study, anchors), HardwareCard(**store.latest_probe(THIS))
     from pareto_atlas.calibrate.hwprobe import measure_this_machine
     anchors = pd.read_parquet(path) if path.endswith(".parquet") else pd.read_csv(path)

@@ -107,7 +107,7 @@ def test_measure_this_machine_is_a_cpu_card():
 
 
 def test_replayed_sends_group_requests_the_server_prefilled_in_one_step(tmp_path):
-    from pareto_atlas.calibrate.stage import send_offsets
+    from pareto_atlas.calibrate.stage import anchor_load
     from pareto_atlas.store import Store
     from pareto_atlas.store.db import now
 
@@ -124,7 +124,7 @@ def test_replayed_sends_group_requests_the_server_prefilled_in_one_step(tmp_path
         for aid, recs in runs.items():
             s.put_anchor({"anchor_id": aid, "study": "s", "arm": aid, "repeat": 0, "status": "ok", "reason": None,
                           "knobs_json": "{}", "metrics_json": "{}", "started_at": now(), "finished_at": now()}, recs)
-        a, b = send_offsets(s, "a"), send_offsets(s, "b")
+        (a, _), (b, _) = anchor_load(s, "a"), anchor_load(s, "b")
     assert a == [0.0, 0.0, pytest.approx(4.5)]                      # replayed together: one prefill step
     assert b[0] == 0.0 and b[1] == pytest.approx(0.0002) and b[2] == pytest.approx(3.3)   # the second waited
 

@@ -36,14 +36,18 @@ def _put_point(s: Store, eid: str, ref: str, policy: str, keep: float, correct: 
         _records(correct, task))
 
 
+def _put_baseline_score(s: Store, *, p: float, lo: float, hi: float, n: int) -> None:
+    """The baseline arm's retrieval score, as a finished quality run."""
+    s.put_quality_run({"qrun_id": "q1", "study": STUDY.name, "arm": STUDY.baseline.name,
+                       "quality_key": STUDY.baseline.knobs().quality_key(), "task": "retrieval", "mode": "niah", "n": n,
+                       "seed": 0, "engine": "llamacpp", "status": "ok", "started_at": now(),
+                       "summary_json": dumps({"strict": {"p": p, "lo": lo, "hi": hi, "n": n}})}, [])
+
+
 @pytest.fixture
 def store(tmp_path):
     with Store(tmp_path / "s.duckdb") as s:
-        base = STUDY.baseline.knobs()
-        s.put_quality_run({"qrun_id": "q1", "study": STUDY.name, "arm": STUDY.baseline.name,
-                           "quality_key": base.quality_key(), "task": "retrieval", "mode": "niah", "n": 10,
-                           "seed": 0, "engine": "llamacpp", "status": "ok", "started_at": now(),
-                           "summary_json": dumps({"strict": {"p": 0.8, "lo": 0.49, "hi": 0.94, "n": 10}})}, [])
+        _put_baseline_score(s, p=0.8, lo=0.49, hi=0.94, n=10)
         _put_point(s, "ref", "ref", "none", 1.0, [True] * 6)
         _put_point(s, "h2o-half", "ref", "h2o", 0.5, [True, True, True, False, False, False])
         yield s
@@ -82,10 +86,7 @@ def test_full_cache_scoring_zero_leaves_the_prior_and_says_why(tmp_path):
     with Store(tmp_path / "z.duckdb") as s:
         _put_point(s, "ref", "ref", "none", 1.0, [False] * 3)
         _put_point(s, "h", "ref", "h2o", 0.5, [False] * 3)
-        s.put_quality_run({"qrun_id": "q1", "study": STUDY.name, "arm": STUDY.baseline.name,
-                           "quality_key": STUDY.baseline.knobs().quality_key(), "task": "retrieval", "status": "ok",
-                           "started_at": now(), "summary_json": dumps({"strict": {"p": 0.5, "lo": 0.2, "hi": 0.8, "n": 8}})},
-                          [])
+        _put_baseline_score(s, p=0.5, lo=0.2, hi=0.8, n=8)
         _, _, _, prov = _q(Knobs(weights="Q4_1", eviction="h2o", kv_keep=0.5), s)
     assert prov.startswith("prior:cai2024pyramidkv (measured h2o@0.5 has no relative effect: full cache 0/3)")
 
@@ -159,9 +160,6 @@ def test_top_k_with_a_full_cache_scoring_zero_leaves_the_sparse_prior_and_says_w
     with Store(tmp_path / "z.duckdb") as s:
         _put_point(s, "ref", "ref", "none", 1.0, [False] * 3)
         _put_point(s, "t", "ref", "topk", 0.25, [False] * 3)
-        s.put_quality_run({"qrun_id": "q1", "study": STUDY.name, "arm": STUDY.baseline.name,
-                           "quality_key": STUDY.baseline.knobs().quality_key(), "task": "retrieval", "status": "ok",
-                           "started_at": now(), "summary_json": dumps({"strict": {"p": 0.5, "lo": 0.2, "hi": 0.8, "n": 8}})},
-                          [])
+        _put_baseline_score(s, p=0.5, lo=0.2, hi=0.8, n=8)
         _, _, _, prov = _q(Knobs(weights="Q4_1", sparse_budget=0.25), s)
     assert prov == "prior:ribar2023sparq (measured topk@0.25 has no relative effect: full cache 0/3)"

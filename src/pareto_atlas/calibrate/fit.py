@@ -59,6 +59,11 @@ def _opt(r: pd.Series, col: str) -> float | None:
     return None if v is None or pd.isna(v) else float(v)
 
 
+def _times(v) -> tuple[float, ...] | None:
+    # a column of per-request times (send offsets, think times): None where the anchor has none
+    return tuple(float(t) for t in v) if isinstance(v, (list, tuple, np.ndarray)) and len(v) else None
+
+
 def _anchors(df: pd.DataFrame) -> list[_Anchor]:
     out = []
     for _, r in df.iterrows():
@@ -68,10 +73,7 @@ def _anchors(df: pd.DataFrame) -> list[_Anchor]:
         if conc <= 0 and rate <= 0:
             conc = 1
         n = int(r["n_requests"]) if "n_requests" in r.index and pd.notna(r["n_requests"]) else max(32, 4 * conc)
-        sends = r.get("send_offsets")
-        sends = tuple(float(t) for t in sends) if isinstance(sends, (list, tuple, np.ndarray)) and len(sends) else None
-        think = r.get("think_s")
-        think = tuple(float(t) for t in think) if isinstance(think, (list, tuple, np.ndarray)) and len(think) else None
+        sends, think = _times(r.get("send_offsets")), _times(r.get("think_s"))
         if think is not None and conc > 0:
             n = len(think)
         out.append(_Anchor(Knobs.from_row(r), int(r["prompt_tokens"]), int(r["output_tokens"]), conc, rate, n,

@@ -66,15 +66,34 @@ def _fidelity_rows(cal, anchors: pd.DataFrame) -> list[dict]:
 SAME_STEP_S = 0.005
 
 
-def send_offsets(store: Store, anchor_id: str) -> list[float]:
-    """When each measured request of an open-loop anchor (Poisson, trace) reached the engine (s,
-    from the first), for the fit to replay. Requests sent at the same instant race the server's
-    loop: sometimes the first prompt gets a step of its own, sometimes all are prefilled together.
-    The server's own prompt_ms says which: requests whose prefill began in the same step are
-    replayed as arriving together, the others at their send times. (Closed loops are simulated
-    with their clients' recorded think times instead: see calibrate.fit._Anchor.)"""
-    recs = sorted((r for r in store.requests(anchor_id) if not r.get("warmup") and r.get("ok")),
-                  key=lambda r: r["send_ts"])
+def anchor_load(store: Store, anchor_id: str) -> tuple[list[float], list[float]]:
+    """The load an anchor's measured requests met, from one read of its records: (send offsets,
+    think times).
+
+    Send offsets, for replaying an open-loop anchor (Poisson, trace): when each request reached the
+    engine (s, from the first). Requests sent at the same instant race the server's loop: sometimes
+    the first prompt gets a step of its own, sometimes all are prefilled together. The server's own
+    prompt_ms says which: requests whose prefill began in the same step are replayed as arriving
+    together, the others at their send times.
+
+    Think times, for simulating a closed-loop anchor (see calibrate.fit._Anchor): the pause each
+    request's client took before sending it (s, in request order; [] when its clients never paused),
+    the load and not its outcome, so a prediction of the anchor may use it."""
+    recs = [r for r in store.requests(anchor_id) if not r.get("warmup")]
+    think = [float(r.get("think_s") or 0.0) for r in recs]
+    return _send_offsets([r for r in recs if r.get("ok")]), (think if any(think) else [])
+
+
+def attach_load(anchors: pd.DataFrame, store: Store) -> pd.DataFrame:
+    """The anchors with the load of each (`anchor_load`) in columns send_offsets and think_s, as the fit reads them."""
+    loads = [anchor_load(store, a) for a in anchors.anchor_id]
+    anchors["send_offsets"] = [sends for sends, _ in loads]
+    anchors["think_s"] = [think for _, think in loads]
+    return anchors
+
+
+def _send_offsets(recs: list[dict]) -> list[float]:
+    recs = sorted(recs, key=lambda r: r["send_ts"])
     if not recs:
         return []
     t0 = recs[0]["send_ts"]
@@ -93,15 +112,6 @@ def send_offsets(store: Store, anchor_id: str) -> list[float]:
     return out
 
 
-def think_times(store: Store, anchor_id: str) -> list[float]:
-    """The think time each measured request of an anchor's closed loop waited before it was sent (s,
-    in request order; [] when its clients never paused): the load, not its outcome, so a prediction
-    of the anchor may use it."""
-    recs = [r for r in store.requests(anchor_id) if not r.get("warmup")]
-    think = [float(r.get("think_s") or 0.0) for r in recs]
-    return think if any(think) else []
-
-
 def calibrate_study(study: Study, store: Store, console: Console) -> None:
     hw = this_machine(study, store)
     console.print(f"[bold]calibrate[/]: {THIS} measured at {hw.mem_bw_gbs:.1f} GB/s read bandwidth (all cores), "
@@ -111,8 +121,7 @@ def calibrate_study(study: Study, store: Store, console: Console) -> None:
     if len(anchors) < 2:
         raise ValueError(f"calibrate: {len(anchors)} finished anchors for {study.name!r}; need at least 2 "
                          f"(run `pareto-atlas measure` first)")
-    anchors["send_offsets"] = [send_offsets(store, a) for a in anchors.anchor_id]
-    anchors["think_s"] = [think_times(store, a) for a in anchors.anchor_id]
+    anchors = attach_load(anchors, store)
     cal = fit(anchors, model_card(study, anchors), hw, engine=study.engine.name, loo=True)
     console.print("  (closed-loop anchors simulated with their clients' recorded think times, open-loop ones replayed "
                   "at their measured send times; simulated points run closed loops with the study's think times)",

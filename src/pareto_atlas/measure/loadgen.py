@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from pareto_atlas.spec.think import think_times
+from pareto_atlas.spec.think import check_think, think_times
 
 from .contract import apply_contract, build_contract_prompts, contract_body, endpoint_path, header_secrets, redact
 from .records import RequestRecord
@@ -224,8 +224,7 @@ async def run_load(base_url: str, prompts: Sequence[str], output_tokens: int | S
         raise ValueError("run_load: give exactly one of concurrency, rate_rps, trace")
     if concurrency is not None and concurrency < 1:
         raise ValueError(f"concurrency: {concurrency} must be >= 1")
-    if isinstance(think, str) and think != "auto" or not isinstance(think, str) and not think >= 0:
-        raise ValueError(f"think: {think!r} must be a time >= 0 s or 'auto'")
+    check_think(think)
     warmup = min(max(warmup, 0), len(prompts))
     n_measured = len(prompts) - warmup
     rows: list[TraceRow] | None = None

@@ -9,7 +9,7 @@ import numpy as np
 from pareto_atlas.measure.metrics import PERCENTILE_METHOD  # one statement of the method, measured or simulated
 from pareto_atlas.simulate import des as arr
 from pareto_atlas.simulate.cost_model import coeffs
-from pareto_atlas.simulate.kernels import prefill_pairs, step_time
+from pareto_atlas.simulate.kernels import lone_prefill_s
 from pareto_atlas.simulate.memory import plan_memory
 from pareto_atlas.simulate.params import CalibParams, default_params
 from pareto_atlas.simulate.space import Load
@@ -71,7 +71,7 @@ def simulate_point(model: ModelCard, hw: HardwareCard, knobs: Knobs, prompt_toke
         pauses = None
         mean = Load(concurrency=int(concurrency), think=think).think_code
         if mean < 0:
-            mean = step_time(c, 0.0, 0.0, float(prompt_tokens), prefill_pairs(float(prompt_tokens), 0.0), 0.0, 1.0)
+            mean = lone_prefill_s(c, float(prompt_tokens))
         if mean > 0:
             pauses = think_times(mean, n_requests)
         a = arr.closed_loop(int(concurrency), n_requests, prompt_tokens, output_tokens, pauses)

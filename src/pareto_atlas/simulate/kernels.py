@@ -107,6 +107,13 @@ def _step_time(c: np.ndarray, n_dec: float, ctx_dec: float, n_pf: float, pf_pair
 
 
 @njit(cache=True)
+def lone_prefill_s(c: np.ndarray, prompt: float) -> float:
+    """Seconds of one prompt's prefill on an idle engine (without jitter): the mean pause of "auto"
+    think times, as the load generator takes the warm-up's TTFT."""
+    return step_time(c, 0.0, 0.0, prompt, prefill_pairs(prompt, 0.0), 0.0, 1.0)
+
+
+@njit(cache=True)
 def _upper_bound(c: np.ndarray) -> float:
     # The bound argument of _step_time for an upper bound (inf where p < 1 leaves none useful).
     return 2.0 ** (1.0 / c[P]) * (1.0 + 1e-12) if c[P] >= 1.0 else np.inf
@@ -663,8 +670,7 @@ def run_batch(C, policy, slots, chunk, conc, rate, prompt, output, kv_cap, n_req
         finish_t = np.empty(n_req)
         mean = think[j]
         if mean < 0.0:
-            pf = float(prompt[j])
-            mean = step_time(C[j], 0.0, 0.0, pf, prefill_pairs(pf, 0.0), 0.0, 1.0)
+            mean = lone_prefill_s(C[j], float(prompt[j]))
         th = pauses * mean if conc[j] >= 2 and mean > 0.0 else np.empty(0)
         _, pk, _ = run_kernel(C[j], arrival, p, o, policy[j], slots[j], chunk[j], tpot_slo, conc[j], kv_cap[j],
                               seed + j, first_t, finish_t, th)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from pareto_atlas.spec.cards import HardwareCard, ModelCard
 from pareto_atlas.spec.knobs import Knobs
+from pareto_atlas.spec.think import check_think
 
 # What each engine family can serve. GGUF types and q8_0/q4_0 KV are llama.cpp's (CPU); vLLM on
 # GPUs serves F16/BF16, FP8 (W8A8 where the card has FP8 units, weight-only Marlin on Ampere, as
@@ -54,8 +55,7 @@ class Load:
     def __post_init__(self) -> None:
         if (self.concurrency > 0) == (self.rate_rps > 0):
             raise ValueError(f"load: exactly one of concurrency ({self.concurrency}) or rate_rps ({self.rate_rps}) must be > 0")
-        if self.think != "auto" and (isinstance(self.think, str) or not self.think >= 0):
-            raise ValueError(f"load: think {self.think!r} must be a time >= 0 s or 'auto'")
+        check_think(self.think)
 
     @property
     def think_code(self) -> float:

@@ -51,8 +51,7 @@ def study_space(study: Study, hardware: list[HardwareCard], model) -> Space:
     kinds = sorted({h.kind for h in hardware})
     arms = [a.knobs() for a in study.arms]
     grid = [k for kind in kinds for k in default_knobs(kind)]
-    loads = [Load(concurrency=c, think=study.load.think_ms if isinstance(study.load.think_ms, str)
-                  else study.load.think_ms / 1e3) for c in study.simulate.concurrency]
+    loads = [Load(concurrency=c, think=study.load.think) for c in study.simulate.concurrency]
     per_knob = sum(1 for h in hardware for _ in [0]) * len(loads)
     budget = max(1, study.simulate.max_configs // max(per_knob, 1))
     knobs = list(dict.fromkeys(arms + grid))

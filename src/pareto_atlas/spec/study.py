@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from pareto_atlas.spec.knobs import Knobs
+from pareto_atlas.spec.think import check_think
 
 
 class StudyError(ValueError):
@@ -60,15 +61,18 @@ class LoadSpec(_Frozen):
     @field_validator("think_ms", mode="before")
     @classmethod
     def _think(cls, v):
-        if v == "auto" or isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0:
-            return v if v == "auto" else float(v)
-        raise ValueError(f"{v!r} is not allowed: a pause in ms >= 0, or 'auto'")
+        return check_think(v, "ms", field="")     # pydantic names the field
+
+    @property
+    def think(self) -> float | str:
+        """think_ms in seconds ("auto" as it is): what the load generator and the simulator take."""
+        return self.think_ms if isinstance(self.think_ms, str) else self.think_ms / 1e3
 
     def think_for(self, arm: "ArmSpec") -> float | str:
         """The think setting a run of this arm uses (s or "auto"): none for one client or open loops."""
         if arm.concurrency < 2 or arm.rate_rps:
             return 0.0
-        return self.think_ms if isinstance(self.think_ms, str) else self.think_ms / 1e3
+        return self.think
 
 
 class ArmSpec(_Frozen):
