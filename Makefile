@@ -1,5 +1,5 @@
 # The two commands of the README, and the slower targets.
-.PHONY: atlas test test-slow bench ladder quantizer
+.PHONY: atlas test test-slow bench ladder llama-tools quantizer kld setup-vllm atlas-vllm
 
 atlas:
 	scripts/setup.sh && .venv/bin/pareto-atlas build
@@ -8,15 +8,31 @@ test:
 	scripts/setup.sh test && .venv/bin/python -m pytest -q
 
 test-slow:
-	scripts/setup.sh slow && scripts/build_llama_quantize.sh && .venv/bin/python -m pytest -q -m slow
+	scripts/setup.sh slow && scripts/build_llama_tools.sh && .venv/bin/python -m pytest -q -m slow
 
-# llama.cpp's own quantizer, for the K-quants below 4 bits (built once into the model cache)
-quantizer:
-	scripts/build_llama_quantize.sh
+# llama.cpp's own tools, built once into the model cache from the pinned llama.cpp source (~7 min
+# on 2 cores): llama-quantize (the K-quants below 4 bits) and llama-perplexity (the KL-divergence axis)
+llama-tools:
+	scripts/build_llama_tools.sh
+
+quantizer: llama-tools
+
+# token-level KL divergence and top-1 agreement of the default study's configurations (~5 min)
+kld:
+	scripts/setup.sh && scripts/build_llama_tools.sh && .venv/bin/pareto-atlas kld
 
 # the weight ladder below the source precision (Q4_K_M, Q4_0, Q3_K, Q2_K), speed and GSM8K
 ladder:
-	scripts/setup.sh && scripts/build_llama_quantize.sh && .venv/bin/pareto-atlas build --study ladder
+	scripts/setup.sh && scripts/build_llama_tools.sh && .venv/bin/pareto-atlas build --study ladder
 
 bench:
 	scripts/setup.sh test && for b in benchmarks/bench_*.py; do .venv/bin/python $$b; done
+
+# vLLM on this CPU in its own venv (.venv-vllm: torch 2.13+cpu, transformers 5.19; ~2 min to install)
+setup-vllm:
+	scripts/setup_vllm.sh
+
+# vLLM's arms on this CPU beside llama.cpp's (study vllm-cpu: its anchors go into default's store);
+# quality is the source's (float32 of the same weights), so the GSM8K arm is skipped
+atlas-vllm:
+	scripts/setup.sh && scripts/setup_vllm.sh && .venv/bin/pareto-atlas build --study vllm-cpu --skip-quality

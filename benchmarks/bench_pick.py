@@ -2,7 +2,7 @@
 
     python benchmarks/bench_pick.py [--n 100000] [--repeat 5]
 
-The table is synthetic (pareto_atlas.atlas.synthetic.random_points); the timing covers parsing
+The table is synthetic (tests/synthetic.py's random_points, a test fixture); the timing covers parsing
 the constraints, re-costing with a new price, the quality guard, and ranking.
 """
 
@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
+from pathlib import Path
 
 from pareto_atlas.atlas.frontier import frontier
 from pareto_atlas.atlas.pick import pick
-from pareto_atlas.atlas.synthetic import random_points
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))   # the synthetic table is a test fixture
+from synthetic import random_points  # noqa: E402
 
 TARGET_S = 1.0
 

@@ -24,7 +24,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 # Tables stay readable when the output goes to a file or CI log (no terminal width to ask).
 console = Console(stderr=True, width=max(shutil.get_terminal_size((160, 40)).columns, 140))
 
-STUDY = typer.Option("default", "--study", "-s", help="Study TOML path, or a built-in: default, tiny, ladder.")
+STUDY = typer.Option("default", "--study", "-s", help="Study TOML path, or a built-in: default, tiny, ladder, vllm-cpu.")
 OUT = typer.Option(None, "--out", "-o", help="Output folder (default: atlas-out/<study name>).")
 RAY = typer.Option(None, "--ray", help="Run on Ray: HOST:PORT of a cluster's head, auto, or local "
                                        "(a cluster on this machine). Default: in-process.")
@@ -84,7 +84,7 @@ def _split(value: Optional[str]) -> Optional[list[str]]:
 
 
 @app.command()
-def evict(study: str = typer.Argument("default", help="Study TOML path, or a built-in: default, tiny, ladder."),
+def evict(study: str = typer.Argument("default", help="Study TOML path, or a built-in: default, tiny, ladder, vllm-cpu."),
           policies: Optional[str] = typer.Option(None, help="Comma-separated: streamingllm (= streaming), h2o, "
                                                              "snapkv, topk (= sparse: oracle top-k sparse attention, "
                                                              "keeps = share of the keys each decode step reads) "
@@ -105,11 +105,44 @@ def evict(study: str = typer.Argument("default", help="Study TOML path, or a bui
 
 
 @app.command()
+def kld(study: str = typer.Argument("default", help="Study TOML path, or a built-in: default, tiny, ladder, vllm-cpu."),
+        arm: list[str] = typer.Option(None, "--arm", help="Only these arms (repeatable); the baseline always runs."),
+        tokens: Optional[int] = typer.Option(None, help="Tokens scored per configuration (overrides the study's "
+                                                        "\\[quality] kld_tokens; whole chunks of 255)."),
+        keep_base: bool = typer.Option(False, help="Keep the baseline's logits file (~300 kB a token) afterwards."),
+        store: Optional[Path] = typer.Option(None, help="Store file (default: <out>/store.duckdb)."),
+        out: Optional[Path] = OUT) -> None:
+    """Token-level KL divergence and top-1 agreement of each quality configuration against the
+    baseline arm, by llama.cpp's llama-perplexity (`make llama-tools` builds it); stored
+    configurations are kept on a rerun."""
+    def go():
+        with stages.Context.open(study, out, console, store=store) as ctx:
+            stages.kld(ctx, arms=arm or None, tokens=tokens, keep_base=keep_base, required=True)
+    _run(go)
+
+
+@app.command()
 def calibrate(study: str = STUDY, out: Optional[Path] = OUT) -> None:
     """Fit the simulator to the anchors in the store and print its fidelity."""
     def go():
         with _ctx(study, out) as ctx:
             stages.calibrate(ctx)
+    _run(go)
+
+
+@app.command()
+def published(study: str = STUDY, out: Optional[Path] = OUT,
+              table: list[Path] = typer.Option(None, "--table", help="Another published-anchor CSV, in the shipped "
+                                                                      "table's columns (repeatable; added to it)."),
+              engine: list[str] = typer.Option(None, "--engine", help="Only anchors from this engine, e.g. vllm "
+                                                                       "(repeatable; default: every engine)."),
+              hardware: list[str] = typer.Option(None, "--hardware", help="Only this GPU card (repeatable).")) -> None:
+    """Calibrate the GPU cards on published measurements (spec/published_anchors.csv plus --table):
+    the anchors, the fit, its leave-one-source-out error, and the seed paper's ratios beside the
+    projection. The fit is stored, and `simulate` uses it for those cards."""
+    def go():
+        with _ctx(study, out) as ctx:
+            stages.published(ctx, tables=table or None, engines=engine or None, hardware=hardware or None)
     _run(go)
 
 
@@ -145,11 +178,15 @@ def pick(constraint: str = typer.Argument("", help='e.g. "tpot_p99_ms<=40, quali
          objective: str = typer.Option("cost_per_mtok", help="Column to optimise."),
          maximize: bool = typer.Option(False, help="Maximise the objective instead of minimising it."),
          price: list[str] = typer.Option(None, help='Re-price hardware, e.g. "A100-80G-PCIe=2.085" (repeatable).'),
+         allow_priors: bool = typer.Option(False, "--allow-priors",
+                                           help="Let configurations whose quality or speed rests only on priors "
+                                                "win (default: they are listed as projected, with the command that "
+                                                "would measure them)."),
          study: str = STUDY, out: Optional[Path] = OUT) -> None:
     """Re-plan without re-measuring: the best configuration under a constraint and prices."""
     def go():
         with _ctx(study, out) as ctx:
-            stages.pick(ctx, constraint, objective, maximize, price or [])
+            stages.pick(ctx, constraint, objective, maximize, price or [], allow_priors)
     _run(go)
 
 

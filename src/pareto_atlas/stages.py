@@ -6,6 +6,10 @@ run alone, repeated, or resumed; `build` runs them in order.
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +39,7 @@ class Context:
         out = Path(out) if out else Path("atlas-out") / s.name
         out.mkdir(parents=True, exist_ok=True)
         executor = executor_for(ray)     # first: an unreachable cluster fails before the store is opened
-        return cls(s, out, Store(store or out / "store.duckdb"), console, executor)
+        return cls(s, out, Store(store or default_store(s, out)), console, executor)
 
     def __enter__(self) -> "Context":
         return self
@@ -43,6 +47,14 @@ class Context:
     def __exit__(self, *exc) -> None:
         self.store.close()
         self.executor.close()
+
+
+def default_store(study: Study, out: Path) -> Path:
+    """<out>/store.duckdb; a study that compares with another (`compare_with`) shares that study's
+    store (atlas-out/<its name>/store.duckdb) unless --out is given, so both engines' anchors meet."""
+    if study.compare_with and out == Path("atlas-out") / study.name:
+        return Path("atlas-out") / load_study(study.compare_with).name / "store.duckdb"
+    return out / "store.duckdb"
 
 
 def _fmt(v, unit: str = "", nd: int = 1) -> str:
@@ -58,13 +70,20 @@ def measure(ctx: Context, arms: list[str] | None = None) -> None:
             f"{ctx.study.workload.prompt_tokens} prompt / {ctx.study.workload.output_tokens} output tokens, "
             f"{ctx.study.load.requests} requests (+{ctx.study.load.warmup} warm-up) per arm unless it sets its own")
     t0 = time.monotonic()
-    bandwidth = this_machine(ctx.study, ctx.store).mem_bw_gbs if ctx.study.engine.name == "llamacpp" else None
+    local = ctx.study.engine.name in ("llamacpp", "vllm")     # engines started on this machine
+    bandwidth = this_machine(ctx.study, ctx.store).mem_bw_gbs if local else None
+
+    spent: list[float] = []      # seconds per anchor measured so far: the ETA of the rest
 
     def on(ev: str, info: dict) -> None:
         if ev == "skip":
             c.print(f"  [{info['i'] + 1}/{info['n']}] {info['arm']}: already measured, kept")
         elif ev == "anchor":
-            c.print(f"  [{info['i'] + 1}/{info['n']}] {info['arm']}: ", end="")
+            spent.append(time.monotonic())
+            left = info["n"] - info["i"]
+            eta = "" if len(spent) < 2 else \
+                f" (ETA ~{(spent[-1] - spent[0]) / (len(spent) - 1) * left / 60:.1f} min)"
+            c.print(f"  [{info['i'] + 1}/{info['n']}]{eta} {info['arm']}: ", end="", highlight=False)
         elif ev == "request":
             c.print(".", end="")
         elif ev == "done":
@@ -72,7 +91,8 @@ def measure(ctx: Context, arms: list[str] | None = None) -> None:
             if info["status"] == "ok":
                 c.print(f" ok  TTFT p50 {_fmt(m.get('ttft', {}).get('p50'), ' ms')}  "
                         f"TPOT p50 {_fmt(m.get('tpot', {}).get('p50'), ' ms')}  "
-                        f"{_fmt(m.get('throughput_tok_s'), ' tok/s')}  rejected {m.get('n_rejected', 0)}")
+                        f"{_fmt(m.get('throughput_tok_s'), ' tok/s')}  rejected {m.get('n_rejected', 0)}"
+                        + (f"  start-up {m['engine_startup_s']:.0f} s" if m.get("engine_startup_s") else ""))
                 if m.get("decode_bw_line"):
                     c.print(f"      {m['decode_bw_line']}", highlight=False)
             else:
@@ -124,10 +144,40 @@ def evict(ctx: Context, policies: list[str] | None = None, keeps: list[float] | 
     ctx.console.print(f"evict: {len(rows)} points (full cache included) in the store ({time.monotonic() - t0:.0f} s)")
 
 
+def kld(ctx: Context, arms: list[str] | None = None, tokens: int | None = None, keep_base: bool = False,
+        required: bool = False) -> None:
+    """KL divergence and top-1 agreement of each quality configuration against the baseline.
+    `required`: a missing llama-perplexity (or a non-llama.cpp study) is an error, not a skip."""
+    from pareto_atlas.quality.kld import KldError
+    from pareto_atlas.quality.kld_stage import KldUnavailable, kld_study
+
+    t0 = time.monotonic()
+    try:
+        rows = kld_study(ctx.study, ctx.store, ctx.console, arms=arms, tokens=tokens, keep_base=keep_base,
+                         workdir=ctx.out / "kld")
+    except KldUnavailable as e:
+        if required:
+            raise
+        ctx.console.print(f"{e}; skipped", highlight=False)
+        return
+    except KldError as e:       # the baseline's run failed: nothing can be compared
+        raise ValueError(f"kld: {e}") from None
+    ctx.console.print(f"kld: {len(rows)} configuration(s) in the store ({time.monotonic() - t0:.0f} s)")
+
+
 def calibrate(ctx: Context) -> None:
     from pareto_atlas.calibrate.stage import calibrate_study
 
     calibrate_study(ctx.study, ctx.store, ctx.console)
+
+
+def published(ctx: Context, tables: list[Path] | None = None, engines: list[str] | None = None,
+              hardware: list[str] | None = None) -> None:
+    from pareto_atlas.calibrate.published_stage import published_study
+
+    t0 = time.monotonic()
+    published_study(ctx.study.name, ctx.store, ctx.console, tables, engines, hardware)
+    ctx.console.print(f"published: done in {time.monotonic() - t0:.0f} s")
 
 
 def simulate(ctx: Context) -> None:
@@ -148,21 +198,121 @@ def report(ctx: Context) -> dict:
     return report_study(ctx.study, ctx.store, ctx.out, ctx.console)
 
 
-def pick(ctx: Context, constraint: str, objective: str, maximize: bool, prices: list[str]) -> None:
+def pick(ctx: Context, constraint: str, objective: str, maximize: bool, prices: list[str],
+         allow_priors: bool = False) -> None:
     from pareto_atlas.atlas.stage import pick_study
 
-    pick_study(ctx.study, ctx.store, ctx.console, constraint, objective, maximize, prices)
+    pick_study(ctx.study, ctx.store, ctx.console, constraint, objective, maximize, prices, allow_priors)
+
+
+# First-build guesses of each stage's seconds on a 2-core machine, per unit of its work (anchors,
+# GSM8K items, KL arms); later builds use the times the last one recorded in <out>/build_times.json.
+FIRST_GUESS_S = {"measure": 32.0, "quality": 9.0, "kld": 75.0, "calibrate": 90.0, "simulate": 60.0, "atlas": 5.0,
+                 "report": 25.0}
+
+
+def _work(study: Study, stage: str) -> float:
+    """Units of work of a stage in FIRST_GUESS_S's terms."""
+    if stage == "measure":
+        return sum(a.repeats or study.load.repeats for a in study.arms)
+    if stage == "quality":
+        return sum(1 for a in study.arms if a.quality) * study.quality.n
+    if stage == "kld":
+        return len({a.knobs().quality_key() for a in study.arms}) + 1
+    return 1.0
+
+
+class BuildClock:
+    """Each stage's time, the elapsed total and an ETA for the stages still to run."""
+
+    def __init__(self, ctx: Context, stages: list[str]):
+        self.ctx, self.stages, self.t0 = ctx, stages, time.monotonic()
+        self.path = ctx.out / "build_times.json"
+        try:
+            self.last = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            self.last = {}
+        self.took: dict[str, float] = {}
+
+    def guess(self, stage: str) -> float:
+        return float(self.last.get(stage, FIRST_GUESS_S[stage] * _work(self.ctx.study, stage)))
+
+    def start(self) -> None:
+        eta = sum(self.guess(st) for st in self.stages)
+        src = "the last build's times" if self.last else "first-build guesses"
+        self.ctx.console.print(f"[bold]build[/] {self.ctx.study.name}: stages {', '.join(self.stages)}; "
+                               f"ETA ~{eta / 60:.0f} min ({src})", highlight=False)
+
+    def done(self, stage: str, t_stage: float) -> None:
+        self.took[stage] = round(time.monotonic() - t_stage, 1)
+        rest = self.stages[self.stages.index(stage) + 1:]
+        eta = sum(self.guess(st) for st in rest)
+        self.ctx.console.print(f"[dim]── {stage}: {self.took[stage]:.0f} s · elapsed {(time.monotonic() - self.t0) / 60:.1f} min"
+                               + (f" · ETA ~{eta / 60:.1f} min for {', '.join(rest)}" if rest else "") + "[/]",
+                               highlight=False)
+        try:
+            self.path.write_text(json.dumps({**self.last, **self.took}, indent=1))
+        except OSError:
+            pass
+
+
+TOOLS_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "build_llama_tools.sh"
+
+
+def _start_tools_build(ctx: Context) -> subprocess.Popen | None:
+    """Start building llama-perplexity (for the KL stage) in the background, niced, when it is
+    missing: while GSM8K is scored, whose answers do not depend on timing; the anchors, which do,
+    are measured before it starts. None when there is nothing to build or no script to build it."""
+    from pareto_atlas.quality.kld import llama_perplexity
+
+    if ctx.study.engine.name != "llamacpp" or llama_perplexity() is not None or not TOOLS_SCRIPT.is_file():
+        return None
+    log = ctx.out / "llama_tools_build.log"
+    ctx.console.print(f"building llama.cpp's llama-perplexity in the background (niced; about 7 min on 2 cores, once) "
+                      f"while GSM8K is scored; log: {log}", highlight=False)
+    with open(log, "wb") as f:
+        # its own process group, so an interrupted build stops its compilers too
+        return subprocess.Popen(["nice", "-n", "10", str(TOOLS_SCRIPT)], stdout=f, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+
+
+def _wait_tools_build(ctx: Context, proc: subprocess.Popen | None) -> None:
+    if proc is None:
+        return
+    t = time.monotonic()
+    rc = proc.wait()
+    tail = (ctx.out / "llama_tools_build.log").read_text(errors="replace").strip().splitlines()[-1:] or [""]
+    ctx.console.print(f"llama-perplexity build {'done' if rc == 0 else f'failed ({tail[0]})'}"
+                      f" (waited {time.monotonic() - t:.0f} s for it)", highlight=False)
 
 
 def build(ctx: Context, with_quality: bool = True) -> None:
-    t0 = time.monotonic()
-    measure(ctx)
-    if with_quality:
-        quality(ctx)
-    calibrate(ctx)
-    simulate(ctx)
-    atlas(ctx)
-    paths = report(ctx)
-    ctx.console.print(f"\n[bold green]done[/] in {time.monotonic() - t0:.0f} s. Outputs in {ctx.out}/:")
+    plan = {"measure": measure, "quality": quality, "kld": kld, "calibrate": calibrate, "simulate": simulate,
+            "atlas": atlas, "report": report}
+    if not with_quality:
+        plan.pop("quality"), plan.pop("kld")
+    elif not ctx.study.quality.kld:
+        plan.pop("kld")
+    clock = BuildClock(ctx, list(plan))
+    clock.start()
+    paths: dict = {}
+    tools = None
+    try:
+        for name, stage in plan.items():
+            t = time.monotonic()
+            if name == "quality" and "kld" in plan:
+                tools = _start_tools_build(ctx)
+            if name == "kld":
+                _wait_tools_build(ctx, tools)
+                tools = None
+            out = stage(ctx)
+            if name == "report":
+                paths = out
+            clock.done(name, t)
+    finally:
+        if tools is not None and tools.poll() is None:      # interrupted: the script resumes next time
+            os.killpg(tools.pid, signal.SIGTERM)
+    per_stage = ", ".join(f"{k} {v:.0f} s" for k, v in clock.took.items())
+    ctx.console.print(f"\n[bold green]done[/] in {time.monotonic() - clock.t0:.0f} s ({per_stage}). Outputs in {ctx.out}/:")
     for name, p in paths.items():
         ctx.console.print(f"  {name:<22} {p}")

@@ -9,7 +9,7 @@ import pandas as pd
 
 from pareto_atlas.atlas.frontier import frontier
 from pareto_atlas.atlas.regimes import default_regimes
-from pareto_atlas.atlas.synthetic import synthetic_points
+from synthetic import synthetic_points
 from pareto_atlas.atlas.winners import boundary_cases, winners
 from pareto_atlas.report.html import write_html
 
@@ -20,8 +20,11 @@ EVIL_HW = '"><svg onload=alert(2)>'
 def atlas_points() -> pd.DataFrame:
     pts = synthetic_points(hardware=(("L4", 1.0, 0.39), (EVIL_HW, 6.4, 1.39)))
     # Make the malicious label the low-cost winner so it must appear in the winners table.
-    cheapest = pts[pts["quality_rel"] >= 0.95]["cost_per_mtok"].idxmin()
+    cheapest = pts[pts["quality_rel_lo"] >= 0.95]["cost_per_mtok"].idxmin()
     pts.loc[cheapest, "label"] = EVIL_LABEL
+    # a few points whose quality rests on a prior: drawn as squares, never winners
+    prior = pts.index[pts["provenance"].eq("simulated") & pts["hardware"].eq("L4")][:7]
+    pts.loc[prior, "quality_provenance"] = "prior:micikevicius2022fp8 (FP8 weights of the Q4_K_M source)"
     return pts
 
 
@@ -42,11 +45,25 @@ def test_atlas_page_in_headless_chromium(browser, tmp_path):
     load(browser, page)
 
     assert browser.errors() == []
-    # It rendered: a scatter with one mark per embedded point, and the winners table.
+    # The default view is the frontier region on a log axis: every mark drawn or counted as outside.
+    assert browser.evaluate("document.getElementById('log-x').checked && document.getElementById('clip-x').checked")
+    shown_n = browser.evaluate("document.querySelectorAll('#scatter .pt').length")
+    note = browser.evaluate("document.getElementById('drawn-count').textContent")
+    outside = int(note.split("; ")[1].split(" ")[0]) if "outside" in note else 0
+    assert shown_n + outside == len(pts)
+    # It rendered: with the region unticked, a scatter with one mark per embedded point, and the winners table.
+    browser.evaluate("""(function () { var c = document.getElementById('clip-x'); c.checked = false;
+        c.dispatchEvent(new Event('change')); })()""")
     n_marks = browser.evaluate("document.querySelectorAll('#scatter .pt').length")
     assert n_marks == len(pts)
     assert browser.evaluate("document.querySelectorAll('#scatter .pt.measured').length") == int((pts["provenance"] == "measured").sum())
+    # Shape says what a point rests on: the prior-quality points are the squares.
+    squares = browser.evaluate("Array.from(document.querySelectorAll('#scatter rect.pt')).map(function (r) { return r.dataset.pointId; })")
+    assert sorted(squares) == sorted(pts.loc[pts["quality_provenance"].str.startswith("prior:"), "point_id"])
+    assert not set(squares) & set(cells["point_id"])
 
+    evidence = browser.evaluate("Array.from(document.querySelectorAll('#winners-body tr')).map(function (tr) { return tr.cells[7].textContent; })")
+    assert all(e.startswith("quality ") and "; speed " in e for e in evidence if e)
     shown = browser.evaluate("""Array.from(document.querySelectorAll('#winners-body tr')).map(function (tr) {
         return [tr.dataset.regime, tr.dataset.hardware, tr.dataset.pointId, tr.cells[3].textContent]; })""")
     expect = [[r.regime, r.hardware, r.point_id, r.label if r.point_id else f"— {r.note}"] for r in cells.itertuples()]

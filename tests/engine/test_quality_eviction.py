@@ -101,7 +101,7 @@ def check_stored_sweep(store_path) -> None:
     from pareto_atlas.measure.weights import SOURCES
     from pareto_atlas.spec.study import load_study
     from pareto_atlas.store import Store
-    from pareto_atlas.store.points import eviction_effects
+    from pareto_atlas.store.quality import eviction_effects
 
     study = load_study("tiny")
     with Store(store_path) as s:

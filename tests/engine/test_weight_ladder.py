@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.engine]
 def quantizer():
     exe = W.llama_quantize()
     # `make test-slow` builds it; a missing one is an error here, never a skip
-    assert exe is not None, "llama-quantize is not built: run scripts/build_llama_quantize.sh"
+    assert exe is not None, "llama-quantize is not built: run make llama-tools (scripts/build_llama_tools.sh)"
     return exe
 
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from pareto_atlas.atlas.frontier import frontier, pareto_mask, projection
 from pareto_atlas.atlas.objectives import Objective
-from pareto_atlas.atlas.synthetic import random_points, synthetic_points
+from synthetic import random_points, synthetic_points
 
 OBJ = ("quality_rel", "tpot_p99_ms", "cost_per_mtok")
 

@@ -8,7 +8,7 @@ import pytest
 
 from pareto_atlas.atlas.constraints import ConstraintError, parse_constraints
 from pareto_atlas.atlas.pick import pick, reprice
-from pareto_atlas.atlas.synthetic import random_points, synthetic_points
+from synthetic import random_points, synthetic_points
 
 
 def test_a_price_change_moves_the_low_cost_winner_without_remeasuring():
@@ -41,10 +41,11 @@ def test_pick_respects_constraints_guard_and_ranking():
     assert r.direction == "max" and len(rows) == 4
     for row in rows:
         assert row["tpot_p99_ms"] <= 6 and row["hardware"] != "L4" and row["quality_rel"] >= 0.95
+        assert pts.set_index("point_id").loc[row["point_id"], "quality_rel_lo"] >= 0.95   # the interval decides
     vals = [row["throughput_tok_s"] for row in rows]
     assert vals == sorted(vals, reverse=True)
     assert r.winner["throughput_tok_s"] == pts[(pts["tpot_p99_ms"] <= 6) & (pts["ttft_p99_ms"] < 100) & (pts["hardware"] != "L4")
-                                               & (pts["quality_rel"] >= 0.95)]["throughput_tok_s"].max()
+                                               & (pts["quality_rel_lo"] >= 0.95)]["throughput_tok_s"].max()
     # Switching the guard off admits the fast zero-quality configurations.
     off = pick(pts, "tpot_p99_ms<=6", "tpot_p99_ms", quality_floor=None)
     assert off.winner["quality_rel"] == 0.0
@@ -54,10 +55,11 @@ def test_pick_respects_constraints_guard_and_ranking():
 
 def test_stated_quality_floor_replaces_the_default_and_boundary_cases_come_back():
     pts = synthetic_points()
-    r = pick(pts, "quality_rel>=90%", "cost_per_mtok")
-    assert r.quality_floor == pytest.approx(0.90)
-    assert r.winner["quality_rel"] >= 0.90
-    assert len(r.boundary) > 0 and {"admitted", "quality_rel_lo", "quality_rel_hi"} <= set(r.boundary.columns)
+    r = pick(pts, "quality_rel>=94%", "cost_per_mtok")
+    assert r.quality_floor == pytest.approx(0.94)
+    assert r.winner["quality_rel"] >= 0.94
+    # 0.9288 .. 0.96 with a paired half-width of 0.02 straddle 0.94: on record, never admitted
+    assert len(r.boundary) > 0 and not r.boundary["admitted"].any() and {"admitted", "quality_rel_lo", "quality_rel_hi"} <= set(r.boundary.columns)
 
 
 def test_no_admissible_point_is_an_answer_not_an_error():

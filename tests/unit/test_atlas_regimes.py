@@ -12,7 +12,7 @@ from pareto_atlas.atlas.constraints import ConstraintError
 from pareto_atlas.atlas.frontier import frontier
 from pareto_atlas.atlas.regimes import Regime, admission, default_regimes, regimes_from_study
 from pareto_atlas.atlas.summary import frontier_frequency, stacked_vs_single
-from pareto_atlas.atlas.synthetic import synthetic_points
+from synthetic import synthetic_points
 from pareto_atlas.atlas.winners import boundary_cases, winners
 
 BASE_Q = 0.765
@@ -61,14 +61,16 @@ def test_awq_like_point_inside_the_sampling_error_is_a_boundary_case_on_record()
     assert low["point_id"] == "stack" and low["n_boundary"] >= 1
 
 
-def test_point_estimate_above_floor_with_straddling_interval_is_admitted_and_flagged():
+def test_point_estimate_above_floor_with_straddling_interval_is_a_boundary_case_not_a_winner():
     pts = seed_paper_like()
     pts.loc[pts["point_id"] == "awq", ["quality", "quality_rel"]] = [0.735, 0.735 / BASE_Q]
     r = Regime("cheap", "cost_per_mtok")
     a = admission(pts, r).set_index(pts["point_id"])
-    assert a.loc["awq", "admitted"] and a.loc["awq", "boundary"]
+    # the guard decides on the interval: 0.961 on the point estimate, but [0.88, 1.04] straddles 0.95
+    assert not a.loc["awq", "admitted"] and a.loc["awq", "boundary"] and a.loc["awq", "guard"] == "boundary"
+    assert a.loc["fp8w", "admitted"] and a.loc["fp8w", "guard"] == "in"       # [0.954, 1.03]: clearly in
     b = boundary_cases(pts, [r])
-    assert b.set_index("point_id").loc["awq", "effect"] == "wins"
+    assert b.set_index("point_id").loc["awq", "effect"] == "would win if admitted"
 
 
 def test_stack_that_beats_every_single_is_boxed():

@@ -52,7 +52,7 @@ def test_vllm_speculative_configs():
 
 
 @pytest.mark.parametrize("knobs,match", [
-    (Knobs(weights="Q4_0"), "knobs.weights: 'Q4_0' is not served by vllm; allowed: F16, BF16, FP8, AWQ4"),
+    (Knobs(weights="Q4_0"), "knobs.weights: 'Q4_0' is not served by vllm; allowed: F32, F16, BF16, FP8, AWQ4"),
     (Knobs(kv="q8_0"), "knobs.kv: 'q8_0' is not served by vllm; allowed: f16, fp8"),
     (Knobs(spec="draft", spec_k=3), "draft_model_path: required"),
     (Knobs(batching="static"), "knobs.batching: 'static'"),

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from pareto_atlas.atlas.frontier import frontier
 from pareto_atlas.atlas.regimes import Regime, default_regimes
-from pareto_atlas.atlas.synthetic import synthetic_points
+from synthetic import synthetic_points
 from pareto_atlas.atlas.winners import boundary_cases, winners
 from pareto_atlas.report import build_report
 from pareto_atlas.report.export import winners_markdown

@@ -11,7 +11,7 @@ from pareto_atlas.spec.priors import get_prior
 from pareto_atlas.spec.study import load_study
 from pareto_atlas.store import Store
 from pareto_atlas.store.db import dumps, now
-from pareto_atlas.store.points import attach_quality, eviction_effects, quality_for, quality_table
+from pareto_atlas.store.quality import attach_quality, eviction_effects, quality_for, quality_table
 
 STUDY = load_study("tiny")          # baseline arm q4_1, quality task retrieval
 MODEL = STUDY.model.name
@@ -54,7 +54,8 @@ def store(tmp_path):
 
 
 def _q(knobs: Knobs, s: Store):
-    return quality_for(knobs, "", STUDY, quality_table(STUDY, s), eviction_effects(STUDY, s))
+    r = quality_for(knobs, "", STUDY, quality_table(STUDY, s), eviction_effects(STUDY, s))
+    return r.q, r.lo, r.hi, r.provenance
 
 
 def test_exact_keep_uses_the_measured_relative_effect_with_a_wider_interval(store):

@@ -75,13 +75,22 @@ def _col(points: pd.DataFrame, name: str, default: float = 0.0) -> np.ndarray:
 
 
 def quality_rel_interval(points: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """The 95 % interval of quality_rel: quality_lo..hi divided by the baseline quality.
+    """The 95 % interval of quality_rel: the `quality_rel_lo/hi` columns where the table has them
+    (paired against the baseline, or a prior's interval), else quality_lo..hi divided by the
+    baseline quality.
 
     The baseline is recovered as quality / quality_rel; where quality is 0 (a collapsed arm) that
     ratio is undefined, so the median baseline of the table is used instead.
     """
     q = _col(points, "quality", np.nan)
     rel = _col(points, "quality_rel", np.nan)
+    if "quality_rel_lo" in points.columns and "quality_rel_hi" in points.columns:
+        lo, hi = _col(points, "quality_rel_lo", np.nan), _col(points, "quality_rel_hi", np.nan)
+        given = np.isfinite(lo) & np.isfinite(hi)
+        if given.all():
+            return np.minimum(lo, rel), np.maximum(hi, rel)
+    else:
+        given = np.zeros(len(points), bool)
     with np.errstate(divide="ignore", invalid="ignore"):
         scale = np.where((q > 0) & np.isfinite(rel), rel / q, np.nan)
     fallback = np.nanmedian(scale) if np.isfinite(scale).any() else 1.0
@@ -91,6 +100,9 @@ def quality_rel_interval(points: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     # A point without an interval carries no quality error bar (degenerate interval).
     lo = np.where(np.isfinite(lo), lo, rel)
     hi = np.where(np.isfinite(hi), hi, rel)
+    if given.any():
+        lo = np.where(given, _col(points, "quality_rel_lo", np.nan), lo)
+        hi = np.where(given, _col(points, "quality_rel_hi", np.nan), hi)
     return np.minimum(lo, rel), np.maximum(hi, rel)
 
 

@@ -16,12 +16,13 @@ import numpy as np
 import pandas as pd
 
 from pareto_atlas.atlas.constraints import Constraint, ConstraintError, parse_constraints
+from pareto_atlas.atlas.evidence import confirm_command, evidence_label
 from pareto_atlas.atlas.objectives import DEFAULT_DIRECTION, OBJECTIVE_COLUMNS
 from pareto_atlas.atlas.regimes import DEFAULT_QUALITY_FLOOR, Regime, admission
 from pareto_atlas.atlas.winners import _rank
 
 SHOW_COLUMNS = ("point_id", "label", "hardware", "workload", "provenance", "quality_provenance", "quality_rel",
-                "quality_lo", "quality_hi", "tpot_p99_ms", "ttft_p99_ms", "throughput_tok_s", "cost_per_mtok",
+                "quality_lo", "quality_hi", "quality_evidence", "kld", "calib_provenance", "prior_source", "tpot_p99_ms", "ttft_p99_ms", "throughput_tok_s", "cost_per_mtok",
                 "price_per_hour", "price_date", "lat_rel_err", "thr_rel_err", "n_opts", "optimizations")
 
 
@@ -61,6 +62,8 @@ class PickResult:
     n_candidates: int
     repriced: dict = field(default_factory=dict)
     elapsed_s: float = 0.0
+    allow_priors: bool = False
+    projected: pd.DataFrame | None = None    # would beat the winner but rest on priors, with confirm commands
 
     def summary(self) -> str:
         """A few lines a person reads in a terminal."""
@@ -74,11 +77,18 @@ class PickResult:
             return head + "\nno configuration satisfies the constraints"
         w = self.winner
         lines = [head, f"winner: {w['label']} on {w['hardware']} ({w['workload']}), {self.objective} = "
-                       f"{w[self.objective]:.4g}, provenance {w['provenance']}, quality_rel {w['quality_rel']:.3f}"]
+                       f"{w[self.objective]:.4g}, provenance {w['provenance']}, quality_rel {w['quality_rel']:.3f}"
+                       f" [{w.get('quality_rel_lo', float('nan')):.3f}, {w.get('quality_rel_hi', float('nan')):.3f}]",
+                 f"  rests on: {w.get('evidence', '')} (quality: {w.get('quality_provenance', '')})"]
         for _, r in self.runners_up.iterrows():
             lines.append(f"  then: {r['label']} on {r['hardware']}, {self.objective} = {r[self.objective]:.4g} ({r['provenance']})")
         if len(self.boundary):
             lines.append(f"boundary cases (quality interval straddles the floor): {len(self.boundary)}")
+        if self.projected is not None and len(self.projected):
+            lines.append("projected — measure to confirm (they rest on priors; --allow-priors lets them win):")
+            for _, r in self.projected.iterrows():
+                lines.append(f"  {r['label']} on {r['hardware']}, {self.objective} = {r[self.objective]:.4g}, "
+                             f"{r['evidence']}\n    confirm: {r['confirm_command']}")
         return "\n".join(lines)
 
 
@@ -101,6 +111,9 @@ def pick(
     extra_hardware: pd.DataFrame | None = None,
     quality_floor: float | None = DEFAULT_QUALITY_FLOOR,
     top: int = 5,
+    allow_priors: bool = False,
+    kld_max: float | None = None,
+    study_ref: str = "default",
 ) -> PickResult:
     """The best admitted point for `objective` under `constraints`, and up to `top - 1` runners-up.
 
@@ -108,6 +121,8 @@ def pick(
     cards not in `points` (e.g. simulated rows for a new card read from the store), appended first.
     The quality guard is `quality_floor` of baseline unless the constraints state quality_rel >= x;
     pass quality_floor=None to switch it off. Boundary cases are returned, never dropped silently.
+    Points whose quality or speed rests only on priors cannot win unless `allow_priors`; the best
+    few that would beat the winner come back as `projected`, with the command that would confirm them.
     """
     t0 = time.perf_counter()
     if objective not in DEFAULT_DIRECTION:
@@ -122,8 +137,8 @@ def pick(
     if prices:
         pts = reprice(pts, prices, price_date)
     floor, _ = _floor_from(cons, quality_floor)
-    regime = Regime("pick", objective, direction or "", cons, floor)
-    adm = admission(pts, regime)
+    regime = Regime("pick", objective, direction or "", cons, floor, kld_max=kld_max)
+    adm = admission(pts, regime, allow_priors=allow_priors)
     ok = adm["admitted"].to_numpy()
     cand_idx = np.flatnonzero(ok)
     if len(cand_idx) > 4 * top + 64:
@@ -141,8 +156,32 @@ def pick(
     boundary = pts.loc[b, [c for c in show]].assign(
         admitted=adm.loc[b, "admitted"].to_numpy(), quality_rel_lo=adm.loc[b, "quality_rel_lo"].to_numpy(),
         quality_rel_hi=adm.loc[b, "quality_rel_hi"].to_numpy()).reset_index(drop=True)
-    winner = ranked.iloc[0].to_dict() if len(ranked) else None
+    winner = None
+    if len(ranked):
+        best = cand.iloc[order[:1]]
+        winner = ranked.iloc[0].to_dict() | {
+            "evidence": str(evidence_label(best)[0]),
+            "quality_rel_lo": float(adm.loc[best.index[0], "quality_rel_lo"]),
+            "quality_rel_hi": float(adm.loc[best.index[0], "quality_rel_hi"])}
+    projected = _projected(pts, adm, regime, winner, show, study_ref, top)
     return PickResult(objective=objective, direction=regime.direction, constraints=cons, quality_floor=floor,
                       winner=winner, runners_up=ranked.iloc[1:].reset_index(drop=True), boundary=boundary,
                       n_points=len(pts), n_candidates=int(ok.sum()), repriced=dict(prices or {}),
-                      elapsed_s=time.perf_counter() - t0)
+                      elapsed_s=time.perf_counter() - t0, allow_priors=allow_priors, projected=projected)
+
+
+def _projected(pts: pd.DataFrame, adm: pd.DataFrame, regime: Regime, winner: dict | None, show: list[str],
+               study_ref: str, top: int) -> pd.DataFrame:
+    """Projected points (resting on priors, quality in or boundary) that beat the winner, best first."""
+    proj = pts[adm["projected"].to_numpy()]
+    if winner is not None and len(proj):
+        v = proj[regime.objective].to_numpy(dtype=float, na_value=np.nan)
+        w = winner[regime.objective]
+        proj = proj[(v < w) if regime.direction == "min" else (v > w)]
+    if proj.empty:
+        return pd.DataFrame(columns=[*show, "evidence", "confirm_command"])
+    head = proj.iloc[_rank(proj, regime)[:max(1, top - 2)]]
+    out = head[show].reset_index(drop=True)
+    out["evidence"] = evidence_label(head)
+    out["confirm_command"] = [confirm_command(r, study_ref) for _, r in head.iterrows()]
+    return out

@@ -1,16 +1,20 @@
 """Deployment regimes: a binding constraint, an objective and a quality guard.
 
-Quality guard rule (documented, applied everywhere): a point is admitted when its quality_rel
-point estimate is >= the floor. A point that meets the regime's constraints and whose 95 %
-interval straddles the floor is a *boundary case*: admitted or not by that rule, but always
-listed on the record, never silently admitted or removed (the seed's AWQ arm missed the 95 %
-floor inside its sampling error).
+Quality guard rule (documented, applied everywhere), on intervals, never on a point estimate
+alone: a point is *in* when the 95 % interval of its quality relative to the baseline lies at or
+above the floor, *out* when it lies below, and a *boundary case* when it straddles the floor (the
+seed's AWQ arm missed the 95 % floor inside its sampling error): not admitted, always listed on the
+record. Where the point has a token-level KL divergence against the baseline (quality.kld) and the
+regime a limit on it, that axis votes too: out if either axis is clearly out, in if either is
+clearly in and neither is out. By default an admitted point must also rest on evidence
+(atlas.evidence): one whose quality or speed rests only on priors is *projected*, never a winner,
+unless the caller allows priors.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -20,6 +24,10 @@ from pareto_atlas.atlas.objectives import DEFAULT_DIRECTION, OBJECTIVE_COLUMNS, 
 
 DEFAULT_QUALITY_FLOOR = 0.95
 REGIME_KEYS = ("name", "objective", "direction", "constraints", "quality_floor", "description")
+# Mean token-level KL divergence (nats) from the baseline that a configuration may add: about what
+# one 4-bit quantization step costs a 7-8B model in llama.cpp's published tables; stricter than the
+# task floor because it is measured with far more power (thousands of tokens, not tens of items).
+DEFAULT_KLD_MAX = 0.05
 
 
 @dataclass(frozen=True)
@@ -33,6 +41,7 @@ class Regime:
     quality_floor: float | None = DEFAULT_QUALITY_FLOOR
     description: str = ""
     thresholds_auto: bool = field(default=False, compare=False)
+    kld_max: float | None = None         # limit on mean KL divergence from the baseline (None: not used)
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -74,7 +83,9 @@ class Regime:
         goal = f"{'minimise' if self.direction == 'min' else 'maximise'} {self.objective}"
         parts = [str(c) for c in self.constraints]
         if self.quality_floor is not None:
-            parts.append(f"quality_rel>={self.quality_floor:g}")
+            parts.append(f"quality_rel>={self.quality_floor:g} (95 % interval)")
+        if self.kld_max is not None:
+            parts.append(f"KL divergence<={self.kld_max:g} nats/token where measured")
         tail = f" subject to {', '.join(parts)}" if parts else ""
         auto = " (thresholds set automatically from the points' medians)" if self.thresholds_auto else ""
         return f"{goal}{tail}{auto}"
@@ -87,7 +98,7 @@ def _sig(x: float) -> float:
 
 def default_regimes(points: pd.DataFrame | None = None, *, ttft_p99_ms: float | None = None,
                     tpot_p99_ms: float | None = None, cost_cap_per_mtok: float | None = None,
-                    quality_floor: float = DEFAULT_QUALITY_FLOOR) -> tuple[Regime, ...]:
+                    quality_floor: float = DEFAULT_QUALITY_FLOOR, kld_max: float | None = None) -> tuple[Regime, ...]:
     """The four built-in regimes. A threshold left None is set from `points`: the median over
     feasible points that pass the quality guard, so the constraint binds on this study's scale."""
     auto = False
@@ -108,7 +119,7 @@ def default_regimes(points: pd.DataFrame | None = None, *, ttft_p99_ms: float | 
     lat_auto = auto
     auto = False
     cost = cost_cap_per_mtok if cost_cap_per_mtok is not None else med("cost_per_mtok")
-    return (
+    regs = (
         Regime("tight-latency", "tpot_p99_ms", "min", (Constraint("ttft_p99_ms", "<=", ttft), Constraint("tpot_p99_ms", "<=", tpot)),
                quality_floor, "interactive serving under P99 latency limits", thresholds_auto=lat_auto),
         Regime("high-throughput", "throughput_tok_s", "max", (), quality_floor, "batch / offline: tokens per second per device"),
@@ -116,6 +127,7 @@ def default_regimes(points: pd.DataFrame | None = None, *, ttft_p99_ms: float | 
         Regime("quality-floor", "quality_rel", "max", (Constraint("cost_per_mtok", "<=", cost),), quality_floor,
                "best answers under a cost cap", thresholds_auto=auto),
     )
+    return tuple(replace(r, kld_max=kld_max) for r in regs)
 
 
 def regimes_from_study(tables: Sequence[Mapping[str, object]] | None, points: pd.DataFrame | None = None,
@@ -123,7 +135,7 @@ def regimes_from_study(tables: Sequence[Mapping[str, object]] | None, points: pd
     """The study's `[[regimes]]` tables; the built-ins when the study defines none."""
     if not tables:
         return default_regimes(points, **defaults)
-    regs = tuple(Regime.from_dict(t) for t in tables)
+    regs = tuple(replace(Regime.from_dict(t), kld_max=defaults.get("kld_max")) for t in tables)
     names = [r.name for r in regs]
     dup = {n for n in names if names.count(n) > 1}
     if dup:
@@ -131,26 +143,66 @@ def regimes_from_study(tables: Sequence[Mapping[str, object]] | None, points: pd
     return regs
 
 
-def admission(points: pd.DataFrame, regime: Regime) -> pd.DataFrame:
-    """Per point: `meets_constraints`, `passes_guard`, `boundary`, `admitted` and `reject_reason`."""
+def task_status(lo: np.ndarray, hi: np.ndarray, rel: np.ndarray, floor: float) -> np.ndarray:
+    """in / out / boundary of a ratio's 95 % interval against a floor ("" where unknown)."""
+    known = np.isfinite(rel)
+    return np.select([~known, lo >= floor, hi < floor], ["", "in", "out"], default="boundary")
+
+
+def kld_status(points: pd.DataFrame, kld_max: float | None) -> np.ndarray:
+    """in / out / boundary of each point's KL-divergence interval against `kld_max` ("" where the
+    point has no KL measurement or the regime sets no limit)."""
+    n = len(points)
+    if kld_max is None or "kld" not in points.columns:
+        return np.full(n, "", dtype=object)
+    k = points["kld"].to_numpy(dtype=float, na_value=np.nan)
+    lo = points["kld_lo"].to_numpy(dtype=float, na_value=np.nan) if "kld_lo" in points.columns else k
+    hi = points["kld_hi"].to_numpy(dtype=float, na_value=np.nan) if "kld_hi" in points.columns else k
+    return np.select([~np.isfinite(k), hi <= kld_max, lo > kld_max], ["", "in", "out"], default="boundary")
+
+
+def admission(points: pd.DataFrame, regime: Regime, *, allow_priors: bool = False) -> pd.DataFrame:
+    """Per point: `meets_constraints`, `guard` (in / out / boundary, see the module doc),
+    `passes_guard`, `boundary`, `evidence_ok`, `projected` (would be admitted but rests on priors),
+    `admitted` and `reject_reason`. `allow_priors`: points resting on priors may be admitted, a
+    prior's interval judged on its central value."""
+    from pareto_atlas.atlas.evidence import evidence_ok
+
     n = len(points)
     feasible = points["feasible"].fillna(False).astype(bool).to_numpy() if "feasible" in points.columns else np.ones(n, bool)
     obj = points[regime.objective].to_numpy(dtype=float, na_value=np.nan)
     meets = satisfied(points, regime.constraints) & feasible & np.isfinite(obj)
     rel = points["quality_rel"].to_numpy(dtype=float, na_value=np.nan)
     lo, hi = quality_rel_interval(points)
+    explicit = np.zeros(n, bool)
+    if "quality_rel_lo" in points.columns and "quality_rel_hi" in points.columns:
+        explicit = np.isfinite(points["quality_rel_lo"].to_numpy(dtype=float, na_value=np.nan)) & \
+            np.isfinite(points["quality_rel_hi"].to_numpy(dtype=float, na_value=np.nan))
+    # Without a paired interval, quality_rel == 1 is the baseline's own score (or one equal to it):
+    # the floor is a fraction of that very number, so its sampling error cannot move it across.
+    same = (np.abs(rel - 1.0) < 1e-12) & ~explicit
+    lo, hi = np.where(same, rel, lo), np.where(same, rel, hi)
     if regime.quality_floor is None:
-        guard = np.ones(n, bool)
-        boundary = np.zeros(n, bool)
+        guard = np.full(n, "in", dtype=object)
     else:
-        f = regime.quality_floor
-        guard = np.isfinite(rel) & (rel >= f)
-        # quality_rel == 1 is the baseline's own score (or one equal to it): the floor is a fraction
-        # of that very number, so its sampling error cannot move it across the floor.
-        boundary = np.isfinite(rel) & (lo < f) & (hi >= f) & (np.abs(rel - 1.0) > 1e-12)
+        task = task_status(lo, hi, rel, regime.quality_floor)
+        kl = kld_status(points, regime.kld_max)
+        guard = np.select([(task == "out") | (kl == "out"), (task == "in") | (kl == "in"), task == "boundary",
+                           kl == "boundary"], ["out", "in", "boundary", "boundary"], default="")
+    has_evidence = evidence_ok(points)
+    ok_evidence = np.ones(n, bool) if allow_priors else has_evidence
+    # Opting in to priors means taking them at their word: a prior's wide interval straddles the
+    # floor by construction, so it is judged on its central value (and stays labelled a prior).
+    floor = regime.quality_floor if regime.quality_floor is not None else -np.inf
+    prior_passes = allow_priors & ~has_evidence & (guard == "boundary") & (np.nan_to_num(rel, nan=-np.inf) >= floor)
+    passes = (guard == "in") | prior_passes
+    admitted = meets & passes & ok_evidence
     reason = np.select(
-        [~feasible, ~np.isfinite(obj), ~meets, ~guard],
-        ["infeasible", f"no {regime.objective}", "constraint", "quality guard"], default="")
-    return pd.DataFrame({"meets_constraints": meets, "passes_guard": guard, "boundary": boundary,
-                         "admitted": meets & guard, "reject_reason": reason,
+        [~feasible, ~np.isfinite(obj), ~meets, guard == "", guard == "out", guard == "boundary", ~ok_evidence],
+        ["infeasible", f"no {regime.objective}", "constraint", "quality unmeasured", "quality guard",
+         "quality boundary case", "rests on priors (projected)"], default="")
+    return pd.DataFrame({"meets_constraints": meets, "guard": guard, "passes_guard": passes,
+                         "boundary": guard == "boundary", "evidence_ok": ok_evidence,
+                         "projected": meets & ~has_evidence & np.isin(guard, ("in", "boundary")) & ~admitted,
+                         "admitted": admitted, "reject_reason": reason,
                          "quality_rel_lo": lo, "quality_rel_hi": hi}, index=points.index)

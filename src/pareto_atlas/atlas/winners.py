@@ -1,9 +1,12 @@
-"""The dominant configuration per regime, per hardware and overall, with the boundary cases.
+"""The dominant configuration per regime, per hardware and overall, with the boundary cases and
+the projected ones.
 
 A cell of the atlas is (regime, workload, hardware) or (regime, workload, "all"). Its winner is
-the admitted point with the best objective; the cell says where the number came from
-(measured / simulated ± error / prior), whether the runner-up is separated beyond the error
-bars, and whether a stacked combination (n_opts >= 2) beats every single method (the boxed cells).
+the admitted point with the best objective (admitted: in on the quality guard and, unless priors
+are allowed, resting on evidence for both quality and speed); the cell says what the winner's
+quality and speed rest on, whether the runner-up is separated beyond the error bars, whether a
+stacked combination (n_opts >= 2) beats every single method (the boxed cells), and the best
+projected point that would beat it, with the command that would measure it.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from pareto_atlas.atlas.evidence import confirm_command, evidence_label, quality_evidence, speed_evidence
 from pareto_atlas.atlas.objectives import interval
 from pareto_atlas.atlas.regimes import Regime, admission
 
@@ -22,6 +26,9 @@ WINNER_COLUMNS = (
     "direction", "value", "value_lo", "value_hi", "quality_rel", "cost_per_mtok", "tpot_p99_ms", "ttft_p99_ms",
     "throughput_tok_s", "n_opts", "optimizations", "stacked", "stack_beats_singles", "best_single_label",
     "best_single_value", "runner_up_label", "runner_up_value", "separated", "n_candidates", "n_boundary", "note",
+    "quality_rel_lo", "quality_rel_hi", "kld", "quality_evidence", "speed_evidence", "calib_provenance", "evidence",
+    "lat_rel_err", "n_projected", "projected_label", "projected_hardware", "projected_value", "projected_evidence",
+    "confirm_command",
 )
 
 
@@ -39,23 +46,52 @@ def _better(a: float, b: float, direction: str) -> bool:
     return a < b if direction == "min" else a > b
 
 
-def _cell(sub: pd.DataFrame, adm: pd.DataFrame, regime: Regime, workload: str, hardware: str) -> dict:
+def _projected(sub: pd.DataFrame, adm: pd.DataFrame, regime: Regime, row: dict, study_ref: str) -> None:
+    """The best projected point (in or boundary on quality, resting on priors) that beats the cell's
+    winner, or any when the cell has none, with the command that would confirm it."""
+    proj = sub[adm["projected"].to_numpy()]
+    if row.get("value") is not None and len(proj):
+        v = proj[regime.objective].to_numpy(dtype=float, na_value=np.nan)
+        proj = proj[(v < row["value"]) if regime.direction == "min" else (v > row["value"])]
+    row["n_projected"] = len(proj)
+    if proj.empty:
+        return
+    p = proj.iloc[_rank(proj, regime)[0]]
+    row.update(projected_label=p["label"], projected_hardware=p["hardware"],
+               projected_value=float(p[regime.objective]),
+               projected_evidence=str(evidence_label(proj.loc[[p.name]])[0]),
+               confirm_command=confirm_command(p, study_ref))
+
+
+def _cell(sub: pd.DataFrame, adm: pd.DataFrame, regime: Regime, workload: str, hardware: str,
+          study_ref: str = "default") -> dict:
     row: dict = {c: None for c in WINNER_COLUMNS}
     row.update(regime=regime.name, workload=workload, hardware=hardware, objective=regime.objective,
                direction=regime.direction, n_boundary=int((adm["boundary"] & adm["meets_constraints"]).sum()))
     cand = sub[adm["admitted"].to_numpy()]
     row["n_candidates"] = len(cand)
     if cand.empty:
-        why = "no configuration meets the constraints" if not adm["meets_constraints"].any() else \
-            "every configuration that meets the constraints fails the quality guard"
+        meets = adm["meets_constraints"].to_numpy()
+        guard = adm["guard"].to_numpy()[meets]
+        why = ("no configuration meets the constraints" if not meets.any() else
+               "no configuration that meets the constraints has a quality measurement" if (guard == "").all() else
+               "none of the configurations that meet the constraints is in on the quality guard with evidence "
+               "(see the boundary and projected cases)" if np.isin(guard, ("in", "boundary")).any() else
+               "every configuration that meets the constraints fails the quality guard")
         row.update(point_id="", label="", note=why, stacked=False, stack_beats_singles=False, separated=False)
+        _projected(sub, adm, regime, row, study_ref)
         return row
     order = _rank(cand, regime)
     best = cand.iloc[order[0]]
     lo, hi = interval(cand.iloc[order[:2]], regime.objective)
     for c in ("point_id", "label", "provenance", "quality_provenance", "quality_rel", "cost_per_mtok", "tpot_p99_ms",
-              "ttft_p99_ms", "throughput_tok_s", "optimizations"):
+              "ttft_p99_ms", "throughput_tok_s", "optimizations", "kld", "calib_provenance", "lat_rel_err"):
         row[c] = best.get(c)
+    one = cand.iloc[order[:1]]
+    row.update(quality_rel_lo=float(adm.loc[best.name, "quality_rel_lo"]),
+               quality_rel_hi=float(adm.loc[best.name, "quality_rel_hi"]),
+               quality_evidence=str(quality_evidence(one)[0]), speed_evidence=str(speed_evidence(one)[0]),
+               evidence=str(evidence_label(one)[0]))
     row.update(value=float(best[regime.objective]), value_lo=float(lo[0]), value_hi=float(hi[0]),
                n_opts=int(best["n_opts"]), stacked=bool(best["n_opts"] >= 2), note="")
     if len(order) > 1:
@@ -71,23 +107,59 @@ def _cell(sub: pd.DataFrame, adm: pd.DataFrame, regime: Regime, workload: str, h
         row.update(best_single_label=s["label"], best_single_value=float(s[regime.objective]))
     # Boxed cell: a stack wins and strictly beats the best single method (or no single qualifies).
     row["stack_beats_singles"] = bool(row["stacked"] and (singles.empty or _better(row["value"], row["best_single_value"], regime.direction)))
+    _projected(sub, adm, regime, row, study_ref)
     return row
 
 
-def winners(points: pd.DataFrame, regimes: Sequence[Regime], *, per_hardware: bool = True) -> pd.DataFrame:
-    """One row per (regime, workload, hardware) cell plus (regime, workload, "all"); see WINNER_COLUMNS."""
+def winners(points: pd.DataFrame, regimes: Sequence[Regime], *, per_hardware: bool = True,
+            allow_priors: bool = False, study_ref: str = "default") -> pd.DataFrame:
+    """One row per (regime, workload, hardware) cell plus (regime, workload, "all"); see WINNER_COLUMNS.
+    `allow_priors`: let points whose quality or speed rests only on priors win (default: projected).
+    `study_ref`: how the confirm commands name the study."""
     rows = []
     pts = points.reset_index(drop=True)
     workloads = pd.unique(pts["workload"].astype(str))
     hardware = sorted(pd.unique(pts["hardware"].astype(str))) if per_hardware else []
     for regime in regimes:
-        adm = admission(pts, regime)
+        adm = admission(pts, regime, allow_priors=allow_priors)
         for wl in workloads:
             in_wl = (pts["workload"].astype(str) == wl).to_numpy()
             for hw in [*hardware, ALL]:
                 m = in_wl if hw == ALL else in_wl & (pts["hardware"].astype(str) == hw).to_numpy()
-                rows.append(_cell(pts[m], adm[m], regime, wl, hw))
+                rows.append(_cell(pts[m], adm[m], regime, wl, hw, study_ref))
     return pd.DataFrame(rows, columns=list(WINNER_COLUMNS))
+
+
+def projected_cases(points: pd.DataFrame, regimes: Sequence[Regime], cells: pd.DataFrame, *,
+                    study_ref: str = "default", top: int = 3) -> pd.DataFrame:
+    """Per regime and hardware cell, up to `top` projected points (quality in or boundary, resting on
+    priors) that beat the cell's winner: "projected — measure to confirm", each with its command."""
+    pts = points.reset_index(drop=True)
+    cols = ["regime", "workload", "hardware", "point_id", "label", "provenance", "quality_provenance", "quality_rel",
+            "quality_rel_lo", "quality_rel_hi", "objective", "value", "winner_value", "evidence", "confirm_command"]
+    rows = []
+    for regime in regimes:
+        adm = admission(pts, regime)
+        proj = adm["projected"].to_numpy()
+        for c in cells[cells["regime"] == regime.name].itertuples(index=False):
+            if c.hardware == ALL:
+                continue
+            m = proj & (pts["hardware"].astype(str) == c.hardware).to_numpy() & (pts["workload"].astype(str) == c.workload).to_numpy()
+            sub = pts[m]
+            if c.point_id:
+                v = sub[regime.objective].to_numpy(dtype=float, na_value=np.nan)
+                sub = sub[(v < c.value) if regime.direction == "min" else (v > c.value)]
+            for i in _rank(sub, regime)[:top] if len(sub) else []:
+                p = sub.iloc[i]
+                rows.append({"regime": regime.name, "workload": c.workload, "hardware": c.hardware,
+                             "point_id": p["point_id"], "label": p["label"], "provenance": p["provenance"],
+                             "quality_provenance": p.get("quality_provenance", ""), "quality_rel": p["quality_rel"],
+                             "quality_rel_lo": adm.loc[p.name, "quality_rel_lo"],
+                             "quality_rel_hi": adm.loc[p.name, "quality_rel_hi"], "objective": regime.objective,
+                             "value": float(p[regime.objective]), "winner_value": c.value,
+                             "evidence": str(evidence_label(sub.iloc[[i]])[0]),
+                             "confirm_command": confirm_command(p, study_ref)})
+    return pd.DataFrame(rows, columns=cols)
 
 
 def boundary_cases(points: pd.DataFrame, regimes: Sequence[Regime], cells: pd.DataFrame | None = None) -> pd.DataFrame:

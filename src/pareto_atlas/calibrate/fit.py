@@ -6,6 +6,7 @@ simulation), so what is calibrated is what is used. One fit per (hardware, engin
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 
 import numpy as np
@@ -14,7 +15,7 @@ from scipy.optimize import least_squares
 
 from pareto_atlas.simulate import des
 from pareto_atlas.simulate.api import resolve_acceptance
-from pareto_atlas.simulate.cost_model import coeffs
+from pareto_atlas.simulate.cost_model import coeffs, compute_dtype
 from pareto_atlas.simulate.memory import plan_memory
 from pareto_atlas.simulate.params import LAYOUT, MAX_EFF_BW, CalibParams, default_params
 from pareto_atlas.spec.cards import HardwareCard, ModelCard
@@ -47,6 +48,10 @@ class _Anchor:
     # arriving before its predecessor finished and queue them, a cascade that made the fit's
     # objective jump and its leave-one-out folds land in bad optima.
     think: tuple[float, ...] | None = None
+    # Replayed open loop: each request's own prompt and output tokens, in the order of `sends` (a
+    # trace's differ request by request); None: every request has `prompt` and `output`.
+    prompts: tuple[int, ...] | None = None
+    outputs: tuple[int, ...] | None = None
 
     @property
     def drafts(self) -> bool:
@@ -64,34 +69,48 @@ def _times(v) -> tuple[float, ...] | None:
     return tuple(float(t) for t in v) if isinstance(v, (list, tuple, np.ndarray)) and len(v) else None
 
 
+def _lengths(r: pd.Series, sends: tuple[float, ...] | None) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
+    # per-request lengths of a replayed open loop, where the records gave one pair per send
+    p, o = _times(r.get("req_prompt_tokens")), _times(r.get("req_output_tokens"))
+    if sends is None or p is None or o is None or not len(p) == len(o) == len(sends):
+        return None, None
+    return tuple(int(x) for x in p), tuple(int(x) for x in o)
+
+
 def _anchors(df: pd.DataFrame) -> list[_Anchor]:
     out = []
     for _, r in df.iterrows():
         conc = int(r.get("concurrency", 0) or 0)
         rate = float(r.get("rate_rps", 0.0) or 0.0)
         rate = 0.0 if rate != rate else rate
-        if conc <= 0 and rate <= 0:
+        sends, think = _times(r.get("send_offsets")), _times(r.get("think_s"))
+        if conc <= 0 and rate <= 0 and sends is None:     # no load and no sends to replay: one client
             conc = 1
         n = int(r["n_requests"]) if "n_requests" in r.index and pd.notna(r["n_requests"]) else max(32, 4 * conc)
-        sends, think = _times(r.get("send_offsets")), _times(r.get("think_s"))
         if think is not None and conc > 0:
             n = len(think)
+        lengths = _lengths(r, sends) if conc <= 0 else (None, None)
         out.append(_Anchor(Knobs.from_row(r), int(r["prompt_tokens"]), int(r["output_tokens"]), conc, rate, n,
                            _opt(r, "spec_accept_measured"), _opt(r, "spec_drafted_per_token"),
-                           None if conc > 0 else sends, think if conc > 0 else None))
+                           None if conc > 0 else sends, think if conc > 0 else None, *lengths))
     return out
 
 
-def predict(anchors: list[_Anchor], model: ModelCard, hw: HardwareCard, params: CalibParams) -> np.ndarray:
-    """Predicted TARGETS for each anchor, shape (n_anchors, len(TARGETS))."""
+def predict(anchors: list[_Anchor], model: ModelCard | Sequence[ModelCard], hw: HardwareCard,
+            params: CalibParams) -> np.ndarray:
+    """Predicted TARGETS for each anchor, shape (n_anchors, len(TARGETS)). model: one card for all
+    anchors, or one per anchor (published anchors of one card mix models)."""
     out = np.full((len(anchors), len(TARGETS)), np.nan)
     for i, a in enumerate(anchors):
+        model_i = model if isinstance(model, ModelCard) else model[i]
         accept = a.accept if a.accept is not None else resolve_acceptance(a.knobs)[0]
-        c = coeffs(model, hw, a.knobs, params, accept=accept, drafted_per_token=a.drafted_per_token)
-        plan = plan_memory(model, hw, a.knobs, a.prompt, a.output, params)
+        c = coeffs(model_i, hw, a.knobs, params, accept=accept, drafted_per_token=a.drafted_per_token)
+        # memory for the longest request a replay holds (a trace's lengths vary)
+        plan = plan_memory(model_i, hw, a.knobs, max(a.prompts or (a.prompt,)), max(a.outputs or (a.output,)), params)
         if a.sends is not None:
             k = len(a.sends)
-            arr = des.trace(np.array(a.sends), np.full(k, a.prompt), np.full(k, a.output))
+            arr = des.trace(np.array(a.sends), np.array(a.prompts or (a.prompt,) * k),
+                            np.array(a.outputs or (a.output,) * k))
         elif a.concurrency > 0:
             arr = des.closed_loop(a.concurrency, a.n, a.prompt, a.output, a.think)
         else:
@@ -164,20 +183,30 @@ class _Space:
                 kw[n] = float(val)
         return replace(p, gemv_s_per_weight=gv, gemm_s_per_weight=gm, eff_attn_by_kv=at, **kw)
 
-    def bounds(self) -> tuple[np.ndarray, np.ndarray]:
+    def bounds(self, hw: HardwareCard | None = None) -> tuple[np.ndarray, np.ndarray]:
+        # A GPU card's figures are spec-sheet peaks, which no kernel beats: bandwidth efficiency at
+        # most 1 and at most 2 FLOPs per weight per token at the full rate (a CPU card's figures are
+        # one measured SGEMM and copy, which quantized and threaded kernels do beat).
+        gpu = hw is not None and hw.kind == "gpu"
         lo, hi = [], []
         for n in self.names:
-            kind = n.partition(":")[0]
+            kind, _, d = n.partition(":")
             a, b = {"gemv": (1e-14, 1e-7), "gemm": (1e-14, 1e-7), "eff_attn": (1e-3, 1.0), "eff_bw": (1e-3, MAX_EFF_BW),
                     "head_ratio": (0.1, 10.0), "step_cv": (1e-6, 0.5)}.get(kind, (1e-7, 2.0))
+            if gpu and kind in ("gemv", "gemm"):
+                a = 2.0 / hw.peak_flops(compute_dtype(d, hw))
+            if gpu and kind == "eff_bw":
+                b = 1.0
             lo.append(np.log(a))
             hi.append(np.log(b))
         return np.array(lo), np.array(hi)
 
 
-def fit_params(anchors_df: pd.DataFrame, model: ModelCard, hw: HardwareCard, start: CalibParams | None = None,
-               fit_cv: bool = True) -> tuple[CalibParams, np.ndarray]:
-    """The least-squares CalibParams for these anchors and the per-anchor predictions they give."""
+def fit_params(anchors_df: pd.DataFrame, model: ModelCard | Sequence[ModelCard], hw: HardwareCard,
+               start: CalibParams | None = None, fit_cv: bool = True,
+               head_ratio_starts: tuple[float, ...] = HEAD_RATIO_STARTS) -> tuple[CalibParams, np.ndarray]:
+    """The least-squares CalibParams for these anchors and the per-anchor predictions they give
+    (model: one card, or one per anchor as in `predict`)."""
     anchors = _anchors(anchors_df)
     start = start or default_params(hw, str(anchors_df.get("engine", pd.Series(["llamacpp"])).iloc[0]))
     meas = anchors_df.reindex(columns=list(TARGETS)).to_numpy(float)
@@ -192,7 +221,7 @@ def fit_params(anchors_df: pd.DataFrame, model: ModelCard, hw: HardwareCard, sta
                     eff_attn_by_kv={k: v for k, v in start.eff_attn_by_kv.items() if k in kvs})
     space = _Space.for_anchors(anchors, fit_cv)
     x0 = space.get(start, hw)
-    lo, hi = space.bounds()
+    lo, hi = space.bounds(hw)
     x0 = np.clip(x0, lo + 1e-9, hi - 1e-9)
 
     def resid(x: np.ndarray) -> np.ndarray:
@@ -206,7 +235,7 @@ def fit_params(anchors_df: pd.DataFrame, model: ModelCard, hw: HardwareCard, sta
     # per-token cost splits between body and lm_head has local optima (a small head with a fast
     # GEMM mimics a large head at small batches), so the fit starts from a few head ratios.
     best = None
-    for ratio in HEAD_RATIO_STARTS if "head_ratio" in space.names else (None,):
+    for ratio in head_ratio_starts if "head_ratio" in space.names else (None,):
         xs = x0.copy()
         if ratio is not None:
             xs[space.names.index("head_ratio")] = np.log(ratio)

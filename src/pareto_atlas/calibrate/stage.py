@@ -68,7 +68,7 @@ SAME_STEP_S = 0.005
 
 def anchor_load(store: Store, anchor_id: str) -> tuple[list[float], list[float]]:
     """The load an anchor's measured requests met, from one read of its records: (send offsets,
-    think times).
+    think times); `anchor_columns` has them with each replayed request's lengths.
 
     Send offsets, for replaying an open-loop anchor (Poisson, trace): when each request reached the
     engine (s, from the first). Requests sent at the same instant race the server's loop: sometimes
@@ -79,16 +79,29 @@ def anchor_load(store: Store, anchor_id: str) -> tuple[list[float], list[float]]
     Think times, for simulating a closed-loop anchor (see calibrate.fit._Anchor): the pause each
     request's client took before sending it (s, in request order; [] when its clients never paused),
     the load and not its outcome, so a prediction of the anchor may use it."""
+    cols = anchor_columns(store, anchor_id)
+    return cols["send_offsets"], cols["think_s"]
+
+
+def anchor_columns(store: Store, anchor_id: str) -> dict[str, list]:
+    """`anchor_load` as the fit's columns, plus the replayed requests' own lengths (a trace's differ
+    request by request; the server's usage, which the contract checked): send_offsets, think_s,
+    req_prompt_tokens, req_output_tokens (the last three in send order, like send_offsets)."""
     recs = [r for r in store.requests(anchor_id) if not r.get("warmup")]
     think = [float(r.get("think_s") or 0.0) for r in recs]
-    return _send_offsets([r for r in recs if r.get("ok")]), (think if any(think) else [])
+    sent = sorted((r for r in recs if r.get("ok")), key=lambda r: r["send_ts"])
+    lengths = [(r.get("prompt_tokens"), r.get("completion_tokens")) for r in sent]
+    known = all(p and n for p, n in lengths)
+    return {"send_offsets": _send_offsets(sent), "think_s": think if any(think) else [],
+            "req_prompt_tokens": [int(p) for p, _ in lengths] if known else [],
+            "req_output_tokens": [int(n) for _, n in lengths] if known else []}
 
 
 def attach_load(anchors: pd.DataFrame, store: Store) -> pd.DataFrame:
-    """The anchors with the load of each (`anchor_load`) in columns send_offsets and think_s, as the fit reads them."""
-    loads = [anchor_load(store, a) for a in anchors.anchor_id]
-    anchors["send_offsets"] = [sends for sends, _ in loads]
-    anchors["think_s"] = [think for _, think in loads]
+    """The anchors with the load of each (`anchor_columns`) in the columns the fit reads."""
+    cols = [anchor_columns(store, a) for a in anchors.anchor_id]
+    for key in ("send_offsets", "think_s", "req_prompt_tokens", "req_output_tokens"):
+        anchors[key] = [c[key] for c in cols]
     return anchors
 
 
@@ -113,19 +126,41 @@ def _send_offsets(recs: list[dict]) -> list[float]:
 
 
 def calibrate_study(study: Study, store: Store, console: Console) -> None:
+    """Fit the simulator per (hardware, engine): anchors of two engines on one machine (a study and
+    the one it compares with) get two fits and two fidelity tables, each stored with its engine."""
     hw = this_machine(study, store)
     console.print(f"[bold]calibrate[/]: {THIS} measured at {hw.mem_bw_gbs:.1f} GB/s read bandwidth (all cores), "
                   f"{hw.tflops['fp32'] * 1e3:.0f} GFLOP/s fp32 SGEMM")
     anchors = measured_points(study, store)
-    anchors = anchors[anchors.hardware == THIS].reset_index(drop=True)
+    anchors = anchors[anchors.hardware == THIS].reset_index(drop=True) if len(anchors) else anchors
     if len(anchors) < 2:
         raise ValueError(f"calibrate: {len(anchors)} finished anchors for {study.name!r}; need at least 2 "
                          f"(run `pareto-atlas measure` first)")
     anchors = attach_load(anchors, store)
-    cal = fit(anchors, model_card(study, anchors), hw, engine=study.engine.name, loo=True)
     console.print("  (closed-loop anchors simulated with their clients' recorded think times, open-loop ones replayed "
                   "at their measured send times; simulated points run closed loops with the study's think times)",
                   highlight=False)
+    for engine in engines_of(anchors, study.engine.name):
+        mine = anchors[anchors.engine == engine].reset_index(drop=True)
+        if len(mine) < 2:
+            console.print(f"  {engine}: {len(mine)} anchor(s), too few to fit (need 2); not calibrated", highlight=False)
+            continue
+        calibrate_engine(study, store, console, hw, mine, engine)
+
+
+def engines_of(anchors: pd.DataFrame, default: str) -> list[str]:
+    """The engines among the anchors, the study's own first (anchors stored before the column: the study's)."""
+    if "engine" not in anchors:
+        anchors["engine"] = default
+    anchors["engine"] = anchors["engine"].fillna(default)
+    found = list(dict.fromkeys(anchors["engine"]))
+    return sorted(found, key=lambda e: e != default)
+
+
+def calibrate_engine(study: Study, store: Store, console: Console, hw: HardwareCard, anchors: pd.DataFrame,
+                     engine: str) -> None:
+    """One fit, its fidelity report, and the stored calibration, for the anchors of one engine."""
+    cal = fit(anchors, model_card(study, anchors), hw, engine=engine, loo=True)
     console.print(cal.report(), highlight=False)
     for t in TARGETS:
         if t in cal.loo.columns if cal.loo is not None else False:
@@ -136,9 +171,11 @@ def calibrate_study(study: Study, store: Store, console: Console) -> None:
     fidelity = {"summary": cal.summary, "repeat_spread": cal.repeat_spread, "anchors": _fidelity_rows(cal, anchors),
                 "drift": cal.drift.to_dict(orient="records"), "flagged": cal.flagged.get("anchor_id", pd.Series()).tolist(),
                 "report": cal.report()}
-    calib_id = hashlib.sha256(dumps([study.name, THIS, sorted(anchors.anchor_id)]).encode()).hexdigest()[:16]
+    # the engine enters the id only where it is not the study's own, so earlier ids stay
+    key = [study.name, THIS, sorted(anchors.anchor_id)] + ([engine] if engine != study.engine.name else [])
+    calib_id = hashlib.sha256(dumps(key).encode()).hexdigest()[:16]
     versions = anchors.engine_version.dropna()
-    store.put_calibration({"calib_id": calib_id, "study": study.name, "hardware": THIS, "engine": study.engine.name,
+    store.put_calibration({"calib_id": calib_id, "study": study.name, "hardware": THIS, "engine": engine,
                            "engine_version": versions.mode().iloc[0] if len(versions) else None,
                            "params_json": dumps(cal.params.to_dict()), "fidelity_json": dumps(fidelity),
                            "n_anchors": len(anchors)})

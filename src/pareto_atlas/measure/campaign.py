@@ -14,15 +14,20 @@ import json
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 from pareto_atlas import __version__
 from pareto_atlas.measure.hostinfo import host_description
 from pareto_atlas.measure.weights import ModelError, matmul_bits_per_weight, variant_file
-from pareto_atlas.scale.local import Executor, InProcess
-from pareto_atlas.spec.study import ArmSpec, Study
+from pareto_atlas.spec.knobs import BITS_PER_WEIGHT
+from pareto_atlas.spec.study import ArmSpec, Study, WorkloadSpec
+from pareto_atlas.spec.trace import identity as trace_identity
 from pareto_atlas.store import Store
 from pareto_atlas.store.db import dumps, now
+
+if TYPE_CHECKING:      # where jobs run depends on the campaigns, never the reverse
+    from pareto_atlas.scale.local import Executor
 
 MEASURED_HARDWARE = "this-cpu"
 
@@ -52,12 +57,26 @@ def anchor_id(study: Study, arm: ArmSpec, repeat: int) -> str:
     # what is measured, not how often or whether quality is also scored: changing those keeps the ids
     # (an unset per-arm request count is left out, so anchors measured before it existed keep their ids)
     # (likewise think_ms where it plays no part: one client, or an open loop)
+    # (and so are fields added later while they hold their defaults: batching, chunk_tokens, engine options)
     unset = {"requests"} if arm.requests is None else set()
+    unset |= {k for k, default in (("batching", "continuous"), ("chunk_tokens", 0), ("engine_options", {}),
+                                   ("prompt_tokens", None), ("output_tokens", None), ("trace", None))
+              if getattr(arm, k) == default}
     no_think = {"think_ms"} if study.load.think_for(arm) == 0.0 else set()
-    ident = {"study": study.name, "arm": arm.model_dump(exclude={"repeats", "quality"} | unset), "model": study.model.name,
-             "engine": study.engine.model_dump(exclude={"api_key_env"}), "workload": study.workload.model_dump(),
+    no_options = set() if study.engine.options else {"options"}
+    arm_ident = arm.model_dump(exclude={"repeats", "quality"} | unset) | (trace_identity(arm.trace) if arm.trace else {})
+    ident = {"study": study.name, "arm": arm_ident, "model": study.model.name,
+             "engine": study.engine.model_dump(exclude={"api_key_env"} | no_options), "workload": workload_ident(study.workload),
              "load": study.load.model_dump(exclude={"repeats"} | no_think), "hardware": MEASURED_HARDWARE, "repeat": repeat}
     return hashlib.sha256(dumps(ident).encode()).hexdigest()[:20]
+
+
+def workload_ident(wl: WorkloadSpec) -> dict:
+    """A workload as it keys and describes an anchor: a trace by its name and sha256, never its path
+    (a workload without one as before traces existed, so earlier ids stay)."""
+    if not wl.trace:
+        return wl.model_dump(exclude={"trace"})
+    return wl.model_dump(exclude={"trace"}) | trace_identity(wl.trace)
 
 
 def plan(study: Study, arms: list[str] | None = None) -> list[AnchorPlan]:
@@ -77,19 +96,39 @@ def launch_for(study: Study, arm: ArmSpec, model_path: str, slots: int | None = 
         if not study.model.draft:
             raise ModelError(f"arm {arm.name}: spec = 'draft' needs model.draft in the study")
         draft = str(variant_file(study.model.draft, "Q4_K_M")[0])
-    extra = {}
+    extra = {**study.engine.options, **arm.engine_options}     # the arm's own options win
     if study.engine.name == "openai":
-        extra = {k: v for k, v in (("base_url", study.engine.base_url), ("api_key_env", study.engine.api_key_env)) if v}
+        extra |= {k: v for k, v in (("base_url", study.engine.base_url), ("api_key_env", study.engine.api_key_env)) if v}
     return {"model_path": model_path, "knobs": knobs, "n_ctx": study.engine.n_ctx, "threads": study.engine.threads,
             "draft_model_path": draft, "extra": extra}
 
 
+def served_model(study: Study, arm: ArmSpec) -> tuple[Path, str, int, float]:
+    """What the engine serves for this arm: (path, sha256 of the source, bytes of its weights as
+    stored, bits per weight). vLLM reads a Hugging Face directory (the GGUF converted once); the
+    others a GGUF re-encoded to the arm's weight type."""
+    if study.engine.name == "vllm":
+        from pareto_atlas.measure.engines.vllm import find_python
+        from pareto_atlas.measure.hf_model import conversion_record, dir_bytes, hf_model
+
+        python = find_python(str(study.engine.options.get("python") or "") or None)
+        path, sha = hf_model(study.model.name, study.model.hf_dir, python)
+        bits = BITS_PER_WEIGHT[arm.weights]
+        # vLLM casts the stored float32 to the arm's dtype at load: the bytes it serves are at that dtype
+        stored = {"float32": 32.0, "bfloat16": 16.0, "float16": 16.0}.get(conversion_record(path).get("dtype"), bits)
+        return path, sha, int(dir_bytes(path) * bits / stored), bits
+    path, sha = variant_file(study.model.name, arm.weights)
+    return path, sha, path.stat().st_size, matmul_bits_per_weight(path)
+
+
 def anchor_row(study: Study, p: AnchorPlan) -> dict:
     """An anchor's store row before it is measured: what it measures, where, and failed until it is ok."""
-    arm, wl, load = p.arm, study.workload, study.load
+    arm, wl, load = p.arm, p.arm.workload(study.workload), study.load
+    # an open loop (Poisson, trace) has no clients: concurrency 0, as in the points table
+    conc = 0 if arm.rate_rps or wl.trace else arm.concurrency
     return {"anchor_id": p.anchor_id, "study": study.name, "arm": arm.name, "repeat": p.repeat,
-            "knobs_json": dumps(arm.knobs().to_dict()), "workload_json": dumps(wl.model_dump()),
-            "load_json": dumps({**load.model_dump(), "requests": arm.n_requests(load), "concurrency": arm.concurrency,
+            "knobs_json": dumps(arm.knobs().to_dict()), "workload_json": dumps(workload_ident(wl)),
+            "load_json": dumps({**load.model_dump(), "requests": arm.n_requests(load, wl), "concurrency": conc,
                                 "rate_rps": arm.rate_rps, "think_ms": load.think_ms if load.think_for(arm) else 0}),
             "model": study.model.name, "engine": study.engine.name, "hardware": MEASURED_HARDWARE,
             "hardware_json": dumps(host_description()), "started_at": now(), "status": "failed", "reason": None}
@@ -105,6 +144,15 @@ def finish_row(row: dict, t0: float) -> dict:
     return row
 
 
+def request_lengths(wl: WorkloadSpec, rows, warmup: int) -> tuple[int | list[int], int | list[int]]:
+    """(prompt, output) tokens of an anchor's requests: the workload's, or one pair per request of a
+    trace's rows (the warm-ups take its first row's)."""
+    if not rows:
+        return wl.prompt_tokens, wl.output_tokens
+    sent = list(rows[:1]) * warmup + list(rows)
+    return [r.prompt_tokens for r in sent], [r.output_tokens for r in sent]
+
+
 def measure_anchor(study: Study, p: AnchorPlan, on_progress: Progress,
                    bandwidth_gbs: float | None = None) -> tuple[dict, list[dict]]:
     """Measure one anchor; returns the store row and raw records. Never raises for engine trouble."""
@@ -114,41 +162,52 @@ def measure_anchor(study: Study, p: AnchorPlan, on_progress: Progress,
     from pareto_atlas.measure.memory import PeakMemorySampler, decode_bandwidth
     from pareto_atlas.measure.metrics import derive_metrics
 
-    arm, wl, load = p.arm, study.workload, study.load
+    arm, wl, load = p.arm, p.arm.workload(study.workload), study.load
+    rows = wl.trace_rows()[:arm.n_requests(load, wl)] if wl.trace else None
+    P, N = request_lengths(wl, rows, load.warmup)
     row = anchor_row(study, p)
     records: list = []
     t0 = time.monotonic()
     try:
-        model_path, sha = variant_file(study.model.name, arm.weights)
+        model_path, sha, model_bytes, bpw = served_model(study, arm)
         row.update(model_file=str(model_path), model_sha256=sha)
         engine = engines.get_engine(study.engine.name)
         on_progress("starting", {"arm": arm.name})
         with engine.start(launch_for(study, arm, str(model_path))) as running:
             row.update(engine_version=running.version,
-                       provenance_json=dumps({**running.describe(), "weights_bpw": matmul_bits_per_weight(model_path)}))
-            n = load.warmup + arm.n_requests(load)
-            prompts = build_contract_prompts(running.base_url, wl.prompt_tokens, n, seed=int(p.anchor_id[:8], 16),
+                       provenance_json=dumps({**running.describe(), "weights_bpw": bpw}))
+            n = load.warmup + arm.n_requests(load, wl)
+            prompts = build_contract_prompts(running.base_url, P, None if rows else n, seed=int(p.anchor_id[:8], 16),
                                              api=wl.api, model=running.model, headers=running.headers())
             done = [0]
+            # the server's own counters (vLLM's /metrics) from the end of the warm-up to the end of the run
+            counters = [running.counters() if load.warmup == 0 else None]
 
             def tick(rec) -> None:
                 done[0] += 1
+                if done[0] == load.warmup:     # warm-ups run one at a time, before any measured request
+                    counters[0] = running.counters()
                 on_progress("request", {"arm": arm.name, "done": done[0], "total": n})
 
             # Every repeat replays the same load (Poisson schedule, think times: seed 0), so the spread
             # between repeats is the engine's own, not a different draw of the load.
             with PeakMemorySampler(running.pid) as mem:
-                recs = run_load_sync(running.base_url, prompts, wl.output_tokens,
-                                     concurrency=None if arm.rate_rps else arm.concurrency, rate_rps=arm.rate_rps,
+                recs = run_load_sync(running.base_url, prompts, N,
+                                     concurrency=None if arm.rate_rps or rows else arm.concurrency,
+                                     rate_rps=arm.rate_rps, trace=rows,
                                      warmup=load.warmup, api=wl.api, timeout_s=load.timeout_s,
-                                     prompt_tokens=wl.prompt_tokens, on_record=tick, seed=0,
+                                     prompt_tokens=P, on_record=tick, seed=0,
                                      think=load.think_for(arm),
                                      model=running.model, headers=running.headers(), extra_body=running.extra_body)
+            after = running.counters()
             records = [r.to_dict() for r in recs]
-            metrics = derive_metrics(recs, wl.prompt_tokens, wl.output_tokens).to_dict()
+            # a trace's per-request lengths were checked as each record came (None trusts that verdict)
+            metrics = derive_metrics(recs, *((None, None) if rows else (P, N))).to_dict()
+            metrics.update(running.run_summary(counters[0], after, metrics))
             metrics["peak_rss_mb"] = mem.peak_rss_bytes / 2**20
             metrics["peak_gpu_mb"] = mem.peak_gpu_bytes / 2**20 if mem.peak_gpu_bytes else None
-            metrics["model_bytes"] = model_path.stat().st_size
+            metrics["model_bytes"] = model_bytes
+            metrics["engine_startup_s"] = running.describe().get("startup_s")     # None where not timed
             tpot_ms = (metrics.get("tpot") or {}).get("p50")
             if bandwidth_gbs and tpot_ms and tpot_ms == tpot_ms and arm.concurrency == 1:
                 bw = decode_bandwidth(metrics["model_bytes"], tpot_ms / 1e3, bandwidth_gbs)
@@ -164,15 +223,26 @@ def measure_anchor(study: Study, p: AnchorPlan, on_progress: Progress,
     return finish_row(row, t0), records
 
 
+def measure_here(study: Study, pending: Iterable[tuple[int, AnchorPlan]], n: int, on_progress: Progress,
+                 bandwidth_gbs: float | None) -> Iterator[tuple[int, AnchorPlan, dict, list[dict]]]:
+    """Measure each pending anchor in this process, in order; `pending` is consumed lazily so each
+    result is written before the next anchor's status is looked up."""
+    for i, p in pending:
+        on_progress("anchor", {"arm": p.arm.name, "i": i, "n": n})
+        row, records = measure_anchor(study, p, on_progress, bandwidth_gbs)
+        yield i, p, row, records
+
+
 def run_campaign(study: Study, store: Store, *, arms: list[str] | None = None,
                  on_progress: Progress = lambda ev, info: None, bandwidth_gbs: float | None = None,
-                 executor: Executor | None = None) -> CampaignSummary:
+                 executor: Executor | None = None, plans: list[AnchorPlan] | None = None) -> CampaignSummary:
     """Measure every planned anchor not yet in the store. `bandwidth_gbs`: this machine's memory
     bandwidth, to say how close decode came to it. `executor`: where anchors run (default: here,
-    one after another); results come back here and only this process writes the store."""
+    one after another); results come back here and only this process writes the store. `plans`:
+    these anchors in this order instead of `plan(study, arms)` (e.g. a reference interleaved)."""
     summary = CampaignSummary()
     campaign = uuid.uuid4().hex[:12]
-    plans = plan(study, arms)
+    plans = plans if plans is not None else plan(study, arms)
 
     def pending():
         # lazy: in-process, each anchor is written before the next one's status is looked up
@@ -183,8 +253,8 @@ def run_campaign(study: Study, store: Store, *, arms: list[str] | None = None,
                 continue
             yield i, p
 
-    for i, p, row, records in (executor or InProcess()).measure(study, pending(), len(plans), on_progress,
-                                                                 bandwidth_gbs):
+    run = executor.measure if executor is not None else measure_here
+    for i, p, row, records in run(study, pending(), len(plans), on_progress, bandwidth_gbs):
         row["campaign_id"] = campaign
         store.put_anchor(row, records)
         if row["status"] == "ok":

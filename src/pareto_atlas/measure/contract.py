@@ -8,7 +8,8 @@ never averaged into a metric.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from numbers import Integral
 
 import httpx
 
@@ -190,20 +191,25 @@ def exact_prompt(count: Callable[[str], int], target: int, prefix: str, rng: ran
     raise RuntimeError(f"prompt_tokens: could not build a prompt of exactly {target} tokens after {attempts} tries")
 
 
-def build_contract_prompts(base_url: str, P: int, n: int, seed: int = 0, *, api: str = "completions",
-                           model: str | None = None, headers: Mapping[str, str] | None = None,
-                           timeout_s: float = 60.0) -> list[str]:
-    """`n` prompts of exactly `P` server tokens, each opening with a unique nonce so that no
-    prefix cache can serve one request from another's work. Deterministic in `seed`."""
-    if P < 1 or n < 0:
-        raise ValueError(f"build_contract_prompts: P={P} must be >= 1 and n={n} >= 0")
+def build_contract_prompts(base_url: str, P: int | Sequence[int], n: int | None = None, seed: int = 0, *,
+                           api: str = "completions", model: str | None = None,
+                           headers: Mapping[str, str] | None = None, timeout_s: float = 60.0) -> list[str]:
+    """Prompts of exactly `P` server tokens (`n` of them), or one per length of a list `P` (a
+    trace's; n then None), each opening with a unique nonce so that no prefix cache can serve one
+    request from another's work. Deterministic in `seed`."""
+    one = isinstance(P, Integral)
+    if one == (n is None):
+        raise ValueError("build_contract_prompts: give one length P and a count n, or a list of lengths and no n")
+    lengths = [int(P)] * n if one else [int(p) for p in P]
+    if (one and P < 1) or (n is not None and n < 0) or any(p < 1 for p in lengths):
+        raise ValueError(f"build_contract_prompts: P={P} must be >= 1 (every length of a list) and n={n} >= 0")
     rng = random.Random(seed)
     with httpx.Client(base_url=base_url, timeout=timeout_s, headers=dict(headers or {})) as client:
         count = TokenCounter(client, api=api, model=model)
         out: list[str] = []
-        hint = None
-        for i in range(n):
+        hints: dict[int, int] = {}      # words that last made a prompt of this length: the next needs about as many
+        for i, target in enumerate(lengths):
             prefix = f"Request {seed}-{i} {rng.randrange(16**6):06x}: "
-            out.append(exact_prompt(count, P, prefix, rng, hint=hint))
-            hint = len(out[-1][len(prefix):].split())
+            out.append(exact_prompt(count, target, prefix, rng, hint=hints.get(target)))
+            hints[target] = len(out[-1][len(prefix):].split())
         return out

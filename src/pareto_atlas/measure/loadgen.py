@@ -8,7 +8,6 @@ and never raises for a failed request: the failure is recorded as an error.
 from __future__ import annotations
 
 import asyncio
-import csv
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -19,6 +18,7 @@ import httpx
 import numpy as np
 
 from pareto_atlas.spec.think import check_think, think_times
+from pareto_atlas.spec.trace import TraceRow, load_trace  # noqa: F401 - load_trace: part of this module's face
 
 from .contract import apply_contract, build_contract_prompts, contract_body, endpoint_path, header_secrets, redact
 from .records import RequestRecord
@@ -82,55 +82,10 @@ def poisson_schedule(rate_rps: float, n: int, seed: int = 0) -> list[float]:
     return np.cumsum(gaps).tolist()
 
 
-@dataclass(frozen=True)
-class TraceRow:
-    arrival_s: float
-    prompt_tokens: int
-    output_tokens: int
-
-
-_TRACE_COLS = {"arrival_s": ("arrival_s", "arrival", "timestamp", "time"),
-               "prompt_tokens": ("prompt_tokens", "input_tokens", "input_len", "prompt_len"),
-               "output_tokens": ("output_tokens", "output_len", "max_tokens", "completion_tokens")}
-
-
-def load_trace(path: str | Path) -> list[TraceRow]:
-    """Rows of a trace file, CSV (header row) or JSONL, sorted by arrival; arrivals are shifted
-    so the first request arrives at 0. Columns: arrival_s, prompt_tokens, output_tokens (common
-    aliases such as timestamp / input_len / output_len are accepted)."""
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"trace: {path} does not exist")
-    if path.suffix.lower() in (".jsonl", ".json"):
-        raw = [json.loads(s) for s in path.read_text().splitlines() if s.strip()]
-    else:
-        with path.open(newline="") as f:
-            raw = list(csv.DictReader(f))
-    rows = []
-    for lineno, r in enumerate(raw, start=2 if path.suffix.lower() == ".csv" else 1):
-        vals = {}
-        for field, aliases in _TRACE_COLS.items():
-            key = next((a for a in aliases if a in r), None)
-            if key is None:
-                raise ValueError(f"trace {path.name} row {lineno}: missing column {field!r} (also accepted: {', '.join(aliases[1:])})")
-            vals[field] = float(r[key]) if field == "arrival_s" else int(float(r[key]))
-        if vals["prompt_tokens"] < 1 or vals["output_tokens"] < 1 or vals["arrival_s"] < 0:
-            raise ValueError(f"trace {path.name} row {lineno}: arrival_s must be >= 0 and token counts >= 1, got {vals}")
-        rows.append(TraceRow(**vals))
-    rows.sort(key=lambda t: t.arrival_s)
-    t0 = rows[0].arrival_s if rows else 0.0
-    return [TraceRow(r.arrival_s - t0, r.prompt_tokens, r.output_tokens) for r in rows]
-
-
 def trace_prompts(base_url: str, rows: Sequence[TraceRow], seed: int = 0, warmup: int = 1, **kw) -> list[str]:
     """Contract prompts for a trace: `warmup` prompts of the first row's length, then one per row."""
     lengths = [rows[0].prompt_tokens] * warmup + [r.prompt_tokens for r in rows]
-    out: list[str | None] = [None] * len(lengths)
-    for j, P in enumerate(sorted(set(lengths))):
-        where = [i for i, p in enumerate(lengths) if p == P]
-        for i, text in zip(where, build_contract_prompts(base_url, P, len(where), seed * 7919 + j, **kw)):
-            out[i] = text
-    return out  # type: ignore[return-value]
+    return build_contract_prompts(base_url, lengths, None, seed, **kw)
 
 
 # ----------------------------------------------------------------------------- one request

@@ -4,7 +4,7 @@ re-encoded into the weight types a study asks for (cached, made once).
 Re-encoding uses gguf-py's reference quantizers (the same block layouts llama.cpp reads):
 the source tensors are dequantized to float32 and quantized again. The K-quants below 4 bits
 (Q3_K, Q2_K), which gguf-py cannot write, are made by llama.cpp's own `llama-quantize` when it has
-been built (scripts/build_llama_quantize.sh): it also applies llama.cpp's per-tensor mix and its
+been built (scripts/build_llama_tools.sh): it also applies llama.cpp's per-tensor mix and its
 fallbacks for rows that are not a multiple of 256 wide. A variant above the source's precision is
 as good as the source, never better; only variants below it can lose quality. RANDOM is a
 deliberately broken arm: the same shapes with random weights.
@@ -28,7 +28,7 @@ import numpy as np
 MAKEABLE = {"F16": "F16", "BF16": "BF16", "Q8_0": "Q8_0", "Q5_0": "Q5_0", "Q4_0": "Q4_0", "RANDOM": "Q4_0"}
 # Types only llama.cpp's llama-quantize makes: our name -> its type argument (Q3_K is its Q3_K_M mix).
 NATIVE = {"Q3_K": "Q3_K_M", "Q2_K": "Q2_K"}
-LLAMA_CPP_VERSION = "11434.0.0"       # the llama.cpp source scripts/build_llama_quantize.sh builds
+LLAMA_CPP_VERSION = "11434.0.0"       # the llama.cpp source scripts/build_llama_tools.sh builds
 
 
 class ModelError(RuntimeError):
@@ -179,7 +179,7 @@ def variant_file(model: str, weights: str, *, seed: int = 0) -> tuple[Path, str]
 
 
 def llama_quantize() -> Path | None:
-    """llama.cpp's quantizer: $PARETO_ATLAS_LLAMA_QUANTIZE, the one scripts/build_llama_quantize.sh
+    """llama.cpp's quantizer: $PARETO_ATLAS_LLAMA_QUANTIZE, the one scripts/build_llama_tools.sh
     built into the cache, or one on PATH; None if there is none."""
     env = os.environ.get("PARETO_ATLAS_LLAMA_QUANTIZE")
     if env:
@@ -201,7 +201,7 @@ def native_quantize(src: Path, dst: Path, weights: str, threads: int | None = No
     exe = llama_quantize()
     if exe is None:
         raise ModelError(f"weights: {weights!r} needs llama.cpp's llama-quantize, which is not built; build it once "
-                         f"with scripts/build_llama_quantize.sh (a few minutes on 2 cores, once) or set "
+                         f"with `make llama-tools` (scripts/build_llama_tools.sh, ~7 min on 2 cores, once) or set "
                          f"PARETO_ATLAS_LLAMA_QUANTIZE")
     cmd = [str(exe), "--allow-requantize", str(src), str(dst), NATIVE[weights], str(threads or os.cpu_count() or 1)]
     res = subprocess.run(cmd, capture_output=True, text=True, check=False)   # its exit code is reported below

@@ -10,14 +10,16 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 from pareto_atlas.measure.campaign import launch_for
 from pareto_atlas.measure.weights import variant_file
-from pareto_atlas.scale.local import Executor, InProcess
 from pareto_atlas.spec.study import ArmSpec, QualitySpec, Study
 from pareto_atlas.store import Store
 from pareto_atlas.store.db import dumps, now
+
+if TYPE_CHECKING:      # where jobs run depends on the campaigns, never the reverse
+    from pareto_atlas.scale.local import Executor
 
 QUALITY_SLOTS = 4   # quality runs use 4 slots to finish sooner; greedy tokens do not depend on it
 
@@ -119,6 +121,15 @@ def score_arm(study: Study, arm: ArmSpec, qid: str, n: int, items: list | None,
     return row, records, items
 
 
+def score_here(study: Study, pending: Iterable[tuple[ArmSpec, str, list[dict]]], n: int, items: list | None,
+               on_progress: Callable[[str, dict], None]) -> Iterator[tuple[ArmSpec, dict, list[dict]]]:
+    """Score each pending (arm, qrun id, records saved by an earlier try) in this process, in order."""
+    for arm, qid, saved in pending:
+        on_progress("start", {"arm": arm.name})
+        row, records, items = score_arm(study, arm, qid, n, items, on_progress, saved)
+        yield arm, row, records
+
+
 def run_quality_campaign(study: Study, store: Store, *, arms: list[str] | None = None, n: int | None = None,
                          on_progress: Callable[[str, dict], None] = lambda ev, info: None,
                          executor: Executor | None = None) -> None:
@@ -143,7 +154,8 @@ def run_quality_campaign(study: Study, store: Store, *, arms: list[str] | None =
         else:
             on_progress(ev, info)
 
-    for arm, row, records in (executor or InProcess()).score(study, pending(), n, items, on):
+    run = executor.score if executor is not None else score_here
+    for arm, row, records in run(study, pending(), n, items, on):
         if row["status"] != "ok":    # keep the items a failed try did finish: the rerun asks only the rest
             records = records or store.quality_items(row["qrun_id"])
         store.put_quality_run(row, records)

@@ -77,3 +77,65 @@ def score(k: int, n: int, level: float = 0.95) -> Score:
 def score_bools(values: Iterable[bool], level: float = 0.95) -> Score:
     vals = [bool(v) for v in values]
     return score(sum(vals), len(vals), level)
+
+
+@dataclass(frozen=True)
+class PairedDifference:
+    """Arm minus baseline accuracy on the same items: the difference, its 95 % interval
+    (Newcombe's hybrid score interval for paired proportions, method 10 of Newcombe 1998, which
+    stays honest at 0 discordant pairs where a bootstrap claims certainty), and the exact McNemar
+    p-value from the discordant pairs (`b`: only the arm right, `c`: only the baseline right)."""
+
+    n: int
+    p_arm: float
+    p_base: float
+    b: int
+    c: int
+    diff: float
+    lo: float
+    hi: float
+    mcnemar_p: float
+    method: str = "newcombe-paired"
+
+    def rel_interval(self) -> tuple[float, float, float]:
+        """(ratio, lo, hi) of arm / baseline: the difference's interval over the baseline's score
+        (the floor is a fraction of that measured score); NaN when the baseline scored 0."""
+        if not self.p_base > 0:
+            return math.nan, math.nan, math.nan
+        return self.p_arm / self.p_base, 1.0 + self.lo / self.p_base, 1.0 + self.hi / self.p_base
+
+    def to_dict(self) -> dict:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+def mcnemar_exact(b: int, c: int) -> float:
+    """Two-sided exact McNemar p-value: the discordant pairs as a Binomial(b + c, 1/2) test."""
+    m = b + c
+    if m == 0:
+        return 1.0
+    k = min(b, c)
+    tail = sum(math.comb(m, i) for i in range(k + 1)) / 2.0 ** m
+    return min(1.0, 2.0 * tail)
+
+
+def paired_difference(arm: Iterable[bool], baseline: Iterable[bool], level: float = 0.95) -> PairedDifference:
+    """Paired accuracy difference of two arms scored on the same items, in the same order."""
+    x, y = [bool(v) for v in arm], [bool(v) for v in baseline]
+    if len(x) != len(y) or not x:
+        raise ValueError(f"paired_difference: need the same non-zero number of items, got {len(x)} and {len(y)}")
+    n = len(x)
+    a = sum(1 for i, j in zip(x, y) if i and j)
+    b = sum(1 for i, j in zip(x, y) if i and not j)
+    c = sum(1 for i, j in zip(x, y) if j and not i)
+    d = n - a - b - c
+    p1, p2 = (a + b) / n, (a + c) / n
+    z = z_for(level)
+    l1, u1 = wilson_interval(a + b, n, z)
+    l2, u2 = wilson_interval(a + c, n, z)
+    den = (a + b) * (c + d) * (a + c) * (b + d)
+    phi = (a * d - b * c) / math.sqrt(den) if den > 0 else 0.0
+    delta = math.sqrt(max(0.0, (p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2))
+    eps = math.sqrt(max(0.0, (u1 - p1) ** 2 - 2 * phi * (u1 - p1) * (p2 - l2) + (p2 - l2) ** 2))
+    diff = p1 - p2
+    return PairedDifference(n=n, p_arm=p1, p_base=p2, b=b, c=c, diff=diff, lo=max(-1.0, diff - delta),
+                            hi=min(1.0, diff + eps), mcnemar_p=mcnemar_exact(b, c))

@@ -51,7 +51,7 @@
 
   function state() {
     return { x: $("x-axis").value, y: $("y-axis").value, hw: $("f-hardware").value, wl: $("f-workload").value,
-             regime: $("f-regime").value, logx: $("log-x").checked };
+             regime: $("f-regime").value, logx: $("log-x").checked, clip: $("clip-x").checked };
   }
   function visible(p, s) {
     return (s.hw === ALL || p.hardware === s.hw) && (s.wl === ALL || p.workload === s.wl);
@@ -78,11 +78,29 @@
     var pts = D.points.filter(function (p) {
       return visible(p, s) && typeof p[s.x] === "number" && typeof p[s.y] === "number" && (!s.logx || p[s.x] > 0);
     });
+    var winnerIds = {};
+    D.winners.forEach(function (w) { if (w.point_id && (s.regime === ALL || w.regime === s.regime)) winnerIds[w.point_id] = true; });
+    // Frontier region: the x range of the frontier, tied and winning points (a few slow outliers
+    // would otherwise squeeze the frontier into one pixel column); points beyond it are counted.
+    var outside = 0;
+    if (s.clip) {
+      var key = pts.filter(function (p) { return p.frontier_status === "frontier" || p.frontier_status === "tied" || winnerIds[p.point_id]; })
+        .map(function (p) { return p[s.x]; });
+      if (key.length) {
+        var k0 = Math.min.apply(null, key), k1 = Math.max.apply(null, key);
+        var lo = s.logx ? k0 / 1.5 : k0 - 0.15 * (k1 - k0 || Math.abs(k0) || 1);
+        var hi = s.logx ? k1 * 1.5 : k1 + 0.15 * (k1 - k0 || Math.abs(k1) || 1);
+        var kept = pts.filter(function (p) { return p[s.x] >= lo && p[s.x] <= hi; });
+        outside = pts.length - kept.length;
+        pts = kept;
+      }
+    }
     var chart = svg("svg", { width: W, height: H, viewBox: "0 0 " + W + " " + H, role: "img" });
     chart.appendChild(svg("title", {})).textContent = s.y + " vs " + s.x;
     root.appendChild(chart);
     $("drawn-count").textContent = pts.length + " points shown (" + D.n_points_total + " in the table, " +
-      D.n_points_drawn + " embedded: every frontier, tied, measured and winning point plus a sample of the dominated)";
+      D.n_points_drawn + " embedded: every frontier, tied, measured and winning point plus a sample of the dominated)" +
+      (outside ? "; " + outside + " outside the frontier region (untick 'frontier region' to see them)" : "");
     if (!pts.length) return;
     var xs = pts.map(function (p) { return p[s.x]; }), ys = pts.map(function (p) { return p[s.y]; });
     var x0 = Math.min.apply(null, xs), x1 = Math.max.apply(null, xs), y0 = Math.min.apply(null, ys), y1 = Math.max.apply(null, ys);
@@ -105,18 +123,17 @@
     chart.appendChild(svg("text", { x: (W + M.l) / 2, y: H - 10, "text-anchor": "middle", class: "axis" })).textContent = $("x-axis").selectedOptions[0].textContent;
     chart.appendChild(svg("text", { x: 16, y: H / 2, "text-anchor": "middle", class: "axis", transform: "rotate(-90 16 " + H / 2 + ")" })).textContent = $("y-axis").selectedOptions[0].textContent;
     var admitted = s.regime === ALL ? null : D.admitted[s.regime] || {};
-    var winnerIds = {};
-    D.winners.forEach(function (w) { if (w.point_id && (s.regime === ALL || w.regime === s.regime)) winnerIds[w.point_id] = true; });
     var order = { excluded: 0, dominated: 1, tied: 2, frontier: 3 };
     pts.sort(function (a, b) { return (order[a.frontier_status] - order[b.frontier_status]) || ((a.provenance === "measured") - (b.provenance === "measured")); });
     pts.forEach(function (p) {
       var meas = p.provenance === "measured";
-      var c = svg(p.provenance === "prior" ? "rect" : "circle", {
+      var prior = p.rests_on === "prior" || p.provenance === "prior";
+      var c = svg(prior ? "rect" : "circle", {
         fill: COLOR[p.frontier_status] || "#999", stroke: meas ? "#000" : "none", "stroke-width": meas ? 1.6 : 0,
-        "data-point-id": p.point_id, class: "pt" + (meas ? " measured" : "")
+        "data-point-id": p.point_id, "data-rests-on": p.rests_on || p.provenance, class: "pt" + (meas ? " measured" : "")
       });
       var cx = fx(p[s.x]), cy = fy(p[s.y]), r = meas ? 5.5 : 3.5;
-      if (p.provenance === "prior") { c.setAttribute("x", cx - r); c.setAttribute("y", cy - r); c.setAttribute("width", 2 * r); c.setAttribute("height", 2 * r); }
+      if (prior) { c.setAttribute("x", cx - r); c.setAttribute("y", cy - r); c.setAttribute("width", 2 * r); c.setAttribute("height", 2 * r); }
       else { c.setAttribute("cx", cx); c.setAttribute("cy", cy); c.setAttribute("r", r); }
       if (admitted && !admitted[p.point_id]) c.setAttribute("opacity", "0.12");
       c.addEventListener("mouseenter", function (ev) { showTip(p, ev); });
@@ -138,7 +155,9 @@
     t.textContent = "";
     t.appendChild(el("div", p.label, "tip-title"));
     [["hardware", p.hardware], ["workload", p.workload], ["provenance", p.provenance],
-     ["quality provenance", p.quality_provenance], ["frontier status", p.frontier_status + (p.dominated_by_label ? " (by " + p.dominated_by_label + ")" : "")],
+     ["quality provenance", p.quality_provenance], ["rests on", p.evidence || p.provenance],
+     ["KL divergence vs baseline", typeof p.kld === "number" ? fmt(p.kld) + " [" + fmt(p.kld_lo) + ", " + fmt(p.kld_hi) + "] nats/token" + (typeof p.top1 === "number" ? ", same top-1 token " + fmt(100 * p.top1) + " %" : "") : "not measured"],
+     ["speed model", p.provenance === "measured" ? "measured" : (p.calib_provenance || "")], ["frontier status", p.frontier_status + (p.dominated_by_label ? " (by " + p.dominated_by_label + ")" : "")],
      ["optimizations", p.optimizations || "(baseline)"],
      ["quality_rel", fmt(p.quality_rel) + " [" + fmt(p.quality_rel_lo) + ", " + fmt(p.quality_rel_hi) + "] 95 % CI"],
      ["TTFT P99 ms", pm(p, "ttft_p99_ms", "lat_rel_err")], ["TPOT P99 ms", pm(p, "tpot_p99_ms", "lat_rel_err")],
@@ -165,7 +184,8 @@
       tr.setAttribute("data-point-id", w.point_id || "");
       var err = w.provenance === "measured" || !w.point_id ? "" : " [" + fmt(w.value_lo) + ", " + fmt(w.value_hi) + "]";
       [w.regime, w.workload, w.hardware, w.point_id ? w.label : "— " + w.note, w.provenance || "",
-       w.point_id ? fmt(w.value) + err : "", w.point_id ? fmt(w.quality_rel) : "",
+       w.point_id ? fmt(w.value) + err : "", w.point_id ? fmt(w.quality_rel) + " [" + fmt(w.quality_rel_lo) + ", " + fmt(w.quality_rel_hi) + "]" : "",
+       w.point_id ? (w.evidence || "") : "",
        w.point_id ? (w.stack_beats_singles ? "yes (stack beats every single)" : (w.stacked ? "stack" : "single/baseline")) : "",
        w.point_id ? (w.separated ? "yes" : "within error of " + (w.runner_up_label || "")) : ""
       ].forEach(function (v, i) { var td = el("td", v); if (i === 3) td.className = "label-cell"; tr.appendChild(td); });
@@ -182,7 +202,7 @@
       var tr = el("tr");
       tr.setAttribute("data-point-id", b.point_id);
       [b.regime, b.hardware, b.label, b.provenance, fmt(b.quality_rel) + " [" + fmt(b.quality_rel_lo) + ", " + fmt(b.quality_rel_hi) + "]",
-       fmt(b.floor), b.admitted ? "admitted (point estimate >= floor)" : "rejected (point estimate < floor)", b.effect
+       fmt(b.floor), "on record, not admitted (the interval straddles the floor)", b.effect
       ].forEach(function (v) { tr.appendChild(el("td", v)); });
       body.appendChild(tr);
     });
@@ -190,8 +210,26 @@
       ? D.boundary.length + " of " + D.boundary_total + " boundary cases shown (those that change or could change a winner first); all are in boundary_cases.csv"
       : D.boundary.length + " boundary cases";
   }
-  function redraw() { hideTip(); drawScatter(); drawWinners(); drawBoundary(); }
-  ["x-axis", "y-axis", "f-hardware", "f-workload", "f-regime", "log-x"].forEach(function (id) { $(id).addEventListener("change", redraw); });
+  function drawProjected() {
+    var s = state(), body = $("projected-body");
+    body.textContent = "";
+    D.projected.forEach(function (r) {
+      if (s.regime !== ALL && r.regime !== s.regime) return;
+      if (s.wl !== ALL && r.workload !== s.wl) return;
+      if (s.hw !== ALL && r.hardware !== s.hw) return;
+      var tr = el("tr");
+      tr.setAttribute("data-point-id", r.point_id);
+      [r.regime, r.hardware, r.label, fmt(r.value), fmt(r.winner_value),
+       fmt(r.quality_rel) + " [" + fmt(r.quality_rel_lo) + ", " + fmt(r.quality_rel_hi) + "]", r.evidence, r.confirm_command
+      ].forEach(function (v) { tr.appendChild(el("td", v)); });
+      body.appendChild(tr);
+    });
+    $("projected-note").textContent = (D.projected_total > D.projected.length
+      ? D.projected.length + " of " + D.projected_total : String(D.projected.length)) +
+      " configurations would beat a winner but rest on priors (all in projected.csv); measure them to confirm.";
+  }
+  function redraw() { hideTip(); drawScatter(); drawWinners(); drawBoundary(); drawProjected(); }
+  ["x-axis", "y-axis", "f-hardware", "f-workload", "f-regime", "log-x", "clip-x"].forEach(function (id) { $(id).addEventListener("change", redraw); });
   redraw();
   document.body.setAttribute("data-ready", "1");
 })();

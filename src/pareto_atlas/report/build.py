@@ -12,7 +12,7 @@ from pareto_atlas.atlas.frontier import frontier
 from pareto_atlas.atlas.objectives import DEFAULT_OBJECTIVES, Objective
 from pareto_atlas.atlas.regimes import Regime, default_regimes
 from pareto_atlas.atlas.summary import frontier_frequency, stacked_vs_single
-from pareto_atlas.atlas.winners import boundary_cases, winners
+from pareto_atlas.atlas.winners import boundary_cases, projected_cases, winners
 from pareto_atlas.report import figures as F
 from pareto_atlas.report.definitions import METRIC_DEFINITIONS, PERCENTILE_METHOD
 from pareto_atlas.report.export import export_all, winners_markdown
@@ -35,6 +35,8 @@ def build_report(
     objectives: Sequence[str | Objective] = DEFAULT_OBJECTIVES,
     latency: str = "tpot_p99_ms",
     figures: bool = True,
+    allow_priors: bool = False,
+    study_ref: str = "default",
 ) -> dict[str, Path]:
     """Everything the atlas writes, under `out_dir`; returns {name: path}.
 
@@ -42,6 +44,8 @@ def build_report(
     from the points). `fidelity`: measured vs simulated at the anchors (long: metric, measured,
     simulated[, label, hardware]; or wide <metric>_measured/<metric>_simulated), None -> no figure.
     `meta`: stated on the page and in summary.json (title, study, engine, price_source, ...).
+    `allow_priors`: let points resting only on priors win; else they are listed in projected.csv
+    with the command that would measure them (`study_ref` names the study in it).
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -49,8 +53,9 @@ def build_report(
     regs = _regimes(regimes, points)
     marked = frontier(points, objectives)
     per_hw = frontier(points, objectives, by=("workload", "hardware"))
-    cells = winners(points, regs)
+    cells = winners(points, regs, allow_priors=allow_priors, study_ref=study_ref)
     boundary = boundary_cases(points, regs, cells)
+    projected = projected_cases(points, regs, cells, study_ref=study_ref)
     freq = frontier_frequency(marked)
     svs = stacked_vs_single(marked)
     paths: dict[str, Path] = {}
@@ -59,6 +64,8 @@ def build_report(
     marked.to_csv(paths["frontier_csv"], index=False)
     paths["boundary_csv"] = out_dir / "boundary_cases.csv"
     boundary.to_csv(paths["boundary_csv"], index=False)
+    paths["projected_csv"] = out_dir / "projected.csv"
+    projected.to_csv(paths["projected_csv"], index=False)
     paths["winners_json"] = out_dir / "winners.json"
     cells.to_json(paths["winners_json"], orient="records", indent=1)
     paths["winners_md"] = out_dir / "winners.md"
@@ -75,6 +82,8 @@ def build_report(
         "stacked_vs_single": counts,
         "frontier_frequency": freq.to_dict(orient="records"),
         "n_boundary_cases": int(len(boundary)),
+        "n_projected": int(len(projected)),
+        "allow_priors": bool(allow_priors),
         "percentile_method": meta.get("percentile_method", PERCENTILE_METHOD),
         "definitions": METRIC_DEFINITIONS,
     }
@@ -105,9 +114,9 @@ def build_report(
             for ext, p in ps.items():
                 paths[f"fig_{key}_{ext}"] = p
 
-    paths["atlas_html"] = write_html(out_dir / "atlas.html", marked, cells, boundary, list(regs), meta)
+    paths["atlas_html"] = write_html(out_dir / "atlas.html", marked, cells, boundary, list(regs), meta, projected=projected)
     exports = export_all({"points": points.reset_index(drop=True), "frontier": marked, "frontier_per_hardware": per_hw,
-                          "winners": cells, "boundary_cases": boundary, "frontier_frequency": freq,
+                          "winners": cells, "boundary_cases": boundary, "projected": projected, "frontier_frequency": freq,
                           "stacked_vs_single": svs}, out_dir / "exports")
     paths.update({f"export_{k}": v for k, v in exports.items()})
     return paths

@@ -57,15 +57,22 @@ def winners_markdown(cells: pd.DataFrame) -> str:
         s = "" if v is None or (isinstance(v, float) and v != v) else str(v)
         return s.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").replace("<", "&lt;").replace(">", "&gt;")
 
-    head = "| regime | workload | hardware | winner | provenance | objective | value [error] | quality_rel | stack beats every single | note |"
-    lines = [head, "|" + "---|" * 10]
+    head = ("| regime | workload | hardware | winner | provenance | objective | value [error] | quality_rel [95 %] "
+            "| rests on | stack beats every single | note |")
+    lines = [head, "|" + "---|" * 11]
     for r in cells.itertuples(index=False):
         if r.point_id:
             val = f"{r.value:.4g}" if r.provenance == "measured" else f"{r.value:.4g} [{r.value_lo:.4g}, {r.value_hi:.4g}]"
-            q = f"{r.quality_rel:.3f}"
+            lo, hi = getattr(r, "quality_rel_lo", None), getattr(r, "quality_rel_hi", None)
+            q = f"{r.quality_rel:.3f}" + (f" [{lo:.2f}, {hi:.2f}]" if lo is not None and lo == lo else "")
         else:
             val = q = ""
+        note = r.note or ""
+        if getattr(r, "projected_label", None):
+            note += (f"{'; ' if note else ''}projected — measure to confirm: {r.projected_label} on "
+                     f"{r.projected_hardware} ({r.projected_value:.4g}); {r.confirm_command}")
         lines.append("| " + " | ".join(esc(x) for x in (r.regime, r.workload, r.hardware, r.label, r.provenance,
                                                            f"{r.direction} {r.objective}", val, q,
-                                                           "yes" if r.stack_beats_singles else "", r.note)) + " |")
+                                                           getattr(r, "evidence", "") or "",
+                                                           "yes" if r.stack_beats_singles else "", note)) + " |")
     return "\n".join(lines) + "\n"

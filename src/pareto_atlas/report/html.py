@@ -24,11 +24,12 @@ from pareto_atlas.report.definitions import METRIC_DEFINITIONS, PERCENTILE_METHO
 POINT_FIELDS = ("point_id", "label", "hardware", "workload", "provenance", "quality_provenance", "frontier_status",
                 "raw_frontier", "quality", "quality_rel", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms",
                 "e2e_p99_ms", "throughput_tok_s", "cost_per_mtok", "price_per_hour", "price_date", "lat_rel_err",
-                "thr_rel_err", "n_opts", "optimizations", "mem_gb")
+                "thr_rel_err", "n_opts", "optimizations", "mem_gb", "kld", "kld_lo", "kld_hi", "top1", "calib_provenance")
 AXES = ("quality_rel", "tpot_p99_ms", "tpot_p50_ms", "ttft_p99_ms", "ttft_p50_ms", "e2e_p99_ms", "cost_per_mtok",
         "throughput_tok_s", "mem_gb")
 MAX_POINTS = 5000
 MAX_BOUNDARY = 300
+MAX_PROJECTED = 200
 
 
 def _clean(v: object) -> object:
@@ -66,7 +67,9 @@ def _embedded_points(marked: pd.DataFrame, keep_ids: set[str], max_points: int) 
 
 
 def page_payload(marked: pd.DataFrame, cells: pd.DataFrame, boundary: pd.DataFrame, regimes: list[Regime],
-                 meta: dict, *, max_points: int = MAX_POINTS) -> dict:
+                 meta: dict, *, max_points: int = MAX_POINTS, projected: pd.DataFrame | None = None) -> dict:
+    from pareto_atlas.atlas.evidence import evidence_label, evidence_ok
+
     bshow = boundary.assign(_o=(boundary["effect"] == "none").astype(int)).sort_values("_o", kind="stable") \
         .drop(columns="_o").head(MAX_BOUNDARY)
     keep = set(cells["point_id"].astype(str)) | set(bshow["point_id"].astype(str))
@@ -75,7 +78,12 @@ def page_payload(marked: pd.DataFrame, cells: pd.DataFrame, boundary: pd.DataFra
     pts["quality_rel_lo"], pts["quality_rel_hi"] = lo, hi
     labels = dict(zip(marked["point_id"].astype(str), marked["label"].astype(str)))
     pts["dominated_by_label"] = pts.get("dominated_by", pd.Series("", index=pts.index)).astype(str).map(labels).fillna("")
-    fields = [c for c in (*POINT_FIELDS, "quality_rel_lo", "quality_rel_hi", "dominated_by_label") if c in pts.columns]
+    # what each point rests on: the marker's shape (measured / simulated / prior) and the tooltip's words
+    pts["rests_on"] = np.where(pts["provenance"] == "measured", "measured",
+                               np.where(evidence_ok(pts), "simulated", "prior"))
+    pts["evidence"] = evidence_label(pts)
+    fields = [c for c in (*POINT_FIELDS, "quality_rel_lo", "quality_rel_hi", "dominated_by_label", "rests_on", "evidence")
+              if c in pts.columns]
     admitted = {}
     for r in regimes:
         a = admission(pts, r)["admitted"].to_numpy()
@@ -83,6 +91,8 @@ def page_payload(marked: pd.DataFrame, cells: pd.DataFrame, boundary: pd.DataFra
     prices = (marked.groupby("hardware")[["price_per_hour", "price_date"]].first().reset_index())
     return {
         "points": _records(pts[fields]), "winners": _records(cells), "boundary": _records(bshow),
+        "projected": _records(projected.head(MAX_PROJECTED)) if projected is not None else [],
+        "projected_total": int(len(projected)) if projected is not None else 0,
         "boundary_total": int(len(boundary)), "admitted": admitted,
         "regimes": [{"name": r.name, "description": r.describe(), "objective": r.objective} for r in regimes],
         "axes": [a for a in AXES if a in marked.columns], "units": UNITS,
@@ -105,10 +115,10 @@ def _static(regimes: list[Regime], meta: dict, prices: pd.DataFrame) -> dict[str
 
 
 def render_html(marked: pd.DataFrame, cells: pd.DataFrame, boundary: pd.DataFrame, regimes: list[Regime],
-                meta: dict | None = None, *, max_points: int = MAX_POINTS) -> str:
+                meta: dict | None = None, *, max_points: int = MAX_POINTS, projected: pd.DataFrame | None = None) -> str:
     """The whole page as one string (inline CSS, JS and data)."""
     meta = {"generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), **(meta or {})}
-    payload = page_payload(marked, cells, boundary, list(regimes), meta, max_points=max_points)
+    payload = page_payload(marked, cells, boundary, list(regimes), meta, max_points=max_points, projected=projected)
     prices = marked.groupby("hardware")[["price_per_hour", "price_date"]].first().reset_index()
     s = _static(list(regimes), meta, prices)
     pkg = resources.files("pareto_atlas.report")
@@ -128,19 +138,24 @@ simulated by the calibrated simulator (with its error bar) or literature priors.
 <div class="controls">
 <label>x <select id="x-axis"></select></label>
 <label>y <select id="y-axis"></select></label>
-<label><input type="checkbox" id="log-x"> log x</label>
+<label><input type="checkbox" id="log-x" checked> log x</label>
+<label><input type="checkbox" id="clip-x" checked> frontier region</label>
 <label>hardware <select id="f-hardware"></select></label>
 <label>workload <select id="f-workload"></select></label>
 <label>regime <select id="f-regime"></select></label>
 </div>
-<p class="legend"><span><i class="dot" style="background:#1f6fb4"></i>frontier</span><span><i class="dot" style="background:#e08a1e"></i>tied within error</span><span><i class="dot" style="background:#b8b8b8"></i>dominated</span><span><i class="dot measured"></i>measured anchor (black edge)</span><span>square = prior</span><span>red ring = regime winner</span></p>
+<p class="legend"><span><i class="dot" style="background:#1f6fb4"></i>frontier</span><span><i class="dot" style="background:#e08a1e"></i>tied within error</span><span><i class="dot" style="background:#b8b8b8"></i>dominated</span><span>shape = what it rests on:</span><span><i class="dot measured"></i>measured (circle, black edge)</span><span><i class="dot"></i>simulated from evidence (circle)</span><span><i class="sq"></i>prior (square: quality or speed from the literature only)</span><span>red ring = regime winner</span></p>
 <div id="scatter"></div>
 <p class="note" id="drawn-count"></p>
 <h2>Winner per regime</h2>
 <ul>{s['regimes']}</ul>
-<table id="winners"><thead><tr><th>regime</th><th>workload</th><th>hardware</th><th>winner</th><th>provenance</th><th>objective value [error]</th><th>quality_rel</th><th>stacked?</th><th>separated from runner-up?</th></tr></thead>
+<table id="winners"><thead><tr><th>regime</th><th>workload</th><th>hardware</th><th>winner</th><th>provenance</th><th>objective value [error]</th><th>quality_rel [95 %]</th><th>rests on (evidence)</th><th>stacked?</th><th>separated from runner-up?</th></tr></thead>
 <tbody id="winners-body"></tbody></table>
-<p class="note">Highlighted rows with a boxed winner: a stacked combination beats every single method in that cell.</p>
+<p class="note">Highlighted rows with a boxed winner: a stacked combination beats every single method in that cell. A winner needs evidence for its quality (measured, inherited from a measured arm, a measured effect, or a measured KL divergence) and its speed (measured or simulated, not a prior).</p>
+<h2>Projected — measure to confirm</h2>
+<p class="note" id="projected-note"></p>
+<table id="projected"><thead><tr><th>regime</th><th>hardware</th><th>configuration</th><th>objective value</th><th>winner's value</th><th>quality_rel [95 %]</th><th>rests on</th><th>command that would confirm it</th></tr></thead>
+<tbody id="projected-body"></tbody></table>
 <h2>Boundary cases (quality interval straddles the floor)</h2>
 <p class="note" id="boundary-note"></p>
 <table id="boundary"><thead><tr><th>regime</th><th>hardware</th><th>configuration</th><th>provenance</th><th>quality_rel [95 % CI]</th><th>floor</th><th>verdict</th><th>effect</th></tr></thead>
@@ -157,7 +172,7 @@ simulated by the calibrated simulator (with its error bar) or literature priors.
 
 
 def write_html(path: Path, marked: pd.DataFrame, cells: pd.DataFrame, boundary: pd.DataFrame, regimes: list[Regime],
-               meta: dict | None = None) -> Path:
+               meta: dict | None = None, *, projected: pd.DataFrame | None = None) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_html(marked, cells, boundary, regimes, meta), encoding="utf-8")
+    path.write_text(render_html(marked, cells, boundary, regimes, meta, projected=projected), encoding="utf-8")
     return path

@@ -11,7 +11,7 @@ from rich.console import Console
 from pareto_atlas import __version__
 from pareto_atlas.atlas.stage import study_points, study_regimes
 from pareto_atlas.report.build import build_report
-from pareto_atlas.spec.study import Study
+from pareto_atlas.spec.study import Study, study_ref
 from pareto_atlas.store import Store
 
 
@@ -36,16 +36,25 @@ def report_study(study: Study, store: Store, out: Path, console: Console) -> dic
             "workload": f"{study.workload.prompt_tokens} prompt / {study.workload.output_tokens} output tokens",
             "quality": (f"GSM8K ({study.quality.mode}), n = {study.quality.n}" if study.quality.task == "gsm8k" else
                         f"needle retrieval at {study.quality.retrieval_lengths} tokens")
-                       + f", floor {study.quality.floor:.0%} of arm '{study.baseline.name}'",
+                       + f", floor {study.quality.floor:.0%} of arm '{study.baseline.name}' (95 % interval, paired)"
+                       + (f", KL divergence <= {study.quality.kld_max:g} nats/token where measured"
+                          if study.quality.kld_max else ""),
             "price_source": f"GPU prices: spec/hardware.toml (seed paper, {study.price_date}) with study overrides; "
                             f"this CPU: ${study.cpu_price_per_hour}/h (assumed)"}
-    paths = build_report(points, out, regimes=regs, fidelity=fidelity_table(study, store), meta=meta)
+    paths = build_report(points, out, regimes=regs, fidelity=fidelity_table(study, store), meta=meta,
+                         allow_priors=study.quality.allow_priors, study_ref=study_ref(study))
     from pareto_atlas.quality.campaign import agreement_table
 
     agree = agreement_table(study, store)
     if len(agree):
         paths["agreement_csv"] = out / "quality_agreement.csv"
         agree.to_csv(paths["agreement_csv"], index=False)
+    from pareto_atlas.store.quality import arm_quality_table
+
+    evidence = arm_quality_table(study, store)
+    if len(evidence):
+        paths["quality_evidence_csv"] = out / "quality_evidence.csv"
+        evidence.to_csv(paths["quality_evidence_csv"], index=False)
     paths["store"] = store.path
     console.print(f"[bold]report[/]: {len(paths)} files in {out}")
     return paths

@@ -6,6 +6,9 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Protocol
 
 import pandas as pd
 
+from pareto_atlas.measure.campaign import measure_here
+from pareto_atlas.quality.campaign import score_here
+
 if TYPE_CHECKING:
     from pareto_atlas.measure.campaign import AnchorPlan
     from pareto_atlas.simulate.params import CalibParams
@@ -43,23 +46,13 @@ class InProcess:
     written before the next anchor's status is looked up, exactly as a plain loop would."""
 
     def measure(self, study, pending, n, on_progress, bandwidth_gbs):
-        from pareto_atlas.measure.campaign import measure_anchor
-
-        for i, p in pending:
-            on_progress("anchor", {"arm": p.arm.name, "i": i, "n": n})
-            row, records = measure_anchor(study, p, on_progress, bandwidth_gbs)
-            yield i, p, row, records
+        return measure_here(study, pending, n, on_progress, bandwidth_gbs)
 
     def score(self, study, pending, n, items, on_progress):
-        from pareto_atlas.quality.campaign import score_arm
-
-        for arm, qid, saved in pending:
-            on_progress("start", {"arm": arm.name})
-            row, records, items = score_arm(study, arm, qid, n, items, on_progress, saved)
-            yield arm, row, records
+        return score_here(study, pending, n, items, on_progress)
 
     def sweep(self, space, params, n_requests, seed=0):
-        from pareto_atlas.simulate.sweep import sweep
+        from pareto_atlas.simulate.sweep import sweep   # numba compiles on first import: only when sweeping
 
         return sweep(space, params, n_requests=n_requests, seed=seed)
 

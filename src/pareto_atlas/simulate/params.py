@@ -14,10 +14,11 @@ from pareto_atlas.spec.cards import HardwareCard
 from pareto_atlas.spec.fields import check_fields
 
 # Weight formats that share dequantize+dot kernels; a format without its own fitted cost borrows
-# its family's (and is then an extrapolation). RANDOM is stored in the Q4_0 layout.
+# its family's (and is then an extrapolation). RANDOM is stored in the Q4_0 layout. FP8 is a family
+# of its own: its GEMMs run on FP8 units at twice the 16-bit rate, so neither stands in for the other.
 FAMILY = {"Q4_0": "legacy", "Q4_1": "legacy", "Q5_0": "legacy", "Q8_0": "legacy", "RANDOM": "legacy",
           "Q4_K_M": "k-quant", "Q3_K": "k-quant", "Q2_K": "k-quant",
-          "F16": "float", "BF16": "float", "FP8": "float", "AWQ4": "int4-gpu"}
+          "F32": "float", "F16": "float", "BF16": "float", "FP8": "fp8", "AWQ4": "int4-gpu"}
 LAYOUT = {"RANDOM": "Q4_0"}     # formats that run exactly another format's kernels
 
 
@@ -115,6 +116,11 @@ def default_params(hw: HardwareCard, engine: str = "") -> CalibParams:
     (about 2 ms per step). CPU: a measured card already reports achieved read bandwidth and
     SGEMM rate, so efficiencies start near 1 and llama.cpp's per-step overhead is small.
     """
+    if hw.kind == "cpu" and engine == "vllm":
+        # vLLM on a CPU: torch's GEMMs at every batch size (no GEMV path of its own, so no tile), and a
+        # Python scheduler plus a process hop per step on the same two cores as the model: tens of ms.
+        return CalibParams(hardware=hw.name, engine=engine, eff_bw=0.7, eff_flops=0.5, eff_attn=0.3,
+                           overhead_step_s=2e-2, overhead_seq_s=1e-3, step_cv=0.05, mem_util=0.8, gemm_tile=0)
     if hw.kind == "cpu":
         # llama.cpp repacks weights for tiled GEMM kernels of 4 columns; the tied lm_head (used by
         # the embedding lookup too) is not repacked, so it runs at GEMV speed.

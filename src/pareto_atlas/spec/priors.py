@@ -13,6 +13,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
+# A quality prior with no published interval ("negligible loss", "matches full KV") reads as a
+# relative change of the score between -10 % and +2 %: wide enough to straddle a 95 % floor, so a
+# claim without an interval can never clear the quality guard on its own.
+DEFAULT_QUALITY_SPREAD = (-0.10, 0.02)
+
 FAMILIES = ("speculation", "kv-evict", "kv-quant", "sparse-attn", "weight-quant", "batching", "disaggregation",
             "simulation")
 
@@ -49,6 +54,15 @@ class Prior:
     @property
     def label(self) -> str:
         return f"prior:{self.source}"
+
+    def delta_interval(self) -> tuple[float, float, float]:
+        """A quality prior's relative change of the score (central, lo, hi). The interval is the
+        published range where the source gives one, else DEFAULT_QUALITY_SPREAD around the value:
+        a prior is weak evidence and never carries a zero-width quality."""
+        c = self.central
+        lo = self.lo if not math.isnan(self.lo) else c + DEFAULT_QUALITY_SPREAD[0]
+        hi = self.hi if not math.isnan(self.hi) else c + DEFAULT_QUALITY_SPREAD[1]
+        return c, min(lo, c), max(hi, c)
 
 
 @lru_cache(maxsize=1)

@@ -11,10 +11,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from pareto_atlas.spec.knobs import Knobs
 from pareto_atlas.spec.think import check_think
+from pareto_atlas.spec.trace import TraceRow, trace_name, trace_rows, with_trace
 
 
 class StudyError(ValueError):
@@ -30,6 +31,9 @@ class ModelSpec(_Frozen):
     card: str | None = None                     # shipped card name; default: read from the GGUF
     chat: bool = True
     draft: str | None = None                    # draft model for spec="draft" arms
+    # Engines that read Hugging Face directories (vllm): a local directory to serve as it is;
+    # default: the source GGUF converted once (measure.hf_model), cached by its sha256.
+    hf_dir: str | None = None
 
 
 class EngineSpec(_Frozen):
@@ -38,6 +42,9 @@ class EngineSpec(_Frozen):
     n_ctx: int = Field(2048, ge=256)
     base_url: str | None = None                 # for engine = "openai"
     api_key_env: str | None = None              # name of the env var holding the key; the key is never stored
+    # Engine-specific launch options for every arm (an arm's engine_options override them); each
+    # engine names the keys it takes (e.g. vllm: enforce_eager, kv_cache_space_gib, prefix_caching).
+    options: dict[str, str | int | float | bool] = Field(default_factory=dict)
 
 
 class WorkloadSpec(_Frozen):
@@ -45,6 +52,18 @@ class WorkloadSpec(_Frozen):
     prompt_tokens: int = Field(128, ge=8)
     output_tokens: int = Field(32, ge=2)
     api: Literal["completions", "chat"] = "completions"
+    # A trace replayed instead of fixed lengths and a load pattern (spec.trace): a shipped name or a
+    # CSV/JSONL path (relative to the study file) of arrival_s, prompt_tokens, output_tokens. Its
+    # rounded mean lengths then fill prompt_tokens/output_tokens, which the study must leave out.
+    trace: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _trace(cls, data, info: ValidationInfo):
+        return with_trace(data, info)
+
+    def trace_rows(self) -> tuple[TraceRow, ...]:
+        return trace_rows(self.trace) if self.trace else ()
 
 
 class LoadSpec(_Frozen):
@@ -82,6 +101,8 @@ class ArmSpec(_Frozen):
     spec: str = "none"
     spec_k: int = 0
     slots: int = Field(1, ge=1)
+    batching: str = "continuous"                # vllm: "chunked" = chunked prefill with chunk_tokens a step
+    chunk_tokens: int = Field(0, ge=0)
     concurrency: int = Field(1, ge=1)
     rate_rps: float | None = None
     quality: bool = False                       # also run the quality arm for this configuration
@@ -89,12 +110,39 @@ class ArmSpec(_Frozen):
     # requests for this arm instead of load.requests: a closed loop of c clients needs about as many
     # rounds as one client for its percentiles to settle, so c times the requests
     requests: int | None = Field(None, ge=2)
+    # Options of this arm's engine that are not Knobs because the simulator has no physics for them
+    # (vllm's prefix caching, enforce_eager): they key the anchor and are in its provenance.
+    engine_options: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    # This arm's own lengths or trace instead of the workload's (see WorkloadSpec; `workload()`).
+    prompt_tokens: int | None = Field(None, ge=8)
+    output_tokens: int | None = Field(None, ge=2)
+    trace: str | None = None
 
-    def n_requests(self, load: "LoadSpec") -> int:
+    @model_validator(mode="before")
+    @classmethod
+    def _trace(cls, data, info: ValidationInfo):
+        return with_trace(data, info, fill=False)
+
+    def workload(self, study_workload: WorkloadSpec) -> WorkloadSpec:
+        """The workload this arm runs: the study's, or its own trace or lengths under their own name."""
+        wl = study_workload
+        if self.trace:
+            return WorkloadSpec(name=trace_name(self.trace), trace=self.trace, api=wl.api)
+        P, N = self.prompt_tokens or wl.prompt_tokens, self.output_tokens or wl.output_tokens
+        if (P, N) == (wl.prompt_tokens, wl.output_tokens):
+            return wl
+        return WorkloadSpec(name=f"p{P}-n{N}", prompt_tokens=P, output_tokens=N, api=wl.api)
+
+    def n_requests(self, load: "LoadSpec", workload: WorkloadSpec | None = None) -> int:
+        """Measured requests: this arm's or the load's count; a trace's rows (its first `requests` if set)."""
+        rows = len(workload.trace_rows()) if workload is not None and workload.trace else 0
+        if rows:
+            return min(self.requests or rows, rows)
         return self.requests or load.requests
 
     def knobs(self) -> Knobs:
-        return Knobs(weights=self.weights, kv=self.kv, spec=self.spec, spec_k=self.spec_k, slots=self.slots)
+        return Knobs(weights=self.weights, kv=self.kv, spec=self.spec, spec_k=self.spec_k, slots=self.slots,
+                     batching=self.batching, chunk_tokens=self.chunk_tokens)
 
     @model_validator(mode="after")
     def _check(self) -> "ArmSpec":
@@ -112,8 +160,30 @@ class QualitySpec(_Frozen):
     max_tokens: int = Field(256, ge=16)
     baseline_arm: str | None = None
     floor: float = Field(0.95, gt=0, le=1.5)
+    # Mean token-level KL divergence from the baseline (nats/token, quality.kld) a configuration may
+    # add where it was measured: the guard's high-power axis (atlas.regimes); none: not used.
+    kld_max: float | None = Field(0.05, gt=0)
+    # Let configurations whose quality or speed rests only on priors win regimes (default: they are
+    # listed as "projected — measure to confirm", with the command that would measure them).
+    allow_priors: bool = False
     retrieval_lengths: list[int] = Field(default_factory=lambda: [512, 1024])
     retrieval_per_cell: int = Field(2, ge=1)
+    # Tokens scored per configuration by `pareto-atlas kld` (quality.kld), in whole chunks of 255
+    # (llama-perplexity at ctx 512); the baseline's saved logits take ~300 kB a token while it runs.
+    # 2040 (8 chunks, ~1 min a configuration on 2 cores) already separates Q8_0, Q4_0 and a q4_0 KV
+    # cache of the default study by non-overlapping chunk-clustered intervals (README).
+    kld_tokens: int = 2040
+    # `build` runs the KL stage (building llama-perplexity in the background the first time);
+    # `pareto-atlas kld` runs it whatever this says.
+    kld: bool = True
+
+    @field_validator("kld_tokens")
+    @classmethod
+    def _kld_tokens(cls, v: int) -> int:
+        if not 255 <= v <= 65280:
+            raise ValueError(f"{v} is not allowed; between 255 (one chunk of 512 scores 255 tokens) and 65280 "
+                             f"(256 chunks: the baseline's logits file then takes ~20 GB)")
+        return v
 
 
 class EvictionSpec(_Frozen):
@@ -185,6 +255,10 @@ class Study(_Frozen):
     prices: dict[str, float] = Field(default_factory=dict)       # $/hour overrides by hardware name
     price_date: str = "2026-07"
     cpu_price_per_hour: float = Field(0.0835, gt=0)              # this machine's assumed rental price
+    # Another study (built-in name or TOML path) on the same hardware: this study's anchors go into
+    # its store, and this study's calibration and atlas see its measured anchors beside its own, so
+    # two engines are compared on one machine (vllm-cpu names default).
+    compare_with: str | None = None
 
     @field_validator("arms")
     @classmethod
@@ -202,6 +276,33 @@ class Study(_Frozen):
         b = self.quality.baseline_arm
         if b is not None and b not in {a.name for a in self.arms}:
             raise ValueError(f"quality.baseline_arm {b!r} is not an arm; arms: {', '.join(a.name for a in self.arms)}")
+        return self
+
+    @model_validator(mode="after")
+    def _engine_options(self) -> "Study":
+        # checked here, not at launch, so a misspelt option fails before any engine starts
+        from pareto_atlas.measure.engines import option_keys
+
+        allowed = option_keys(self.engine.name)
+        for where, opts in [("engine.options", self.engine.options)] + [
+                (f"arms.{a.name}.engine_options", a.engine_options) for a in self.arms]:
+            bad = sorted(set(opts) - set(allowed))
+            if bad:
+                raise ValueError(f"{where}: {bad[0]!r} is not an option of engine {self.engine.name!r}; "
+                                 f"allowed: {', '.join(allowed) or 'none'}")
+        return self
+
+    @model_validator(mode="after")
+    def _trace_arms(self) -> "Study":
+        # a trace is the arrival process: no second load pattern on top, no lengths beside it
+        for a in self.arms:
+            if not (a.trace or self.workload.trace):
+                continue
+            if a.rate_rps is not None or a.concurrency != 1:
+                raise ValueError(f"arms.{a.name}: a trace gives the arrivals; leave concurrency and rate_rps out")
+            if self.workload.trace and (a.prompt_tokens or a.output_tokens):
+                raise ValueError(f"arms.{a.name}: the workload replays a trace, whose rows give the lengths; "
+                                 f"leave prompt_tokens and output_tokens out (or name another trace in the arm)")
         return self
 
     @property
@@ -223,22 +324,24 @@ def _describe(err: ValidationError) -> str:
     return f"{where}: {msg}"
 
 
-def parse_study(text: str, origin: str = "<study>") -> Study:
+def parse_study(text: str, origin: str = "<study>", base: Path | None = None) -> Study:
+    """A study from TOML text; `base`: the folder its relative paths (a trace) are read from."""
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise StudyError(f"{origin}: not valid TOML: {e}") from None
     try:
-        return Study.model_validate(raw)
+        return Study.model_validate(raw, context={"base": base})
     except ValidationError as e:
         raise StudyError(f"{origin}: {_describe(e)}") from None
 
 
-BUILTIN = {"default": "default_study.toml", "tiny": "tiny_study.toml", "ladder": "ladder_study.toml"}
+BUILTIN = {"default": "default_study.toml", "tiny": "tiny_study.toml", "ladder": "ladder_study.toml",
+           "vllm-cpu": "vllm_cpu_study.toml"}
 
 
 def load_study(path_or_name: str | Path | None = None) -> Study:
-    """A study from a TOML path, or a built-in by name (`default`, `tiny`, `ladder`)."""
+    """A study from a TOML path, or a built-in by name (`default`, `tiny`, `ladder`, `vllm-cpu`)."""
     if path_or_name is None or str(path_or_name) in BUILTIN:
         fname = BUILTIN[str(path_or_name or "default")]
         return parse_study(resources.files("pareto_atlas.spec").joinpath(fname).read_text(), f"built-in:{fname}")
@@ -249,4 +352,17 @@ def load_study(path_or_name: str | Path | None = None) -> Study:
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as e:
         raise StudyError(f"{path}: cannot read: {e}") from None
-    return parse_study(text, str(path))
+    return parse_study(text, str(path), path.resolve().parent)
+
+
+def study_ref(study: Study) -> str:
+    """How a command line names this study: its built-in name (`default`), else `<name>.toml`."""
+    import tomllib
+
+    for key, fname in BUILTIN.items():
+        try:
+            if tomllib.loads(resources.files("pareto_atlas.spec").joinpath(fname).read_text()).get("name") == study.name:
+                return key
+        except (OSError, tomllib.TOMLDecodeError):
+            continue
+    return f"{study.name}.toml"

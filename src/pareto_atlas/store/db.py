@@ -165,6 +165,25 @@ class Store:
                                 [evict_id]).fetchall()
         return [json.loads(r[0]) for r in rows]
 
+    # -- KL divergence against the baseline (llama-perplexity) ---------------------------------------
+    def has_kld_point(self, kld_id: str) -> bool:
+        return self.con.execute("SELECT count(*) FROM kld_points WHERE kld_id = ?", [kld_id]).fetchone()[0] > 0
+
+    def put_kld(self, row: dict) -> None:
+        """Write one configuration's KL-divergence row in one transaction (replacing an earlier one)."""
+        row = {"created_at": now(), **row, "tool_version": __version__}
+        cols = list(row)
+        with self.transaction():
+            self.con.execute("DELETE FROM kld_points WHERE kld_id = ?", [row["kld_id"]])
+            self.con.execute(f"INSERT INTO kld_points ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                             [row[c] for c in cols])
+
+    def kld_points(self, study: str | None = None) -> pd.DataFrame:
+        q, args = "SELECT * FROM kld_points", []
+        if study is not None:
+            q, args = q + " WHERE study = ?", [study]
+        return self.con.execute(q + " ORDER BY created_at", args).df()
+
     # -- calibration --------------------------------------------------------------------------
     def put_calibration(self, row: dict) -> None:
         row = {**row, "tool_version": __version__, "created_at": now()}

@@ -69,4 +69,29 @@ MIGRATIONS: list[tuple[str, str]] = [
             evict_id TEXT, item_id TEXT, record_json TEXT
         );
     """),
+    # Token-level KL divergence and top-1 agreement of each quality configuration against the
+    # baseline arm (llama.cpp's llama-perplexity on a fixed GSM8K text; quality.kld): one row per
+    # (study, configuration, base, text, chunks, ctx). The baseline's own row (role 'base') is zero
+    # by definition and carries the baseline's perplexity. Intervals are 95 %, chunk-clustered.
+    ("006_kld_points", """
+        CREATE TABLE kld_points (
+            kld_id TEXT PRIMARY KEY,         -- hash of study, model, quality key, base, text, chunks, ctx, engine
+            study TEXT, arm TEXT, role TEXT, -- role: base | arm
+            quality_key TEXT, weights TEXT, kv TEXT,
+            model TEXT, model_file TEXT, model_sha256 TEXT,
+            base_arm TEXT, base_sha256 TEXT, base_kv TEXT,
+            text_source TEXT, text_sha256 TEXT,
+            n_tokens INTEGER,                -- tokens scored (chunks x (ctx - 1 - ctx/2))
+            chunks INTEGER, ctx INTEGER, threads INTEGER,
+            kld DOUBLE, kld_lo DOUBLE, kld_hi DOUBLE, kld_se DOUBLE, kld_token_se DOUBLE, kld_deff DOUBLE,
+            kld_median DOUBLE, kld_p99 DOUBLE, kld_p999 DOUBLE, kld_max DOUBLE,
+            top1 DOUBLE, top1_lo DOUBLE, top1_hi DOUBLE, top1_se DOUBLE, top1_token_se DOUBLE, top1_deff DOUBLE,
+            ln_ppl_ratio DOUBLE, ln_ppl_ratio_lo DOUBLE, ln_ppl_ratio_hi DOUBLE, ln_ppl_ratio_se DOUBLE,
+            ln_ppl_ratio_token_se DOUBLE, ln_ppl_ratio_deff DOUBLE,
+            ppl DOUBLE, ppl_base DOUBLE,
+            interval_method TEXT,
+            engine TEXT, engine_version TEXT, seconds DOUBLE, output TEXT,
+            created_at TIMESTAMP, tool_version TEXT
+        );
+    """),
 ]

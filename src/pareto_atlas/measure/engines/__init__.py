@@ -26,4 +26,11 @@ def get_engine(name: str, **options) -> Engine:
     return getattr(importlib.import_module(f"{__name__}.{module}"), cls)(**options)
 
 
-__all__ = ["ENGINES", "ArmLaunch", "Engine", "EngineStartError", "RunningEngine", "get_engine"]
+def option_keys(name: str) -> tuple[str, ...]:
+    """The engine-specific launch options (`ArmLaunch.extra` keys) engine `name` takes."""
+    if name not in ENGINES:
+        raise ValueError(f"Unsupported engine: {name!r}. Supported engines: {', '.join(ENGINES)}")
+    return tuple(importlib.import_module(f"{__name__}.{ENGINES[name][0]}").EXTRA_KEYS)
+
+
+__all__ = ["ENGINES", "ArmLaunch", "Engine", "EngineStartError", "RunningEngine", "get_engine", "option_keys"]

@@ -14,7 +14,7 @@ import subprocess
 import tempfile
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import NoReturn
@@ -94,6 +94,15 @@ class RunningEngine(ABC):
     def alive(self) -> bool:
         return True
 
+    def counters(self) -> dict | None:
+        """The server's own counters now (e.g. vLLM's /metrics), or None when it keeps none."""
+        return None
+
+    def run_summary(self, before: dict | None, after: dict | None, metrics: dict) -> dict:
+        """Metrics keys from the counters before and after the measured requests ({} without);
+        `metrics`: the client-side metrics of the run, to cross-check against."""
+        return {}
+
     def __enter__(self) -> "RunningEngine":
         return self
 
@@ -138,10 +147,13 @@ def last_line(path: Path, default: str = "") -> str:
 
 
 class ServerProcess:
-    """A server child in its own process group, stderr kept in a temp file for diagnosis."""
+    """A server child in its own process group, stderr kept in a temp file for diagnosis.
+    `explain(log_path, default)` says why it died (default: `last_line`); an engine whose root cause
+    is not its last line (vLLM's engine core dies first, its API server after) passes its own."""
 
-    def __init__(self, argv: list[str], env: Mapping[str, str] | None = None, stdout_pipe: bool = False):
-        self.argv = argv
+    def __init__(self, argv: list[str], env: Mapping[str, str] | None = None, stdout_pipe: bool = False,
+                 explain: Callable[[Path, str], str] | None = None):
+        self.argv, self.explain = argv, explain or last_line
         fd, name = tempfile.mkstemp(prefix="pareto-engine-", suffix=".log")
         os.close(fd)
         self.log_path = Path(name)
@@ -164,7 +176,7 @@ class ServerProcess:
 
     def why_dead(self) -> str:
         rc = self.proc.poll()
-        return last_line(self.log_path, f"exited with code {rc}") + (f" (exit code {rc})" if rc else "")
+        return self.explain(self.log_path, f"exited with code {rc}") + (f" (exit code {rc})" if rc else "")
 
     def wait_healthy(self, base_url: str, timeout_s: float, path: str = "/health") -> None:
         """Poll `path` until 200; fail early with the log's last line if the process dies."""
@@ -179,7 +191,7 @@ class ServerProcess:
                 except httpx.HTTPError:
                     pass
                 time.sleep(0.1)
-        self.fail(f"engine not healthy at {base_url}{path} after {timeout_s:g} s: {last_line(self.log_path)}")
+        self.fail(f"engine not healthy at {base_url}{path} after {timeout_s:g} s: {self.explain(self.log_path, '')}")
 
     def fail(self, reason: str) -> NoReturn:
         """Stop, drop the log, and raise `reason` (computed from the log before it goes)."""

@@ -5,7 +5,7 @@ llama.cpp has neither KV eviction nor sparse attention, so this is the one quali
 outside the serving engine: the study's source GGUF, dequantized, answers the study's own quality
 items with a full cache (the reference) and under every (policy, keep) of the sweep. Each point is
 stored as it finishes, with its item records; a rerun skips the points already stored. The atlas
-reads them as a measured relative effect (`store.points.quality_for`), never as an engine
+reads them as a measured relative effect (`store.quality.quality_for`), never as an engine
 measurement.
 """
 

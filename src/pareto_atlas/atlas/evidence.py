@@ -1,0 +1,91 @@
+"""What each point's verdict rests on: the evidence for its quality and for its speed.
+
+No verdict without evidence (DESIGN.md): by default a regime winner needs quality that was
+measured, inherited from a measured arm with the same token-changing knobs, a measured effect
+(eviction, top-k) on such a core, or a measured KL divergence; and speed that was measured or
+simulated, not read from a prior. Points that rest on priors are "projected — measure to confirm",
+each with the command that would measure what is missing.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from pareto_atlas.spec.knobs import Knobs
+
+WINNING_QUALITY = ("measured", "inherited", "measured-effect")
+CPU_ENGINE_WEIGHTS = ("F16", "Q8_0", "Q5_0", "Q4_K_M", "Q4_0", "Q3_K", "Q2_K")
+
+
+def _str(points: pd.DataFrame, col: str) -> np.ndarray:
+    if col not in points.columns:
+        return np.full(len(points), "", dtype=object)
+    return points[col].fillna("").astype(str).to_numpy()
+
+
+def quality_evidence(points: pd.DataFrame) -> np.ndarray:
+    """Per point: measured | inherited | measured-effect | prior | unmeasured (from the
+    `quality_evidence` column, or read from `quality_provenance` in tables that predate it)."""
+    ev = _str(points, "quality_evidence")
+    prov = _str(points, "quality_provenance")
+    derived = np.select(
+        [np.char.find(prov.astype(str), "prior:") >= 0, np.char.startswith(prov.astype(str), "measured-effect"),
+         np.char.startswith(prov.astype(str), "inherited"), np.char.startswith(prov.astype(str), "measured")],
+        ["prior", "measured-effect", "inherited", "measured"], default="unmeasured")
+    return np.where(ev != "", ev, derived)
+
+
+def has_kld(points: pd.DataFrame) -> np.ndarray:
+    if "kld" not in points.columns:
+        return np.zeros(len(points), bool)
+    return np.isfinite(points["kld"].to_numpy(dtype=float, na_value=np.nan))
+
+
+def speed_evidence(points: pd.DataFrame) -> np.ndarray:
+    """Per point: measured | calibrated (simulated with a calibration on measured or published
+    anchors) | uncalibrated (simulated with default efficiencies) | prior (rests on a cited effect,
+    e.g. an EAGLE head's acceptance)."""
+    prov = _str(points, "provenance")
+    calib = _str(points, "calib_provenance")
+    uncal = np.char.find(calib.astype(str), "uncalibrated") >= 0
+    return np.select([prov == "measured", prov == "prior", uncal], ["measured", "prior", "uncalibrated"],
+                     default="calibrated")
+
+
+def evidence_ok(points: pd.DataFrame) -> np.ndarray:
+    """Per point: whether its quality and its speed both rest on evidence (see module doc)."""
+    q = np.isin(quality_evidence(points), WINNING_QUALITY) | has_kld(points)
+    return q & (speed_evidence(points) != "prior")
+
+
+def evidence_label(points: pd.DataFrame) -> np.ndarray:
+    """One short phrase per point, e.g. "quality measured (KL); speed simulated, calibrated"."""
+    q = quality_evidence(points)
+    q = np.where(has_kld(points) & ~np.isin(q, WINNING_QUALITY), "KL-measured, task score " + q, q)
+    s = speed_evidence(points)
+    s = np.select([s == "measured", s == "prior"], ["measured", "prior"], default="simulated, " + s)
+    return np.char.add(np.char.add("quality ", q.astype(str)), np.char.add("; speed ", s.astype(str)))
+
+
+def confirm_command(row: pd.Series, study_ref: str) -> str:
+    """The command that would measure what a projected point is missing."""
+    k = Knobs.from_row(row)
+    cmds = []
+    prov = str(row.get("quality_provenance", ""))
+    if "prior:" in prov:
+        if k.eviction != "none" and "measured-effect:" + k.eviction not in prov:
+            cmds.append(f"pareto-atlas evict {study_ref} --policies {k.eviction} --keeps {k.kv_keep:g} --task retrieval")
+        if k.sparse_budget < 1.0 and "measured-effect:topk" not in prov:
+            cmds.append(f"pareto-atlas evict {study_ref} --policies topk --keeps {k.sparse_budget:g} --task retrieval")
+        if "re-encoding" in prov or "weights of the" in prov:
+            arm = f"weights = \"{k.weights}\"" + (f", kv = \"{k.kv}\"" if k.kv != "f16" else "")
+            where = ("" if k.weights in CPU_ENGINE_WEIGHTS else
+                     " on a GPU host with [engine] name = \"vllm\"")
+            cmds.append(f"add [[arms]] name = \"confirm\", {arm}, quality = true to {study_ref}{where}, then "
+                        f"pareto-atlas quality --study {study_ref} --arm confirm && pareto-atlas kld {study_ref}")
+    if str(row.get("provenance", "")) == "prior":
+        cmds.append(f"measure an arm spec = \"{k.spec}\" on {row.get('hardware', '')} "
+                    f"(pareto-atlas measure --study {study_ref} --arm NAME): its speed rests on "
+                    f"{row.get('prior_source', '') or 'a prior'}")
+    return " ; ".join(cmds)

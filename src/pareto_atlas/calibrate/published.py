@@ -1,0 +1,148 @@
+"""GPU cards calibrated on published measurements: one fit per (card, engine) over its published
+anchors (calibrate.fit's least squares), its error bar from predicting each source held out, and
+per card the fit the atlas uses: its own engine's where there is one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from pareto_atlas.calibrate.fidelity import LATENCY, _error_bars
+from pareto_atlas.calibrate.fit import TARGETS, _anchors, fit_params, predict
+from pareto_atlas.calibrate.published_table import UNSTATED_KV, PublishedTable, anchor_row, published_metrics
+from pareto_atlas.simulate.memory import plan_memory
+from pareto_atlas.simulate.params import CalibParams, default_params, with_error_bars
+from pareto_atlas.spec.cards import HardwareCard, ModelCard, shipped_hardware, shipped_models
+from pareto_atlas.spec.knobs import Knobs
+
+SERVED_ENGINE = "vllm"        # the engine the atlas simulates on GPU cards
+# The targets grouped as the report states them (TTFT and TPOT: median and tail together).
+GROUPS = {"TTFT": ("ttft_p50_ms", "ttft_p99_ms"), "TPOT": ("tpot_p50_ms", "tpot_p99_ms"),
+          "throughput": ("throughput_tok_s",)}
+LOSO = "leave-one-source-out"
+LOAO = "leave-one-anchor-out within its only source"
+
+
+@dataclass(frozen=True)
+class CardCalibration:
+    hardware: str
+    engine: str                   # one fit per engine: scheduling overheads and kernels are the engine's
+    params: CalibParams           # fitted, carrying the held-out error bar and its provenance
+    anchors: pd.DataFrame         # per anchor: source, setup, measured / fitted / held-out per target
+    held_out: str                 # LOSO, LOAO, or "" (a single anchor: nothing to hold out)
+    errors: dict[str, float]      # median |held-out relative error| per GROUPS key (NaN: none)
+
+    @property
+    def n_sources(self) -> int:
+        return int(self.anchors.source_id.nunique())
+
+
+def _max_seqs(r: pd.Series, model: ModelCard, hw: HardwareCard, start: CalibParams) -> int:
+    # fixed by memory alone (mem_util is not fitted), so the same for every step of the fit
+    knobs = Knobs(weights=r["weights"], kv="f16" if r["kv"] == UNSTATED_KV else r["kv"])
+    return max(1, plan_memory(model, hw, knobs, int(r["prompt_tokens"]), int(r["output_tokens"]), start).max_seqs)
+
+
+def card_frame(rows: pd.DataFrame, hw: HardwareCard) -> tuple[pd.DataFrame, list[ModelCard]]:
+    """The fit's anchor rows for one card's published rows, and each row's model card."""
+    cards, start = shipped_models(), default_params(hw, SERVED_ENGINE)
+    models = [cards[m] for m in rows.model]
+    frame = pd.DataFrame([anchor_row(r, _max_seqs(r, m, hw, start)) for (_, r), m in zip(rows.iterrows(), models)])
+    return frame.reindex(columns=list(frame.columns) + [t for t in TARGETS if t not in frame]), models
+
+
+def fit_card(frame: pd.DataFrame, models: list[ModelCard], hw: HardwareCard) -> tuple[CalibParams, np.ndarray]:
+    """Least-squares CalibParams for one card from the serving engine's GPU defaults. One head-ratio
+    start: on a GPU every batch runs as GEMM, so the lm_head only scales with the shared GEMV term."""
+    return fit_params(frame, models, hw, start=default_params(hw, SERVED_ENGINE), fit_cv=False,
+                      head_ratio_starts=(1.0,))
+
+
+def _rel(pred: np.ndarray, meas: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(meas > 0, pred / meas - 1.0, np.nan)
+
+
+def held_out_errors(rows: pd.DataFrame, frame: pd.DataFrame, models: list[ModelCard],
+                    hw: HardwareCard) -> tuple[np.ndarray, str]:
+    """Relative error of each anchor predicted by a fit that never saw its source (or, on a card
+    with one source, never saw the anchor), shape (n, len(TARGETS)); and which scheme that was."""
+    src = rows.source_id.to_numpy()
+    if len(set(src)) >= 2:
+        folds, how = [src == s for s in dict.fromkeys(src)], LOSO
+    elif len(rows) >= 2:
+        folds, how = [np.arange(len(rows)) == i for i in range(len(rows))], LOAO
+    else:
+        return np.full((len(rows), len(TARGETS)), np.nan), ""
+    meas = frame[list(TARGETS)].to_numpy(float)
+    err = np.full_like(meas, np.nan)
+    for test in folds:
+        train = ~test
+        p, _ = fit_card(frame[train], [m for m, t in zip(models, train) if t], hw)
+        pred = predict(_anchors(frame[test]), [m for m, t in zip(models, test) if t], hw, p)
+        err[test] = _rel(pred, meas[test])
+    return err, how
+
+
+def _median_abs(err: np.ndarray, cols: tuple[str, ...]) -> float:
+    v = np.abs(err[:, [TARGETS.index(c) for c in cols]]).ravel()
+    return float(np.nanmedian(v)) if np.isfinite(v).any() else np.nan
+
+
+def _provenance(rows: pd.DataFrame, engine: str, how: str, err: np.ndarray) -> str:
+    srcs = ", ".join(f"{s} {n}" for s, n in rows.source_id.value_counts(sort=False).items())
+    mismatch = f"; engine mismatch: the atlas simulates {SERVED_ENGINE}" if engine != SERVED_ENGINE else ""
+    held = [g.lower() for g, cols in (("latency", LATENCY), ("throughput", ("throughput_tok_s",)))
+            if np.isfinite(err[:, [TARGETS.index(c) for c in cols]]).any()]
+    bar = (f"error bar: p90 of {how} ({' and '.join(held)}; the default's where none is held out)" if held else
+           "error bar: none held out, kept at the uncalibrated default's")
+    n = f"{len(rows)} published anchor{'s' if len(rows) > 1 else ''}"
+    return f"calibrated on {n} ({engine}: {srcs}){mismatch}; {bar}"
+
+
+def calibrate_card(rows: pd.DataFrame, hw: HardwareCard) -> CardCalibration:
+    """Fit one card on one engine's published rows and score it on held-out sources."""
+    rows = rows.reset_index(drop=True)
+    engine = str(rows.engine.iloc[0])
+    if rows.engine.nunique() > 1:
+        raise ValueError(f"calibrate_card: one engine per fit; got {', '.join(sorted(set(rows.engine)))}")
+    frame, models = card_frame(rows, hw)
+    params, fitted = fit_card(frame, models, hw)
+    meas = frame[list(TARGETS)].to_numpy(float)
+    err, how = held_out_errors(rows, frame, models, hw)
+    resid = pd.DataFrame(_rel(fitted, meas), columns=list(TARGETS))
+    lat_err, thr_err = _error_bars(pd.DataFrame(err, columns=list(TARGETS)), resid, {})
+    if not how:     # one anchor fits itself: it says nothing of the error elsewhere
+        default = default_params(hw, engine)
+        lat_err, thr_err = max(lat_err, default.lat_rel_err), max(thr_err, default.thr_rel_err)
+    params = with_error_bars(params, lat_err, thr_err, _provenance(rows, engine, how, err))
+    table = rows[["source_id", "source", "gpu_published", "model", "weights", "kv", "prompt_tokens", "output_tokens",
+                  "load", "load_value", "stat", "origin"]].copy()
+    table["provenance"] = "published:" + rows.source
+    table["published"] = [published_metrics(r) for _, r in rows.iterrows()]
+    for i, t in enumerate(TARGETS):
+        table[f"{t}_measured"], table[f"{t}_fitted"], table[f"{t}_held_out"] = meas[:, i], fitted[:, i], err[:, i]
+    errors = {g: _median_abs(err, cols) for g, cols in GROUPS.items()}
+    return CardCalibration(hw.name, engine, params, table, how, errors)
+
+
+def calibrate_published(table: PublishedTable, hardware: list[str] | None = None) -> list[CardCalibration]:
+    """One calibration per (GPU card, engine) with published anchors (every card, or those named)."""
+    cards, have = shipped_hardware(), list(dict.fromkeys(table.rows.gpu))
+    unknown = sorted(set(hardware or []) - set(have))
+    if unknown:
+        raise ValueError(f"published: no published anchor on {', '.join(unknown)}; "
+                         f"cards with anchors: {', '.join(have)}")
+    rows = table.rows[table.rows.gpu.isin(hardware or have)]
+    return [calibrate_card(g, cards[gpu]) for (gpu, _), g in rows.groupby(["gpu", "engine"], sort=False)]
+
+
+def for_atlas(cals: list[CardCalibration]) -> dict[str, CardCalibration]:
+    """Per card, the fit the atlas simulates with: the served engine's, else the engine with the
+    most anchors (its provenance says the engine differs)."""
+    out: dict[str, CardCalibration] = {}
+    for c in sorted(cals, key=lambda c: (c.engine == SERVED_ENGINE, len(c.anchors))):
+        out[c.hardware] = c
+    return out

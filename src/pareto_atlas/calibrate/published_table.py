@@ -1,0 +1,184 @@
+"""Published GPU measurements as calibration input: the shipped table (spec/published_anchors.csv)
+plus any a user adds, validated row by row, and turned into the anchor rows the fit reads."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import re
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from pareto_atlas.simulate.space import GPU_KV, GPU_WEIGHTS
+from pareto_atlas.spec.cards import shipped_hardware, shipped_models
+
+SHIPPED = "published_anchors.csv"
+ENGINES = ("vllm", "trtllm", "sglang", "lmdeploy", "tgi")
+# How the published run loaded the engine: one static batch of load_value requests sent together
+# ("batch"), load_value closed-loop clients ("concurrency"), a Poisson rate of load_value req/s
+# ("rate"), or load_value requests all queued at once for maximum throughput ("offline").
+LOADS = ("batch", "concurrency", "rate", "offline")
+STATS = ("mean", "p50", "p99", "-")          # the statistic of the row's latency columns
+LATENCY = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
+METRICS = LATENCY + ("out_tok_s",)
+COLUMNS = ("source_id", "source", "date", "engine", "engine_version", "gpu", "gpu_published", "model",
+           "model_published", "weights", "weights_published", "kv", "prompt_tokens", "output_tokens", "load",
+           "load_value", "n_requests", "stat") + METRICS + ("notes",)
+REQUIRED = ("source_id", "source", "date", "engine", "gpu", "model", "weights", "kv", "prompt_tokens",
+            "output_tokens", "load", "load_value", "stat")
+DATE = re.compile(r"^(undated|\d{4}(-\d{2}(-\d{2})?)?)$")
+UNSTATED_KV = "unstated"
+OFFLINE_WAVES = 3             # full batches simulated for an "offline" (all queued) row
+
+
+class PublishedTableError(ValueError):
+    """A row of a published-anchor table breaks the format; the message names file, line and field."""
+
+
+@dataclass(frozen=True)
+class PublishedTable:
+    rows: pd.DataFrame               # one validated row per published setup, plus `origin` (file:line)
+    paths: tuple[str, ...]
+    sha256: str                      # of the rows as read: the key any cached calibration is stored under
+
+    def only(self, engines: list[str]) -> "PublishedTable":
+        """The rows measured on these engines (a fit per engine), keyed by their own hash."""
+        rows = self.rows[self.rows.engine.isin(engines)].reset_index(drop=True)
+        if rows.empty:
+            raise PublishedTableError(f"no published anchor on engine {', '.join(engines)}; tables have "
+                                      f"{', '.join(sorted(set(self.rows.engine)))}")
+        return PublishedTable(rows, self.paths, _sha(rows))
+
+
+def _sha(rows: pd.DataFrame) -> str:
+    return hashlib.sha256(rows[list(COLUMNS)].to_csv(index=False).encode()).hexdigest()
+
+
+def _allowed(field: str, value: str, allowed) -> str:
+    return f"field {field!r}: {value!r} is not allowed; allowed: {', '.join(allowed)}"
+
+
+def _number(field: str, value: str, integer: bool) -> str:
+    try:
+        v = int(value) if integer else float(value)
+    except ValueError:
+        return f"field {field!r}: {value!r} is not {'an integer' if integer else 'a number'}"
+    return "" if v > 0 and np.isfinite(v) else f"field {field!r}: {value!r} must be > 0"
+
+
+def row_error(r: dict[str, str]) -> str:
+    """Why this row is invalid ("" when it is valid): the first broken field and what it allows."""
+    for f in REQUIRED:
+        if not r.get(f, "").strip():
+            return f"field {f!r} is empty (required: {', '.join(REQUIRED)})"
+    gpus = sorted(n for n, h in shipped_hardware().items() if h.kind == "gpu")
+    checks = (("engine", ENGINES), ("gpu", gpus), ("model", sorted(shipped_models())), ("weights", GPU_WEIGHTS),
+              ("kv", GPU_KV + (UNSTATED_KV,)), ("load", LOADS), ("stat", STATS))
+    for f, allowed in checks:
+        if r[f] not in allowed:
+            return _allowed(f, r[f], allowed)
+    if not DATE.match(r["date"]):
+        return f"field 'date': {r['date']!r} is not YYYY, YYYY-MM, YYYY-MM-DD or undated"
+    for f, integer in (("prompt_tokens", True), ("output_tokens", True), ("load_value", r["load"] != "rate")):
+        if err := _number(f, r[f], integer):
+            return err
+    for f in ("n_requests",) + METRICS:
+        if r.get(f, "").strip() and (err := _number(f, r[f], f == "n_requests")):
+            return err
+    if not any(r.get(m, "").strip() for m in METRICS):
+        return f"no metric: give at least one of {', '.join(METRICS)}"
+    lat = [m for m in LATENCY if r.get(m, "").strip()]
+    if lat and r["stat"] == "-":
+        return f"field 'stat': '-' but {', '.join(lat)} given; say which statistic: mean, p50 or p99"
+    if r.get("e2e_ms", "").strip() and r["load"] != "batch":
+        return "field 'e2e_ms': only for load 'batch' (one batch's end-to-end latency)"
+    return ""
+
+
+def read_table(path: Path | str | None = None) -> list[dict[str, str]]:
+    """The rows of one CSV table (the shipped one when path is None), each with its `origin`."""
+    if path is None:
+        text, name = resources.files("pareto_atlas.spec").joinpath(SHIPPED).read_text(), f"spec/{SHIPPED}"
+    else:
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"published table {path}: no such file")
+        text, name = Path(path).read_text(), str(path)
+    reader = csv.DictReader(io.StringIO(text))
+    missing = [c for c in REQUIRED if c not in (reader.fieldnames or [])]
+    if missing:
+        raise PublishedTableError(f"{name}:1: missing columns {', '.join(missing)}; columns: {', '.join(COLUMNS)}")
+    rows = []
+    for line, r in enumerate(reader, start=2):
+        r = {k: (v or "").strip() for k, v in r.items() if k is not None}
+        if err := row_error(r):
+            raise PublishedTableError(f"{name}:{line}: {err}")
+        rows.append({**{c: r.get(c, "") for c in COLUMNS}, "origin": f"{name}:{line}"})
+    return rows
+
+
+def load_published(paths: list[Path | str] | None = None, shipped: bool = True) -> PublishedTable:
+    """The shipped table (unless shipped=False) and the user's tables, validated, as one table."""
+    sources = ([None] if shipped else []) + list(paths or [])
+    rows = [r for p in sources for r in read_table(p)]
+    if not rows:
+        raise PublishedTableError("no published anchors: the tables given are empty")
+    df = pd.DataFrame(rows)
+    return PublishedTable(df, tuple("spec/" + SHIPPED if p is None else str(p) for p in sources), _sha(df))
+
+
+def _num(v: str) -> float:
+    return float(v) if v else np.nan
+
+
+def published_metrics(r: pd.Series) -> str:
+    """The row's metrics as the source printed them, e.g. "ttft_ms 27.0, itl_ms 5.1 (p50)"."""
+    stat = f" ({r['stat']})" if r["stat"] != "-" else ""
+    return ", ".join(f"{m} {r[m]}" for m in METRICS if r[m]) + stat
+
+
+def target_values(r: pd.Series) -> dict[str, float]:
+    """The fit's targets (calibrate.fit.TARGETS) from one row's published metrics: means are held
+    against the simulated median (fixed-length requests make them near equal), ITL stands for TPOT
+    where TPOT is not published (no speculation here: the same gaps), and a batch's end-to-end
+    latency gives its throughput, batch x output tokens / latency (the batch leaves together)."""
+    pct = "p99" if r["stat"] == "p99" else "p50"
+    out = {f"ttft_{pct}_ms": _num(r["ttft_ms"]), f"tpot_{pct}_ms": _num(r["tpot_ms"] or r["itl_ms"]),
+           "throughput_tok_s": _num(r["out_tok_s"])}
+    if np.isnan(out["throughput_tok_s"]) and r["e2e_ms"]:
+        out["throughput_tok_s"] = float(r["load_value"]) * int(r["output_tokens"]) / (float(r["e2e_ms"]) / 1e3)
+    return {k: v for k, v in out.items() if not np.isnan(v)}
+
+
+def anchor_row(r: pd.Series, max_seqs: int | None = None) -> dict:
+    """One published row as an anchor row of the fit: knobs, lengths, load and targets.
+
+    A batch, and an offline run, send every request at once: they are replayed as sends at t = 0
+    (a closed loop would start its clients a moment apart, and a static batch would then leave
+    out all but the first). An offline run's batch holds the full-length sequences that fit
+    (max_seqs, from the memory plan): its engine reserves a request's whole KV cache when it
+    admits it (TensorRT-LLM's default scheduler), and with equal lengths every wave of a full
+    batch is the same, so OFFLINE_WAVES of them give the throughput of thousands of requests at a
+    fraction of the simulation's time. An unstated KV dtype runs as f16 (the engines' default).
+    """
+    load, v = r["load"], float(r["load_value"])
+    n = int(r["n_requests"]) if r["n_requests"] else 0
+    kv = "f16" if r["kv"] == UNSTATED_KV else r["kv"]
+    row = {"weights": r["weights"], "kv": kv, "batching": "static" if load == "batch" else "continuous",
+           "prompt_tokens": int(r["prompt_tokens"]), "output_tokens": int(r["output_tokens"]),
+           "concurrency": 0, "rate_rps": np.nan, "send_offsets": None}
+    if load == "rate":
+        row.update(slots=1024, rate_rps=v, n_requests=n or 200)
+    elif load == "concurrency":
+        # a closed loop's sample: the published count, or enough requests per client for a median
+        row.update(slots=int(v), concurrency=int(v), n_requests=n or max(8 * int(v), 32))
+    elif load == "offline" and max_seqs:
+        k = min(int(v), OFFLINE_WAVES * max_seqs)
+        row.update(slots=min(k, max_seqs), n_requests=k, send_offsets=[0.0] * k)
+    else:
+        row.update(slots=int(v), n_requests=int(v), send_offsets=[0.0] * int(v))
+    return {**row, **target_values(r)}

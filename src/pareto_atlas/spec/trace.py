@@ -1,0 +1,139 @@
+"""Request traces: when each request arrives and how long its prompt and output are.
+
+A trace is part of a workload (DESIGN: "arrival process, traces"): the load generator replays it
+under the exact token-count contract and the simulator replays the same rows, so a measured trace
+anchor and its simulated twin see one load. A study names a trace by a shipped name
+(`spec/traces/<name>.csv`) or a path; an anchor records the trace's name and sha256.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+COLUMNS = {"arrival_s": ("arrival_s", "arrival", "timestamp", "time"),
+           "prompt_tokens": ("prompt_tokens", "input_tokens", "input_len", "prompt_len"),
+           "output_tokens": ("output_tokens", "output_len", "max_tokens", "completion_tokens")}
+SUFFIXES = (".csv", ".jsonl", ".json")
+
+
+@dataclass(frozen=True)
+class TraceRow:
+    arrival_s: float
+    prompt_tokens: int
+    output_tokens: int
+
+
+def _records(path: Path) -> tuple[list[dict], int]:
+    """The file's rows as dicts, and the line number of the first (CSV: 2, after the header).
+    Lines starting with '#' are comments (a trace says where its figures come from)."""
+    lines = [s for s in path.read_text().splitlines() if not s.lstrip().startswith("#")]
+    if path.suffix.lower() in (".jsonl", ".json"):
+        return [json.loads(s) for s in lines if s.strip()], 1
+    return list(csv.DictReader(lines)), 2
+
+
+def load_trace(path: str | Path) -> list[TraceRow]:
+    """Rows of a trace file, CSV (header row) or JSONL, sorted by arrival; arrivals are shifted
+    so the first request arrives at 0. Columns: arrival_s, prompt_tokens, output_tokens (common
+    aliases such as timestamp / input_len / output_len are accepted)."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"trace: {path} does not exist")
+    raw, first = _records(path)
+    rows = []
+    for lineno, r in enumerate(raw, start=first):
+        vals = {}
+        for field, aliases in COLUMNS.items():
+            key = next((a for a in aliases if a in r), None)
+            if key is None:
+                raise ValueError(f"trace {path.name} row {lineno}: missing column {field!r} "
+                                 f"(also accepted: {', '.join(aliases[1:])})")
+            vals[field] = float(r[key]) if field == "arrival_s" else int(float(r[key]))
+        if vals["prompt_tokens"] < 1 or vals["output_tokens"] < 1 or vals["arrival_s"] < 0:
+            raise ValueError(f"trace {path.name} row {lineno}: arrival_s must be >= 0 and token counts >= 1, got {vals}")
+        rows.append(TraceRow(**vals))
+    rows.sort(key=lambda t: t.arrival_s)
+    t0 = rows[0].arrival_s if rows else 0.0
+    return [TraceRow(r.arrival_s - t0, r.prompt_tokens, r.output_tokens) for r in rows]
+
+
+def shipped_traces() -> dict[str, Path]:
+    """Traces that come with the package, by name (file stem)."""
+    folder = resources.files("pareto_atlas.spec").joinpath("traces")
+    return {Path(str(f)).stem: Path(str(f)) for f in folder.iterdir() if Path(str(f)).suffix in SUFFIXES}
+
+
+def resolve_trace(value: str, base: Path | None = None) -> str:
+    """A trace setting as stored in a study: a shipped name as it is, a path made absolute
+    (relative to `base`, the study file's folder, else the current one). One-line ValueError
+    otherwise, saying what is allowed."""
+    shipped = shipped_traces()
+    if value in shipped:
+        return value
+    path = Path(value).expanduser()
+    if not path.is_absolute():
+        path = (base or Path.cwd()) / path
+    if not path.is_file() or path.suffix.lower() not in SUFFIXES:
+        raise ValueError(f"{value!r} is not allowed: a shipped trace ({', '.join(sorted(shipped)) or 'none'}) or an "
+                         f"existing {'/'.join(SUFFIXES)} file of arrival_s, prompt_tokens, output_tokens")
+    rows = trace_rows(str(path.resolve()))
+    if len(rows) < 2:
+        raise ValueError(f"{value!r}: a trace needs at least 2 requests, found {len(rows)}")
+    return str(path.resolve())
+
+
+def trace_path(value: str) -> Path:
+    """The file of a resolved trace setting (see resolve_trace)."""
+    return shipped_traces().get(value) or Path(value)
+
+
+def trace_name(value: str) -> str:
+    return trace_path(value).stem
+
+
+@lru_cache(maxsize=32)
+def trace_rows(value: str) -> tuple[TraceRow, ...]:
+    return tuple(load_trace(trace_path(value)))
+
+
+@lru_cache(maxsize=32)
+def trace_sha256(value: str) -> str:
+    return hashlib.sha256(trace_path(value).read_bytes()).hexdigest()
+
+
+def typical_lengths(rows: tuple[TraceRow, ...] | list[TraceRow]) -> tuple[int, int]:
+    """(prompt, output) tokens standing for the trace in one-number places (the points table's
+    columns): the rounded means, so tokens per request times requests is the trace's total."""
+    return (int(round(float(np.mean([r.prompt_tokens for r in rows])))),
+            int(round(float(np.mean([r.output_tokens for r in rows])))))
+
+
+def identity(value: str) -> dict:
+    """What keys an anchor of this trace: its name and content, never where the file lies."""
+    return {"trace": trace_name(value), "trace_sha256": trace_sha256(value)}
+
+
+def with_trace(data, info=None, fill: bool = True):
+    """A workload's or arm's raw fields (before validation) with its trace resolved, and for a
+    workload (`fill`) its lengths filled from the trace; info.context["base"]: the study's folder.
+    Lengths given beside a trace are an error unless they are the trace's own (a dumped spec)."""
+    if not isinstance(data, dict) or data.get("trace") is None:
+        return data
+    base = (getattr(info, "context", None) or {}).get("base")
+    try:
+        value = resolve_trace(str(data["trace"]), base)
+    except (ValueError, OSError) as e:
+        raise ValueError(f"trace: {e}") from None
+    own = dict(zip(("prompt_tokens", "output_tokens"), typical_lengths(trace_rows(value))))
+    for k, v in own.items():
+        if data.get(k) is not None and (not fill or data[k] != v):
+            raise ValueError(f"{k}: the trace's rows give the lengths; leave {k} out beside trace")
+    return {**data, "trace": value, **(own if fill else {})}

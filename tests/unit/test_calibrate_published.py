@@ -1,0 +1,199 @@
+"""Published GPU anchors: the table's validation, the shipped rows, the per-card fit and its
+leave-one-source-out error (recovering parameters it generated), and the `published` command."""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from pareto_atlas.calibrate import published_stage
+from pareto_atlas.calibrate.fit import TARGETS, _anchors, predict
+from pareto_atlas.calibrate.published import LOSO, calibrate_card, calibrate_published, card_frame, fit_card
+from pareto_atlas.calibrate.published_table import (COLUMNS, PublishedTable, PublishedTableError, anchor_row,
+                                                    load_published, read_table)
+from pareto_atlas.cli import app
+from pareto_atlas.simulate.params import default_params
+from pareto_atlas.spec.cards import shipped_hardware, shipped_models
+from pareto_atlas.store import Store
+
+GOOD = {"source_id": "s1", "source": "https://example.org/bench", "date": "2025-03", "engine": "vllm",
+        "engine_version": "0.8", "gpu": "L4", "gpu_published": "L4", "model": "qwen2.5-7b", "model_published": "Qwen",
+        "weights": "BF16", "weights_published": "bf16", "kv": "f16", "prompt_tokens": "512", "output_tokens": "128",
+        "load": "concurrency", "load_value": "4", "n_requests": "", "stat": "p50", "ttft_ms": "80", "tpot_ms": "50",
+        "itl_ms": "", "e2e_ms": "", "out_tok_s": "75", "notes": ""}
+L4 = shipped_hardware()["L4"]
+
+
+def _write(path, rows: list[dict]) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, COLUMNS, lineterminator="\n")
+    w.writeheader()
+    w.writerows(rows)
+    path.write_text(buf.getvalue())
+    return str(path)
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("engine", "triton", "field 'engine': 'triton' is not allowed; allowed: vllm, trtllm"),
+    ("gpu", "A100", "field 'gpu': 'A100' is not allowed; allowed: A100-80G-PCIe"),
+    ("model", "mistral-7b", "field 'model': 'mistral-7b' is not allowed; allowed: "),
+    ("weights", "Q4_K_M", "field 'weights': 'Q4_K_M' is not allowed; allowed: F16, BF16, FP8, AWQ4"),
+    ("kv", "q8_0", "field 'kv': 'q8_0' is not allowed; allowed: f16, fp8, unstated"),
+    ("load", "burst", "field 'load': 'burst' is not allowed; allowed: batch, concurrency, rate, offline"),
+    ("date", "March 2025", "field 'date': 'March 2025' is not YYYY, YYYY-MM, YYYY-MM-DD or undated"),
+    ("prompt_tokens", "-5", "field 'prompt_tokens': '-5' must be > 0"),
+    ("load_value", "4.5", "field 'load_value': '4.5' is not an integer"),
+    ("source", "", "field 'source' is empty (required: "),
+    ("stat", "-", "field 'stat': '-' but ttft_ms, tpot_ms given; say which statistic"),
+    ("e2e_ms", "900", "field 'e2e_ms': only for load 'batch'"),
+])
+def test_a_bad_row_is_one_line_naming_file_line_field_and_what_is_allowed(tmp_path, field, value, message):
+    path = _write(tmp_path / "mine.csv", [GOOD, {**GOOD, field: value}])
+    with pytest.raises(PublishedTableError) as e:
+        read_table(path)
+    assert str(e.value).startswith(f"{path}:3: {message}")
+    assert "\n" not in str(e.value)
+
+
+def test_a_row_needs_a_metric_and_a_table_its_columns(tmp_path):
+    no_metric = {**GOOD, "ttft_ms": "", "tpot_ms": "", "out_tok_s": "", "stat": "-"}
+    with pytest.raises(PublishedTableError, match=r"mine.csv:2: no metric: give at least one of ttft_ms"):
+        read_table(_write(tmp_path / "mine.csv", [no_metric]))
+    (tmp_path / "cols.csv").write_text("source,gpu\nx,L4\n")
+    with pytest.raises(PublishedTableError, match=r"cols.csv:1: missing columns source_id, date, engine"):
+        read_table(tmp_path / "cols.csv")
+    with pytest.raises(FileNotFoundError):
+        read_table(tmp_path / "absent.csv")
+
+
+def test_shipped_rows_map_to_cards_and_cover_the_gpus_sources_and_precisions():
+    t = load_published()
+    gpus = {n for n, h in shipped_hardware().items() if h.kind == "gpu"}
+    assert set(t.rows.gpu) <= gpus and set(t.rows.model) <= set(shipped_models())
+    assert len(t.rows) >= 20 and t.rows.source_id.nunique() >= 4
+    assert {"L4", "A100-80G-PCIe", "H200"} <= set(t.rows.gpu) and t.rows.gpu.str.startswith("H100").any()
+    assert set(t.rows.weights) & {"BF16", "F16"} and set(t.rows.weights) & {"FP8", "AWQ4"}
+    assert t.rows.source.str.match(r"^https://").all()
+    # each source states one engine, and every row becomes a fit anchor with at least one target
+    assert (t.rows.groupby("source_id").engine.nunique() == 1).all()
+    for _, r in t.rows.iterrows():
+        a = anchor_row(r, max_seqs=64)
+        assert any(k in a for k in TARGETS), r.origin
+
+
+def test_a_users_table_adds_to_the_shipped_one_under_another_hash(tmp_path):
+    shipped = load_published()
+    both = load_published([_write(tmp_path / "mine.csv", [GOOD])])
+    assert len(both.rows) == len(shipped.rows) + 1 and both.sha256 != shipped.sha256
+    assert both.rows.origin.iloc[-1] == f"{tmp_path / 'mine.csv'}:2"
+    assert both.only(["trtllm"]).rows.engine.eq("trtllm").all()
+
+
+def _log_err(pred: np.ndarray, meas: np.ndarray) -> float:
+    ok = np.isfinite(meas) & (meas > 0) & np.isfinite(pred)
+    return float(np.median(np.abs(np.log(pred[ok] / meas[ok]))))
+
+
+def test_the_fit_reduces_error_against_the_defaults_on_every_shipped_card_and_engine():
+    t = load_published()
+    cards = shipped_hardware()
+    for (gpu, engine), rows in t.rows.groupby(["gpu", "engine"]):
+        hw = cards[gpu]
+        frame, models = card_frame(rows.reset_index(drop=True), hw)
+        meas = frame[list(TARGETS)].to_numpy(float)
+        before = _log_err(predict(_anchors(frame), models, hw, default_params(hw, "vllm")), meas)
+        _, fitted = fit_card(frame, models, hw)
+        assert _log_err(fitted, meas) < before, (gpu, engine)
+
+
+# A synthetic card calibrated by the simulator itself: three "sources" (batch-1 decode at several
+# contexts, a closed-loop sweep, a static batch) on two models, generated with known parameters.
+TRUTH = replace(default_params(L4, "vllm"), eff_bw=0.55, overhead_step_s=3.0e-3, overhead_seq_s=2.0e-5,
+                gemm_s_per_weight={"BF16": 2.0 / (121e12 * 0.35)})
+
+
+def _synthetic_rows() -> pd.DataFrame:
+    base = {**GOOD, "engine": "vllm", "gpu": "L4", "kv": "f16", "weights": "BF16", "n_requests": ""}
+    rows = [{**base, "source_id": "a", "model": m, "prompt_tokens": str(p), "output_tokens": "256", "load": "batch",
+             "load_value": "1", "stat": "-", "ttft_ms": "", "tpot_ms": "", "out_tok_s": "1"}
+            for m in ("qwen2.5-7b", "qwen2.5-0.5b") for p in (1, 2048)]
+    rows += [{**base, "source_id": "b", "model": "qwen2.5-0.5b", "prompt_tokens": "256", "output_tokens": "128",
+              "load": "concurrency", "load_value": str(c), "stat": "p50"} for c in (1, 4, 16)]
+    rows += [{**base, "source_id": "c", "model": "qwen2.5-7b", "prompt_tokens": "512", "output_tokens": "64",
+              "load": "batch", "load_value": str(b), "stat": "-", "ttft_ms": "", "tpot_ms": "", "out_tok_s": "1"}
+             for b in (4, 16)]
+    df = pd.DataFrame(rows).assign(origin="synthetic")
+    frame, models = card_frame(df, L4)
+    truth = predict(_anchors(frame), models, L4, TRUTH)
+    col = {t: i for i, t in enumerate(TARGETS)}
+    for i, r in df.iterrows():
+        if r.ttft_ms:
+            df.loc[i, "ttft_ms"] = f"{truth[i, col['ttft_p50_ms']]:.6g}"
+            df.loc[i, "tpot_ms"] = f"{truth[i, col['tpot_p50_ms']]:.6g}"
+        df.loc[i, "out_tok_s"] = f"{truth[i, col['throughput_tok_s']]:.6g}"
+    return df
+
+
+def test_leave_one_source_out_recovers_parameters_the_simulator_generated():
+    cal = calibrate_card(_synthetic_rows(), L4)
+    assert cal.held_out == LOSO and cal.n_sources == 3
+    assert cal.params.eff_bw == pytest.approx(TRUTH.eff_bw, rel=0.1)
+    assert cal.params.overhead_step_s == pytest.approx(TRUTH.overhead_step_s, rel=0.15)
+    assert cal.params.gemm_s_per_weight["BF16"] == pytest.approx(TRUTH.gemm_s_per_weight["BF16"], rel=0.1)
+    # each source predicted by a fit on the other two, within a few percent of what generated it
+    assert max(v for v in cal.errors.values() if v == v) < 0.05
+    assert cal.params.lat_rel_err < 0.1 and cal.params.thr_rel_err < 0.1
+    assert cal.params.provenance.startswith("calibrated on 9 published anchors (vllm: a 4, b 3, c 2)")
+    assert cal.anchors.provenance.str.startswith("published:").all()
+
+
+def test_a_card_fitted_on_another_engine_says_so_and_one_anchor_keeps_the_default_bar():
+    rows = _synthetic_rows()
+    one = calibrate_card(rows.iloc[[0]].assign(engine="trtllm"), L4)
+    assert "engine mismatch: the atlas simulates vllm" in one.params.provenance
+    assert one.held_out == "" and one.params.lat_rel_err >= 0.25 and one.params.thr_rel_err >= 0.25
+
+
+def test_simulate_fits_the_shipped_table_once_and_a_users_run_takes_precedence(tmp_path, monkeypatch):
+    shipped = load_published()
+    calls = []
+
+    def fake(table, hardware=None):         # the real fit, counted
+        calls.append((table.sha256, tuple(hardware)))
+        return calibrate_published(table, hardware)
+
+    monkeypatch.setattr(published_stage, "calibrate_published", fake)
+    con = Console(file=io.StringIO())
+    with Store(tmp_path / "s.duckdb") as store:
+        first = published_stage.published_params("st", store, con, ["L4", "H100-PCIe"])
+        again = published_stage.published_params("st", store, con, ["L4", "H100-PCIe"])
+        assert calls == [(shipped.sha256, ("L4",))]         # H100-PCIe has no anchor: it stays default
+        assert set(first) == set(again) == {"L4"} and again["L4"] == first["L4"]
+        # a user's own run (another table: here the shipped rows re-keyed) is what simulate uses from then on
+        mine = PublishedTable(shipped.rows, shipped.paths, "mine")
+        cals = [replace(c, params=replace(c.params, provenance="mine")) for c in calibrate_published(mine, ["L4"])]
+        published_stage.store_published(store, "st", mine, cals, by="command")
+        assert published_stage.published_params("st", store, con, ["L4"])["L4"].provenance == "mine"
+        assert len(calls) == 1                               # nothing refitted
+
+
+def test_the_published_command_exits_0_on_the_shipped_table(tmp_path):
+    r = CliRunner().invoke(app, ["published", "--out", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    out = " ".join(r.output.split())
+    for card in ("L4 / vllm (used by the atlas)", "A100-80G-PCIe / vllm", "H200 / trtllm"):
+        assert card in out
+    assert "leave-one-source-out median |error|" in out and "Seed paper vs projection" in out
+    with Store(tmp_path / "store.duckdb") as store:
+        params = published_stage.stored_published(store, "default-cpu")
+    assert set(params) == {"L4", "A100-80G-PCIe", "H100-SXM", "H200"}
+    assert all(p.provenance.startswith("calibrated on") for p in params.values())
+    bad = CliRunner().invoke(app, ["published", "--out", str(tmp_path), "--hardware", "H100-PCIe"])
+    assert bad.exit_code == 2 and "no published anchor on H100-PCIe" in " ".join(bad.output.split())
