@@ -33,6 +33,6 @@ setup-vllm:
 	scripts/setup_vllm.sh
 
 # vLLM's arms on this CPU beside llama.cpp's (study vllm-cpu: its anchors go into default's store);
-# quality is the source's (float32 of the same weights), so the GSM8K arm is skipped
+# quality: GSM8K on its float32 baseline only (the other arms inherit it)
 atlas-vllm:
-	scripts/setup.sh && scripts/setup_vllm.sh && .venv/bin/pareto-atlas build --study vllm-cpu --skip-quality
+	scripts/setup.sh && scripts/setup_vllm.sh && .venv/bin/pareto-atlas build --study vllm-cpu

@@ -138,3 +138,13 @@ def test_identical_answers_on_ten_items_do_not_prove_the_floor():
     assert rel == 1.0 and lo < 0.95 < 1.0 < hi            # ten items cannot rule out a 5 % loss
     d200 = paired_difference([1] * 80 + [0] * 120, [1] * 80 + [0] * 120)
     assert d200.rel_interval()[1] > lo                   # more items, tighter
+
+
+def test_a_configuration_an_arm_already_serves_is_confirmed_by_measuring_that_arm():
+    from pareto_atlas.atlas.evidence import StudyRef
+
+    row = pd.Series(point("q8", Knobs(weights="Q8_0", slots=8), cost=1.0,
+                          qprov="prior:lossless re-encoding of the Q4_K_M source", qev="prior"))
+    ref = StudyRef("default", {Knobs(weights="Q8_0").quality_key(): "q8_0"})
+    assert confirm_command(row, ref).startswith("pareto-atlas kld default --arm q8_0")
+    assert confirm_command(row, "default").startswith('add [[arms]] name = "confirm", weights = "Q8_0"')

@@ -64,10 +64,23 @@ def test_engines_are_fitted_apart_the_studys_own_first():
 
 def test_the_comparing_study_shares_quality_and_labels_its_engine():
     study = load_study("vllm-cpu")
-    assert companion(study).name == "default-cpu" and quality_study(study).name == "default-cpu"
+    assert companion(study).name == "default-cpu"
     assert companion(load_study("default")) is None
     k = Knobs(weights="F32", batching="chunked", chunk_tokens=2048)
     assert engine_label(k, "vllm") == "vllm:F32+chunked+x1" and engine_label(k, "llamacpp") == k.label()
     # llama.cpp's point ids are the ones measured before engines mixed; vLLM's differ from them
     assert point_id(k, "this-cpu", "w", 1, None, "llamacpp") == point_id(k, "this-cpu", "w", 1, None)
     assert point_id(k, "this-cpu", "w", 1, None, "vllm") != point_id(k, "this-cpu", "w", 1, None)
+
+
+def test_quality_comes_from_the_own_baseline_once_scored_else_from_the_compared_study(tmp_path):
+    study = load_study("vllm-cpu")
+    with Store(tmp_path / "s.duckdb") as store:
+        assert quality_study(study, store).name == "default-cpu"      # nothing scored on vLLM yet
+        summary = {"strict": {"p": 0.3, "lo": 0.1, "hi": 0.6, "n": 10, "k": 3}}
+        store.put_quality_run({"qrun_id": "q1", "study": study.name, "arm": "vllm-fp32",
+                               "quality_key": study.baseline.knobs().quality_key(), "task": "gsm8k",
+                               "mode": "chat-0shot", "n": 10, "seed": 1, "model_sha256": "x", "engine": "vllm",
+                               "engine_version": "vllm 0.32.0", "status": "ok", "reason": None,
+                               "summary_json": dumps(summary)}, [])
+        assert quality_study(study, store).name == "vllm-cpu"

@@ -11,6 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from rich.console import Console
+from typer.testing import CliRunner
+
+from pareto_atlas.cli import app
 
 from pareto_atlas.quality import kld as K
 from pareto_atlas.quality import kld_stage as S
@@ -236,3 +239,20 @@ def test_an_interrupted_baseline_run_leaves_no_logits_and_no_rows(tmp_path, fake
                     workdir=tmp_path / "w")
     with Store(tmp_path / "s.duckdb") as store:
         assert store.kld_points().empty and not list((tmp_path / "w").iterdir())
+
+
+def test_cli_without_the_binary_is_one_line_naming_the_make_target(tmp_path, monkeypatch):
+    monkeypatch.setenv("PARETO_ATLAS_LLAMA_PERPLEXITY", str(tmp_path / "missing"))
+    r = CliRunner().invoke(app, ["kld", "tiny", "--out", str(tmp_path), "--store", str(tmp_path / "s.duckdb")])
+    assert r.exit_code == 2, r.output
+    err = " ".join(r.output.split())
+    assert err.startswith("error: kld: llama-perplexity is not built; `make llama-tools` builds it")
+    assert "Traceback" not in r.output
+
+
+def test_cli_runs_the_stage_and_prints_the_table(tmp_path, fake_tools):
+    r = CliRunner().invoke(app, ["kld", "default", "--arm", "q4_0", "--tokens", "510", "--out", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    assert "mean KLD [95 %]" in r.output and "q4_0" in r.output and "reference" in r.output
+    with Store(tmp_path / "store.duckdb") as store:
+        assert sorted(store.kld_points().arm) == ["q4_0", "q4km"]

@@ -71,3 +71,8 @@ def test_formats_below_the_source_and_random_weights_stay_unmeasured(qt):
     for k in (Knobs(weights="Q4_0"), Knobs(weights="RANDOM"), Knobs(weights="F16", kv="q4_0")):
         q = quality_for(k, "", STUDY, qt)
         assert q.evidence == "unmeasured" and q.q != q.q
+
+
+def test_an_effect_prior_on_a_prior_core_keeps_both_on_record(qt):
+    q = quality_for(Knobs(weights="FP8", eviction="h2o", kv_keep=0.5), "", STUDY, qt)
+    assert q.provenance.startswith("prior:micikevicius2022fp8") and q.provenance.endswith("+prior:cai2024pyramidkv")

@@ -9,12 +9,24 @@ each with the command that would measure what is missing.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
 import numpy as np
 import pandas as pd
 
 from pareto_atlas.spec.knobs import Knobs
 
 WINNING_QUALITY = ("measured", "inherited", "measured-effect")
+
+
+@dataclass(frozen=True)
+class StudyRef:
+    """How a confirm command names the study, and its arms by quality key (an arm that already
+    serves a configuration's tokens is measured by name instead of being added)."""
+
+    name: str = "default"
+    arms: Mapping[str, str] = field(default_factory=dict)
 CPU_ENGINE_WEIGHTS = ("F16", "Q8_0", "Q5_0", "Q4_K_M", "Q4_0", "Q3_K", "Q2_K")
 
 
@@ -68,9 +80,12 @@ def evidence_label(points: pd.DataFrame) -> np.ndarray:
     return np.char.add(np.char.add("quality ", q.astype(str)), np.char.add("; speed ", s.astype(str)))
 
 
-def confirm_command(row: pd.Series, study_ref: str) -> str:
+def confirm_command(row: pd.Series, ref: str | StudyRef) -> str:
     """The command that would measure what a projected point is missing."""
+    ref = ref if isinstance(ref, StudyRef) else StudyRef(str(ref))
+    study_ref = ref.name
     k = Knobs.from_row(row)
+    core = Knobs(weights=k.weights, kv=k.kv)
     cmds = []
     prov = str(row.get("quality_provenance", ""))
     if "prior:" in prov:
@@ -78,7 +93,11 @@ def confirm_command(row: pd.Series, study_ref: str) -> str:
             cmds.append(f"pareto-atlas evict {study_ref} --policies {k.eviction} --keeps {k.kv_keep:g} --task retrieval")
         if k.sparse_budget < 1.0 and "measured-effect:topk" not in prov:
             cmds.append(f"pareto-atlas evict {study_ref} --policies topk --keeps {k.sparse_budget:g} --task retrieval")
-        if "re-encoding" in prov or "weights of the" in prov:
+        if ("re-encoding" in prov or "weights of the" in prov) and core.quality_key() in ref.arms:
+            name = ref.arms[core.quality_key()]
+            cmds.append(f"pareto-atlas kld {study_ref} --arm {name} (and pareto-atlas quality --study {study_ref} "
+                        f"--arm {name} for its task score)")
+        elif "re-encoding" in prov or "weights of the" in prov:
             arm = f"weights = \"{k.weights}\"" + (f", kv = \"{k.kv}\"" if k.kv != "f16" else "")
             where = ("" if k.weights in CPU_ENGINE_WEIGHTS else
                      " on a GPU host with [engine] name = \"vllm\"")

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from pareto_atlas.atlas.constraints import Constraint, ConstraintError, parse_constraints
-from pareto_atlas.atlas.evidence import confirm_command, evidence_label
+from pareto_atlas.atlas.evidence import StudyRef, confirm_command, evidence_label
 from pareto_atlas.atlas.objectives import DEFAULT_DIRECTION, OBJECTIVE_COLUMNS
 from pareto_atlas.atlas.regimes import DEFAULT_QUALITY_FLOOR, Regime, admission
 from pareto_atlas.atlas.winners import _rank
@@ -113,7 +113,7 @@ def pick(
     top: int = 5,
     allow_priors: bool = False,
     kld_max: float | None = None,
-    study_ref: str = "default",
+    study_ref: str | StudyRef = "default",
 ) -> PickResult:
     """The best admitted point for `objective` under `constraints`, and up to `top - 1` runners-up.
 
@@ -171,7 +171,7 @@ def pick(
 
 
 def _projected(pts: pd.DataFrame, adm: pd.DataFrame, regime: Regime, winner: dict | None, show: list[str],
-               study_ref: str, top: int) -> pd.DataFrame:
+               study_ref: str | StudyRef, top: int) -> pd.DataFrame:
     """Projected points (resting on priors, quality in or boundary) that beat the winner, best first."""
     proj = pts[adm["projected"].to_numpy()]
     if winner is not None and len(proj):

@@ -9,6 +9,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
+from pareto_atlas.atlas.evidence import StudyRef
 from pareto_atlas.atlas.pick import pick
 from pareto_atlas.atlas.regimes import regimes_from_study
 from pareto_atlas.atlas.winners import winners
@@ -34,10 +35,18 @@ def study_regimes(study: Study, points: pd.DataFrame):
                               quality_floor=study.quality.floor, kld_max=study.quality.kld_max)
 
 
+def confirm_ref(study: Study) -> StudyRef:
+    """How confirm commands name this study and its arms (by quality key, the baseline first)."""
+    arms: dict[str, str] = {}
+    for a in sorted(study.arms, key=lambda a: a.name != study.baseline.name):
+        arms.setdefault(a.knobs().quality_key(), a.name)
+    return StudyRef(study_ref(study), arms)
+
+
 def study_winners(study: Study, points: pd.DataFrame, regs=None) -> pd.DataFrame:
     """The regime winners of a study's points, under its quality guard and evidence rule."""
     regs = regs if regs is not None else study_regimes(study, points)
-    return winners(points, regs, allow_priors=study.quality.allow_priors, study_ref=study_ref(study))
+    return winners(points, regs, allow_priors=study.quality.allow_priors, study_ref=confirm_ref(study))
 
 
 def _v(x, nd: int = 1) -> str:
@@ -145,6 +154,6 @@ def pick_study(study: Study, store: Store, console: Console, constraint: str, ob
     res = pick(points, constraint or None, objective, direction="max" if maximize else None, prices=price_map,
                price_date=date.today().isoformat() if price_map else "", quality_floor=study.quality.floor,
                allow_priors=allow_priors or study.quality.allow_priors, kld_max=study.quality.kld_max,
-               study_ref=study_ref(study))
+               study_ref=confirm_ref(study))
     console.print(res.summary(), highlight=False)
     console.print(f"(answered in {res.elapsed_s * 1e3:.0f} ms from {len(points)} stored points; nothing re-measured)")

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from pareto_atlas.atlas.evidence import confirm_command, evidence_label, quality_evidence, speed_evidence
+from pareto_atlas.atlas.evidence import StudyRef, confirm_command, evidence_label, quality_evidence, speed_evidence
 from pareto_atlas.atlas.objectives import interval
 from pareto_atlas.atlas.regimes import Regime, admission
 
@@ -46,7 +46,7 @@ def _better(a: float, b: float, direction: str) -> bool:
     return a < b if direction == "min" else a > b
 
 
-def _projected(sub: pd.DataFrame, adm: pd.DataFrame, regime: Regime, row: dict, study_ref: str) -> None:
+def _projected(sub: pd.DataFrame, adm: pd.DataFrame, regime: Regime, row: dict, study_ref: str | StudyRef) -> None:
     """The best projected point (in or boundary on quality, resting on priors) that beats the cell's
     winner, or any when the cell has none, with the command that would confirm it."""
     proj = sub[adm["projected"].to_numpy()]
@@ -64,7 +64,7 @@ def _projected(sub: pd.DataFrame, adm: pd.DataFrame, regime: Regime, row: dict, 
 
 
 def _cell(sub: pd.DataFrame, adm: pd.DataFrame, regime: Regime, workload: str, hardware: str,
-          study_ref: str = "default") -> dict:
+          study_ref: str | StudyRef = "default") -> dict:
     row: dict = {c: None for c in WINNER_COLUMNS}
     row.update(regime=regime.name, workload=workload, hardware=hardware, objective=regime.objective,
                direction=regime.direction, n_boundary=int((adm["boundary"] & adm["meets_constraints"]).sum()))
@@ -112,7 +112,7 @@ def _cell(sub: pd.DataFrame, adm: pd.DataFrame, regime: Regime, workload: str, h
 
 
 def winners(points: pd.DataFrame, regimes: Sequence[Regime], *, per_hardware: bool = True,
-            allow_priors: bool = False, study_ref: str = "default") -> pd.DataFrame:
+            allow_priors: bool = False, study_ref: str | StudyRef = "default") -> pd.DataFrame:
     """One row per (regime, workload, hardware) cell plus (regime, workload, "all"); see WINNER_COLUMNS.
     `allow_priors`: let points whose quality or speed rests only on priors win (default: projected).
     `study_ref`: how the confirm commands name the study."""
@@ -131,7 +131,7 @@ def winners(points: pd.DataFrame, regimes: Sequence[Regime], *, per_hardware: bo
 
 
 def projected_cases(points: pd.DataFrame, regimes: Sequence[Regime], cells: pd.DataFrame, *,
-                    study_ref: str = "default", top: int = 3) -> pd.DataFrame:
+                    study_ref: str | StudyRef = "default", top: int = 3) -> pd.DataFrame:
     """Per regime and hardware cell, up to `top` projected points (quality in or boundary, resting on
     priors) that beat the cell's winner: "projected — measure to confirm", each with its command."""
     pts = points.reset_index(drop=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 import uuid
 from dataclasses import dataclass
@@ -169,6 +170,7 @@ def measure_anchor(study: Study, p: AnchorPlan, on_progress: Progress,
     records: list = []
     t0 = time.monotonic()
     try:
+        load0 = os.getloadavg()[0]
         model_path, sha, model_bytes, bpw = served_model(study, arm)
         row.update(model_file=str(model_path), model_sha256=sha)
         engine = engines.get_engine(study.engine.name)
@@ -208,6 +210,9 @@ def measure_anchor(study: Study, p: AnchorPlan, on_progress: Progress,
             metrics["peak_gpu_mb"] = mem.peak_gpu_bytes / 2**20 if mem.peak_gpu_bytes else None
             metrics["model_bytes"] = model_bytes
             metrics["engine_startup_s"] = running.describe().get("startup_s")     # None where not timed
+            # the machine's 1-minute load average before the engine started and after the run: the
+            # engine's own threads count in it, anything well above them is another job competing
+            metrics["host_load_1m"] = [round(load0, 2), round(os.getloadavg()[0], 2)]
             tpot_ms = (metrics.get("tpot") or {}).get("p50")
             if bandwidth_gbs and tpot_ms and tpot_ms == tpot_ms and arm.concurrency == 1:
                 bw = decode_bandwidth(metrics["model_bytes"], tpot_ms / 1e3, bandwidth_gbs)

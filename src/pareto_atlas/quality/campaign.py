@@ -12,8 +12,7 @@ import json
 import time
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
-from pareto_atlas.measure.campaign import launch_for
-from pareto_atlas.measure.weights import variant_file
+from pareto_atlas.measure.campaign import launch_for, served_model
 from pareto_atlas.spec.study import ArmSpec, QualitySpec, Study
 from pareto_atlas.store import Store
 from pareto_atlas.store.db import dumps, now
@@ -88,7 +87,7 @@ def score_arm(study: Study, arm: ArmSpec, qid: str, n: int, items: list | None,
     row = qrun_row(study, arm, qid, n)
     records: list[dict] = []
     try:
-        path, sha = variant_file(study.model.name, arm.weights)
+        path, sha = served_model(study, arm)[:2]     # vLLM: the Hugging Face directory; else the GGUF
         row["model_sha256"] = sha
         slots = max(arm.slots, QUALITY_SLOTS)
         with engines.get_engine(study.engine.name).start(launch_for(study, arm, str(path), slots=slots)) as eng:

@@ -27,7 +27,7 @@ _PM = r"\s*±\s*"
 
 
 class KldError(RuntimeError):
-    """llama-perplexity is missing, failed, or printed something this parser does not know."""
+    """llama-perplexity failed, or printed something this parser does not know."""
 
 
 def llama_perplexity() -> Path | None:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from pareto_atlas.atlas.evidence import StudyRef
 from pareto_atlas.atlas.frontier import frontier
 from pareto_atlas.atlas.objectives import DEFAULT_OBJECTIVES, Objective
 from pareto_atlas.atlas.regimes import Regime, default_regimes
@@ -36,7 +37,7 @@ def build_report(
     latency: str = "tpot_p99_ms",
     figures: bool = True,
     allow_priors: bool = False,
-    study_ref: str = "default",
+    study_ref: str | StudyRef = "default",
 ) -> dict[str, Path]:
     """Everything the atlas writes, under `out_dir`; returns {name: path}.
 

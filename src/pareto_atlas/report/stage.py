@@ -9,9 +9,9 @@ import pandas as pd
 from rich.console import Console
 
 from pareto_atlas import __version__
-from pareto_atlas.atlas.stage import study_points, study_regimes
+from pareto_atlas.atlas.stage import confirm_ref, study_points, study_regimes
 from pareto_atlas.report.build import build_report
-from pareto_atlas.spec.study import Study, study_ref
+from pareto_atlas.spec.study import Study
 from pareto_atlas.store import Store
 
 
@@ -42,7 +42,7 @@ def report_study(study: Study, store: Store, out: Path, console: Console) -> dic
             "price_source": f"GPU prices: spec/hardware.toml (seed paper, {study.price_date}) with study overrides; "
                             f"this CPU: ${study.cpu_price_per_hour}/h (assumed)"}
     paths = build_report(points, out, regimes=regs, fidelity=fidelity_table(study, store), meta=meta,
-                         allow_priors=study.quality.allow_priors, study_ref=study_ref(study))
+                         allow_priors=study.quality.allow_priors, study_ref=confirm_ref(study))
     from pareto_atlas.quality.campaign import agreement_table
 
     agree = agreement_table(study, store)

@@ -113,7 +113,7 @@ def simulate_study(study: Study, store: Store, console: Console, executor: Execu
     t0 = time.monotonic()
     pts = (executor.sweep(space, params, study.simulate.n_requests) if executor is not None
            else sweep(space, params, n_requests=study.simulate.n_requests))
-    pts = label_engine(attach_quality(pts, quality_study(study), store), engine)
+    pts = label_engine(attach_quality(pts, quality_study(study, store), store), engine)
     sim_id = hashlib.sha256(dumps([study.name, calib_id, len(pts), time.time()]).encode()).hexdigest()[:16]
     store.put_sim_run(sim_id, study.name, calib_id, pts)
     console.print(f"simulate: {len(pts)} points in {time.monotonic() - t0:.1f} s "

@@ -1,9 +1,10 @@
 """Two engines on one machine: a study that names another in `compare_with` shares its store, and
 its measured points include that study's anchors, each row saying which engine served it.
 
-The quality of the comparing study's arms is looked up in the compared study when both serve the
-same model: vLLM's float32 copy of the GGUF holds the same weights, so its GSM8K score is the
-source's (a prior: same weights, not the same arithmetic; llama.cpp multiplies 4-bit blocks with
+Quality: a study whose own baseline has a quality run uses its own (vllm-cpu scores its float32
+baseline once; the other vLLM arms inherit it). Without one, it reads the compared study's when
+both serve the same model: vLLM's float32 copy of the GGUF holds the same weights, so the score is
+the source's (a prior: same weights, not the same arithmetic; llama.cpp multiplies 4-bit blocks with
 8-bit activations, vLLM in float32, so greedy tokens can differ).
 """
 
@@ -13,6 +14,7 @@ from functools import lru_cache
 
 from pareto_atlas.spec.knobs import Knobs
 from pareto_atlas.spec.study import Study, load_study
+from pareto_atlas.store.db import Store
 
 DEFAULT_ENGINE = "llamacpp"     # labels and point ids of its rows stay as they were before engines mixed
 
@@ -32,10 +34,16 @@ def companion(study: Study) -> Study | None:
     return other
 
 
-def quality_study(study: Study) -> Study:
-    """Where this study's quality comes from: the compared study when it serves the same model."""
+def quality_study(study: Study, store: Store) -> Study:
+    """Where this study's quality comes from: its own runs when its baseline was scored, else the
+    compared study's when that serves the same model."""
+    from pareto_atlas.store.quality import quality_table
+
     other = companion(study)
-    return other if other is not None and other.model.name == study.model.name else study
+    if other is None or other.model.name != study.model.name:
+        return study
+    own = quality_table(study, store)
+    return study if study.baseline.knobs().quality_key() in own else other
 
 
 def engine_label(knobs: Knobs, engine: str | None) -> str:

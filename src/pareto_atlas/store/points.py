@@ -71,7 +71,7 @@ def measured_points(study: Study, store: Store) -> pd.DataFrame:
 
 def _measured_rows(study: Study, store: Store) -> pd.DataFrame:
     anchors = store.anchors(study.name)
-    qs = quality_study(study)
+    qs = quality_study(study, store)
     qt = quality_table(qs, store)
     kt = kld_table(qs, store)
     rows = []

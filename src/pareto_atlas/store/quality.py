@@ -182,6 +182,8 @@ def _with_effects(knobs: Knobs, core: Quality, effects: dict[str, list[dict]]) -
                      f"{effect['model']}, {effect['task']} n={effect['n']}{note})")
     if priors:
         provs.append("prior:" + "+".join(priors))
+    if core.evidence == "prior":        # the core's own prior (weights) stays on record beside the effects
+        provs.insert(0, core.provenance)
     evidence = "prior" if priors or core.evidence == "prior" else "measured-effect"
     return replace(q, provenance="+".join(provs) + undefined, evidence=evidence)
 
