@@ -57,9 +57,9 @@ def test_calibrations_are_read_back_for_the_studys_own_engine(tmp_path):
     assert params["this-cpu"].engine == "vllm" and calib_id == "vllm"
 
 
-def test_engines_are_fitted_apart_the_studys_own_first():
+def test_engines_are_fitted_apart_llamacpp_first():
     anchors = pd.DataFrame({"engine": ["llamacpp", "vllm", None, "vllm"]})
-    assert engines_of(anchors, "vllm") == ["vllm", "llamacpp"]
+    assert engines_of(anchors, "vllm") == ["llamacpp", "vllm"]      # the bandwidth reference first
 
 
 def test_the_comparing_study_shares_quality_and_labels_its_engine():
@@ -84,3 +84,22 @@ def test_quality_comes_from_the_own_baseline_once_scored_else_from_the_compared_
                                "engine_version": "vllm 0.32.0", "status": "ok", "reason": None,
                                "summary_json": dumps(summary)}, [])
         assert quality_study(study, store).name == "vllm-cpu"
+
+
+def test_a_fixed_parameter_stays_where_the_other_engine_put_it():
+    from dataclasses import replace
+
+    import numpy as np
+
+    from pareto_atlas.calibrate.fit import TARGETS, _anchors, fit_params, predict
+
+    truth = replace(default_params(CPU, "vllm"), eff_bw=1.1, overhead_step_s=0.02)
+    df = pd.DataFrame([dict(weights="F32", slots=c, concurrency=c, prompt_tokens=128, output_tokens=32, n_requests=8)
+                       for c in (1, 2, 4)])
+    pred = predict(_anchors(df), QWEN05, CPU, truth)
+    for i, t in enumerate(TARGETS):
+        df[t] = pred[:, i]
+    start = replace(default_params(CPU, "vllm"), eff_bw=1.1)
+    params, _ = fit_params(df, QWEN05, CPU, start, fit_cv=False, fixed=("eff_bw",))
+    assert params.eff_bw == 1.1
+    assert np.isclose(params.overhead_step_s, 0.02, rtol=0.3)

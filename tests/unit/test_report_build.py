@@ -113,3 +113,12 @@ def test_fidelity_accepts_long_or_wide_and_rejects_other_shapes():
     assert fidelity_long(long) is long
     with pytest.raises(ValueError, match="expected columns metric, measured, simulated"):
         fidelity_long(pd.DataFrame({"x": [1]}))
+
+
+def test_a_table_with_no_scored_point_still_reports(tmp_path):
+    # e.g. a speed-only build: nothing to log-scale on the cost-quality axes, no winner, no crash
+    pts = synthetic_points().assign(quality=float("nan"), quality_rel=float("nan"), quality_lo=float("nan"),
+                                    quality_hi=float("nan"), quality_rel_lo=float("nan"), quality_rel_hi=float("nan"))
+    paths = build_report(pts, tmp_path, regimes=[Regime("cheap", "cost_per_mtok")])
+    md = paths["winners_md"].read_text()
+    assert "no configuration that meets the constraints has a quality measurement" in md and "nan on nan" not in md

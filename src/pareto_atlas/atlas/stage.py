@@ -60,7 +60,7 @@ def print_winners(cells: pd.DataFrame, console: Console, hardware: str = "all") 
         t.add_column(col)
     projected = []
     for _, c in cells[cells.hardware == hardware].iterrows():
-        if c.get("projected_label"):
+        if isinstance(c.get("projected_label"), str) and c.get("projected_label"):
             projected.append(c)
         if not c.label:
             t.add_row(c.regime, "—", "", "", "", "", "", "", "", c.note or "")

@@ -130,8 +130,9 @@ def engine_version_flags(anchors: pd.DataFrame) -> pd.Series:
 
 def fit(anchors: pd.DataFrame, model: ModelCard, hw: HardwareCard, *, heldout: pd.Series | list | None = None,
         k_folds: int = 0, loo: bool = True, engine: str = "", fit_cv: bool = True,
-        start: CalibParams | None = None) -> Calibration:
+        start: CalibParams | None = None, fixed: tuple[str, ...] = ()) -> Calibration:
     """Fit CalibParams for one (hardware, engine) and report how far they can be trusted.
+    `fixed`: parameters kept at `start` (e.g. eff_bw, a property of the machine another engine measured).
 
     heldout: boolean mask (or row labels) of anchors kept out of the fit and scored after it;
     k_folds > 1 instead scores each fold from a fit on the others. Anchors from another engine
@@ -151,7 +152,7 @@ def fit(anchors: pd.DataFrame, model: ModelCard, hw: HardwareCard, *, heldout: p
     if start is None and engine:
         from pareto_atlas.simulate.params import default_params
         start = default_params(hw, engine)
-    params, pred = fit_params(train, model, hw, start, fit_cv)
+    params, pred = fit_params(train, model, hw, start, fit_cv, fixed=fixed)
     resid_arm = train["arm"] if "arm" in train else None
     meas = train.reindex(columns=list(TARGETS)).to_numpy(float)
     resid = train.reindex(columns=[c for c in ("campaign_id", "engine_version") if c in train]).copy()
@@ -167,7 +168,7 @@ def fit(anchors: pd.DataFrame, model: ModelCard, hw: HardwareCard, *, heldout: p
         for i in range(len(train)):
             rest = train.drop(train.index[i])
             # From the same start as the full fit, not from its result: nothing of anchor i leaks in.
-            p_i, _ = fit_params(rest, model, hw, start, fit_cv)
+            p_i, _ = fit_params(rest, model, hw, start, fit_cv, fixed=fixed)
             pr = predict(_anchors(train.iloc[[i]]), model, hw, p_i)
             rows.append(_rel_err(pr[0], meas[i]))
             why.append(support(rest, train.iloc[i]))
@@ -183,7 +184,7 @@ def fit(anchors: pd.DataFrame, model: ModelCard, hw: HardwareCard, *, heldout: p
         folds = np.arange(len(train)) % k_folds
         parts = []
         for f in range(k_folds):
-            p_f, _ = fit_params(train[folds != f], model, hw, params, fit_cv)
+            p_f, _ = fit_params(train[folds != f], model, hw, params, fit_cv, fixed=fixed)
             te = train[folds == f]
             pr = predict(_anchors(te), model, hw, p_f)
             parts.append(pd.DataFrame(_rel_err(pr, te.reindex(columns=list(TARGETS)).to_numpy(float)),

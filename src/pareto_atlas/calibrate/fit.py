@@ -135,7 +135,7 @@ class _Space:
     names: tuple[str, ...]
 
     @classmethod
-    def for_anchors(cls, anchors: list[_Anchor], fit_cv: bool) -> "_Space":
+    def for_anchors(cls, anchors: list[_Anchor], fit_cv: bool, fixed: tuple[str, ...] = ()) -> "_Space":
         fmts = sorted({weight_format(a.knobs.weights) for a in anchors})
         names = [f"gemv:{d}" for d in fmts] + [f"gemm:{d}" for d in fmts]
         names += [f"eff_attn:{kv}" for kv in sorted({a.knobs.kv for a in anchors})]
@@ -146,7 +146,7 @@ class _Space:
             names.append("draft_forward_s")
         if fit_cv:
             names.append("step_cv")
-        return cls(tuple(names))
+        return cls(tuple(n for n in names if n not in fixed))
 
     @staticmethod
     def _derived(p: CalibParams, hw: HardwareCard, d: str) -> float:
@@ -204,9 +204,10 @@ class _Space:
 
 def fit_params(anchors_df: pd.DataFrame, model: ModelCard | Sequence[ModelCard], hw: HardwareCard,
                start: CalibParams | None = None, fit_cv: bool = True,
-               head_ratio_starts: tuple[float, ...] = HEAD_RATIO_STARTS) -> tuple[CalibParams, np.ndarray]:
+               head_ratio_starts: tuple[float, ...] = HEAD_RATIO_STARTS,
+               fixed: tuple[str, ...] = ()) -> tuple[CalibParams, np.ndarray]:
     """The least-squares CalibParams for these anchors and the per-anchor predictions they give
-    (model: one card, or one per anchor as in `predict`)."""
+    (model: one card, or one per anchor as in `predict`); `fixed` names parameters kept at `start`."""
     anchors = _anchors(anchors_df)
     start = start or default_params(hw, str(anchors_df.get("engine", pd.Series(["llamacpp"])).iloc[0]))
     meas = anchors_df.reindex(columns=list(TARGETS)).to_numpy(float)
@@ -219,7 +220,7 @@ def fit_params(anchors_df: pd.DataFrame, model: ModelCard | Sequence[ModelCard],
     start = replace(start, gemv_s_per_weight={k: v for k, v in start.gemv_s_per_weight.items() if k in fmts},
                     gemm_s_per_weight={k: v for k, v in start.gemm_s_per_weight.items() if k in fmts},
                     eff_attn_by_kv={k: v for k, v in start.eff_attn_by_kv.items() if k in kvs})
-    space = _Space.for_anchors(anchors, fit_cv)
+    space = _Space.for_anchors(anchors, fit_cv, fixed)
     x0 = space.get(start, hw)
     lo, hi = space.bounds(hw)
     x0 = np.clip(x0, lo + 1e-9, hi - 1e-9)

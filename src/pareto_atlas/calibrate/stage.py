@@ -140,27 +140,45 @@ def calibrate_study(study: Study, store: Store, console: Console) -> None:
     console.print("  (closed-loop anchors simulated with their clients' recorded think times, open-loop ones replayed "
                   "at their measured send times; simulated points run closed loops with the study's think times)",
                   highlight=False)
+    machine_bw = None
     for engine in engines_of(anchors, study.engine.name):
         mine = anchors[anchors.engine == engine].reset_index(drop=True)
         if len(mine) < 2:
             console.print(f"  {engine}: {len(mine)} anchor(s), too few to fit (need 2); not calibrated", highlight=False)
             continue
-        calibrate_engine(study, store, console, hw, mine, engine)
+        cal = calibrate_engine(study, store, console, hw, mine, engine, machine_bw)
+        machine_bw = machine_bw or cal.params.eff_bw
 
 
 def engines_of(anchors: pd.DataFrame, default: str) -> list[str]:
-    """The engines among the anchors, the study's own first (anchors stored before the column: the study's)."""
+    """The engines among the anchors (anchors stored before the column: the study's), llama.cpp first:
+    the bandwidth its kernels reach is the machine's, which the engines fitted after it keep."""
+    from pareto_atlas.store.compare import DEFAULT_ENGINE
+
     if "engine" not in anchors:
         anchors["engine"] = default
     anchors["engine"] = anchors["engine"].fillna(default)
     found = list(dict.fromkeys(anchors["engine"]))
-    return sorted(found, key=lambda e: e != default)
+    return sorted(found, key=lambda e: (e != DEFAULT_ENGINE, e != default))
 
 
 def calibrate_engine(study: Study, store: Store, console: Console, hw: HardwareCard, anchors: pd.DataFrame,
-                     engine: str) -> None:
-    """One fit, its fidelity report, and the stored calibration, for the anchors of one engine."""
-    cal = fit(anchors, model_card(study, anchors), hw, engine=engine, loo=True)
+                     engine: str, machine_bw: float | None = None):
+    """One fit, its fidelity report, and the stored calibration, for the anchors of one engine.
+
+    machine_bw: the weight-streaming efficiency another engine's fit found on this machine. It is
+    the machine's, not the engine's, and a second engine's few anchors (one prompt length, batch 1
+    to 4) cannot split a decode step between streaming and fixed overhead by themselves: vLLM's
+    alone put eff_bw at its bound (2x the probe, more than any engine reached here) and 46 ms in a
+    per-step overhead. Kept fixed, the overhead left is the engine's own."""
+    from pareto_atlas.simulate.params import default_params
+
+    start, fixed = None, ()
+    if machine_bw is not None:
+        start, fixed = replace(default_params(hw, engine), eff_bw=machine_bw), ("eff_bw",)
+        console.print(f"  {engine}: weight streaming kept at the machine's {machine_bw:.2f} x the probe's bandwidth "
+                      f"(fitted on the other engine's anchors); its kernels and overheads fitted", highlight=False)
+    cal = fit(anchors, model_card(study, anchors), hw, engine=engine, loo=True, start=start, fixed=fixed)
     console.print(cal.report(), highlight=False)
     for t in TARGETS:
         if t in cal.loo.columns if cal.loo is not None else False:
@@ -179,3 +197,4 @@ def calibrate_engine(study: Study, store: Store, console: Console, hw: HardwareC
                            "engine_version": versions.mode().iloc[0] if len(versions) else None,
                            "params_json": dumps(cal.params.to_dict()), "fidelity_json": dumps(fidelity),
                            "n_anchors": len(anchors)})
+    return cal

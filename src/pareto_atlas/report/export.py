@@ -68,7 +68,7 @@ def winners_markdown(cells: pd.DataFrame) -> str:
         else:
             val = q = ""
         note = r.note or ""
-        if getattr(r, "projected_label", None):
+        if isinstance(getattr(r, "projected_label", None), str) and r.projected_label:
             note += (f"{'; ' if note else ''}projected — measure to confirm: {r.projected_label} on "
                      f"{r.projected_hardware} ({r.projected_value:.4g}); {r.confirm_command}")
         lines.append("| " + " | ".join(esc(x) for x in (r.regime, r.workload, r.hardware, r.label, r.provenance,

@@ -85,7 +85,8 @@ def _two_axis(points: pd.DataFrame, out_dir: Path, name: str, x: str, y: str, ti
     line = frontier_line(points, x, y)
     if len(line):
         ax.step(line[x], line[y], where="post", color=STATUS_COLOR["frontier"], lw=1.2, zorder=1)
-    if logx:
+    drawn = marked[[x, y]].apply(pd.to_numeric, errors="coerce").dropna()
+    if logx and (drawn[x] > 0).any():      # a table with no scored point draws nothing to log-scale
         ax.set_xscale("log")
     ax.set_xlabel(axis_label(x))
     ax.set_ylabel(axis_label(y))
@@ -97,7 +98,8 @@ def _two_axis(points: pd.DataFrame, out_dir: Path, name: str, x: str, y: str, ti
 
 def fig_quality_latency(points: pd.DataFrame, out_dir: Path, *, latency: str = "tpot_p99_ms", name: str = "frontier_quality_latency") -> dict[str, Path]:
     """Quality vs latency with the 2-D Pareto frontier; tied = not separable within error bars."""
-    return _two_axis(points, out_dir, name, latency, "quality_rel", "Quality-latency frontier (all hardware)", False)
+    # log latency: a few slow configurations would otherwise squeeze the frontier into one column
+    return _two_axis(points, out_dir, name, latency, "quality_rel", "Quality-latency frontier (all hardware)", True)
 
 
 def fig_cost_quality(points: pd.DataFrame, out_dir: Path, *, name: str = "frontier_cost_quality") -> dict[str, Path]:
