@@ -148,3 +148,10 @@ def test_a_configuration_an_arm_already_serves_is_confirmed_by_measuring_that_ar
     ref = StudyRef("default", {Knobs(weights="Q8_0").quality_key(): "q8_0"})
     assert confirm_command(row, ref).startswith("pareto-atlas kld default --arm q8_0")
     assert confirm_command(row, "default").startswith('add [[arms]] name = "confirm", weights = "Q8_0"')
+
+
+def test_a_card_calibrated_on_one_published_anchor_is_calibrated_not_a_default():
+    pts = table().assign(calib_provenance=[
+        "calibrated on 1 published anchor (vllm: vllm-perf-ci 1); error bar: none held out, kept at the uncalibrated default's",
+        "uncalibrated default", "calibrated on 16 anchors (this-cpu)"], provenance="simulated")
+    assert list(speed_evidence(pts)) == ["calibrated", "uncalibrated", "calibrated"]

@@ -60,7 +60,8 @@ def speed_evidence(points: pd.DataFrame) -> np.ndarray:
     e.g. an EAGLE head's acceptance)."""
     prov = _str(points, "provenance")
     calib = _str(points, "calib_provenance")
-    uncal = np.char.find(calib.astype(str), "uncalibrated") >= 0
+    # "calibrated on 1 published anchor; error bar: ... kept at the uncalibrated default's" is calibrated
+    uncal = np.char.startswith(calib.astype(str), "uncalibrated")
     return np.select([prov == "measured", prov == "prior", uncal], ["measured", "prior", "uncalibrated"],
                      default="calibrated")
 

@@ -78,7 +78,8 @@ def print_winners(cells: pd.DataFrame, console: Console, hardware: str = "all") 
     for c in projected:
         console.print(f"  projected — measure to confirm ({c.regime}): {c.projected_label} on {c.projected_hardware}, "
                       f"{c.objective} {c.projected_value:.4g} vs the winner's {_v(c.value, 4) if c.label else '—'}; "
-                      f"{c.projected_evidence}\n    confirm: {c.confirm_command}", highlight=False, soft_wrap=True)
+                      f"{c.projected_evidence}\n    confirm: {c.confirm_command}", highlight=False, soft_wrap=True,
+                      markup=False)    # the commands hold TOML tables ([[arms]]), not rich markup
 
 
 def print_quality_evidence(study: Study, store: Store, console: Console) -> pd.DataFrame:
@@ -155,5 +156,5 @@ def pick_study(study: Study, store: Store, console: Console, constraint: str, ob
                price_date=date.today().isoformat() if price_map else "", quality_floor=study.quality.floor,
                allow_priors=allow_priors or study.quality.allow_priors, kld_max=study.quality.kld_max,
                study_ref=confirm_ref(study))
-    console.print(res.summary(), highlight=False)
+    console.print(res.summary(), highlight=False, markup=False)   # confirm commands hold [[arms]]
     console.print(f"(answered in {res.elapsed_s * 1e3:.0f} ms from {len(points)} stored points; nothing re-measured)")
