@@ -207,8 +207,11 @@ def pick(ctx: Context, constraint: str, objective: str, maximize: bool, prices: 
 
 # First-build guesses of each stage's seconds on a 2-core machine, per unit of its work (anchors,
 # GSM8K items, KL arms); later builds use the times the last one recorded in <out>/build_times.json.
-FIRST_GUESS_S = {"measure": 32.0, "quality": 9.0, "kld": 75.0, "calibrate": 90.0, "simulate": 60.0, "atlas": 5.0,
-                 "report": 25.0}
+# (measured 2026-11-30 on this 2-core machine: 29 s an anchor, 5.1 s a GSM8K item at 4 slots, 20 s a
+# KL configuration); building llama-perplexity the first time adds TOOLS_BUILD_S to the quality stage.
+FIRST_GUESS_S = {"measure": 30.0, "quality": 5.5, "kld": 25.0, "calibrate": 30.0, "simulate": 20.0, "atlas": 2.0,
+                 "report": 15.0}
+TOOLS_BUILD_S = 420.0
 
 
 def _work(study: Study, stage: str) -> float:
@@ -235,7 +238,14 @@ class BuildClock:
         self.took: dict[str, float] = {}
 
     def guess(self, stage: str) -> float:
-        return float(self.last.get(stage, FIRST_GUESS_S[stage] * _work(self.ctx.study, stage)))
+        if stage in self.last:
+            return float(self.last[stage])
+        extra = 0.0
+        if stage == "quality" and "kld" in self.stages:
+            from pareto_atlas.quality.kld import llama_perplexity
+
+            extra = TOOLS_BUILD_S if llama_perplexity() is None and TOOLS_SCRIPT.is_file() else 0.0
+        return FIRST_GUESS_S[stage] * _work(self.ctx.study, stage) + extra
 
     def start(self) -> None:
         eta = sum(self.guess(st) for st in self.stages)
