@@ -155,3 +155,12 @@ def test_a_card_calibrated_on_one_published_anchor_is_calibrated_not_a_default()
         "calibrated on 1 published anchor (vllm: vllm-perf-ci 1); error bar: none held out, kept at the uncalibrated default's",
         "uncalibrated default", "calibrated on 16 anchors (this-cpu)"], provenance="simulated")
     assert list(speed_evidence(pts)) == ["calibrated", "uncalibrated", "calibrated"]
+
+
+def test_a_kl_backed_winner_says_so_in_its_quality_evidence():
+    pts = pd.DataFrame([point("q8", Knobs(weights="Q8_0"), cost=0.5, rel_lo=0.98, qev="prior",
+                              qprov="prior:lossless re-encoding of the Q4_K_M source", kld=0.001, kld_lo=0.0009,
+                              kld_hi=0.0011)])
+    cell = winners(pts, [Regime("cheap", "cost_per_mtok", kld_max=0.05)]).set_index("hardware").loc["L4"]
+    assert cell["point_id"] == "q8" and cell["quality_evidence"] == "kl-measured"
+    assert cell["evidence"].startswith("quality KL-measured")

@@ -37,7 +37,8 @@ def _str(points: pd.DataFrame, col: str) -> np.ndarray:
 
 
 def quality_evidence(points: pd.DataFrame) -> np.ndarray:
-    """Per point: measured | inherited | measured-effect | prior | unmeasured (from the
+    """Per point: measured | inherited | measured-effect | kl-measured (the task score is a prior or
+    unmeasured, the KL divergence against the baseline was measured) | prior | unmeasured (from the
     `quality_evidence` column, or read from `quality_provenance` in tables that predate it)."""
     ev = _str(points, "quality_evidence")
     prov = _str(points, "quality_provenance")
@@ -45,7 +46,9 @@ def quality_evidence(points: pd.DataFrame) -> np.ndarray:
         [np.char.find(prov.astype(str), "prior:") >= 0, np.char.startswith(prov.astype(str), "measured-effect"),
          np.char.startswith(prov.astype(str), "inherited"), np.char.startswith(prov.astype(str), "measured")],
         ["prior", "measured-effect", "inherited", "measured"], default="unmeasured")
-    return np.where(ev != "", ev, derived)
+    ev = np.where(ev != "", ev, derived)
+    # a measured KL divergence of the configuration's own tokens is quality evidence of its own
+    return np.where(has_kld(points) & ~np.isin(ev, WINNING_QUALITY), "kl-measured", ev)
 
 
 def has_kld(points: pd.DataFrame) -> np.ndarray:
@@ -68,14 +71,14 @@ def speed_evidence(points: pd.DataFrame) -> np.ndarray:
 
 def evidence_ok(points: pd.DataFrame) -> np.ndarray:
     """Per point: whether its quality and its speed both rest on evidence (see module doc)."""
-    q = np.isin(quality_evidence(points), WINNING_QUALITY) | has_kld(points)
+    q = np.isin(quality_evidence(points), (*WINNING_QUALITY, "kl-measured"))
     return q & (speed_evidence(points) != "prior")
 
 
 def evidence_label(points: pd.DataFrame) -> np.ndarray:
     """One short phrase per point, e.g. "quality measured (KL); speed simulated, calibrated"."""
     q = quality_evidence(points)
-    q = np.where(has_kld(points) & ~np.isin(q, WINNING_QUALITY), "KL-measured, task score " + q, q)
+    q = np.where(q == "kl-measured", "KL-measured (task score a prior)", q)
     s = speed_evidence(points)
     s = np.select([s == "measured", s == "prior"], ["measured", "prior"], default="simulated, " + s)
     return np.char.add(np.char.add("quality ", q.astype(str)), np.char.add("; speed ", s.astype(str)))
