@@ -19,7 +19,7 @@ from pareto_atlas.atlas.constraints import Constraint, ConstraintError, parse_co
 from pareto_atlas.atlas.evidence import StudyRef, confirm_command, evidence_label
 from pareto_atlas.atlas.objectives import DEFAULT_DIRECTION, OBJECTIVE_COLUMNS
 from pareto_atlas.atlas.regimes import DEFAULT_QUALITY_FLOOR, Regime, admission
-from pareto_atlas.atlas.winners import _rank
+from pareto_atlas.atlas.winners import _rank, projected_beating
 
 SHOW_COLUMNS = ("point_id", "label", "hardware", "workload", "provenance", "quality_provenance", "quality_rel",
                 "quality_lo", "quality_hi", "quality_evidence", "kld", "calib_provenance", "prior_source", "tpot_p99_ms", "ttft_p99_ms", "throughput_tok_s", "cost_per_mtok",
@@ -173,14 +173,10 @@ def pick(
 def _projected(pts: pd.DataFrame, adm: pd.DataFrame, regime: Regime, winner: dict | None, show: list[str],
                study_ref: str | StudyRef, top: int) -> pd.DataFrame:
     """Projected points (resting on priors, quality in or boundary) that beat the winner, best first."""
-    proj = pts[adm["projected"].to_numpy()]
-    if winner is not None and len(proj):
-        v = proj[regime.objective].to_numpy(dtype=float, na_value=np.nan)
-        w = winner[regime.objective]
-        proj = proj[(v < w) if regime.direction == "min" else (v > w)]
+    proj = projected_beating(pts, adm, regime, None if winner is None else winner[regime.objective])
     if proj.empty:
         return pd.DataFrame(columns=[*show, "evidence", "confirm_command"])
-    head = proj.iloc[_rank(proj, regime)[:max(1, top - 2)]]
+    head = proj.iloc[:max(1, top - 2)]
     out = head[show].reset_index(drop=True)
     out["evidence"] = evidence_label(head)
     out["confirm_command"] = [confirm_command(r, study_ref) for _, r in head.iterrows()]

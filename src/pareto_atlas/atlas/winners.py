@@ -46,17 +46,24 @@ def _better(a: float, b: float, direction: str) -> bool:
     return a < b if direction == "min" else a > b
 
 
-def _projected(sub: pd.DataFrame, adm: pd.DataFrame, regime: Regime, row: dict, study_ref: str | StudyRef) -> None:
-    """The best projected point (in or boundary on quality, resting on priors) that beats the cell's
-    winner, or any when the cell has none, with the command that would confirm it."""
+def projected_beating(sub: pd.DataFrame, adm: pd.DataFrame, regime: Regime, value: float | None) -> pd.DataFrame:
+    """The projected points of `sub` (in or boundary on quality, resting on priors) whose objective
+    beats `value` (all of them when there is no winner's value), best first."""
     proj = sub[adm["projected"].to_numpy()]
-    if row.get("value") is not None and len(proj):
+    if value is not None and value == value and len(proj):
         v = proj[regime.objective].to_numpy(dtype=float, na_value=np.nan)
-        proj = proj[(v < row["value"]) if regime.direction == "min" else (v > row["value"])]
+        proj = proj[(v < value) if regime.direction == "min" else (v > value)]
+    return proj.iloc[_rank(proj, regime)] if len(proj) else proj
+
+
+def _projected(sub: pd.DataFrame, adm: pd.DataFrame, regime: Regime, row: dict, study_ref: str | StudyRef) -> None:
+    """The best projected point that beats the cell's winner, or any when the cell has none, with the
+    command that would confirm it."""
+    proj = projected_beating(sub, adm, regime, row.get("value"))
     row["n_projected"] = len(proj)
     if proj.empty:
         return
-    p = proj.iloc[_rank(proj, regime)[0]]
+    p = proj.iloc[0]
     row.update(projected_label=p["label"], projected_hardware=p["hardware"],
                projected_value=float(p[regime.objective]),
                projected_evidence=str(evidence_label(proj.loc[[p.name]])[0]),
@@ -140,16 +147,12 @@ def projected_cases(points: pd.DataFrame, regimes: Sequence[Regime], cells: pd.D
     rows = []
     for regime in regimes:
         adm = admission(pts, regime)
-        proj = adm["projected"].to_numpy()
         for c in cells[cells["regime"] == regime.name].itertuples(index=False):
             if c.hardware == ALL:
                 continue
-            m = proj & (pts["hardware"].astype(str) == c.hardware).to_numpy() & (pts["workload"].astype(str) == c.workload).to_numpy()
-            sub = pts[m]
-            if c.point_id:
-                v = sub[regime.objective].to_numpy(dtype=float, na_value=np.nan)
-                sub = sub[(v < c.value) if regime.direction == "min" else (v > c.value)]
-            for i in _rank(sub, regime)[:top] if len(sub) else []:
+            m = (pts["hardware"].astype(str) == c.hardware).to_numpy() & (pts["workload"].astype(str) == c.workload).to_numpy()
+            sub = projected_beating(pts[m], adm[m], regime, c.value if c.point_id else None)
+            for i in range(min(top, len(sub))):
                 p = sub.iloc[i]
                 rows.append({"regime": regime.name, "workload": c.workload, "hardware": c.hardware,
                              "point_id": p["point_id"], "label": p["label"], "provenance": p["provenance"],

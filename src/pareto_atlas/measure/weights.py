@@ -178,17 +178,23 @@ def variant_file(model: str, weights: str, *, seed: int = 0) -> tuple[Path, str]
     return out, _verified(out, None)
 
 
-def llama_quantize() -> Path | None:
-    """llama.cpp's quantizer: $PARETO_ATLAS_LLAMA_QUANTIZE, the one scripts/build_llama_tools.sh
-    built into the cache, or one on PATH; None if there is none."""
-    env = os.environ.get("PARETO_ATLAS_LLAMA_QUANTIZE")
+def llama_tool(name: str) -> Path | None:
+    """One of llama.cpp's tools (e.g. llama-quantize): $PARETO_ATLAS_<NAME> (llama-quantize:
+    PARETO_ATLAS_LLAMA_QUANTIZE), the one scripts/build_llama_tools.sh built into the cache, or one
+    on PATH; None if there is none."""
+    env = os.environ.get("PARETO_ATLAS_" + name.upper().replace("-", "_"))
     if env:
         return Path(env) if Path(env).is_file() else None
-    built = cache_dir().parent / f"llama.cpp-{LLAMA_CPP_VERSION}" / "bin" / "llama-quantize"
+    built = cache_dir().parent / f"llama.cpp-{LLAMA_CPP_VERSION}" / "bin" / name
     if built.is_file():
         return built
-    found = shutil.which("llama-quantize")
+    found = shutil.which(name)
     return Path(found) if found else None
+
+
+def llama_quantize() -> Path | None:
+    """llama.cpp's quantizer (see llama_tool), for the K-quants gguf-py cannot write."""
+    return llama_tool("llama-quantize")
 
 
 def makeable_here() -> set[str]:

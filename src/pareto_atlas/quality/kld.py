@@ -4,9 +4,7 @@ own `llama-perplexity --kl-divergence` on a fixed teacher-forced GSM8K text, wit
 from __future__ import annotations
 
 import math
-import os
 import re
-import shutil
 import subprocess
 import time
 from dataclasses import dataclass, replace
@@ -16,7 +14,7 @@ from typing import Sequence
 from scipy import stats
 
 from pareto_atlas.measure.engines.llamacpp import KV_CACHE_TYPES
-from pareto_atlas.measure.weights import LLAMA_CPP_VERSION, cache_dir
+from pareto_atlas.measure.weights import LLAMA_CPP_VERSION, llama_tool
 from pareto_atlas.quality.stats import wilson_interval
 
 KLD_CTX = 512                 # llama-perplexity's default context; scores 255 tokens per chunk
@@ -31,16 +29,8 @@ class KldError(RuntimeError):
 
 
 def llama_perplexity() -> Path | None:
-    """$PARETO_ATLAS_LLAMA_PERPLEXITY, the one scripts/build_llama_tools.sh built into the cache, or
-    one on PATH; None if there is none."""
-    env = os.environ.get("PARETO_ATLAS_LLAMA_PERPLEXITY")
-    if env:
-        return Path(env) if Path(env).is_file() else None
-    built = cache_dir().parent / f"llama.cpp-{LLAMA_CPP_VERSION}" / "bin" / "llama-perplexity"
-    if built.is_file():
-        return built
-    found = shutil.which("llama-perplexity")
-    return Path(found) if found else None
+    """llama.cpp's llama-perplexity (see measure.weights.llama_tool), or None."""
+    return llama_tool("llama-perplexity")
 
 
 def scored_per_chunk(ctx: int = KLD_CTX) -> int:

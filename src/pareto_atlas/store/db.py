@@ -84,12 +84,14 @@ class Store:
         row = self.con.execute("SELECT status FROM anchors WHERE anchor_id = ?", [anchor_id]).fetchone()
         return row[0] if row else None
 
-    def _replace(self, table: str, key: str, row: dict, children: str, child_rows: list[tuple]) -> None:
-        """Write one row and its child rows in one transaction, replacing an earlier try of the same key."""
+    def _replace(self, table: str, key: str, row: dict, children: str | None = None,
+                 child_rows: list[tuple] = ()) -> None:
+        """Write one row (and its child rows) in one transaction, replacing an earlier try of the same key."""
         row = {**row, "tool_version": __version__}
         cols = list(row)
         with self.transaction():
-            self.con.execute(f"DELETE FROM {children} WHERE {key} = ?", [row[key]])
+            if children:
+                self.con.execute(f"DELETE FROM {children} WHERE {key} = ?", [row[key]])
             self.con.execute(f"DELETE FROM {table} WHERE {key} = ?", [row[key]])
             self.con.execute(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
                              [row[c] for c in cols])
@@ -171,12 +173,7 @@ class Store:
 
     def put_kld(self, row: dict) -> None:
         """Write one configuration's KL-divergence row in one transaction (replacing an earlier one)."""
-        row = {"created_at": now(), **row, "tool_version": __version__}
-        cols = list(row)
-        with self.transaction():
-            self.con.execute("DELETE FROM kld_points WHERE kld_id = ?", [row["kld_id"]])
-            self.con.execute(f"INSERT INTO kld_points ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
-                             [row[c] for c in cols])
+        self._replace("kld_points", "kld_id", {"created_at": now(), **row})
 
     def kld_points(self, study: str | None = None) -> pd.DataFrame:
         q, args = "SELECT * FROM kld_points", []
@@ -186,12 +183,7 @@ class Store:
 
     # -- calibration --------------------------------------------------------------------------
     def put_calibration(self, row: dict) -> None:
-        row = {**row, "tool_version": __version__, "created_at": now()}
-        cols = list(row)
-        with self.transaction():
-            self.con.execute("DELETE FROM calibrations WHERE calib_id = ?", [row["calib_id"]])
-            self.con.execute(f"INSERT INTO calibrations ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
-                             [row[c] for c in cols])
+        self._replace("calibrations", "calib_id", {**row, "created_at": now()})
 
     def calibrations(self, study: str | None = None) -> pd.DataFrame:
         q, args = "SELECT * FROM calibrations", []
