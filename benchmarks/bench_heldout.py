@@ -12,7 +12,7 @@ held-out error is shown raw and drift-corrected (the measured figure divided by 
 
 Per target it prints the median and P90 of |error| and the coverage (share of held-out figures
 inside the error bar the atlas carries for simulated points), raw and corrected, beside the goals
-(median <= 3 % for TTFT/TPOT P50, <= 8 % for P99). Reference numbers are printed, never used.
+(median <= 5 % for TTFT/TPOT P50, <= 10 % for P99, coverage >= 90 %). Reference numbers are printed, never used.
 Resumable: anchors are kept in the same store under their own study. About 8 minutes on a quiet
 2-core machine; on a busy one the drift correction is what keeps the figures readable.
 
@@ -37,7 +37,8 @@ from pareto_atlas.spec.study import Study, load_study
 from pareto_atlas.store import Store
 from pareto_atlas.store.points import measured_points
 
-GOALS = {"ttft_p50_ms": 0.03, "tpot_p50_ms": 0.03, "ttft_p99_ms": 0.08, "tpot_p99_ms": 0.08, "throughput_tok_s": None}
+GOALS = {"ttft_p50_ms": 0.05, "tpot_p50_ms": 0.05, "ttft_p99_ms": 0.10, "tpot_p99_ms": 0.10, "throughput_tok_s": None}
+COVERAGE_GOAL = 0.90      # share of held-out figures inside the error bar the atlas carries
 REFERENCES = "Vidur < 9 %, LLMServingSim ~3 % on means"
 HELDOUT = Path(__file__).with_name("heldout_study.toml")
 KEY = ("label", "concurrency", "prompt_tokens", "output_tokens")     # one configuration under one load
@@ -78,13 +79,16 @@ def error_bar(params: CalibParams, target: str) -> float:
 
 def summary_rows(raw: pd.DataFrame, corr: pd.DataFrame, params: CalibParams) -> list[str]:
     lines = [f"  {'target':16s} {'median |err|':>19s} {'P90 |err|':>19s} {'coverage':>17s}  {'goal':>5s}  verdict "
-             f"(corrected median)",
+             f"(corrected)",
              f"  {'':16s} {'raw':>9s} {'corr.':>9s} {'raw':>9s} {'corr.':>9s} {'raw':>8s} {'corr.':>8s}"]
     for t, goal in GOALS.items():
         bar = error_bar(params, t)
         r, c = raw[t].abs().dropna(), corr[t].abs().dropna()
         med_c = float(np.median(c)) if len(c) else np.nan
-        verdict = "(no goal)" if goal is None else "meets the goal" if med_c <= goal else "misses"
+        cov_c = float(np.mean(c <= bar)) if len(c) else np.nan
+        verdict = ("(no goal)" if goal is None else
+                   "meets the goal" if med_c <= goal and cov_c >= COVERAGE_GOAL else
+                   "misses the median" if med_c > goal else f"misses coverage ({COVERAGE_GOAL:.0%})")
         g = f"{goal:5.0%}" if goal else f"{'-':>5s}"
         lines.append(f"  {t:16s} {np.median(r):9.1%} {med_c:9.1%} {np.percentile(r, 90):9.1%} "
                      f"{np.percentile(c, 90):9.1%} {np.mean(r <= bar):8.0%} {np.mean(c <= bar):8.0%}  {g}  {verdict}")

@@ -57,8 +57,8 @@ def _pct(v: float | None, width: int = 7) -> str:
 
 def support(train: pd.DataFrame, row: pd.Series) -> str:
     """Why predicting `row` from `train` is an extrapolation ("" when the training set covers it):
-    its weight format's kernels, its KV type, its slots (within the trained range), or speculation
-    that actually drafted, unseen in training."""
+    its weight format's kernels, its KV type, its slots or its prompt length (within the trained
+    range), or speculation that actually drafted, unseen in training."""
     why = []
     fmt = weight_format(str(row.get("weights", "F16")))
     if fmt not in {weight_format(w) for w in train.get("weights", pd.Series(["F16"] * len(train)))}:
@@ -68,6 +68,9 @@ def support(train: pd.DataFrame, row: pd.Series) -> str:
     slots = train.get("slots", pd.Series([1] * len(train)))
     if not slots.min() <= row.get("slots", 1) <= slots.max():
         why.append(f"slots {row.get('slots', 1)}")
+    if "prompt_tokens" in train and "prompt_tokens" in row:
+        if not train["prompt_tokens"].min() <= row["prompt_tokens"] <= train["prompt_tokens"].max():
+            why.append(f"prompt {int(row['prompt_tokens'])}")
     drafted = row.get("spec_drafted_per_token", np.nan)
     if row.get("spec", "none") != "none" and not drafted == 0.0:
         tr = train[(train.get("spec", "none") == row["spec"])] if "spec" in train else train.iloc[0:0]

@@ -129,8 +129,10 @@ def weight_format(weights: str) -> str:
 @dataclass(frozen=True)
 class _Space:
     """Which CalibParams entries the fit moves, in log space: per weight format its GEMV and GEMM
-    cost per weight (dequantize + dot), per KV format the attention efficiency, and the shared
-    bandwidth efficiency, lm_head ratio and overheads."""
+    cost per weight (dequantize + dot), per KV format the attention efficiency (reading the cache in
+    decode) and, where the anchors span two prompt lengths, its matmuls' efficiency (a prompt's
+    attention pairs; with one length they are confounded with the per-token weight cost and stay
+    tied to the first), and the shared bandwidth efficiency, lm_head ratio and overheads."""
 
     names: tuple[str, ...]
 
@@ -138,7 +140,10 @@ class _Space:
     def for_anchors(cls, anchors: list[_Anchor], fit_cv: bool, fixed: tuple[str, ...] = ()) -> "_Space":
         fmts = sorted({weight_format(a.knobs.weights) for a in anchors})
         names = [f"gemv:{d}" for d in fmts] + [f"gemm:{d}" for d in fmts]
-        names += [f"eff_attn:{kv}" for kv in sorted({a.knobs.kv for a in anchors})]
+        kvs = sorted({a.knobs.kv for a in anchors})
+        names += [f"eff_attn:{kv}" for kv in kvs]
+        if len({p for a in anchors for p in (a.prompts or (a.prompt,))}) >= 2:
+            names += [f"attn_flops:{kv}" for kv in kvs]
         names += ["eff_bw", "head_ratio", "overhead_step_s", "overhead_seq_s"]
         if any(a.knobs.spec == "ngram" and a.drafts for a in anchors):
             names.append("ngram_lookup_s")
@@ -163,12 +168,15 @@ class _Space:
                 v.append(p.gemm_s_per_weight.get(d) or self._derived(p, hw, d))
             elif kind == "eff_attn":
                 v.append(p.attn_eff(d))
+            elif kind == "attn_flops":
+                v.append(p.attn_flops_eff(d))
             else:
                 v.append(getattr(p, n))
         return np.log(np.maximum(np.array(v, float), 1e-15))
 
     def set(self, p: CalibParams, x: np.ndarray) -> CalibParams:
-        gv, gm, at, kw = dict(p.gemv_s_per_weight), dict(p.gemm_s_per_weight), dict(p.eff_attn_by_kv), {}
+        gv, gm, at, af, kw = (dict(p.gemv_s_per_weight), dict(p.gemm_s_per_weight), dict(p.eff_attn_by_kv),
+                              dict(p.eff_attn_flops_by_kv), {})
         for n, val in zip(self.names, np.exp(x)):
             kind, _, d = n.partition(":")
             if kind == "gemv":
@@ -177,11 +185,13 @@ class _Space:
                 gm[d] = float(val)
             elif kind == "eff_attn":
                 at[d] = min(float(val), 1.0)
+            elif kind == "attn_flops":
+                af[d] = min(float(val), 1.0)
             elif n == "eff_bw":
                 kw[n] = min(float(val), MAX_EFF_BW)
             else:
                 kw[n] = float(val)
-        return replace(p, gemv_s_per_weight=gv, gemm_s_per_weight=gm, eff_attn_by_kv=at, **kw)
+        return replace(p, gemv_s_per_weight=gv, gemm_s_per_weight=gm, eff_attn_by_kv=at, eff_attn_flops_by_kv=af, **kw)
 
     def bounds(self, hw: HardwareCard | None = None) -> tuple[np.ndarray, np.ndarray]:
         # A GPU card's figures are spec-sheet peaks, which no kernel beats: bandwidth efficiency at
@@ -191,7 +201,7 @@ class _Space:
         lo, hi = [], []
         for n in self.names:
             kind, _, d = n.partition(":")
-            a, b = {"gemv": (1e-14, 1e-7), "gemm": (1e-14, 1e-7), "eff_attn": (1e-3, 1.0), "eff_bw": (1e-3, MAX_EFF_BW),
+            a, b = {"gemv": (1e-14, 1e-7), "gemm": (1e-14, 1e-7), "eff_attn": (1e-3, 1.0), "attn_flops": (1e-3, 1.0), "eff_bw": (1e-3, MAX_EFF_BW),
                     "head_ratio": (0.1, 10.0), "step_cv": (1e-6, 0.5)}.get(kind, (1e-7, 2.0))
             if gpu and kind in ("gemv", "gemm"):
                 a = 2.0 / hw.peak_flops(compute_dtype(d, hw))
@@ -219,7 +229,8 @@ def fit_params(anchors_df: pd.DataFrame, model: ModelCard | Sequence[ModelCard],
     kvs = {a.knobs.kv for a in anchors}
     start = replace(start, gemv_s_per_weight={k: v for k, v in start.gemv_s_per_weight.items() if k in fmts},
                     gemm_s_per_weight={k: v for k, v in start.gemm_s_per_weight.items() if k in fmts},
-                    eff_attn_by_kv={k: v for k, v in start.eff_attn_by_kv.items() if k in kvs})
+                    eff_attn_by_kv={k: v for k, v in start.eff_attn_by_kv.items() if k in kvs},
+                    eff_attn_flops_by_kv={k: v for k, v in start.eff_attn_flops_by_kv.items() if k in kvs})
     space = _Space.for_anchors(anchors, fit_cv, fixed)
     x0 = space.get(start, hw)
     lo, hi = space.bounds(hw)

@@ -12,7 +12,7 @@ from functools import lru_cache
 import numpy as np
 
 from pareto_atlas.simulate.kernels import (ACC, AT, CTX_SCALE, CV, D_FL, D_KVR, D_O, D_W, DRAFT_P, FL, FL_H, FL_V, K,
-                                          KVR, KVW, N_COEFFS, O_SEQ, O_STEP, P, Q, TILE, W_T, XFER, step_time)
+                                          KV_PAD, KVR, KVW, N_COEFFS, O_SEQ, O_STEP, P, Q, TILE, W_T, XFER, step_time)
 from pareto_atlas.simulate.params import CalibParams
 from pareto_atlas.spec.cards import HardwareCard, ModelCard, shipped_models
 from pareto_atlas.spec.knobs import BITS_PER_KV, BITS_PER_WEIGHT, Knobs
@@ -113,9 +113,10 @@ def coeffs(model: ModelCard, hw: HardwareCard, knobs: Knobs, params: CalibParams
     c[FL_H] = head_params(model) * gemv * params.head_ratio
     c[TILE] = params.gemm_tile
     # QK^T and PV: 2 matmuls x 2 FLOPs per multiply-add, per (query, key) pair, per head and layer.
-    c[AT] = 4.0 * model.n_layers * model.n_heads * model.head_dim / (attn_peak * eff_a)
+    c[AT] = 4.0 * model.n_layers * model.n_heads * model.head_dim / (attn_peak * params.attn_flops_eff(knobs.kv))
     # Eviction stores keep x ctx; sparse attention then reads only a budget of what is stored.
     c[CTX_SCALE] = knobs.kv_keep * knobs.sparse_budget
+    c[KV_PAD] = params.kv_pad / 2.0
     c[O_STEP] = params.overhead_step_s
     c[O_SEQ] = params.overhead_seq_s
     c[P] = params.roofline_p

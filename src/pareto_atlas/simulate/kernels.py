@@ -24,7 +24,10 @@ Q, K, ACC, D_W, D_FL, D_KVR, D_O, XFER, CV = range(9, 18)
 # FL_H the lm_head per logit row; TILE the GEMM column tile (0: every batch runs as GEMM);
 # DRAFT_P the fraction of decode steps that actually draft (speculation).
 FL_V, FL_H, TILE, DRAFT_P = range(18, 22)
-N_COEFFS = 22
+# KV_PAD: cells each decoding sequence attends beyond its context, in expectation (the engine pads
+# the attended cache; see CalibParams.kv_pad).
+KV_PAD = 22
+N_COEFFS = 23
 # Closed-loop clients never land in the same instant: an idle engine starts a step for the first
 # request and the others wait for the next one (llama.cpp's slot loop, vLLM's scheduler alike);
 # a request sent when another completes misses the step the engine starts at that moment.
@@ -84,7 +87,7 @@ def _step_time(c: np.ndarray, n_dec: float, ctx_dec: float, n_pf: float, pf_pair
     tokens = n_dec * q + n_pf
     if tokens <= 0.0:
         return 0.0
-    ctx_eff = ctx_dec * c[CTX_SCALE]
+    ctx_eff = ctx_dec * c[CTX_SCALE] + n_dec * c[KV_PAD]
     mem = c[W_T] + c[KVR] * (ctx_eff + pf_ctx) + c[KVW] * tokens
     # Logits: every decode (and verify) row, but only the last token of a prompt (n_seqs - n_dec
     # sequences are prefilling in this step).

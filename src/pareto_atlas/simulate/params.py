@@ -37,6 +37,16 @@ class CalibParams:
     eff_flops_by_dtype: dict = field(default_factory=dict)
     eff_attn: float = 0.6                # achieved / peak bandwidth when reading the KV cache
     eff_attn_by_kv: dict = field(default_factory=dict)       # KV dtype -> eff_attn (attention on quantized KV)
+    # Attention's matmuls (QK^T, PV) as a fraction of peak FLOP/s, by KV dtype. A prompt's attention is
+    # a GEMM over its (query, key) pairs, a decode step's a matrix-vector pass over the cache: one
+    # efficiency cannot be both (llama.cpp on 2 cores: f16 KV costs ~6 us per cached cell per decode
+    # step, yet a 512-token prompt's attention is almost free). Fitted where the anchors span two
+    # prompt lengths; a KV dtype missing here uses its eff_attn.
+    eff_attn_flops_by_kv: dict = field(default_factory=dict)
+    # The engine attends over the KV cache padded to a multiple of this many cells (llama.cpp pads
+    # n_kv to 256: llama_kv_cache::get_n_kv), so a decode step over c cached tokens reads and
+    # multiplies ceil(c / pad) * pad of them; modelled in expectation, half a pad per sequence. 0: none.
+    kv_pad: int = 0
     # Seconds per weight per token of the dequantize+dot kernels, by weight format; a format
     # missing here falls back to its family, then to 2 FLOPs / (peak x eff_flops).
     gemv_s_per_weight: dict = field(default_factory=dict)    # small batches: one pass over the weights per token
@@ -63,7 +73,8 @@ class CalibParams:
                 raise ValueError(f"calib.{name}: {v} must be in (0, {hi:g}]")
         for name, d, hi in (("eff_bw_by_dtype", self.eff_bw_by_dtype, MAX_EFF_BW),
                             ("eff_flops_by_dtype", self.eff_flops_by_dtype, 1.0),
-                            ("eff_attn_by_kv", self.eff_attn_by_kv, 1.0)):
+                            ("eff_attn_by_kv", self.eff_attn_by_kv, 1.0),
+                            ("eff_attn_flops_by_kv", self.eff_attn_flops_by_kv, 1.0)):
             for k, v in d.items():
                 if not 0.0 < v <= hi:
                     raise ValueError(f"calib.{name}[{k!r}]: {v} must be in (0, {hi:g}]")
@@ -71,6 +82,8 @@ class CalibParams:
             for k, v in d.items():
                 if not v > 0.0:
                     raise ValueError(f"calib.{name}[{k!r}]: {v} must be > 0 seconds")
+        if self.kv_pad < 0:
+            raise ValueError(f"calib.kv_pad: {self.kv_pad} must be >= 0 cells")
         if self.gemm_tile < 0 or self.head_ratio <= 0:
             raise ValueError(f"calib.gemm_tile {self.gemm_tile} must be >= 0 and head_ratio {self.head_ratio} > 0")
         for name in ("overhead_step_s", "overhead_seq_s", "ngram_lookup_s", "draft_forward_s", "step_cv"):
@@ -87,6 +100,9 @@ class CalibParams:
 
     def attn_eff(self, kv: str) -> float:
         return self.eff_attn_by_kv.get(kv, self.eff_attn)
+
+    def attn_flops_eff(self, kv: str) -> float:
+        return self.eff_attn_flops_by_kv.get(kv, self.attn_eff(kv))
 
     def weight_cost(self, weights: str, path: str) -> tuple[float | None, str]:
         """(seconds per weight per token on `path` ("gemv" or "gemm"), where it came from): the
@@ -126,7 +142,7 @@ def default_params(hw: HardwareCard, engine: str = "") -> CalibParams:
         # the embedding lookup too) is not repacked, so it runs at GEMV speed.
         return CalibParams(hardware=hw.name, engine=engine or "llamacpp", eff_bw=0.7, eff_flops=0.6, eff_attn=0.5,
                            overhead_step_s=1e-3, overhead_seq_s=2e-4, draft_forward_s=5e-4, step_cv=0.03,
-                           mem_util=0.8, gemm_tile=4)
+                           mem_util=0.8, gemm_tile=4, kv_pad=256)
     return CalibParams(hardware=hw.name, engine=engine or "vllm")
 
 
