@@ -145,3 +145,61 @@ def test_closed_loops_are_simulated_with_their_pauses_and_open_loops_replayed():
     pred = predict([closed, same, opened], M, CPU, replace(TRUTH, step_cv=0.0))
     assert (pred[0] == pred[1]).all()
     assert pred[2][0] > 2 * pred[0][0]      # replayed at once, the open loop queues: TTFT p50 far higher
+
+
+# llama.cpp on this CPU: reading f16 KV in a decode step is slow (~6 us per cached cell), yet a
+# prompt's attention runs as a GEMM and is almost free. One attention efficiency cannot be both.
+ATTN_TRUTH = replace(TRUTH, eff_attn_by_kv={"f16": 0.02, "q8_0": 0.03}, eff_attn_flops_by_kv={"f16": 0.9, "q8_0": 0.05})
+
+
+def _shaped(shapes, kvs=("f16", "q8_0")) -> pd.DataFrame:
+    rows = [dict(weights="Q4_K_M", kv=kv, slots=c, concurrency=c, prompt_tokens=p, output_tokens=o, n_requests=12,
+                 campaign_id="c1", engine_version="b1")
+            for kv in kvs for c in (1, 2) for p, o in shapes]
+    df = pd.DataFrame(rows)
+    pred = predict(_anchors(df), M, CPU, ATTN_TRUTH)
+    for i, t in enumerate(TARGETS):
+        df[t] = pred[:, i] * np.exp(np.random.default_rng(3).normal(0, 0.01, len(df)))
+    return df
+
+
+def test_attention_cost_against_context_is_learnt_from_two_shapes_and_only_then():
+    long = pd.DataFrame([dict(weights="Q4_K_M", kv=kv, slots=1, concurrency=1, prompt_tokens=1024, output_tokens=64,
+                              n_requests=8) for kv in ("f16", "q8_0")])
+    truth = predict(_anchors(long), M, CPU, ATTN_TRUTH)
+    two = fit(_shaped(((128, 32), (512, 64))), M, CPU, loo=False).params
+    one = fit(_shaped(((128, 32),)), M, CPU, loo=False).params
+    # with two prompt lengths the decode and prompt attention efficiencies are both fitted ...
+    assert two.eff_attn_flops_by_kv and set(two.eff_attn_flops_by_kv) == {"f16", "q8_0"}
+    assert two.eff_attn_flops_by_kv["q8_0"] < 0.5 * two.eff_attn_flops_by_kv["f16"]
+    got = predict(_anchors(long), M, CPU, two)
+    assert np.abs(got[:, [0, 2]] / truth[:, [0, 2]] - 1).max() < 0.05    # TTFT and TPOT p50, twice the longest prompt
+    # ... with one, the prompt's attention is confounded with the weights' cost: not fitted, and a
+    # 1024-token prompt is mispredicted by far more
+    assert one.eff_attn_flops_by_kv == {}
+    off = predict(_anchors(long), M, CPU, one)
+    assert np.abs(off[:, [0, 2]] / truth[:, [0, 2]] - 1).max() > 0.15
+
+
+def test_padded_kv_costs_a_short_context_its_whole_pad():
+    from pareto_atlas.simulate.cost_model import coeffs
+    from pareto_atlas.simulate.kernels import step_time
+    from pareto_atlas.spec.knobs import Knobs
+
+    k = Knobs(weights="Q4_K_M")
+    padded, flat = coeffs(M, CPU, k, ATTN_TRUTH), coeffs(M, CPU, k, replace(ATTN_TRUTH, kv_pad=0))
+    assert step_time(padded, 1.0, 100.0, 0, 0, 0, 1.0) > step_time(flat, 1.0, 100.0, 0, 0, 0, 1.0)
+    # half a pad per decoding sequence, in expectation: an empty context reads 128 cells, two read 256
+    assert step_time(padded, 1.0, 0.0, 0, 0, 0, 1.0) == pytest.approx(step_time(flat, 1.0, 128.0, 0, 0, 0, 1.0))
+    assert step_time(padded, 2.0, 0.0, 0, 0, 0, 2.0) == pytest.approx(step_time(flat, 2.0, 256.0, 0, 0, 0, 2.0))
+    # a prompt's attention pairs are not padded
+    assert step_time(padded, 0.0, 0.0, 64, 2080.0, 0, 1.0) == step_time(flat, 0.0, 0.0, 64, 2080.0, 0, 1.0)
+
+
+def test_a_prompt_longer_than_any_calibrated_one_is_an_extrapolation():
+    from pareto_atlas.calibrate.fidelity import support
+    train = _shaped(((128, 32), (512, 64)))
+    assert support(train, train.iloc[0].copy()) == ""
+    row = train.iloc[0].copy()
+    row["prompt_tokens"] = 1024
+    assert support(train, row) == "prompt 1024"

@@ -88,12 +88,18 @@ def _step_time(c: np.ndarray, n_dec: float, ctx_dec: float, n_pf: float, pf_pair
     if tokens <= 0.0:
         return 0.0
     ctx_eff = ctx_dec * c[CTX_SCALE] + n_dec * c[KV_PAD]
-    mem = c[W_T] + c[KVR] * (ctx_eff + pf_ctx) + c[KVW] * tokens
+    # Two rooflines, one per kind of kernel, run one after the other: the linear layers stream
+    # the weights and multiply every token by them; attention reads (and appends to) the KV cache
+    # and multiplies each query by what it reads. A step is never both kinds at once, so a long
+    # context's attention adds to a weight-bound step instead of hiding under it.
+    mem = c[W_T]
     # Logits: every decode (and verify) row, but only the last token of a prompt (n_seqs - n_dec
     # sequences are prefilling in this step).
     logits = n_dec * q + max(n_seqs - n_dec, 0.0)
     gemm = _gemm_cols(tokens, c[TILE])
-    cmp = c[FL] * gemm + c[FL_V] * (tokens - gemm) + c[FL_H] * logits + c[AT] * (q * ctx_eff + pf_pairs)
+    cmp = c[FL] * gemm + c[FL_V] * (tokens - gemm) + c[FL_H] * logits
+    a_mem = c[KVR] * (ctx_eff + pf_ctx) + c[KVW] * tokens
+    a_cmp = c[AT] * (q * ctx_eff + pf_pairs)
     # k sequential draft forwards on the steps that draft (prefill of the draft is folded into
     # its compute term below).
     drafting = c[K] > 0.0 and n_dec > 0.0 and c[DRAFT_P] > 0.0
@@ -101,6 +107,7 @@ def _step_time(c: np.ndarray, n_dec: float, ctx_dec: float, n_pf: float, pf_pair
         fwd, draft_fwd = _smooth_max2(mem, cmp, c[D_W] + c[D_KVR] * ctx_dec, c[D_FL] * n_dec, c[P], bound)
     else:
         fwd, draft_fwd = _smooth_max(mem, cmp, c[P], bound), 0.0
+    fwd += _smooth_max(a_mem, a_cmp, c[P], bound)
     t = fwd + c[O_STEP] + c[O_SEQ] * n_seqs
     if drafting:
         t += c[DRAFT_P] * c[K] * (draft_fwd + c[D_O])
