@@ -139,6 +139,13 @@ def calibrate_published(table: PublishedTable, hardware: list[str] | None = None
     return [calibrate_card(g, cards[gpu]) for (gpu, _), g in rows.groupby(["gpu", "engine"], sort=False)]
 
 
+def tpot_held_out_by_source(cals: list[CardCalibration], engine: str = SERVED_ENGINE) -> list[str]:
+    """The cards whose TPOT on `engine` is predicted by fits that never saw its source: what
+    `published` counts against its bar (a card with one source is held out by anchor, not counted)."""
+    return [c.hardware for c in cals
+            if c.engine == engine and c.held_out == LOSO and np.isfinite(c.errors["TPOT"])]
+
+
 def for_atlas(cals: list[CardCalibration]) -> dict[str, CardCalibration]:
     """Per card, the fit the atlas simulates with: the served engine's, else the engine with the
     most anchors (its provenance says the engine differs)."""

@@ -13,7 +13,8 @@ from rich.console import Console
 
 from pareto_atlas import __version__
 from pareto_atlas.calibrate.fit import TARGETS
-from pareto_atlas.calibrate.published import CardCalibration, calibrate_published, for_atlas
+from pareto_atlas.calibrate.published import (SERVED_ENGINE, CardCalibration, calibrate_published, for_atlas,
+                                               tpot_held_out_by_source)
 from pareto_atlas.calibrate.published_table import PublishedTable, load_published
 from pareto_atlas.simulate.api import simulate_point
 from pareto_atlas.simulate.cost_model import compute_dtype
@@ -27,6 +28,7 @@ from pareto_atlas.store.db import dumps
 PREFIX = "published-"          # calib_id prefix of published calibrations in the store
 FIT_VERSION = "1"              # bump when the published fit's setup changes: stored fits are then redone
 GOAL = 0.15                    # held-out median |error| a card should reach
+BAR_CARDS = 4                  # GPU cards that should have a leave-one-source-out TPOT error
 # The seed paper's measured TPOT ratios (Qwen2.5-7B, 512/128, vLLM 0.12): references printed beside
 # the projection, never inputs. FP8 and n-gram ranges span its three GPUs.
 PAPER_MODEL, PAPER_PROMPT, PAPER_OUTPUT = "qwen2.5-7b", 512, 128
@@ -158,6 +160,10 @@ def summary_lines(cals: list[CardCalibration]) -> list[str]:
         out.append(f"{c.hardware:15s} {c.engine:7s} {'yes' if used[c.hardware] is c else 'no':5s} {len(c.anchors):7d} "
                    f"{c.n_sources:7d} {_pct(e['TTFT'])} {_pct(e['TPOT'])} {_pct(e['throughput'])} "
                    f"{c.params.lat_rel_err:7.1%} {c.params.thr_rel_err:7.1%}  {c.held_out or '-'}")
+    cards = tpot_held_out_by_source(cals)
+    out.append(f"{SERVED_ENGINE} TPOT held out by source on {len(cards)} GPU card{'s' if len(cards) != 1 else ''}"
+               f"{': ' + ', '.join(cards) if cards else ''} (bar: {BAR_CARDS}"
+               f"{', met' if len(cards) >= BAR_CARDS else ', not met: too few sources publish TPOT or ITL'})")
     return out
 
 
