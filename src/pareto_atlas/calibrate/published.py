@@ -11,7 +11,8 @@ import pandas as pd
 
 from pareto_atlas.calibrate.fidelity import LATENCY, _error_bars
 from pareto_atlas.calibrate.fit import TARGETS, _anchors, fit_params, predict
-from pareto_atlas.calibrate.published_table import UNSTATED_KV, PublishedTable, anchor_row, published_metrics
+from pareto_atlas.calibrate.published_table import (UNSTATED_KV, PublishedTable, anchor_row, batch1_speed,
+                                                    published_metrics)
 from pareto_atlas.simulate.memory import plan_memory
 from pareto_atlas.simulate.params import CalibParams, default_params, with_error_bars
 from pareto_atlas.spec.cards import HardwareCard, ModelCard, shipped_hardware, shipped_models
@@ -21,6 +22,7 @@ SERVED_ENGINE = "vllm"        # the engine the atlas simulates on GPU cards
 # The targets grouped as the report states them (TTFT and TPOT: median and tail together).
 GROUPS = {"TTFT": ("ttft_p50_ms", "ttft_p99_ms"), "TPOT": ("tpot_p50_ms", "tpot_p99_ms"),
           "throughput": ("throughput_tok_s",)}
+B1 = "batch-1 decode speed"    # e2e / output tokens of one request where no TPOT or ITL is published
 LOSO = "leave-one-source-out"
 LOAO = "leave-one-anchor-out within its only source"
 
@@ -33,6 +35,7 @@ class CardCalibration:
     anchors: pd.DataFrame         # per anchor: source, setup, measured / fitted / held-out per target
     held_out: str                 # LOSO, LOAO, or "" (a single anchor: nothing to hold out)
     errors: dict[str, float]      # median |held-out relative error| per GROUPS key (NaN: none)
+    tpot_basis: tuple[str, ...] = ()   # what the TPOT error is over: "TPOT/ITL" published, B1, or both
 
     @property
     def n_sources(self) -> int:
@@ -86,16 +89,35 @@ def held_out_errors(rows: pd.DataFrame, frame: pd.DataFrame, models: list[ModelC
     return err, how
 
 
-def _median_abs(err: np.ndarray, cols: tuple[str, ...]) -> float:
+def per_token_errors(err: np.ndarray, b1: np.ndarray) -> np.ndarray:
+    """Relative error of the latency per output token (e2e / output) of the batch-1 speed rows (b1),
+    NaN elsewhere: predicted / published - 1, the inverse of their throughput error (same tokens)."""
+    thr = err[:, TARGETS.index("throughput_tok_s")]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(b1, 1.0 / (1.0 + thr) - 1.0, np.nan)
+
+
+def _median_abs(err: np.ndarray, cols: tuple[str, ...], extra: np.ndarray | None = None) -> float:
     v = np.abs(err[:, [TARGETS.index(c) for c in cols]]).ravel()
+    if extra is not None:
+        v = np.concatenate([v, np.abs(extra)])
     return float(np.nanmedian(v)) if np.isfinite(v).any() else np.nan
 
 
-def _provenance(rows: pd.DataFrame, engine: str, how: str, err: np.ndarray) -> str:
+def _with_per_token(err: np.ndarray, per_tok: np.ndarray) -> pd.DataFrame:
+    """The errors as the error bar reads them: a batch-1 speed row's per-token error is a latency
+    error, entered where its TPOT would be (it has none)."""
+    df = pd.DataFrame(err, columns=list(TARGETS))
+    df["tpot_p50_ms"] = np.where(np.isfinite(per_tok), per_tok, df["tpot_p50_ms"])
+    return df
+
+
+def _provenance(rows: pd.DataFrame, engine: str, how: str, err: np.ndarray, per_tok: np.ndarray) -> str:
     srcs = ", ".join(f"{s} {n}" for s, n in rows.source_id.value_counts(sort=False).items())
     mismatch = f"; engine mismatch: the atlas simulates {SERVED_ENGINE}" if engine != SERVED_ENGINE else ""
-    held = [g.lower() for g, cols in (("latency", LATENCY), ("throughput", ("throughput_tok_s",)))
-            if np.isfinite(err[:, [TARGETS.index(c) for c in cols]]).any()]
+    lat = np.isfinite(err[:, [TARGETS.index(c) for c in LATENCY]]).any()
+    held = (["latency" if lat else f"latency from {B1}"] if lat or np.isfinite(per_tok).any() else []) + \
+        (["throughput"] if np.isfinite(err[:, TARGETS.index("throughput_tok_s")]).any() else [])
     bar = (f"error bar: p90 of {how} ({' and '.join(held)}; the default's where none is held out)" if held else
            "error bar: none held out, kept at the uncalibrated default's")
     n = f"{len(rows)} published anchor{'s' if len(rows) > 1 else ''}"
@@ -112,20 +134,25 @@ def calibrate_card(rows: pd.DataFrame, hw: HardwareCard) -> CardCalibration:
     params, fitted = fit_card(frame, models, hw)
     meas = frame[list(TARGETS)].to_numpy(float)
     err, how = held_out_errors(rows, frame, models, hw)
-    resid = pd.DataFrame(_rel(fitted, meas), columns=list(TARGETS))
-    lat_err, thr_err = _error_bars(pd.DataFrame(err, columns=list(TARGETS)), resid, {})
+    b1 = np.array([batch1_speed(r) for _, r in rows.iterrows()], dtype=bool)
+    per_tok, fit_rel = per_token_errors(err, b1), _rel(fitted, meas)
+    resid = _with_per_token(fit_rel, per_token_errors(fit_rel, b1))
+    lat_err, thr_err = _error_bars(_with_per_token(err, per_tok), resid, {})
     if not how:     # one anchor fits itself: it says nothing of the error elsewhere
         default = default_params(hw, engine)
         lat_err, thr_err = max(lat_err, default.lat_rel_err), max(thr_err, default.thr_rel_err)
-    params = with_error_bars(params, lat_err, thr_err, _provenance(rows, engine, how, err))
+    params = with_error_bars(params, lat_err, thr_err, _provenance(rows, engine, how, err, per_tok))
     table = rows[["source_id", "source", "gpu_published", "model", "weights", "kv", "prompt_tokens", "output_tokens",
                   "load", "load_value", "stat", "origin"]].copy()
     table["provenance"] = "published:" + rows.source
     table["published"] = [published_metrics(r) for _, r in rows.iterrows()]
     for i, t in enumerate(TARGETS):
         table[f"{t}_measured"], table[f"{t}_fitted"], table[f"{t}_held_out"] = meas[:, i], fitted[:, i], err[:, i]
-    errors = {g: _median_abs(err, cols) for g, cols in GROUPS.items()}
-    return CardCalibration(hw.name, engine, params, table, how, errors)
+    table["per_token_held_out"] = per_tok
+    errors = {g: _median_abs(err, cols, per_tok if g == "TPOT" else None) for g, cols in GROUPS.items()}
+    tpot = np.isfinite(err[:, [TARGETS.index(c) for c in GROUPS["TPOT"]]]).any()
+    basis = tuple(k for k, has in (("TPOT/ITL", tpot), (B1, np.isfinite(per_tok).any())) if has)
+    return CardCalibration(hw.name, engine, params, table, how, errors, basis)
 
 
 def calibrate_published(table: PublishedTable, hardware: list[str] | None = None) -> list[CardCalibration]:
@@ -141,7 +168,8 @@ def calibrate_published(table: PublishedTable, hardware: list[str] | None = None
 
 def tpot_held_out_by_source(cals: list[CardCalibration], engine: str = SERVED_ENGINE) -> list[str]:
     """The cards whose TPOT on `engine` is predicted by fits that never saw its source: what
-    `published` counts against its bar (a card with one source is held out by anchor, not counted)."""
+    `published` counts against its bar (a card with one source is held out by anchor, not counted).
+    A card's TPOT error may be over batch-1 decode speed (its tpot_basis says so, and the report too)."""
     return [c.hardware for c in cals
             if c.engine == engine and c.held_out == LOSO and np.isfinite(c.errors["TPOT"])]
 

@@ -13,7 +13,7 @@ from rich.console import Console
 
 from pareto_atlas import __version__
 from pareto_atlas.calibrate.fit import TARGETS
-from pareto_atlas.calibrate.published import (SERVED_ENGINE, CardCalibration, calibrate_published, for_atlas,
+from pareto_atlas.calibrate.published import (B1, SERVED_ENGINE, CardCalibration, calibrate_published, for_atlas,
                                                tpot_held_out_by_source)
 from pareto_atlas.calibrate.published_table import PublishedTable, load_published
 from pareto_atlas.simulate.api import simulate_point
@@ -26,7 +26,7 @@ from pareto_atlas.store import Store
 from pareto_atlas.store.db import dumps
 
 PREFIX = "published-"          # calib_id prefix of published calibrations in the store
-FIT_VERSION = "1"              # bump when the published fit's setup changes: stored fits are then redone
+FIT_VERSION = "2"              # bump when the published fit's setup changes: stored fits are then redone
 GOAL = 0.15                    # held-out median |error| a card should reach
 BAR_CARDS = 4                  # GPU cards that should have a leave-one-source-out TPOT error
 # The seed paper's measured TPOT ratios (Qwen2.5-7B, 512/128, vLLM 0.12): references printed beside
@@ -49,6 +49,7 @@ def store_published(store: Store, study: str, table: PublishedTable, cals: list[
     for cal in cals:
         meta = {"key": key, "by": by, "used": used[cal.hardware] is cal, "table_sha256": table.sha256,
                 "tables": list(table.paths), "held_out": cal.held_out, "errors": cal.errors,
+                "tpot_basis": list(cal.tpot_basis),
                 "anchors": cal.anchors.to_dict(orient="records")}
         store.put_calibration({"calib_id": f"{PREFIX}{key}-{cal.hardware}-{cal.engine}", "study": study,
                                "hardware": cal.hardware, "engine": f"published:{cal.engine}", "engine_version": None,
@@ -117,7 +118,17 @@ def _pct(v: float) -> str:
 def _held(r: pd.Series) -> str:
     errs = [f"{t.rsplit('_', 1)[0] if t.endswith('_ms') else 'throughput'} {r[t + '_held_out']:+.0%}"
             for t in TARGETS if r[t + "_held_out"] == r[t + "_held_out"]]
-    return ", ".join(errs) or "-"
+    tok = r.get("per_token_held_out", np.nan)
+    return ", ".join(errs + ([f"per output token (e2e / output) {tok:+.0%}"] if tok == tok else [])) or "-"
+
+
+def _b1(c: CardCalibration) -> bool:
+    """Whether the card's TPOT error counts batch-1 decode speed (marked * wherever it is printed)."""
+    return B1 in c.tpot_basis
+
+
+B1_NOTE = (f"* TPOT incl. {B1}: a single request's e2e latency / output tokens (prefill included), where the "
+           "source publishes no TPOT or ITL")
 
 
 def _effs(p: CalibParams, hw: HardwareCard) -> str:
@@ -145,7 +156,8 @@ def card_lines(cal: CardCalibration, used: bool) -> list[str]:
         out.append(f"  one anchor, nothing to hold out: no held-out error; {bar}")
         return out
     verdict = "meets" if all(cal.errors[g] <= GOAL for g in met) else "misses"
-    errs = ", ".join(f"{g} {_pct(v).strip()}" for g, v in cal.errors.items())
+    errs = ", ".join(f"{g}{f' (incl. {B1})' if g == 'TPOT' and _b1(cal) else ''} {_pct(v).strip()}"
+                     for g, v in cal.errors.items())
     out.append(f"  {cal.held_out} median |error|: {errs} -> {verdict} the {GOAL:.0%} goal; {bar}")
     return out
 
@@ -153,17 +165,21 @@ def card_lines(cal: CardCalibration, used: bool) -> list[str]:
 def summary_lines(cals: list[CardCalibration]) -> list[str]:
     used = for_atlas(cals)
     out = [f"Held-out median |relative error| per card and engine (goal <= {GOAL:.0%}); error bar = p90 of the same",
-           f"{'card':15s} {'engine':7s} {'atlas':5s} {'anchors':>7s} {'sources':>7s} {'TTFT':>6s} {'TPOT':>6s} "
+           f"{'card':15s} {'engine':7s} {'atlas':5s} {'anchors':>7s} {'sources':>7s} {'TTFT':>6s} {'TPOT':>6s}  "
            f"{'thr.':>6s} {'bar lat':>7s} {'bar thr':>7s}  held out by"]
     for c in cals:
         e = c.errors
         out.append(f"{c.hardware:15s} {c.engine:7s} {'yes' if used[c.hardware] is c else 'no':5s} {len(c.anchors):7d} "
-                   f"{c.n_sources:7d} {_pct(e['TTFT'])} {_pct(e['TPOT'])} {_pct(e['throughput'])} "
-                   f"{c.params.lat_rel_err:7.1%} {c.params.thr_rel_err:7.1%}  {c.held_out or '-'}")
-    cards = tpot_held_out_by_source(cals)
+                   f"{c.n_sources:7d} {_pct(e['TTFT'])} {_pct(e['TPOT'])}{'*' if _b1(c) else ' '} "
+                   f"{_pct(e['throughput'])} {c.params.lat_rel_err:7.1%} {c.params.thr_rel_err:7.1%}  "
+                   f"{c.held_out or '-'}")
+    if any(_b1(c) for c in cals):
+        out.append(B1_NOTE)
+    by_card = {c.hardware: c for c in cals if c.engine == SERVED_ENGINE}
+    cards = [f"{g}{'*' if _b1(by_card[g]) else ''}" for g in tpot_held_out_by_source(cals)]
     out.append(f"{SERVED_ENGINE} TPOT held out by source on {len(cards)} GPU card{'s' if len(cards) != 1 else ''}"
                f"{': ' + ', '.join(cards) if cards else ''} (bar: {BAR_CARDS}"
-               f"{', met' if len(cards) >= BAR_CARDS else ', not met: too few sources publish TPOT or ITL'})")
+               f"{', met' if len(cards) >= BAR_CARDS else ', not met: too few cards have two sources'})")
     return out
 
 

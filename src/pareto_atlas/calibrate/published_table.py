@@ -141,6 +141,16 @@ def published_metrics(r: pd.Series) -> str:
     return ", ".join(f"{m} {r[m]}" for m in METRICS if r[m]) + stat
 
 
+def batch1_speed(r: pd.Series) -> bool:
+    """Whether the row is one request's speed: a batch of 1, several output tokens, an end-to-end
+    latency or output tokens/s published and no TPOT or ITL. Its e2e / output tokens (1000 / out_tok_s)
+    is then that request's latency per output token, prefill included: decode-dominated where the
+    output is long beside the prompt, and reported beside TPOT only under that name ("batch-1 decode
+    speed"), never as a published TPOT. Its fit target stays the throughput, output / e2e."""
+    return (r["load"] == "batch" and float(r["load_value"]) == 1 and int(r["output_tokens"]) > 1
+            and not (r["tpot_ms"] or r["itl_ms"]) and bool(r["e2e_ms"] or r["out_tok_s"]))
+
+
 def target_values(r: pd.Series) -> dict[str, float]:
     """The fit's targets (calibrate.fit.TARGETS) from one row's published metrics: means are held
     against the simulated median (fixed-length requests make them near equal), ITL stands for TPOT
