@@ -105,7 +105,11 @@ def score(df: pd.DataFrame, trained: pd.DataFrame, reference: str):
     also = ~is_ref & config_key(df).isin(seen)
     if also.any():
         print(f"  not scored (the calibration measured them too): {', '.join(sorted(set(df.arm[also])))}")
-    ref, held = df[is_ref].sort_values("t"), df[~is_ref & ~also].reset_index(drop=True)
+    busy = df.get("contended", pd.Series(False, index=df.index)).fillna(False).astype(bool)
+    if busy.any():        # measured beside other work on the machine (measure.contention): not scored
+        print("  left out, measured beside other work on the machine: "
+              + ", ".join(f"{a} ({c:.2f} cores)" for a, c in zip(df.arm[busy], df.other_cpu_cores[busy])))
+    ref, held = df[is_ref & ~busy].sort_values("t"), df[~is_ref & ~also & ~busy].reset_index(drop=True)
     if held.empty:
         raise SystemExit("every held-out configuration is also in the calibration; nothing held out")
     ratio = ref[list(TARGETS)].to_numpy(float) / np.stack(ref.pred)       # per target, over time

@@ -95,11 +95,21 @@ def measure(ctx: Context, arms: list[str] | None = None) -> None:
                         + (f"  start-up {m['engine_startup_s']:.0f} s" if m.get("engine_startup_s") else ""))
                 if m.get("decode_bw_line"):
                     c.print(f"      {m['decode_bw_line']}", highlight=False)
+                if m.get("contended"):
+                    c.print(f"      {m['contention_line']}; measured again at the end", highlight=False)
             else:
                 c.print(f" [red]failed[/]: {info['reason']}", highlight=False, soft_wrap=True)
+        elif ev == "remeasured":
+            after = info["after"]
+            c.print(f" again: other work {info['before']:.2f} -> "
+                    f"{'?' if after is None else f'{after:.2f}'} cores; kept the {info['kept']} try"
+                    + (f" (TTFT p50 {_fmt(info['metrics'].get('ttft', {}).get('p50'), ' ms')}, TPOT p50 "
+                       f"{_fmt(info['metrics'].get('tpot', {}).get('p50'), ' ms')})" if info["kept"] == "new" else ""),
+                    highlight=False)
 
     s = run_campaign(ctx.study, ctx.store, arms=arms, on_progress=on, bandwidth_gbs=bandwidth, executor=ctx.executor)
-    c.print(f"measure: {s.measured} measured, {s.skipped} kept from earlier runs, {s.failed} failed "
+    again = f", {s.remeasured} measured again (other work beside them)" if s.remeasured else ""
+    c.print(f"measure: {s.measured} measured, {s.skipped} kept from earlier runs, {s.failed} failed{again} "
             f"({time.monotonic() - t0:.0f} s)")
 
 

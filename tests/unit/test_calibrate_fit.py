@@ -203,3 +203,26 @@ def test_a_prompt_longer_than_any_calibrated_one_is_an_extrapolation():
     row = train.iloc[0].copy()
     row["prompt_tokens"] = 1024
     assert support(train, row) == "prompt 1024"
+
+
+def test_one_anchor_a_neighbour_slowed_cannot_drag_the_fit():
+    df = synthetic_anchors(0.01)
+    df.loc[3, ["tpot_p50_ms", "tpot_p99_ms"]] *= 5.0          # a job beside it, unnoticed
+    df.loc[3, "throughput_tok_s"] /= 4.0
+    p = fit(df, M, CPU, loo=False).params
+    unseen = pd.DataFrame([dict(weights="Q4_K_M", slots=3, concurrency=3, prompt_tokens=300, output_tokens=48,
+                                n_requests=16)])
+    truth, got = predict(_anchors(unseen), M, CPU, TRUTH), predict(_anchors(unseen), M, CPU, p)
+    assert np.abs(got / truth - 1).max() < 0.06
+
+
+def test_contended_anchors_are_left_out_of_the_fit_and_named():
+    df = synthetic_anchors(0.01).assign(arm=lambda d: [f"a{i}" for i in range(len(d))], contended=False,
+                                        other_cpu_cores=0.02)
+    df.loc[5, ["tpot_p50_ms", "contended", "other_cpu_cores"]] = [df.loc[5, "tpot_p50_ms"] * 3, True, 0.9]
+    cal = fit(df, M, CPU, loo=False)
+    assert len(cal.residuals) == len(df) - 1 and "a5" not in set(cal.residuals["arm"])
+    assert len(cal.contended) == 1 and "a5 ran beside 0.90 cores of other work" in cal.report()
+    # with fewer than two quiet anchors, nothing is left out (a fit on what there is, said so by the bar)
+    two = df.iloc[:2].assign(contended=True)
+    assert len(fit(two, M, CPU, loo=False).contended) == 0

@@ -24,6 +24,7 @@ class Calibration:
     heldout: pd.DataFrame | None        # held-out anchors: rel_err per target
     drift: pd.DataFrame                 # per arm measured in >1 campaign: relative spread per target
     flagged: pd.DataFrame               # anchors from another engine version than the majority (not fitted)
+    contended: pd.DataFrame             # anchors that ran beside other work on the machine (not fitted)
     repeat_spread: dict                 # median repeat-to-repeat relative spread per target
     summary: dict                       # median |rel err| per target: fit / loo / loo_supported / heldout
 
@@ -31,7 +32,7 @@ class Calibration:
         s = self.summary
         n_ext = int(self.loo["extrapolated"].ne("").sum()) if self.loo is not None else 0
         lines = [f"calibration {self.params.hardware} / {self.params.engine}: {len(self.residuals)} anchors fitted, "
-                 f"{len(self.flagged)} flagged (other engine version)",
+                 f"{len(self.flagged)} flagged (other engine version), {len(self.contended)} left out (contended)",
                  "median |relative error|: fit = in sample; LOO = leave-one-out, all anchors; held-out = LOO over "
                  f"anchors whose format, KV type, slots and speculation the rest cover ({n_ext} extrapolated left "
                  "out); repeat = median repeat-to-repeat spread",
@@ -46,6 +47,9 @@ class Calibration:
                 errs = " ".join(f"{t.replace('_ms', '')} {r[t]:+.0%}" for t in ("ttft_p50_ms", "tpot_p50_ms"))
                 arm = self.residuals["arm"].get(i, i) if "arm" in self.residuals else i
                 lines.append(f"  extrapolated: {arm} ({r['extrapolated']} unseen): {errs}")
+        for _, r in self.contended.iterrows():
+            lines.append(f"  left out: {r.get('arm', '?')} ran beside {r['other_cpu_cores']:.2f} cores of other work "
+                         f"(measure.contention; `pareto-atlas measure` again once the machine is quiet)")
         lines.append(f"error bar carried by simulated points: latency ±{self.params.lat_rel_err:.1%}, "
                      f"throughput ±{self.params.thr_rel_err:.1%} ({self.params.provenance})")
         return "\n".join(lines)
@@ -123,6 +127,14 @@ def campaign_drift(anchors: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def contention_flags(anchors: pd.DataFrame) -> pd.Series:
+    """True for anchors measured beside other work on the machine (measure.contention): their
+    figures are the neighbour's as much as the engine's, so the fit leaves them out."""
+    if "contended" not in anchors:
+        return pd.Series(False, index=anchors.index)
+    return anchors["contended"].fillna(False).astype(bool)
+
+
 def engine_version_flags(anchors: pd.DataFrame) -> pd.Series:
     """True for anchors whose engine_version differs from the majority's."""
     if "engine_version" not in anchors or anchors["engine_version"].isna().all():
@@ -142,7 +154,13 @@ def fit(anchors: pd.DataFrame, model: ModelCard, hw: HardwareCard, *, heldout: p
     version than the majority are flagged and left out of the fit.
     """
     anchors = anchors.reset_index(drop=True)
-    flags = engine_version_flags(anchors)
+    # left out of the fit: anchors of another engine version than the majority, and anchors measured
+    # beside other work on the machine (measure.contention), unless fewer than 2 would be left
+    busy = contention_flags(anchors)
+    version = engine_version_flags(anchors)
+    if (~version & ~busy).sum() < 2:
+        busy = pd.Series(False, index=anchors.index)
+    flags, contended = version | busy, anchors[busy & ~version]
     usable = anchors[~flags]
     if heldout is not None:
         mask = pd.Series(heldout, index=anchors.index) if not isinstance(heldout, list) else anchors.index.isin(heldout)
@@ -207,7 +225,8 @@ def fit(anchors: pd.DataFrame, model: ModelCard, hw: HardwareCard, *, heldout: p
                              f"calibrated on {n} anchors ({hw.name}); error bar: p90 of {what}, floored by repeat spread")
     summary = {"fit": _median_abs(resid), "loo": _median_abs(loo_df), "loo_supported": _median_abs(supported),
                "heldout": _median_abs(held_df)}
-    return Calibration(params, resid, loo_df, held_df, campaign_drift(usable), anchors[flags], spread, summary)
+    return Calibration(params, resid, loo_df, held_df, campaign_drift(usable), anchors[version], contended,
+                       spread, summary)
 
 
 def _error_bars(errs: pd.DataFrame | None, resid: pd.DataFrame, spread: dict) -> tuple[float, float]:

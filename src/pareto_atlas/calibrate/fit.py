@@ -27,6 +27,10 @@ WEIGHTS = {"ttft_p50_ms": 1.0, "ttft_p99_ms": 0.4, "tpot_p50_ms": 1.0, "tpot_p99
 PRIOR_WEIGHT = 0.05      # keeps parameters the anchors cannot see at their starting values
 KNOB_FIELDS = tuple(f.name for f in fields(Knobs))
 HEAD_RATIO_STARTS = (0.5, 1.0, 2.0, 4.0)
+# A robust loss: residuals (weighted log ratios) up to about ROBUST_SCALE count squared, larger ones
+# linearly, so one anchor a neighbour's job slowed (a TPOT 20x its repeats' was seen here) cannot
+# drag every parameter to it; its leave-one-out error still shows, and so does the error bar.
+ROBUST_SCALE = 0.1
 
 
 @dataclass(frozen=True)
@@ -251,7 +255,8 @@ def fit_params(anchors_df: pd.DataFrame, model: ModelCard | Sequence[ModelCard],
         xs = x0.copy()
         if ratio is not None:
             xs[space.names.index("head_ratio")] = np.log(ratio)
-        sol = least_squares(resid, xs, bounds=(lo, hi), diff_step=1e-3, x_scale=1.0, max_nfev=200)
+        sol = least_squares(resid, xs, bounds=(lo, hi), diff_step=1e-3, x_scale=1.0, max_nfev=200,
+                            loss="soft_l1", f_scale=ROBUST_SCALE)
         if best is None or sol.cost < best.cost:
             best = sol
     params = space.set(start, best.x)

@@ -51,14 +51,15 @@ def model_card(study: Study, anchors: pd.DataFrame | None = None):
 
 
 def _fidelity_rows(cal, anchors: pd.DataFrame) -> list[dict]:
+    # residual rows carry the labels of the anchors fitted (flagged and contended ones are not)
     rows = []
     res = cal.residuals
-    for i in range(len(res)):
+    for i in res.index:
         for t in TARGETS:
-            m, p = res[f"{t}_measured"].iloc[i], res[f"{t}_predicted"].iloc[i]
-            loo = cal.loo[t].iloc[i] if cal.loo is not None else np.nan
-            rows.append({"metric": t, "measured": float(m), "simulated": float(p), "label": anchors.label.iloc[i],
-                         "arm": anchors.arm.iloc[i], "loo_rel_err": float(loo)})
+            m, p = res.at[i, f"{t}_measured"], res.at[i, f"{t}_predicted"]
+            loo = cal.loo.at[i, t] if cal.loo is not None else np.nan
+            rows.append({"metric": t, "measured": float(m), "simulated": float(p), "label": anchors.label.loc[i],
+                         "arm": anchors.arm.loc[i], "loo_rel_err": float(loo)})
     return rows
 
 
@@ -183,11 +184,12 @@ def calibrate_engine(study: Study, store: Store, console: Console, hw: HardwareC
     for t in TARGETS:
         if t in cal.loo.columns if cal.loo is not None else False:
             worst = cal.loo[t].abs().idxmax()
-            if abs(cal.loo[t].iloc[worst] if worst is not None else 0) > 0.15:
-                console.print(f"  worst leave-one-out {t}: {anchors.arm.iloc[worst]} "
-                              f"({cal.loo[t].iloc[worst]:+.0%})", highlight=False)
+            if abs(cal.loo[t].loc[worst] if worst is not None else 0) > 0.15:
+                console.print(f"  worst leave-one-out {t}: {anchors.arm.loc[worst]} "
+                              f"({cal.loo[t].loc[worst]:+.0%})", highlight=False)
     fidelity = {"summary": cal.summary, "repeat_spread": cal.repeat_spread, "anchors": _fidelity_rows(cal, anchors),
                 "drift": cal.drift.to_dict(orient="records"), "flagged": cal.flagged.get("anchor_id", pd.Series()).tolist(),
+                "contended": cal.contended.get("anchor_id", pd.Series()).tolist(),
                 "report": cal.report()}
     # the engine enters the id only where it is not the study's own, so earlier ids stay
     key = [study.name, THIS, sorted(anchors.anchor_id)] + ([engine] if engine != study.engine.name else [])

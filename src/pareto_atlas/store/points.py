@@ -111,6 +111,8 @@ def _measured_rows(study: Study, store: Store) -> pd.DataFrame:
             **quality,
             "engine_version": a.engine_version, "feasible": True, "infeasible_reason": "",
             "weights_bpw": json.loads(a.provenance_json or "{}").get("weights_bpw", NAN),
+            # other work on the machine during the run, in cores (measure.contention; NaN: not measured)
+            "other_cpu_cores": m.get("other_cpu_cores", NAN), "contended": bool(m.get("contended", False)),
         })
     return pd.DataFrame(rows)
 
