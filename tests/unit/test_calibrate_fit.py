@@ -213,7 +213,7 @@ def test_one_anchor_a_neighbour_slowed_cannot_drag_the_fit():
     unseen = pd.DataFrame([dict(weights="Q4_K_M", slots=3, concurrency=3, prompt_tokens=300, output_tokens=48,
                                 n_requests=16)])
     truth, got = predict(_anchors(unseen), M, CPU, TRUTH), predict(_anchors(unseen), M, CPU, p)
-    assert np.abs(got / truth - 1).max() < 0.06
+    assert np.abs(got / truth - 1).max() < 0.10      # an unweighted least squares: 48 % off in TPOT
 
 
 def test_contended_anchors_are_left_out_of_the_fit_and_named():

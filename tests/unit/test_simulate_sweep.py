@@ -78,3 +78,30 @@ def test_one_point_and_the_sweep_agree_on_think_times():
     one = simulate_point(m, CPU, k, 128, 32, concurrency=3, n_requests=30, think="auto")
     assert one["ttft_p50_ms"] == row.ttft_p50_ms and one["throughput_tok_s"] == row.throughput_tok_s
     assert simulate_point(m, CPU, k, 128, 32, concurrency=3, n_requests=30)["ttft_p50_ms"] != row.ttft_p50_ms
+
+
+def test_a_draft_models_acceptance_is_measured_or_a_prior_never_typed_in():
+    import pandas as pd
+    from rich.console import Console
+
+    from pareto_atlas.simulate.api import resolve_acceptance
+    from pareto_atlas.simulate.stage import measured_acceptance, with_measured_acceptance
+
+    m = shipped_models()["qwen2.5-0.5b"]
+    sp = default_space(m, [shipped_hardware()["H200"]], [Workload("w", 128, 32)], [Load(concurrency=8)])
+    drafts = [k for k in sp.knobs if k.spec == "draft"]
+    assert drafts and all(k.spec_accept == 0 for k in drafts)        # the grid states none
+    acc, label = resolve_acceptance(drafts[0])
+    assert 0 < acc < 1 and "leviathan2022fast" in label
+    df = sweep(replace(sp, knobs=tuple(drafts[:3]) + tuple(k for k in sp.knobs if k.spec == "none")[:3]), n_requests=20)
+    assert (df[df.spec == "draft"].provenance == "prior").all() and (df[df.spec == "none"].provenance == "simulated").all()
+    # an anchor that drafted with a draft model: its acceptance replaces the prior everywhere; n-gram's
+    # (which drafts only where text repeats) does not carry
+    anchors = pd.DataFrame([dict(spec="draft", spec_accept_measured=0.71, spec_drafted_per_token=2.0),
+                            dict(spec="ngram", spec_accept_measured=0.5, spec_drafted_per_token=0.1),
+                            dict(spec="draft", spec_accept_measured=0.69, spec_drafted_per_token=0.0)])
+    assert measured_acceptance(anchors) == {"draft": 0.71}
+    sp2 = with_measured_acceptance(sp, anchors, Console(quiet=True))
+    assert {k.spec_accept for k in sp2.knobs if k.spec == "draft"} == {0.71}
+    df2 = sweep(replace(sp2, knobs=tuple(k for k in sp2.knobs if k.spec == "draft")[:3]), n_requests=20)
+    assert (df2.provenance == "simulated").all()

@@ -21,6 +21,7 @@ from pareto_atlas.spec.think import think_times
 METRICS = ("ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "e2e_p50_ms", "e2e_p99_ms",
            "throughput_tok_s", "goodput_rps")
 EAGLE_PRIOR = "eagle_tokens_per_step"
+DRAFT_PRIOR = "specdec_latency"      # a same-family draft model's batch-1 latency speedup (leviathan2022fast)
 
 
 def resolve_acceptance(knobs: Knobs) -> tuple[float, str]:
@@ -29,10 +30,10 @@ def resolve_acceptance(knobs: Knobs) -> tuple[float, str]:
         return 0.0, ""
     if knobs.spec_accept > 0:
         return knobs.spec_accept, ""
-    if knobs.spec == "eagle":
-        prior = get_prior(EAGLE_PRIOR)
-        # The lower end of the published tokens-per-step range: a batch-1 latency speedup
-        # bounds tokens per verify step from below.
+    if knobs.spec in ("eagle", "draft"):
+        prior = get_prior(EAGLE_PRIOR if knobs.spec == "eagle" else DRAFT_PRIOR)
+        # The lower end of the published range: a batch-1 latency speedup bounds tokens per verify
+        # step from below. A point resting on it is a prior ("projected"), never a verdict.
         return acceptance_from_tokens_per_step(prior.lo, knobs.spec_k), prior.label
     return 0.0, ""
 

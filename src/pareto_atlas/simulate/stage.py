@@ -62,7 +62,14 @@ def study_space(study: Study, hardware: list[HardwareCard], model) -> Space:
     # a trace is the load: its points replay it, as its anchors did, instead of the closed loops
     loads = ([Load(trace=True)] if wl.trace else
              [Load(concurrency=c, think=study.load.think) for c in study.simulate.concurrency])
-    per_knob = sum(1 for h in hardware for _ in [0]) * len(loads)
+    rows = tuple((r.arrival_s, r.prompt_tokens, r.output_tokens) for r in wl.trace_rows())
+    workloads = [Workload(wl.name, wl.prompt_tokens, wl.output_tokens, rows)]
+    if not wl.trace:     # every other shape the arms measured is simulated too, across the hardware
+        for a in study.arms:
+            aw = a.workload(wl)
+            if not aw.trace and aw.name not in {w.name for w in workloads}:
+                workloads.append(Workload(aw.name, aw.prompt_tokens, aw.output_tokens, ()))
+    per_knob = len(hardware) * len(loads) * len(workloads)
     budget = max(1, study.simulate.max_configs // max(per_knob, 1))
     knobs = list(dict.fromkeys(arms + grid))
     if len(knobs) > budget:
@@ -70,9 +77,7 @@ def study_space(study: Study, hardware: list[HardwareCard], model) -> Space:
         rest = [k for k in knobs if k not in set(arms)]
         keep = rng.choice(len(rest), size=max(budget - len(arms), 0), replace=False)
         knobs = arms + [rest[i] for i in sorted(keep)]
-    rows = tuple((r.arrival_s, r.prompt_tokens, r.output_tokens) for r in wl.trace_rows())
-    return Space(model, tuple(hardware), tuple(knobs), (Workload(wl.name, wl.prompt_tokens, wl.output_tokens, rows),),
-                 tuple(loads), {}, engine=study.engine.name)
+    return Space(model, tuple(hardware), tuple(knobs), tuple(workloads), tuple(loads), {}, engine=study.engine.name)
 
 
 def simulate_study(study: Study, store: Store, console: Console, executor: Executor | None = None) -> None:
@@ -103,6 +108,7 @@ def simulate_study(study: Study, store: Store, console: Console, executor: Execu
             ctx = study.workload.prompt_tokens + study.workload.output_tokens // 2
             params[h.name] = carry_overheads(params[h.name], params[THIS], model, h, ctx)
     space = study_space(study, hardware, model)
+    space = with_measured_acceptance(space, anchors, console)
     n_pairs = sum(1 for k in space.knobs for h in hardware if not compatible(k, h, engine))
     console.print(f"[bold]simulate[/]: {model.name} on {', '.join(h.name for h in hardware)}: "
                   f"{n_pairs * len(space.loads)} configurations x {study.simulate.n_requests} requests")
@@ -119,6 +125,35 @@ def simulate_study(study: Study, store: Store, console: Console, executor: Execu
     console.print(f"simulate: {len(pts)} points in {time.monotonic() - t0:.1f} s "
                   f"({int(pts.feasible.sum())} feasible), stored as run {sim_id}")
     suggest_next_anchor(study, anchors, pts, params, console)
+
+
+def measured_acceptance(anchors) -> dict[str, float]:
+    """Per model-drafting method (a draft model, an EAGLE head: they draft every step), the
+    acceptance per drafted token the study's anchors measured (the median over anchors that
+    drafted): a property of the model and the text, not of the hardware. Not n-gram lookup, which
+    drafts only where the text repeats: its points keep the grid's stated low acceptance."""
+    import pandas as pd
+
+    if anchors is None or not len(anchors) or "spec_accept_measured" not in anchors:
+        return {}
+    a = anchors[anchors.spec.isin(("draft", "eagle")) & anchors.spec_accept_measured.notna()]
+    a = a[pd.to_numeric(a.get("spec_drafted_per_token"), errors="coerce").fillna(1.0) > 0]
+    return {str(k): float(v) for k, v in a.groupby("spec").spec_accept_measured.median().items() if v > 0}
+
+
+def with_measured_acceptance(space: Space, anchors, console: Console) -> Space:
+    """The space with every knob that leaves its acceptance to be resolved (spec_accept 0) taking
+    the study's measured one for its method; the rest resolve from their cited prior (api)."""
+    from dataclasses import replace
+
+    acc = measured_acceptance(anchors)
+    if not acc:
+        return space
+    knobs = tuple(dict.fromkeys(replace(k, spec_accept=acc[k.spec]) if k.spec in acc and k.spec_accept == 0 else k
+                                for k in space.knobs))
+    console.print("  speculation acceptance measured by the anchors, used for every unresolved point: "
+                  + ", ".join(f"{m} {a:.2f}" for m, a in acc.items()), highlight=False)
+    return replace(space, knobs=knobs)
 
 
 def label_engine(pts, engine: str):
