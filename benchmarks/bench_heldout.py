@@ -6,7 +6,8 @@ the configurations of benchmarks/heldout_study.toml on the real engine (other sl
 at untrained concurrency, lengths the study never saw, a Poisson open loop, a trace) *interleaved*
 with the calibration's reference configuration (ref, A, ref, B, ..., ref), and predicts each from
 the study's latest calibration. A shared VM drifts by several percent within minutes, which is the
-size of the errors being measured; so the reference's measured/predicted ratio, per target, is
+size of the errors being measured; so the reference's ratio to the calibration's own anchors of
+the same configuration (measured now / measured then), per target, is
 tracked over time and interpolated at each held-out anchor (time: the middle of its run), and every
 held-out error is shown raw and drift-corrected (the measured figure divided by that ratio).
 
@@ -64,7 +65,7 @@ def anchor_times(store: Store, study: str) -> pd.Series:
 
 
 def drift_at(t: np.ndarray, t_ref: np.ndarray, ratio_ref: np.ndarray) -> np.ndarray:
-    """The reference's measured/predicted ratio interpolated at times t (held flat beyond its ends);
+    """The reference's drift ratio (measured now / in the calibration) interpolated at times t (held flat beyond its ends);
     1 where the reference was not measured."""
     ok = np.isfinite(ratio_ref)
     if not ok.any():
@@ -97,7 +98,8 @@ def summary_rows(raw: pd.DataFrame, corr: pd.DataFrame, params: CalibParams) -> 
 
 def score(df: pd.DataFrame, trained: pd.DataFrame, reference: str):
     """(reference anchors by time, held-out anchors, raw errors, drift-corrected errors, the reference's
-    measured/predicted ratio per target) from anchors carrying their predictions (`pred`) and times (`t`)."""
+    drift ratio per target: measured now / the calibration's anchors of the same configuration) from
+    anchors carrying their predictions (`pred`) and times (`t`)."""
     is_ref = df.arm.eq(reference)
     seen = set(config_key(trained))
     if not is_ref.any() or not config_key(df[is_ref]).isin(seen).all():
@@ -112,7 +114,11 @@ def score(df: pd.DataFrame, trained: pd.DataFrame, reference: str):
     ref, held = df[is_ref & ~busy].sort_values("t"), df[~is_ref & ~also & ~busy].reset_index(drop=True)
     if held.empty:
         raise SystemExit("every held-out configuration is also in the calibration; nothing held out")
-    ratio = ref[list(TARGETS)].to_numpy(float) / np.stack(ref.pred)       # per target, over time
+    # Drift: how far the reference runs from what the calibration's own anchors of the same
+    # configuration measured (their mean), per target, over time. Not measured / predicted: that
+    # would also impose the reference's fit residual on every held-out figure.
+    same = trained[config_key(trained).isin(set(config_key(ref)))]
+    ratio = ref[list(TARGETS)].to_numpy(float) / same[list(TARGETS)].to_numpy(float).mean(axis=0)
     outside = held.arm[(held.t < ref.t.min()) | (held.t > ref.t.max())]
     if len(outside):       # kept from an earlier run: no reference brackets them
         print(f"  measured outside the reference's span (an earlier run), corrected by the nearest reference only: "
@@ -160,7 +166,7 @@ def main() -> None:
     print(f"\n== Held-out: {len(held)} anchors of {held.arm.nunique()} configurations the calibration of "
           f"{study.name!r} ({len(trained)} anchors) never saw, predicted by its fit ({params.provenance})")
     print(f"   references: {REFERENCES}")
-    print(f"   drift: {a.reference} measured {len(ref)} times around them; its measured/predicted ratio over "
+    print(f"   drift: {a.reference} measured {len(ref)} times around them; its ratio to the calibration's anchors of it over "
           f"{(ref.t.max() - ref.t.min()) / 60:.0f} min:")
     for j, t in enumerate(TARGETS):
         r = ratio[:, j]
