@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from pareto_atlas.calibrate.fidelity import contention_flags
 from pareto_atlas.calibrate.fit import TARGETS, _anchors, predict
 from pareto_atlas.calibrate.stage import THIS, attach_load, model_card, this_machine
 from pareto_atlas.measure.campaign import AnchorPlan, anchor_id, plan, run_campaign
@@ -107,7 +108,7 @@ def score(df: pd.DataFrame, trained: pd.DataFrame, reference: str):
     also = ~is_ref & config_key(df).isin(seen)
     if also.any():
         print(f"  not scored (the calibration measured them too): {', '.join(sorted(set(df.arm[also])))}")
-    busy = df.get("contended", pd.Series(False, index=df.index)).fillna(False).astype(bool)
+    busy = contention_flags(df)
     if busy.any():        # measured beside other work on the machine (measure.contention): not scored
         print("  left out, measured beside other work on the machine: "
               + ", ".join(f"{a} ({c:.2f} cores)" for a, c in zip(df.arm[busy], df.other_cpu_cores[busy])))

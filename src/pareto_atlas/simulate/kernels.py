@@ -105,9 +105,11 @@ def _step_time(c: np.ndarray, n_dec: float, ctx_dec: float, n_pf: float, pf_pair
     drafting = c[K] > 0.0 and n_dec > 0.0 and c[DRAFT_P] > 0.0
     if drafting:
         fwd, draft_fwd = _smooth_max2(mem, cmp, c[D_W] + c[D_KVR] * ctx_dec, c[D_FL] * n_dec, c[P], bound)
+        fwd += _smooth_max(a_mem, a_cmp, c[P], bound)
     else:
-        fwd, draft_fwd = _smooth_max(mem, cmp, c[P], bound), 0.0
-    fwd += _smooth_max(a_mem, a_cmp, c[P], bound)
+        # the two rooflines' pow chains side by side (see _smooth_max2)
+        fwd, attn = _smooth_max2(mem, cmp, a_mem, a_cmp, c[P], bound)
+        fwd, draft_fwd = fwd + attn, 0.0
     t = fwd + c[O_STEP] + c[O_SEQ] * n_seqs
     if drafting:
         t += c[DRAFT_P] * c[K] * (draft_fwd + c[D_O])
