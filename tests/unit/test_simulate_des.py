@@ -50,9 +50,29 @@ def test_batch1_latency_is_the_step_time():
     c = coeffs(M7, L4, Knobs(), p)
     r = des.run(c, des.closed_loop(1, 5, 512, 129))
     prefill = step_time(c, 0.0, 0.0, 512.0, 512 * 513 / 2, 0.0, 1.0)
-    assert r.summary["ttft_p50_ms"] == pytest.approx(1e3 * prefill, rel=1e-9)
+    assert r.summary["ttft_p50_ms"] == pytest.approx(1e3 * (prefill + p.overhead_req_s), rel=1e-9)
     mid = step_time(c, 1.0, 512 + 64.0, 0.0, 0.0, 0.0, 1.0)
     assert r.summary["tpot_p50_ms"] == pytest.approx(1e3 * mid, rel=1e-3)
+
+
+@pytest.mark.parametrize("batching", BATCHING)
+def test_a_requests_overhead_is_in_its_ttft_and_e2e_and_never_in_an_engine_step(batching):
+    # Open loop: the engine sees every request o seconds after its send, so the schedule is the same
+    # one shifted by o: each TTFT and E2E grows by exactly o, no TPOT moves, the sends stay put.
+    o = 0.02
+    base, slow = (coeffs(M7, L4, Knobs(), CalibParams(step_cv=0.0, overhead_req_s=x)) for x in (0.0, o))
+    arr = des.poisson(2.0, 40, 256, 32, seed=3)
+    a, b = (des.run(c, arr, batching, 4, 64) for c in (base, slow))
+    assert b.arrival == pytest.approx(arr.arrival, abs=1e-12)
+    assert b.ttft - a.ttft == pytest.approx(np.full(40, o), abs=1e-9)
+    assert b.e2e - a.e2e == pytest.approx(np.full(40, o), abs=1e-9)
+    assert b.tpot == pytest.approx(a.tpot, rel=1e-9)
+    # Closed loop of one client: the engine idles o between a completion and the next request, so
+    # the client's throughput drops by that gap, and its sends still follow its completions.
+    a, b = (des.run(c, des.closed_loop(1, 10, 256, 32), batching, 1) for c in (base, slow))
+    assert b.ttft - a.ttft == pytest.approx(np.full(10, o), abs=1e-9)
+    assert np.diff(b.arrival) == pytest.approx(np.diff(a.arrival) + o, abs=1e-9)
+    assert b.summary["throughput_tok_s"] < a.summary["throughput_tok_s"]
 
 
 @settings(max_examples=30, deadline=None)

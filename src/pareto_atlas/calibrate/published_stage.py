@@ -26,7 +26,7 @@ from pareto_atlas.store import Store
 from pareto_atlas.store.db import dumps
 
 PREFIX = "published-"          # calib_id prefix of published calibrations in the store
-FIT_VERSION = "2"              # bump when the published fit's setup changes: stored fits are then redone
+FIT_VERSION = "3"              # bump when the published fit's setup changes: stored fits are then redone
 GOAL = 0.15                    # held-out median |error| a card should reach
 BAR_CARDS = 4                  # GPU cards that should have a leave-one-source-out TPOT error
 # The seed paper's measured TPOT ratios (Qwen2.5-7B, 512/128, vLLM 0.12): references printed beside
@@ -138,7 +138,7 @@ def _effs(p: CalibParams, hw: HardwareCard) -> str:
     attn = ", ".join(f"{k} {v:.0%}" for k, v in p.eff_attn_by_kv.items()) or f"{p.eff_attn:.0%}"
     return (f"eff_bw {p.eff_bw:.0%} of {hw.mem_bw_gbs:g} GB/s; GEMM {gemm or 'derived'} of peak FLOP/s; "
             f"attention {attn}; lm_head x{p.head_ratio:.2f}; overhead {p.overhead_step_s * 1e3:.2f} ms/step "
-            f"+ {p.overhead_seq_s * 1e6:.1f} us/sequence")
+            f"+ {p.overhead_seq_s * 1e6:.1f} us/sequence + {p.overhead_req_s * 1e3:.1f} ms/request (outside the steps)")
 
 
 def card_lines(cal: CardCalibration, used: bool) -> list[str]:

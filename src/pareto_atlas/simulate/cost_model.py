@@ -12,7 +12,7 @@ from functools import lru_cache
 import numpy as np
 
 from pareto_atlas.simulate.kernels import (ACC, AT, CTX_SCALE, CV, D_FL, D_KVR, D_O, D_W, DRAFT_P, FL, FL_H, FL_V, K,
-                                          KV_PAD, KVR, KVW, N_COEFFS, O_SEQ, O_STEP, P, Q, TILE, W_T, XFER, step_time)
+                                          KV_PAD, KVR, KVW, N_COEFFS, O_REQ, O_SEQ, O_STEP, P, Q, TILE, W_T, XFER, step_time)
 from pareto_atlas.simulate.params import CalibParams
 from pareto_atlas.spec.cards import HardwareCard, ModelCard, shipped_models
 from pareto_atlas.spec.knobs import BITS_PER_KV, BITS_PER_WEIGHT, Knobs
@@ -119,6 +119,7 @@ def coeffs(model: ModelCard, hw: HardwareCard, knobs: Knobs, params: CalibParams
     c[KV_PAD] = params.kv_pad / 2.0
     c[O_STEP] = params.overhead_step_s
     c[O_SEQ] = params.overhead_seq_s
+    c[O_REQ] = params.overhead_req_s
     c[P] = params.roofline_p
     c[CV] = params.step_cv
     c[Q] = 1.0

@@ -27,7 +27,11 @@ FL_V, FL_H, TILE, DRAFT_P = range(18, 22)
 # KV_PAD: cells each decoding sequence attends beyond its context, in expectation (the engine pads
 # the attended cache; see CalibParams.kv_pad).
 KV_PAD = 22
-N_COEFFS = 23
+# O_REQ: seconds between a client's send and the engine seeing the request (HTTP, tokenization, the
+# API server's hop to the engine): in every TTFT and E2E, and in a closed loop's gap between a
+# completion and the client's next request, but never in an engine step.
+O_REQ = 23
+N_COEFFS = 24
 # Closed-loop clients never land in the same instant: an idle engine starts a step for the first
 # request and the others wait for the next one (llama.cpp's slot loop, vLLM's scheduler alike);
 # a request sent when another completes misses the step the engine starts at that moment.
@@ -120,9 +124,9 @@ def _step_time(c: np.ndarray, n_dec: float, ctx_dec: float, n_pf: float, pf_pair
 
 @njit(cache=True)
 def lone_prefill_s(c: np.ndarray, prompt: float) -> float:
-    """Seconds of one prompt's prefill on an idle engine (without jitter): the mean pause of "auto"
-    think times, as the load generator takes the warm-up's TTFT."""
-    return step_time(c, 0.0, 0.0, prompt, prefill_pairs(prompt, 0.0), 0.0, 1.0)
+    """Seconds of one prompt's TTFT on an idle engine (its prefill and the request's overhead, without
+    jitter): the mean pause of "auto" think times, as the load generator takes the warm-up's TTFT."""
+    return step_time(c, 0.0, 0.0, prompt, prefill_pairs(prompt, 0.0), 0.0, 1.0) + c[O_REQ]
 
 
 @njit(cache=True)
@@ -240,9 +244,15 @@ def run_kernel(c, arrival, prompt, output, policy, slots, chunk, tpot_target, co
     """Simulate all requests; fills first_t / finish_t (seconds). Closed loop when concurrency > 0:
     arrival[] is then written as requests complete, each client sending its next request think[i]
     seconds after its last one finished (its first at think[i] from the start; think may be empty:
-    no think time). Returns (steps, peak KV tokens, preemptions)."""
+    no think time). A request reaches the engine c[O_REQ] seconds after its send: arrival[] holds the
+    engine's times while it runs, and the sends again when it returns. Returns (steps, peak KV
+    tokens, preemptions)."""
     np.random.seed(seed)
     n = arrival.shape[0]
+    o_req = c[O_REQ]
+    if concurrency <= 0:
+        for i in range(n):
+            arrival[i] += o_req
     q = c[Q]
     k = int(c[K])
     acc = c[ACC]
@@ -273,7 +283,7 @@ def run_kernel(c, arrival, prompt, output, policy, slots, chunk, tpot_target, co
     if concurrency > 0:
         n_known = 0
         for i in range(min(concurrency, n)):
-            t = i * BURST_GAP_S + (think[i] if thinks else 0.0)
+            t = i * BURST_GAP_S + (think[i] if thinks else 0.0) + o_req
             _enqueue(arrival, ready, prompt, output, need_pf, 0, n_known, t)
             n_known += 1
     else:
@@ -352,7 +362,7 @@ def run_kernel(c, arrival, prompt, output, policy, slots, chunk, tpot_target, co
                     finish_t[i] = first_t[i]
                     done += 1
                     if concurrency > 0 and n_known < n:
-                        t = first_t[i] + (think[n_known] if thinks else 0.0)
+                        t = first_t[i] + (think[n_known] if thinks else 0.0) + o_req
                         _enqueue(arrival, ready, prompt, output, need_pf, max(nxt, pf_next), n_known, t)
                         n_known += 1
                     continue
@@ -545,7 +555,7 @@ def run_kernel(c, arrival, prompt, output, policy, slots, chunk, tpot_target, co
                     if concurrency > 0 and n_known < n:
                         # The client's next request lands just after the engine started its next
                         # step, or after the client's think time.
-                        t = now + BURST_GAP_S + (think[n_known] if thinks else 0.0)
+                        t = now + BURST_GAP_S + (think[n_known] if thinks else 0.0) + o_req
                         _enqueue(arrival, ready, prompt, output, need_pf, max(nxt, pf_next), n_known, t)
                         n_known += 1
                 else:
@@ -558,6 +568,8 @@ def run_kernel(c, arrival, prompt, output, policy, slots, chunk, tpot_target, co
                     w += 1
             nrun = w
             n_finished = 0
+    for i in range(n):
+        arrival[i] -= o_req
     return steps, float(peak_kv), n_preempt
 
 

@@ -55,6 +55,9 @@ class CalibParams:
     head_ratio: float = 1.0              # lm_head cost per weight relative to the body's GEMV
     overhead_step_s: float = 2e-3        # scheduler, sampling, kernel launches: paid once per step
     overhead_seq_s: float = 5e-5         # per sequence in the step (bookkeeping, sampling)
+    # Per request, outside the engine's steps: the API server's HTTP handling, tokenization and hop
+    # to the engine, between a client's send and the engine seeing the request (in TTFT and E2E).
+    overhead_req_s: float = 5e-3
     ngram_lookup_s: float = 1e-4         # n-gram draft: a table lookup per draft step, no forward
     draft_forward_s: float = 3e-4        # launch cost of one draft-model (or EAGLE head) forward
     step_cv: float = 0.03                # step-to-step jitter (coefficient of variation)
@@ -86,7 +89,7 @@ class CalibParams:
             raise ValueError(f"calib.kv_pad: {self.kv_pad} must be >= 0 cells")
         if self.gemm_tile < 0 or self.head_ratio <= 0:
             raise ValueError(f"calib.gemm_tile {self.gemm_tile} must be >= 0 and head_ratio {self.head_ratio} > 0")
-        for name in ("overhead_step_s", "overhead_seq_s", "ngram_lookup_s", "draft_forward_s", "step_cv"):
+        for name in ("overhead_step_s", "overhead_seq_s", "overhead_req_s", "ngram_lookup_s", "draft_forward_s", "step_cv"):
             if getattr(self, name) < 0:
                 raise ValueError(f"calib.{name}: {getattr(self, name)} must be >= 0")
         if self.roofline_p < 1:
@@ -136,12 +139,13 @@ def default_params(hw: HardwareCard, engine: str = "") -> CalibParams:
         # vLLM on a CPU: torch's GEMMs at every batch size (no GEMV path of its own, so no tile), and a
         # Python scheduler plus a process hop per step on the same two cores as the model: tens of ms.
         return CalibParams(hardware=hw.name, engine=engine, eff_bw=0.7, eff_flops=0.5, eff_attn=0.3,
-                           overhead_step_s=2e-2, overhead_seq_s=1e-3, step_cv=0.05, mem_util=0.8, gemm_tile=0)
+                           overhead_step_s=2e-2, overhead_seq_s=1e-3, overhead_req_s=1e-2, step_cv=0.05, mem_util=0.8,
+                           gemm_tile=0)
     if hw.kind == "cpu":
         # llama.cpp repacks weights for tiled GEMM kernels of 4 columns; the tied lm_head (used by
         # the embedding lookup too) is not repacked, so it runs at GEMV speed.
         return CalibParams(hardware=hw.name, engine=engine or "llamacpp", eff_bw=0.7, eff_flops=0.6, eff_attn=0.5,
-                           overhead_step_s=1e-3, overhead_seq_s=2e-4, draft_forward_s=5e-4, step_cv=0.03,
+                           overhead_step_s=1e-3, overhead_seq_s=2e-4, overhead_req_s=0.0, draft_forward_s=5e-4, step_cv=0.03,
                            mem_util=0.8, gemm_tile=4, kv_pad=256)
     return CalibParams(hardware=hw.name, engine=engine or "vllm")
 
