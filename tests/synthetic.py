@@ -21,7 +21,7 @@ KNOB_COLUMNS = ("weights", "kv", "kv_keep", "eviction", "spec", "spec_k", "spec_
 POINT_COLUMNS = (
     "point_id", "label", "hardware", "workload", "concurrency", "rate_rps", *KNOB_COLUMNS, "optimizations", "n_opts",
     "provenance", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "e2e_p50_ms", "e2e_p99_ms",
-    "throughput_tok_s", "goodput_rps", "mem_gb", "lat_rel_err", "thr_rel_err", "price_per_hour", "price_date",
+    "throughput_tok_s", "n_devices", "throughput_per_device_tok_s", "goodput_rps", "mem_gb", "lat_rel_err", "thr_rel_err", "price_per_hour", "price_date",
     "cost_per_mtok", "quality", "quality_lo", "quality_hi", "quality_rel", "quality_rel_lo", "quality_rel_hi",
     "quality_provenance", "feasible", "infeasible_reason",
 )
@@ -103,6 +103,8 @@ def synthetic_points(
                         "ttft_p50_ms": ttft50, "ttft_p99_ms": ttft50 * 1.6, "tpot_p50_ms": tpot50,
                         "tpot_p99_ms": tpot50 * 1.3, "e2e_p50_ms": ttft50 + 127 * tpot50,
                         "e2e_p99_ms": 1.6 * ttft50 + 127 * 1.3 * tpot50, "throughput_tok_s": thr,
+                        "n_devices": 2 if k.batching == "disagg" else 1,
+                        "throughput_per_device_tok_s": thr / (2 if k.batching == "disagg" else 1),
                         "goodput_rps": np.nan, "mem_gb": 16.0 * wbytes + 2.0 * kvbytes * k.slots,
                         "lat_rel_err": err, "thr_rel_err": err, "price_per_hour": price, "price_date": price_date,
                         "cost_per_mtok": price / (thr * 3600) * 1e6, "quality": q,
@@ -142,6 +144,8 @@ def random_points(n: int, *, seed: int = 0, hardware: Sequence[str] = ("L4", "A1
     df["tpot_p50_ms"], df["tpot_p99_ms"] = tpot, tpot * 1.3
     df["e2e_p50_ms"], df["e2e_p99_ms"] = tpot * 140, tpot * 190
     df["throughput_tok_s"], df["goodput_rps"], df["mem_gb"] = thr, np.nan, 10.0
+    df["n_devices"] = np.where(df["batching"] == "disagg", 2, 1)
+    df["throughput_per_device_tok_s"] = thr / df["n_devices"]
     df["lat_rel_err"] = df["thr_rel_err"] = np.where(df["provenance"] == "measured", 0.0, 0.05)
     df["price_per_hour"], df["price_date"] = price, "2026-07"
     df["cost_per_mtok"] = price / (thr * 3600) * 1e6

@@ -155,3 +155,25 @@ def test_frequency_and_stacked_vs_single_count_the_frontier():
     svs = stacked_vs_single(marked).set_index("kind")
     assert svs.loc["stacked", "total"] == 1 and svs.loc["single", "total"] == 3
     assert svs["on_frontier"].sum() == len(on)
+
+
+def test_high_throughput_is_per_device_so_two_disaggregated_pools_do_not_win_on_their_sum():
+    pts = synthetic_points(seed=0)
+    pts = pts[(pts["hardware"] == pts["hardware"].iloc[0]) & (pts["workload"] == pts["workload"].iloc[0])]
+    best = pts.loc[pts["quality_rel"] >= 0.99].sort_values("throughput_tok_s").iloc[-1]
+    disagg = best.copy()
+    disagg["point_id"], disagg["batching"], disagg["label"] = "disagg-1", "disagg", best["label"] + "+disagg"
+    disagg["throughput_tok_s"] = best["throughput_tok_s"] * 1.5            # more in total, on two devices
+    rows = pd.DataFrame([disagg]).drop(columns=["n_devices", "throughput_per_device_tok_s"])
+    with_it = pd.concat([pts.drop(columns=["n_devices", "throughput_per_device_tok_s"]), rows], ignore_index=True)
+    with_it["n_devices"] = np.where(with_it["batching"] == "disagg", 2, 1)
+    reg = next(r for r in default_regimes(with_it) if r.name == "high-throughput")
+    assert reg.objective == "throughput_per_device_tok_s"
+    cell = winners(with_it, [reg], per_hardware=False)
+    assert cell.iloc[0]["point_id"] != "disagg-1"                          # 0.75x per device
+    # a table without the column derives it: two devices for disaggregation, one for the rest
+    no_col = with_it.drop(columns=["n_devices"])
+    assert winners(no_col, [reg], per_hardware=False).iloc[0]["point_id"] == cell.iloc[0]["point_id"]
+    # and the objective can still be the total, where a study asks for it
+    total = Regime("total", "throughput_tok_s", "max", (), reg.quality_floor)
+    assert winners(with_it, [total], per_hardware=False).iloc[0]["point_id"] == "disagg-1"

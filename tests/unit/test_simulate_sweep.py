@@ -105,3 +105,43 @@ def test_a_draft_models_acceptance_is_measured_or_a_prior_never_typed_in():
     assert {k.spec_accept for k in sp2.knobs if k.spec == "draft"} == {0.71}
     df2 = sweep(replace(sp2, knobs=tuple(k for k in sp2.knobs if k.spec == "draft")[:3]), n_requests=20)
     assert (df2.provenance == "simulated").all()
+
+
+def test_thinning_keeps_the_arms_then_every_knob_an_arm_measured_the_tokens_of_then_fills_at_random():
+    from pareto_atlas.simulate.stage import thinned
+
+    arms = [Knobs(weights="Q4_K_M"), Knobs(weights="F16", slots=2)]
+    grid = [Knobs(weights=w, kv=kv, slots=s, batching=b) for w in ("F16", "Q4_K_M", "Q8_0") for kv in ("f16", "q8_0")
+            for s in (1, 2, 4, 8) for b in ("continuous", "chunked")]
+    knobs = list(dict.fromkeys(arms + grid))
+    cost = {k: 12 if k.weights == "F16" else 2 for k in knobs}       # F16 runs on five GPU cards too
+    cost[Knobs(weights="Q8_0", kv="q8_0", slots=8, batching="chunked")] = 0     # runs nowhere: never kept
+    evidenced = [k for k in knobs if k.quality_key() in {a.quality_key() for a in arms} and k not in arms]
+    need = sum(cost[k] for k in arms + evidenced)
+    for budget in (need, need + 20, 10 ** 6):
+        kept = thinned(knobs, arms, cost, budget)
+        assert kept == [k for k in knobs if k in set(kept)]                 # the grid's order
+        assert set(arms + evidenced) <= set(kept)                           # every one that can win
+        assert sum(cost[k] for k in kept) <= budget
+        assert Knobs(weights="Q8_0", kv="q8_0", slots=8, batching="chunked") not in kept
+        assert kept == thinned(knobs, arms, cost, budget)                   # seeded
+    assert set(thinned(knobs, arms, cost, need)) == set(arms + evidenced)
+    rest = set(thinned(knobs, arms, cost, need + 20)) - set(arms + evidenced)
+    assert rest and sum(cost[k] for k in rest) <= 20
+    # the arms stay even past the budget; nothing else is added then
+    assert thinned(knobs, arms, cost, 1) == [k for k in knobs if k in set(arms)]
+
+
+def test_the_default_study_simulates_every_gpu_knob_whose_tokens_an_arm_measured():
+    from pareto_atlas.simulate.space import default_knobs
+    from pareto_atlas.simulate.stage import study_space
+    from pareto_atlas.spec.study import load_study
+
+    study = load_study("default")
+    gpus = [h for h in shipped_hardware().values() if h.kind == "gpu"]
+    space = study_space(study, [CPU] + gpus, shipped_models()["qwen2.5-0.5b"])
+    measured = {a.knobs().quality_key() for a in study.arms}
+    can_win = [k for k in default_knobs("gpu") if k.quality_key() in measured]
+    assert Knobs(weights="F16", batching="chunked", chunk_tokens=256, slots=128) in can_win
+    assert set(can_win) <= set(space.knobs)
+    assert space.size() <= study.simulate.max_configs

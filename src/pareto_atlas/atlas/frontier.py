@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from pareto_atlas.atlas.objectives import DEFAULT_OBJECTIVES, Objective, interval
+from pareto_atlas.atlas.objectives import DEFAULT_OBJECTIVES, Objective, interval, with_derived
 
 STATUSES = ("frontier", "tied", "dominated", "excluded")
 _CHUNK_CELLS = 4_000_000  # bound on (targets x candidates x axes) booleans held at once
@@ -144,6 +144,7 @@ def frontier(
     objs = [Objective.parse(o) for o in objectives]
     if not objs:
         raise ValueError("frontier: objectives is empty; give at least one objective column")
+    points = with_derived(points)
     missing = [o.column for o in objs if o.column not in points.columns] + [c for c in by if c not in points.columns]
     if missing:
         raise ValueError(f"frontier: points table has no column {missing[0]!r}; columns: {', '.join(points.columns)}")

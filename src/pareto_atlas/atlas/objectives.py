@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 LATENCY_COLUMNS = ("ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "e2e_p50_ms", "e2e_p99_ms")
-THROUGHPUT_COLUMNS = ("throughput_tok_s", "goodput_rps")
+THROUGHPUT_COLUMNS = ("throughput_tok_s", "throughput_per_device_tok_s", "goodput_rps")
 QUALITY_COLUMNS = ("quality", "quality_rel")
 COST_COLUMNS = ("cost_per_mtok",)
 OTHER_NUMERIC = ("mem_gb", "n_opts", "concurrency", "rate_rps", "price_per_hour")
@@ -30,7 +30,7 @@ DIRECTIONS = ("min", "max")
 
 UNITS = {
     **{c: "ms" for c in LATENCY_COLUMNS},
-    "throughput_tok_s": "tok/s", "goodput_rps": "req/s", "cost_per_mtok": "$/Mtok",
+    "throughput_tok_s": "tok/s", "throughput_per_device_tok_s": "tok/s/device", "goodput_rps": "req/s", "cost_per_mtok": "$/Mtok",
     "quality": "score", "quality_rel": "x baseline", "mem_gb": "GB",
 }
 
@@ -66,6 +66,21 @@ class Objective:
 
 
 DEFAULT_OBJECTIVES = (Objective("quality_rel", "max"), Objective("tpot_p99_ms", "min"), Objective("cost_per_mtok", "min"))
+
+
+def with_derived(points: pd.DataFrame) -> pd.DataFrame:
+    """The points with the objective columns derived from others where a table lacks them:
+    `n_devices` (a disaggregated configuration runs its prefill and decode pools on two devices, any
+    other on one, as every measured anchor did) and `throughput_per_device_tok_s` (a disaggregated
+    configuration's total is not one device's)."""
+    if "throughput_per_device_tok_s" in points.columns or "throughput_tok_s" not in points.columns:
+        return points
+    two = points["batching"].astype(str).eq("disagg") if "batching" in points.columns else False
+    n = pd.Series(np.where(two, 2, 1), index=points.index)
+    if "n_devices" in points.columns:
+        n = pd.to_numeric(points["n_devices"], errors="coerce").fillna(n)
+    n = n.clip(lower=1)
+    return points.assign(n_devices=n, throughput_per_device_tok_s=points["throughput_tok_s"] / n)
 
 
 def _col(points: pd.DataFrame, name: str, default: float = 0.0) -> np.ndarray:

@@ -17,7 +17,7 @@ import pandas as pd
 
 from pareto_atlas.atlas.constraints import Constraint, ConstraintError, parse_constraints
 from pareto_atlas.atlas.evidence import StudyRef, confirm_command, evidence_label
-from pareto_atlas.atlas.objectives import DEFAULT_DIRECTION, OBJECTIVE_COLUMNS
+from pareto_atlas.atlas.objectives import DEFAULT_DIRECTION, OBJECTIVE_COLUMNS, with_derived
 from pareto_atlas.atlas.regimes import DEFAULT_QUALITY_FLOOR, Regime, admission
 from pareto_atlas.atlas.winners import _rank, projected_beating
 
@@ -128,12 +128,12 @@ def pick(
     if objective not in DEFAULT_DIRECTION:
         raise ConstraintError(f"objective {objective!r}: not an objective column; allowed: {', '.join(OBJECTIVE_COLUMNS)}")
     cons = parse_constraints(constraints)
-    pts = points
+    pts = with_derived(points)
     if extra_hardware is not None and len(extra_hardware):
         missing = [c for c in ("hardware", "throughput_tok_s", "price_per_hour", objective) if c not in extra_hardware.columns]
         if missing:
             raise ValueError(f"extra_hardware: points table has no column {missing[0]!r} (contract 1)")
-        pts = pd.concat([pts, extra_hardware], ignore_index=True)
+        pts = pd.concat([pts, with_derived(extra_hardware)], ignore_index=True)
     if prices:
         pts = reprice(pts, prices, price_date)
     floor, _ = _floor_from(cons, quality_floor)

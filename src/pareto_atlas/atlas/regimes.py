@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from pareto_atlas.atlas.constraints import Constraint, ConstraintError, constraints_from_mapping, parse_constraints, satisfied
-from pareto_atlas.atlas.objectives import DEFAULT_DIRECTION, OBJECTIVE_COLUMNS, quality_rel_interval
+from pareto_atlas.atlas.objectives import DEFAULT_DIRECTION, OBJECTIVE_COLUMNS, quality_rel_interval, with_derived
 
 DEFAULT_QUALITY_FLOOR = 0.95
 REGIME_KEYS = ("name", "objective", "direction", "constraints", "quality_floor", "description")
@@ -122,7 +122,8 @@ def default_regimes(points: pd.DataFrame | None = None, *, ttft_p99_ms: float | 
     regs = (
         Regime("tight-latency", "tpot_p99_ms", "min", (Constraint("ttft_p99_ms", "<=", ttft), Constraint("tpot_p99_ms", "<=", tpot)),
                quality_floor, "interactive serving under P99 latency limits", thresholds_auto=lat_auto),
-        Regime("high-throughput", "throughput_tok_s", "max", (), quality_floor, "batch / offline: tokens per second per device"),
+        Regime("high-throughput", "throughput_per_device_tok_s", "max", (), quality_floor,
+               "batch / offline: tokens per second per device"),
         Regime("low-cost", "cost_per_mtok", "min", (), quality_floor, "cheapest $ per million output tokens"),
         Regime("quality-floor", "quality_rel", "max", (Constraint("cost_per_mtok", "<=", cost),), quality_floor,
                "best answers under a cost cap", thresholds_auto=auto),
@@ -168,6 +169,7 @@ def admission(points: pd.DataFrame, regime: Regime, *, allow_priors: bool = Fals
     prior's interval judged on its central value."""
     from pareto_atlas.atlas.evidence import evidence_ok
 
+    points = with_derived(points)
     n = len(points)
     feasible = points["feasible"].fillna(False).astype(bool).to_numpy() if "feasible" in points.columns else np.ones(n, bool)
     obj = points[regime.objective].to_numpy(dtype=float, na_value=np.nan)

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from pareto_atlas.atlas.evidence import StudyRef
+from pareto_atlas.atlas.objectives import with_derived
 from pareto_atlas.atlas.pick import pick
 from pareto_atlas.atlas.regimes import regimes_from_study
 from pareto_atlas.atlas.winners import winners
@@ -23,7 +24,7 @@ class NothingToShow(ValueError):
 
 
 def study_points(study: Study, store: Store) -> pd.DataFrame:
-    points = all_points(study, store)
+    points = with_derived(all_points(study, store))
     if points.empty:
         raise NothingToShow(f"store {store.path} has no anchors or simulated points for study {study.name!r}; "
                             f"run `pareto-atlas measure` (or `build`) first")

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from pareto_atlas.atlas.evidence import StudyRef, confirm_command, evidence_label, quality_evidence, speed_evidence
-from pareto_atlas.atlas.objectives import interval
+from pareto_atlas.atlas.objectives import interval, with_derived
 from pareto_atlas.atlas.regimes import Regime, admission
 
 ALL = "all"
@@ -124,7 +124,7 @@ def winners(points: pd.DataFrame, regimes: Sequence[Regime], *, per_hardware: bo
     `allow_priors`: let points whose quality or speed rests only on priors win (default: projected).
     `study_ref`: how the confirm commands name the study."""
     rows = []
-    pts = points.reset_index(drop=True)
+    pts = with_derived(points).reset_index(drop=True)
     workloads = pd.unique(pts["workload"].astype(str))
     hardware = sorted(pd.unique(pts["hardware"].astype(str))) if per_hardware else []
     for regime in regimes:
@@ -141,7 +141,7 @@ def projected_cases(points: pd.DataFrame, regimes: Sequence[Regime], cells: pd.D
                     study_ref: str | StudyRef = "default", top: int = 3) -> pd.DataFrame:
     """Per regime and hardware cell, up to `top` projected points (quality in or boundary, resting on
     priors) that beat the cell's winner: "projected — measure to confirm", each with its command."""
-    pts = points.reset_index(drop=True)
+    pts = with_derived(points).reset_index(drop=True)
     cols = ["regime", "workload", "hardware", "point_id", "label", "provenance", "quality_provenance", "quality_rel",
             "quality_rel_lo", "quality_rel_hi", "objective", "value", "winner_value", "evidence", "confirm_command"]
     rows = []
@@ -171,7 +171,7 @@ def boundary_cases(points: pd.DataFrame, regimes: Sequence[Regime], cells: pd.Da
     `effect`: "wins" (admitted on the point estimate and wins its hardware cell), "would win if
     admitted" (rejected, but meets the constraints and beats that cell's winner), or "none".
     """
-    pts = points.reset_index(drop=True)
+    pts = with_derived(points).reset_index(drop=True)
     cells = winners(pts, regimes) if cells is None else cells
     cols = ["regime", "workload", "hardware", "point_id", "label", "provenance", "quality_rel", "quality_rel_lo",
             "quality_rel_hi", "floor", "admitted", "meets_constraints", "effect"]

@@ -16,6 +16,7 @@ from pareto_atlas.simulate.params import CalibParams, default_params
 from pareto_atlas.simulate.space import Load, Space, Workload, compatible, default_knobs
 from pareto_atlas.simulate.sweep import sweep
 from pareto_atlas.spec.cards import HardwareCard, shipped_hardware
+from pareto_atlas.spec.knobs import Knobs
 from pareto_atlas.spec.study import Study
 from pareto_atlas.store import Store
 from pareto_atlas.store.db import dumps
@@ -69,15 +70,34 @@ def study_space(study: Study, hardware: list[HardwareCard], model) -> Space:
             aw = a.workload(wl)
             if not aw.trace and aw.name not in {w.name for w in workloads}:
                 workloads.append(Workload(aw.name, aw.prompt_tokens, aw.output_tokens, ()))
-    per_knob = len(hardware) * len(loads) * len(workloads)
-    budget = max(1, study.simulate.max_configs // max(per_knob, 1))
+    per_pair = len(loads) * len(workloads)
     knobs = list(dict.fromkeys(arms + grid))
-    if len(knobs) > budget:
-        rng = np.random.default_rng(0)      # deterministic thinning; the study's arms always stay
-        rest = [k for k in knobs if k not in set(arms)]
-        keep = rng.choice(len(rest), size=max(budget - len(arms), 0), replace=False)
-        knobs = arms + [rest[i] for i in sorted(keep)]
+    cost = {k: per_pair * sum(1 for h in hardware if not compatible(k, h, study.engine.name)) for k in knobs}
+    if sum(cost.values()) > study.simulate.max_configs:
+        knobs = thinned(knobs, arms, cost, study.simulate.max_configs)
     return Space(model, tuple(hardware), tuple(knobs), tuple(workloads), tuple(loads), {}, engine=study.engine.name)
+
+
+def thinned(knobs: list[Knobs], arms: list[Knobs], cost: dict[Knobs, int], budget: int) -> list[Knobs]:
+    """The knobs to simulate within `budget` configurations (cost: a knob's configurations, one per
+    compatible card, load and workload), in their order, stratified by what can win: the study's arms
+    always; then every knob whose tokens an arm measured (its quality_key: weights, KV, eviction,
+    sparsity), since only those can carry measured or inherited quality into a verdict; then the
+    rest, projected at best, at random (seeded) while the budget lasts. A random thinning of the
+    whole grid decided which configurations could win (F16 with chunked prefill at 128 slots could
+    simply be missing)."""
+    rng = np.random.default_rng(0)
+    measured, armset = {a.quality_key() for a in arms}, set(arms)
+    evidenced = [k for k in knobs if k not in armset and k.quality_key() in measured]
+    rest = [k for k in knobs if k not in armset and k.quality_key() not in measured]
+    keep, used = set(armset), sum(cost[k] for k in armset)
+    for tier in (evidenced, rest):
+        for i in rng.permutation(len(tier)):
+            k = tier[i]
+            if cost[k] and used + cost[k] <= budget:
+                keep.add(k)
+                used += cost[k]
+    return [k for k in knobs if k in keep]
 
 
 def simulate_study(study: Study, store: Store, console: Console, executor: Executor | None = None) -> None:

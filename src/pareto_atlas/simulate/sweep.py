@@ -128,6 +128,7 @@ def _frame(space, pairs, params, pair_idx, wl_idx, load_idx, out, peak, weights_
     df["calib_provenance"] = np.array([p.provenance for p in hp], dtype=object)[pair_idx]
     n_dev = np.where(df["batching"].to_numpy() == "disagg", 2, 1)
     df["n_devices"] = n_dev
+    df["throughput_per_device_tok_s"] = df["throughput_tok_s"].to_numpy() / n_dev
     price = np.array([h.price_per_hour for h in hw])[pair_idx] * n_dev
     df["price_per_hour"] = price
     df["price_date"] = np.array([h.price_date for h in hw], dtype=object)[pair_idx]
