@@ -11,6 +11,7 @@ from pareto_atlas.atlas.frontier import frontier
 from pareto_atlas.atlas.regimes import default_regimes
 from synthetic import synthetic_points
 from pareto_atlas.atlas.winners import boundary_cases, winners
+from pareto_atlas.report.export import load_label
 from pareto_atlas.report.html import write_html
 
 EVIL_LABEL = "<img src=x onerror=alert(1)>"
@@ -62,12 +63,16 @@ def test_atlas_page_in_headless_chromium(browser, tmp_path):
     assert sorted(squares) == sorted(pts.loc[pts["quality_provenance"].str.startswith("prior:"), "point_id"])
     assert not set(squares) & set(cells["point_id"])
 
-    evidence = browser.evaluate("Array.from(document.querySelectorAll('#winners-body tr')).map(function (tr) { return tr.cells[7].textContent; })")
+    evidence = browser.evaluate("Array.from(document.querySelectorAll('#winners-body tr')).map(function (tr) { return tr.cells[8].textContent; })")
     assert all(e.startswith("quality ") and "; speed " in e for e in evidence if e)
     shown = browser.evaluate("""Array.from(document.querySelectorAll('#winners-body tr')).map(function (tr) {
         return [tr.dataset.regime, tr.dataset.hardware, tr.dataset.pointId, tr.cells[3].textContent]; })""")
     expect = [[r.regime, r.hardware, r.point_id, r.label if r.point_id else f"— {r.note}"] for r in cells.itertuples()]
     assert shown == expect
+    # each winner says the load it won at, as winners.md does
+    loads = browser.evaluate("Array.from(document.querySelectorAll('#winners-body tr')).map(function (tr) { return tr.cells[4].textContent; })")
+    assert loads == [load_label(r) if r.point_id else "" for r in cells.itertuples()]
+    assert any(x.endswith(("client", "clients")) for x in loads)
 
     # The malicious strings are text: no element was created from them, no script ran.
     assert browser.evaluate("document.querySelectorAll('img, #winners svg, iframe').length") == 0

@@ -87,6 +87,21 @@ def test_winners_markdown_escapes_table_syntax():
     assert "a\\|b&lt;x&gt;" in md and "<x>" not in md
 
 
+def test_winners_say_the_load_they_won_at():
+    pts = synthetic_points(seed=1)
+    cells = winners(pts, [Regime("fast", "tpot_p99_ms"), Regime("wide", "throughput_tok_s", "max")], per_hardware=False)
+    by_id = pts.set_index("point_id")
+    md = winners_markdown(cells).splitlines()
+    for c, line in zip(cells.itertuples(index=False), md[2:]):
+        assert c.concurrency == by_id.loc[c.point_id, "concurrency"]
+        n = int(c.concurrency)
+        assert f"| {c.label} | {n} client{'s' if n != 1 else ''} |" in line
+    # an open loop's winner names its rate
+    open_loop = pts.assign(concurrency=0, rate_rps=0.3)
+    line = winners_markdown(winners(open_loop, [Regime("fast", "tpot_p99_ms")], per_hardware=False)).splitlines()[2]
+    assert "| 0.3 req/s |" in line
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.text())
 def test_embedded_json_never_contains_markup_and_round_trips(s):

@@ -145,3 +145,39 @@ def test_the_default_study_simulates_every_gpu_knob_whose_tokens_an_arm_measured
     assert Knobs(weights="F16", batching="chunked", chunk_tokens=256, slots=128) in can_win
     assert set(can_win) <= set(space.knobs)
     assert space.size() <= study.simulate.max_configs
+
+
+def test_a_utilization_load_is_poisson_at_that_share_of_each_configurations_own_capacity():
+    import pytest
+
+    from pareto_atlas.simulate.params import CalibParams
+
+    with pytest.raises(ValueError, match="utilization"):
+        Load(utilization=1.5)
+    with pytest.raises(ValueError, match="exactly one of"):
+        Load(concurrency=2, utilization=0.5)
+    m = shipped_models()["qwen2.5-0.5b"]
+    cards = [CPU, shipped_hardware()["L4"]]
+    knobs = [Knobs(weights="F16", slots=s) for s in (1, 4)] + [Knobs(weights="Q4_0", slots=4, batching="chunked", chunk_tokens=256)]
+    params = {h.name: CalibParams(step_cv=0.0) for h in cards}
+    sp = replace(default_space(m, cards, [Workload("w", 128, 32)], [Load(utilization=0.5), Load(utilization=0.8)]),
+                 knobs=tuple(knobs))
+    df = sweep(sp, params, n_requests=60)
+    assert len(df) == sp.size() and (df.concurrency == 0).all() and df.utilization.isin([0.5, 0.8]).all()
+    # the rate is that share of what a closed loop of as many clients as slots completes per second
+    for k in knobs:
+        full = sweep(replace(sp, knobs=(k,), loads=(Load(concurrency=k.slots),)), params, n_requests=60)
+        for h in full.hardware:
+            cap = full.loc[full.hardware == h, "throughput_tok_s"].iloc[0] / 32
+            got = df[(df.label == k.label()) & (df.hardware == h)].set_index("utilization").rate_rps
+            assert got[0.5] == pytest.approx(0.5 * cap, rel=1e-9) and got[0.8] == pytest.approx(0.8 * cap, rel=1e-9)
+    # an L4 is loaded at its own scale, not the CPU's
+    l4, cpu = (df[(df.hardware == h) & (df.utilization == 0.5)].rate_rps.min() for h in ("L4", "this-cpu"))
+    assert l4 > 10 * cpu
+    # heavier load, longer queues: time to first token grows from half to 80 % of capacity
+    ttft = df.pivot_table(index=["label", "hardware"], columns="utilization", values="ttft_p99_ms")
+    assert (ttft[0.8] >= ttft[0.5]).mean() >= 0.75
+    # a point's id names its utilization, not the rate the calibration gave it
+    assert df.point_id.is_unique
+    again = sweep(sp, {h.name: CalibParams(step_cv=0.0, eff_bw=0.5) for h in cards}, n_requests=60)
+    assert list(again.point_id) == list(df.point_id) and not np.allclose(again.rate_rps, df.rate_rps)

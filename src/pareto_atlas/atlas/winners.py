@@ -22,7 +22,8 @@ from pareto_atlas.atlas.regimes import Regime, admission
 
 ALL = "all"
 WINNER_COLUMNS = (
-    "regime", "workload", "hardware", "point_id", "label", "provenance", "quality_provenance", "objective",
+    "regime", "workload", "hardware", "point_id", "label", "concurrency", "rate_rps", "utilization", "provenance", "quality_provenance",
+    "objective",
     "direction", "value", "value_lo", "value_hi", "quality_rel", "cost_per_mtok", "tpot_p99_ms", "ttft_p99_ms",
     "throughput_tok_s", "n_opts", "optimizations", "stacked", "stack_beats_singles", "best_single_label",
     "best_single_value", "runner_up_label", "runner_up_value", "separated", "n_candidates", "n_boundary", "note",
@@ -91,7 +92,7 @@ def _cell(sub: pd.DataFrame, adm: pd.DataFrame, regime: Regime, workload: str, h
     order = _rank(cand, regime)
     best = cand.iloc[order[0]]
     lo, hi = interval(cand.iloc[order[:2]], regime.objective)
-    for c in ("point_id", "label", "provenance", "quality_provenance", "quality_rel", "cost_per_mtok", "tpot_p99_ms",
+    for c in ("point_id", "label", "concurrency", "rate_rps", "utilization", "provenance", "quality_provenance", "quality_rel", "cost_per_mtok", "tpot_p99_ms",
               "ttft_p99_ms", "throughput_tok_s", "optimizations", "kld", "calib_provenance", "lat_rel_err"):
         row[c] = best.get(c)
     one = cand.iloc[order[:1]]

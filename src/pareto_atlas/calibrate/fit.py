@@ -6,6 +6,7 @@ simulation), so what is calibrated is what is used. One fit per (hardware, engin
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 
@@ -24,6 +25,7 @@ from pareto_atlas.spec.knobs import Knobs
 TARGETS = ("ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "throughput_tok_s")
 # Tails are noisier than medians in the anchors themselves, so they pull less on the fit.
 WEIGHTS = {"ttft_p50_ms": 1.0, "ttft_p99_ms": 0.4, "tpot_p50_ms": 1.0, "tpot_p99_ms": 0.4, "throughput_tok_s": 1.0}
+REQ_OVERHEAD_STARTS = (1e-3, 3e-2)     # s: where a request-overhead fit starts (see fit_params)
 PRIOR_WEIGHT = 0.01      # keeps parameters the anchors cannot see at their starting values (at 0.05 it held llama.cpp's f16 decode attention at a tenth of its cost: a 1024-token prompt came out 10 % fast)
 KNOB_FIELDS = tuple(f.name for f in fields(Knobs))
 HEAD_RATIO_STARTS = (0.5, 1.0, 2.0, 4.0)
@@ -259,11 +261,16 @@ def fit_params(anchors_df: pd.DataFrame, model: ModelCard | Sequence[ModelCard],
     # finite-difference step must be coarse enough to see the trend, not the jumps. How the
     # per-token cost splits between body and lm_head has local optima (a small head with a fast
     # GEMM mimics a large head at small batches), so the fit starts from a few head ratios.
+    # Likewise a request's overhead trades against the prompt's compute (both in TTFT): from the
+    # default's 5 ms a fit can stop at a short overhead and a slow GEMM; it starts from both sides.
     best = None
-    for ratio in head_ratio_starts if "head_ratio" in space.names else (None,):
+    req_starts = REQ_OVERHEAD_STARTS if "overhead_req_s" in space.names else (None,)
+    for ratio, req in itertools.product(head_ratio_starts if "head_ratio" in space.names else (None,), req_starts):
         xs = x0.copy()
         if ratio is not None:
             xs[space.names.index("head_ratio")] = np.log(ratio)
+        if req is not None:
+            xs[space.names.index("overhead_req_s")] = np.log(req)
         sol = least_squares(resid, xs, bounds=(lo, hi), diff_step=1e-3, x_scale=1.0, max_nfev=200,
                             loss="soft_l1", f_scale=ROBUST_SCALE)
         if best is None or sol.cost < best.cost:

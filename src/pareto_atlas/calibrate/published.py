@@ -53,6 +53,11 @@ def card_frame(rows: pd.DataFrame, hw: HardwareCard) -> tuple[pd.DataFrame, list
     cards, start = shipped_models(), default_params(hw, SERVED_ENGINE)
     models = [cards[m] for m in rows.model]
     frame = pd.DataFrame([anchor_row(r, _max_seqs(r, m, hw, start)) for (_, r), m in zip(rows.iterrows(), models)])
+    # On a GPU, F16 and BF16 weights run the same tensor-core GEMMs at the same rate: one 16-bit
+    # float cost, fitted on both (apart, a card's F16 batches fitted their GEMM at a quarter of its
+    # BF16 one, and the atlas's F16 points inherited it). A format without a cost of its own borrows
+    # its family's, so F16 points use this one.
+    frame["weights"] = frame["weights"].replace({"F16": "BF16"})
     return frame.reindex(columns=list(frame.columns) + [t for t in TARGETS if t not in frame]), models
 
 

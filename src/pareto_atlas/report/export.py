@@ -51,15 +51,26 @@ def export_all(tables: Mapping[str, pd.DataFrame], out_dir: Path, formats: Itera
     return out
 
 
+def load_label(r) -> str:
+    """The load a winner won at: its closed loop's clients, or its open loop's rate (and the share of
+    the configuration's capacity that rate is, where the load was set that way; "" for none)."""
+    rate, conc, u = (getattr(r, c, None) for c in ("rate_rps", "concurrency", "utilization"))
+    if rate is not None and rate == rate and rate > 0:
+        return f"{rate:.3g} req/s" + (f" ({u:.0%} of capacity)" if u is not None and u == u and u > 0 else "")
+    if conc is not None and conc == conc and conc > 0:
+        return f"{int(conc)} client{'s' if conc != 1 else ''}"
+    return ""
+
+
 def winners_markdown(cells: pd.DataFrame) -> str:
     """The regime-winner table as GitHub markdown (labels escaped for the table syntax)."""
     def esc(v: object) -> str:
         s = "" if v is None or (isinstance(v, float) and v != v) else str(v)
         return s.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").replace("<", "&lt;").replace(">", "&gt;")
 
-    head = ("| regime | workload | hardware | winner | provenance | objective | value [error] | quality_rel [95 %] "
+    head = ("| regime | workload | hardware | winner | load | provenance | objective | value [error] | quality_rel [95 %] "
             "| rests on | stack beats every single | note |")
-    lines = [head, "|" + "---|" * 11]
+    lines = [head, "|" + "---|" * 12]
     for r in cells.itertuples(index=False):
         if r.point_id:
             val = f"{r.value:.4g}" if r.provenance == "measured" else f"{r.value:.4g} [{r.value_lo:.4g}, {r.value_hi:.4g}]"
@@ -71,7 +82,7 @@ def winners_markdown(cells: pd.DataFrame) -> str:
         if isinstance(getattr(r, "projected_label", None), str) and r.projected_label:
             note += (f"{'; ' if note else ''}projected — measure to confirm: {r.projected_label} on "
                      f"{r.projected_hardware} ({r.projected_value:.4g}); {r.confirm_command}")
-        lines.append("| " + " | ".join(esc(x) for x in (r.regime, r.workload, r.hardware, r.label, r.provenance,
+        lines.append("| " + " | ".join(esc(x) for x in (r.regime, r.workload, r.hardware, r.label, load_label(r), r.provenance,
                                                            f"{r.direction} {r.objective}", val, q,
                                                            getattr(r, "evidence", "") or "",
                                                            "yes" if r.stack_beats_singles else "", note)) + " |")

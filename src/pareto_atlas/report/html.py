@@ -149,7 +149,7 @@ simulated by the calibrated simulator (with its error bar) or literature priors.
 <p class="note" id="drawn-count"></p>
 <h2>Winner per regime</h2>
 <ul>{s['regimes']}</ul>
-<table id="winners"><thead><tr><th>regime</th><th>workload</th><th>hardware</th><th>winner</th><th>provenance</th><th>objective value [error]</th><th>quality_rel [95 %]</th><th>rests on (evidence)</th><th>stacked?</th><th>separated from runner-up?</th></tr></thead>
+<table id="winners"><thead><tr><th>regime</th><th>workload</th><th>hardware</th><th>winner</th><th>load</th><th>provenance</th><th>objective value [error]</th><th>quality_rel [95 %]</th><th>rests on (evidence)</th><th>stacked?</th><th>separated from runner-up?</th></tr></thead>
 <tbody id="winners-body"></tbody></table>
 <p class="note">Highlighted rows with a boxed winner: a stacked combination beats every single method in that cell. A winner needs evidence for its quality (measured, inherited from a measured arm, a measured effect, or a measured KL divergence) and its speed (measured or simulated, not a prior).</p>
 <h2>Projected — measure to confirm</h2>

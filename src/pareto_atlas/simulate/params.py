@@ -57,6 +57,8 @@ class CalibParams:
     overhead_seq_s: float = 5e-5         # per sequence in the step (bookkeeping, sampling)
     # Per request, outside the engine's steps: the API server's HTTP handling, tokenization and hop
     # to the engine, between a client's send and the engine seeing the request (in TTFT and E2E).
+    # Fitted on GPU cards (calibrate.fit); on a CPU, where a TTFT is seconds of prefill, it is left
+    # at 0 and whatever it is sits in the fitted prefill costs.
     overhead_req_s: float = 5e-3
     ngram_lookup_s: float = 1e-4         # n-gram draft: a table lookup per draft step, no forward
     draft_forward_s: float = 3e-4        # launch cost of one draft-model (or EAGLE head) forward
@@ -139,7 +141,7 @@ def default_params(hw: HardwareCard, engine: str = "") -> CalibParams:
         # vLLM on a CPU: torch's GEMMs at every batch size (no GEMV path of its own, so no tile), and a
         # Python scheduler plus a process hop per step on the same two cores as the model: tens of ms.
         return CalibParams(hardware=hw.name, engine=engine, eff_bw=0.7, eff_flops=0.5, eff_attn=0.3,
-                           overhead_step_s=2e-2, overhead_seq_s=1e-3, overhead_req_s=1e-2, step_cv=0.05, mem_util=0.8,
+                           overhead_step_s=2e-2, overhead_seq_s=1e-3, overhead_req_s=0.0, step_cv=0.05, mem_util=0.8,
                            gemm_tile=0)
     if hw.kind == "cpu":
         # llama.cpp repacks weights for tiled GEMM kernels of 4 columns; the tied lm_head (used by

@@ -76,11 +76,17 @@ class Load:
     # warm-up's TTFT), so simulated points follow the protocol the anchors were measured under.
     think: float | str = 0.0
     trace: bool = False           # replay the workload's trace (its arrivals and lengths)
+    # Poisson arrivals at this fraction of each configuration's own capacity: the requests per second
+    # it completes in a closed loop that keeps all its slots busy (simulated first). One rate cannot
+    # load a CPU and an H200 alike; a utilization does.
+    utilization: float = 0.0
 
     def __post_init__(self) -> None:
-        if (self.concurrency > 0) + (self.rate_rps > 0) + self.trace != 1:
-            raise ValueError(f"load: exactly one of concurrency ({self.concurrency}) > 0, rate_rps ({self.rate_rps}) > 0 "
-                             f"or trace ({self.trace}) must be given")
+        if (self.concurrency > 0) + (self.rate_rps > 0) + self.trace + (self.utilization > 0) != 1:
+            raise ValueError(f"load: exactly one of concurrency ({self.concurrency}) > 0, rate_rps ({self.rate_rps}) > 0, "
+                             f"trace ({self.trace}) or utilization ({self.utilization}) > 0 must be given")
+        if not 0.0 <= self.utilization <= 1.0:
+            raise ValueError(f"load: utilization {self.utilization} must be in (0, 1] (a fraction of capacity)")
         check_think(self.think)
 
     @property

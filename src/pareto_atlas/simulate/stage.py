@@ -62,7 +62,8 @@ def study_space(study: Study, hardware: list[HardwareCard], model) -> Space:
     wl = study.workload
     # a trace is the load: its points replay it, as its anchors did, instead of the closed loops
     loads = ([Load(trace=True)] if wl.trace else
-             [Load(concurrency=c, think=study.load.think) for c in study.simulate.concurrency])
+             [Load(concurrency=c, think=study.load.think) for c in study.simulate.concurrency]
+             + [Load(utilization=u) for u in study.simulate.utilization])
     rows = tuple((r.arrival_s, r.prompt_tokens, r.output_tokens) for r in wl.trace_rows())
     workloads = [Workload(wl.name, wl.prompt_tokens, wl.output_tokens, rows)]
     if not wl.trace:     # every other shape the arms measured is simulated too, across the hardware
@@ -129,9 +130,8 @@ def simulate_study(study: Study, store: Store, console: Console, executor: Execu
             params[h.name] = carry_overheads(params[h.name], params[THIS], model, h, ctx)
     space = study_space(study, hardware, model)
     space = with_measured_acceptance(space, anchors, console)
-    n_pairs = sum(1 for k in space.knobs for h in hardware if not compatible(k, h, engine))
     console.print(f"[bold]simulate[/]: {model.name} on {', '.join(h.name for h in hardware)}: "
-                  f"{n_pairs * len(space.loads)} configurations x {study.simulate.n_requests} requests")
+                  f"{space.size()} configurations x {study.simulate.n_requests} requests")
     for h in hardware:
         p = params[h.name]
         console.print(f"  {h.name}: {p.provenance}, error bar latency ±{p.lat_rel_err:.0%} "
@@ -205,5 +205,8 @@ def suggest_next_anchor(study: Study, anchors, pts, params: dict[str, CalibParam
         best = propose_next_anchor(cand, anchors, params[THIS].lat_rel_err)
     except ValueError:
         return
-    console.print(f"next anchor to measure on {THIS}: {best['label']} at concurrency {int(best['concurrency'])} "
-                  f"({best['reason']})", highlight=False, soft_wrap=True)
+    rate = best.get("rate_rps")
+    load = (f"Poisson {rate:.3g} req/s" if rate is not None and rate == rate and rate > 0
+            else f"concurrency {int(best['concurrency'])}")
+    console.print(f"next anchor to measure on {THIS}: {best['label']} at {load} ({best['reason']})",
+                  highlight=False, soft_wrap=True)

@@ -20,8 +20,10 @@ from pareto_atlas.spec.knobs import Knobs
 from pareto_atlas.spec.think import SEED, think_times
 
 
-def _point_id(knobs_key: str, hw: str, workload: str, conc: int, rate: float) -> str:
-    return hashlib.sha256(f"{knobs_key}|{hw}|{workload}|{conc}|{rate:g}".encode()).hexdigest()[:16]
+def _point_id(knobs_key: str, hw: str, workload: str, conc: int, rate: float, util: float = 0.0) -> str:
+    # a utilization load is named by its fraction, not by the rate the configuration's capacity gave it
+    load = f"{rate:g}" if not util > 0 else f"u{util:g}"
+    return hashlib.sha256(f"{knobs_key}|{hw}|{workload}|{conc}|{load}".encode()).hexdigest()[:16]
 
 
 def sweep(space: Space, params: dict[str, CalibParams] | None = None, n_requests: int = 200,
@@ -76,6 +78,10 @@ def sweep(space: Space, params: dict[str, CalibParams] | None = None, n_requests
     out = np.full((n, len(METRICS)), np.nan)
     peak = np.zeros(n)
     slo = space.slo or {}
+    util = np.array([L[i].utilization for i in load_idx]) if n else np.zeros(0)
+    if (util > 0).any():
+        rate[util > 0] = _utilization_rates(C, policy, slots, chunk, prompt, output, np.where(replay, np.inf, kv_cap),
+                                            util, int(n_requests), int(seed))
     # the batch kernel draws closed and Poisson loads itself and passes over infinite caps: traces go below
     run_batch(C, policy, slots, chunk, conc, rate, prompt, output, np.where(replay, np.inf, kv_cap), int(n_requests),
                slo.get("ttft_ms", math.inf) / 1e3, slo.get("tpot_ms", math.inf) / 1e3, int(seed), out, peak,
@@ -84,8 +90,19 @@ def sweep(space: Space, params: dict[str, CalibParams] | None = None, n_requests
         out[r], peak[r] = _replay(C[r], W[wl_idx[r]], int(policy[r]), int(slots[r]), int(chunk[r]), kv_cap[r], slo,
                                   int(seed) + int(r))
     return _frame(space, pairs, params, pair_idx, wl_idx, load_idx, out, peak, weights_b, kvb_tok, kv_cap, reasons,
-                  prior_src)
+                  prior_src, rate)
 
+
+def _utilization_rates(C, policy, slots, chunk, prompt, output, kv_cap, util, n_requests, seed) -> np.ndarray:
+    """Per row with a utilization load: that fraction of its configuration's capacity, in requests per
+    second: the completion rate of a closed loop of as many clients as it has slots (no pauses)."""
+    u = np.flatnonzero(util > 0)
+    out = np.full((len(u), len(METRICS)), np.nan)
+    run_batch(C[u], policy[u], slots[u], chunk[u], slots[u].copy(), np.zeros(len(u)), prompt[u], output[u], kv_cap[u],
+              n_requests, math.inf, math.inf, seed, out, np.zeros(len(u)), np.zeros(len(u)),
+              think_times(1.0, n_requests, SEED))
+    capacity = out[:, METRICS.index("throughput_tok_s")] / output[u]
+    return util[u] * capacity
 
 def _replay(c: np.ndarray, wl: Workload, policy: int, slots: int, chunk: int, kv_cap: float, slo: dict,
             seed: int) -> tuple[np.ndarray, float]:
@@ -96,7 +113,7 @@ def _replay(c: np.ndarray, wl: Workload, policy: int, slots: int, chunk: int, kv
 
 
 def _frame(space, pairs, params, pair_idx, wl_idx, load_idx, out, peak, weights_b, kvb_tok, kv_cap, reasons,
-           prior_src) -> pd.DataFrame:
+           prior_src, rate) -> pd.DataFrame:
     names = [f.name for f in fields(Knobs)]
     knob_rows = pd.DataFrame([[getattr(k, f) for f in names] for k, _ in pairs], columns=names)
     df = knob_rows.iloc[pair_idx].reset_index(drop=True)
@@ -111,7 +128,8 @@ def _frame(space, pairs, params, pair_idx, wl_idx, load_idx, out, peak, weights_
     df["prompt_tokens"] = np.array([w.prompt_tokens for w in space.workloads])[wl_idx]
     df["output_tokens"] = np.array([w.output_tokens for w in space.workloads])[wl_idx]
     df["concurrency"] = np.array([ld.concurrency for ld in space.loads])[load_idx]
-    df["rate_rps"] = np.array([ld.rate_rps if ld.rate_rps > 0 else np.nan for ld in space.loads])[load_idx]
+    df["rate_rps"] = np.where(rate > 0, rate, np.nan)
+    df["utilization"] = np.array([ld.utilization if ld.utilization > 0 else np.nan for ld in space.loads])[load_idx]
     df["optimizations"] = np.array(["+".join(o) for o in opts], dtype=object)[pair_idx]
     df["n_opts"] = np.array([len(o) for o in opts])[pair_idx]
     prior_src = np.array(prior_src, dtype=object)
@@ -136,8 +154,9 @@ def _frame(space, pairs, params, pair_idx, wl_idx, load_idx, out, peak, weights_
         df["cost_per_mtok"] = np.where(price > 0, price / (df["throughput_tok_s"].to_numpy() * 3600) * 1e6, np.nan)
     df["percentile_method"] = PERCENTILE_METHOD
     key_arr = np.array(keys, dtype=object)[pair_idx]
-    df.insert(0, "point_id", [_point_id(k, h, w, c, r if r == r else 0.0) for k, h, w, c, r in
-                              zip(key_arr, df["hardware"], df["workload"], df["concurrency"], df["rate_rps"])])
+    df.insert(0, "point_id", [_point_id(k, h, w, c, r if r == r else 0.0, u if u == u else 0.0) for k, h, w, c, r, u in
+                              zip(key_arr, df["hardware"], df["workload"], df["concurrency"], df["rate_rps"],
+                                  df["utilization"])])
     return df
 
 

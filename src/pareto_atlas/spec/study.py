@@ -9,7 +9,7 @@ from __future__ import annotations
 import tomllib
 from importlib import resources
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
@@ -228,6 +228,9 @@ class EvictionSpec(_Frozen):
 class SimulateSpec(_Frozen):
     hardware: list[str] = Field(default_factory=lambda: ["this-cpu"])
     concurrency: list[int] = Field(default_factory=lambda: [1, 2, 4, 8])
+    # Poisson open loops at these fractions of each configuration's capacity (its completion rate
+    # with every slot busy), beside the closed loops: P99 under random arrivals, at any card's scale.
+    utilization: list[Annotated[float, Field(gt=0.0, le=1.0)]] = Field(default_factory=list)
     n_requests: int = Field(200, ge=10)
     max_configs: int = Field(20000, ge=1)
 
