@@ -11,7 +11,7 @@ import pandas as pd
 
 from pareto_atlas.simulate.api import METRICS, PERCENTILE_METHOD, resolve_acceptance
 from pareto_atlas.simulate.cost_model import N_COEFFS, coeffs
-from pareto_atlas.simulate.kernels import POLICIES, run_batch
+from pareto_atlas.simulate.kernels import CV, POLICIES, run_batch
 from pareto_atlas.simulate.memory import plan_memory
 from pareto_atlas.simulate.params import CalibParams, default_params
 from pareto_atlas.simulate import des
@@ -81,7 +81,7 @@ def sweep(space: Space, params: dict[str, CalibParams] | None = None, n_requests
     util = np.array([L[i].utilization for i in load_idx]) if n else np.zeros(0)
     if (util > 0).any():
         rate[util > 0] = _utilization_rates(C, policy, slots, chunk, prompt, output, np.where(replay, np.inf, kv_cap),
-                                            util, int(n_requests), int(seed))
+                                            util, pair_idx * len(W) + wl_idx, int(n_requests), int(seed))
     # the batch kernel draws closed and Poisson loads itself and passes over infinite caps: traces go below
     run_batch(C, policy, slots, chunk, conc, rate, prompt, output, np.where(replay, np.inf, kv_cap), int(n_requests),
                slo.get("ttft_ms", math.inf) / 1e3, slo.get("tpot_ms", math.inf) / 1e3, int(seed), out, peak,
@@ -93,16 +93,27 @@ def sweep(space: Space, params: dict[str, CalibParams] | None = None, n_requests
                   prior_src, rate)
 
 
-def _utilization_rates(C, policy, slots, chunk, prompt, output, kv_cap, util, n_requests, seed) -> np.ndarray:
+def _utilization_rates(C, policy, slots, chunk, prompt, output, kv_cap, util, shape, n_requests, seed) -> np.ndarray:
     """Per row with a utilization load: that fraction of its configuration's capacity, in requests per
-    second: the completion rate of a closed loop of as many clients as it has slots (no pauses)."""
+    second: the completion rate of a closed loop of as many clients as it has slots (no pauses).
+    Simulated once per configuration and workload (`shape`: their index; the first such row runs it),
+    without step jitter, each run at its row's own seed as the sweep's are, so a sharded sweep (whose
+    shards keep a configuration's rows together) gets the same rates."""
     u = np.flatnonzero(util > 0)
-    out = np.full((len(u), len(METRICS)), np.nan)
-    run_batch(C[u], policy[u], slots[u], chunk[u], slots[u].copy(), np.zeros(len(u)), prompt[u], output[u], kv_cap[u],
-              n_requests, math.inf, math.inf, seed, out, np.zeros(len(u)), np.zeros(len(u)),
-              think_times(1.0, n_requests, SEED))
-    capacity = out[:, METRICS.index("throughput_tok_s")] / output[u]
-    return util[u] * capacity
+    first: dict[int, int] = {}
+    for r in u:
+        first.setdefault(int(shape[r]), int(r))
+    runs = np.array(sorted(first.values()), np.int64)
+    c = C.copy()
+    c[:, CV] = 0.0
+    out = np.full((len(C), len(METRICS)), np.nan)
+    cap_kv = np.full(len(C), np.inf)
+    cap_kv[runs] = kv_cap[runs]          # the kernel passes over rows with an infinite cap
+    run_batch(c, policy, slots, chunk, slots.copy(), np.zeros(len(C)), prompt, output, cap_kv, n_requests,
+              math.inf, math.inf, seed, out, np.zeros(len(C)), np.zeros(len(C)), think_times(1.0, n_requests, SEED))
+    capacity = out[:, METRICS.index("throughput_tok_s")] / output
+    return util[u] * capacity[[first[int(shape[r])] for r in u]]
+
 
 def _replay(c: np.ndarray, wl: Workload, policy: int, slots: int, chunk: int, kv_cap: float, slo: dict,
             seed: int) -> tuple[np.ndarray, float]:
