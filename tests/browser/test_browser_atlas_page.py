@@ -11,7 +11,6 @@ from pareto_atlas.atlas.frontier import frontier
 from pareto_atlas.atlas.regimes import default_regimes
 from synthetic import synthetic_points
 from pareto_atlas.atlas.winners import boundary_cases, winners
-from pareto_atlas.report.export import load_label
 from pareto_atlas.report.html import write_html
 
 EVIL_LABEL = "<img src=x onerror=alert(1)>"
@@ -71,7 +70,7 @@ def test_atlas_page_in_headless_chromium(browser, tmp_path):
     assert shown == expect
     # each winner says the load it won at, as winners.md does
     loads = browser.evaluate("Array.from(document.querySelectorAll('#winners-body tr')).map(function (tr) { return tr.cells[4].textContent; })")
-    assert loads == [load_label(r) if r.point_id else "" for r in cells.itertuples()]
+    assert loads == [r.load if r.point_id else "" for r in cells.itertuples()]
     assert any(x.endswith(("client", "clients")) for x in loads)
 
     # The malicious strings are text: no element was created from them, no script ran.

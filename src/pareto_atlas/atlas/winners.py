@@ -19,10 +19,11 @@ import pandas as pd
 from pareto_atlas.atlas.evidence import StudyRef, confirm_command, evidence_label, quality_evidence, speed_evidence
 from pareto_atlas.atlas.objectives import interval, with_derived
 from pareto_atlas.atlas.regimes import Regime, admission
+from pareto_atlas.simulate.space import load_label
 
 ALL = "all"
 WINNER_COLUMNS = (
-    "regime", "workload", "hardware", "point_id", "label", "concurrency", "rate_rps", "utilization", "provenance", "quality_provenance",
+    "regime", "workload", "hardware", "point_id", "label", "load", "concurrency", "rate_rps", "utilization", "provenance", "quality_provenance",
     "objective",
     "direction", "value", "value_lo", "value_hi", "quality_rel", "cost_per_mtok", "tpot_p99_ms", "ttft_p99_ms",
     "throughput_tok_s", "n_opts", "optimizations", "stacked", "stack_beats_singles", "best_single_label",
@@ -95,6 +96,7 @@ def _cell(sub: pd.DataFrame, adm: pd.DataFrame, regime: Regime, workload: str, h
     for c in ("point_id", "label", "concurrency", "rate_rps", "utilization", "provenance", "quality_provenance", "quality_rel", "cost_per_mtok", "tpot_p99_ms",
               "ttft_p99_ms", "throughput_tok_s", "optimizations", "kld", "calib_provenance", "lat_rel_err"):
         row[c] = best.get(c)
+    row["load"] = load_label(best)
     one = cand.iloc[order[:1]]
     row.update(quality_rel_lo=float(adm.loc[best.name, "quality_rel_lo"]),
                quality_rel_hi=float(adm.loc[best.name, "quality_rel_hi"]),

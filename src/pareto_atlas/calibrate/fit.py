@@ -245,7 +245,7 @@ def fit_params(anchors_df: pd.DataFrame, model: ModelCard | Sequence[ModelCard],
     # client, ~11 ms of it the prompt's steps). On a CPU a TTFT is seconds of prefill, the overhead
     # ~1 ms, under the anchors' repeat spread: fitting it there only moved the fit to another
     # optimum (held-out 512-token TTFT -23 % on q4_0 KV against -3 % without), so it keeps its default.
-    req = hw.kind == "gpu" and bool(ok[:, :2].any())
+    req = hw.kind == "gpu" and bool(ok[:, [TARGETS.index("ttft_p50_ms"), TARGETS.index("ttft_p99_ms")]].any())
     space = _Space.for_anchors(anchors, fit_cv, fixed, req_overhead=req)
     x0 = space.get(start, hw)
     lo, hi = space.bounds(hw)

@@ -170,12 +170,6 @@
   function hideTip() { $("tooltip").style.display = "none"; }
 
   // ---- tables ----
-  function loadLabel(w) {   // the load a winner won at (as winners.md says it)
-    if (w.rate_rps > 0) return Number(w.rate_rps.toPrecision(3)) + " req/s" +
-      (w.utilization > 0 ? " (" + Math.round(w.utilization * 100) + "% of capacity)" : "");
-    if (w.concurrency > 0) return w.concurrency + (w.concurrency === 1 ? " client" : " clients");
-    return "";
-  }
   function drawWinners() {
     var s = state(), body = $("winners-body");
     body.textContent = "";
@@ -189,7 +183,7 @@
       tr.setAttribute("data-workload", w.workload);
       tr.setAttribute("data-point-id", w.point_id || "");
       var err = w.provenance === "measured" || !w.point_id ? "" : " [" + fmt(w.value_lo) + ", " + fmt(w.value_hi) + "]";
-      [w.regime, w.workload, w.hardware, w.point_id ? w.label : "— " + w.note, w.point_id ? loadLabel(w) : "", w.provenance || "",
+      [w.regime, w.workload, w.hardware, w.point_id ? w.label : "— " + w.note, w.point_id ? (w.load || "") : "", w.provenance || "",
        w.point_id ? fmt(w.value) + err : "", w.point_id ? fmt(w.quality_rel) + " [" + fmt(w.quality_rel_lo) + ", " + fmt(w.quality_rel_hi) + "]" : "",
        w.point_id ? (w.evidence || "") : "",
        w.point_id ? (w.stack_beats_singles ? "yes (stack beats every single)" : (w.stacked ? "stack" : "single/baseline")) : "",

@@ -51,17 +51,6 @@ def export_all(tables: Mapping[str, pd.DataFrame], out_dir: Path, formats: Itera
     return out
 
 
-def load_label(r) -> str:
-    """The load a winner won at: its closed loop's clients, or its open loop's rate (and the share of
-    the configuration's capacity that rate is, where the load was set that way; "" for none)."""
-    rate, conc, u = (getattr(r, c, None) for c in ("rate_rps", "concurrency", "utilization"))
-    if rate is not None and rate == rate and rate > 0:
-        return f"{rate:.3g} req/s" + (f" ({u:.0%} of capacity)" if u is not None and u == u and u > 0 else "")
-    if conc is not None and conc == conc and conc > 0:
-        return f"{int(conc)} client{'s' if conc != 1 else ''}"
-    return ""
-
-
 def winners_markdown(cells: pd.DataFrame) -> str:
     """The regime-winner table as GitHub markdown (labels escaped for the table syntax)."""
     def esc(v: object) -> str:
@@ -82,7 +71,7 @@ def winners_markdown(cells: pd.DataFrame) -> str:
         if isinstance(getattr(r, "projected_label", None), str) and r.projected_label:
             note += (f"{'; ' if note else ''}projected — measure to confirm: {r.projected_label} on "
                      f"{r.projected_hardware} ({r.projected_value:.4g}); {r.confirm_command}")
-        lines.append("| " + " | ".join(esc(x) for x in (r.regime, r.workload, r.hardware, r.label, load_label(r), r.provenance,
+        lines.append("| " + " | ".join(esc(x) for x in (r.regime, r.workload, r.hardware, r.label, getattr(r, "load", "") or "", r.provenance,
                                                            f"{r.direction} {r.objective}", val, q,
                                                            getattr(r, "evidence", "") or "",
                                                            "yes" if r.stack_beats_singles else "", note)) + " |")

@@ -97,6 +97,19 @@ class Load:
         return -1.0 if self.think == "auto" else float(self.think)
 
 
+def load_label(point) -> str:
+    """How a point was loaded, in words: its closed loop's clients, or its open loop's rate (and the
+    share of the configuration's capacity that rate is, where the load was set that way); "" for
+    none. `point`: a points-table row (a mapping or a namedtuple)."""
+    get = point.get if hasattr(point, "get") else (lambda c: getattr(point, c, None))
+    rate, conc, u = get("rate_rps"), get("concurrency"), get("utilization")
+    if rate is not None and rate == rate and rate > 0:
+        return f"{rate:.3g} req/s" + (f" ({u:.0%} of capacity)" if u is not None and u == u and u > 0 else "")
+    if conc is not None and conc == conc and conc > 0:
+        return f"{int(conc)} client{'s' if conc != 1 else ''}"
+    return ""
+
+
 @dataclass(frozen=True)
 class Space:
     model: ModelCard

@@ -13,7 +13,7 @@ from rich.console import Console
 
 from pareto_atlas.calibrate.stage import THIS, model_card, this_machine
 from pareto_atlas.simulate.params import CalibParams, default_params
-from pareto_atlas.simulate.space import Load, Space, Workload, compatible, default_knobs
+from pareto_atlas.simulate.space import Load, Space, Workload, compatible, default_knobs, load_label
 from pareto_atlas.simulate.sweep import sweep
 from pareto_atlas.spec.cards import HardwareCard, shipped_hardware
 from pareto_atlas.spec.knobs import Knobs
@@ -205,8 +205,5 @@ def suggest_next_anchor(study: Study, anchors, pts, params: dict[str, CalibParam
         best = propose_next_anchor(cand, anchors, params[THIS].lat_rel_err)
     except ValueError:
         return
-    rate = best.get("rate_rps")
-    load = (f"Poisson {rate:.3g} req/s" if rate is not None and rate == rate and rate > 0
-            else f"concurrency {int(best['concurrency'])}")
-    console.print(f"next anchor to measure on {THIS}: {best['label']} at {load} ({best['reason']})",
+    console.print(f"next anchor to measure on {THIS}: {best['label']} at {load_label(best)} ({best['reason']})",
                   highlight=False, soft_wrap=True)
