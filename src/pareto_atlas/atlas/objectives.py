@@ -124,19 +124,22 @@ def quality_rel_interval(points: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 def interval(points: pd.DataFrame, column: str) -> tuple[np.ndarray, np.ndarray]:
     """(low, high) bounds of a column's value given the point's error bar.
 
-    An error bar e is a relative prediction error (predicted / true - 1, held out), so the bounds are
-    a factor 1 + e either way: [v / (1 + e), v * (1 + e)], never below zero however wide the bar
-    (a card calibrated across model sizes carries ±150 % and more). Latency: lat_rel_err.
-    Throughput: thr_rel_err; cost is price / throughput, the same factor. Quality: the measured
-    95 % interval. Measured anchors carry 0 relative error, so their interval is the point itself.
+    Latency: ± lat_rel_err. Throughput: ± thr_rel_err. Neither goes below zero: a bar of 100 % or
+    more (a card calibrated across model sizes carries ±150 % and more) bounds the value below by 0.
+    Cost is price / throughput, so its bounds come from the throughput bounds (not a symmetric
+    band). Quality: the measured 95 % interval. Measured anchors carry 0 relative error, so their
+    interval is the point itself.
     """
     v = _col(points, column, np.nan)
     if column in LATENCY_COLUMNS:
-        f = 1.0 + np.abs(np.nan_to_num(_col(points, "lat_rel_err"), nan=0.0))
-        return v / f, v * f
-    if column in THROUGHPUT_COLUMNS or column in COST_COLUMNS:
-        f = 1.0 + np.abs(np.nan_to_num(_col(points, "thr_rel_err"), nan=0.0))
-        return v / f, v * f
+        e = np.nan_to_num(_col(points, "lat_rel_err"), nan=0.0)
+        return v * np.maximum(1 - e, 0.0), v * (1 + e)
+    if column in THROUGHPUT_COLUMNS:
+        e = np.nan_to_num(_col(points, "thr_rel_err"), nan=0.0)
+        return v * np.maximum(1 - e, 0.0), v * (1 + e)
+    if column in COST_COLUMNS:
+        e = np.clip(np.nan_to_num(_col(points, "thr_rel_err"), nan=0.0), 0.0, 0.99)
+        return v / (1 + e), v / (1 - e)
     if column == "quality":
         lo, hi = _col(points, "quality_lo", np.nan), _col(points, "quality_hi", np.nan)
         lo = np.where(np.isfinite(lo), lo, v)
