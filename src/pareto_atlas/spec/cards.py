@@ -10,6 +10,7 @@ import tomllib
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from importlib import resources
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -23,7 +24,10 @@ class ModelCard:
     intermediate: int
     vocab: int
     tied_embeddings: bool = False
-    source: str = "shipped"       # "shipped" or "gguf:<path>"
+    source: str = "shipped"       # "shipped", "gguf:<path>" or "config:<path>"
+    # Models of one family (same pre-training, same tokenizer) carry quality evidence to each other
+    # (store.quality: "carried"); "" where unknown: nothing is carried to or from it.
+    family: str = ""
     # Bits per weight of the files actually served, by weight format, where measured: llama.cpp's
     # per-tensor mixes and its fallbacks for rows that blocks do not divide make a file's bits
     # differ from the format's nominal ones (a "Q2_K" of a 896-wide model is mostly Q4_0).
@@ -98,6 +102,100 @@ def shipped_hardware() -> dict[str, HardwareCard]:
 def shipped_models() -> dict[str, ModelCard]:
     raw = _load_toml("models.toml")
     return {name: ModelCard(name=name, **vals) for name, vals in raw["models"].items()}
+
+
+class CardError(ValueError):
+    """A model card cannot be read: a missing or malformed config.json / GGUF, or an unknown name."""
+
+
+# Hugging Face config.json keys per card field, first found wins (Llama, Qwen2, Mistral, Gemma, Phi
+# and GPT-NeoX style names).
+_HF_KEYS = {
+    "n_layers": ("num_hidden_layers", "n_layer", "num_layers"),
+    "hidden": ("hidden_size", "n_embd", "d_model"),
+    "n_heads": ("num_attention_heads", "n_head"),
+    "intermediate": ("intermediate_size", "n_inner", "ffn_dim"),
+    "vocab": ("vocab_size",),
+}
+# Bounds a real decoder's config stays within: a typo (hidden = 40960000) is an error, not a card.
+_HF_BOUNDS = {"n_layers": (1, 1024), "hidden": (16, 131072), "n_heads": (1, 1024), "n_kv_heads": (1, 1024),
+              "head_dim": (8, 1024), "intermediate": (16, 1048576), "vocab": (16, 4_194_304)}
+
+
+def model_card_from_hf_config(path: str | Path, name: str | None = None, family: str = "") -> ModelCard:
+    """A card from a Hugging Face `config.json` (or a directory holding one). Multimodal configs
+    nest the language model under `text_config`; that part is read."""
+    import json
+
+    p = Path(path)
+    if p.is_dir():
+        p = p / "config.json"
+    try:
+        raw = json.loads(p.read_text())
+    except FileNotFoundError:
+        raise CardError(f"model card {str(path)!r}: no such config.json") from None
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise CardError(f"model card {str(path)!r}: not a readable JSON config ({type(e).__name__}: "
+                        f"{str(e).splitlines()[0][:120]})") from None
+    if not isinstance(raw, dict):
+        raise CardError(f"model card {str(path)!r}: config.json must hold a JSON object, not {type(raw).__name__}")
+    cfg = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else raw
+
+    def get(field: str, keys: tuple[str, ...], default=None):
+        for k in keys:
+            if k in cfg and cfg[k] is not None:
+                v = cfg[k]
+                break
+        else:
+            if default is None:
+                raise CardError(f"model card {str(path)!r}: config.json has none of {', '.join(keys)} (the {field})")
+            v = default
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise CardError(f"model card {str(path)!r}: {keys[0]} = {v!r} must be an integer")
+        lo, hi = _HF_BOUNDS[field]
+        if not lo <= v <= hi:
+            raise CardError(f"model card {str(path)!r}: {keys[0]} = {v} is outside {lo}..{hi}")
+        return v
+
+    vals = {f: get(f, keys) for f, keys in _HF_KEYS.items()}
+    vals["n_kv_heads"] = get("n_kv_heads", ("num_key_value_heads", "num_kv_heads"), vals["n_heads"])
+    vals["head_dim"] = get("head_dim", ("head_dim",), max(vals["hidden"] // vals["n_heads"], 8))
+    if vals["n_heads"] % vals["n_kv_heads"]:
+        raise CardError(f"model card {str(path)!r}: {vals['n_heads']} attention heads are not a multiple of "
+                        f"{vals['n_kv_heads']} KV heads")
+    tied = cfg.get("tie_word_embeddings", raw.get("tie_word_embeddings", False))
+    if not isinstance(tied, bool):
+        raise CardError(f"model card {str(path)!r}: tie_word_embeddings = {tied!r} must be true or false")
+    label = name or str(raw.get("_name_or_path") or cfg.get("model_type") or p.parent.name)
+    return ModelCard(name=label, tied_embeddings=tied, source=f"config:{p}", family=family, **vals)
+
+
+def resolve_model_card(ref: str, base: Path | None = None, name: str | None = None, family: str = "") -> ModelCard:
+    """A card named by a study: a shipped card's name, a Hugging Face `config.json` (or a directory
+    holding one), or a GGUF file (its header), a relative path read from `base`."""
+    from dataclasses import replace
+
+    cards = shipped_models()
+    if ref in cards:
+        card = cards[ref]
+        return replace(card, name=name or card.name, family=family or card.family)
+    p = Path(ref)
+    if not p.is_absolute() and base is not None:
+        p = base / p
+    if p.suffix == ".gguf":
+        if not p.is_file():
+            raise CardError(f"model card {ref!r}: no such GGUF file")
+        try:
+            card = model_card_from_gguf(str(p), name)
+        except CardError:
+            raise
+        except Exception as e:      # a damaged header: numpy/struct errors from the reader
+            raise CardError(f"model card {ref!r}: not a readable GGUF header ({type(e).__name__})") from None
+        return replace(card, family=family)
+    if p.suffix == ".json" or p.is_dir():
+        return model_card_from_hf_config(p, name, family)
+    raise CardError(f"model card {ref!r}: unknown; give a shipped card ({', '.join(cards)}), "
+                    f"a config.json path or a .gguf path")
 
 
 def model_card_from_gguf(path: str, name: str | None = None) -> ModelCard:

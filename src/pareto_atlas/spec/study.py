@@ -235,6 +235,48 @@ class SimulateSpec(_Frozen):
     max_configs: int = Field(20000, ge=1)
 
 
+class ShapeSpec(_Frozen):
+    """A workload shape a target model is answered for: fixed prompt and output lengths."""
+
+    name: str = Field(min_length=1, max_length=80)
+    prompt_tokens: int = Field(ge=8, le=1_048_576)
+    output_tokens: int = Field(ge=2, le=1_048_576)
+
+
+class TargetSpec(_Frozen):
+    """A model the atlas answers for: its own frontier, regimes and winners per workload (the seed
+    paper's "for each (model, workload)"). The measured model is evidence for it, never a stand-in:
+    its speed is simulated from its card with each card's calibration, its quality comes from the
+    evidence ladder (measured, published, carried from a measured model of its family, prior)."""
+
+    name: str = Field(min_length=1, max_length=120)
+    # A shipped card, a Hugging Face config.json (or a directory holding one), or a .gguf header;
+    # relative paths are read from the study's folder. Default: the measured model's own card, when
+    # `name` is the study's [model] name.
+    card: str | None = None
+    family: str | None = None                   # default: the card's (spec/models.toml)
+    hardware: list[str] | None = None           # default: [simulate] hardware
+    workloads: list[ShapeSpec] | None = None    # default: the shapes the arms measured
+
+    @field_validator("card")
+    @classmethod
+    def _card_path(cls, v: str | None, info: ValidationInfo) -> str | None:
+        base = (info.context or {}).get("base")
+        if v is None or base is None or not (v.endswith((".json", ".gguf")) or "/" in v):
+            return v
+        p = Path(v)
+        return str(p if p.is_absolute() else Path(base) / p)
+
+    @field_validator("hardware")
+    @classmethod
+    def _hardware(cls, v: list[str] | None) -> list[str] | None:
+        if v is not None and not v:
+            raise ValueError("an empty list answers on no hardware; leave it out for [simulate] hardware")
+        if v is not None and len(set(v)) != len(v):
+            raise ValueError(f"{sorted(h for h in v if v.count(h) > 1)[0]!r} is listed twice")
+        return v
+
+
 class RegimeSpec(_Frozen):
     name: str
     objective: str
@@ -254,6 +296,8 @@ class Study(_Frozen):
     quality: QualitySpec = QualitySpec()
     eviction: EvictionSpec = EvictionSpec()
     simulate: SimulateSpec = SimulateSpec()
+    # The models the atlas answers for (see TargetSpec); none: the measured model on every card.
+    targets: list[TargetSpec] = Field(default_factory=list)
     regimes: list[RegimeSpec] = Field(default_factory=list)
     prices: dict[str, float] = Field(default_factory=dict)       # $/hour overrides by hardware name
     price_date: str = "2026-07"
@@ -306,6 +350,22 @@ class Study(_Frozen):
             if self.workload.trace and (a.prompt_tokens or a.output_tokens):
                 raise ValueError(f"arms.{a.name}: the workload replays a trace, whose rows give the lengths; "
                                  f"leave prompt_tokens and output_tokens out (or name another trace in the arm)")
+        return self
+
+    @model_validator(mode="after")
+    def _targets(self) -> "Study":
+        names = [t.name for t in self.targets]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"targets: {dup[0]!r} is named twice; target names must be unique")
+        for i, t in enumerate(self.targets):
+            if t.card is None and t.name != self.model.name:
+                raise ValueError(f"targets.{i}.card: {t.name!r} is not the measured model ({self.model.name!r}); "
+                                 f"give its card (a shipped card, a config.json or a .gguf path)")
+            bad = sorted(set(t.hardware or ()) - set(self.simulate.hardware))
+            if bad:
+                raise ValueError(f"targets.{i}.hardware: {bad[0]!r} is not in [simulate] hardware "
+                                 f"({', '.join(self.simulate.hardware)})")
         return self
 
     @property
