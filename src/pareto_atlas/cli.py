@@ -182,11 +182,15 @@ def pick(constraint: str = typer.Argument("", help='e.g. "tpot_p99_ms<=40, quali
                                            help="Let configurations whose quality or speed rests only on priors "
                                                 "win (default: they are listed as projected, with the command that "
                                                 "would measure them)."),
+         model: Optional[str] = typer.Option(None, help="Answer for this model only (default: each model the "
+                                                         "atlas answers for)."),
+         workload: Optional[str] = typer.Option(None, help="Answer for this workload only (default: each)."),
          study: str = STUDY, out: Optional[Path] = OUT) -> None:
-    """Re-plan without re-measuring: the best configuration under a constraint and prices."""
+    """Re-plan without re-measuring: the best configuration under a constraint and prices, per model
+    and workload; with --price, where the regime winners move."""
     def go():
         with _ctx(study, out) as ctx:
-            stages.pick(ctx, constraint, objective, maximize, price or [], allow_priors)
+            stages.pick(ctx, constraint, objective, maximize, price or [], allow_priors, model, workload)
     _run(go)
 
 

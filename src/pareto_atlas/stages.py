@@ -209,10 +209,10 @@ def report(ctx: Context) -> dict:
 
 
 def pick(ctx: Context, constraint: str, objective: str, maximize: bool, prices: list[str],
-         allow_priors: bool = False) -> None:
+         allow_priors: bool = False, model: str | None = None, workload: str | None = None) -> None:
     from pareto_atlas.atlas.stage import pick_study
 
-    pick_study(ctx.study, ctx.store, ctx.console, constraint, objective, maximize, prices, allow_priors)
+    pick_study(ctx.study, ctx.store, ctx.console, constraint, objective, maximize, prices, allow_priors, model, workload)
 
 
 # First-build guesses of each stage's seconds on a 2-core machine, per unit of its work (anchors,

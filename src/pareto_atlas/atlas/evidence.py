@@ -17,7 +17,10 @@ import pandas as pd
 
 from pareto_atlas.spec.knobs import Knobs
 
-WINNING_QUALITY = ("measured", "inherited", "measured-effect")
+# published: a source's score for that model and knobs beside its own baseline; carried: a measured
+# effect of a smaller model of the family, its interval widened; reference: the model itself at its
+# own precision (exactly 1 relative to itself).
+WINNING_QUALITY = ("measured", "inherited", "measured-effect", "published", "carried", "reference")
 
 
 @dataclass(frozen=True)
@@ -37,7 +40,8 @@ def _str(points: pd.DataFrame, col: str) -> np.ndarray:
 
 
 def quality_evidence(points: pd.DataFrame) -> np.ndarray:
-    """Per point: measured | inherited | measured-effect | kl-measured (the task score is a prior or
+    """Per point: measured | inherited | measured-effect | published | carried | reference |
+    kl-measured (the task score is a prior or
     unmeasured, the KL divergence against the baseline was measured) | prior | unmeasured (from the
     `quality_evidence` column, or read from `quality_provenance` in tables that predate it)."""
     ev = _str(points, "quality_evidence")

@@ -145,6 +145,8 @@ def frontier(
     if not objs:
         raise ValueError("frontier: objectives is empty; give at least one objective column")
     points = with_derived(points)
+    if "model" in points.columns and "model" not in by and by:
+        by = ("model", *by)        # a frontier is always per (model, workload): Algorithm 1 of the seed paper
     missing = [o.column for o in objs if o.column not in points.columns] + [c for c in by if c not in points.columns]
     if missing:
         raise ValueError(f"frontier: points table has no column {missing[0]!r}; columns: {', '.join(points.columns)}")

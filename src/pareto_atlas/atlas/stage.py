@@ -54,33 +54,57 @@ def _v(x, nd: int = 1) -> str:
     return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{nd}f}"
 
 
+SHORT_QUALITY = {"measured": "measured", "inherited": "inherited", "measured-effect": "measured effect",
+                 "kl-measured": "KL", "published": "published", "carried": "carried", "reference": "reference",
+                 "prior": "prior", "unmeasured": "none"}
+SHORT_SPEED = {"measured": "measured", "calibrated": "simulated", "uncalibrated": "uncalibrated", "prior": "prior"}
+
+
+def short_evidence(c) -> str:
+    """A winner's evidence in a few words ("quality KL, speed simulated ±16 %"); winners.md has the long form."""
+    q = SHORT_QUALITY.get(str(c.get("quality_evidence") or ""), str(c.get("quality_evidence") or ""))
+    s = SHORT_SPEED.get(str(c.get("speed_evidence") or ""), str(c.get("speed_evidence") or ""))
+    err = c.get("lat_rel_err")
+    bar = "" if s == "measured" or err is None or err != err else f" ±{100 * err:.0f}%"
+    return f"Q {q} · S {s}{bar}"
+
+
 def print_winners(cells: pd.DataFrame, console: Console, hardware: str = "all") -> None:
-    t = Table(title=f"Dominant configuration per regime ({'all hardware' if hardware == 'all' else hardware})")
-    for col in ("regime", "winner", "hardware", "speed", "quality (rel) [95 %]", "rests on", "TPOT p99 ms", "tok/s",
-                "$/Mtok", "note"):
-        t.add_column(col)
-    projected = []
+    """One line per (regime, model, workload): the winner, where and under what load, what it rests
+    on in short (winners.md and the page give the long form), and its figures."""
+    t = Table(title=f"Dominant configuration per regime ({'best card per model and workload' if hardware == 'all' else hardware})",
+              title_justify="left")
+    for col, kw in (("regime", {}), ("model", {"overflow": "fold"}), ("workload", {}), ("winner", {"overflow": "fold"}),
+                    ("on", {}), ("load", {}), ("quality rel [95 %]", {}), ("rests on", {}),
+                    ("TPOT p99 ms", {"justify": "right"}), ("tok/s", {"justify": "right"}),
+                    ("$/Mtok", {"justify": "right"})):
+        t.add_column(col, **kw)
+    projected, notes = [], []
     for _, c in cells[cells.hardware == hardware].iterrows():
         if isinstance(c.get("projected_label"), str) and c.get("projected_label"):
             projected.append(c)
+        model = str(c.get("model") or "")
         if not c.label:
-            t.add_row(c.regime, "—", "", "", "", "", "", "", "", c.note or "")
+            notes.append(f"  {c.regime} · {model} · {c.workload}: {c.note}")
+            t.add_row(c.regime, model, str(c.workload), "— (see below)", "", "", "", "", "", "", "")
             continue
-        err = c.get("lat_rel_err")
-        prov = c.provenance + ("" if c.provenance == "measured" or err is None or err != err else f" ±{100 * err:.0f}%")
-        note = "stack beats every single" if c.stack_beats_singles else (c.note or "")
         kl = c.get("kld")
-        kl = "" if kl is None or kl != kl else f", KL {kl:.3g}"
-        t.add_row(c.regime, c.label, str(c.get("win_hardware", "")), prov,
+        kl = "" if kl is None or kl != kl else f" KL {kl:.2g}"
+        boxed = " ▣" if c.stack_beats_singles else ""
+        t.add_row(c.regime, model, str(c.workload), f"{c.label}{boxed}", str(c.get("win_hardware", "") or c.hardware),
+                  str(c.get("load") or ""),
                   f"{_v(c.quality_rel, 3)} [{_v(c.quality_rel_lo, 2)}–{_v(c.quality_rel_hi, 2)}]{kl}",
-                  f"{c.evidence} ({c.quality_provenance})", _v(c.tpot_p99_ms), _v(c.throughput_tok_s),
-                  _v(c.cost_per_mtok, 3), note)
+                  short_evidence(c), _v(c.tpot_p99_ms), _v(c.throughput_tok_s), _v(c.cost_per_mtok, 3))
     console.print(t)
+    if any(cells[cells.hardware == hardware].stack_beats_singles.fillna(False)):
+        console.print("  ▣ a stack that beats every single method", highlight=False)
+    for n in notes:
+        console.print(n, highlight=False, soft_wrap=True)
     for c in projected:
-        console.print(f"  projected — measure to confirm ({c.regime}): {c.projected_label} on {c.projected_hardware}, "
-                      f"{c.objective} {c.projected_value:.4g} vs the winner's {_v(c.value, 4) if c.label else '—'}; "
-                      f"{c.projected_evidence}\n    confirm: {c.confirm_command}", highlight=False, soft_wrap=True,
-                      markup=False)    # the commands hold TOML tables ([[arms]]), not rich markup
+        console.print(f"  projected — measure to confirm ({c.regime}, {c.get('model') or ''}): {c.projected_label} on "
+                      f"{c.projected_hardware}, {c.objective} {c.projected_value:.4g} vs the winner's "
+                      f"{_v(c.value, 4) if c.label else '—'}; {c.projected_evidence}\n    confirm: {c.confirm_command}",
+                      highlight=False, soft_wrap=True, markup=False)    # the commands hold TOML tables ([[arms]])
 
 
 def print_quality_evidence(study: Study, store: Store, console: Console) -> pd.DataFrame:
@@ -147,15 +171,60 @@ def _prices(items: list[str]) -> dict[str, float]:
 
 
 def pick_study(study: Study, store: Store, console: Console, constraint: str, objective: str, maximize: bool,
-               prices: list[str], allow_priors: bool = False) -> None:
+               prices: list[str], allow_priors: bool = False, model: str | None = None,
+               workload: str | None = None) -> None:
+    """Answer one question per (model, workload) the study's atlas answers for (or the one asked),
+    and, with new prices, say where the regime winners moved."""
+    import time
+
+    from pareto_atlas.atlas.pick import reprice
+    from pareto_atlas.atlas.winners import model_column
+
+    t0 = time.perf_counter()
     points = study_points(study, store)
     price_map = _prices(prices)
     unknown = sorted(set(price_map) - set(points.hardware))
     if unknown:
         raise ValueError(f"--price {unknown[0]!r}: no points on that hardware; known: {', '.join(sorted(set(points.hardware)))}")
-    res = pick(points, constraint or None, objective, direction="max" if maximize else None, prices=price_map,
-               price_date=date.today().isoformat() if price_map else "", quality_floor=study.quality.floor,
-               allow_priors=allow_priors or study.quality.allow_priors, kld_max=study.quality.kld_max,
-               study_ref=confirm_ref(study))
-    console.print(res.summary(), highlight=False, markup=False)   # confirm commands hold [[arms]]
-    console.print(f"(answered in {res.elapsed_s * 1e3:.0f} ms from {len(points)} stored points; nothing re-measured)")
+    models = model_column(points)
+    for name, value, have in (("--model", model, set(models)), ("--workload", workload, set(points.workload.astype(str)))):
+        if value is not None and value not in have:
+            raise ValueError(f"{name} {value!r}: the atlas has no points for it; known: {', '.join(sorted(have))}")
+    pairs = points.assign(_model=models)[["_model", "workload"]].astype(str).drop_duplicates()
+    pairs = pairs[(pairs._model == model) if model is not None else slice(None)]
+    pairs = pairs[(pairs.workload == workload) if workload is not None else slice(None)]
+    when = date.today().isoformat() if price_map else ""
+    for m, wl in pairs.itertuples(index=False):
+        sub = points[(models == m) & (points.workload.astype(str) == wl).to_numpy()]
+        res = pick(sub, constraint or None, objective, direction="max" if maximize else None, prices=price_map or None,
+                   price_date=when, quality_floor=study.quality.floor,
+                   allow_priors=allow_priors or study.quality.allow_priors, kld_max=study.quality.kld_max,
+                   study_ref=confirm_ref(study))
+        console.print(f"[bold]{m or study.model.name}[/] · {wl}", highlight=False)
+        console.print(res.summary(), highlight=False, markup=False)   # confirm commands hold [[arms]]
+    if price_map:
+        regs = study_regimes(study, points)
+        before = study_winners(study, points, regs)
+        after = study_winners(study, reprice(points, price_map, when), regs)
+        moved = _moved(before, after, dict(zip(points.point_id, points.hardware)))
+        console.print(f"regime winners after repricing {', '.join(f'{k} ${v:g}/h' for k, v in price_map.items())}: "
+                      + (f"{len(moved)} moved" if moved else "none moved"), highlight=False)
+        for line in moved:
+            console.print("  " + line, highlight=False, markup=False)
+    console.print(f"(answered in {(time.perf_counter() - t0) * 1e3:.0f} ms from {len(points)} stored points; "
+                  f"nothing re-measured)")
+
+
+def _moved(before: pd.DataFrame, after: pd.DataFrame, hw_of: dict) -> list[str]:
+    """One line per best-card cell ("all") whose winner changed: from what, on which card, to what."""
+    hw_b = before[before.hardware == "all"].set_index(["regime", "model", "workload"])
+    hw_a = after[after.hardware == "all"].set_index(["regime", "model", "workload"])
+    lines = []
+    for key, a in hw_a.iterrows():
+        b = hw_b.loc[key] if key in hw_b.index else None
+        if b is None or (b.point_id or "") == (a.point_id or ""):
+            continue
+        where = lambda c: (f"{c.label} on {hw_of.get(c.point_id, '?')} ({c.value:.4g} {c.objective})"  # noqa: E731
+                           if c.label else "none")
+        lines.append(f"{key[0]} · {key[1]} · {key[2]}: {where(b)} -> {where(a)}")
+    return lines

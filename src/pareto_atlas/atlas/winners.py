@@ -1,7 +1,8 @@
 """The dominant configuration per regime, per hardware and overall, with the boundary cases and
 the projected ones.
 
-A cell of the atlas is (regime, workload, hardware) or (regime, workload, "all"). Its winner is
+A cell of the atlas is (regime, model, workload, hardware) or (regime, model, workload, "all"): the
+seed paper's frontier "for each (model, workload)", per card. Its winner is
 the admitted point with the best objective (admitted: in on the quality guard and, unless priors
 are allowed, resting on evidence for both quality and speed); the cell says what the winner's
 quality and speed rest on, whether the runner-up is separated beyond the error bars, whether a
@@ -23,7 +24,7 @@ from pareto_atlas.simulate.space import load_label
 
 ALL = "all"
 WINNER_COLUMNS = (
-    "regime", "workload", "hardware", "point_id", "label", "load", "concurrency", "rate_rps", "utilization", "provenance", "quality_provenance",
+    "regime", "model", "workload", "hardware", "point_id", "label", "load", "concurrency", "rate_rps", "utilization", "provenance", "quality_provenance",
     "objective",
     "direction", "value", "value_lo", "value_hi", "quality_rel", "cost_per_mtok", "tpot_p99_ms", "ttft_p99_ms",
     "throughput_tok_s", "n_opts", "optimizations", "stacked", "stack_beats_singles", "best_single_label",
@@ -73,9 +74,9 @@ def _projected(sub: pd.DataFrame, adm: pd.DataFrame, regime: Regime, row: dict, 
 
 
 def _cell(sub: pd.DataFrame, adm: pd.DataFrame, regime: Regime, workload: str, hardware: str,
-          study_ref: str | StudyRef = "default") -> dict:
+          study_ref: str | StudyRef = "default", model: str = "") -> dict:
     row: dict = {c: None for c in WINNER_COLUMNS}
-    row.update(regime=regime.name, workload=workload, hardware=hardware, objective=regime.objective,
+    row.update(regime=regime.name, model=model, workload=workload, hardware=hardware, objective=regime.objective,
                direction=regime.direction, n_boundary=int((adm["boundary"] & adm["meets_constraints"]).sum()))
     cand = sub[adm["admitted"].to_numpy()]
     row["n_candidates"] = len(cand)
@@ -128,16 +129,25 @@ def winners(points: pd.DataFrame, regimes: Sequence[Regime], *, per_hardware: bo
     `study_ref`: how the confirm commands name the study."""
     rows = []
     pts = with_derived(points).reset_index(drop=True)
-    workloads = pd.unique(pts["workload"].astype(str))
-    hardware = sorted(pd.unique(pts["hardware"].astype(str))) if per_hardware else []
+    models = model_column(pts)
     for regime in regimes:
         adm = admission(pts, regime, allow_priors=allow_priors)
-        for wl in workloads:
-            in_wl = (pts["workload"].astype(str) == wl).to_numpy()
-            for hw in [*hardware, ALL]:
-                m = in_wl if hw == ALL else in_wl & (pts["hardware"].astype(str) == hw).to_numpy()
-                rows.append(_cell(pts[m], adm[m], regime, wl, hw, study_ref))
+        for model in pd.unique(models):
+            of_model = models == model
+            for wl in pd.unique(pts["workload"].astype(str)[of_model]):
+                in_wl = of_model & (pts["workload"].astype(str) == wl).to_numpy()
+                hardware = sorted(pd.unique(pts["hardware"].astype(str)[in_wl])) if per_hardware else []
+                for hw in [*hardware, ALL]:
+                    m = in_wl if hw == ALL else in_wl & (pts["hardware"].astype(str) == hw).to_numpy()
+                    rows.append(_cell(pts[m], adm[m], regime, wl, hw, study_ref, model))
     return pd.DataFrame(rows, columns=list(WINNER_COLUMNS))
+
+
+def model_column(points: pd.DataFrame) -> np.ndarray:
+    """Each point's model (the atlas's axis); "" for tables that predate it (one model)."""
+    if "model" not in points.columns:
+        return np.full(len(points), "", dtype=object)
+    return points["model"].fillna("").astype(str).to_numpy()
 
 
 def projected_cases(points: pd.DataFrame, regimes: Sequence[Regime], cells: pd.DataFrame, *,
@@ -145,19 +155,22 @@ def projected_cases(points: pd.DataFrame, regimes: Sequence[Regime], cells: pd.D
     """Per regime and hardware cell, up to `top` projected points (quality in or boundary, resting on
     priors) that beat the cell's winner: "projected — measure to confirm", each with its command."""
     pts = with_derived(points).reset_index(drop=True)
-    cols = ["regime", "workload", "hardware", "point_id", "label", "provenance", "quality_provenance", "quality_rel",
-            "quality_rel_lo", "quality_rel_hi", "objective", "value", "winner_value", "evidence", "confirm_command"]
+    cols = ["regime", "model", "workload", "hardware", "point_id", "label", "provenance", "quality_provenance",
+            "quality_rel", "quality_rel_lo", "quality_rel_hi", "objective", "value", "winner_value", "evidence",
+            "confirm_command"]
     rows = []
     for regime in regimes:
         adm = admission(pts, regime)
+        models = model_column(pts)
         for c in cells[cells["regime"] == regime.name].itertuples(index=False):
             if c.hardware == ALL:
                 continue
-            m = (pts["hardware"].astype(str) == c.hardware).to_numpy() & (pts["workload"].astype(str) == c.workload).to_numpy()
+            m = ((pts["hardware"].astype(str) == c.hardware).to_numpy() & (pts["workload"].astype(str) == c.workload).to_numpy()
+                 & (models == (c.model or "")))
             sub = projected_beating(pts[m], adm[m], regime, c.value if c.point_id else None)
             for i in range(min(top, len(sub))):
                 p = sub.iloc[i]
-                rows.append({"regime": regime.name, "workload": c.workload, "hardware": c.hardware,
+                rows.append({"regime": regime.name, "model": c.model, "workload": c.workload, "hardware": c.hardware,
                              "point_id": p["point_id"], "label": p["label"], "provenance": p["provenance"],
                              "quality_provenance": p.get("quality_provenance", ""), "quality_rel": p["quality_rel"],
                              "quality_rel_lo": adm.loc[p.name, "quality_rel_lo"],
@@ -176,8 +189,8 @@ def boundary_cases(points: pd.DataFrame, regimes: Sequence[Regime], cells: pd.Da
     """
     pts = with_derived(points).reset_index(drop=True)
     cells = winners(pts, regimes) if cells is None else cells
-    cols = ["regime", "workload", "hardware", "point_id", "label", "provenance", "quality_rel", "quality_rel_lo",
-            "quality_rel_hi", "floor", "admitted", "meets_constraints", "effect"]
+    cols = ["regime", "model", "workload", "hardware", "point_id", "label", "provenance", "quality_rel",
+            "quality_rel_lo", "quality_rel_hi", "floor", "admitted", "meets_constraints", "effect"]
     frames = []
     for regime in regimes:
         if regime.quality_floor is None:
@@ -188,12 +201,14 @@ def boundary_cases(points: pd.DataFrame, regimes: Sequence[Regime], cells: pd.Da
             continue
         keep = list(dict.fromkeys(["workload", "hardware", "point_id", "label", "provenance", "quality_rel", regime.objective]))
         p = pts.loc[b, keep].copy()
+        p["model"] = model_column(pts)[b]
         p[["workload", "hardware"]] = p[["workload", "hardware"]].astype(str)
         for c in ("quality_rel_lo", "quality_rel_hi", "admitted", "meets_constraints"):
             p[c] = adm.loc[b, c].to_numpy()
-        cell = cells[cells["regime"] == regime.name][["workload", "hardware", "point_id", "value"]]
+        cell = cells[cells["regime"] == regime.name][["model", "workload", "hardware", "point_id", "value"]].copy()
+        cell["model"] = cell["model"].fillna("").astype(str)
         cell = cell.rename(columns={"point_id": "cell_winner", "value": "cell_value"})
-        p = p.merge(cell, on=["workload", "hardware"], how="left")
+        p = p.merge(cell, on=["model", "workload", "hardware"], how="left")
         mine = p[regime.objective].to_numpy(dtype=float)
         theirs = p["cell_value"].to_numpy(dtype=float, na_value=np.nan)
         beats = (mine < theirs) if regime.direction == "min" else (mine > theirs)

@@ -47,14 +47,17 @@
   $("y-axis").value = D.default_y;
   fillSelect($("f-hardware"), uniq("hardware"), true);
   fillSelect($("f-workload"), uniq("workload"), true);
+  fillSelect($("f-model"), uniq("model"), true);
   fillSelect($("f-regime"), D.regimes.map(function (r) { return r.name; }), true);
 
   function state() {
     return { x: $("x-axis").value, y: $("y-axis").value, hw: $("f-hardware").value, wl: $("f-workload").value,
+             model: $("f-model").value,
              regime: $("f-regime").value, logx: $("log-x").checked, clip: $("clip-x").checked };
   }
   function visible(p, s) {
-    return (s.hw === ALL || p.hardware === s.hw) && (s.wl === ALL || p.workload === s.wl);
+    return (s.hw === ALL || p.hardware === s.hw) && (s.wl === ALL || p.workload === s.wl) &&
+           (s.model === ALL || (p.model || "") === s.model);
   }
 
   // ---- scatter ----
@@ -154,7 +157,7 @@
     var t = $("tooltip");
     t.textContent = "";
     t.appendChild(el("div", p.label, "tip-title"));
-    [["hardware", p.hardware], ["workload", p.workload], ["provenance", p.provenance],
+    [["model", p.model || ""], ["hardware", p.hardware], ["workload", p.workload], ["provenance", p.provenance],
      ["quality provenance", p.quality_provenance], ["rests on", p.evidence || p.provenance],
      ["KL divergence vs baseline", typeof p.kld === "number" ? fmt(p.kld) + " [" + fmt(p.kld_lo) + ", " + fmt(p.kld_hi) + "] nats/token" + (typeof p.top1 === "number" ? ", same top-1 token " + fmt(100 * p.top1) + " %" : "") : "not measured"],
      ["speed model", p.provenance === "measured" ? "measured" : (p.calib_provenance || "")], ["frontier status", p.frontier_status + (p.dominated_by_label ? " (by " + p.dominated_by_label + ")" : "")],
@@ -176,19 +179,21 @@
     D.winners.forEach(function (w) {
       if (s.regime !== ALL && w.regime !== s.regime) return;
       if (s.wl !== ALL && w.workload !== s.wl) return;
+      if (s.model !== ALL && (w.model || "") !== s.model) return;
       if (s.hw !== ALL && w.hardware !== s.hw && w.hardware !== ALL) return;
       var tr = el("tr", undefined, w.stack_beats_singles ? "boxed" : "");
       tr.setAttribute("data-regime", w.regime);
       tr.setAttribute("data-hardware", w.hardware);
       tr.setAttribute("data-workload", w.workload);
+      tr.setAttribute("data-model", w.model || "");
       tr.setAttribute("data-point-id", w.point_id || "");
       var err = w.provenance === "measured" || !w.point_id ? "" : " [" + fmt(w.value_lo) + ", " + fmt(w.value_hi) + "]";
-      [w.regime, w.workload, w.hardware, w.point_id ? w.label : "— " + w.note, w.point_id ? (w.load || "") : "", w.provenance || "",
+      [w.regime, w.model || "", w.workload, w.hardware, w.point_id ? w.label : "— " + w.note, w.point_id ? (w.load || "") : "", w.provenance || "",
        w.point_id ? fmt(w.value) + err : "", w.point_id ? fmt(w.quality_rel) + " [" + fmt(w.quality_rel_lo) + ", " + fmt(w.quality_rel_hi) + "]" : "",
        w.point_id ? (w.evidence || "") : "",
        w.point_id ? (w.stack_beats_singles ? "yes (stack beats every single)" : (w.stacked ? "stack" : "single/baseline")) : "",
        w.point_id ? (w.separated ? "yes" : "within error of " + (w.runner_up_label || "")) : ""
-      ].forEach(function (v, i) { var td = el("td", v); if (i === 3) td.className = "label-cell"; tr.appendChild(td); });
+      ].forEach(function (v, i) { var td = el("td", v); if (i === 4) td.className = "label-cell"; tr.appendChild(td); });
       body.appendChild(tr);
     });
   }
@@ -229,7 +234,7 @@
       " configurations would beat a winner but rest on priors (all in projected.csv); measure them to confirm.";
   }
   function redraw() { hideTip(); drawScatter(); drawWinners(); drawBoundary(); drawProjected(); }
-  ["x-axis", "y-axis", "f-hardware", "f-workload", "f-regime", "log-x", "clip-x"].forEach(function (id) { $(id).addEventListener("change", redraw); });
+  ["x-axis", "y-axis", "f-hardware", "f-workload", "f-model", "f-regime", "log-x", "clip-x"].forEach(function (id) { $(id).addEventListener("change", redraw); });
   redraw();
   document.body.setAttribute("data-ready", "1");
 })();

@@ -93,10 +93,11 @@ def build_report(
 
     if figures:
         fig_dir = out_dir / "figures"
-        workloads = list(pd.unique(points["workload"].astype(str)))
-        for wl in workloads:
-            sub = points[points["workload"].astype(str) == wl]
-            sfx = f"__{F.slug(wl)}" if len(workloads) > 1 else ""
+        models = points["model"].fillna("").astype(str) if "model" in points.columns else pd.Series("", index=points.index)
+        groups = list(dict.fromkeys(zip(models, points["workload"].astype(str))))
+        for m, wl in groups:     # one set of frontier figures per (model, workload), as the frontier is
+            sub = points[(models == m).to_numpy() & (points["workload"].astype(str) == wl).to_numpy()]
+            sfx = f"__{F.slug(f'{m}__{wl}' if m else wl)}" if len(groups) > 1 else ""
             made = {
                 "frontier_quality_latency": F.fig_quality_latency(sub, fig_dir, latency=latency, name=f"frontier_quality_latency{sfx}"),
                 "frontier_cost_quality": F.fig_cost_quality(sub, fig_dir, name=f"frontier_cost_quality{sfx}"),

@@ -57,9 +57,9 @@ def winners_markdown(cells: pd.DataFrame) -> str:
         s = "" if v is None or (isinstance(v, float) and v != v) else str(v)
         return s.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").replace("<", "&lt;").replace(">", "&gt;")
 
-    head = ("| regime | workload | hardware | winner | load | provenance | objective | value [error] | quality_rel [95 %] "
+    head = ("| regime | model | workload | hardware | winner | load | provenance | objective | value [error] | quality_rel [95 %] "
             "| rests on | stack beats every single | note |")
-    lines = [head, "|" + "---|" * 12]
+    lines = [head, "|" + "---|" * 13]
     for r in cells.itertuples(index=False):
         if r.point_id:
             val = f"{r.value:.4g}" if r.provenance == "measured" else f"{r.value:.4g} [{r.value_lo:.4g}, {r.value_hi:.4g}]"
@@ -71,7 +71,7 @@ def winners_markdown(cells: pd.DataFrame) -> str:
         if isinstance(getattr(r, "projected_label", None), str) and r.projected_label:
             note += (f"{'; ' if note else ''}projected — measure to confirm: {r.projected_label} on "
                      f"{r.projected_hardware} ({r.projected_value:.4g}); {r.confirm_command}")
-        lines.append("| " + " | ".join(esc(x) for x in (r.regime, r.workload, r.hardware, r.label, getattr(r, "load", "") or "", r.provenance,
+        lines.append("| " + " | ".join(esc(x) for x in (r.regime, getattr(r, "model", "") or "", r.workload, r.hardware, r.label, getattr(r, "load", "") or "", r.provenance,
                                                            f"{r.direction} {r.objective}", val, q,
                                                            getattr(r, "evidence", "") or "",
                                                            "yes" if r.stack_beats_singles else "", note)) + " |")

@@ -125,18 +125,46 @@ def fig_hardware_frontiers(points: pd.DataFrame, out_dir: Path, *, latency: str 
     return save(fig, out_dir, name)
 
 
+SHORT_OBJECTIVE = {"tpot_p99_ms": ("TPOT p99", "ms"), "tpot_p50_ms": ("TPOT p50", "ms"), "ttft_p99_ms": ("TTFT p99", "ms"),
+                   "ttft_p50_ms": ("TTFT p50", "ms"), "e2e_p99_ms": ("E2E p99", "ms"), "e2e_p50_ms": ("E2E p50", "ms"),
+                   "throughput_tok_s": ("", "tok/s"), "throughput_per_device_tok_s": ("", "tok/s/dev"),
+                   "goodput_rps": ("goodput", "req/s"), "cost_per_mtok": ("$", "/Mtok"), "quality": ("score", ""),
+                   "quality_rel": ("quality", "x base"), "mem_gb": ("", "GB")}
+
+
+def _num(v: float) -> str:
+    """A figure in at most 3 significant digits with a k/M suffix, never an exponent."""
+    a = abs(v)
+    if a >= 1e6:
+        return f"{v / 1e6:.3g}M"
+    if a >= 1e4:
+        return f"{v / 1e3:.3g}k"
+    return f"{v:.3g}"
+
+
+def _wrap_label(label: str, width: int = 18) -> str:
+    """A configuration label over two lines at a '+' when it is long (cells are narrow)."""
+    if len(label) <= width or "+" not in label:
+        return label
+    parts = label.split("+")
+    cut = max(1, min(range(1, len(parts)), key=lambda i: abs(len("+".join(parts[:i])) - len(label) / 2)))
+    return "+".join(parts[:cut]) + "+\n" + "+".join(parts[cut:])
+
+
 def fig_atlas_grid(cells: pd.DataFrame, out_dir: Path, *, name: str = "atlas_grid") -> dict[str, Path]:
-    """Regime x hardware; each cell names the winner; boxed where a stack beats every single method."""
-    rows = list(dict.fromkeys(zip(cells["regime"], cells["workload"])))
-    multi_wl = len({w for _, w in rows}) > 1
+    """Regime (per model and workload) x hardware; each cell names the winner, its objective in short
+    with its unit and error; boxed where a stack beats every single method."""
+    model = cells["model"].fillna("").astype(str) if "model" in cells.columns else pd.Series("", index=cells.index)
+    rows = list(dict.fromkeys(zip(cells["regime"], model, cells["workload"])))
+    multi = len({(m, w) for _, m, w in rows}) > 1
     cols = list(dict.fromkeys(cells["hardware"]))
-    fig = Figure(figsize=(2.6 * len(cols) + 1.8, 0.95 * len(rows) + 1.4))
+    fig = Figure(figsize=(2.3 * len(cols) + 2.6, 0.95 * len(rows) + 1.4))
     ax = fig.add_subplot()
     ax.set_xlim(0, len(cols))
     ax.set_ylim(len(rows), 0)
-    for i, (reg, wl) in enumerate(rows):
+    for i, (reg, m, wl) in enumerate(rows):
         for j, hw in enumerate(cols):
-            c = cells[(cells["regime"] == reg) & (cells["workload"] == wl) & (cells["hardware"] == hw)]
+            c = cells[(cells["regime"] == reg) & (model == m) & (cells["workload"] == wl) & (cells["hardware"] == hw)]
             if c.empty:
                 continue
             c = c.iloc[0]
@@ -146,19 +174,23 @@ def fig_atlas_grid(cells: pd.DataFrame, out_dir: Path, *, name: str = "atlas_gri
             ax.add_patch(Rectangle((j + 0.04, i + 0.06), 0.92, 0.88, facecolor=face,
                                    edgecolor="black" if boxed else "#cccccc", lw=2.4 if boxed else 0.6))
             if won:
-                err = "" if c["provenance"] == "measured" else f" ±{max(c['value'] - c['value_lo'], c['value_hi'] - c['value']):.2g}"
-                text = f"{c['label']}\n{c['objective']}={c['value']:.3g}{err}\n[{c['provenance']}]"
+                what, unit = SHORT_OBJECTIVE.get(c["objective"], (c["objective"], ""))
+                err = "" if c["provenance"] == "measured" else \
+                    f" ±{_num(max(c['value'] - c['value_lo'], c['value_hi'] - c['value']))}"
+                value = f"{what} {_num(c['value'])}{err} {unit}".strip() if what != "$" else f"${_num(c['value'])}{err}{unit}"
+                text = f"{_wrap_label(str(c['label']))}\n{value}\n[{c['provenance']}]"
             else:
                 text = "no admissible\nconfiguration"
-            ax.text(j + 0.5, i + 0.5, text, ha="center", va="center", fontsize=7, wrap=True)
+            ax.text(j + 0.5, i + 0.5, text, ha="center", va="center", fontsize=6.5)
     ax.set_xticks(np.arange(len(cols)) + 0.5, cols, fontsize=8)
-    ax.set_yticks(np.arange(len(rows)) + 0.5, [f"{r}\n({w})" if multi_wl else r for r, w in rows], fontsize=8)
+    ax.set_yticks(np.arange(len(rows)) + 0.5, [f"{r}\n{m}\n{w}" if multi else r for r, m, w in rows], fontsize=7)
     ax.tick_params(length=0)
     for s in ax.spines.values():
         s.set_visible(False)
     ax.xaxis.tick_top()
-    ax.set_title("The atlas: winner per regime and hardware (boxed: a stack beats every single method;\n"
-                 "blue cell: winner measured, grey: simulated or prior, ± = calibrated error on the objective)", fontsize=9, pad=28)
+    ax.set_title("The atlas: winner per regime, model and workload, per card ('all': the best card; boxed: a stack\n"
+                 "beats every single method; blue: winner measured, grey: simulated or prior; ± the calibrated error)",
+                 fontsize=9, pad=28)
     return save(fig, out_dir, name)
 
 

@@ -21,7 +21,7 @@ from pareto_atlas.atlas.objectives import UNITS, quality_rel_interval
 from pareto_atlas.atlas.regimes import Regime, admission
 from pareto_atlas.report.definitions import METRIC_DEFINITIONS, PERCENTILE_METHOD
 
-POINT_FIELDS = ("point_id", "label", "hardware", "workload", "provenance", "quality_provenance", "frontier_status",
+POINT_FIELDS = ("point_id", "label", "model", "hardware", "workload", "provenance", "quality_provenance", "frontier_status",
                 "raw_frontier", "quality", "quality_rel", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms",
                 "e2e_p99_ms", "throughput_tok_s", "cost_per_mtok", "price_per_hour", "price_date", "lat_rel_err",
                 "thr_rel_err", "n_opts", "optimizations", "mem_gb", "kld", "kld_lo", "kld_hi", "top1", "calib_provenance")
@@ -142,6 +142,7 @@ simulated by the calibrated simulator (with its error bar) or literature priors.
 <label><input type="checkbox" id="clip-x" checked> frontier region</label>
 <label>hardware <select id="f-hardware"></select></label>
 <label>workload <select id="f-workload"></select></label>
+<label>model <select id="f-model"></select></label>
 <label>regime <select id="f-regime"></select></label>
 </div>
 <p class="legend"><span><i class="dot" style="background:#1f6fb4"></i>frontier</span><span><i class="dot" style="background:#e08a1e"></i>tied within error</span><span><i class="dot" style="background:#b8b8b8"></i>dominated</span><span>shape = what it rests on:</span><span><i class="dot measured"></i>measured (circle, black edge)</span><span><i class="dot"></i>simulated from evidence (circle)</span><span><i class="sq"></i>prior (square: quality or speed from the literature only)</span><span>red ring = regime winner</span></p>
@@ -149,7 +150,7 @@ simulated by the calibrated simulator (with its error bar) or literature priors.
 <p class="note" id="drawn-count"></p>
 <h2>Winner per regime</h2>
 <ul>{s['regimes']}</ul>
-<table id="winners"><thead><tr><th>regime</th><th>workload</th><th>hardware</th><th>winner</th><th>load</th><th>provenance</th><th>objective value [error]</th><th>quality_rel [95 %]</th><th>rests on (evidence)</th><th>stacked?</th><th>separated from runner-up?</th></tr></thead>
+<table id="winners"><thead><tr><th>regime</th><th>model</th><th>workload</th><th>hardware</th><th>winner</th><th>load</th><th>provenance</th><th>objective value [error]</th><th>quality_rel [95 %]</th><th>rests on (evidence)</th><th>stacked?</th><th>separated from runner-up?</th></tr></thead>
 <tbody id="winners-body"></tbody></table>
 <p class="note">Highlighted rows with a boxed winner: a stacked combination beats every single method in that cell. A winner needs evidence for its quality (measured, inherited from a measured arm, a measured effect, or a measured KL divergence) and its speed (measured or simulated, not a prior).</p>
 <h2>Projected — measure to confirm</h2>

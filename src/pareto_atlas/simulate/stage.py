@@ -9,11 +9,13 @@ import time
 from typing import TYPE_CHECKING
 
 import numpy as np
+import pandas as pd
 from rich.console import Console
 
 from pareto_atlas.calibrate.stage import THIS, model_card, this_machine
 from pareto_atlas.simulate.params import CalibParams, default_params
 from pareto_atlas.simulate.space import Load, Space, Workload, compatible, default_knobs, load_label
+from pareto_atlas.simulate.targets import Target, carried_params, study_targets
 from pareto_atlas.simulate.sweep import sweep
 from pareto_atlas.spec.cards import HardwareCard, shipped_hardware
 from pareto_atlas.spec.knobs import Knobs
@@ -54,32 +56,49 @@ def latest_params(study: Study, store: Store) -> tuple[dict[str, CalibParams], s
     return out, calib_id
 
 
-def study_space(study: Study, hardware: list[HardwareCard], model) -> Space:
-    """The default knob grid per hardware kind plus the study's own arms, thinned to max_configs."""
-    kinds = sorted({h.kind for h in hardware})
-    arms = [a.knobs() for a in study.arms]
-    grid = [k for kind in kinds for k in default_knobs(kind, study.engine.name)]
+def study_loads(study: Study) -> list[Load]:
+    """The loads every configuration is simulated under: the study's closed loops and utilizations,
+    or its trace (a trace is the load: its points replay it, as its anchors did)."""
+    if study.workload.trace:
+        return [Load(trace=True)]
+    return ([Load(concurrency=c, think=study.load.think) for c in study.simulate.concurrency]
+            + [Load(utilization=u) for u in study.simulate.utilization])
+
+
+def measured_workloads(study: Study) -> list[Workload]:
+    """The study's workload and every other shape its arms measured (each simulated across the hardware)."""
     wl = study.workload
-    # a trace is the load: its points replay it, as its anchors did, instead of the closed loops
-    loads = ([Load(trace=True)] if wl.trace else
-             [Load(concurrency=c, think=study.load.think) for c in study.simulate.concurrency]
-             + [Load(utilization=u) for u in study.simulate.utilization])
     rows = tuple((r.arrival_s, r.prompt_tokens, r.output_tokens) for r in wl.trace_rows())
     workloads = [Workload(wl.name, wl.prompt_tokens, wl.output_tokens, rows)]
-    if not wl.trace:     # every other shape the arms measured is simulated too, across the hardware
+    if not wl.trace:
         for a in study.arms:
             aw = a.workload(wl)
             if not aw.trace and aw.name not in {w.name for w in workloads}:
                 workloads.append(Workload(aw.name, aw.prompt_tokens, aw.output_tokens, ()))
+    return workloads
+
+
+def study_space(study: Study, hardware: list[HardwareCard], model, workloads: list[Workload] | None = None,
+                budget: int | None = None, evidenced: set[str] | None = None) -> Space:
+    """The default knob grid per hardware kind plus the study's own arms, thinned to `budget`
+    configurations (default: max_configs) by what can win: the arms, then every knob whose tokens
+    have quality evidence (`evidenced` quality keys; default: the arms'), then the rest at random."""
+    kinds = sorted({h.kind for h in hardware})
+    arms = [a.knobs() for a in study.arms]
+    grid = [k for kind in kinds for k in default_knobs(kind, study.engine.name)]
+    loads = study_loads(study)
+    workloads = workloads or measured_workloads(study)
     per_pair = len(loads) * len(workloads)
     knobs = list(dict.fromkeys(arms + grid))
     cost = {k: per_pair * sum(1 for h in hardware if not compatible(k, h, study.engine.name)) for k in knobs}
-    if sum(cost.values()) > study.simulate.max_configs:
-        knobs = thinned(knobs, arms, cost, study.simulate.max_configs)
+    budget = study.simulate.max_configs if budget is None else budget
+    if sum(cost.values()) > budget:
+        knobs = thinned(knobs, arms, cost, budget, evidenced)
     return Space(model, tuple(hardware), tuple(knobs), tuple(workloads), tuple(loads), {}, engine=study.engine.name)
 
 
-def thinned(knobs: list[Knobs], arms: list[Knobs], cost: dict[Knobs, int], budget: int) -> list[Knobs]:
+def thinned(knobs: list[Knobs], arms: list[Knobs], cost: dict[Knobs, int], budget: int,
+            evidenced_keys: set[str] | None = None) -> list[Knobs]:
     """The knobs to simulate within `budget` configurations (cost: a knob's configurations, one per
     compatible card, load and workload), in their order, stratified by what can win: the study's arms
     always; then every knob whose tokens an arm measured (its quality_key: weights, KV, eviction,
@@ -88,7 +107,8 @@ def thinned(knobs: list[Knobs], arms: list[Knobs], cost: dict[Knobs, int], budge
     whole grid decided which configurations could win (F16 with chunked prefill at 128 slots could
     simply be missing)."""
     rng = np.random.default_rng(0)
-    measured, armset = {a.quality_key() for a in arms}, set(arms)
+    armset = set(arms)
+    measured = {a.quality_key() for a in arms} if evidenced_keys is None else evidenced_keys
     evidenced = [k for k in knobs if k not in armset and k.quality_key() in measured]
     rest = [k for k in knobs if k not in armset and k.quality_key() not in measured]
     keep, used = set(armset), sum(cost[k] for k in armset)
@@ -128,23 +148,89 @@ def simulate_study(study: Study, store: Store, console: Console, executor: Execu
 
             ctx = study.workload.prompt_tokens + study.workload.output_tokens // 2
             params[h.name] = carry_overheads(params[h.name], params[THIS], model, h, ctx)
-    space = study_space(study, hardware, model)
-    space = with_measured_acceptance(space, anchors, console)
-    console.print(f"[bold]simulate[/]: {model.name} on {', '.join(h.name for h in hardware)}: "
-                  f"{space.size()} configurations x {study.simulate.n_requests} requests")
-    for h in hardware:
-        p = params[h.name]
-        console.print(f"  {h.name}: {p.provenance}, error bar latency ±{p.lat_rel_err:.0%} "
-                      f"throughput ±{p.thr_rel_err:.0%}", highlight=False)
+    targets = study_targets(study, model, hardware, measured_workloads(study))
+    spaces = target_spaces(study, targets, anchors, console)
+    console.print(f"[bold]simulate[/]: {len(targets)} model(s), "
+                  f"{sum(sp.size() for sp in spaces)} configurations x {study.simulate.n_requests} requests")
     t0 = time.monotonic()
-    pts = (executor.sweep(space, params, study.simulate.n_requests) if executor is not None
-           else sweep(space, params, n_requests=study.simulate.n_requests))
-    pts = label_engine(attach_quality(pts, quality_study(study, store), store), engine)
+    frames = []
+    for t, space in zip(targets, spaces):
+        fitted = {h.name: fitted_models(h, study, model) for h in t.hardware}
+        tparams = {h.name: carried_params(params[h.name], t, fitted[h.name]) for h in t.hardware}
+        shapes = ", ".join(f"{w.prompt_tokens}/{w.output_tokens}" for w in t.workloads)
+        console.print(f"  {t.name} ({'measured here' if t.measured else t.card.source}; {shapes} tokens): "
+                      f"{space.size()} configurations on {', '.join(h.name for h in t.hardware)}", highlight=False)
+        for h in t.hardware:
+            p = tparams[h.name]
+            console.print(f"    {h.name}: {p.provenance}, error bar latency ±{p.lat_rel_err:.0%} "
+                          f"throughput ±{p.thr_rel_err:.0%}", highlight=False)
+        if not space.size():
+            continue
+        pts = (executor.sweep(space, tparams, study.simulate.n_requests) if executor is not None
+               else sweep(space, tparams, n_requests=study.simulate.n_requests))
+        if t.measured:
+            pts = attach_quality(pts, quality_study(study, store), store)
+        else:
+            from pareto_atlas.store.ladder import attach_target_quality
+
+            pts = attach_target_quality(pts, t, study, store)
+            pts["point_id"] = [hashlib.sha256(f"{t.name}|{i}".encode()).hexdigest()[:16] for i in pts.point_id]
+        frames.append(pts.assign(model=t.name, model_card=t.card.source if not t.measured else "measured here"))
+    pts = label_engine(pd.concat(frames, ignore_index=True, sort=False) if frames else pd.DataFrame(), engine)
     sim_id = hashlib.sha256(dumps([study.name, calib_id, len(pts), time.time()]).encode()).hexdigest()[:16]
     store.put_sim_run(sim_id, study.name, calib_id, pts)
     console.print(f"simulate: {len(pts)} points in {time.monotonic() - t0:.1f} s "
-                  f"({int(pts.feasible.sum())} feasible), stored as run {sim_id}")
-    suggest_next_anchor(study, anchors, pts, params, console)
+                  f"({int(pts.feasible.sum()) if len(pts) else 0} feasible), stored as run {sim_id}")
+    own = pts[pts.model == study.model.name] if len(pts) else pts
+    suggest_next_anchor(study, anchors, own, params, console)
+
+
+def target_spaces(study: Study, targets: list[Target], anchors, console: Console) -> list[Space]:
+    """Each target's space: its cards, its workloads, the study's loads; the grid thinned to its
+    share of max_configs (in proportion to its full grid), keeping first what can win: the arms,
+    then the knobs whose tokens have quality evidence for that model."""
+    full = [study_space(study, list(t.hardware), t.card, list(t.workloads), budget=10**12) for t in targets]
+    sizes = [sp.size() for sp in full]
+    total = sum(sizes) or 1
+    out = []
+    for t, sp, n in zip(targets, full, sizes):
+        budget = max(1, int(study.simulate.max_configs * n / total))
+        ev = None if t.measured else evidenced_keys(study, t)
+        space = study_space(study, list(t.hardware), t.card, list(t.workloads), budget=budget, evidenced=ev)
+        out.append(with_measured_acceptance(space, anchors, console))
+    return out
+
+
+def evidenced_keys(study: Study, target: Target) -> set[str]:
+    """Quality keys whose tokens have evidence for a target that was not measured: its reference,
+    the knobs published for it, and (same family) the measured arms' knobs, which carry."""
+    from pareto_atlas.store.ladder import GPU_REFERENCE
+
+    keys = {GPU_REFERENCE.quality_key(), Knobs(weights="F16").quality_key(), study.baseline.knobs().quality_key()}
+    try:
+        from pareto_atlas.quality.published import load_published_quality
+    except ModuleNotFoundError:     # MERGE-PENDING: quality.published lands from h-pubq
+        load_published_quality = None
+    if load_published_quality is not None:
+        tab = load_published_quality()
+        for r in tab[tab.model == target.card.name].itertuples():
+            w = str(r.weights or "") or "BF16"
+            keys.add(Knobs(weights=w if w in ("F16", "BF16", "FP8", "AWQ4") else "BF16",
+                           kv=str(r.kv or "f16") if str(r.kv or "f16") in ("f16", "fp8") else "f16").quality_key())
+    if target.family:
+        keys |= {a.knobs().quality_key() for a in study.arms}
+    return keys
+
+
+def fitted_models(hw: HardwareCard, study: Study, measured_card) -> set[str]:
+    """The model cards a card's calibration was fitted on: the published table's models for a GPU
+    card, the measured model for this machine."""
+    if hw.kind == "cpu":
+        return {measured_card.name}
+    from pareto_atlas.calibrate.published_table import load_published
+
+    rows = load_published().rows
+    return set(rows[rows.gpu == hw.name].model)
 
 
 def measured_acceptance(anchors) -> dict[str, float]:

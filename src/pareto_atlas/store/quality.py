@@ -35,7 +35,7 @@ REENCODING_REL = (0.98, 1.0)
 # on the quality of the approximate methods (SparQ, Quest) the simulator's sparse budget models.
 SPARSE_POLICY = "topk"
 # Evidence that lets a configuration win a regime by default (priors need --allow-priors).
-WINNING_EVIDENCE = ("measured", "inherited", "measured-effect")
+WINNING_EVIDENCE = ("measured", "inherited", "measured-effect", "published", "carried", "reference")
 
 
 @dataclass(frozen=True)

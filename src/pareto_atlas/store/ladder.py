@@ -1,0 +1,164 @@
+"""The quality of a configuration of a model the study did not measure: the evidence ladder.
+
+Rungs, strongest first, each with an interval (DESIGN.md's evidence levels):
+  (a) measured on that model: the measured target's own quality (store.quality.quality_for);
+  (b) published for that model and knobs (quality.published: a source's score beside its own
+      baseline, the interval from its item count or printed stderr);
+  (c) carried from a model of the same family measured here, same token-changing knobs, relative
+      to the same reference precision: the measured relative effect, its interval widened
+      (CARRY_WIDENING) because damage measured on one size is not the next size's;
+  (d) a prior (a cited effect or a re-encoding argument): projected, never a winner.
+The target's own reference configuration (its unmodified weights and KV cache) is exactly 1
+relative to itself: evidence `reference`, with the published absolute score where there is one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pandas as pd
+
+from pareto_atlas.simulate.targets import Target
+from pareto_atlas.spec.knobs import Knobs
+from pareto_atlas.spec.study import Study
+from pareto_atlas.store.db import Store
+from pareto_atlas.store.quality import (KLD_COLUMNS, NO_KLD, QUALITY_COLUMNS, REENCODINGS, WEIGHT_PRIORS, Quality,
+                                        _from_prior, _with_effects, quality_row, quality_table)
+
+NAN = float("nan")
+# A carried relative effect keeps its measured centre; its interval's half-widths are multiplied by
+# this: one model size's damage is evidence for the next, not a measurement of it. Stated, printed
+# with every carried point, and checked against the sizes both measured (benchmarks/bench_transfer).
+CARRY_WIDENING = 2.0
+# The precision a model is published and served at on GPUs: its reference there.
+GPU_REFERENCE = Knobs(weights="BF16")
+GPU_NATIVE = ("F16", "BF16")
+
+
+def reference_knobs(study: Study, target: Target, kind: str) -> Knobs:
+    """The configuration every other is relative to, for a target on a card of this kind: on a CPU
+    the study's baseline arm's tokens (the same engine and source format), on a GPU the model's own
+    16-bit weights and KV cache."""
+    return study.baseline.knobs() if kind == "cpu" else GPU_REFERENCE
+
+
+def _is_reference(knobs: Knobs, ref: Knobs) -> bool:
+    if ref.weights in GPU_NATIVE and knobs.weights in GPU_NATIVE:     # F16 and BF16 hold the same weights
+        knobs = replace(knobs, weights=ref.weights)
+    return knobs.quality_key() == ref.quality_key()
+
+
+def published_quality(target: Target, knobs: Knobs, task: str) -> Quality | None:
+    """Rung (b): the published score the guard uses for this model and knobs, if any."""
+    try:
+        from pareto_atlas.quality.published import guard_choice, published_for
+    except ModuleNotFoundError:     # MERGE-PENDING: quality.published lands from h-pubq
+        return None
+
+    hits = published_for(target.card.name, knobs.weights, knobs.kv, knobs.eviction, knobs.kv_keep)
+    best = guard_choice(hits, task)
+    if best is None or best.informational:
+        return None
+    return Quality(best.q, best.q_lo, best.q_hi, best.rel, best.rel_lo, best.rel_hi, best.provenance, "published")
+
+
+def _published_model_names(target: Target) -> list[str]:
+    names = [target.card.name]
+    from pareto_atlas.spec.cards import shipped_models
+
+    shape = (target.card.n_layers, target.card.hidden, target.card.n_kv_heads, target.card.intermediate)
+    names += [n for n, c in shipped_models().items()
+              if (c.n_layers, c.hidden, c.n_kv_heads, c.intermediate) == shape and n not in names]
+    return names
+
+
+def _published(target: Target, knobs: Knobs, task: str) -> Quality | None:
+    for name in _published_model_names(target):
+        q = published_quality(replace(target, card=replace(target.card, name=name)), knobs, task)
+        if q is not None:
+            return q
+    return None
+
+
+def carried(q: Quality, source_model: str, arm: str) -> Quality:
+    """Rung (c): a measured relative effect carried to another size of the family."""
+    w = CARRY_WIDENING
+    lo, hi = q.rel - w * (q.rel - q.rel_lo), q.rel + w * (q.rel_hi - q.rel)
+    return Quality(NAN, NAN, NAN, q.rel, max(lo, 0.0), hi,
+                   f"carried:{source_model} {arm} (its measured effect, interval x{w:g} across model sizes)", "carried")
+
+
+def target_quality(knobs: Knobs, target: Target, kind: str, study: Study, qt: dict[str, dict],
+                   task: str) -> Quality:
+    """The quality of `knobs` on `target` served on a card of `kind` (see the module doc)."""
+    ref = reference_knobs(study, target, kind)
+    core_knobs = replace(knobs, eviction="none", kv_keep=1.0, sparse_budget=1.0)
+    if core_knobs != knobs:
+        pub = _published(target, knobs, task)           # an eviction policy's own published score
+        if pub is not None:
+            return pub
+        core = target_quality(core_knobs, target, kind, study, qt, task)
+        if core.evidence == "unmeasured":
+            return core
+        return _with_effects(knobs, core, {})           # measured effects belong to the measured model
+    pub = _published(target, knobs, task)
+    if _is_reference(knobs, ref):
+        base = _published(target, ref, task)
+        if base is not None:
+            return replace(base, rel=1.0, rel_lo=1.0, rel_hi=1.0, evidence="reference",
+                           provenance=f"reference ({target.name} at its own precision); score {base.provenance}")
+        return Quality(NAN, NAN, NAN, 1.0, 1.0, 1.0, f"reference ({target.name} at its own precision)", "reference")
+    if pub is not None:
+        return pub
+    measured_ref = study.baseline.knobs()
+    hit = qt.get(knobs.quality_key())
+    if (hit is not None and ref.quality_key() == measured_ref.quality_key() and target.family
+            and target.family == _measured_family(study) and hit.get("rel") == hit.get("rel")):
+        q = Quality(hit["p"], hit["lo"], hit["hi"], hit["rel"], hit["rel_lo"], hit["rel_hi"], "", "measured")
+        return carried(q, study.model.name, hit["arm"])
+    base = Quality(NAN, NAN, NAN, 1.0, 1.0, 1.0, "", "prior")
+    if replace(knobs, weights=ref.weights).quality_key() != ref.quality_key():
+        return Quality.unmeasured()
+    if knobs.weights in REENCODINGS and ref.weights in GPU_NATIVE and knobs.weights in GPU_NATIVE:
+        return replace(base, provenance="reference", evidence="reference")
+    if knobs.weights in WEIGHT_PRIORS:
+        q, source = _from_prior(base, WEIGHT_PRIORS[knobs.weights])
+        return replace(q, provenance=f"prior:{source} ({knobs.weights} weights of {target.name})")
+    return Quality.unmeasured()
+
+
+def _measured_family(study: Study) -> str:
+    from pareto_atlas.calibrate.stage import model_card
+
+    try:
+        return model_card(study).family
+    except Exception:       # a study whose model file is not here yet has no card to read
+        return ""
+
+
+def attach_target_quality(points: pd.DataFrame, target: Target, study: Study, store: Store) -> pd.DataFrame:
+    """The quality columns of a target's simulated points from the ladder; KL columns stay empty
+    (a KL divergence measured on another model is that model's, shown as `proxy_kld`)."""
+    from pareto_atlas.store.compare import quality_study
+    from pareto_atlas.store.quality import kld_row, kld_table
+
+    qs = quality_study(study, store)
+    qt = quality_table(qs, store)
+    kt = kld_table(qs, store)
+    kinds = {h.name: h.kind for h in target.hardware}
+    cache: dict[tuple[Knobs, str], tuple] = {}
+    vals, proxy = [], []
+    for _, r in points.iterrows():
+        k, kind = Knobs.from_row(r), kinds.get(r["hardware"], "gpu")
+        if (k, kind) not in cache:
+            q = target_quality(k, target, kind, qs, qt, study.quality.task)
+            cache[(k, kind)] = quality_row(q) + NO_KLD
+        vals.append(cache[(k, kind)])
+        pk = kld_row(k, kt)[0] if kind == "cpu" else NAN
+        proxy.append(pk)
+    out = points.copy()
+    q = pd.DataFrame(vals, columns=list(QUALITY_COLUMNS + KLD_COLUMNS), index=points.index)
+    for c in q.columns:
+        out[c] = q[c]
+    out["proxy_kld"] = proxy
+    return out
