@@ -36,8 +36,8 @@ from .published_table import (COLUMNS, OWN_PRECISION, PROPORTION, PublishedQuali
                               read_quality_table)
 from .stats import Z95
 
-__all__ = ["COLUMNS", "PublishedQuality", "PublishedQualityError", "guard_choice", "load_published_quality",
-           "published_for", "read_quality_table", "summary_lines"]
+__all__ = ["COLUMNS", "PublishedQuality", "PublishedQualityError", "evidence", "guard_choice", "load_published_quality",
+           "published_for", "ratio_interval", "read_quality_table", "summary_lines", "wilson"]
 OWN_KV = ("f16", "bf16")
 
 
