@@ -45,7 +45,7 @@ def _write(path, rows: list[dict]) -> str:
 @pytest.mark.parametrize("field, value, message", [
     ("engine", "triton", "field 'engine': 'triton' is not allowed; allowed: vllm, trtllm"),
     ("gpu", "A100", "field 'gpu': 'A100' is not allowed; allowed: A100-80G-PCIe"),
-    ("model", "mistral-7b", "field 'model': 'mistral-7b' is not allowed; allowed: "),
+    ("model", "falcon-180b", "field 'model': 'falcon-180b' is not allowed; allowed: "),
     ("weights", "Q4_K_M", "field 'weights': 'Q4_K_M' is not allowed; allowed: F16, BF16, FP8, AWQ4"),
     ("kv", "q8_0", "field 'kv': 'q8_0' is not allowed; allowed: f16, fp8, unstated"),
     ("load", "burst", "field 'load': 'burst' is not allowed; allowed: batch, concurrency, rate, offline"),
