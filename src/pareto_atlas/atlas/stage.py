@@ -54,19 +54,22 @@ def _v(x, nd: int = 1) -> str:
     return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{nd}f}"
 
 
-SHORT_QUALITY = {"measured": "measured", "inherited": "inherited", "measured-effect": "measured effect",
-                 "kl-measured": "KL", "published": "published", "carried": "carried", "reference": "reference",
-                 "prior": "prior", "unmeasured": "none"}
-SHORT_SPEED = {"measured": "measured", "calibrated": "simulated", "uncalibrated": "uncalibrated", "prior": "prior"}
+SHORT_QUALITY = {"measured": "meas", "inherited": "inh", "measured-effect": "effect", "kl-measured": "KL",
+                 "published": "pub", "carried": "carried", "reference": "ref", "prior": "prior", "unmeasured": "none"}
+SHORT_SPEED = {"measured": "meas", "calibrated": "sim", "uncalibrated": "uncal", "prior": "prior"}
+EVIDENCE_KEY = ("rests on: quality / speed — meas measured, inh inherited from an arm with the same tokens, effect a "
+                "measured eviction effect, KL a measured KL divergence, pub published, carried from a measured model of "
+                "the family, ref the model itself; sim simulated with a calibration (± its error bar); winners.md has "
+                "the long form")
 
 
 def short_evidence(c) -> str:
-    """A winner's evidence in a few words ("quality KL, speed simulated ±16 %"); winners.md has the long form."""
+    """A winner's evidence in a few words ("KL / sim ±16%"); EVIDENCE_KEY says what they mean."""
     q = SHORT_QUALITY.get(str(c.get("quality_evidence") or ""), str(c.get("quality_evidence") or ""))
     s = SHORT_SPEED.get(str(c.get("speed_evidence") or ""), str(c.get("speed_evidence") or ""))
     err = c.get("lat_rel_err")
     bar = "" if s == "measured" or err is None or err != err else f" ±{100 * err:.0f}%"
-    return f"Q {q} · S {s}{bar}"
+    return f"{q} / {s}{bar}"
 
 
 def print_winners(cells: pd.DataFrame, console: Console, hardware: str = "all") -> None:
@@ -74,7 +77,7 @@ def print_winners(cells: pd.DataFrame, console: Console, hardware: str = "all") 
     on in short (winners.md and the page give the long form), and its figures."""
     t = Table(title=f"Dominant configuration per regime ({'best card per model and workload' if hardware == 'all' else hardware})",
               title_justify="left")
-    for col, kw in (("regime", {}), ("model", {"overflow": "fold"}), ("workload", {}), ("winner", {"overflow": "fold"}),
+    for col, kw in (("regime", {}), ("model", {"no_wrap": True}), ("workload", {}), ("winner", {"overflow": "fold"}),
                     ("on", {}), ("load", {}), ("quality rel [95 %]", {}), ("rests on", {}),
                     ("TPOT p99 ms", {"justify": "right"}), ("tok/s", {"justify": "right"}),
                     ("$/Mtok", {"justify": "right"})):
@@ -96,8 +99,9 @@ def print_winners(cells: pd.DataFrame, console: Console, hardware: str = "all") 
                   f"{_v(c.quality_rel, 3)} [{_v(c.quality_rel_lo, 2)}–{_v(c.quality_rel_hi, 2)}]{kl}",
                   short_evidence(c), _v(c.tpot_p99_ms), _v(c.throughput_tok_s), _v(c.cost_per_mtok, 3))
     console.print(t)
-    if any(cells[cells.hardware == hardware].stack_beats_singles.fillna(False)):
-        console.print("  ▣ a stack that beats every single method", highlight=False)
+    console.print("  " + EVIDENCE_KEY + ("; ▣ a stack that beats every single method"
+                                        if cells[cells.hardware == hardware].stack_beats_singles.fillna(False).any() else ""),
+                  highlight=False, soft_wrap=True)
     for n in notes:
         console.print(n, highlight=False, soft_wrap=True)
     for c in projected:
@@ -152,7 +156,12 @@ def atlas_study(study: Study, store: Store, console: Console) -> pd.DataFrame:
                      "; winners need measured evidence (priors are listed as projected)"))
     print_quality_evidence(study, store, console)
     print_winners(cells, console, "all")
-    if "this-cpu" in set(cells.hardware):
+    # this machine's own table, where the best card of some model is not always this machine
+    from pareto_atlas.atlas.winners import model_column
+
+    models = model_column(points)
+    on_cpu = set(models[(points.hardware == "this-cpu").to_numpy()])
+    if any(set(points.hardware[models == m]) != {"this-cpu"} for m in on_cpu):
         print_winners(cells, console, "this-cpu")
     return cells
 

@@ -27,8 +27,11 @@ def weight_bytes(model: ModelCard, weights: str, matmul_only: bool = True) -> fl
 
 
 def compute_dtype(weights: str, hw: HardwareCard) -> str:
-    """The dtype the matmuls run in: FP8 weights run FP8 where the card has it; W4A16 and GGUF run fp16."""
-    return "fp8" if weights == "FP8" and "fp8" in hw.tflops else "fp16"
+    """The dtype the matmuls run in: FP8 weights run FP8 and W8A8 int8 where the card has the units;
+    AWQ/W4A16 and GGUF dequantize to fp16."""
+    if weights == "FP8" and "fp8" in hw.tflops:
+        return "fp8"
+    return "int8" if weights == "W8A8" and "int8" in hw.tflops else "fp16"
 
 
 def tokens_per_verify(accept: float, k: int, p_draft: float = 1.0) -> float:

@@ -18,7 +18,9 @@ from pareto_atlas.spec.fields import check_fields
 # of its own: its GEMMs run on FP8 units at twice the 16-bit rate, so neither stands in for the other.
 FAMILY = {"Q4_0": "legacy", "Q4_1": "legacy", "Q5_0": "legacy", "Q8_0": "legacy", "RANDOM": "legacy",
           "Q4_K_M": "k-quant", "Q3_K": "k-quant", "Q2_K": "k-quant",
-          "F32": "float", "F16": "float", "BF16": "float", "FP8": "fp8", "AWQ4": "int4-gpu"}
+          "F32": "float", "F16": "float", "BF16": "float", "FP8": "fp8", "AWQ4": "int4-gpu",
+          # W4A16 (GPTQ int4 weight-only) runs the same Marlin-class kernels as AWQ; W8A8 its own int8 GEMMs
+          "W4A16": "int4-gpu", "W8A8": "int8"}
 LAYOUT = {"RANDOM": "Q4_0"}     # formats that run exactly another format's kernels
 
 

@@ -13,7 +13,7 @@ from pareto_atlas.spec.think import check_think
 # GPUs serves F16/BF16, FP8 (W8A8 where the card has FP8 units, weight-only Marlin on Ampere, as
 # the seed paper measured on its A100) and AWQ 4-bit, with an f16 or fp8 KV cache.
 CPU_WEIGHTS = ("F16", "Q8_0", "Q5_0", "Q4_K_M", "Q4_0", "Q3_K", "Q2_K")
-GPU_WEIGHTS = ("F16", "BF16", "FP8", "AWQ4")
+GPU_WEIGHTS = ("F16", "BF16", "FP8", "AWQ4", "W4A16", "W8A8")
 CPU_KV = ("f16", "q8_0", "q4_0")
 GPU_KV = ("f16", "fp8")
 CPU_SPEC = ("none", "ngram", "draft")
@@ -143,7 +143,7 @@ def default_knobs(kind: str, engine: str = "llamacpp") -> list[Knobs]:
     cpu = kind == "cpu"
     if cpu and engine == "vllm":
         return vllm_cpu_knobs()
-    weights = ("F16", "Q8_0", "Q4_K_M", "Q4_0") if cpu else ("F16", "FP8", "AWQ4")
+    weights = ("F16", "Q8_0", "Q4_K_M", "Q4_0") if cpu else ("F16", "FP8", "AWQ4", "W4A16", "W8A8")
     kvs = CPU_KV if cpu else GPU_KV
     evictions = (("none", 1.0), ("h2o", 0.5), ("snapkv", 0.25))
     # Acceptance: n-gram lookup finds little in chat (the seeds measured near zero); a draft model's

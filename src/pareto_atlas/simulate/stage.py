@@ -14,7 +14,7 @@ from rich.console import Console
 
 from pareto_atlas.calibrate.stage import THIS, model_card, this_machine
 from pareto_atlas.simulate.params import CalibParams, default_params
-from pareto_atlas.simulate.space import Load, Space, Workload, compatible, default_knobs, load_label
+from pareto_atlas.simulate.space import GPU_WEIGHTS, Load, Space, Workload, compatible, default_knobs, load_label
 from pareto_atlas.simulate.targets import Target, carried_params, study_targets
 from pareto_atlas.simulate.sweep import sweep
 from pareto_atlas.spec.cards import HardwareCard, shipped_hardware
@@ -207,15 +207,14 @@ def evidenced_keys(study: Study, target: Target) -> set[str]:
     from pareto_atlas.store.ladder import GPU_REFERENCE
 
     keys = {GPU_REFERENCE.quality_key(), Knobs(weights="F16").quality_key(), study.baseline.knobs().quality_key()}
-    try:
-        from pareto_atlas.quality.published import load_published_quality
-    except ModuleNotFoundError:     # MERGE-PENDING: quality.published lands from h-pubq
-        load_published_quality = None
-    if load_published_quality is not None:
-        tab = load_published_quality()
-        for r in tab[tab.model == target.card.name].itertuples():
+    from pareto_atlas.quality.published import load_published_quality
+    from pareto_atlas.store.ladder import published_model_names
+
+    tab = load_published_quality()
+    for name in published_model_names(target):
+        for r in tab[tab.model == name].itertuples():
             w = str(r.weights or "") or "BF16"
-            keys.add(Knobs(weights=w if w in ("F16", "BF16", "FP8", "AWQ4") else "BF16",
+            keys.add(Knobs(weights=w if w in GPU_WEIGHTS else "BF16",
                            kv=str(r.kv or "f16") if str(r.kv or "f16") in ("f16", "fp8") else "f16").quality_key())
     if target.family:
         keys |= {a.knobs().quality_key() for a in study.arms}

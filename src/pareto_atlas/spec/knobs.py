@@ -11,17 +11,18 @@ import json
 from dataclasses import asdict, dataclass, fields
 from pareto_atlas.spec.fields import check_fields
 
-WEIGHT_TYPES = ("F32", "F16", "BF16", "Q8_0", "FP8", "Q5_0", "Q4_1", "Q4_K_M", "Q4_0", "AWQ4", "Q3_K", "Q2_K", "RANDOM")
+WEIGHT_TYPES = ("F32", "F16", "BF16", "Q8_0", "FP8", "Q5_0", "Q4_1", "Q4_K_M", "Q4_0", "AWQ4", "W4A16", "W8A8", "Q3_K", "Q2_K", "RANDOM")
 KV_TYPES = ("f16", "q8_0", "fp8", "q4_0")
 EVICTION = ("none", "streaming", "h2o", "snapkv", "pyramidkv")
 SPEC = ("none", "ngram", "draft", "eagle")
 BATCHING = ("static", "continuous", "chunked", "slo", "disagg")
 
-# Bits per weight including block scales (GGUF block layouts; FP8/AWQ as served by vLLM). F32 is vLLM's
+# Bits per weight including block scales (GGUF block layouts; FP8/AWQ as served by vLLM; W4A16: GPTQ-style
+# int4 weight-only with group-128 scales, as AWQ; W8A8: int8 weights and activations, per-channel scales). F32 is vLLM's
 # float32 on a CPU without native bf16: the GGUF source dequantized, stored and streamed as float32.
 BITS_PER_WEIGHT = {
     "F32": 32.0, "F16": 16.0, "BF16": 16.0, "Q8_0": 8.5, "FP8": 8.0, "Q5_0": 5.5, "Q4_1": 5.0, "Q4_K_M": 4.85,
-    "Q4_0": 4.5, "AWQ4": 4.25, "Q3_K": 3.4375, "Q2_K": 2.625, "RANDOM": 4.5,  # RANDOM is stored as Q4_0
+    "Q4_0": 4.5, "AWQ4": 4.25, "W4A16": 4.25, "W8A8": 8.0, "Q3_K": 3.4375, "Q2_K": 2.625, "RANDOM": 4.5,  # RANDOM is stored as Q4_0
 }
 BITS_PER_KV = {"f16": 16.0, "q8_0": 8.5, "fp8": 8.0, "q4_0": 4.5}
 

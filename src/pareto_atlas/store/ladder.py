@@ -50,10 +50,7 @@ def _is_reference(knobs: Knobs, ref: Knobs) -> bool:
 
 def published_quality(target: Target, knobs: Knobs, task: str) -> Quality | None:
     """Rung (b): the published score the guard uses for this model and knobs, if any."""
-    try:
-        from pareto_atlas.quality.published import guard_choice, published_for
-    except ModuleNotFoundError:     # MERGE-PENDING: quality.published lands from h-pubq
-        return None
+    from pareto_atlas.quality.published import guard_choice, published_for
 
     hits = published_for(target.card.name, knobs.weights, knobs.kv, knobs.eviction, knobs.kv_keep)
     best = guard_choice(hits, task)
@@ -62,7 +59,9 @@ def published_quality(target: Target, knobs: Knobs, task: str) -> Quality | None
     return Quality(best.q, best.q_lo, best.q_hi, best.rel, best.rel_lo, best.rel_hi, best.provenance, "published")
 
 
-def _published_model_names(target: Target) -> list[str]:
+def published_model_names(target: Target) -> list[str]:
+    """The names the published table may hold a target's scores under: its card's, and any shipped
+    card of the same architecture (an instruct model's table rows are under its card's name)."""
     names = [target.card.name]
     from pareto_atlas.spec.cards import shipped_models
 
@@ -73,7 +72,7 @@ def _published_model_names(target: Target) -> list[str]:
 
 
 def _published(target: Target, knobs: Knobs, task: str) -> Quality | None:
-    for name in _published_model_names(target):
+    for name in published_model_names(target):
         q = published_quality(replace(target, card=replace(target.card, name=name)), knobs, task)
         if q is not None:
             return q

@@ -25,7 +25,7 @@ NAN = float("nan")
 # Quality priors for knobs this machine cannot run: the cited effect on quality of each family.
 QUALITY_PRIORS = {"kv-evict": "pyramidkv_quality", "sparse-attn": "sparq_quality"}
 # Weight formats served only on GPUs, whose effect on quality is read from a cited prior.
-WEIGHT_PRIORS = {"FP8": "fp8_weights_quality", "AWQ4": "int4_weights_quality"}
+WEIGHT_PRIORS = {"FP8": "fp8_weights_quality", "AWQ4": "int4_weights_quality", "W4A16": "int4_weights_quality"}
 # Formats that hold every weight of a lower-precision source up to rounding (8-bit blocks, 16-bit
 # floats): a re-encoding reproduces the source, so its score is the source's, as a prior whose
 # interval allows the rounding a stated 2 % (KL divergence measures it where it was run).
