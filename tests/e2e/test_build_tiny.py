@@ -38,6 +38,12 @@ def test_build_writes_the_atlas(built: Path):
     winners = json.loads((built / "winners.json").read_text())
     regimes = winners["regimes"] if isinstance(winners, dict) and "regimes" in winners else winners
     assert regimes, "no regime winners"
+    # models are an axis: each winner names its model; the GPU cards answer for the GPU-sized target only
+    assert {w["model"] for w in regimes} == {"smollm2-135m-instruct", "llama-3.1-8b-instruct"}
+    gpu = [w for w in regimes if w["hardware"] in ("L4", "H100-SXM")]
+    assert gpu and {w["model"] for w in gpu} == {"llama-3.1-8b-instruct"}
+    assert {w["workload"] for w in gpu} == {"chat-512-128"}
+    assert all(w["hardware"] in ("this-cpu", "all") for w in regimes if w["model"] == "smollm2-135m-instruct")
     html = (built / "atlas.html").read_text()
     assert "measured" in html and "http://" not in html.replace("http://www.w3.org", "")
 

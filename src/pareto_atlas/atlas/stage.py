@@ -111,6 +111,31 @@ def print_winners(cells: pd.DataFrame, console: Console, hardware: str = "all") 
                       highlight=False, soft_wrap=True, markup=False)    # the commands hold TOML tables ([[arms]])
 
 
+def models_side_by_side(cells: pd.DataFrame) -> pd.DataFrame:
+    """Where two or more models answer one workload ("which model should I serve?"): each model's
+    best-card winner per regime, compared on the task's absolute score (a model's quality relative
+    to its own baseline says nothing across models)."""
+    best = cells[(cells.hardware == "all") & cells.point_id.fillna("").astype(bool)]
+    shared = best.groupby("workload").model.nunique()
+    return best[best.workload.isin(shared[shared >= 2].index)].sort_values(["workload", "regime", "quality"],
+                                                                             ascending=[True, True, False])
+
+
+def print_models_side_by_side(cells: pd.DataFrame, console: Console) -> None:
+    side = models_side_by_side(cells)
+    if side.empty:
+        return
+    t = Table(title="Models side by side per workload: the absolute task score (not quality relative to each "
+                    "model's own baseline)", title_justify="left")
+    for col in ("workload", "regime", "model", "winner", "on", "score [95 %]", "rests on", "TPOT p99 ms", "$/Mtok"):
+        t.add_column(col)
+    for _, c in side.iterrows():
+        t.add_row(str(c.workload), c.regime, str(c.model), c.label, str(c.get("win_hardware", "")),
+                  "—" if c.quality != c.quality else f"{c.quality:.3f}", short_evidence(c), _v(c.tpot_p99_ms),
+                  _v(c.cost_per_mtok, 3))
+    console.print(t)
+
+
 def print_quality_evidence(study: Study, store: Store, console: Console) -> pd.DataFrame:
     """Per measured quality configuration: GSM8K paired against the baseline, KL divergence and
     top-1 agreement, each with its interval, and the guard's verdict on each axis."""
@@ -163,6 +188,7 @@ def atlas_study(study: Study, store: Store, console: Console) -> pd.DataFrame:
     on_cpu = set(models[(points.hardware == "this-cpu").to_numpy()])
     if any(set(points.hardware[models == m]) != {"this-cpu"} for m in on_cpu):
         print_winners(cells, console, "this-cpu")
+    print_models_side_by_side(cells, console)
     return cells
 
 
@@ -203,10 +229,14 @@ def pick_study(study: Study, store: Store, console: Console, constraint: str, ob
     pairs = pairs[(pairs._model == model) if model is not None else slice(None)]
     pairs = pairs[(pairs.workload == workload) if workload is not None else slice(None)]
     when = date.today().isoformat() if price_map else ""
+    repriced = reprice(points, price_map, when) if price_map else points
+    if price_map:
+        console.print("repriced: " + ", ".join(f"{k} ${v:g}/h" for k, v in price_map.items())
+                      + " (cost re-derived from throughput)", highlight=False)
     for m, wl in pairs.itertuples(index=False):
-        sub = points[(models == m) & (points.workload.astype(str) == wl).to_numpy()]
-        res = pick(sub, constraint or None, objective, direction="max" if maximize else None, prices=price_map or None,
-                   price_date=when, quality_floor=study.quality.floor,
+        sub = repriced[(models == m) & (repriced.workload.astype(str) == wl).to_numpy()]
+        res = pick(sub, constraint or None, objective, direction="max" if maximize else None,
+                   quality_floor=study.quality.floor,
                    allow_priors=allow_priors or study.quality.allow_priors, kld_max=study.quality.kld_max,
                    study_ref=confirm_ref(study))
         console.print(f"[bold]{m or study.model.name}[/] · {wl}", highlight=False)
@@ -214,7 +244,7 @@ def pick_study(study: Study, store: Store, console: Console, constraint: str, ob
     if price_map:
         regs = study_regimes(study, points)
         before = study_winners(study, points, regs)
-        after = study_winners(study, reprice(points, price_map, when), regs)
+        after = study_winners(study, repriced, regs)
         moved = _moved(before, after, dict(zip(points.point_id, points.hardware)))
         console.print(f"regime winners after repricing {', '.join(f'{k} ${v:g}/h' for k, v in price_map.items())}: "
                       + (f"{len(moved)} moved" if moved else "none moved"), highlight=False)

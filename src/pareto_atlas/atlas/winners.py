@@ -26,7 +26,7 @@ ALL = "all"
 WINNER_COLUMNS = (
     "regime", "model", "workload", "hardware", "point_id", "label", "load", "concurrency", "rate_rps", "utilization", "provenance", "quality_provenance",
     "objective",
-    "direction", "value", "value_lo", "value_hi", "quality_rel", "cost_per_mtok", "tpot_p99_ms", "ttft_p99_ms",
+    "direction", "value", "value_lo", "value_hi", "quality", "quality_rel", "cost_per_mtok", "tpot_p99_ms", "ttft_p99_ms",
     "throughput_tok_s", "n_opts", "optimizations", "stacked", "stack_beats_singles", "best_single_label",
     "best_single_value", "runner_up_label", "runner_up_value", "separated", "n_candidates", "n_boundary", "note",
     "quality_rel_lo", "quality_rel_hi", "kld", "quality_evidence", "speed_evidence", "calib_provenance", "evidence",
@@ -94,7 +94,7 @@ def _cell(sub: pd.DataFrame, adm: pd.DataFrame, regime: Regime, workload: str, h
     order = _rank(cand, regime)
     best = cand.iloc[order[0]]
     lo, hi = interval(cand.iloc[order[:2]], regime.objective)
-    for c in ("point_id", "label", "concurrency", "rate_rps", "utilization", "provenance", "quality_provenance", "quality_rel", "cost_per_mtok", "tpot_p99_ms",
+    for c in ("point_id", "label", "concurrency", "rate_rps", "utilization", "provenance", "quality_provenance", "quality", "quality_rel", "cost_per_mtok", "tpot_p99_ms",
               "ttft_p99_ms", "throughput_tok_s", "optimizations", "kld", "calib_provenance", "lat_rel_err"):
         row[c] = best.get(c)
     row["load"] = load_label(best)

@@ -157,7 +157,7 @@ def fig_atlas_grid(cells: pd.DataFrame, out_dir: Path, *, name: str = "atlas_gri
     model = cells["model"].fillna("").astype(str) if "model" in cells.columns else pd.Series("", index=cells.index)
     rows = list(dict.fromkeys(zip(cells["regime"], model, cells["workload"])))
     multi = len({(m, w) for _, m, w in rows}) > 1
-    cols = list(dict.fromkeys(cells["hardware"]))
+    cols = [h for h in dict.fromkeys(cells["hardware"]) if h != "all"] + ["all"]
     fig = Figure(figsize=(2.3 * len(cols) + 2.6, 0.95 * len(rows) + 1.4))
     ax = fig.add_subplot()
     ax.set_xlim(0, len(cols))
