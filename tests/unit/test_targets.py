@@ -209,3 +209,28 @@ def test_winners_are_per_model_and_a_model_only_wins_where_it_has_points():
     big_all = cells[(cells.model == "big") & (cells.hardware == "all")]
     assert big_all.label.tolist() == ["e"]
     assert np.isin(cells[cells.model == "small"].point_id, pts[pts.model == "small"].point_id).all()
+
+
+def test_published_checkpoints_reach_the_ladder():
+    study = load_study("default")
+    qwen = replace(_target("qwen2.5-7b"), name="qwen2.5-7b-instruct")
+    w8 = target_quality(Knobs(weights="W8A8"), qwen, "gpu", study, {}, "gsm8k")
+    assert w8.evidence == "published" and w8.provenance.startswith("published:")
+    assert w8.rel_lo < w8.rel < w8.rel_hi and 0 < w8.q < 1
+    llama = _target("llama-3.1-8b")
+    fp8 = target_quality(Knobs(weights="FP8"), llama, "gpu", study, {}, "gsm8k")
+    assert fp8.evidence == "published"
+    ref = target_quality(Knobs(weights="F16"), llama, "gpu", study, {}, "gsm8k")
+    assert ref.evidence == "reference" and ref.rel == 1.0 and 0 < ref.q < 1   # the published baseline's score
+
+
+def test_models_side_by_side_compare_absolute_scores():
+    from pareto_atlas.atlas.stage import models_side_by_side
+
+    a = _pts("small", "L4", ["a"], [10.0]).assign(quality=0.3)
+    b = _pts("big", "L4", ["b"], [20.0]).assign(quality=0.8)
+    cells = winners(pd.concat([a, b], ignore_index=True), [Regime("tight", "tpot_p99_ms", "min", quality_floor=0.95)])
+    side = models_side_by_side(cells)
+    assert side.model.tolist() == ["big", "small"]           # ranked on the absolute score, not on quality_rel
+    only = winners(a, [Regime("tight", "tpot_p99_ms", "min", quality_floor=0.95)])
+    assert models_side_by_side(only).empty                    # one model per workload: nothing to compare
