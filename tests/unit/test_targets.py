@@ -234,3 +234,23 @@ def test_models_side_by_side_compare_absolute_scores():
     assert side.model.tolist() == ["big", "small"]           # ranked on the absolute score, not on quality_rel
     only = winners(a, [Regime("tight", "tpot_p99_ms", "min", quality_floor=0.95)])
     assert models_side_by_side(only).empty                    # one model per workload: nothing to compare
+
+
+def test_a_prior_never_invents_an_absolute_score():
+    from pareto_atlas.store.quality import Quality
+
+    nan = Quality(float("nan"), float("nan"), float("nan"), 1.0, 1.0, 1.0, "", "prior").scaled(0.9, 0.8, 1.0)
+    assert nan.q != nan.q and nan.hi != nan.hi               # min(1, nan) would have said 1.0
+    study = load_study("default")
+    qwen = replace(_target("qwen2.5-7b"), name="qwen2.5-7b-instruct")
+    q = target_quality(Knobs(weights="FP8", eviction="h2o", kv_keep=0.5), qwen, "gpu", study, {}, "gsm8k")
+    assert q.evidence == "prior" and (q.q != q.q or q.q < 1.0)
+
+
+def test_sparse_attention_does_not_borrow_its_core_checkpoints_published_score():
+    study = load_study("default")
+    qwen = replace(_target("qwen2.5-7b"), name="qwen2.5-7b-instruct")
+    core = target_quality(Knobs(weights="W8A8"), qwen, "gpu", study, {}, "gsm8k")
+    sparse = target_quality(Knobs(weights="W8A8", sparse_budget=0.25), qwen, "gpu", study, {}, "gsm8k")
+    assert core.evidence == "published" and sparse.evidence == "prior"
+    assert sparse.rel_lo < core.rel_lo                          # the prior's interval multiplies in

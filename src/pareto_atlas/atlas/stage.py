@@ -72,36 +72,43 @@ def short_evidence(c) -> str:
     return f"{q} / {s}{bar}"
 
 
+def _load_short(c) -> str:
+    return str(c.get("load") or "").replace(" of capacity)", ")")
+
+
 def print_winners(cells: pd.DataFrame, console: Console, hardware: str = "all") -> None:
-    """One line per (regime, model, workload): the winner, where and under what load, what it rests
-    on in short (winners.md and the page give the long form), and its figures."""
-    t = Table(title=f"Dominant configuration per regime ({'best card per model and workload' if hardware == 'all' else hardware})",
-              title_justify="left")
-    for col, kw in (("regime", {}), ("model", {"no_wrap": True}), ("workload", {}), ("winner", {"overflow": "fold"}),
-                    ("on", {}), ("load", {}), ("quality rel [95 %]", {}), ("rests on", {}),
-                    ("TPOT p99 ms", {"justify": "right"}), ("tok/s", {"justify": "right"}),
-                    ("$/Mtok", {"justify": "right"})):
-        t.add_column(col, **kw)
+    """One table per (model, workload) the atlas answers for, one line per regime: the winner, where
+    and under what load, what it rests on in short (winners.md and the page give the long form), and
+    its figures; then why a regime has no winner, and the projected points with their commands."""
+    mine = cells[cells.hardware == hardware]
     projected, notes = [], []
-    for _, c in cells[cells.hardware == hardware].iterrows():
-        if isinstance(c.get("projected_label"), str) and c.get("projected_label"):
-            projected.append(c)
-        model = str(c.get("model") or "")
-        if not c.label:
-            notes.append(f"  {c.regime} · {model} · {c.workload}: {c.note}")
-            t.add_row(c.regime, model, str(c.workload), "— (see below)", "", "", "", "", "", "", "")
-            continue
-        kl = c.get("kld")
-        kl = "" if kl is None or kl != kl else f" KL {kl:.2g}"
-        boxed = " ▣" if c.stack_beats_singles else ""
-        t.add_row(c.regime, model, str(c.workload), f"{c.label}{boxed}", str(c.get("win_hardware", "") or c.hardware),
-                  str(c.get("load") or ""),
-                  f"{_v(c.quality_rel, 3)} [{_v(c.quality_rel_lo, 2)}–{_v(c.quality_rel_hi, 2)}]{kl}",
-                  short_evidence(c), _v(c.tpot_p99_ms), _v(c.throughput_tok_s), _v(c.cost_per_mtok, 3))
-    console.print(t)
-    console.print("  " + EVIDENCE_KEY + ("; ▣ a stack that beats every single method"
-                                        if cells[cells.hardware == hardware].stack_beats_singles.fillna(False).any() else ""),
-                  highlight=False, soft_wrap=True)
+    model = mine["model"].fillna("").astype(str) if "model" in mine else pd.Series("", index=mine.index)
+    for (m, wl), group in mine.groupby([model, mine.workload.astype(str)], sort=False):
+        where = "the best card" if hardware == "all" else hardware
+        t = Table(title=f"{m or 'model'} · {wl}: dominant configuration per regime ({where})", title_justify="left")
+        for col, kw in (("regime", {"no_wrap": True}), ("winner", {"overflow": "fold"}), ("on", {"no_wrap": True}),
+                        ("load", {}), ("quality rel [95 %]", {}), ("rests on", {"no_wrap": True}),
+                        ("TPOT p99 ms", {"justify": "right"}), ("tok/s", {"justify": "right"}),
+                        ("$/Mtok", {"justify": "right"})):
+            t.add_column(col, **kw)
+        for _, c in group.iterrows():
+            if isinstance(c.get("projected_label"), str) and c.get("projected_label"):
+                projected.append(c)
+            if not c.label:
+                notes.append(f"  {c.regime} · {m} · {wl}: {c.note}")
+                t.add_row(c.regime, "— (see below)", "", "", "", "", "", "", "")
+                continue
+            kl = c.get("kld")
+            kl = "" if kl is None or kl != kl else f" KL {kl:.2g}"
+            t.add_row(c.regime, f"{c.label}{' ▣' if c.stack_beats_singles else ''}",
+                      str(c.get("win_hardware", "") or c.hardware), _load_short(c),
+                      f"{_v(c.quality_rel, 3)} [{_v(c.quality_rel_lo, 2)}–{_v(c.quality_rel_hi, 2)}]{kl}",
+                      short_evidence(c), _v(c.tpot_p99_ms), _v(c.throughput_tok_s), _v(c.cost_per_mtok, 3))
+        console.print(t)
+    if len(mine):
+        console.print("  " + EVIDENCE_KEY + ("; ▣ a stack that beats every single method"
+                                            if mine.stack_beats_singles.fillna(False).any() else ""),
+                      highlight=False, soft_wrap=True)
     for n in notes:
         console.print(n, highlight=False, soft_wrap=True)
     for c in projected:

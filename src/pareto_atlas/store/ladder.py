@@ -93,7 +93,8 @@ def target_quality(knobs: Knobs, target: Target, kind: str, study: Study, qt: di
     ref = reference_knobs(study, target, kind)
     core_knobs = replace(knobs, eviction="none", kv_keep=1.0, sparse_budget=1.0)
     if core_knobs != knobs:
-        pub = _published(target, knobs, task)           # an eviction policy's own published score
+        # an eviction policy's own published score (the table has none for sparse attention)
+        pub = _published(target, knobs, task) if knobs.sparse_budget == 1.0 else None
         if pub is not None:
             return pub
         core = target_quality(core_knobs, target, kind, study, qt, task)
@@ -101,8 +102,8 @@ def target_quality(knobs: Knobs, target: Target, kind: str, study: Study, qt: di
             return core
         return _with_effects(knobs, core, {})           # measured effects belong to the measured model
     pub = _published(target, knobs, task)
+    base = _published(target, ref, task) if ref.weights in GPU_NATIVE else None
     if _is_reference(knobs, ref):
-        base = _published(target, ref, task)
         if base is not None:
             return replace(base, rel=1.0, rel_lo=1.0, rel_hi=1.0, evidence="reference",
                            provenance=f"reference ({target.name} at its own precision); score {base.provenance}")
@@ -115,7 +116,9 @@ def target_quality(knobs: Knobs, target: Target, kind: str, study: Study, qt: di
             and target.family == _measured_family(study) and hit.get("rel") == hit.get("rel")):
         q = Quality(hit["p"], hit["lo"], hit["hi"], hit["rel"], hit["rel_lo"], hit["rel_hi"], "", "measured")
         return carried(q, study.model.name, hit["arm"])
-    base = Quality(NAN, NAN, NAN, 1.0, 1.0, 1.0, "", "prior")
+    # the reference's published absolute score, where there is one, is what a prior's ratio scales
+    base = (Quality(base.q, base.lo, base.hi, 1.0, 1.0, 1.0, "", "prior") if base is not None
+            else Quality(NAN, NAN, NAN, 1.0, 1.0, 1.0, "", "prior"))
     if replace(knobs, weights=ref.weights).quality_key() != ref.quality_key():
         return Quality.unmeasured()
     if knobs.weights in REENCODINGS and ref.weights in GPU_NATIVE and knobs.weights in GPU_NATIVE:

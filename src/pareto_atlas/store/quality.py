@@ -59,7 +59,8 @@ class Quality:
     def scaled(self, rel: float, rel_lo: float, rel_hi: float) -> "Quality":
         """This quality times a relative effect, the score and its ratio to the baseline alike
         (interval times interval: wider, never narrower)."""
-        return replace(self, q=min(1.0, self.q * rel), lo=self.lo * rel_lo, hi=min(1.0, self.hi * rel_hi),
+        cap = lambda v: v if v != v else min(1.0, v)    # noqa: E731  (NaN stays NaN: min(1, nan) is 1)
+        return replace(self, q=cap(self.q * rel), lo=self.lo * rel_lo, hi=cap(self.hi * rel_hi),
                        rel=self.rel * rel, rel_lo=self.rel_lo * rel_lo, rel_hi=self.rel_hi * rel_hi)
 
 
