@@ -85,6 +85,9 @@ def evidence_label(points: pd.DataFrame) -> np.ndarray:
     q = np.where(q == "kl-measured", "KL-measured (task score a prior)", q)
     s = speed_evidence(points)
     s = np.select([s == "measured", s == "prior"], ["measured", "prior"], default="simulated, " + s)
+    derived = (_str(points, "weights_cost") == "derived") & (np.char.startswith(s.astype(str), "simulated"))
+    s = np.where(derived, np.char.add(s.astype(str), " (the weight format's kernels derived from the roofline: "
+                                                    "no anchor of it on that card)"), s)
     return np.char.add(np.char.add("quality ", q.astype(str)), np.char.add("; speed ", s.astype(str)))
 
 

@@ -60,7 +60,8 @@ SHORT_SPEED = {"measured": "meas", "calibrated": "sim", "uncalibrated": "uncal",
 EVIDENCE_KEY = ("rests on: quality / speed — meas measured, inh inherited from an arm with the same tokens, effect a "
                 "measured eviction effect, KL a measured KL divergence, pub published, carried from a measured model of "
                 "the family, ref the model itself; sim simulated with a calibration (± its error bar); winners.md has "
-                "the long form")
+                "the long form; sim* the weight format's kernel cost was fitted on no anchor of it or its family on "
+                "that card: derived from the card's roofline and its calibrated bandwidth")
 
 
 def short_evidence(c) -> str:
@@ -68,8 +69,9 @@ def short_evidence(c) -> str:
     q = SHORT_QUALITY.get(str(c.get("quality_evidence") or ""), str(c.get("quality_evidence") or ""))
     s = SHORT_SPEED.get(str(c.get("speed_evidence") or ""), str(c.get("speed_evidence") or ""))
     err = c.get("lat_rel_err")
-    bar = "" if s == "measured" or err is None or err != err else f" ±{100 * err:.0f}%"
-    return f"{q} / {s}{bar}"
+    bar = "" if s == "meas" or err is None or err != err else f" ±{100 * err:.0f}%"
+    star = "*" if s == "sim" and c.get("weights_cost") == "derived" else ""
+    return f"{q} / {s}{star}{bar}"
 
 
 def _load_short(c) -> str:

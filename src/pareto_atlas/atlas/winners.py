@@ -30,7 +30,7 @@ WINNER_COLUMNS = (
     "throughput_tok_s", "n_opts", "optimizations", "stacked", "stack_beats_singles", "best_single_label",
     "best_single_value", "runner_up_label", "runner_up_value", "separated", "n_candidates", "n_boundary", "note",
     "quality_rel_lo", "quality_rel_hi", "kld", "quality_evidence", "speed_evidence", "calib_provenance", "evidence",
-    "lat_rel_err", "n_projected", "projected_label", "projected_hardware", "projected_value", "projected_evidence",
+    "lat_rel_err", "weights_cost", "n_projected", "projected_label", "projected_hardware", "projected_value", "projected_evidence",
     "confirm_command",
 )
 
@@ -95,7 +95,8 @@ def _cell(sub: pd.DataFrame, adm: pd.DataFrame, regime: Regime, workload: str, h
     best = cand.iloc[order[0]]
     lo, hi = interval(cand.iloc[order[:2]], regime.objective)
     for c in ("point_id", "label", "concurrency", "rate_rps", "utilization", "provenance", "quality_provenance", "quality", "quality_rel", "cost_per_mtok", "tpot_p99_ms",
-              "ttft_p99_ms", "throughput_tok_s", "optimizations", "kld", "calib_provenance", "lat_rel_err"):
+              "ttft_p99_ms", "throughput_tok_s", "optimizations", "kld", "calib_provenance", "lat_rel_err",
+              "weights_cost"):
         row[c] = best.get(c)
     row["load"] = load_label(best)
     one = cand.iloc[order[:1]]
