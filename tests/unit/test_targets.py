@@ -254,3 +254,23 @@ def test_sparse_attention_does_not_borrow_its_core_checkpoints_published_score()
     sparse = target_quality(Knobs(weights="W8A8", sparse_budget=0.25), qwen, "gpu", study, {}, "gsm8k")
     assert core.evidence == "published" and sparse.evidence == "prior"
     assert sparse.rel_lo < core.rel_lo                          # the prior's interval multiplies in
+
+
+def test_a_question_is_one_frozen_value_about_one_model_and_workload():
+    from pareto_atlas.atlas.constraints import ConstraintError
+    from pareto_atlas.atlas.pick import pick
+    from pareto_atlas.atlas.question import Question
+
+    pts = pd.concat([_pts("small", "L4", ["a", "b"], [50.0, 40.0]), _pts("big", "L4", ["c", "d"], [20.0, 30.0])],
+                    ignore_index=True)
+    q = Question.make("ttft_p99_ms<=100, quality_rel>=0.9", "tpot_p99_ms")
+    assert q.direction == "min" and q.quality_floor == 0.9             # a stated floor is the guard's
+    with pytest.raises(Exception):
+        q.objective = "x"                                              # frozen
+    assert pick(pts, question=q.about(model="small")).winner["label"] == "b"
+    assert pick(pts, question=q.about(model="big")).winner["label"] == "c"
+    assert pick(pts, question=q).winner["label"] == "c"                # both models pooled when none is named
+    with pytest.raises(ConstraintError, match="known: big, small"):
+        pick(pts, question=q.about(model="huge"))
+    with pytest.raises(ConstraintError, match="objective"):
+        Question.make(None, "speed")

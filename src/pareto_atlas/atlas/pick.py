@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from pareto_atlas.atlas.constraints import Constraint, ConstraintError, parse_constraints
+from pareto_atlas.atlas.constraints import Constraint
 from pareto_atlas.atlas.evidence import StudyRef, confirm_command, evidence_label
-from pareto_atlas.atlas.objectives import DEFAULT_DIRECTION, OBJECTIVE_COLUMNS, with_derived
+from pareto_atlas.atlas.objectives import with_derived
 from pareto_atlas.atlas.regimes import DEFAULT_QUALITY_FLOOR, Regime, admission
+from pareto_atlas.atlas.question import Question
 from pareto_atlas.atlas.winners import _rank, projected_beating
 
 SHOW_COLUMNS = ("point_id", "label", "hardware", "workload", "provenance", "quality_provenance", "quality_rel",
@@ -92,14 +93,6 @@ class PickResult:
         return "\n".join(lines)
 
 
-def _floor_from(constraints: Iterable[Constraint], default: float | None) -> tuple[float | None, bool]:
-    """The quality floor the user stated (quality_rel >= x), else the default guard."""
-    for c in constraints:
-        if c.column == "quality_rel" and c.op in (">=", ">"):
-            return float(c.value), True
-    return default, False
-
-
 def pick(
     points: pd.DataFrame,
     constraints: str | Iterable[str | Constraint] | None = None,
@@ -114,6 +107,7 @@ def pick(
     allow_priors: bool = False,
     kld_max: float | None = None,
     study_ref: str | StudyRef = "default",
+    question: Question | None = None,
 ) -> PickResult:
     """The best admitted point for `objective` under `constraints`, and up to `top - 1` runners-up.
 
@@ -123,12 +117,15 @@ def pick(
     pass quality_floor=None to switch it off. Boundary cases are returned, never dropped silently.
     Points whose quality or speed rests only on priors cannot win unless `allow_priors`; the best
     few that would beat the winner come back as `projected`, with the command that would confirm them.
+    `question` (atlas.question.Question) states all of that as one value, with the model, workload
+    and cards it is about; when given, it replaces constraints, objective, direction, quality_floor,
+    allow_priors and kld_max.
     """
     t0 = time.perf_counter()
-    if objective not in DEFAULT_DIRECTION:
-        raise ConstraintError(f"objective {objective!r}: not an objective column; allowed: {', '.join(OBJECTIVE_COLUMNS)}")
-    cons = parse_constraints(constraints)
-    pts = with_derived(points)
+    q = question or Question.make(constraints, objective, direction=direction or "", quality_floor=quality_floor,
+                                  allow_priors=allow_priors, kld_max=kld_max)
+    objective, cons, allow_priors = q.objective, q.constraints, q.allow_priors
+    pts = with_derived(q.select(points))
     if extra_hardware is not None and len(extra_hardware):
         missing = [c for c in ("hardware", "throughput_tok_s", "price_per_hour", objective) if c not in extra_hardware.columns]
         if missing:
@@ -136,8 +133,8 @@ def pick(
         pts = pd.concat([pts, with_derived(extra_hardware)], ignore_index=True)
     if prices:
         pts = reprice(pts, prices, price_date)
-    floor, _ = _floor_from(cons, quality_floor)
-    regime = Regime("pick", objective, direction or "", cons, floor, kld_max=kld_max)
+    floor = q.quality_floor
+    regime = q.regime()
     adm = admission(pts, regime, allow_priors=allow_priors)
     ok = adm["admitted"].to_numpy()
     cand_idx = np.flatnonzero(ok)

@@ -12,6 +12,7 @@ from rich.table import Table
 from pareto_atlas.atlas.evidence import StudyRef
 from pareto_atlas.atlas.objectives import with_derived
 from pareto_atlas.atlas.pick import pick
+from pareto_atlas.atlas.question import Question
 from pareto_atlas.atlas.regimes import regimes_from_study
 from pareto_atlas.atlas.winners import winners
 from pareto_atlas.spec.study import Study, study_ref
@@ -230,24 +231,21 @@ def pick_study(study: Study, store: Store, console: Console, constraint: str, ob
     unknown = sorted(set(price_map) - set(points.hardware))
     if unknown:
         raise ValueError(f"--price {unknown[0]!r}: no points on that hardware; known: {', '.join(sorted(set(points.hardware)))}")
-    models = model_column(points)
-    for name, value, have in (("--model", model, set(models)), ("--workload", workload, set(points.workload.astype(str)))):
-        if value is not None and value not in have:
-            raise ValueError(f"{name} {value!r}: the atlas has no points for it; known: {', '.join(sorted(have))}")
-    pairs = points.assign(_model=models)[["_model", "workload"]].astype(str).drop_duplicates()
-    pairs = pairs[(pairs._model == model) if model is not None else slice(None)]
-    pairs = pairs[(pairs.workload == workload) if workload is not None else slice(None)]
+    question = Question.make(constraint or None, objective, direction="max" if maximize else "",
+                             quality_floor=study.quality.floor, allow_priors=allow_priors or study.quality.allow_priors,
+                             kld_max=study.quality.kld_max, model=model, workload=workload)
+    question.select(points)                    # an unknown model or workload fails before any work
     when = date.today().isoformat() if price_map else ""
     repriced = reprice(points, price_map, when) if price_map else points
     if price_map:
         console.print("repriced: " + ", ".join(f"{k} ${v:g}/h" for k, v in price_map.items())
                       + " (cost re-derived from throughput)", highlight=False)
+    models = model_column(points)
+    pairs = points.assign(_model=models)[["_model", "workload"]].astype(str).drop_duplicates()
     for m, wl in pairs.itertuples(index=False):
-        sub = repriced[(models == m) & (repriced.workload.astype(str) == wl).to_numpy()]
-        res = pick(sub, constraint or None, objective, direction="max" if maximize else None,
-                   quality_floor=study.quality.floor,
-                   allow_priors=allow_priors or study.quality.allow_priors, kld_max=study.quality.kld_max,
-                   study_ref=confirm_ref(study))
+        if (model is not None and m != model) or (workload is not None and wl != workload):
+            continue
+        res = pick(repriced, question=question.about(model=m if m else None, workload=wl), study_ref=confirm_ref(study))
         console.print(f"[bold]{m or study.model.name}[/] · {wl}", highlight=False)
         console.print(res.summary(), highlight=False, markup=False)   # confirm commands hold [[arms]]
     if price_map:
