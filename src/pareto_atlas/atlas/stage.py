@@ -249,11 +249,12 @@ def pick_study(study: Study, store: Store, console: Console, constraint: str, ob
         console.print(f"[bold]{m or study.model.name}[/] · {wl}", highlight=False)
         console.print(res.summary(), highlight=False, markup=False)   # confirm commands hold [[arms]]
     if price_map:
+        # every regime's best-card cell: cost is every ranking's tie-break, so any winner can move
         regs = study_regimes(study, points)
-        before = study_winners(study, points, regs)
-        after = study_winners(study, repriced, regs)
+        kw = dict(per_hardware=False, allow_priors=study.quality.allow_priors, study_ref=confirm_ref(study))
+        before, after = winners(points, regs, **kw), winners(repriced, regs, **kw)
         moved = _moved(before, after, dict(zip(points.point_id, points.hardware)))
-        console.print(f"regime winners after repricing {', '.join(f'{k} ${v:g}/h' for k, v in price_map.items())}: "
+        console.print(f"regime winners (best card) after repricing {', '.join(f'{k} ${v:g}/h' for k, v in price_map.items())}: "
                       + (f"{len(moved)} moved" if moved else "none moved"), highlight=False)
         for line in moved:
             console.print("  " + line, highlight=False, markup=False)
