@@ -146,6 +146,20 @@ def published(study: str = STUDY, out: Optional[Path] = OUT,
     _run(go)
 
 
+@app.command("published-quality")
+def published_quality(table: list[Path] = typer.Option(None, "--table", help="Another published-quality CSV in the "
+                                                                            "shipped table's columns (repeatable)."),
+                      model: Optional[str] = typer.Option(None, help="Also list this model card's scores, e.g. "
+                                                                      "qwen2.5-7b."),
+                      task: str = typer.Option("gsm8k", help="The task the quality guard prefers.")) -> None:
+    """The published quality of deployed checkpoints (spec/published_quality.csv plus --table): what
+    the quality ladder reads for a model the study did not measure, each score beside its own
+    document's baseline, with the interval the guard decides on."""
+    def go():
+        stages.published_quality(console, table or [], model, task)
+    _run(go)
+
+
 @app.command()
 def simulate(study: str = STUDY, out: Optional[Path] = OUT, ray: Optional[str] = RAY) -> None:
     """Simulate the configuration space across hardware with the latest calibration."""

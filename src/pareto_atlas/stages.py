@@ -190,6 +190,29 @@ def published(ctx: Context, tables: list[Path] | None = None, engines: list[str]
     ctx.console.print(f"published: done in {time.monotonic() - t0:.0f} s")
 
 
+def published_quality(console: Console, tables: list[Path], model: str | None, task: str) -> None:
+    from pareto_atlas.quality.published import guard_choice, load_published_quality, summary_lines
+
+    tab = load_published_quality(tables)
+    for line in summary_lines(tab):
+        console.print(line, highlight=False, soft_wrap=True)
+    if model is None:
+        return
+    rows = tab[tab.model == model]
+    if rows.empty:
+        raise ValueError(f"--model {model!r}: no published scores; models: {', '.join(sorted(set(tab.model)))}")
+    from pareto_atlas.quality.published import published_for
+
+    for (w, kv, ev), _ in rows.groupby(["weights", "kv", "eviction"], dropna=False):
+        hits = published_for(model, str(w or "BF16"), str(kv or "f16"), str(ev or "none"),
+                             0.5 if str(ev or "none") != "none" else 1.0, table=tab)
+        best = guard_choice(hits, task)
+        used = (f"guard uses {best.benchmark}: rel {best.rel:.3f} [{best.rel_lo:.3f}, {best.rel_hi:.3f}] ({best.method})"
+                if best is not None and not best.informational else "no score the guard can use (informational only)")
+        console.print(f"  {model} weights {w or 'its own'} kv {kv or 'f16'} eviction {ev or 'none'}: {len(hits)} "
+                      f"score(s); {used}", highlight=False, soft_wrap=True)
+
+
 def simulate(ctx: Context) -> None:
     from pareto_atlas.simulate.stage import simulate_study
 
