@@ -86,6 +86,8 @@ def _measured_rows(study: Study, store: Store) -> pd.DataFrame:
         prov = json.loads(a.provenance_json or "{}")
         imported = prov.get("origin") == "imported"      # measure.imports: a peer's file, on the card it names
         card = shipped_hardware().get(a.hardware) if imported else None
+        if imported and card is None:       # a peer's run on no card it named: kept as evidence, not a point
+            continue
         price = card.price_per_hour if card else study.cpu_price_per_hour
         thr = m.get("throughput_tok_s", NAN)
         # an open loop has no clients (anchors stored before this said the arm's default of 1)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 
+from pareto_atlas.measure.imports.parse import CEILING
 from pareto_atlas.measure.imports.result import ImportedAnchor, ImportFileError, Original, reject
 
 METHOD = "MLPerf loadgen percentile (nearest rank over the query latencies)"
@@ -53,8 +54,8 @@ def _number(path: str, key: str, v: object) -> float:
         x = float(v)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         raise reject(path, key, f"{v!r} is not a number") from None
-    if x != x or x in (float("inf"), float("-inf")) or x < 0:
-        raise reject(path, key, f"{v!r} is not a finite number >= 0")
+    if x != x or not 0 <= x <= CEILING:
+        raise reject(path, key, f"{v!r} is not a finite number in [0, {CEILING:g}]")
     return x
 
 

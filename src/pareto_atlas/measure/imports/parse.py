@@ -11,6 +11,9 @@ from typing import Any
 from pareto_atlas.measure.imports.result import ImportFileError, reject
 
 MAX_BYTES = 64 * 2**20          # a result file larger than this is not a benchmark summary
+# No figure of a benchmark run comes near this (a day in ns is 8.6e13): larger is a broken writer,
+# and would overflow once scaled to ms or summed
+CEILING = 1e15
 
 
 def decode(path: str, raw: bytes) -> str:
@@ -96,6 +99,8 @@ class Fields:
             raise reject(self.path, self.name(key), f"{v} is not a finite number (a bare NaN/Infinity token)")
         if minimum is not None and v < minimum:
             raise reject(self.path, self.name(key), f"{v} is below {minimum:g}")
+        if abs(v) > CEILING and not math.isinf(v):
+            raise reject(self.path, self.name(key), f"{v:g} is beyond any plausible figure (> {CEILING:g})")
         return v
 
     def integer(self, key: str, required: bool = False, minimum: int = 0) -> int | None:
@@ -127,8 +132,8 @@ class Fields:
             raise reject(self.path, self.name(key), f"{type(v).__name__} is not a list")
         out = []
         for i, x in enumerate(v):
-            if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0:
-                raise reject(self.path, f"{self.name(key)}[{i}]", f"{x!r} is not a finite number >= 0")
+            if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or not 0 <= x <= CEILING:
+                raise reject(self.path, f"{self.name(key)}[{i}]", f"{x!r} is not a finite number in [0, {CEILING:g}]")
             out.append(float(x))
         return out
 

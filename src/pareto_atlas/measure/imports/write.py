@@ -76,7 +76,8 @@ def _lines(f: ImportedFile, a: ImportedAnchor) -> str:
     return (f"  {a.label}: {a.n_requests - a.n_failed}/{a.n_requests} ok, "
             f"prompt {_fmt(a.prompt_tokens)} / output {_fmt(a.output_tokens)} tokens; TTFT p50 "
             f"{_fmt(m.get('ttft', {}).get('p50'), ' ms')}, TPOT p50 {_fmt(m.get('tpot', {}).get('p50'), ' ms')}, "
-            f"{_fmt(a.throughput_tok_s, ' tok/s')}; contract {a.contract}: {a.contract_note}")
+            f"{_fmt(a.throughput_tok_s, ' tok/s')}, {_fmt(a.request_rate_rps, ' req/s')}; "
+            f"contract {a.contract}: {a.contract_note}")
 
 
 def write_imports(store: Store, study: str, files: list[ImportedFile], raws: list[bytes], *,
