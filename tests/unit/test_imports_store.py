@@ -148,7 +148,12 @@ def test_a_peers_gpu_results_calibrate_the_card_they_name(tmp_path):
     assert cal.hardware.iloc[-1] == "H100-SXM" and cal.n_anchors.iloc[-1] == 2
     assert params["provenance"].startswith("calibrated on 2 imported anchors (vllm: import-")
     assert "leave-one-source-out" in params["provenance"] and 0 < params["lat_rel_err"] < 5
-    held = json.loads(cal.fidelity_json.iloc[-1])["published"]
+    fid = json.loads(cal.fidelity_json.iloc[-1])
+    held = fid["published"]
+    # the fidelity report shows the fit at each imported anchor, with its held-out error and origin
+    rows = [r for r in fid["anchors"] if r["metric"] == "ttft_p50_ms"]
+    assert len(rows) == 2 and all(r["origin"].startswith("imported:vllm-bench@") for r in rows)
+    assert rows[0]["measured"] == pytest.approx(62.1947320032632) and np.isfinite(rows[0]["loo_rel_err"])
     assert np.isfinite(held["errors"]["TTFT"]) and np.isfinite(held["errors"]["throughput"])
     assert any("held-out (leave-one-source-out) median |error|: TTFT" in ln for ln in lines)
     # simulate reads the card's fit from where published fits are kept
@@ -174,7 +179,26 @@ def test_cli_import_then_export_in_a_peer_format(tmp_path):
     bad = CliRunner().invoke(app, ["import", str(D / "sglang_llama33_70b_online_h200.jsonl"), "--study", "tiny",
                                    "--out", str(out)])
     assert bad.exit_code == 2 and "random_range_ratio" in bad.output and "Traceback" not in bad.output
+    # the calibrate stage fits the imported card too; a study with no anchors of this machine stops there
+    r = CliRunner().invoke(app, ["calibrate", "--study", "tiny", "--out", str(out), "--allow-unverified"])
+    assert r.exit_code == 0 and "H100-SXM / vllm: calibrated on 2 imported anchors" in r.output, r.output
+    r = CliRunner().invoke(app, ["calibrate", "--study", "tiny", "--out", str(out)])
+    assert r.exit_code == 2 and "left out of the fit, contract unverified" in r.output, r.output
     r = CliRunner().invoke(app, ["export", "--study", "tiny", "--out", str(out), "--format", "vllm-bench"])
     assert r.exit_code == 0, r.output
     files = sorted((out / "export" / "vllm-bench").glob("*.json"))
     assert len(files) == 2 and read_result(files[0]).tool == "vllm-bench"
+
+
+def test_knobs_named_by_the_importer(tmp_path):
+    from pareto_atlas.stages import _knobs
+
+    k = _knobs("weights=FP8,kv=fp8,slots=8")
+    assert (k.weights, k.kv, k.slots) == ("FP8", "fp8", 8)
+    with pytest.raises(ValueError, match="knobs.weights: 'FP9'"):
+        _knobs("weights=FP9")
+    with pytest.raises(ValueError, match="name=value"):
+        _knobs("FP8")
+    with Store(tmp_path / "s.duckdb") as s:
+        import_paths(s, "peer", LAMBDA[:1], knobs=k)
+        assert json.loads(s.anchors("peer").knobs_json.iloc[0])["weights"] == "FP8"

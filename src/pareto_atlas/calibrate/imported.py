@@ -91,9 +91,21 @@ def _provenance(rows: pd.DataFrame, engine: str, how: str, lat: bool) -> str:
             f"; {bar}{'' if lat or not how else ' (throughput only)'}")
 
 
-def calibrate_card(store: Store, rows: pd.DataFrame) -> tuple[CalibParams, dict, str, np.ndarray]:
+def fidelity_rows(rows: pd.DataFrame, meas: np.ndarray, fitted: np.ndarray, err: np.ndarray) -> list[dict]:
+    """The fit at each imported anchor in the fidelity report's rows (calibrate.stage._fidelity_rows)."""
+    out = []
+    for i, r in rows.reset_index(drop=True).iterrows():
+        for j, t in enumerate(TARGETS):
+            if np.isfinite(meas[i, j]):
+                out.append({"metric": t, "measured": float(meas[i, j]), "simulated": float(fitted[i, j]),
+                            "label": f"{r['file']}: {r['label']}", "arm": f"imported:{r['source_id']}",
+                            "loo_rel_err": float(err[i, j]), "origin": r["source"]})
+    return out
+
+
+def calibrate_card(store: Store, rows: pd.DataFrame) -> tuple[CalibParams, dict, str, list[dict]]:
     """One card's fit on one engine's imported anchors: (params, median |held-out error| per
-    group, held-out scheme, per-anchor held-out errors)."""
+    group, held-out scheme, the fidelity report's rows)."""
     hw = shipped_hardware()[rows.hardware.iloc[0]]
     models = [shipped_models()[m] for m in rows.model]
     frame = pd.DataFrame([_frame_row(store, r) for _, r in rows.iterrows()])
@@ -109,7 +121,7 @@ def calibrate_card(store: Store, rows: pd.DataFrame) -> tuple[CalibParams, dict,
     lat = bool(np.isfinite(err[:, :4]).any())
     params = with_error_bars(params, lat_err, thr_err, _provenance(rows, engine, how, lat))
     errors = {g: _median_abs(err, cols) for g, cols in GROUPS.items()}
-    return params, errors, how, err
+    return params, errors, how, fidelity_rows(rows, meas, fitted, err)
 
 
 def calibrate_imported(study: str, store: Store, console: Console, allow: tuple[str, ...] = ()) -> int:
@@ -127,14 +139,18 @@ def calibrate_imported(study: str, store: Store, console: Console, allow: tuple[
     done = 0
     for (card, engine), g in rows.groupby(["hardware", "engine"], sort=False):
         g = g.reset_index(drop=True)
-        params, errors, how, _ = calibrate_card(store, g)
+        if engine == "unstated":      # one fit per engine: a file that does not name it needs --engine
+            console.print(f"  {card}: {len(g)} imported anchor(s) name no engine; give --engine to calibrate them",
+                          highlight=False)
+            continue
+        params, errors, how, fid = calibrate_card(store, g)
         key = hashlib.sha256(dumps([sorted(g.anchor_id), __version__]).encode()).hexdigest()[:12]
         meta = {"key": key, "by": "command", "used": True, "origin": TAG, "held_out": how, "errors": errors,
                 "anchors": g.drop(columns=["knobs", "load", "metrics"]).to_dict(orient="records"),
                 "table_sha256": None, "tables": sorted(set(g.source)), "tpot_basis": ["TPOT"]}
         store.put_calibration({"calib_id": f"{PREFIX}{TAG}-{key}-{card}-{engine}", "study": study,
                                "hardware": card, "engine": f"{TAG}:{engine}", "engine_version": None,
-                               "params_json": dumps(params.to_dict()), "fidelity_json": dumps({"published": meta}),
+                               "params_json": dumps(params.to_dict()), "fidelity_json": dumps({"published": meta, "anchors": fid}),
                                "n_anchors": len(g)})
         met = {k: v for k, v in errors.items() if v == v}
         verdict = ("" if not met else " -> " + ("meets" if all(v <= GOAL for v in met.values()) else "misses")

@@ -40,9 +40,12 @@ def _rate(f: Fields) -> float:
     r = f.raw("request_rate")
     if isinstance(r, str):
         try:
-            return float(r)          # vLLM writes "inf" as a string
+            v = float(r)             # vLLM writes "inf" as a string
         except ValueError:
             raise reject(f.path, f.name("request_rate"), f"{r!r} is not a rate") from None
+        if math.isnan(v) or v <= 0:
+            raise reject(f.path, f.name("request_rate"), f"{r!r} is not a rate > 0")
+        return v
     return f.number("request_rate", allow_inf=True) if r is not None else math.inf
 
 
