@@ -207,3 +207,15 @@ def test_the_tool_is_told_by_shape_not_name(tmp_path):
     assert read_result(p).tool == "vllm-bench"
     with pytest.raises(ImportFileError, match="not a result file of a known tool"):
         read_result("x.json", b'{"hello": 1}')
+
+
+def test_guidellm_yaml_report_reads_like_its_json():
+    import yaml
+
+    # the real report written as YAML, as `--outputs benchmarks.yaml` does (a derived copy)
+    doc = json.loads((D / "guidellm_v0.5_qwen3-4b_concurrent4.json").read_bytes())
+    f = read_result("benchmarks.yaml", yaml.safe_dump(doc).encode(), strict=True)
+    g = read("guidellm_v0.5_qwen3-4b_concurrent4.json")
+    assert f.tool == "guidellm" and f.anchors[0].metrics == g.anchors[0].metrics
+    with pytest.raises(ImportFileError, match="not YAML"):
+        read_result("b.yaml", b"benchmarks: [unclosed")

@@ -7,7 +7,8 @@ import hashlib
 from pathlib import Path
 
 from pareto_atlas.measure.imports import aiperf, guidellm, llama_bench, lm_eval, mlperf, sglang, vllm
-from pareto_atlas.measure.imports.parse import decode, load_json, load_json_lines, looks_like_json_lines
+from pareto_atlas.measure.imports.parse import (decode, load_json, load_json_lines, load_yaml, looks_like_json_lines,
+                                                looks_like_yaml_report)
 from pareto_atlas.measure.imports.result import ImportedFile, ImportFileError
 
 TOOLS = ("vllm-bench", "sglang-bench-serving", "guidellm", "aiperf", "genai-perf", "llama-bench", "mlperf-loadgen",
@@ -22,7 +23,11 @@ def detect(path: str, text: str) -> tuple[str, object, str]:
         return "mlperf-loadgen", text, "summary"
     if mlperf.is_detail(text):
         return "mlperf-loadgen", text, "detail"
-    if looks_like_json_lines(text):
+    if looks_like_yaml_report(text):
+        data, container = load_yaml(path, text), "object"
+        if not guidellm.is_report(data):
+            raise ImportFileError(f"{path}: a YAML file that is not a GuideLLM benchmarks report")
+    elif looks_like_json_lines(text):
         data, container = load_json_lines(path, text), "lines"
     else:
         data, container = load_json(path, text), "object"

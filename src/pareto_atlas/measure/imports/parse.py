@@ -146,3 +146,22 @@ class Fields:
         if not isinstance(v, list):
             raise reject(self.path, self.name(key), f"{type(v).__name__} is not a list")
         return v
+
+
+def looks_like_yaml_report(text: str) -> bool:
+    """A YAML document whose top level has `benchmarks:` (GuideLLM writes .yaml reports too)."""
+    head = text.lstrip()[:1]
+    return head not in ("{", "[") and any(ln.startswith("benchmarks:") for ln in text.splitlines()[:400])
+
+
+def load_yaml(path: str, text: str) -> Any:
+    import yaml   # only GuideLLM's .yaml reports need it
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ImportFileError(f"{path}: not YAML ({getattr(e, 'problem', None) or type(e).__name__}{where})") from None
+    except RecursionError:
+        raise ImportFileError(f"{path}: not YAML (nested too deep)") from None
