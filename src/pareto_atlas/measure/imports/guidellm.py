@@ -62,10 +62,9 @@ def _records(f: Fields) -> tuple[list[dict], list[float | None]]:
         t0 = q.number("request_start_time", required=True)
         ttft = q.number("time_to_first_token_ms", required=True) / 1e3
         lat = q.number("request_latency", required=True)
-        end = q.number("request_end_time") or t0 + lat
         n_out = q.integer("output_tokens", required=True)
         recs.append(RequestRecord(idx=i, warmup=False, send_ts=t0, chunk_ts=(t0 + ttft,), first_token_ts=t0 + ttft,
-                                  end_ts=t0 + lat if end < t0 else min(end, t0 + lat),
+                                  end_ts=t0 + lat,
                                   prompt_tokens=q.integer("prompt_tokens"), completion_tokens=n_out,
                                   ok=n_out > 0).to_dict())
         asked.append(_asked(q))
