@@ -95,6 +95,17 @@ def test_aiperf_export_that_stopped_early_is_rejected():
         read("aiperf_0.10_qwen36_chatbot_c4.json")
 
 
+def test_aiperf_export_clean_import():
+    f = read("aiperf_0.11_qwen3-4b_concurrency16.json")
+    assert (f.tool, f.version) == ("aiperf", "0.11.0")
+    (a,) = f.anchors
+    assert (a.load, a.load_value, a.n_requests, a.n_failed) == ("concurrency", 16.0, 2044, 0)
+    assert a.metrics["tpot"]["p99"] == pytest.approx(9.838724690325117)
+    assert a.metrics["e2e"]["p50"] == pytest.approx(2191.4849815)
+    assert a.original["tpot.p99"].name == "inter_token_latency.p99" and a.original["tpot.p99"].unit == "ms"
+    assert a.contract == "unverified" and a.throughput_tok_s == pytest.approx(1792.2310692134672)
+
+
 def test_aiperf_export_units_and_itl_definition():
     # the same real export with its mismatch count set to 0 (a derived copy, not a real file)
     doc = json.loads((D / "aiperf_0.10_qwen36_chatbot_c4.json").read_bytes())
