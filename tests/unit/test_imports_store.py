@@ -184,10 +184,13 @@ def test_cli_import_then_export_in_a_peer_format(tmp_path):
     assert r.exit_code == 0 and "H100-SXM / vllm: calibrated on 2 imported anchors" in r.output, r.output
     r = CliRunner().invoke(app, ["calibrate", "--study", "tiny", "--out", str(out)])
     assert r.exit_code == 2 and "left out of the fit, contract unverified" in r.output, r.output
+    with Store(out / "store.duckdb") as s:       # one anchor of the study's own beside the imported ones
+        _own_anchor(s, np.random.default_rng(3), 2)
+        s.con.execute("UPDATE anchors SET study = 'tiny' WHERE anchor_id = 'own2'")
     r = CliRunner().invoke(app, ["export", "--study", "tiny", "--out", str(out), "--format", "vllm-bench"])
     assert r.exit_code == 0, r.output
-    files = sorted((out / "export" / "vllm-bench").glob("*.json"))
-    assert len(files) == 2 and read_result(files[0]).tool == "vllm-bench"
+    files = sorted((out / "export" / "vllm-bench").glob("*.json"))     # the own anchor only, not the peer's
+    assert [p.name for p in files] == ["own2.vllm-bench.json"] and read_result(files[0]).tool == "vllm-bench"
 
 
 def test_knobs_named_by_the_importer(tmp_path):

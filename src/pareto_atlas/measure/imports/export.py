@@ -119,12 +119,15 @@ def guidellm_benchmark(anchor: dict, records: list[dict]) -> dict:
 
 
 def export_peer(store: Store, study: str, out_dir: Path, fmt: str) -> list[Path]:
-    """Every finished anchor of the study with raw records, one file each, in `fmt`."""
+    """Every finished anchor the study measured itself (not imported ones), with raw records, one
+    file each, in `fmt`."""
     if fmt not in FORMATS:
         raise ValueError(f"export format {fmt!r}: allowed {', '.join(FORMATS)}")
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
     for _, a in store.anchors(study).iterrows():
+        if json.loads(a.provenance_json or "{}").get("origin") == "imported":
+            continue            # a peer's figures go back to their own file, not out as the project's
         records = store.requests(a.anchor_id)
         if not _ok(records):
             continue

@@ -39,9 +39,13 @@ def _load(f: Fields) -> tuple[str, float]:
         return "concurrency", 1.0
     if kind in ("concurrent", "throughput"):
         n = s.integer("max_concurrency", minimum=1) or s.integer("streams", minimum=1)
-        if n is None:
-            raise reject(f.path, s.name("max_concurrency"), f"strategy {kind!r} without a concurrency")
-        return "concurrency", float(n)
+        if n is not None:
+            return "concurrency", float(n)
+        if kind == "concurrent":
+            raise reject(f.path, s.name("max_concurrency"), "strategy 'concurrent' without a concurrency")
+        # throughput with no cap: every request sent at once
+        totals = f.sub("metrics").sub("request_totals")
+        return "burst", float(totals.integer("total") or totals.integer("successful", required=True))
     if kind in ("constant", "poisson", "async_constant", "async_poisson"):
         return "rate", s.number("rate", required=True, minimum=1e-9)
     raise reject(f.path, s.name("type_"), f"{kind!r}: not a strategy this import knows (synchronous, concurrent, "
