@@ -88,6 +88,8 @@ def test_imported_anchors_are_points_flagged_by_origin(tmp_path):
     assert p.provenance == "measured" and p.origin.startswith("imported:vllm-bench@")
     assert p.hardware == "H100-SXM" and p.ttft_p50_ms == pytest.approx(62.1947320032632)
     assert "H100" in p.price_date or p.price_per_hour > 1.0       # the card's price, not this CPU's
+    # the study's model is not the peer's: no quality of the study's attaches to the peer's point
+    assert p.quality != p.quality and p.quality_provenance == "none: imported anchor of llama-3-8b"
 
 
 def _own_anchor(s: Store, rng: np.random.Generator, conc: int) -> str:

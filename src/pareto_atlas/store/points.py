@@ -88,6 +88,9 @@ def _measured_rows(study: Study, store: Store) -> pd.DataFrame:
         card = shipped_hardware().get(a.hardware) if imported else None
         if imported and card is None:       # a peer's run on no card it named: kept as evidence, not a point
             continue
+        if imported and a.model != study.model.name:    # quality belongs to a model: the study's is not its
+            quality = {**dict.fromkeys(QUALITY_COLUMNS + KLD_COLUMNS, NAN), "quality_evidence": "",
+                       "quality_provenance": f"none: imported anchor of {a.model}", "kld_arm": ""}
         price = card.price_per_hour if card else study.cpu_price_per_hour
         thr = m.get("throughput_tok_s", NAN)
         # an open loop has no clients (anchors stored before this said the arm's default of 1)
