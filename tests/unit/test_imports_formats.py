@@ -230,3 +230,9 @@ def test_guidellm_yaml_report_reads_like_its_json():
     assert f.tool == "guidellm" and f.anchors[0].metrics == g.anchors[0].metrics
     with pytest.raises(ImportFileError, match="not YAML"):
         read_result("b.yaml", b"benchmarks: [unclosed")
+
+
+def test_vllm_per_request_lengths_checked_against_the_asked_length():
+    # asked for 741 tokens each (the longest output seen), nine of the ten ShareGPT requests stopped early
+    with pytest.raises(ImportFileError, match=r"output_lens': 9 of 10 requests .*request 7: 3 of 741"):
+        read(LAMBDA[0], requested_output=741)

@@ -4,7 +4,6 @@ unit and percentile method kept beside it, and the token-count contract level it
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -105,7 +104,3 @@ class ImportedFile:
     @property
     def source(self) -> str:
         return f"imported:{self.tool}@{self.version}:{self.sha256}"
-
-
-def finite(x: float | None) -> bool:
-    return x is not None and isinstance(x, (int, float)) and math.isfinite(x)
