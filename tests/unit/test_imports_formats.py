@@ -33,6 +33,15 @@ def test_vllm_bench_serve_current_json():
     assert a.throughput_tok_s == pytest.approx(82.89297074037474)
 
 
+def test_vllm_speculative_run_keeps_itl_as_the_chunk_gap():
+    (a,) = read("vllm_0.25.1_bench_serve_speculative.json").anchors
+    # three tokens a chunk: the chunk gap is ~3x TPOT; TPOT stays the per-token figure
+    assert a.metrics["tpot"]["p50"] == pytest.approx(14.416801156354207)
+    assert a.metrics["itl_chunk"]["p50"] == pytest.approx(44.10335549619049)
+    assert a.settings["spec_decode_acceptance_length"] == pytest.approx(3.161111111111111)
+    assert any(n.startswith("speculative decoding") and "chunk gap" in n for n in a.notes)
+
+
 def test_vllm_bench_serve_checks_the_asked_length_from_totals():
     # 128 output tokens over 8 requests = 16 each: asked for 16 the totals agree, asked for 32 they do not
     assert read("vllm_0.25.1_bench_serve.json", requested_output=16).anchors[0].contract == "aggregate"

@@ -90,8 +90,15 @@ def parse_run(f: Fields, requested_output: int | None = None) -> ImportedAnchor:
     else:
         a.contract_note = ("vLLM writes neither ignore_eos nor the requested length, so outputs that stopped "
                            "early look like any other run: contract unverified (give --output-tokens to check)")
+    spec = {k: f.raw(k) for k in f.obj if k.startswith("spec_decode_")}
+    a.settings.update(spec)
     itl, tpot = a.metrics.get("itl_chunk", {}).get("p50"), a.metrics.get("tpot", {}).get("p50")
-    if itl and tpot and itl > 1.5 * tpot:
+    length = f.number("spec_decode_acceptance_length") if spec else None
+    if length:
+        a.notes.append(f"speculative decoding (vLLM's spec_decode_acceptance_length {length:.3g} tokens per step): "
+                       f"each streamed chunk carries several tokens, so the median ITL {itl or float('nan'):.3g} ms is a "
+                       f"chunk gap, not a token's; TPOT ({tpot or float('nan'):.3g} ms) is the per-token figure")
+    elif itl and tpot and itl > 1.5 * tpot:
         a.notes.append(f"median inter-chunk gap {itl:.3g} ms is {itl / tpot:.1f}x the median TPOT: chunks carry "
                        "several tokens (multi-step scheduling or speculation); ITL kept as the chunk gap only")
     else:
