@@ -121,12 +121,49 @@ def kld(study: str = typer.Argument("default", help="Study TOML path, or a built
     _run(go)
 
 
+ALLOW_AGG = typer.Option(False, "--allow-aggregate", help="Also fit imported anchors whose token-count contract "
+                                                           "rests on totals only (default: verified ones).")
+ALLOW_UNV = typer.Option(False, "--allow-unverified", help="Also fit imported anchors whose file cannot show the "
+                                                            "token-count contract was met.")
+
+
+def _allow(aggregate: bool, unverified: bool) -> tuple[str, ...]:
+    return tuple(c for c, on in (("aggregate", aggregate), ("unverified", unverified)) if on)
+
+
 @app.command()
-def calibrate(study: str = STUDY, out: Optional[Path] = OUT) -> None:
+def calibrate(study: str = STUDY, out: Optional[Path] = OUT, allow_aggregate: bool = ALLOW_AGG,
+              allow_unverified: bool = ALLOW_UNV) -> None:
     """Fit the simulator to the anchors in the store and print its fidelity."""
     def go():
         with _ctx(study, out) as ctx:
-            stages.calibrate(ctx)
+            stages.calibrate(ctx, allow=_allow(allow_aggregate, allow_unverified))
+    _run(go)
+
+
+@app.command("import")
+def import_(files: list[Path] = typer.Argument(..., help="Result files: vllm bench serve / benchmark_serving.py "
+                                                         "JSON or JSON lines, vllm bench sweep, GuideLLM, AIPerf, "
+                                                         "genai-perf, SGLang bench_serving, llama-bench, MLPerf "
+                                                         "loadgen logs, lm-eval results (told by shape, not name)."),
+            study: str = STUDY, out: Optional[Path] = OUT,
+            hardware: Optional[str] = typer.Option(None, "--hardware", help="The GPU card the runs used (a shipped "
+                                                                              "card, e.g. H100-SXM)."),
+            model: Optional[str] = typer.Option(None, "--model", help="The model card (a shipped one, e.g. llama-3-8b)."),
+            engine: Optional[str] = typer.Option(None, "--engine", help="The serving engine, where the file does "
+                                                                         "not say (vllm, sglang, ...)."),
+            knobs: Optional[str] = typer.Option(None, "--knobs", help='The configuration served, e.g. '
+                                                                      '"weights=FP8,kv=fp8" (default: the baseline).'),
+            output_tokens: Optional[int] = typer.Option(None, "--output-tokens", help="The output length every "
+                                                        "request asked for, to check the token-count contract."),
+            allow_aggregate: bool = ALLOW_AGG, allow_unverified: bool = ALLOW_UNV) -> None:
+    """Import other tools' result files as anchors (and lm-eval scores as quality evidence) in one
+    transaction, each with provenance imported:<tool>@<version>:<sha256> and the file kept in the
+    store; then calibrate the GPU card they name (held-out error printed)."""
+    def go():
+        with _ctx(study, out) as ctx:
+            stages.import_files(ctx, files, hardware=hardware, model=model, engine=engine, knobs=knobs,
+                                output_tokens=output_tokens, allow=_allow(allow_aggregate, allow_unverified))
     _run(go)
 
 
@@ -210,10 +247,15 @@ def pick(constraint: str = typer.Argument("", help='e.g. "tpot_p99_ms<=40, quali
 
 @app.command()
 def export(study: str = STUDY, out: Optional[Path] = OUT,
-           fmt: str = typer.Option("parquet", "--format", help="parquet, csv or json")) -> None:
-    """Export every table of the store."""
+           fmt: str = typer.Option("parquet", "--format", help="parquet, csv or json (every table of the store); "
+                                                               "vllm-bench or guidellm (the study's anchors in that "
+                                                               "tool's result format, one file each)")) -> None:
+    """Export every table of the store, or the study's anchors in a peer tool's format."""
     def go():
         with _ctx(study, out) as ctx:
+            if fmt in stages.PEER_FORMATS:
+                stages.export_peer(ctx, fmt)
+                return
             paths = ctx.store.export(ctx.out / "export", fmt)
             console.print(f"exported {len(paths)} tables to {ctx.out / 'export'}")
     _run(go)

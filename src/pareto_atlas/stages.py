@@ -175,10 +175,53 @@ def kld(ctx: Context, arms: list[str] | None = None, tokens: int | None = None, 
     ctx.console.print(f"kld: {len(rows)} configuration(s) in the store ({time.monotonic() - t0:.0f} s)")
 
 
-def calibrate(ctx: Context) -> None:
+def calibrate(ctx: Context, allow: tuple[str, ...] = ()) -> None:
     from pareto_atlas.calibrate.stage import calibrate_study
 
-    calibrate_study(ctx.study, ctx.store, ctx.console)
+    calibrate_study(ctx.study, ctx.store, ctx.console, allow=allow)
+
+
+PEER_FORMATS = ("vllm-bench", "guidellm")
+
+
+def _knobs(text: str | None):
+    """ "weights=FP8,kv=fp8" as Knobs (a bad field is a one-line error naming it)."""
+    from pareto_atlas.spec.knobs import Knobs
+
+    if not text:
+        return Knobs()
+    pairs = [p.split("=", 1) for p in text.split(",") if p.strip()]
+    if any(len(p) != 2 for p in pairs):
+        raise ValueError(f"--knobs {text!r}: write name=value pairs separated by commas, e.g. weights=FP8,kv=fp8")
+    d = {k.strip(): v.strip() for k, v in pairs}
+    return Knobs.from_dict({k: (type(getattr(Knobs(), k))(v) if hasattr(Knobs(), k) else v) for k, v in d.items()})
+
+
+def import_files(ctx: Context, files: list[Path], hardware: str | None = None, model: str | None = None,
+                 engine: str | None = None, knobs: str | None = None, output_tokens: int | None = None,
+                 allow: tuple[str, ...] = ()) -> None:
+    """Import result files of other tools into the study's store, then calibrate the cards they name."""
+    from pareto_atlas.calibrate.imported import calibrate_imported
+    from pareto_atlas.measure.imports import import_paths
+
+    outcomes = import_paths(ctx.store, ctx.study.name, files, hardware=hardware, model=model, engine=engine,
+                            knobs=_knobs(knobs), requested_output=output_tokens)
+    for o in outcomes:
+        ctx.console.print(f"[bold]import[/] {o.path}: {o.tool}@{o.version}, sha256 {o.sha256[:12]}: {o.status}"
+                          f"{f', {len(o.anchors)} anchor(s)' if o.anchors else ''}", highlight=False, soft_wrap=True)
+        ctx.console.print("\n".join(o.lines), markup=False, highlight=False, soft_wrap=True)
+    if not hardware or not model:
+        ctx.console.print("  no --hardware/--model card named: anchors kept, no card calibrated", highlight=False)
+        return
+    calibrate_imported(ctx.study.name, ctx.store, ctx.console, allow)
+
+
+def export_peer(ctx: Context, fmt: str) -> None:
+    from pareto_atlas.measure.imports.export import export_peer as write
+
+    paths = write(ctx.store, ctx.study.name, ctx.out / "export" / fmt, fmt)
+    ctx.console.print(f"exported {len(paths)} anchor(s) with their requests as {fmt} files to "
+                      f"{ctx.out / 'export' / fmt}", highlight=False)
 
 
 def published(ctx: Context, tables: list[Path] | None = None, engines: list[str] | None = None,

@@ -126,9 +126,13 @@ def _send_offsets(recs: list[dict]) -> list[float]:
     return out
 
 
-def calibrate_study(study: Study, store: Store, console: Console) -> None:
+def calibrate_study(study: Study, store: Store, console: Console, allow: tuple[str, ...] = ()) -> None:
     """Fit the simulator per (hardware, engine): anchors of two engines on one machine (a study and
     the one it compares with) get two fits and two fidelity tables, each stored with its engine."""
+    from pareto_atlas.calibrate.imported import calibrate_imported   # imported GPU anchors: a fit per card
+    if calibrate_imported(study.name, store, console, allow) and \
+            not (store.anchors(study.name).hardware == THIS).any():
+        return
     hw = this_machine(study, store)
     console.print(f"[bold]calibrate[/]: {THIS} measured at {hw.mem_bw_gbs:.1f} GB/s read bandwidth (all cores), "
                   f"{hw.tflops['fp32'] * 1e3:.0f} GFLOP/s fp32 SGEMM")

@@ -95,3 +95,20 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
     """),
 ]
+MIGRATIONS.append(
+    # Result files of other tools imported as anchors (measure.imports): each file's bytes kept beside
+    # the anchors it gave (their provenance names it imported:<tool>@<version>:<sha256>), and the
+    # quality evidence of evaluation harnesses. One row per (study, file): importing it again is a no-op.
+    ("007_imports", """
+        CREATE TABLE import_files (
+            study TEXT, sha256 TEXT, tool TEXT, tool_version TEXT, file_name TEXT, n_bytes INTEGER,
+            content BLOB, summary_json TEXT, imported_at TIMESTAMP, atlas_version TEXT,
+            PRIMARY KEY (study, sha256)
+        );
+        CREATE TABLE imported_quality (
+            evidence_id TEXT PRIMARY KEY,    -- hash of study, file sha256, task, metric
+            study TEXT, sha256 TEXT, task TEXT, metric TEXT, value DOUBLE, stderr DOUBLE,
+            n INTEGER, n_original INTEGER, knobs_json TEXT, model TEXT, settings_json TEXT,
+            provenance_json TEXT, created_at TIMESTAMP
+        );
+    """))

@@ -10,6 +10,7 @@ import math
 
 import pandas as pd
 
+from pareto_atlas.spec.cards import shipped_hardware
 from pareto_atlas.spec.knobs import Knobs
 from pareto_atlas.spec.study import Study
 from pareto_atlas.store.compare import companion, engine_key, engine_label, quality_study
@@ -82,7 +83,15 @@ def _measured_rows(study: Study, store: Store) -> pd.DataFrame:
         wl = json.loads(a.workload_json)
         quality = dict(zip(QUALITY_COLUMNS + KLD_COLUMNS,
                            quality_row(quality_for(knobs, a.arm if qs is study else "", qs, qt)) + kld_row(knobs, kt)))
-        price = study.cpu_price_per_hour
+        prov = json.loads(a.provenance_json or "{}")
+        imported = prov.get("origin") == "imported"      # measure.imports: a peer's file, on the card it names
+        card = shipped_hardware().get(a.hardware) if imported else None
+        if imported and card is None:       # a peer's run on no card it named: kept as evidence, not a point
+            continue
+        if imported and a.model != study.model.name:    # quality belongs to a model: the study's is not its
+            quality = {**dict.fromkeys(QUALITY_COLUMNS + KLD_COLUMNS, NAN), "quality_evidence": "",
+                       "quality_provenance": f"none: imported anchor of {a.model}", "kld_arm": ""}
+        price = card.price_per_hour if card else study.cpu_price_per_hour
         thr = m.get("throughput_tok_s", NAN)
         # an open loop has no clients (anchors stored before this said the arm's default of 1)
         conc = 0 if load.get("rate_rps") else load["concurrency"]
@@ -100,14 +109,15 @@ def _measured_rows(study: Study, store: Store) -> pd.DataFrame:
             **knobs.to_dict(),
             "spec_drafted_per_token": drafted, "spec_accept_measured": accept,
             "optimizations": "+".join(knobs.optimizations()), "n_opts": len(knobs.optimizations()),
-            "provenance": "measured",
+            "provenance": "measured", "origin": prov["source"] if imported else "measured",
             "ttft_p50_ms": m["ttft"]["p50"], "ttft_p99_ms": m["ttft"]["p99"],
             "tpot_p50_ms": m["tpot"]["p50"], "tpot_p99_ms": m["tpot"]["p99"],
             "e2e_p50_ms": m["e2e"]["p50"], "e2e_p99_ms": m["e2e"]["p99"],
             "throughput_tok_s": thr, "goodput_rps": m.get("goodput_rps") or NAN,
             "mem_gb": (m.get("peak_rss_mb") or NAN) / 1024,
             "lat_rel_err": 0.0, "thr_rel_err": 0.0,
-            "price_per_hour": price, "price_date": f"{study.price_date} (assumed CPU rental price)",
+            "price_per_hour": price, "price_date": f"{card.price_date} ({card.price_source})" if card else
+            f"{study.price_date} (assumed CPU rental price)",
             "cost_per_mtok": cost_per_mtok(price, thr),
             **quality,
             "engine_version": a.engine_version, "feasible": True, "infeasible_reason": "",
