@@ -102,8 +102,10 @@ def _measured_rows(study: Study, store: Store) -> pd.DataFrame:
             "point_id": point_id(knobs, a.hardware, wl["name"], conc, load.get("rate_rps"), a.engine)
                         + (f"-r{a['repeat']}" if a["repeat"] else ""),
             "arm": a.arm, "anchor_id": a.anchor_id, "repeat": a["repeat"], "campaign_id": a.campaign_id,
-            "label": engine_label(knobs, a.engine), "engine": a.engine, "model": study.model.name,
-            "model_card": "measured here", "hardware": a.hardware, "workload": wl["name"],
+            "label": engine_label(knobs, a.engine), "engine": a.engine,
+            # the model the anchor served: the study's own, or an imported run's (its card's name)
+            "model": a.model if imported and a.model else study.model.name,
+            "model_card": "imported" if imported else "measured here", "hardware": a.hardware, "workload": wl["name"],
             "prompt_tokens": wl["prompt_tokens"], "output_tokens": wl["output_tokens"],
             "concurrency": conc, "rate_rps": load.get("rate_rps") or NAN, "n_requests": load["requests"],
             **knobs.to_dict(),
