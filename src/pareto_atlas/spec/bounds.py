@@ -33,6 +33,10 @@ MAX_NAME = 120
 SLUG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 
 
+class PriceError(ValueError):
+    """A price string (`pick --price HARDWARE=DOLLARS_PER_HOUR`) breaks the format."""
+
+
 def check_int(value: Any, lo: int, hi: int, what: str = "") -> int:
     """An integer (not a bool, not 2.0, not "2") in lo..hi."""
     if isinstance(value, bool) or not isinstance(value, int):
@@ -123,9 +127,9 @@ def parse_prices(items: list[str], flag: str = "--price") -> dict[str, float]:
         except ValueError:
             price = None
         if price is None:
-            raise ValueError(f"{flag} {show(str(it))}: expected HARDWARE=DOLLARS_PER_HOUR with a price > 0 "
+            raise PriceError(f"{flag} {show(str(it))}: expected HARDWARE=DOLLARS_PER_HOUR with a price > 0 "
                              f"and <= {MAX_PRICE:g}, e.g. A100-80G-PCIe=2.085")
         if name in out:
-            raise ValueError(f"{flag} {show(name)}: priced twice")
+            raise PriceError(f"{flag} {show(name)}: priced twice")
         out[name] = price
     return out

@@ -459,6 +459,11 @@ def parse_study(text: str, origin: str = "<study>", base: Path | None = None) ->
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise StudyError(f"{origin}: not valid TOML: {e}") from None
+    return study_from_dict(raw, origin, base)
+
+
+def study_from_dict(raw: dict, origin: str = "<study>", base: Path | None = None) -> Study:
+    """A study from its parsed TOML tables; any error is one StudyError line."""
     try:
         return Study.model_validate(raw, context={"base": base})
     except ValidationError as e:
