@@ -22,6 +22,7 @@ from pareto_atlas.store import Store
 from pareto_atlas.store.db import dumps
 from pareto_atlas.store.compare import quality_study
 from pareto_atlas.store.points import attach_quality
+from pareto_atlas.simulate.resume import resumable_sweep
 
 if TYPE_CHECKING:
     from pareto_atlas.scale.local import Executor
@@ -137,8 +138,14 @@ def simulate_study(study: Study, store: Store, console: Console, executor: Execu
         console.print(f"  {h.name}: {p.provenance}, error bar latency ±{p.lat_rel_err:.0%} "
                       f"throughput ±{p.thr_rel_err:.0%}", highlight=False)
     t0 = time.monotonic()
-    pts = (executor.sweep(space, params, study.simulate.n_requests) if executor is not None
-           else sweep(space, params, n_requests=study.simulate.n_requests))
+    kept: list[int] = []
+    pts = resumable_sweep(store, study.name, space, params, study.simulate.n_requests,
+                          run=lambda sp, seed: (executor.sweep(sp, params, study.simulate.n_requests, seed)
+                                                if executor is not None
+                                                else sweep(sp, params, n_requests=study.simulate.n_requests, seed=seed)),
+                          on_shard=lambda i, n, was_kept: kept.append(i) if was_kept else None)
+    if kept:
+        console.print(f"  {len(kept)} shard(s) of the sweep kept from an earlier, interrupted or identical run")
     pts = label_engine(attach_quality(pts, quality_study(study, store), store), engine)
     sim_id = hashlib.sha256(dumps([study.name, calib_id, len(pts), time.time()]).encode()).hexdigest()[:16]
     store.put_sim_run(sim_id, study.name, calib_id, pts)

@@ -320,6 +320,23 @@ class Store:
             sim_id = row[0]
         return self.con.execute("SELECT * FROM sim_points WHERE sim_id = ?", [sim_id]).df()
 
+    # -- a sweep's saved shards (simulate.resume) ---------------------------------------------------
+    def sim_shard(self, sweep_key: str, shard: int) -> bytes | None:
+        row = self.con.execute("SELECT points FROM sim_shards WHERE sweep_key = ? AND shard = ?",
+                               [sweep_key, shard]).fetchone()
+        return bytes(row[0]) if row else None
+
+    def put_sim_shard(self, sweep_key: str, study: str, shard: int, n_shards: int, points: bytes) -> None:
+        with self.transaction():
+            self.con.execute("DELETE FROM sim_shards WHERE sweep_key = ? AND shard = ?", [sweep_key, shard])
+            self.con.execute("INSERT INTO sim_shards VALUES (?, ?, ?, ?, ?, ?, ?)",
+                             [sweep_key, study, shard, n_shards, points, now(), __version__])
+
+    def prune_sim_shards(self, study: str, keep: str) -> None:
+        """Drop this study's shards of every sweep but `keep` (they would never be resumed)."""
+        with self.transaction():
+            self.con.execute("DELETE FROM sim_shards WHERE study = ? AND sweep_key != ?", [study, keep])
+
     # -- export ------------------------------------------------------------------------------
     def export(self, out_dir: Path, fmt: str = "parquet") -> list[Path]:
         if fmt not in ("parquet", "csv", "json"):

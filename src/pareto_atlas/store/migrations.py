@@ -94,4 +94,13 @@ MIGRATIONS: list[tuple[str, str]] = [
             created_at TIMESTAMP, tool_version TEXT
         );
     """),
+    # A sweep's shards as they finish (simulate.resume): a simulate stage stopped midway resumes
+    # from them. Points are Parquet bytes: the points table's columns grow with the code.
+    ("007_sim_shards", """
+        CREATE TABLE sim_shards (
+            sweep_key TEXT, study TEXT, shard INTEGER, n_shards INTEGER, points BLOB,
+            created_at TIMESTAMP, tool_version TEXT,
+            PRIMARY KEY (sweep_key, shard)
+        );
+    """),
 ]
