@@ -6,6 +6,7 @@ and what is allowed.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from importlib import resources
 from pathlib import Path
@@ -48,6 +49,22 @@ class EngineSpec(_Frozen):
     # Engine-specific launch options for every arm (an arm's engine_options override them); each
     # engine names the keys it takes (e.g. vllm: enforce_eager, kv_cache_space_gib, prefix_caching).
     options: dict[str, str | int | float | bool] = Field(default_factory=dict)
+
+    @field_validator("base_url")
+    @classmethod
+    def _base_url(cls, v: str | None) -> str | None:
+        if v is not None and not re.match(r"^https?://[^\s/?#]+(/[^\s]*)?$", v):
+            raise ValueError(f"{B.show(v)} is not allowed: an http:// or https:// URL of the endpoint")
+        return v
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _key_env(cls, v: str | None) -> str | None:
+        # a name, never the key: a value that looks like a key is refused before it is stored anywhere
+        if v is not None and not re.match(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$", v):
+            raise ValueError("is not the name of an environment variable (letters, digits, _): give the name of "
+                             "the variable holding the key, never the key itself")
+        return v
 
 
 class WorkloadSpec(_Frozen):
@@ -179,10 +196,18 @@ class QualitySpec(_Frozen):
     # (llama-perplexity at ctx 512); the baseline's saved logits take ~300 kB a token while it runs.
     # 2040 (8 chunks, ~1 min a configuration on 2 cores) already separates Q8_0, Q4_0 and a q4_0 KV
     # cache of the default study by non-overlapping chunk-clustered intervals (README).
-    kld_tokens: Int(255, 65280, "one chunk of 512 scores 255 tokens; 256 chunks' baseline logits take ~20 GB") = 2040
+    kld_tokens: int = 2040
     # `build` runs the KL stage (building llama-perplexity in the background the first time);
     # `pareto-atlas kld` runs it whatever this says.
     kld: Bool = True
+
+    @field_validator("kld_tokens", mode="before")
+    @classmethod
+    def _kld_tokens(cls, v) -> int:
+        if isinstance(v, bool) or not isinstance(v, int) or not 255 <= v <= 65280:
+            raise ValueError(f"{B.show(v)} is not allowed; an integer between 255 (one chunk of 512 scores 255 tokens) "
+                             f"and 65280 (256 chunks: the baseline's logits file then takes ~20 GB)")
+        return v
 
 
 class EvictionSpec(_Frozen):
