@@ -120,8 +120,16 @@ def measure(ctx: Context, arms: list[str] | None = None) -> None:
 def quality(ctx: Context, arms: list[str] | None = None, n: int | None = None) -> None:
     from pareto_atlas.quality.campaign import run_quality_campaign
 
+    from pareto_atlas.spec.bounds import check_int
+
     c = ctx.console
     q = ctx.study.quality
+    if n is not None:       # bounded as the study's own n (or retrieval_per_cell) is
+        hi, what = (1319, "GSM8K test items") if q.task == "gsm8k" else (1000, "items per length and depth")
+        try:
+            check_int(n, 1, hi, what)
+        except ValueError as e:
+            raise ValueError(f"quality --n: {e}") from None
     what = (f"{q.task} ({q.mode}), n = {n or q.n} per arm" if q.task == "gsm8k" else
             f"needle retrieval at {q.retrieval_lengths} tokens, {q.retrieval_per_cell} per length and depth")
     c.print(f"[bold]quality[/] {what}")

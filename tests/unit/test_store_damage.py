@@ -232,3 +232,22 @@ def test_failed_loads_leave_the_store_as_it_was(tmp_path: Path):
         res = CliRunner().invoke(app, args)           # in-process: the CLI's own error handling
         assert res.exit_code == 2 and "error: " in res.output and "Traceback" not in res.output, (args, res.output)
     assert content() == before
+
+
+# -- check on a healthy store ---------------------------------------------------------------------------------
+def test_check_on_a_healthy_store_is_ok_and_notes_a_quality_arm_stopped_midway(tmp_path: Path):
+    from typer.testing import CliRunner
+
+    from pareto_atlas.cli import app
+
+    out = tmp_path / "tiny"
+    p = filled_store(out / "store.duckdb", anchors=2, records=3)
+    with Store(p) as s:
+        s.put_quality_item("unfinished-run", {"item_id": "0", "correct": True})
+    res = CliRunner().invoke(app, ["check", "--study", "tiny", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert f"store {p}: ok" in " ".join(res.output.split())
+    assert "anchors 2" in res.output and "requests 6" in res.output
+    assert "1 quality arm(s) stopped midway" in res.output
+    rep = check_store(p)
+    assert rep.ok and not rep.missing and not rep.unknown
