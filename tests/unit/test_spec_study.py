@@ -70,7 +70,7 @@ def test_think_time_applies_to_closed_loops_of_several_clients_only():
 
 
 def test_unknown_field_is_rejected():
-    with pytest.raises(StudyError, match=r"s.toml: arms.0.slotz: Extra inputs"):
+    with pytest.raises(StudyError, match=r"s.toml: arms.0.slotz: unknown field; allowed: name, weights"):
         parse_study(MINIMAL + "slotz = 2\n", "s.toml")
 
 
@@ -120,7 +120,7 @@ def test_eviction_sweep_defaults_aliases_and_overrides():
     ("keeps = []", "eviction.keeps", "at least one"),
     ('task = "mmlu"', "eviction.task", "'gsm8k' or 'retrieval'"),
     ("n = 0", "eviction.n", "1..1319"),
-    ("chunks = 64", "eviction.chunks", "Extra inputs"),
+    ("chunks = 64", "eviction.chunks", "unknown field; allowed: policies, keeps, task, n, chunk"),
 ])
 def test_bad_eviction_table_is_one_line_naming_the_field(table, field, allowed):
     with pytest.raises(StudyError) as e:

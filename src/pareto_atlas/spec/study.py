@@ -468,12 +468,36 @@ def _known_hardware(names: list[str]) -> list[str]:
     return names
 
 
+_UNION_TAG = re.compile(r"^(str|int|float|bool|none|(function-\w+|list|dict|union|nullable)\[.*\])$")
+
+
+def _fields_at(loc: tuple) -> list[str]:
+    """The field names of the table at `loc` (a path into Study), for an unknown field's error."""
+    import typing
+
+    model: type[BaseModel] = Study
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        ann = model.model_fields[part].annotation if part in model.model_fields else None
+        inner = [a for a in (typing.get_args(ann) or (ann,)) if isinstance(a, type) and issubclass(a, BaseModel)]
+        inner += [b for a in typing.get_args(ann) for b in typing.get_args(a)
+                  if isinstance(b, type) and issubclass(b, BaseModel)]
+        if not inner:
+            return []
+        model = inner[0]
+    return list(model.model_fields)
+
+
 def _describe(err: ValidationError) -> str:
     """The first error as one line: where (dotted path), the value where pydantic's message lacks it, and why."""
     e = err.errors()[0]
-    where = ".".join(str(p) for p in e["loc"])
+    # pydantic names the member of a union it tried ("options.a.str"): not a place in the file
+    where = ".".join(str(p) for p in e["loc"] if not _UNION_TAG.match(str(p)))
     msg = e["msg"].removeprefix("Value error, ")
-    if e["type"] not in ("value_error", "missing", "extra_forbidden") and "input" in e:
+    if e["type"] == "extra_forbidden":
+        msg = f"unknown field; allowed: {', '.join(_fields_at(e['loc'][:-1]))}"
+    elif e["type"] not in ("value_error", "missing") and "input" in e:
         msg = f"{B.show(e['input'])} is not allowed: {msg}"
     return " ".join((f"{where}: {msg}" if where else msg).split())
 
