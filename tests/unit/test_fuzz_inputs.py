@@ -39,12 +39,12 @@ def builtin_text(name: str) -> str:
 
 # values a hostile or careless file holds: huge, negative, non-finite, the wrong type
 NASTY = st.one_of(
-    st.integers(), st.integers(min_value=-2, max_value=2), st.just(99999999999), st.just(2**70),
+    st.integers(), st.integers(min_value=-2, max_value=2), st.just(99999999999), st.just(2**70), st.just(10**400),
     st.floats(allow_nan=True, allow_infinity=True), st.booleans(), st.none(),
     st.text(max_size=20), st.just(""), st.just("../../etc/passwd"), st.just("a\nb"),
     st.lists(st.integers(), max_size=3), st.dictionaries(st.text(max_size=5), st.integers(), max_size=2))
 TOML_VALUES = ["0", "-1", "99999999999", "1e308", "inf", "nan", "-inf", "true", "false", '""', '"x"',
-               "[]", "[0]", "{}", "1.5", "2.0", '"../../x"', "[1, 99999999999]", "0.0001"]
+               "[]", "[0]", "{}", "1.5", "2.0", '"../../x"', "[1, 99999999999]", "0.0001", "9" * 5000]
 
 
 def _leaves(d, path=()):
@@ -93,7 +93,7 @@ def test_study_text_mutations_load_or_fail_in_one_line(name: str, data):
 
 
 @FUZZ
-@given(name=st.sampled_from(["default", "tiny", "ladder"]), data=st.data(), value=NASTY)
+@given(name=st.sampled_from(["default", "tiny", "ladder"]), data=st.data(), value=st.one_of(NASTY, st.just(10**5000)))
 def test_study_value_mutations_load_or_fail_in_one_line_naming_the_field(name: str, data, value):
     raw = tomllib.loads(builtin_text(name))
     path = data.draw(st.sampled_from(list(_leaves(raw))))
@@ -177,7 +177,8 @@ def test_traces_load_or_fail_in_one_line(kind: str, data):
     if kind == "jsonl":
         lines = [json.dumps(r) for r in rows]
         if data.draw(st.booleans()):
-            lines.append(data.draw(st.sampled_from(["[1, 2]", "5", "{", '"x"', "null", "{}"])))
+            lines.append(data.draw(st.sampled_from(["[1, 2]", "5", "{", '"x"', "null", "{}",
+                                                    '{"arrival_s": 0, "prompt_tokens": ' + "9" * 5000 + "}"])))
         p.write_text("\n".join(lines))
     else:
         buf = io.StringIO()
@@ -232,12 +233,14 @@ def test_model_configs_load_or_fail_in_one_line(data):
         else:
             cfg[key] = data.draw(NASTY)
     text = json.dumps(cfg)
-    mode = data.draw(st.sampled_from(["ok", "cut", "bytes", "array"]))
+    mode = data.draw(st.sampled_from(["ok", "cut", "bytes", "array", "bigint"]))
     p = TMP / "config.json"
     if mode == "cut":
         text = text[:data.draw(st.integers(0, len(text)))]
     if mode == "array":
         text = "[" + text + "]"
+    if mode == "bigint":             # past Python's 4300-digit limit for integers read from text
+        text = text.replace('"num_hidden_layers": ', '"num_hidden_layers": ' + "9" * 5000 + ", \"x\": ", 1)
     if mode == "bytes":
         p.write_bytes(text.encode()[:20] + data.draw(st.binary(max_size=8)) + text.encode()[20:])
     else:

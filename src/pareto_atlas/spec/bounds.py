@@ -51,7 +51,10 @@ def check_real(value: Any, lo: float, hi: float, what: str = "", lo_open: bool =
     rng = f"{'>' if lo_open else '>='} {lo:g} and <= {hi:g}"
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"{show(value)} is not allowed: a number {rng}{_why(what)}")
-    v = float(value)
+    try:
+        v = float(value)
+    except OverflowError:       # an integer past any float
+        v = math.inf
     if not (math.isfinite(v) and (v > lo if lo_open else v >= lo) and v <= hi):
         raise ValueError(f"{show(value)} is not allowed: {rng}{_why(what)}")
     return v
@@ -77,7 +80,10 @@ def check_name(value: Any, slug: bool = False) -> str:
 
 def show(value: Any) -> str:
     """A value as an error quotes it: its repr, cut to 60 characters (a hostile file's 10 MB string is not echoed)."""
-    r = repr(value)
+    try:
+        r = repr(value)
+    except ValueError:          # an integer past Python's 4300-digit limit for printing
+        return "an integer of over 4300 digits"
     return r if len(r) <= 60 else r[:57] + "..."
 
 

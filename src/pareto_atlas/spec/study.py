@@ -506,8 +506,8 @@ def parse_study(text: str, origin: str = "<study>", base: Path | None = None) ->
     """A study from TOML text; `base`: the folder its relative paths (a trace) are read from."""
     try:
         raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise StudyError(f"{origin}: not valid TOML: {e}") from None
+    except (tomllib.TOMLDecodeError, ValueError) as e:     # ValueError: an integer of over 4300 digits
+        raise StudyError(f"{origin}: not valid TOML: {' '.join(str(e).split())[:200]}") from None
     return study_from_dict(raw, origin, base)
 
 
