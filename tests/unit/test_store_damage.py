@@ -222,11 +222,16 @@ def test_failed_loads_leave_the_store_as_it_was(tmp_path: Path):
     bad.write_text('name = "tiny"\n[model]\nname = "smollm2-135m-instruct"\nchat = 0\n[[arms]]\nname = "a"\n')
     table = tmp_path / "t.csv"
     table.write_text("source_id,source\nx,y\n")
+    (tmp_path / "trace.csv").write_text("arrival_s,prompt_tokens,output_tokens\n0,64,8\nnan,64,8\n")
+    traced = tmp_path / "traced.toml"
+    traced.write_text('name = "tiny"\n[model]\nname = "smollm2-135m-instruct"\n[workload]\ntrace = "trace.csv"\n'
+                      '[[arms]]\nname = "a"\n')
     from typer.testing import CliRunner
 
     from pareto_atlas.cli import app
 
     for args in (["measure", "--study", str(bad), "--out", str(out)],
+                 ["measure", "--study", str(traced), "--out", str(out)],
                  ["pick", "--study", "tiny", "--out", str(out), "--price", "L4=nan"],
                  ["published", "--study", "tiny", "--out", str(out), "--table", str(table)]):
         res = CliRunner().invoke(app, args)           # in-process: the CLI's own error handling
