@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
+import duckdb
 import typer
 from rich.console import Console
 from rich.markup import escape
@@ -43,6 +44,13 @@ def _run(fn, *args, **kw):
     except stages.USER_ERRORS as e:
         # escaped: an error naming an extra, 'pareto-atlas[ray]', is not rich markup
         console.print(f"[red]error:[/] {escape(str(e))}", markup=True, highlight=False, soft_wrap=True)
+        raise typer.Exit(2)
+    except duckdb.Error as e:     # the file or the disk failed under a read: one line, not a traceback
+        from pareto_atlas.store.db import io_reason, is_fault
+
+        if not is_fault(e):
+            raise
+        console.print(f"[red]error:[/] store: {escape(io_reason(e))}", markup=True, highlight=False, soft_wrap=True)
         raise typer.Exit(2)
 
 
@@ -259,6 +267,29 @@ def export(study: str = STUDY, out: Optional[Path] = OUT,
             paths = ctx.store.export(ctx.out / "export", fmt)
             console.print(f"exported {len(paths)} tables to {ctx.out / 'export'}")
     _run(go)
+
+
+def check(study: str = STUDY, out: Optional[Path] = OUT,
+          store: Optional[Path] = typer.Option(None, help="Store file (default: the study's <out>/store.duckdb).")) -> None:
+    """Report a store's integrity, read-only: migrations applied or unknown, tables readable to
+    their end, orphaned rows, anchors without request records. Exit 1 when it finds a problem."""
+    from pareto_atlas.store.integrity import check_store
+
+    def go():
+        path = store
+        if path is None:
+            s = stages.load_study(study)
+            path = stages.default_store(s, Path(out) if out else Path("atlas-out") / s.name)
+        rep = check_store(path)
+        for line in rep.lines():
+            console.print(line, highlight=False, markup=False, soft_wrap=True)
+        return rep.ok
+    if not _run(go):
+        raise typer.Exit(1)
+
+
+app.command("check")(check)
+app.command("doctor", help="Same as check.")(check)
 
 
 def main() -> None:  # pragma: no cover

@@ -107,7 +107,11 @@ def measure(ctx: Context, arms: list[str] | None = None) -> None:
                        f"{_fmt(info['metrics'].get('tpot', {}).get('p50'), ' ms')})" if info["kept"] == "new" else ""),
                     highlight=False)
 
-    s = run_campaign(ctx.study, ctx.store, arms=arms, on_progress=on, bandwidth_gbs=bandwidth, executor=ctx.executor)
+    try:
+        s = run_campaign(ctx.study, ctx.store, arms=arms, on_progress=on, bandwidth_gbs=bandwidth, executor=ctx.executor)
+    except StoreError:
+        c.print()       # the anchor's progress dots end their line; the error gets its own
+        raise
     again = f", {s.remeasured} measured again (other work beside them)" if s.remeasured else ""
     c.print(f"measure: {s.measured} measured, {s.skipped} kept from earlier runs, {s.failed} failed{again} "
             f"({time.monotonic() - t0:.0f} s)")
@@ -116,8 +120,16 @@ def measure(ctx: Context, arms: list[str] | None = None) -> None:
 def quality(ctx: Context, arms: list[str] | None = None, n: int | None = None) -> None:
     from pareto_atlas.quality.campaign import run_quality_campaign
 
+    from pareto_atlas.spec.bounds import check_int
+
     c = ctx.console
     q = ctx.study.quality
+    if n is not None:       # bounded as the study's own n (or retrieval_per_cell) is
+        hi, what = (1319, "GSM8K test items") if q.task == "gsm8k" else (1000, "items per length and depth")
+        try:
+            check_int(n, 1, hi, what)
+        except ValueError as e:
+            raise ValueError(f"quality --n: {e}") from None
     what = (f"{q.task} ({q.mode}), n = {n or q.n} per arm" if q.task == "gsm8k" else
             f"needle retrieval at {q.retrieval_lengths} tokens, {q.retrieval_per_cell} per length and depth")
     c.print(f"[bold]quality[/] {what}")
@@ -136,7 +148,11 @@ def quality(ctx: Context, arms: list[str] | None = None, n: int | None = None) -
             else:
                 c.print(f" [red]failed[/]: {info['reason']}", highlight=False, soft_wrap=True)
 
-    run_quality_campaign(ctx.study, ctx.store, arms=arms, n=n, on_progress=on, executor=ctx.executor)
+    try:
+        run_quality_campaign(ctx.study, ctx.store, arms=arms, n=n, on_progress=on, executor=ctx.executor)
+    except StoreError:
+        c.print()       # the arm's progress dots end their line; the error gets its own
+        raise
     from pareto_atlas.quality.campaign import agreement_table
 
     for _, a in agreement_table(ctx.study, ctx.store).iterrows():

@@ -203,16 +203,9 @@ def atlas_study(study: Study, store: Store, console: Console) -> pd.DataFrame:
 
 
 def _prices(items: list[str]) -> dict[str, float]:
-    out = {}
-    for it in items:
-        name, sep, val = it.partition("=")
-        try:
-            out[name.strip()] = float(val)
-        except ValueError:
-            sep = ""
-        if not sep or out.get(name.strip(), 0) <= 0:
-            raise ValueError(f"--price {it!r}: expected HARDWARE=DOLLARS_PER_HOUR, e.g. A100-80G-PCIe=2.085")
-    return out
+    from pareto_atlas.spec.bounds import parse_prices
+
+    return parse_prices(items, "--price")
 
 
 def pick_study(study: Study, store: Store, console: Console, constraint: str, objective: str, maximize: bool,

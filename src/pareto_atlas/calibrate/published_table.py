@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from pareto_atlas.simulate.space import GPU_KV, GPU_WEIGHTS
+from pareto_atlas.spec.bounds import MAX_CTX, show
 from pareto_atlas.spec.cards import shipped_hardware, shipped_models
 
 SHIPPED = "published_anchors.csv"
@@ -60,15 +61,23 @@ def _sha(rows: pd.DataFrame) -> str:
 
 
 def _allowed(field: str, value: str, allowed) -> str:
-    return f"field {field!r}: {value!r} is not allowed; allowed: {', '.join(allowed)}"
+    return f"field {field!r}: {show(value)} is not allowed; allowed: {', '.join(allowed)}"
+
+
+# Upper bounds a published setup stays within (a typo is an error, not an anchor): lengths within
+# the longest context (spec.bounds.MAX_CTX), a batch, clients or requests one simulated run holds,
+# latencies within three hours, throughput within ten million tokens/s.
+MAX = {"prompt_tokens": MAX_CTX, "output_tokens": MAX_CTX, "load_value": 100_000, "n_requests": 1_000_000,
+       "out_tok_s": 1e7, **{m: 1e7 for m in LATENCY}}
 
 
 def _number(field: str, value: str, integer: bool) -> str:
     try:
         v = int(value) if integer else float(value)
     except ValueError:
-        return f"field {field!r}: {value!r} is not {'an integer' if integer else 'a number'}"
-    return "" if v > 0 and np.isfinite(v) else f"field {field!r}: {value!r} must be > 0"
+        return f"field {field!r}: {show(value)} is not {'an integer' if integer else 'a number'}"
+    hi = MAX[field]
+    return "" if 0 < v <= hi and np.isfinite(v) else f"field {field!r}: {show(value)} must be > 0 and <= {hi:g}"
 
 
 def row_error(r: dict[str, str]) -> str:
@@ -83,7 +92,7 @@ def row_error(r: dict[str, str]) -> str:
         if r[f] not in allowed:
             return _allowed(f, r[f], allowed)
     if not DATE.match(r["date"]):
-        return f"field 'date': {r['date']!r} is not YYYY, YYYY-MM, YYYY-MM-DD or undated"
+        return f"field 'date': {show(r['date'])} is not YYYY, YYYY-MM, YYYY-MM-DD or undated"
     for f, integer in (("prompt_tokens", True), ("output_tokens", True), ("load_value", r["load"] != "rate")):
         if err := _number(f, r[f], integer):
             return err
@@ -107,17 +116,24 @@ def read_table(path: Path | str | None = None) -> list[dict[str, str]]:
     else:
         if not Path(path).is_file():
             raise FileNotFoundError(f"published table {path}: no such file")
-        text, name = Path(path).read_text(), str(path)
+        try:
+            text, name = Path(path).read_text(), str(path)
+        except (OSError, UnicodeDecodeError) as e:
+            raise PublishedTableError(f"{path}: cannot read ({type(e).__name__})") from None
     reader = csv.DictReader(io.StringIO(text))
-    missing = [c for c in REQUIRED if c not in (reader.fieldnames or [])]
-    if missing:
-        raise PublishedTableError(f"{name}:1: missing columns {', '.join(missing)}; columns: {', '.join(COLUMNS)}")
     rows = []
-    for line, r in enumerate(reader, start=2):
-        r = {k: (v or "").strip() for k, v in r.items() if k is not None}
-        if err := row_error(r):
-            raise PublishedTableError(f"{name}:{line}: {err}")
-        rows.append({**{c: r.get(c, "") for c in COLUMNS}, "origin": f"{name}:{line}"})
+    try:
+        missing = [c for c in REQUIRED if c not in (reader.fieldnames or [])]
+        if missing:
+            raise PublishedTableError(f"{name}:1: missing columns {', '.join(missing)}; columns: {', '.join(COLUMNS)}")
+        for r in reader:
+            line = reader.line_num     # the row's last physical line: a quoted field may span lines
+            r = {k: (v or "").strip() for k, v in r.items() if isinstance(k, str) and isinstance(v, (str, type(None)))}
+            if err := row_error(r):
+                raise PublishedTableError(f"{name}:{line}: {err}")
+            rows.append({**{c: r.get(c, "") for c in COLUMNS}, "origin": f"{name}:{line}"})
+    except csv.Error as e:
+        raise PublishedTableError(f"{name}:{reader.line_num}: not a CSV table ({e})") from None
     return rows
 
 

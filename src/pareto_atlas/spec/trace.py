@@ -24,6 +24,10 @@ COLUMNS = {"arrival_s": ("arrival_s", "arrival", "timestamp", "time"),
 SUFFIXES = (".csv", ".jsonl", ".json")
 
 
+class TraceError(ValueError):
+    """A trace file is missing, unreadable or breaks the format; the message names file, row and column."""
+
+
 @dataclass(frozen=True)
 class TraceRow:
     arrival_s: float
@@ -31,34 +35,77 @@ class TraceRow:
     output_tokens: int
 
 
-def _records(path: Path) -> tuple[list[dict], int]:
-    """The file's rows as dicts, and the line number of the first (CSV: 2, after the header).
-    Lines starting with '#' are comments (a trace says where its figures come from)."""
-    lines = [s for s in path.read_text().splitlines() if not s.lstrip().startswith("#")]
+MAX_ROWS = 100_000                 # requests one trace replays (spec.bounds.MAX_REQUESTS)
+MAX_BYTES = 64 * 2**20
+
+
+def _records(path: Path) -> tuple[list[tuple[int, object]], int]:
+    """The file's rows with their line numbers. Lines starting with '#' are comments (a trace says
+    where its figures come from)."""
+    try:
+        if path.stat().st_size > MAX_BYTES:
+            raise TraceError(f"trace {path.name}: {path.stat().st_size} bytes; at most {MAX_BYTES // 2**20} MiB")
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise TraceError(f"trace {path.name}: cannot read ({type(e).__name__}: {str(e).splitlines()[0][:100]})") from None
+    lines = [(i, s) for i, s in enumerate(text.splitlines(), start=1) if s.strip() and not s.lstrip().startswith("#")]
     if path.suffix.lower() in (".jsonl", ".json"):
-        return [json.loads(s) for s in lines if s.strip()], 1
-    return list(csv.DictReader(lines)), 2
+        out = []
+        for i, s in lines:
+            try:
+                out.append((i, json.loads(s)))
+            except ValueError as e:
+                raise TraceError(f"trace {path.name} line {i}: not a JSON object ({str(e).splitlines()[0][:80]})") from None
+        return out, 1
+    if not lines:
+        return [], 2
+    try:
+        reader = csv.DictReader([s for _, s in lines])
+        return [(i, r) for (i, _), r in zip(lines[1:], reader)], 2
+    except csv.Error as e:
+        raise TraceError(f"trace {path.name}: not a CSV table ({e})") from None
+
+
+def _value(path: Path, lineno: int, field: str, raw) -> float | int:
+    """One cell as a finite number within bounds: arrival_s in seconds, token counts integers >= 1."""
+    from pareto_atlas.spec.bounds import MAX_ARRIVALS_S, MAX_CTX, show
+
+    where = f"trace {path.name} line {lineno}: {field}"
+    try:
+        v = float(raw) if not isinstance(raw, bool) and isinstance(raw, (int, float, str)) else None
+    except ValueError:
+        v = None
+    if field == "arrival_s":
+        if v is None or not 0 <= v <= MAX_ARRIVALS_S:
+            raise TraceError(f"{where} = {show(raw)} is not allowed: seconds >= 0 and <= {MAX_ARRIVALS_S:g}")
+        return v
+    if v is None or not (1 <= v <= MAX_CTX) or v != int(v):
+        raise TraceError(f"{where} = {show(raw)} is not allowed: an integer 1..{MAX_CTX} (tokens)")
+    return int(v)
 
 
 def load_trace(path: str | Path) -> list[TraceRow]:
     """Rows of a trace file, CSV (header row) or JSONL, sorted by arrival; arrivals are shifted
     so the first request arrives at 0. Columns: arrival_s, prompt_tokens, output_tokens (common
-    aliases such as timestamp / input_len / output_len are accepted)."""
+    aliases such as timestamp / input_len / output_len are accepted). A bad file: TraceError."""
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(f"trace: {path} does not exist")
-    raw, first = _records(path)
+        raise TraceError(f"trace: {path} does not exist")
+    raw, _ = _records(path)
+    if len(raw) > MAX_ROWS:
+        raise TraceError(f"trace {path.name}: {len(raw)} rows; at most {MAX_ROWS} requests")
     rows = []
-    for lineno, r in enumerate(raw, start=first):
+    for lineno, r in raw:
+        if not isinstance(r, dict):
+            raise TraceError(f"trace {path.name} line {lineno}: a row must be an object of "
+                             f"{', '.join(COLUMNS)}, not {type(r).__name__}")
         vals = {}
         for field, aliases in COLUMNS.items():
-            key = next((a for a in aliases if a in r), None)
+            key = next((a for a in aliases if a in r and r[a] is not None), None)
             if key is None:
-                raise ValueError(f"trace {path.name} row {lineno}: missing column {field!r} "
+                raise TraceError(f"trace {path.name} line {lineno}: missing column {field!r} "
                                  f"(also accepted: {', '.join(aliases[1:])})")
-            vals[field] = float(r[key]) if field == "arrival_s" else int(float(r[key]))
-        if vals["prompt_tokens"] < 1 or vals["output_tokens"] < 1 or vals["arrival_s"] < 0:
-            raise ValueError(f"trace {path.name} row {lineno}: arrival_s must be >= 0 and token counts >= 1, got {vals}")
+            vals[field] = _value(path, lineno, field, r[key])
         rows.append(TraceRow(**vals))
     rows.sort(key=lambda t: t.arrival_s)
     t0 = rows[0].arrival_s if rows else 0.0

@@ -8,6 +8,7 @@ killed at any moment loses nothing that finished and resumes where it stopped.
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
@@ -23,6 +24,39 @@ class StoreError(RuntimeError):
     """The store cannot be opened or is inconsistent."""
 
 
+# DuckDB errors that are the file's or the disk's fault, not the query's: a write that meets them
+# is rolled back and reported as a StoreError (a query's own mistakes stay duckdb errors).
+_IO_ERRORS = (duckdb.OperationalError, duckdb.FatalException, duckdb.InternalException)
+
+
+def is_fault(e: BaseException) -> bool:
+    """Whether a DuckDB error is the file's or the disk's (damage, a full disk, a lock), not a query's.
+    A damaged block surfaces as a bare duckdb.Error ("Corrupt database file: ... checksum")."""
+    return isinstance(e, _IO_ERRORS) or (type(e) is duckdb.Error and ("Corrupt" in str(e) or "checksum" in str(e)))
+
+
+def io_reason(e: BaseException) -> str:
+    """What went wrong with the file, in words a user can act on."""
+    msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    file = re.search(r'file "([^"]+)"', msg)
+    where = f" writing {Path(file.group(1)).name}" if file else ""
+    if "No space left on device" in msg:
+        return f"the disk holding it is full (No space left on device{where})"
+    if "File too large" in msg or "EFBIG" in msg:
+        return f"the file size limit was reached (File too large{where})"
+    if "Conflicting lock" in msg or "Could not set lock" in msg:
+        pid = re.search(r"PID (\d+)", msg)
+        return (f"another process{' (pid ' + pid.group(1) + ')' if pid else ''} has it open; "
+                f"one build at a time per store (or give this one another --out)")
+    if "version number" in msg or "newer version" in msg or "storage version" in msg.lower():
+        return f"it was written by a newer DuckDB than this pareto-atlas reads ({msg[:160]}); upgrade pareto-atlas"
+    if "Could not read enough bytes" in msg or "not a valid DuckDB database" in msg or "Corrupt" in msg \
+            or "checksum" in msg:
+        return (f"it is truncated or damaged ({msg[:160]}); `pareto-atlas check` reports what is readable, "
+                f"a copy from before the damage (or a new --out) starts again")
+    return msg[:240]
+
+
 def now() -> datetime:
     return datetime.now(timezone.utc).replace(tzinfo=None)
 
@@ -31,20 +65,48 @@ def dumps(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, default=str)
 
 
+def connect(path: Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    """A connection to the store's file, or a one-line StoreError saying why not."""
+    if read_only and not path.is_file():
+        raise StoreError(f"store {path}: no such file")
+    try:
+        return duckdb.connect(str(path), read_only=read_only)
+    except duckdb.Error as e:
+        raise StoreError(f"store {path}: cannot open: {io_reason(e)}") from None
+
+
+def unknown_migrations(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Migrations recorded in the file that this code does not know: a newer pareto-atlas wrote it."""
+    has = con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'migrations'").fetchone()[0]
+    if not has:
+        return []
+    known = {name for name, _ in MIGRATIONS}
+    return sorted(r[0] for r in con.execute("SELECT name FROM migrations").fetchall() if r[0] not in known)
+
+
 class Store:
     """A DuckDB file. Open with `Store(path)`; use as a context manager to close it."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.con = connect(self.path)
         try:
-            self.con = duckdb.connect(str(self.path))
-        except duckdb.IOException as e:
-            first = str(e).splitlines()[0]
-            raise StoreError(f"store {self.path}: cannot open ({first}); is another pareto-atlas using it?") from None
+            newer = unknown_migrations(self.con)
+            if newer:
+                # refused before anything is written: this code would write rows the newer schema does not expect
+                raise StoreError(f"store {self.path}: written by a newer pareto-atlas (migration {newer[0]!r} is unknown "
+                                 f"to {__version__}, which knows {MIGRATIONS[0][0]}..{MIGRATIONS[-1][0]}); upgrade "
+                                 f"pareto-atlas to use it, or give this build another --out")
+            self._migrate()
+        except StoreError:
+            self.con.close()
+            raise
         except duckdb.Error as e:
-            raise StoreError(f"store {self.path}: not a readable DuckDB file ({str(e).splitlines()[0]})") from None
-        self._migrate()
+            self.con.close()
+            if not is_fault(e):
+                raise
+            raise StoreError(f"store {self.path}: cannot read: {io_reason(e)}") from None
 
     def __enter__(self) -> "Store":
         return self
@@ -53,7 +115,13 @@ class Store:
         self.close()
 
     def close(self) -> None:
-        self.con.close()
+        try:
+            self.con.close()
+        except duckdb.Error as e:
+            # closing checkpoints the WAL into the file; where that fails (a full disk) the WAL stays
+            # and the next open replays it: nothing committed is lost, so closing does not raise over it
+            if not is_fault(e):
+                raise
 
     # -- schema ---------------------------------------------------------------------------
     def _migrate(self) -> None:
@@ -74,7 +142,19 @@ class Store:
                 store.con.execute("BEGIN TRANSACTION")
 
             def __exit__(self, exc_type, exc, tb):
-                store.con.execute("ROLLBACK" if exc_type else "COMMIT")
+                try:
+                    store.con.execute("ROLLBACK" if exc_type else "COMMIT")
+                except duckdb.Error as e:
+                    if not is_fault(e):
+                        raise
+                    # a failed COMMIT is rolled back by DuckDB: this write is lost, every earlier one kept
+                    if exc_type is None or is_fault(exc):
+                        raise StoreError(f"store {store.path}: could not save: {io_reason(exc or e)}; this write "
+                                         f"was rolled back, everything saved before it is kept") from None
+                    return False
+                if exc_type is not None and is_fault(exc):
+                    raise StoreError(f"store {store.path}: could not save: {io_reason(exc)}; this write was "
+                                     f"rolled back, everything saved before it is kept") from None
                 return False
 
         return _Tx()
@@ -239,6 +319,23 @@ class Store:
                 return pd.DataFrame()
             sim_id = row[0]
         return self.con.execute("SELECT * FROM sim_points WHERE sim_id = ?", [sim_id]).df()
+
+    # -- a sweep's saved shards (simulate.resume) ---------------------------------------------------
+    def sim_shard(self, sweep_key: str, shard: int) -> bytes | None:
+        row = self.con.execute("SELECT points FROM sim_shards WHERE sweep_key = ? AND shard = ?",
+                               [sweep_key, shard]).fetchone()
+        return bytes(row[0]) if row else None
+
+    def put_sim_shard(self, sweep_key: str, study: str, shard: int, n_shards: int, points: bytes) -> None:
+        with self.transaction():
+            self.con.execute("DELETE FROM sim_shards WHERE sweep_key = ? AND shard = ?", [sweep_key, shard])
+            self.con.execute("INSERT INTO sim_shards VALUES (?, ?, ?, ?, ?, ?, ?)",
+                             [sweep_key, study, shard, n_shards, points, now(), __version__])
+
+    def prune_sim_shards(self, study: str, keep: str) -> None:
+        """Drop this study's shards of every sweep but `keep` (they would never be resumed)."""
+        with self.transaction():
+            self.con.execute("DELETE FROM sim_shards WHERE study = ? AND sweep_key != ?", [study, keep])
 
     # -- export ------------------------------------------------------------------------------
     def export(self, out_dir: Path, fmt: str = "parquet") -> list[Path]:

@@ -94,12 +94,21 @@ MIGRATIONS: list[tuple[str, str]] = [
             created_at TIMESTAMP, tool_version TEXT
         );
     """),
+    # A sweep's shards as they finish (simulate.resume): a simulate stage stopped midway resumes
+    # from them. Points are Parquet bytes: the points table's columns grow with the code.
+    ("007_sim_shards", """
+        CREATE TABLE sim_shards (
+            sweep_key TEXT, study TEXT, shard INTEGER, n_shards INTEGER, points BLOB,
+            created_at TIMESTAMP, tool_version TEXT,
+            PRIMARY KEY (sweep_key, shard)
+        );
+    """),
 ]
 MIGRATIONS.append(
     # Result files of other tools imported as anchors (measure.imports): each file's bytes kept beside
     # the anchors it gave (their provenance names it imported:<tool>@<version>:<sha256>), and the
     # quality evidence of evaluation harnesses. One row per (study, file): importing it again is a no-op.
-    ("007_imports", """
+    ("008_imports", """
         CREATE TABLE import_files (
             study TEXT, sha256 TEXT, tool TEXT, tool_version TEXT, file_name TEXT, n_bytes INTEGER,
             content BLOB, summary_json TEXT, imported_at TIMESTAMP, atlas_version TEXT,

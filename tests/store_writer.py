@@ -1,0 +1,65 @@
+"""Processes that write a store, for the damage and contention tests (run as a script):
+
+  store_writer.py campaign OUT ARMS [TOKEN_S]   `pareto-atlas measure` through the CLI against an
+                                                OpenAI-compatible test server (measure.fakeserver; the
+                                                model file is not needed: served_model is replaced)
+  store_writer.py anchors STORE N RECORDS       N anchors of RECORDS request records each, straight
+                                                through Store.put_anchor, printing "saved i" after each
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+STUDY = """
+name = "faults"
+[model]
+name = "smollm2-135m-instruct"
+card = "smollm2-135m"
+[engine]
+name = "openai"
+base_url = "{url}"
+options = {{check = false}}
+[workload]
+prompt_tokens = 48
+output_tokens = 24
+[load]
+requests = 6
+warmup = 0
+"""
+
+
+def campaign(out: Path, arms: int, token_s: float) -> int:
+    from pareto_atlas import cli
+    from pareto_atlas.measure import campaign as c
+    from pareto_atlas.measure.fakeserver import FakeBehaviour, FakeOpenAIServer
+
+    c.served_model = lambda study, arm: (Path("fake.gguf"), "0" * 64, 1, 4.5)
+    with FakeOpenAIServer(FakeBehaviour(prefill_s=0.002, token_s=token_s)) as srv:
+        study = out / "faults.toml"
+        out.mkdir(parents=True, exist_ok=True)
+        study.write_text(STUDY.format(url=srv.base_url) + "".join(
+            f'[[arms]]\nname = "a{i}"\nweights = "Q4_1"\n' for i in range(arms)))
+        # the CLI as a user runs it; without standalone mode click returns the exit code of typer.Exit
+        return int(cli.app(["measure", "--study", str(study), "--out", str(out)], standalone_mode=False) or 0)
+
+
+def anchors(store: Path, n: int, records: int) -> int:
+    from pareto_atlas.store import Store
+    from pareto_atlas.store.db import now
+
+    with Store(store) as s:
+        for i in range(n):
+            row = {"anchor_id": f"w{i}", "study": "faults", "arm": f"a{i}", "repeat": 0, "status": "ok",
+                   "reason": None, "knobs_json": "{}", "metrics_json": "{}", "started_at": now(), "finished_at": now()}
+            s.put_anchor(row, [{"idx": j, "ok": True, "text": "x" * 200} for j in range(records)])
+            print(f"saved {i}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    kind, args = sys.argv[1], sys.argv[2:]
+    if kind == "campaign":
+        sys.exit(campaign(Path(args[0]), int(args[1]), float(args[2]) if len(args) > 2 else 0.0))
+    sys.exit(anchors(Path(args[0]), int(args[1]), int(args[2])))
