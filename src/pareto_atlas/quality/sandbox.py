@@ -145,11 +145,34 @@ def classify(report: dict, limits: Limits) -> tuple[str, str]:
     return "failed", err or f"exit code {code}"
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def _children(pid: int) -> list[int]:
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def _gone(pid: int) -> bool:
+    """Exited: no such process, or a zombie (the namespace's init turns zombie only after the kernel
+    has killed and reaped everything else in its PID namespace)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except (OSError, IndexError):
+        return True
+
+
+def _kill_group(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
+    """SIGKILL unshare's process group and the namespace's init, then wait until the namespace is
+    gone, so that nothing of a killed run outlives `run_program`."""
+    inits = _children(proc.pid)
+    for kill in [lambda: os.killpg(proc.pid, signal.SIGKILL)] + [lambda p=p: os.kill(p, signal.SIGKILL) for p in inits]:
+        try:
+            kill()
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and not all(_gone(p) for p in inits):
+        time.sleep(0.01)
 
 
 def run_program(source: str, limits: Limits = Limits(), interpreter: str | None = None) -> SandboxResult:
@@ -207,6 +230,19 @@ def run_many(sources: Sequence[str], limits: Limits = Limits(), workers: int = 2
         raise ValueError(f"sandbox workers: {workers} must be >= 1")
     with ThreadPoolExecutor(max_workers=workers) as pool:
         return list(pool.map(lambda s: run_program(s, limits), sources))
+
+
+def machine_allows() -> tuple[bool, str]:
+    """(allowed, why not): whether this machine lets us make the namespaces at all (root, and
+    unshare not refused). Unlike `probe`, a bug in the sandbox itself does not make this False."""
+    if os.geteuid() != 0:
+        return False, "the sandbox needs root (namespaces, tmpfs mounts, setpriv to nobody)"
+    try:
+        done = subprocess.run([_tool("unshare"), "--mount", "--net", "--pid", "--fork", "true"],
+                              capture_output=True, text=True, timeout=20)
+    except (SandboxUnavailable, OSError, subprocess.TimeoutExpired) as e:
+        return False, str(e)
+    return (done.returncode == 0, _last_line(done.stderr) or f"unshare exit {done.returncode}")
 
 
 @lru_cache(maxsize=1)
