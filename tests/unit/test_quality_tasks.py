@@ -85,3 +85,17 @@ def test_flips_per_task_with_exact_mcnemar_and_the_guard_on_the_studys_task(tmp_
     assert (own.right_to_wrong, own.wrong_to_right, own.mcnemar_p) == (0, 0, 1.0)
     # the guard's table is the study's own task: HumanEval's lower score does not leak into it
     assert qt[ARM_KNOBS.quality_key()]["metric"].startswith(STUDY.quality.task) and qt[ARM_KNOBS.quality_key()]["rel"] == 1.0
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--task", "mmlu"], "--task: 'mmlu' is not allowed; one of gsm8k, retrieval, humaneval, ifeval"),
+    (["--task", "humaneval", "--n", "lots"], "--n: 'lots' is not allowed"),
+    (["--task", "ifeval", "--max-tokens", "3"], "--max-tokens: 3 is not allowed"),
+])
+def test_cli_quality_rejects_bad_task_n_and_max_tokens_in_one_line(tmp_path, args, message):
+    from typer.testing import CliRunner
+
+    from pareto_atlas.cli import app
+
+    res = CliRunner().invoke(app, ["quality", "--study", "tiny", "--out", str(tmp_path), *args])
+    assert res.exit_code != 0 and message in " ".join(res.output.split())

@@ -118,9 +118,16 @@ def score_ifeval(output: str, target: str) -> tuple[str, str, bool, bool]:
     return bits(strict), bits(loose), all(strict), all(loose)
 
 
+def _instruction_bits(r: QualityRecord, loose: bool) -> list[bool]:
+    """A record's per-instruction verdicts; a failed request follows none of its instructions."""
+    if r.error is not None:
+        return [False] * len(prompt_for(r.target).instruction_ids)
+    return [c == "1" for c in (r.extracted_flexible if loose else r.extracted_strict)]
+
+
 def _scores(records: Sequence[QualityRecord]) -> dict:
-    inst_s = [c == "1" for r in records for c in (r.extracted_strict if r.error is None else "0" * len(prompt_for(r.target).instruction_ids))]
-    inst_l = [c == "1" for r in records for c in (r.extracted_flexible if r.error is None else "0" * len(prompt_for(r.target).instruction_ids))]
+    inst_s = [b for r in records for b in _instruction_bits(r, loose=False)]
+    inst_l = [b for r in records for b in _instruction_bits(r, loose=True)]
     return {"prompt_strict": score(sum(r.correct_strict for r in records), len(records)).to_dict(),
             "prompt_loose": score(sum(r.correct_flexible for r in records), len(records)).to_dict(),
             "instruction_strict": score(sum(inst_s), len(inst_s)).to_dict(),
