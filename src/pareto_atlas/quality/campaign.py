@@ -26,24 +26,59 @@ QUALITY_SLOTS = 4   # quality runs use 4 slots to finish sooner; greedy tokens d
 def qrun_id(study: Study, arm: ArmSpec, n: int) -> str:
     q = study.quality
     ident = {"study": study.name, "quality_key": arm.knobs().quality_key(), "model": study.model.name,
-             "task": q.task, "mode": q.mode, "n": n, "seed": q.seed, "max_tokens": q.max_tokens,
+             "task": q.task, "mode": task_mode(q), "n": n, "seed": q.seed, "max_tokens": max_tokens_for(q),
              "engine": study.engine.name}
     if q.task == "retrieval":
         ident |= {"mode": "niah", "n": None, "lengths": q.retrieval_lengths, "per_cell": q.retrieval_per_cell}
     return hashlib.sha256(dumps(ident).encode()).hexdigest()[:20]
 
 
+# Tasks whose answers run long: their own max_tokens unless the study sets max_tokens itself.
+TASK_MAX_TOKENS = {"humaneval": 512, "ifeval": 768}
+TASK_SIZES = {"gsm8k": 1319, "humaneval": 164, "ifeval": 541}
+
+
+def task_mode(q: QualitySpec) -> str:
+    """The scoring variant a run's rows are stored under."""
+    return {"gsm8k": q.mode, "retrieval": "niah", "humaneval": "evalplus-chat", "ifeval": "ifeval"}[q.task]
+
+
+def max_tokens_for(q: QualitySpec, task: str | None = None) -> int:
+    task = task or q.task
+    if task in TASK_MAX_TOKENS and "max_tokens" not in q.model_fields_set:
+        return TASK_MAX_TOKENS[task]
+    return q.max_tokens
+
+
+def with_task(study: Study, task: str | None, max_tokens: int | None = None) -> Study:
+    """The study with its quality task (and max_tokens) replaced, as the CLI's --task and
+    --max-tokens say; checked like the TOML fields."""
+    change = {k: v for k, v in (("task", task), ("max_tokens", max_tokens)) if v is not None}
+    if not change:
+        return study
+    quality = QualitySpec.model_validate(study.quality.model_dump(exclude_unset=True) | change)
+    return study.model_copy(update={"quality": quality})
+
+
 def study_items(q: QualitySpec, *, task: str | None = None, n: int | None = None,
                 count_tokens: Callable[[str], int] | None = None) -> list:
     """The study's quality items: `n` seeded GSM8K questions (default q.n), or the needle grid at
     q.retrieval_lengths with `n` items per length and depth (default q.retrieval_per_cell), its
-    haystacks sized with `count_tokens` (the serving model's own tokenizer). `task`: default q.task.
+    haystacks sized with `count_tokens` (the serving model's own tokenizer), or `n` seeded HumanEval
+    problems / IFEval prompts (None: all). `task`: default q.task.
     The same call builds them for the engine's quality arms and for the eviction sweep."""
     from pareto_atlas.quality.gsm8k import gsm8k_items
     from pareto_atlas.quality.retrieval import retrieval_items
 
-    if (task or q.task) == "gsm8k":
+    task = task or q.task
+    if task == "gsm8k":
         return gsm8k_items(n or q.n, q.mode, sample_seed=q.seed, max_tokens=q.max_tokens)
+    if task == "humaneval":
+        from pareto_atlas.quality.humaneval import humaneval_items
+        return humaneval_items(n or q.n, seed=q.seed, max_tokens=max_tokens_for(q, task))
+    if task == "ifeval":
+        from pareto_atlas.quality.ifeval import ifeval_items
+        return ifeval_items(n or q.n, seed=q.seed, max_tokens=max_tokens_for(q, task))
     return retrieval_items(q.retrieval_lengths, per_cell=n or q.retrieval_per_cell, seed=q.seed,
                            count_tokens=count_tokens)
 
@@ -66,7 +101,7 @@ def qrun_row(study: Study, arm: ArmSpec, qid: str, n: int) -> dict:
     """A quality run's store row before it is scored: what it scores, and failed until it is ok."""
     q = study.quality
     return {"qrun_id": qid, "study": study.name, "arm": arm.name, "quality_key": arm.knobs().quality_key(),
-            "task": q.task, "mode": q.mode if q.task == "gsm8k" else "niah", "n": n, "seed": q.seed,
+            "task": q.task, "mode": task_mode(q), "n": n, "seed": q.seed,
             "engine": study.engine.name, "status": "failed", "reason": None, "started_at": now()}
 
 
@@ -78,7 +113,7 @@ def score_arm(study: Study, arm: ArmSpec, qid: str, n: int, items: list | None,
     from an earlier, interrupted try; only the missing items are asked. Each new record is also
     reported as a "record" event so the caller can save it at once. Never raises for engine trouble."""
     from pareto_atlas.quality.records import QualityRecord
-    from pareto_atlas.quality.scoring import summarize
+    from pareto_atlas.quality.scoring import summarize, task_extras
 
     from pareto_atlas.measure import engines
     from pareto_atlas.quality.runner import run_items, server_token_counter
@@ -106,8 +141,8 @@ def score_arm(study: Study, arm: ArmSpec, qid: str, n: int, items: list | None,
         by_id = {**have, **{r.item_id: r for r in fresh}}
         ordered = [by_id[it.item_id] for it in items]
         records = [r.to_dict() for r in ordered]
-        summary = summarize(ordered).to_dict() | {"wall_s": round(time.monotonic() - t0, 1),
-                                                  "kept_from_earlier_try": len(items) - len(todo)}
+        summary = summarize(ordered).to_dict() | task_extras(ordered) | {
+            "wall_s": round(time.monotonic() - t0, 1), "kept_from_earlier_try": len(items) - len(todo)}
         row["summary_json"] = dumps(summary)
         if all(r.error is not None for r in ordered):
             row["reason"] = f"every item failed: {ordered[0].error}"
@@ -136,7 +171,9 @@ def run_quality_campaign(study: Study, store: Store, *, arms: list[str] | None =
     after another); results come back here and only this process writes the store."""
     q = study.quality
     n = n or q.n
-    items = study_items(q, n=n) if q.task == "gsm8k" else None
+    items = study_items(q, n=n) if q.task != "retrieval" else None
+    if items is not None:
+        n = len(items)      # HumanEval / IFEval: n beyond the task's size means all of it
 
     def pending():
         # lazy: in-process, each arm is written before the next one's status is looked up
@@ -163,26 +200,30 @@ def run_quality_campaign(study: Study, store: Store, *, arms: list[str] | None =
 
 
 def agreement_table(study: Study, store: Store):
-    """Each scored arm against the baseline arm, item by item, from the saved records (never
-    re-generated): answer agreement and where greedy tokens first diverge. A lossy arm's damage
-    shows here even where accuracy is too low to move."""
+    """Each scored arm against the baseline arm on the same task, item by item, from the saved
+    records (never re-generated): answer agreement, where greedy tokens first diverge, and the flips
+    (items right -> wrong and wrong -> right against the baseline) with the exact McNemar p. A lossy
+    arm's damage shows here even where accuracy is too low to move."""
     import pandas as pd
 
     from pareto_atlas.quality.agreement import agreement
     from pareto_atlas.quality.records import QualityRecord
+    from pareto_atlas.quality.stats import mcnemar_exact
 
     runs = store.quality_runs(study.name)
     base_key = study.baseline.knobs().quality_key()
-    base = runs[runs.quality_key == base_key]
-    if base.empty:
-        return pd.DataFrame()
-    ref = [QualityRecord.from_dict(d) for d in store.quality_items(base.qrun_id.iloc[-1])]
     rows = []
-    for _, r in runs[runs.quality_key != base_key].iterrows():
-        a = agreement([QualityRecord.from_dict(d) for d in store.quality_items(r.qrun_id)], ref)
-        rows.append({"arm": r.arm, "reference": base.arm.iloc[-1], "n": a.n,
-                     "answer_agreement": a.answer_agreement.p, "answer_agreement_lo": a.answer_agreement.lo,
-                     "answer_agreement_hi": a.answer_agreement.hi, "identical_outputs": a.identical_outputs.p,
-                     "mean_prefix_frac": a.mean_prefix_frac, "median_first_divergence": a.median_first_divergence,
-                     "unit": a.unit})
+    for (task, mode), of_task in runs.groupby(["task", "mode"], sort=False):
+        base = of_task[of_task.quality_key == base_key]
+        if base.empty:
+            continue
+        ref = [QualityRecord.from_dict(d) for d in store.quality_items(base.qrun_id.iloc[-1])]
+        for _, r in of_task[of_task.quality_key != base_key].iterrows():
+            a = agreement([QualityRecord.from_dict(d) for d in store.quality_items(r.qrun_id)], ref)
+            rows.append({"task": task, "mode": mode, "arm": r.arm, "reference": base.arm.iloc[-1], "n": a.n,
+                         "answer_agreement": a.answer_agreement.p, "answer_agreement_lo": a.answer_agreement.lo,
+                         "answer_agreement_hi": a.answer_agreement.hi, "identical_outputs": a.identical_outputs.p,
+                         "mean_prefix_frac": a.mean_prefix_frac, "median_first_divergence": a.median_first_divergence,
+                         "unit": a.unit, "right_to_wrong": a.ref_only_correct, "wrong_to_right": a.arm_only_correct,
+                         "mcnemar_p": mcnemar_exact(a.arm_only_correct, a.ref_only_correct)})
     return pd.DataFrame(rows)

@@ -94,7 +94,9 @@ async def ask(client: httpx.AsyncClient, root: str, item: QualityItem, *, seed: 
         return QualityRecord(output="", extracted_strict=INVALID, extracted_flexible=INVALID, correct_strict=False,
                              correct_flexible=False, latency_s=time.monotonic() - t0,
                              error=f"{type(e).__name__}: {e}"[:500], **common)
-    strict, flexible, ok_s, ok_f = score_output(item.task, item.variant, text, item.target, item.stop)
+    # off the event loop: HumanEval scoring runs the answer in a sandbox (up to its wall-clock limit)
+    strict, flexible, ok_s, ok_f = await asyncio.to_thread(score_output, item.task, item.variant, text,
+                                                           item.target, item.stop)
     usage = data.get("usage") or {}
     return QualityRecord(output=text, extracted_strict=strict, extracted_flexible=flexible, correct_strict=ok_s,
                          correct_flexible=ok_f, latency_s=latency, token_ids=ids, token_logprobs=lps,

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from .gsm8k import score_gsm8k
+from .humaneval import VARIANT as HUMANEVAL_VARIANT
+from .humaneval import score_humaneval
 from .records import QualityRecord
 from .retrieval import score_retrieval
 from .stats import Score, score_bools
@@ -22,7 +24,33 @@ SCORERS: dict[tuple[str, str], Scorer] = {
     ("gsm8k", "lm-eval-5shot"): lambda out, tgt, stop: score_gsm8k(out, tgt, "lm-eval-5shot", stop),
     ("gsm8k", "chat-0shot"): lambda out, tgt, stop: score_gsm8k(out, tgt, "chat-0shot", stop),
     ("retrieval", "niah"): lambda out, tgt, stop: score_retrieval(out, tgt),
+    # runs the answer in quality.sandbox: scoring is a subprocess, never the project's process
+    ("humaneval", HUMANEVAL_VARIANT): score_humaneval,
+    ("ifeval", "ifeval"): lambda out, tgt, stop: _score_ifeval(out, tgt),
 }
+
+
+def _score_ifeval(output: str, target: str) -> tuple[str, str, bool, bool]:
+    from .ifeval import score_ifeval        # lazy: the IFEval data is read on first use
+
+    return score_ifeval(output, target)
+
+
+def task_extras(records: Sequence[QualityRecord]) -> dict:
+    """Task-specific parts of a run's summary: HumanEval's sandbox outcomes, IFEval's
+    instruction-level accuracies and its sentence-count prompts apart."""
+    task = records[0].task if records else None
+    if task == "humaneval":
+        counts: dict[str, int] = {}
+        for r in records:
+            kind = "error (request)" if r.error else r.extracted_flexible.split(":")[0]
+            counts[kind] = counts.get(kind, 0) + 1
+        return {"sandbox_outcomes": counts}
+    if task == "ifeval":
+        from .ifeval import ifeval_summary
+
+        return ifeval_summary(records)
+    return {}
 
 
 def scorer_for(task: str, variant: str) -> Scorer:

@@ -176,7 +176,9 @@ class ArmSpec(_Frozen):
 class QualitySpec(_Frozen):
     # gsm8k: the headline task; retrieval: needle-in-a-haystack at retrieval_lengths (per_cell items
     # per length and depth) — what KV compression and eviction damage first.
-    task: Literal["gsm8k", "retrieval"] = "gsm8k"
+    # humaneval: pass@1 of 164 problems, each answer run in quality.sandbox; ifeval: 541
+    # instruction-following prompts, strict and loose. Both take `n` seeded items (their size: all).
+    task: Literal["gsm8k", "retrieval", "humaneval", "ifeval"] = "gsm8k"
     mode: Literal["chat-0shot", "lm-eval-5shot"] = "chat-0shot"
     n: Int(1, 1319, "GSM8K test items") = 10
     seed: Int(0, 2**31 - 1, "a sampling seed") = 1234

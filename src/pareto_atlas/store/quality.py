@@ -72,6 +72,9 @@ def quality_table(study: Study, store: Store) -> dict[str, dict]:
     from pareto_atlas.quality.stats import paired_difference
 
     runs = store.quality_runs(study.name)
+    own = runs[runs.task == study.quality.task] if not runs.empty else runs
+    if not own.empty:        # the guard rests on the study's own task where it has runs (HumanEval or
+        runs = own           # IFEval runs of `quality --task` share the store and must not replace them)
     out: dict[str, dict] = {}
     for _, r in runs.iterrows():
         s = json.loads(r.summary_json or "{}")
