@@ -35,7 +35,7 @@ def test_trace_csv_and_jsonl(tmp_path):
     assert load_trace(jl)[0].prompt_tokens == 5
     bad = tmp_path / "bad.csv"
     bad.write_text("arrival_s,prompt_tokens\n0,5\n")
-    with pytest.raises(ValueError, match="row 2: missing column 'output_tokens'"):
+    with pytest.raises(ValueError, match="line 2: missing column 'output_tokens'"):
         load_trace(bad)
 
 
