@@ -106,9 +106,9 @@ def launch_for(study: Study, arm: ArmSpec, model_path: str, slots: int | None = 
             raise ModelError(f"arm {arm.name}: spec = 'draft' needs model.draft in the study")
         draft = str(variant_file(study.model.draft, "Q4_K_M")[0])
     extra = {**study.engine.options, **arm.engine_options}     # the arm's own options win
-    if study.engine.name == "openai":
-        extra |= {k: v for k, v in (("base_url", study.engine.base_url), ("api_key_env", study.engine.api_key_env),
-                                    ("model", study.model.served)) if v}
+    if study.engine.name == "openai":      # the study's endpoint and model, unless the arm names its own
+        extra = {k: v for k, v in (("base_url", study.engine.base_url), ("api_key_env", study.engine.api_key_env),
+                                   ("model", study.model.served)) if v} | extra
     return {"model_path": model_path, "knobs": knobs, "n_ctx": study.engine.n_ctx, "threads": study.engine.threads,
             "draft_model_path": draft, "extra": extra}
 

@@ -45,7 +45,16 @@ def _quiet(ev: str, info: dict) -> None:
 
 
 def _measure_task(fn: Callable, study: Study, p: AnchorPlan, bandwidth_gbs: float | None) -> tuple[dict, list[dict]]:
-    return fn(study, p, _quiet, bandwidth_gbs)
+    import json
+
+    import ray
+
+    row, records = fn(study, p, _quiet, bandwidth_gbs)
+    # where it ran, as Ray placed it: the node and the resources (hw:<card>) it held there
+    ctx = ray.get_runtime_context()
+    where = {"node_id": ctx.get_node_id(), "resources": ctx.get_assigned_resources()}
+    row["hardware_json"] = dumps({**json.loads(row.get("hardware_json") or "{}"), "ray": where})
+    return row, records
 
 
 def _score_task(study: Study, arm: ArmSpec, qid: str, n: int, items: list | None,
@@ -151,13 +160,14 @@ class RayExecutor:
             for ref in submitted:
                 ray.cancel(ref, force=True)
 
-    def _pinned(self, fn, name: str):
-        """`fn` as a Ray task that runs one at a time on a node of a hardware type (`.options(resources=
-        pin(hw))` per job), retried on a lost worker but never on its own exception (a failed anchor is
-        a result)."""
+    def _pinned(self, fn, name: str) -> Callable[[str], Any]:
+        """`fn` as a Ray task, per hardware type: it runs only on a node of that type, one at a time there,
+        retried on a lost worker but never on its own exception (a failed anchor is a result)."""
         import ray
 
-        return ray.remote(fn).options(num_cpus=1, max_retries=self.max_retries, retry_exceptions=False, name=name)
+        remote = ray.remote(fn)
+        return lambda hw: remote.options(resources={hardware_resource(hw): 1}, num_cpus=1, name=name,
+                                         max_retries=self.max_retries, retry_exceptions=False)
 
     def measure(self, study: Study, pending: Iterable[tuple[int, AnchorPlan]], n: int, on_progress: Progress,
                 bandwidth_gbs: float | None) -> Iterator[AnchorResult]:
@@ -170,8 +180,7 @@ class RayExecutor:
         self._require(hw_of(k) for k in todo)
         task = self._pinned(_measure_task, "measure_anchor")
         study_ref, t0 = ray.put(study), time.monotonic()
-        submitted = {task.options(resources={hardware_resource(hw_of((i, p))): 1})
-                     .remote(self.measure_fn, study_ref, p, bandwidth_gbs): (i, p) for i, p in todo}
+        submitted = {task(hw_of((i, p))).remote(self.measure_fn, study_ref, p, bandwidth_gbs): (i, p) for i, p in todo}
 
         def lost(key, e):
             row = anchor_row(study, key[1])
@@ -193,8 +202,8 @@ class RayExecutor:
         self._require(study.hardware_of(arm) for arm, _, _ in todo)
         task = self._pinned(_score_task, "score_arm")
         study_ref, items_ref = ray.put(study), ray.put(items)
-        submitted = {task.options(resources={hardware_resource(study.hardware_of(arm)): 1})
-                     .remote(study_ref, arm, qid, n, items_ref, saved): (arm, qid) for arm, qid, saved in todo}
+        submitted = {task(study.hardware_of(arm)).remote(study_ref, arm, qid, n, items_ref, saved): (arm, qid)
+                     for arm, qid, saved in todo}
 
         def lost(key, e):
             row = qrun_row(study, key[0], key[1], n)
