@@ -320,18 +320,22 @@ def run_torch(args: argparse.Namespace, host: dict) -> dict:
 
 # ---------------------------------------------------------------------------------- vLLM path
 
-def build_checkpoint(card: dict, card_name: str, out: Path) -> Path:
-    """A random-weight checkpoint of the card's shapes (bf16 safetensors) with a word-level tokenizer
-    over the vocabulary, made here: vLLM serves it like any model, and its /tokenize counts our prompts."""
+def build_checkpoint(card: dict, card_name: str, out: Path) -> tuple[Path, Path]:
+    """A random-weight checkpoint of the card's shapes (bf16 safetensors) and, in a folder of its own,
+    a word-level tokenizer over the vocabulary, made here: vLLM serves them like any model (`--tokenizer`),
+    and its /tokenize counts our prompts. Apart, because beside a Llama or Qwen2 config transformers
+    takes that model's own tokenizer class, which reads a word-level vocabulary as no tokens at all."""
     import torch
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    if (out / "config.json").is_file():
-        return out
+    weights, tokenizer = out / "model", out / "tokenizer"
+    if (weights / "config.json").is_file() and (tokenizer / "tokenizer.json").is_file():
+        return weights, tokenizer
     cfg = hf_config(card, card_name)
     model = random_model(cfg, "cuda" if torch.cuda.is_available() else "cpu", torch.bfloat16)
-    model.save_pretrained(out, safe_serialization=True)
+    model.save_pretrained(weights, safe_serialization=True)
+    del model
     sys.path.insert(0, str(ROOT / "src"))
     from pareto_atlas.measure.contract import _WORDS        # the prompt builder's words: each one token
 
@@ -339,8 +343,29 @@ def build_checkpoint(card: dict, card_name: str, out: Path) -> Path:
     words += [f"w{i}" for i in range(card["vocab"] - len(words))]
     tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>").save_pretrained(out)
-    return out
+    PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>",
+                            eos_token="</s>").save_pretrained(tokenizer)
+    conf = tokenizer / "tokenizer_config.json"     # a class every transformers version knows
+    conf.write_text(json.dumps({**json.loads(conf.read_text()), "tokenizer_class": "PreTrainedTokenizerFast"}))
+    return weights, tokenizer
+
+
+def vllm_study_toml(args: argparse.Namespace, card_name: str, ckpt: Path, tokenizer: Path, gpu: bool) -> str:
+    """The campaign as a study: vLLM on the random checkpoint, measured on this host's card. On a GPU
+    bf16 at one and eight clients and FP8 (vLLM quantizes the bf16 weights at load); on vLLM's CPU
+    build (a dry run) float32 in eager mode, as it runs there."""
+    card = load_card(card_name)
+    card_toml = (f'card = "{card_name}"' if card_name != "tiny" else "[model.card]\n" + "\n".join(
+        f"{k} = {str(v).lower() if isinstance(v, bool) else v}" for k, v in card.items()))
+    w = "BF16" if gpu else "F32"
+    opts = f'python = "{sys.executable}", tokenizer = "{tokenizer}"' + ("" if gpu else ", enforce_eager = true")
+    arms = (f'[[arms]]\nname = "{w.lower()}-c1"\nweights = "{w}"\n'
+            f'[[arms]]\nname = "{w.lower()}-c8"\nweights = "{w}"\nslots = 8\nconcurrency = 8\nrequests = 32\n'
+            + ('[[arms]]\nname = "fp8-c1"\nweights = "FP8"\n' if gpu else ""))
+    P, N, n = (PREFILL_TOKENS, 64, 16) if gpu else (32, 8, 4)
+    return (f'name = "gpu-anchors"\n[engine]\nname = "vllm"\nhardware = "{args.hardware}"\nn_ctx = 2048\n'
+            f'options = {{{opts}}}\n[workload]\nprompt_tokens = {P}\noutput_tokens = {N}\n[load]\nrequests = {n}\n'
+            f'{arms}[model]\nname = "{args.model_label or card_name}"\nhf_dir = "{ckpt}"\n{card_toml}\n')
 
 
 def run_vllm(args: argparse.Namespace, host: dict) -> dict:
@@ -350,19 +375,8 @@ def run_vllm(args: argparse.Namespace, host: dict) -> dict:
     from pareto_atlas.spec.study import parse_study
 
     card_name = "tiny" if args.dry_run else args.model
-    ckpt = build_checkpoint(load_card(card_name), card_name, Path(args.workdir) / f"random-{card_name}")
-    opts = f'python = "{sys.executable}"' + (', enforce_eager = true, dtype = "float32"' if args.dry_run else "")
-    arms = ('[[arms]]\nname = "bf16-c1"\nweights = "BF16"\n'
-            '[[arms]]\nname = "bf16-c8"\nweights = "BF16"\nslots = 8\nconcurrency = 8\nrequests = 32\n')
-    if not args.dry_run:
-        arms += '[[arms]]\nname = "fp8-c1"\nweights = "FP8"\n'      # vLLM quantizes the bf16 weights at load
-    study = parse_study(f'name = "gpu-anchors"\n[model]\nname = "{args.model_label or card_name}"\ncard = "{card_name}"\n'
-                        f'hf_dir = "{ckpt}"\n[engine]\nname = "vllm"\nhardware = "{args.hardware}"\nn_ctx = 2048\n'
-                        f'options = {{{opts}}}\n[workload]\nprompt_tokens = {64 if args.dry_run else PREFILL_TOKENS}\n'
-                        f'output_tokens = {8 if args.dry_run else 64}\n[load]\nrequests = {4 if args.dry_run else 16}\n'
-                        f'{arms}') if card_name != "tiny" else None
-    if study is None:
-        raise SystemExit("gpu_anchors: the vLLM path needs a shipped card (--model); the dry run takes the torch path")
+    ckpt, tokenizer = build_checkpoint(load_card(card_name), card_name, Path(args.workdir) / f"random-{card_name}")
+    study = parse_study(vllm_study_toml(args, card_name, ckpt, tokenizer, bool(host.get("gpus"))), "gpu-anchors")
     anchors = []
     for arm in study.arms:
         p = AnchorPlan(anchor_id(study, arm, 0), arm, 0)
@@ -431,6 +445,7 @@ def main() -> None:
     if args.path == "vllm" and not vllm_ok:
         sys.exit(f"gpu_anchors: the vLLM path needs vllm ({host['vllm'] or 'missing'}) and the project's "
                  f"dependencies (missing: {', '.join(host['project_deps_missing']) or 'none'})")
+    # a dry run takes the torch path unless told otherwise (--path vllm: vLLM's CPU build, minutes)
     use_vllm = args.path == "vllm" or (args.path == "auto" and vllm_ok and not args.dry_run)
     result = run_vllm(args, host) if use_vllm else run_torch(args, host)
     result |= {"format": FORMAT, "hardware": args.hardware, "host": host, "dry_run": args.dry_run,

@@ -28,7 +28,8 @@ WEIGHTS = {"F32": ["--dtype", "float32"], "F16": ["--dtype", "float16"], "BF16":
 KV = {"f16": ["--kv-cache-dtype", "auto"], "fp8": ["--kv-cache-dtype", "fp8"]}
 EXTRA_KEYS = ("binary", "python", "gpu_memory_utilization", "seed", "max_num_batched_tokens", "prompt_lookup_max",
               "prompt_lookup_min", "served_model_name", "tensor_parallel_size", "enforce_eager", "dtype",
-              "prefix_caching", "kv_cache_space_gib", "startup_timeout_s", "checkpoint_quantized")
+              "prefix_caching", "kv_cache_space_gib", "startup_timeout_s", "checkpoint_quantized",
+              "tokenizer")
 API_MODULE = "vllm.entrypoints.openai.api_server"
 VENV = ".venv-vllm"
 
@@ -101,6 +102,8 @@ def vllm_argv(launch: ArmLaunch, port: int, binary: str = "vllm", python: str | 
         argv += ["--tensor-parallel-size", str(int(extra["tensor_parallel_size"]))]
     if extra.get("enforce_eager"):
         argv += ["--enforce-eager"]
+    if extra.get("tokenizer"):       # a tokenizer kept apart from the weights (scripts/gpu_anchors.py's random model)
+        argv += ["--tokenizer", str(extra["tokenizer"])]
     return argv
 
 
