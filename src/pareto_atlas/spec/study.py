@@ -427,7 +427,7 @@ class Study(_Frozen):
     @model_validator(mode="after")
     def _served_model(self) -> "Study":
         # an endpoint serves the model: nothing local is read, so a model the package does not ship
-        # needs its card from the study (the simulator's shapes); vllm checks its checkpoint's format
+        # needs its card from the study (the simulator's shapes)
         from pareto_atlas.measure.weights import SOURCES
 
         m = self.model
