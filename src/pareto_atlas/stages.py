@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from pareto_atlas.measure.weights import ModelError
 from pareto_atlas.scale import Executor, InProcess, executor_for
@@ -92,7 +93,8 @@ def measure(ctx: Context, arms: list[str] | None = None) -> None:
                 c.print(f" ok  TTFT p50 {_fmt(m.get('ttft', {}).get('p50'), ' ms')}  "
                         f"TPOT p50 {_fmt(m.get('tpot', {}).get('p50'), ' ms')}  "
                         f"{_fmt(m.get('throughput_tok_s'), ' tok/s')}  rejected {m.get('n_rejected', 0)}"
-                        + (f"  start-up {m['engine_startup_s']:.0f} s" if m.get("engine_startup_s") else ""))
+                        + (f"  start-up {m['engine_startup_s']:.0f} s" if m.get("engine_startup_s") else "")
+                        + (f"  [red]{escape(m['error_line'])}[/]" if m.get("error_line") else ""), soft_wrap=True)
                 if m.get("decode_bw_line"):
                     c.print(f"      {m['decode_bw_line']}", highlight=False)
                 if m.get("contended"):

@@ -57,6 +57,8 @@ def _provenance(js: str) -> dict:
 def _content(store: Store) -> pd.DataFrame:
     a = store.anchors("tiny", status=None).sort_values("anchor_id").reset_index(drop=True)
     a["provenance_json"] = a.provenance_json.map(_provenance)
+    # where Ray placed a task (its node and resources) is the one thing an in-process run cannot have
+    a["hardware_json"] = a.hardware_json.map(lambda js: {k: v for k, v in json.loads(js).items() if k != "ray"})
     a["n_requests"] = [len(store.requests(i)) for i in a.anchor_id]
     return a.drop(columns=[*VOLATILE, "metrics_json"])
 

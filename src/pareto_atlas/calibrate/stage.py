@@ -37,10 +37,7 @@ def model_card(study: Study, anchors: pd.DataFrame | None = None):
     """The study's model card; with its measured anchors, it also carries the bits per weight of
     the files they served (which the cost model then uses instead of the formats' nominal bits)."""
     if study.model.card:
-        cards = shipped_models()
-        if study.model.card not in cards:
-            raise ValueError(f"model.card {study.model.card!r}: unknown; shipped cards: {', '.join(cards)}")
-        card = cards[study.model.card]
+        card = study_model_card(study)
     else:
         from pareto_atlas.measure.weights import source_file
         card = model_card_from_gguf(str(source_file(study.model.name)[0]), study.model.name)
@@ -48,6 +45,19 @@ def model_card(study: Study, anchors: pd.DataFrame | None = None):
         bits = anchors.dropna(subset=["weights_bpw"]).groupby("weights")["weights_bpw"].median()
         card = replace(card, file_bits=tuple(sorted((str(w), float(b)) for w, b in bits.items())))
     return card
+
+
+def study_model_card(study: Study):
+    """The card a study names: a shipped card, a config.json path, or inline fields."""
+    from pareto_atlas.spec.cards import CardError, inline_model_card, resolve_model_card
+
+    ref = study.model.card
+    try:
+        if isinstance(ref, dict):
+            return inline_model_card(ref, study.model.name)
+        return resolve_model_card(ref, name=None if ref in shipped_models() else study.model.name)
+    except CardError as e:
+        raise ValueError(f"model.card: {e}") from None
 
 
 def _fidelity_rows(cal, anchors: pd.DataFrame) -> list[dict]:
@@ -130,14 +140,16 @@ def calibrate_study(study: Study, store: Store, console: Console, allow: tuple[s
     """Fit the simulator per (hardware, engine): anchors of two engines on one machine (a study and
     the one it compares with) get two fits and two fidelity tables, each stored with its engine."""
     from pareto_atlas.calibrate.imported import calibrate_imported   # imported GPU anchors: a fit per card
-    if calibrate_imported(study.name, store, console, allow) and \
-            not (store.anchors(study.name).hardware == THIS).any():
-        return
-    hw = this_machine(study, store)
-    console.print(f"[bold]calibrate[/]: {THIS} measured at {hw.mem_bw_gbs:.1f} GB/s read bandwidth (all cores), "
-                  f"{hw.tflops['fp32'] * 1e3:.0f} GFLOP/s fp32 SGEMM")
+    from pareto_atlas.calibrate.measured import by_hardware, hardware_card, versus_published, without_errored
+
+    imported = calibrate_imported(study.name, store, console, allow)
     anchors = measured_points(study, store)
-    anchors = anchors[anchors.hardware == THIS].reset_index(drop=True) if len(anchors) else anchors
+    if len(anchors) and "origin" in anchors:      # imported anchors have their own fit (above)
+        anchors = anchors[anchors.origin.fillna("measured") == "measured"].reset_index(drop=True)
+    if imported and not len(anchors):
+        return
+    console.print("[bold]calibrate[/]: one fit per (hardware, engine) of the measured anchors")
+    anchors = without_errored(anchors, console)
     if len(anchors) < 2:
         raise ValueError(f"calibrate: {len(anchors)} finished anchors for {study.name!r}; need at least 2 "
                          f"(run `pareto-atlas measure` first)")
@@ -145,14 +157,20 @@ def calibrate_study(study: Study, store: Store, console: Console, allow: tuple[s
     console.print("  (closed-loop anchors simulated with their clients' recorded think times, open-loop ones replayed "
                   "at their measured send times; simulated points run closed loops with the study's think times)",
                   highlight=False)
-    machine_bw = None
-    for engine in engines_of(anchors, study.engine.name):
-        mine = anchors[anchors.engine == engine].reset_index(drop=True)
-        if len(mine) < 2:
-            console.print(f"  {engine}: {len(mine)} anchor(s), too few to fit (need 2); not calibrated", highlight=False)
-            continue
-        cal = calibrate_engine(study, store, console, hw, mine, engine, machine_bw)
-        machine_bw = machine_bw or cal.params.eff_bw
+    for name, on_hw in by_hardware(anchors):
+        hw, machine_bw = hardware_card(study, store, name), None
+        if name == THIS:
+            console.print(f"  {THIS} measured at {hw.mem_bw_gbs:.1f} GB/s read bandwidth (all cores), "
+                          f"{hw.tflops['fp32'] * 1e3:.0f} GFLOP/s fp32 SGEMM", highlight=False)
+        for engine in engines_of(on_hw, study.engine.name):
+            mine = on_hw[on_hw.engine == engine].reset_index(drop=True)
+            if len(mine) < 2:
+                console.print(f"  {name} / {engine}: {len(mine)} anchor(s), too few to fit (need 2); not calibrated",
+                              highlight=False)
+                continue
+            cal = calibrate_engine(study, store, console, hw, mine, engine, machine_bw)
+            machine_bw = machine_bw or cal.params.eff_bw
+            versus_published(study, store, console, hw, mine, cal, model_card(study, mine))
 
 
 def engines_of(anchors: pd.DataFrame, default: str) -> list[str]:
@@ -184,6 +202,9 @@ def calibrate_engine(study: Study, store: Store, console: Console, hw: HardwareC
         console.print(f"  {engine}: weight streaming kept at the machine's {machine_bw:.2f} x the probe's bandwidth "
                       f"(fitted on the other engine's anchors); its kernels and overheads fitted", highlight=False)
     cal = fit(anchors, model_card(study, anchors), hw, engine=engine, loo=True, start=start, fixed=fixed)
+    # the anchors' evidence level in the provenance every simulated point carries
+    cal = replace(cal, params=replace(cal.params, provenance=cal.params.provenance.replace(
+        " anchors (", " measured anchors (", 1)))
     console.print(cal.report(), highlight=False)
     for t in TARGETS:
         if t in cal.loo.columns if cal.loo is not None else False:
@@ -196,10 +217,10 @@ def calibrate_engine(study: Study, store: Store, console: Console, hw: HardwareC
                 "contended": cal.contended.get("anchor_id", pd.Series()).tolist(),
                 "report": cal.report()}
     # the engine enters the id only where it is not the study's own, so earlier ids stay
-    key = [study.name, THIS, sorted(anchors.anchor_id)] + ([engine] if engine != study.engine.name else [])
+    key = [study.name, hw.name, sorted(anchors.anchor_id)] + ([engine] if engine != study.engine.name else [])
     calib_id = hashlib.sha256(dumps(key).encode()).hexdigest()[:16]
     versions = anchors.engine_version.dropna()
-    store.put_calibration({"calib_id": calib_id, "study": study.name, "hardware": THIS, "engine": engine,
+    store.put_calibration({"calib_id": calib_id, "study": study.name, "hardware": hw.name, "engine": engine,
                            "engine_version": versions.mode().iloc[0] if len(versions) else None,
                            "params_json": dumps(cal.params.to_dict()), "fidelity_json": dumps(fidelity),
                            "n_anchors": len(anchors)})

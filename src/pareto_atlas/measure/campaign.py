@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 from pareto_atlas import __version__
-from pareto_atlas.measure.hostinfo import host_description
+from pareto_atlas.measure.hostinfo import endpoint_description, host_description
 from pareto_atlas.measure.weights import ModelError, matmul_bits_per_weight, variant_file
 from pareto_atlas.spec.knobs import BITS_PER_WEIGHT
 from pareto_atlas.spec.study import ArmSpec, Study, WorkloadSpec
@@ -31,7 +31,9 @@ from pareto_atlas.store.db import dumps, now
 if TYPE_CHECKING:      # where jobs run depends on the campaigns, never the reverse
     from pareto_atlas.scale.local import Executor
 
-MEASURED_HARDWARE = "this-cpu"
+# An anchor more of whose measured requests than this share errored (HTTP 5xx, timeouts, dropped
+# streams) is flagged: its percentiles come from the survivors, so calibration leaves it out.
+ERROR_SHARE_MAX = 0.05
 
 
 @dataclass(frozen=True)
@@ -63,14 +65,18 @@ def anchor_id(study: Study, arm: ArmSpec, repeat: int) -> str:
     # (and so are fields added later while they hold their defaults: batching, chunk_tokens, engine options)
     unset = {"requests"} if arm.requests is None else set()
     unset |= {k for k, default in (("batching", "continuous"), ("chunk_tokens", 0), ("engine_options", {}),
-                                   ("prompt_tokens", None), ("output_tokens", None), ("trace", None))
+                                   ("prompt_tokens", None), ("output_tokens", None), ("trace", None),
+                                   ("hardware", None))
               if getattr(arm, k) == default}
     no_think = {"think_ms"} if study.load.think_for(arm) == 0.0 else set()
     no_options = set() if study.engine.options else {"options"}
     arm_ident = arm.model_dump(exclude={"repeats", "quality"} | unset) | (trace_identity(arm.trace) if arm.trace else {})
+    # the hardware enters once, as where the arm runs (the engine's default for it is not a second key)
     ident = {"study": study.name, "arm": arm_ident, "model": study.model.name,
-             "engine": study.engine.model_dump(exclude={"api_key_env"} | no_options), "workload": workload_ident(study.workload),
-             "load": study.load.model_dump(exclude={"repeats"} | no_think), "hardware": MEASURED_HARDWARE, "repeat": repeat}
+             "engine": study.engine.model_dump(exclude={"api_key_env", "hardware"} | no_options),
+             "workload": workload_ident(study.workload),
+             "load": study.load.model_dump(exclude={"repeats"} | no_think), "hardware": study.hardware_of(arm),
+             "repeat": repeat} | ({"served": study.model.served} if study.model.served else {})
     return hashlib.sha256(dumps(ident).encode()).hexdigest()[:20]
 
 
@@ -100,22 +106,38 @@ def launch_for(study: Study, arm: ArmSpec, model_path: str, slots: int | None = 
             raise ModelError(f"arm {arm.name}: spec = 'draft' needs model.draft in the study")
         draft = str(variant_file(study.model.draft, "Q4_K_M")[0])
     extra = {**study.engine.options, **arm.engine_options}     # the arm's own options win
-    if study.engine.name == "openai":
-        extra |= {k: v for k, v in (("base_url", study.engine.base_url), ("api_key_env", study.engine.api_key_env)) if v}
+    if study.engine.name == "openai":      # the study's endpoint and model, unless the arm names its own
+        extra = {k: v for k, v in (("base_url", study.engine.base_url), ("api_key_env", study.engine.api_key_env),
+                                   ("model", study.model.served)) if v} | extra
     return {"model_path": model_path, "knobs": knobs, "n_ctx": study.engine.n_ctx, "threads": study.engine.threads,
             "draft_model_path": draft, "extra": extra}
 
 
-def served_model(study: Study, arm: ArmSpec) -> tuple[Path, str, int, float]:
+def served_model(study: Study, arm: ArmSpec) -> tuple[Path | str, str, int, float]:
     """What the engine serves for this arm: (path, sha256 of the source, bytes of its weights as
-    stored, bits per weight). vLLM reads a Hugging Face directory (the GGUF converted once); the
-    others a GGUF re-encoded to the arm's weight type."""
+    stored, bits per weight). vLLM reads a Hugging Face directory (the GGUF converted once, or a
+    checkpoint in a directory or the host's cache); an attached endpoint serves its own model
+    (nothing local is read: its bytes come from the card); llama.cpp a GGUF re-encoded to the arm's
+    weight type."""
+    if study.engine.name == "openai":
+        from pareto_atlas.calibrate.stage import model_card
+
+        bits = BITS_PER_WEIGHT[arm.weights]
+        served = study.model.served or study.model.name
+        return served, f"endpoint:{served}", int(model_card(study).matmul_params * bits / 8), bits
     if study.engine.name == "vllm":
         from pareto_atlas.measure.engines.vllm import find_python
         from pareto_atlas.measure.hf_model import conversion_record, dir_bytes, hf_model
 
         python = find_python(str(study.engine.options.get("python") or "") or None)
-        path, sha = hf_model(study.model.name, study.model.hf_dir, python)
+        hf_dir = study.model.hf_dir
+        if hf_dir:     # on the host that measures: a directory, or an id in its Hugging Face cache
+            from pareto_atlas.measure.hf_checkpoint import arm_weights, read_config, resolve_checkpoint
+
+            found = resolve_checkpoint(hf_dir)
+            arm_weights(read_config(found), arm.weights, f"arms.{arm.name}.weights")
+            hf_dir = str(found)
+        path, sha = hf_model(study.model.name, hf_dir, python)
         bits = BITS_PER_WEIGHT[arm.weights]
         # vLLM casts the stored float32 to the arm's dtype at load: the bytes it serves are at that dtype
         stored = {"float32": 32.0, "bfloat16": 16.0, "float16": 16.0}.get(conversion_record(path).get("dtype"), bits)
@@ -133,8 +155,36 @@ def anchor_row(study: Study, p: AnchorPlan) -> dict:
             "knobs_json": dumps(arm.knobs().to_dict()), "workload_json": dumps(workload_ident(wl)),
             "load_json": dumps({**load.model_dump(), "requests": arm.n_requests(load, wl), "concurrency": conc,
                                 "rate_rps": arm.rate_rps, "think_ms": load.think_ms if load.think_for(arm) else 0}),
-            "model": study.model.name, "engine": study.engine.name, "hardware": MEASURED_HARDWARE,
-            "hardware_json": dumps(host_description()), "started_at": now(), "status": "failed", "reason": None}
+            "model": study.model.name, "engine": study.engine.name, "hardware": study.hardware_of(arm),
+            "hardware_json": dumps({"card": study.hardware_of(arm), **host_description()}), "started_at": now(),
+            "status": "failed", "reason": None}
+
+
+def check_host(study: Study, arm: ArmSpec) -> None:
+    """An engine started here on a GPU card needs this host to have a GPU: a CPU measured under a
+    GPU's name would be the worst kind of wrong figure. (An endpoint runs wherever it runs.)"""
+    from pareto_atlas.spec.cards import shipped_hardware
+
+    hw = study.hardware_of(arm)
+    card = shipped_hardware().get(hw)
+    if study.engine.name != "openai" and card is not None and card.kind == "gpu" and not host_description()["gpus"]:
+        raise RuntimeError(f"hardware {hw}: this host ({host_description()['hostname']}) reports no GPU (nvidia-smi); "
+                           f"measure it on a node of that type (--ray, a node started with resource hw:{hw})")
+
+
+def error_verdict(metrics: dict) -> dict:
+    """The anchor's errored requests as part of its verdict: their share, a line saying how many and
+    why (`2 of 4 errored (HTTP 500)`), and the flag past ERROR_SHARE_MAX."""
+    n, bad = metrics.get("n_measured", 0), metrics.get("n_errors", 0)
+    if not n or not bad:
+        return {"error_share": 0.0, "errored": False}
+    why = [r.split(":", 1)[0] if r.startswith(("HTTP ", "stream error")) else r[:60]
+           for r in dict(metrics.get("error_reasons") or {})]
+    share = bad / n
+    return {"error_share": share, "errored": share > ERROR_SHARE_MAX,
+            "error_line": f"{bad} of {n} errored ({', '.join(dict.fromkeys(why)) or '?'})"
+                          + (f"; above {ERROR_SHARE_MAX:.0%}: flagged, left out of calibration"
+                             if share > ERROR_SHARE_MAX else "")}
 
 
 def finish_row(row: dict, t0: float) -> dict:
@@ -172,8 +222,13 @@ def measure_anchor(study: Study, p: AnchorPlan, on_progress: Progress,
     row = anchor_row(study, p)
     records: list = []
     t0 = time.monotonic()
+    if study.hardware_of(arm) != "this-cpu":     # decode is held against the card's bandwidth, not this CPU's
+        from pareto_atlas.spec.cards import shipped_hardware
+
+        bandwidth_gbs = shipped_hardware()[study.hardware_of(arm)].mem_bw_gbs
     try:
         load0 = os.getloadavg()[0]
+        check_host(study, arm)
         model_path, sha, model_bytes, bpw = served_model(study, arm)
         row.update(model_file=str(model_path), model_sha256=sha)
         engine = engines.get_engine(study.engine.name)
@@ -181,6 +236,9 @@ def measure_anchor(study: Study, p: AnchorPlan, on_progress: Progress,
         with engine.start(launch_for(study, arm, str(model_path))) as running:
             row.update(engine_version=running.version,
                        provenance_json=dumps({**running.describe(), "weights_bpw": bpw}))
+            if study.engine.name == "openai":      # the machine is the endpoint's: say what it says of itself
+                row["hardware_json"] = dumps({"card": study.hardware_of(arm), "client": host_description(),
+                                              "endpoint": endpoint_description(running.base_url, running.headers())})
             n = load.warmup + arm.n_requests(load, wl)
             prompts = build_contract_prompts(running.base_url, P, None if rows else n, seed=int(p.anchor_id[:8], 16),
                                              api=wl.api, model=running.model, headers=running.headers())
@@ -209,6 +267,7 @@ def measure_anchor(study: Study, p: AnchorPlan, on_progress: Progress,
             # a trace's per-request lengths were checked as each record came (None trusts that verdict)
             metrics = derive_metrics(recs, *((None, None) if rows else (P, N))).to_dict()
             metrics.update(running.run_summary(counters[0], after, metrics))
+            metrics.update(error_verdict(metrics))
             metrics["peak_rss_mb"] = mem.peak_rss_bytes / 2**20
             metrics["peak_gpu_mb"] = mem.peak_gpu_bytes / 2**20 if mem.peak_gpu_bytes else None
             metrics["model_bytes"] = model_bytes

@@ -3,7 +3,8 @@
 Raw asyncio HTTP/1.1 on its own thread and loop, so it costs the load generator as little
 as possible (the engine must not be the bottleneck when measuring the generator). A "token"
 is a whitespace-separated word; the stream mimics llama.cpp/vLLM: a role-only chunk (chat),
-an optional empty chunk, one chunk per token, a usage-only chunk, then [DONE].
+an optional empty chunk, one chunk per token, a usage-only chunk, then [DONE]. It names the model
+it serves on /v1/models, a version on /version, and can fail requests (HTTP 500) on purpose.
 """
 
 from __future__ import annotations
@@ -21,12 +22,16 @@ class FakeBehaviour:
     extra_completion_tokens: int = 0  # > 0 reports more tokens than asked: a contract violator
     empty_first_chunk: bool = True   # an empty-text chunk before the first token (must not count as TTFT)
     chat_template_tokens: int = 3    # what a chat template adds to the prompt count
+    model_id: str = "fake-model"     # the id /v1/models lists
+    tokenize: bool = True            # False: no /tokenize, so prompts are counted from usage probes
+    fail_every: int = 0              # > 0: every k-th streamed completion answers HTTP 500 (2: every other)
 
 
 class FakeOpenAIServer:
     def __init__(self, behaviour: FakeBehaviour = FakeBehaviour()):
         self.behaviour = behaviour
         self.requests = 0
+        self.streamed = 0                # streamed completion requests (what fail_every counts)
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, name="fake-openai", daemon=True)
@@ -85,21 +90,29 @@ class FakeOpenAIServer:
     @staticmethod
     def _send_json(writer: asyncio.StreamWriter, obj: dict, status: int = 200) -> None:
         data = json.dumps(obj).encode()
-        writer.write(f"HTTP/1.1 {status} OK\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n".encode() + data)
+        writer.write(f"HTTP/1.1 {status} {'OK' if status < 400 else 'Error'}\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n".encode() + data)
 
     async def _route(self, method: str, path: str, body: dict, writer: asyncio.StreamWriter) -> None:
         b = self.behaviour
         if path == "/health":
             self._send_json(writer, {"status": "ok"})
-        elif path == "/tokenize":
+        elif path == "/v1/models":
+            self._send_json(writer, {"object": "list", "data": [{"id": b.model_id, "object": "model",
+                                                                 "owned_by": "fakeserver", "max_model_len": 4096}]})
+        elif path == "/version":
+            self._send_json(writer, {"version": "fakeserver 1"})
+        elif path == "/tokenize" and b.tokenize:
             self._send_json(writer, {"tokens": list(range(len(body.get("content", "").split())))})
         elif path in ("/v1/completions", "/v1/chat/completions"):
             chat = "chat" in path
             text = body["messages"][-1]["content"] if chat else body["prompt"]
             usage = {"prompt_tokens": len(text.split()) + (b.chat_template_tokens if chat else 0),
                      "completion_tokens": int(body.get("max_tokens", 16)) + b.extra_completion_tokens}
+            self.streamed += bool(body.get("stream"))
             if not body.get("stream"):
                 self._send_json(writer, {"choices": [{"text": "x"}], "usage": usage})
+            elif b.fail_every and self.streamed % b.fail_every == 0:
+                self._send_json(writer, {"error": {"message": "injected failure", "type": "server_error"}}, status=500)
             else:
                 await self._stream(writer, chat, usage)
         else:

@@ -146,7 +146,10 @@ def derive_metrics(records: Sequence[RequestRecord], P: int | None = None, N: in
         duration = 0.0
     tokens = sum(r.completion_tokens or 0 for r in ok)
     per_s = (lambda x: x / duration) if duration > 0 else (lambda x: float("nan"))
-    goodput = None if slo is None else per_s(sum(_meets(r, slo) for r in recs))
+    # goodput's window is every measured request's, failed ones included: a request that errored or
+    # broke the contract is a failure inside the run, not outside it
+    span = (max((r.end_ts for r in recs if r.end_ts is not None), default=start) - start) if recs else 0.0
+    goodput = None if slo is None else (sum(_meets(r, slo) for r in recs) / span if span > 0 else float("nan"))
 
     timed = [r for r in ok if r.server_timings]
     prompt_ms = [r.server_timings["prompt_ms"] for r in timed if "prompt_ms" in r.server_timings]

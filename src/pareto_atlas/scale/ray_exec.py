@@ -3,7 +3,9 @@ shards over the cluster's CPUs; results stream back to the driver, the store's o
 
 A node of hardware type H is one started with the custom resource `hw:H`, e.g.
 `ray start --address HEAD:6379 --resources '{"hw:H100-SXM": 1}'`; its count is how many anchors
-may run on that node at once (1: measurements never share a machine).
+may run on that node at once (1: measurements never share a machine). Each anchor runs on a node of
+its arm's card (`Study.hardware_of`); a card no node offers is an error before anything is submitted,
+and an anchor whose card's last node left the cluster is recorded failed instead of waiting forever.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import pandas as pd
 
-from pareto_atlas.measure.campaign import MEASURED_HARDWARE, AnchorPlan, anchor_row, finish_row, measure_anchor
+from pareto_atlas.measure.campaign import AnchorPlan, anchor_row, finish_row, measure_anchor
 from pareto_atlas.quality.campaign import qrun_row, score_arm
 from pareto_atlas.scale.local import AnchorResult, Progress
 from pareto_atlas.scale.shards import Shard, sweep_shard, sweep_sharded
@@ -26,6 +28,12 @@ from pareto_atlas.spec.study import ArmSpec, Study
 from pareto_atlas.store.db import dumps, now
 
 LOCAL_OBJECT_STORE_BYTES = 300 * 2**20   # a local cluster's results are a few MB; leave memory to the engine
+LOCAL_HARDWARE = "this-cpu"              # what `--ray local` (this machine) offers
+POLL_S = 2.0                             # how often a wait checks that every pending task's card still has a node
+
+
+class NodeLost(RuntimeError):
+    """A pending task's hardware type has no node left in the cluster (its node died or left)."""
 
 
 def hardware_resource(hardware: str) -> str:
@@ -37,7 +45,16 @@ def _quiet(ev: str, info: dict) -> None:
 
 
 def _measure_task(fn: Callable, study: Study, p: AnchorPlan, bandwidth_gbs: float | None) -> tuple[dict, list[dict]]:
-    return fn(study, p, _quiet, bandwidth_gbs)
+    import json
+
+    import ray
+
+    row, records = fn(study, p, _quiet, bandwidth_gbs)
+    # where it ran, as Ray placed it: the node and the resources (hw:<card>) it held there
+    ctx = ray.get_runtime_context()
+    where = {"node_id": ctx.get_node_id(), "resources": ctx.get_assigned_resources()}
+    row["hardware_json"] = dumps({**json.loads(row.get("hardware_json") or "{}"), "ray": where})
+    return row, records
 
 
 def _score_task(study: Study, arm: ArmSpec, qid: str, n: int, items: list | None,
@@ -87,7 +104,7 @@ class RayExecutor:
             return cls(address, disconnect=False, **kw)
         try:
             if address == "local":
-                ray.init(num_cpus=os.cpu_count() or 2, resources={hardware_resource(MEASURED_HARDWARE): 1},
+                ray.init(num_cpus=os.cpu_count() or 2, resources={hardware_resource(LOCAL_HARDWARE): 1},
                          object_store_memory=LOCAL_OBJECT_STORE_BYTES, include_dashboard=False,
                          logging_level=logging.WARNING, configure_logging=True)
             else:
@@ -100,39 +117,57 @@ class RayExecutor:
                              "or local") from None
         return cls(address, **kw)
 
-    def _require(self, resource: str) -> None:
+    def _require(self, hardware: Iterable[str]) -> None:
+        """Every hardware type the jobs name has a node in the cluster, or one line naming the first that
+        has none and what the nodes offer (checked before anything is submitted: a task for a resource no
+        node has would wait forever)."""
         import ray
 
-        if not ray.cluster_resources().get(resource):
-            raise ValueError(f"--ray {self.address}: no node offers resource {resource!r}; start one with "
-                             f"ray start --address HEAD:6379 --resources '{{\"{resource}\": 1}}'")
+        have = ray.cluster_resources()
+        for hw in dict.fromkeys(hardware):
+            resource = hardware_resource(hw)
+            if not have.get(resource):
+                offered = ", ".join(sorted(k for k in have if k.startswith("hw:"))) or "no hw:<card> resource"
+                raise ValueError(f"--ray {self.address}: no node offers hardware {hw} (resource {resource!r}; nodes "
+                                 f"offer {offered}); start one with ray start --address HEAD:6379 --resources "
+                                 f"'{{\"{resource}\": 1}}'")
 
-    def _stream(self, submitted: dict, lost: Callable[[Any, BaseException], tuple]) -> Iterator[tuple]:
-        """Yield (key, result) as tasks finish; a task without a result yields lost(key, error)."""
+    def _stream(self, submitted: dict, lost: Callable[[Any, BaseException], tuple],
+                hardware_of: Callable[[Any], str]) -> Iterator[tuple]:
+        """Yield (key, result) as tasks finish; a task without a result yields lost(key, error), and so
+        does one still pending when no node of its hardware type is left (Ray would keep it forever)."""
         import ray
         from ray.exceptions import RayError
 
         try:
             while submitted:
-                [ref], _ = ray.wait(list(submitted), num_returns=1)
-                key = submitted.pop(ref)
+                ready, _ = ray.wait(list(submitted), num_returns=1, timeout=POLL_S)
+                if not ready:
+                    have = ray.cluster_resources()
+                    for ref in [r for r in submitted if not have.get(hardware_resource(hardware_of(submitted[r])))]:
+                        key = submitted.pop(ref)
+                        ray.cancel(ref, force=True)
+                        hw = hardware_of(key)
+                        yield key, lost(key, NodeLost(f"no node offering hw:{hw} is left in the cluster "
+                                                      f"(its node died or left mid-anchor)"))
+                    continue
+                key = submitted.pop(ready[0])
                 try:
-                    yield key, ray.get(ref)
+                    yield key, ray.get(ready[0])
                 except RayError as e:   # RayTaskError, WorkerCrashedError, NodeDiedError, ObjectLostError, ...
                     yield key, lost(key, e)
         finally:   # interrupted: nothing still running will be written, so stop it
             for ref in submitted:
                 ray.cancel(ref, force=True)
 
-    def _pinned(self, fn, name: str):
-        """`fn` as a Ray task that runs only on a node of the measured hardware, one at a time there,
+    def _pinned(self, fn, name: str) -> Callable[[str], Any]:
+        """`fn` as a Ray task, per hardware type: it runs only on a node of that type, one at a time there,
         retried on a lost worker but never on its own exception (a failed anchor is a result)."""
         import ray
 
-        resource = hardware_resource(MEASURED_HARDWARE)
-        self._require(resource)
-        return ray.remote(fn).options(resources={resource: 1}, num_cpus=1, max_retries=self.max_retries,
-                                      retry_exceptions=False, name=name)
+        remote = ray.remote(fn)
+        return lambda hw: remote.options(resources={hardware_resource(hw): 1}, num_cpus=1, name=name,
+                                         max_retries=self.max_retries, retry_exceptions=False)
 
     def measure(self, study: Study, pending: Iterable[tuple[int, AnchorPlan]], n: int, on_progress: Progress,
                 bandwidth_gbs: float | None) -> Iterator[AnchorResult]:
@@ -141,16 +176,18 @@ class RayExecutor:
         todo = list(pending)    # every skip decision is made before anything runs
         if not todo:
             return
+        hw_of = lambda key: study.hardware_of(key[1].arm)     # noqa: E731
+        self._require(hw_of(k) for k in todo)
         task = self._pinned(_measure_task, "measure_anchor")
         study_ref, t0 = ray.put(study), time.monotonic()
-        submitted = {task.remote(self.measure_fn, study_ref, p, bandwidth_gbs): (i, p) for i, p in todo}
+        submitted = {task(hw_of((i, p))).remote(self.measure_fn, study_ref, p, bandwidth_gbs): (i, p) for i, p in todo}
 
         def lost(key, e):
             row = anchor_row(study, key[1])
             row.update(hardware_json=dumps({}), reason=_lost(e))   # the driver's host is not where it ran
             return finish_row(row, t0), []
 
-        for (i, p), (row, records) in self._stream(submitted, lost):
+        for (i, p), (row, records) in self._stream(submitted, lost, hw_of):
             on_progress("anchor", {"arm": p.arm.name, "i": i, "n": n})
             yield i, p, row, records
 
@@ -161,15 +198,18 @@ class RayExecutor:
         todo = list(pending)
         if not todo:
             return
+        hw_of = lambda key: study.hardware_of(key[0])     # noqa: E731
+        self._require(study.hardware_of(arm) for arm, _, _ in todo)
         task = self._pinned(_score_task, "score_arm")
         study_ref, items_ref = ray.put(study), ray.put(items)
-        submitted = {task.remote(study_ref, arm, qid, n, items_ref, saved): (arm, qid) for arm, qid, saved in todo}
+        submitted = {task(study.hardware_of(arm)).remote(study_ref, arm, qid, n, items_ref, saved): (arm, qid)
+                     for arm, qid, saved in todo}
 
         def lost(key, e):
             row = qrun_row(study, key[0], key[1], n)
             return {**row, "reason": _lost(e), "finished_at": now(), "summary_json": dumps({})}, []
 
-        for (arm, _), (row, records) in self._stream(submitted, lost):
+        for (arm, _), (row, records) in self._stream(submitted, lost, hw_of):
             on_progress("start", {"arm": arm.name})
             yield arm, row, records
 

@@ -198,6 +198,23 @@ def resolve_model_card(ref: str, base: Path | None = None, name: str | None = No
                     f"a config.json path or a .gguf path")
 
 
+def inline_model_card(fields: dict, name: str = "inline") -> ModelCard:
+    """A card from a study's inline fields ([model.card] n_layers = ..., hidden = ..., ...)."""
+    from dataclasses import fields as dc_fields
+
+    allowed = {f.name for f in dc_fields(ModelCard)} - {"name", "source", "file_bits"}
+    bad = sorted(set(fields) - allowed)
+    if bad:
+        raise CardError(f"model card: {bad[0]!r} is not a card field; allowed: {', '.join(sorted(allowed))}")
+    need = sorted({"n_layers", "hidden", "n_heads", "n_kv_heads", "head_dim", "intermediate", "vocab"} - set(fields))
+    if need:
+        raise CardError(f"model card: inline fields lack {', '.join(need)}")
+    for k, v in fields.items():
+        if k in _HF_BOUNDS and (isinstance(v, bool) or not isinstance(v, int) or not _HF_BOUNDS[k][0] <= v <= _HF_BOUNDS[k][1]):
+            raise CardError(f"model card: {k} = {v!r} must be an integer in {_HF_BOUNDS[k][0]}..{_HF_BOUNDS[k][1]}")
+    return ModelCard(name=name, source="inline", **fields)
+
+
 def model_card_from_gguf(path: str, name: str | None = None) -> ModelCard:
     """Read the architecture numbers from a GGUF file's metadata."""
     from gguf import GGUFReader

@@ -30,17 +30,44 @@ class _Frozen(BaseModel):
 
 
 class ModelSpec(_Frozen):
-    name: Name                                  # a known source (measure.weights.SOURCES) or a .gguf path
-    card: str | None = None                     # shipped card name; default: read from the GGUF
+    name: Name                                  # a known source (measure.weights.SOURCES), a .gguf path, or a label
+    # The architecture card: a shipped card name, a Hugging Face config.json (or a directory holding
+    # one; relative paths from the study's folder), or the fields inline ([model.card] n_layers = ...);
+    # default: read from the GGUF. An attached endpoint (engine "openai") reads nothing local: a model
+    # the package does not ship needs one.
+    card: str | dict[str, int | bool | str] | None = None
     chat: Bool = True
     draft: str | None = None                    # draft model for spec="draft" arms
-    # Engines that read Hugging Face directories (vllm): a local directory to serve as it is;
-    # default: the source GGUF converted once (measure.hf_model), cached by its sha256.
+    # Engines that read Hugging Face directories (vllm): a local directory to serve as it is, or a
+    # model id ("org/name") in the measuring host's Hugging Face cache; default: the source GGUF
+    # converted once (measure.hf_model), cached by its sha256.
     hf_dir: str | None = None
+    # engine "openai": the model id the endpoint serves (its /v1/models id); default: its first one
+    served: str | None = None
+
+    @field_validator("card")
+    @classmethod
+    def _card(cls, v, info: ValidationInfo):
+        base = (info.context or {}).get("base")
+        if isinstance(v, dict):
+            from pareto_atlas.spec.cards import CardError, inline_model_card
+
+            try:
+                inline_model_card(v)
+            except (CardError, TypeError) as e:
+                raise ValueError(str(e)) from None
+            return v
+        if v is None or base is None or not (v.endswith(".json") or "/" in v):
+            return v
+        p = Path(v)
+        return str(p if p.is_absolute() else Path(base) / p)
 
 
 class EngineSpec(_Frozen):
     name: Name = "llamacpp"
+    # The hardware card the arms measure on (an arm's own `hardware` wins): a shipped card of
+    # spec/hardware.toml or this-cpu. Through Ray, each anchor runs on a node offering `hw:<card>`.
+    hardware: str = "this-cpu"
     threads: Int(1, B.MAX_THREADS, "threads one host runs") = 2
     # tokens of one request's context: every length of the study (prompt + output) must fit in it
     n_ctx: Int(256, B.MAX_CTX, "tokens of one request's context") = 2048
@@ -65,6 +92,11 @@ class EngineSpec(_Frozen):
             raise ValueError("is not the name of an environment variable (letters, digits, _): give the name of "
                              "the variable holding the key, never the key itself")
         return v
+
+    @field_validator("hardware")
+    @classmethod
+    def _hardware(cls, v: str) -> str:
+        return check_hardware(v)
 
 
 class WorkloadSpec(_Frozen):
@@ -140,11 +172,17 @@ class ArmSpec(_Frozen):
     prompt_tokens: Int(8, B.MAX_CTX, "tokens; with output_tokens within engine.n_ctx", optional=True) = None
     output_tokens: Int(2, B.MAX_CTX, "tokens; with prompt_tokens within engine.n_ctx", optional=True) = None
     trace: str | None = None
+    hardware: str | None = None                 # the card this arm measures on; default: engine.hardware
 
     @model_validator(mode="before")
     @classmethod
     def _trace(cls, data, info: ValidationInfo):
         return with_trace(data, info, fill=False)
+
+    @field_validator("hardware")
+    @classmethod
+    def _hardware(cls, v: str | None) -> str | None:
+        return v if v is None else check_hardware(v)
 
     def workload(self, study_workload: WorkloadSpec) -> WorkloadSpec:
         """The workload this arm runs: the study's, or its own trace or lengths under their own name."""
@@ -171,6 +209,16 @@ class ArmSpec(_Frozen):
     def _check(self) -> "ArmSpec":
         self.knobs()    # raises ValueError naming the knob and its allowed values
         return self
+
+
+def check_hardware(name: str) -> str:
+    """A hardware card a study may measure on: this-cpu or a shipped card (spec/hardware.toml)."""
+    from pareto_atlas.spec.cards import shipped_hardware
+
+    known = ["this-cpu", *shipped_hardware()]
+    if name not in known:
+        raise ValueError(f"{name!r} is not a hardware card; allowed: {', '.join(known)}")
+    return name
 
 
 class QualitySpec(_Frozen):
@@ -351,6 +399,14 @@ class Study(_Frozen):
     # two engines are compared on one machine (vllm-cpu names default).
     compare_with: str | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _checkpoint_weights(cls, data):
+        # vllm: each arm's weights read from, or checked against, its checkpoint's quantization_config
+        from pareto_atlas.measure.hf_checkpoint import fill_arm_weights
+
+        return fill_arm_weights(data) if isinstance(data, dict) else data
+
     @field_validator("arms")
     @classmethod
     def _unique_arms(cls, arms: list[ArmSpec]) -> list[ArmSpec]:
@@ -448,6 +504,22 @@ class Study(_Frozen):
                                  f"({', '.join(self.simulate.hardware)})")
         return self
 
+    @model_validator(mode="after")
+    def _served_model(self) -> "Study":
+        # an endpoint serves the model: nothing local is read, so a model the package does not ship
+        # needs its card from the study (the simulator's shapes)
+        from pareto_atlas.measure.weights import SOURCES
+
+        m = self.model
+        if self.engine.name == "openai" and m.card is None and m.name not in SOURCES and not m.name.endswith(".gguf"):
+            raise ValueError(f"model.card: engine 'openai' reads nothing local, and {m.name!r} is not a model the "
+                             f"package ships; give a card (a shipped card name, a config.json path, or inline fields)")
+        return self
+
+    def hardware_of(self, arm: ArmSpec) -> str:
+        """The hardware card `arm` measures on: its own, else the engine's."""
+        return arm.hardware or self.engine.hardware
+
     @property
     def baseline(self) -> ArmSpec:
         name = self.quality.baseline_arm or self.arms[0].name
@@ -501,7 +573,7 @@ def _describe(err: ValidationError) -> str:
         msg = f"unknown field; allowed: {', '.join(_fields_at(e['loc'][:-1]))}"
     elif e["type"] not in ("value_error", "missing") and "input" in e:
         msg = f"{B.show(e['input'])} is not allowed: {msg}"
-    return " ".join((f"{where}: {msg}" if where else msg).split())
+    return " ".join((f"{where}: {msg}" if where else msg).split())     # a check across fields names its own
 
 
 def parse_study(text: str, origin: str = "<study>", base: Path | None = None) -> Study:

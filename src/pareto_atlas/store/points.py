@@ -91,7 +91,7 @@ def _measured_rows(study: Study, store: Store) -> pd.DataFrame:
         if imported and a.model != study.model.name:    # quality belongs to a model: the study's is not its
             quality = {**dict.fromkeys(QUALITY_COLUMNS + KLD_COLUMNS, NAN), "quality_evidence": "",
                        "quality_provenance": f"none: imported anchor of {a.model}", "kld_arm": ""}
-        price = card.price_per_hour if card else study.cpu_price_per_hour
+        price, price_date = _price(study, a.hardware)
         thr = m.get("throughput_tok_s", NAN)
         # an open loop has no clients (anchors stored before this said the arm's default of 1)
         conc = 0 if load.get("rate_rps") else load["concurrency"]
@@ -118,16 +118,31 @@ def _measured_rows(study: Study, store: Store) -> pd.DataFrame:
             "throughput_tok_s": thr, "goodput_rps": m.get("goodput_rps") or NAN,
             "mem_gb": (m.get("peak_rss_mb") or NAN) / 1024,
             "lat_rel_err": 0.0, "thr_rel_err": 0.0,
-            "price_per_hour": price, "price_date": f"{card.price_date} ({card.price_source})" if card else
-            f"{study.price_date} (assumed CPU rental price)",
+            "price_per_hour": price, "price_date": price_date,
             "cost_per_mtok": cost_per_mtok(price, thr),
             **quality,
             "engine_version": a.engine_version, "feasible": True, "infeasible_reason": "",
             "weights_bpw": json.loads(a.provenance_json or "{}").get("weights_bpw", NAN),
             # other work on the machine during the run, in cores (measure.contention; NaN: not measured)
             "other_cpu_cores": m.get("other_cpu_cores", NAN), "contended": bool(m.get("contended", False)),
+            # errored requests past measure.campaign.ERROR_SHARE_MAX: flagged, left out of calibration
+            "error_share": m.get("error_share", NAN), "errored": bool(m.get("errored", False)),
+            "error_line": m.get("error_line", ""),
         })
     return pd.DataFrame(rows)
+
+
+def _price(study: Study, hardware: str) -> tuple[float, str]:
+    """$/hour of the card an anchor ran on, and its date: this machine's assumed rental price, or a
+    GPU card's (the study's [prices] first, else the shipped card's)."""
+    if hardware == "this-cpu" or not hardware:
+        return study.cpu_price_per_hour, f"{study.price_date} (assumed CPU rental price)"
+    from pareto_atlas.spec.cards import shipped_hardware
+
+    card = shipped_hardware().get(hardware)
+    if hardware in study.prices:
+        return study.prices[hardware], f"{study.price_date} (study [prices])"
+    return (card.price_per_hour, f"{card.price_date} ({card.price_source})") if card else (NAN, "")
 
 
 def all_points(study: Study, store: Store) -> pd.DataFrame:

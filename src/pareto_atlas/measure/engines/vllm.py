@@ -28,7 +28,8 @@ WEIGHTS = {"F32": ["--dtype", "float32"], "F16": ["--dtype", "float16"], "BF16":
 KV = {"f16": ["--kv-cache-dtype", "auto"], "fp8": ["--kv-cache-dtype", "fp8"]}
 EXTRA_KEYS = ("binary", "python", "gpu_memory_utilization", "seed", "max_num_batched_tokens", "prompt_lookup_max",
               "prompt_lookup_min", "served_model_name", "tensor_parallel_size", "enforce_eager", "dtype",
-              "prefix_caching", "kv_cache_space_gib", "startup_timeout_s")
+              "prefix_caching", "kv_cache_space_gib", "startup_timeout_s", "checkpoint_quantized",
+              "tokenizer")
 API_MODULE = "vllm.entrypoints.openai.api_server"
 VENV = ".venv-vllm"
 
@@ -78,7 +79,10 @@ def vllm_argv(launch: ArmLaunch, port: int, binary: str = "vllm", python: str | 
     # Off unless the arm asks: every contract request opens with a unique nonce, so a prefix cache
     # can only cost (hashing blocks), never serve one request from another's work.
     argv += ["--enable-prefix-caching" if extra.get("prefix_caching") else "--no-enable-prefix-caching"]
-    argv += WEIGHTS[k.weights]
+    # a checkpoint stored quantized (AWQ, GPTQ, FP8, compressed-tensors) says so in its config, which
+    # vLLM reads; a --quantization beside it that names another method is refused at start-up
+    if not extra.get("checkpoint_quantized"):
+        argv += WEIGHTS[k.weights]
     if "dtype" in extra:  # activation dtype of a quantized model; float weights set it themselves
         if k.weights in ("F32", "F16", "BF16"):
             raise ValueError("launch.extra.dtype: only with weights FP8 or AWQ4 (F32/F16/BF16 already set the dtype)")
@@ -98,6 +102,8 @@ def vllm_argv(launch: ArmLaunch, port: int, binary: str = "vllm", python: str | 
         argv += ["--tensor-parallel-size", str(int(extra["tensor_parallel_size"]))]
     if extra.get("enforce_eager"):
         argv += ["--enforce-eager"]
+    if extra.get("tokenizer"):       # a tokenizer kept apart from the weights (scripts/gpu_anchors.py's random model)
+        argv += ["--tokenizer", str(extra["tokenizer"])]
     return argv
 
 
@@ -186,6 +192,11 @@ class VllmEngine(Engine):
         local = launch.model_path.startswith(("/", ".", "~"))
         if not launch.model_path or (local and not Path(launch.model_path).expanduser().exists()):
             raise EngineStartError(f"vllm: model_path {launch.model_path!r} does not exist")
+        if local and (Path(launch.model_path).expanduser() / "config.json").is_file():
+            from pareto_atlas.measure.hf_checkpoint import checkpoint_format, read_config
+
+            if checkpoint_format(read_config(Path(launch.model_path).expanduser()))[0]:
+                launch = launch.with_extra(checkpoint_quantized=True)
         port = free_port()
         env = vllm_env(launch)
         t0 = time.monotonic()
