@@ -129,7 +129,7 @@ def simulate_study(study: Study, store: Store, console: Console, executor: Execu
             ctx = study.workload.prompt_tokens + study.workload.output_tokens // 2
             params[h.name] = carry_overheads(params[h.name], params[THIS], model, h, ctx)
     space = study_space(study, hardware, model)
-    space = with_measured_acceptance(space, anchors, console)
+    space = with_measured_acceptance(space, anchors, console, study.model.name)
     console.print(f"[bold]simulate[/]: {model.name} on {', '.join(h.name for h in hardware)}: "
                   f"{space.size()} configurations x {study.simulate.n_requests} requests")
     for h in hardware:
@@ -147,26 +147,31 @@ def simulate_study(study: Study, store: Store, console: Console, executor: Execu
     suggest_next_anchor(study, anchors, pts, params, console)
 
 
-def measured_acceptance(anchors) -> dict[str, float]:
+def measured_acceptance(anchors, model: str | None = None) -> dict[str, float]:
     """Per model-drafting method (a draft model, an EAGLE head: they draft every step), the
     acceptance per drafted token the study's anchors measured (the median over anchors that
     drafted): a property of the model and the text, not of the hardware. Not n-gram lookup, which
-    drafts only where the text repeats: its points keep the grid's stated low acceptance."""
+    drafts only where the text repeats: its points keep the grid's stated low acceptance.
+    `model`: the target model the points are for (the anchors' `model` column): its own anchors'
+    acceptance where they measured one, else every anchor's (carried from the target measured)."""
     import pandas as pd
 
     if anchors is None or not len(anchors) or "spec_accept_measured" not in anchors:
         return {}
     a = anchors[anchors.spec.isin(("draft", "eagle")) & anchors.spec_accept_measured.notna()]
     a = a[pd.to_numeric(a.get("spec_drafted_per_token"), errors="coerce").fillna(1.0) > 0]
+    if model is not None and "model" in a and (a["model"] == model).any():
+        a = a[a["model"] == model]
     return {str(k): float(v) for k, v in a.groupby("spec").spec_accept_measured.median().items() if v > 0}
 
 
-def with_measured_acceptance(space: Space, anchors, console: Console) -> Space:
+def with_measured_acceptance(space: Space, anchors, console: Console, model: str | None = None) -> Space:
     """The space with every knob that leaves its acceptance to be resolved (spec_accept 0) taking
-    the study's measured one for its method; the rest resolve from their cited prior (api)."""
+    the study's measured one for its method (`model`: the target's own where measured, see
+    measured_acceptance); the rest resolve from their cited prior (api)."""
     from dataclasses import replace
 
-    acc = measured_acceptance(anchors)
+    acc = measured_acceptance(anchors, model)
     if not acc:
         return space
     knobs = tuple(dict.fromkeys(replace(k, spec_accept=acc[k.spec]) if k.spec in acc and k.spec_accept == 0 else k
