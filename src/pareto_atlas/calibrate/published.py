@@ -188,6 +188,7 @@ def calibrate_card(rows: pd.DataFrame, hw: HardwareCard) -> CardCalibration:
     table["per_token_held_out"] = per_tok
     for i, t in enumerate(TARGETS):
         table[f"{t}_lomo"] = lomo[:, i] if lomo is not None else np.nan
+    table["per_token_lomo"] = per_token_errors(lomo, b1) if lomo is not None else np.nan
     errors = {g: _median_abs(err, cols, per_tok if g == "TPOT" else None) for g, cols in GROUPS.items()}
     tpot = np.isfinite(err[:, [TARGETS.index(c) for c in GROUPS["TPOT"]]]).any()
     basis = tuple(k for k, has in (("TPOT/ITL", tpot), (B1, np.isfinite(per_tok).any())) if has)
