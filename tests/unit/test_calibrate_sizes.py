@@ -94,3 +94,21 @@ def test_transfer_error_must_be_a_relative_error_or_nan():
     with pytest.raises(ValueError, match="calib.xfer_lat_rel_err"):
         CalibParams(xfer_lat_rel_err=-0.1)
     assert math.isnan(CalibParams().xfer_thr_rel_err)
+
+
+def test_each_anchor_of_a_study_gets_its_own_models_card_and_measured_bits():
+    from pareto_atlas.calibrate.stage import anchor_cards, model_card
+    from pareto_atlas.spec.study import load_study
+
+    study = load_study("sizes")
+    a = pd.DataFrame([dict(model="qwen2.5-coder-1.5b-instruct", weights="Q4_K_M", weights_bpw=5.0),
+                      dict(model="qwen2.5-coder-0.5b-instruct", weights="Q4_K_M", weights_bpw=5.5),
+                      dict(model="smollm2-135m-instruct", weights="Q4_0", weights_bpw=4.5),
+                      dict(model=None, weights="Q4_K_M", weights_bpw=5.0)])     # stored before the column
+    cards = anchor_cards(study, a)
+    assert [c.name for c in cards] == ["qwen2.5-1.5b", "qwen2.5-0.5b", "smollm2-135m", "qwen2.5-1.5b"]
+    assert cards[1].bits_per_weight("Q4_K_M") == 5.5 and cards[0].bits_per_weight("Q4_K_M") == 5.0
+    # the study's own card carries only its own model's files' bits
+    assert model_card(study, a).bits_per_weight("Q4_K_M") == 5.0
+    with pytest.raises(ValueError, match="anchors of model 'other'"):
+        anchor_cards(study, a.assign(model="other"))

@@ -144,7 +144,8 @@ def simulate_study(study: Study, store: Store, console: Console, executor: Execu
     store.put_sim_run(sim_id, study.name, calib_id, pts)
     console.print(f"simulate: {len(pts)} points in {time.monotonic() - t0:.1f} s "
                   f"({int(pts.feasible.sum())} feasible), stored as run {sim_id}")
-    suggest_next_anchor(study, anchors, pts, params, console)
+    own = anchors[anchors["model"] == study.model.name] if "model" in anchors else anchors
+    suggest_next_anchor(study, own, pts, params, console)     # the points are the study model's
 
 
 def measured_acceptance(anchors, model: str | None = None) -> dict[str, float]:
