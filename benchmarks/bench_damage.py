@@ -58,7 +58,8 @@ def lines(what: str, small: dict, large: dict, fmt: str) -> list[str]:
     out = [f"{what}: 0.5B [95 %], 1.5B [95 %], ratio 1.5B / 0.5B [crosswise bounds]"]
     for name in KNOBS:
         if name not in small or name not in large:
-            out.append(f"  {name:8s} not measured on {'both' if name not in small and name not in large else '0.5B' if name not in small else '1.5B'}")
+            where = "both" if name not in small and name not in large else "0.5B" if name not in small else "1.5B"
+            out.append(f"  {name:8s} not measured on {where}")
             continue
         r = ratio(small[name], large[name])
         s, g = small[name], large[name]

@@ -133,7 +133,8 @@ def main() -> None:
     if len(small) >= 2 and len(large):
         cal = fit(small, [cards[i] for i in small.index], hw, engine="llamacpp", loo=len(small) >= 3, lomo=False)
         err = errors(large, [cards[i] for i in large.index], hw, cal.params)
-        print(f"\n0.5B alone -> 1.5B: fit on {len(cal.residuals)} anchors; signed median error on the 1.5B: {signed(err)} "
+        print(f"\n0.5B alone -> 1.5B: fit on {len(cal.residuals)} anchors; signed median error on the 1.5B: "
+              f"{signed(err)} "
               f"(today: {TODAY}); bar carried: the within-model ±{cal.params.lat_rel_err:.0%} latency, "
               f"±{cal.params.thr_rel_err:.0%} throughput")
         rows += [row("0.5B alone -> 1.5B", t, err[t], bar(cal.params, t, False)) for t in SCORED]
@@ -149,8 +150,8 @@ def main() -> None:
         xfer = cal.params.xfer_lat_rel_err
         carried = xfer == xfer
         print(f"held out {m}: fit on {', '.join(sorted(set(names[names != m])))} ({len(cal.residuals)} anchors, "
-              f"overhead {cal.params.overhead_step_s * 1e3:.1f} ms/step, eff_bw {cal.params.eff_bw:.2f}); signed median "
-              f"error: {signed(err)}; its bar, from leave-one-model-out among the others: "
+              f"overhead {cal.params.overhead_step_s * 1e3:.1f} ms/step, eff_bw {cal.params.eff_bw:.2f}); "
+              f"signed median error: {signed(err)}; its bar, from leave-one-model-out among the others: "
               + (f"±{xfer:.0%} latency, ±{cal.params.xfer_thr_rel_err:.0%} throughput" if carried
                  else "not measured (one model left): the within-model bar stands in"))
         for t in SCORED:

@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 
 from pareto_atlas.calibrate.fit import KNOB_FIELDS, TARGETS, _anchors, fit_params, predict, weight_format
-from pareto_atlas.calibrate.sizes import CARD, cards_of, cpu_fit_fn, leave_one_model_out, model_names, report_lines, with_cards
+from pareto_atlas.calibrate.sizes import (CARD, HELD, cards_of, cpu_fit_fn, leave_one_model_out, model_names,
+                                         report_lines, with_cards)
 from pareto_atlas.simulate.params import CalibParams, with_error_bars
 from pareto_atlas.spec.cards import HardwareCard, ModelCard
 
@@ -243,7 +244,8 @@ def fit(anchors: pd.DataFrame, model: ModelCard | Sequence[ModelCard], hw: Hardw
         xl, xt = _error_bars(lomo_df, resid, spread)
         params = replace(params, xfer_lat_rel_err=xl, xfer_thr_rel_err=xt,
                          provenance=f"{params.provenance}; transfer error bar (a model the fit did not see): p90 of "
-                                    f"leave-one-model-out over {len(models)} models")
+                                    f"each of {lomo_df[HELD].nunique()} models predicted by a fit on the other "
+                                    f"{len(models) - 1} (leave-one-model-out)")
     summary = {"fit": _median_abs(resid), "loo": _median_abs(loo_df), "loo_supported": _median_abs(supported),
                "heldout": _median_abs(held_df), "lomo": _median_abs(lomo_df)}
     return Calibration(params, resid, loo_df, held_df, campaign_drift(usable), anchors[version], contended,

@@ -195,11 +195,11 @@ def summary_lines(cals: list[CardCalibration]) -> list[str]:
         out.append(f"{c.hardware:15s} {c.engine:7s} {'yes' if used[c.hardware] is c else 'no':5s} {len(c.anchors):7d} "
                    f"{c.n_sources:7d} {_pct(e['TTFT'])} {_pct(e['TPOT'])}{'*' if _b1(c) else ' '} "
                    f"{_pct(e['throughput'])} {c.params.lat_rel_err:7.1%} {c.params.thr_rel_err:7.1%} "
-                   f"{c.anchors.model.nunique():6d} {_pct(_lomo_tpot(c)) + ('*' if _b1(c) else ' '):>9s} {_pct(c.params.xfer_lat_rel_err):>8s} "
-                   f"{_pct(c.params.xfer_thr_rel_err):>8s}  {c.held_out or '-'}")
+                   f"{c.anchors.model.nunique():6d} {_pct(_lomo_tpot(c)) + ('*' if _b1(c) else ' '):>9s} "
+                   f"{_pct(c.params.xfer_lat_rel_err):>8s} {_pct(c.params.xfer_thr_rel_err):>8s}  {c.held_out or '-'}")
     out.append("LOMO TPOT: median |TPOT error| of each model's anchors from a fit on the card's other models "
-               "(leave-one-model-out; * incl. batch-1 decode speed as in TPOT); xfer: the error bar a point carried to an unseen "
-               "model takes (p90 of the same, latency incl. TTFT)")
+               "(leave-one-model-out; * incl. batch-1 decode speed as in TPOT); xfer: the error bar a point carried "
+               "to an unseen model takes (p90 of the same, latency incl. TTFT)")
     if any(_b1(c) for c in cals):
         out.append(B1_NOTE)
     by_card = {c.hardware: c for c in cals if c.engine == SERVED_ENGINE}
