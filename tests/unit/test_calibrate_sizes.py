@@ -49,8 +49,7 @@ def test_each_anchor_is_predicted_with_its_own_card():
 
 def test_two_sizes_split_the_fixed_cost_and_carry_to_a_third():
     df = pd.concat([anchors_of(SMALL), anchors_of(MID), anchors_of(BIG, seed=1)], ignore_index=True)
-    cards = [CARDS[m] for m in df.model.map({"smollm2-135m": "smollm2-135m", "qwen2.5-0.5b": "qwen2.5-0.5b",
-                                             "qwen2.5-1.5b": "qwen2.5-1.5b"})]
+    cards = [CARDS[m] for m in df.model]
     cal = fit(df, cards, CPU, loo=False)
     assert cal.params.overhead_step_s == pytest.approx(TRUTH.overhead_step_s, rel=0.25)
     # every size predicted by a fit on the other two: within a few percent on decode
@@ -112,3 +111,12 @@ def test_each_anchor_of_a_study_gets_its_own_models_card_and_measured_bits():
     assert model_card(study, a).bits_per_weight("Q4_K_M") == 5.0
     with pytest.raises(ValueError, match="anchors of model 'other'"):
         anchor_cards(study, a.assign(model="other"))
+
+
+def test_the_same_knobs_on_two_models_are_not_repeats_of_one_arm():
+    from pareto_atlas.calibrate.fidelity import repeat_spread
+
+    df = pd.concat([anchors_of(MID), anchors_of(SMALL)], ignore_index=True)
+    assert all(v != v for v in repeat_spread(df).values())          # no arm was measured twice
+    twice = pd.concat([df, anchors_of(MID, seed=3)], ignore_index=True)
+    assert 0 < repeat_spread(twice)["tpot_p50_ms"] < 0.1

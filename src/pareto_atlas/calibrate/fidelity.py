@@ -16,7 +16,8 @@ from pareto_atlas.simulate.params import CalibParams, with_error_bars
 from pareto_atlas.spec.cards import HardwareCard, ModelCard
 
 LATENCY = ("ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms")
-ARM_COLS = KNOB_FIELDS + ("prompt_tokens", "output_tokens", "concurrency")
+# what makes two anchors repeats of one arm (the model too: one study can measure several sizes)
+ARM_COLS = KNOB_FIELDS + ("prompt_tokens", "output_tokens", "concurrency", "model")
 
 
 @dataclass(frozen=True)
