@@ -211,11 +211,19 @@ def test_a_card_with_two_sources_is_held_out_by_source(monkeypatch):
     cal, seen = _folds(monkeypatch, rows, "A100-80G-PCIe")
     sources = rows.source_id
     assert cal.held_out == LOSO and cal.n_sources == sources.nunique() >= 2
-    assert seen[0] == list(rows.index) and len(seen) == 1 + sources.nunique()
-    for train, held in zip(seen[1:], dict.fromkeys(sources)):
+    n_src, models = sources.nunique(), list(dict.fromkeys(rows.model))
+    assert seen[0] == list(rows.index) and len(seen) == 1 + n_src + len(models)
+    for train, held in zip(seen[1:1 + n_src], dict.fromkeys(sources)):
         # each fold trains on every source but one, and no row of that one
         assert train == list(rows.index[sources != held]), held
     assert np.isfinite(cal.anchors.throughput_tok_s_held_out).all()
+    # then leave-one-model-out: each model's rows predicted by a fit on the card's other models only
+    assert len(models) >= 2
+    for train, held in zip(seen[1 + n_src:], models):
+        assert train == list(rows.index[rows.model != held]), held
+    assert set(cal.lomo_errors) == set(models) and np.isfinite(cal.anchors.throughput_tok_s_lomo).all()
+    p = cal.params
+    assert p.xfer_lat_rel_err > 0 and p.xfer_thr_rel_err > 0 and "leave-one-model-out" in p.provenance
 
 
 def test_a_card_with_one_source_is_held_out_by_anchor_and_says_so(monkeypatch):
@@ -239,7 +247,8 @@ def test_the_summary_counts_the_cards_whose_tpot_is_held_out_by_source():
     # a TPOT error that counts batch-1 decode speed is starred wherever it is printed, and the star explained
     assert lines[-1].startswith("vllm TPOT held out by source on 1 GPU card: L4* (bar: 4, not met")
     assert re.search(r"^L4 .*%\* ", lines[2]) and lines[-2].startswith(f"* TPOT incl. {B1}: a single request's")
-    assert f"TPOT (incl. {B1})" in published_stage.card_lines(three, used=True)[-1]
+    held, lomo = published_stage.card_lines(three, used=True)[-2:]
+    assert f"TPOT (incl. {B1})" in held and lomo.startswith("  leave-one-model-out median |error|")
     plain = published_stage.summary_lines([one])
     assert "*" not in plain[2] and not plain[-2].startswith("*")
 

@@ -101,6 +101,11 @@ def test_a_draft_models_acceptance_is_measured_or_a_prior_never_typed_in():
                             dict(spec="ngram", spec_accept_measured=0.5, spec_drafted_per_token=0.1),
                             dict(spec="draft", spec_accept_measured=0.69, spec_drafted_per_token=0.0)])
     assert measured_acceptance(anchors) == {"draft": 0.71}
+    # with several targets: a target's own draft anchors where it has them, else every target's
+    sizes = pd.DataFrame([dict(spec="draft", spec_accept_measured=0.78, spec_drafted_per_token=2.0, model="big"),
+                          dict(spec="draft", spec_accept_measured=0.60, spec_drafted_per_token=2.0, model="mid")])
+    assert measured_acceptance(sizes, "big") == {"draft": 0.78} and measured_acceptance(sizes, "mid") == {"draft": 0.6}
+    assert measured_acceptance(sizes, "small") == {"draft": 0.69} == measured_acceptance(sizes)
     sp2 = with_measured_acceptance(sp, anchors, Console(quiet=True))
     assert {k.spec_accept for k in sp2.knobs if k.spec == "draft"} == {0.71}
     df2 = sweep(replace(sp2, knobs=tuple(k for k in sp2.knobs if k.spec == "draft")[:3]), n_requests=20)

@@ -18,7 +18,7 @@ weights = "Q4_1"
 
 
 def test_builtin_studies_load():
-    for name in ("default", "tiny", "ladder"):
+    for name in ("default", "tiny", "ladder", "sizes"):
         s = load_study(name)
         assert s.arms and s.baseline.name in {a.name for a in s.arms}
 
@@ -133,3 +133,45 @@ def test_bad_eviction_option_is_one_line():
     with pytest.raises(StudyError) as e:
         parse_study(MINIMAL).eviction.with_overrides(keeps=["half"])
     assert str(e.value).startswith("evict options: keeps.0:") and "\n" not in str(e.value)
+
+
+SIZES = MINIMAL + """
+[[arms]]
+name = "big"
+weights = "Q4_K_M"
+model = { name = "qwen2.5-coder-1.5b-instruct", card = "qwen2.5-1.5b", draft = "qwen2.5-coder-0.5b-instruct" }
+"""
+
+
+def test_an_arm_can_serve_its_own_model_keyed_into_its_anchor_id():
+    from pareto_atlas.measure.campaign import anchor_id, anchor_row, launch_for, plan
+
+    s = parse_study(SIZES, "s.toml")
+    big = s.arm("big")
+    assert s.model_for(s.arms[0]) is s.model and s.model_for(big).name == "qwen2.5-coder-1.5b-instruct"
+    assert anchor_row(s, plan(s, ["big"])[0])["model"] == "qwen2.5-coder-1.5b-instruct"
+    # the same knobs under the study's own model are another anchor; the arms without one keep their ids
+    same = parse_study(SIZES.replace('model = { name = "qwen2.5-coder-1.5b-instruct", card = "qwen2.5-1.5b", '
+                                     'draft = "qwen2.5-coder-0.5b-instruct" }\n', ""))
+    assert anchor_id(s, big, 0) != anchor_id(same, same.arm("big"), 0)
+    assert anchor_id(s, s.arms[0], 0) == anchor_id(parse_study(MINIMAL), parse_study(MINIMAL).arms[0], 0)
+    assert launch_for(s, s.arms[0], "m.gguf")["draft_model_path"] is None
+    sizes = load_study("sizes")
+    assert sizes.model_for(sizes.arm("q05-q4km")).card == "qwen2.5-0.5b" and sizes.model.draft
+
+
+def test_an_arm_of_another_model_measures_speed_only():
+    bad = SIZES.replace('weights = "Q4_K_M"\nmodel', 'weights = "Q4_K_M"\nquality = true\nmodel')
+    with pytest.raises(StudyError, match=r"^s.toml: arms.1: arms.big.quality: an arm with its own model measures speed"):
+        parse_study(bad, "s.toml")
+
+
+def test_a_draft_arm_needs_its_models_draft_and_the_baseline_the_study_model():
+    draft = SIZES + 'spec = "draft"\nspec_k = 4\n'
+    assert parse_study(draft).arm("big").spec == "draft"
+    with pytest.raises(StudyError, match=r"arms.big.model.draft: arm 'big' has spec = 'draft' and needs a draft"):
+        parse_study(draft.replace(', draft = "qwen2.5-coder-0.5b-instruct"', ""), "s.toml")
+    with pytest.raises(StudyError, match=r"model.draft: arm 'a' has spec = 'draft'"):
+        parse_study(MINIMAL + 'spec = "draft"\nspec_k = 4\n', "s.toml")
+    with pytest.raises(StudyError, match=r"quality.baseline_arm: 'big' serves its own model"):
+        parse_study(SIZES + '[quality]\nbaseline_arm = "big"\n', "s.toml")

@@ -3,17 +3,21 @@ engine-version flags, and the error bar every simulated point then carries."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
 from pareto_atlas.calibrate.fit import KNOB_FIELDS, TARGETS, _anchors, fit_params, predict, weight_format
+from pareto_atlas.calibrate.sizes import (CARD, HELD, cards_of, cpu_fit_fn, leave_one_model_out, model_names,
+                                         report_lines, with_cards)
 from pareto_atlas.simulate.params import CalibParams, with_error_bars
 from pareto_atlas.spec.cards import HardwareCard, ModelCard
 
 LATENCY = ("ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms")
-ARM_COLS = KNOB_FIELDS + ("prompt_tokens", "output_tokens", "concurrency")
+# what makes two anchors repeats of one arm (the model too: one study can measure several sizes)
+ARM_COLS = KNOB_FIELDS + ("prompt_tokens", "output_tokens", "concurrency", "model")
 
 
 @dataclass(frozen=True)
@@ -26,7 +30,10 @@ class Calibration:
     flagged: pd.DataFrame               # anchors from another engine version than the majority (not fitted)
     contended: pd.DataFrame             # anchors that ran beside other work on the machine (not fitted)
     repeat_spread: dict                 # median repeat-to-repeat relative spread per target
-    summary: dict                       # median |rel err| per target: fit / loo / loo_supported / heldout
+    summary: dict                       # median |rel err| per target: fit / loo / loo_supported / heldout / lomo
+    # per anchor: rel_err per target from a fit on the other models' anchors, the model in "held_model"
+    # (calibrate.sizes); None when the anchors are of one model
+    lomo: pd.DataFrame | None = None
 
     def report(self) -> str:
         s = self.summary
@@ -52,6 +59,7 @@ class Calibration:
                          f"(measure.contention; `pareto-atlas measure` again once the machine is quiet)")
         lines.append(f"error bar carried by simulated points: latency ±{self.params.lat_rel_err:.1%}, "
                      f"throughput ±{self.params.thr_rel_err:.1%} ({self.params.provenance})")
+        lines += report_lines(self.lomo, self.params.xfer_lat_rel_err, self.params.xfer_thr_rel_err)
         return "\n".join(lines)
 
 
@@ -75,6 +83,8 @@ def support(train: pd.DataFrame, row: pd.Series) -> str:
     if "prompt_tokens" in train and "prompt_tokens" in row:
         if not train["prompt_tokens"].min() <= row["prompt_tokens"] <= train["prompt_tokens"].max():
             why.append(f"prompt {int(row['prompt_tokens'])}")
+    if CARD in train and CARD in row and row[CARD].name not in {c.name for c in train[CARD]}:
+        why.append(f"model {row[CARD].name}")
     drafted = row.get("spec_drafted_per_token", np.nan)
     if row.get("spec", "none") != "none" and not drafted == 0.0:
         tr = train[(train.get("spec", "none") == row["spec"])] if "spec" in train else train.iloc[0:0]
@@ -143,17 +153,21 @@ def engine_version_flags(anchors: pd.DataFrame) -> pd.Series:
     return anchors["engine_version"] != majority
 
 
-def fit(anchors: pd.DataFrame, model: ModelCard, hw: HardwareCard, *, heldout: pd.Series | list | None = None,
-        k_folds: int = 0, loo: bool = True, engine: str = "", fit_cv: bool = True,
-        start: CalibParams | None = None, fixed: tuple[str, ...] = ()) -> Calibration:
+def fit(anchors: pd.DataFrame, model: ModelCard | Sequence[ModelCard], hw: HardwareCard, *,
+        heldout: pd.Series | list | None = None, k_folds: int = 0, loo: bool = True, engine: str = "",
+        fit_cv: bool = True, start: CalibParams | None = None, fixed: tuple[str, ...] = (),
+        lomo: bool = True) -> Calibration:
     """Fit CalibParams for one (hardware, engine) and report how far they can be trusted.
+    `model`: one card for every anchor, or each anchor's own (anchors of several sizes in one fit).
     `fixed`: parameters kept at `start` (e.g. eff_bw, a property of the machine another engine measured).
+    `lomo`: with anchors of two or more models, score each model from a fit on the others
+    (calibrate.sizes) and carry that as the transfer error bar (CalibParams.xfer_*).
 
     heldout: boolean mask (or row labels) of anchors kept out of the fit and scored after it;
     k_folds > 1 instead scores each fold from a fit on the others. Anchors from another engine
     version than the majority are flagged and left out of the fit.
     """
-    anchors = anchors.reset_index(drop=True)
+    anchors = with_cards(anchors.reset_index(drop=True), model)
     # left out of the fit: anchors of another engine version than the majority, and anchors measured
     # beside other work on the machine (measure.contention), unless fewer than 2 would be left
     busy = contention_flags(anchors)
@@ -173,13 +187,14 @@ def fit(anchors: pd.DataFrame, model: ModelCard, hw: HardwareCard, *, heldout: p
     if start is None and engine:
         from pareto_atlas.simulate.params import default_params
         start = default_params(hw, engine)
-    params, pred = fit_params(train, model, hw, start, fit_cv, fixed=fixed)
+    params, pred = fit_params(train, cards_of(train), hw, start, fit_cv, fixed=fixed)
     resid_arm = train["arm"] if "arm" in train else None
     meas = train.reindex(columns=list(TARGETS)).to_numpy(float)
     resid = train.reindex(columns=[c for c in ("campaign_id", "engine_version") if c in train]).copy()
     rel = _rel_err(pred, meas)
     for i, t in enumerate(TARGETS):
         resid[f"{t}_measured"], resid[f"{t}_predicted"], resid[t] = meas[:, i], pred[:, i], rel[:, i]
+    resid["model"] = [c.name for c in train[CARD]]
 
     loo_df = None
     if resid_arm is not None:
@@ -189,8 +204,8 @@ def fit(anchors: pd.DataFrame, model: ModelCard, hw: HardwareCard, *, heldout: p
         for i in range(len(train)):
             rest = train.drop(train.index[i])
             # From the same start as the full fit, not from its result: nothing of anchor i leaks in.
-            p_i, _ = fit_params(rest, model, hw, start, fit_cv, fixed=fixed)
-            pr = predict(_anchors(train.iloc[[i]]), model, hw, p_i)
+            p_i, _ = fit_params(rest, cards_of(rest), hw, start, fit_cv, fixed=fixed)
+            pr = predict(_anchors(train.iloc[[i]]), cards_of(train.iloc[[i]]), hw, p_i)
             rows.append(_rel_err(pr[0], meas[i]))
             why.append(support(rest, train.iloc[i]))
         loo_df = pd.DataFrame(rows, columns=list(TARGETS), index=train.index)
@@ -198,16 +213,16 @@ def fit(anchors: pd.DataFrame, model: ModelCard, hw: HardwareCard, *, heldout: p
 
     held_df = None
     if len(test):
-        pr = predict(_anchors(test), model, hw, params)
+        pr = predict(_anchors(test), cards_of(test), hw, params)
         held_df = pd.DataFrame(_rel_err(pr, test.reindex(columns=list(TARGETS)).to_numpy(float)),
                                columns=list(TARGETS), index=test.index)
     elif k_folds > 1 and len(train) >= k_folds:
         folds = np.arange(len(train)) % k_folds
         parts = []
         for f in range(k_folds):
-            p_f, _ = fit_params(train[folds != f], model, hw, params, fit_cv, fixed=fixed)
-            te = train[folds == f]
-            pr = predict(_anchors(te), model, hw, p_f)
+            tr, te = train[folds != f], train[folds == f]
+            p_f, _ = fit_params(tr, cards_of(tr), hw, params, fit_cv, fixed=fixed)
+            pr = predict(_anchors(te), cards_of(te), hw, p_f)
             parts.append(pd.DataFrame(_rel_err(pr, te.reindex(columns=list(TARGETS)).to_numpy(float)),
                                       columns=list(TARGETS), index=te.index))
         held_df = pd.concat(parts)
@@ -221,12 +236,21 @@ def fit(anchors: pd.DataFrame, model: ModelCard, hw: HardwareCard, *, heldout: p
     what = ("held-out anchors" if held_df is not None else
             f"leave-one-out over {len(supported)} supported anchors, {n_ext} extrapolations excluded" if n_ext else
             "leave-one-out" if loo_df is not None else "in-sample residuals")
+    models = model_names(train)
+    on = f"{n} anchors of {len(models)} models ({', '.join(models)})" if len(models) > 1 else f"{n} anchors"
     params = with_error_bars(params, lat_err, thr_err,
-                             f"calibrated on {n} anchors ({hw.name}); error bar: p90 of {what}, floored by repeat spread")
+                             f"calibrated on {on} ({hw.name}); error bar: p90 of {what}, floored by repeat spread")
+    lomo_df = leave_one_model_out(train, hw, cpu_fit_fn(hw, start, fit_cv, fixed)) if lomo else None
+    if lomo_df is not None:
+        xl, xt = _error_bars(lomo_df, resid, spread)
+        params = replace(params, xfer_lat_rel_err=xl, xfer_thr_rel_err=xt,
+                         provenance=f"{params.provenance}; transfer error bar (a model the fit did not see): p90 of "
+                                    f"each of {lomo_df[HELD].nunique()} models predicted by a fit on the other "
+                                    f"{len(models) - 1} (leave-one-model-out)")
     summary = {"fit": _median_abs(resid), "loo": _median_abs(loo_df), "loo_supported": _median_abs(supported),
-               "heldout": _median_abs(held_df)}
+               "heldout": _median_abs(held_df), "lomo": _median_abs(lomo_df)}
     return Calibration(params, resid, loo_df, held_df, campaign_drift(usable), anchors[version], contended,
-                       spread, summary)
+                       spread, summary, lomo_df)
 
 
 def _error_bars(errs: pd.DataFrame | None, resid: pd.DataFrame, spread: dict) -> tuple[float, float]:

@@ -4,7 +4,7 @@ per card the fit the atlas uses: its own engine's where there is one."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -36,6 +36,9 @@ class CardCalibration:
     held_out: str                 # LOSO, LOAO, or "" (a single anchor: nothing to hold out)
     errors: dict[str, float]      # median |held-out relative error| per GROUPS key (NaN: none)
     tpot_basis: tuple[str, ...] = ()   # what the TPOT error is over: "TPOT/ITL" published, B1, or both
+    # per model among the card's anchors: median |relative error| per GROUPS key of its anchors
+    # predicted by a fit on the card's other models (leave-one-model-out); empty with one model
+    lomo_errors: dict[str, dict[str, float]] = field(default_factory=dict)
 
     @property
     def n_sources(self) -> int:
@@ -94,6 +97,25 @@ def held_out_errors(rows: pd.DataFrame, frame: pd.DataFrame, models: list[ModelC
     return err, how
 
 
+def held_out_by_model(rows: pd.DataFrame, frame: pd.DataFrame, models: list[ModelCard],
+                      hw: HardwareCard) -> np.ndarray | None:
+    """Relative error of each anchor predicted by a fit on the card's anchors of other models, shape
+    (n, len(TARGETS)): how far the card's calibration carries to a model it never saw. None where the
+    card's anchors are of one model."""
+    names = rows.model.to_numpy()
+    if len(set(names)) < 2:
+        return None
+    meas = frame[list(TARGETS)].to_numpy(float)
+    err = np.full_like(meas, np.nan)
+    for m in dict.fromkeys(names):
+        test = names == m
+        train = ~test
+        p, _ = fit_card(frame[train], [c for c, t in zip(models, train) if t], hw)
+        pred = predict(_anchors(frame[test]), [c for c, t in zip(models, test) if t], hw, p)
+        err[test] = _rel(pred, meas[test])
+    return err
+
+
 def per_token_errors(err: np.ndarray, b1: np.ndarray) -> np.ndarray:
     """Relative error of the latency per output token (e2e / output) of the batch-1 speed rows (b1),
     NaN elsewhere: predicted / published - 1, the inverse of their throughput error (same tokens)."""
@@ -147,6 +169,16 @@ def calibrate_card(rows: pd.DataFrame, hw: HardwareCard) -> CardCalibration:
         default = default_params(hw, engine)
         lat_err, thr_err = max(lat_err, default.lat_rel_err), max(thr_err, default.thr_rel_err)
     params = with_error_bars(params, lat_err, thr_err, _provenance(rows, engine, how, err, per_tok))
+    lomo, lomo_errors = held_out_by_model(rows, frame, models, hw), {}
+    if lomo is not None:
+        lomo_tok = per_token_errors(lomo, b1)
+        xl, xt = _error_bars(_with_per_token(lomo, lomo_tok), resid, {})
+        names = rows.model.to_numpy()
+        lomo_errors = {m: {g: _median_abs(lomo[names == m], cols, lomo_tok[names == m] if g == "TPOT" else None)
+                           for g, cols in GROUPS.items()} for m in dict.fromkeys(names)}
+        params = replace(params, xfer_lat_rel_err=xl, xfer_thr_rel_err=xt,
+                         provenance=f"{params.provenance}; transfer error bar (a model the fit did not see): p90 of "
+                                    f"leave-one-model-out over {len(lomo_errors)} models")
     table = rows[["source_id", "source", "gpu_published", "model", "weights", "kv", "prompt_tokens", "output_tokens",
                   "load", "load_value", "stat", "origin"]].copy()
     table["provenance"] = "published:" + rows.source
@@ -154,10 +186,13 @@ def calibrate_card(rows: pd.DataFrame, hw: HardwareCard) -> CardCalibration:
     for i, t in enumerate(TARGETS):
         table[f"{t}_measured"], table[f"{t}_fitted"], table[f"{t}_held_out"] = meas[:, i], fitted[:, i], err[:, i]
     table["per_token_held_out"] = per_tok
+    for i, t in enumerate(TARGETS):
+        table[f"{t}_lomo"] = lomo[:, i] if lomo is not None else np.nan
+    table["per_token_lomo"] = per_token_errors(lomo, b1) if lomo is not None else np.nan
     errors = {g: _median_abs(err, cols, per_tok if g == "TPOT" else None) for g, cols in GROUPS.items()}
     tpot = np.isfinite(err[:, [TARGETS.index(c) for c in GROUPS["TPOT"]]]).any()
     basis = tuple(k for k, has in (("TPOT/ITL", tpot), (B1, np.isfinite(per_tok).any())) if has)
-    return CardCalibration(hw.name, engine, params, table, how, errors, basis)
+    return CardCalibration(hw.name, engine, params, table, how, errors, basis, lomo_errors)
 
 
 def calibrate_published(table: PublishedTable, hardware: list[str] | None = None) -> list[CardCalibration]:

@@ -13,8 +13,8 @@ from rich.console import Console
 
 from pareto_atlas import __version__
 from pareto_atlas.calibrate.fit import TARGETS
-from pareto_atlas.calibrate.published import (B1, SERVED_ENGINE, CardCalibration, calibrate_published, for_atlas,
-                                               tpot_held_out_by_source)
+from pareto_atlas.calibrate.published import (B1, GROUPS, SERVED_ENGINE, CardCalibration, calibrate_published,
+                                               for_atlas, tpot_held_out_by_source)
 from pareto_atlas.calibrate.published_table import PublishedTable, load_published
 from pareto_atlas.simulate.api import simulate_point
 from pareto_atlas.simulate.cost_model import compute_dtype
@@ -26,7 +26,7 @@ from pareto_atlas.store import Store
 from pareto_atlas.store.db import dumps
 
 PREFIX = "published-"          # calib_id prefix of published calibrations in the store
-FIT_VERSION = "3"              # bump when the published fit's setup changes: stored fits are then redone
+FIT_VERSION = "4"              # bump when the published fit's setup changes: stored fits are then redone
 GOAL = 0.15                    # held-out median |error| a card should reach
 BAR_CARDS = 4                  # GPU cards that should have a leave-one-source-out TPOT error
 # The seed paper's measured TPOT ratios (Qwen2.5-7B, 512/128, vLLM 0.12): references printed beside
@@ -49,7 +49,7 @@ def store_published(store: Store, study: str, table: PublishedTable, cals: list[
     for cal in cals:
         meta = {"key": key, "by": by, "used": used[cal.hardware] is cal, "table_sha256": table.sha256,
                 "tables": list(table.paths), "held_out": cal.held_out, "errors": cal.errors,
-                "tpot_basis": list(cal.tpot_basis),
+                "tpot_basis": list(cal.tpot_basis), "lomo_errors": cal.lomo_errors,
                 "anchors": cal.anchors.to_dict(orient="records")}
         store.put_calibration({"calib_id": f"{PREFIX}{key}-{cal.hardware}-{cal.engine}", "study": study,
                                "hardware": cal.hardware, "engine": f"published:{cal.engine}", "engine_version": None,
@@ -159,20 +159,47 @@ def card_lines(cal: CardCalibration, used: bool) -> list[str]:
     errs = ", ".join(f"{g}{f' (incl. {B1})' if g == 'TPOT' and _b1(cal) else ''} {_pct(v).strip()}"
                      for g, v in cal.errors.items())
     out.append(f"  {cal.held_out} median |error|: {errs} -> {verdict} the {GOAL:.0%} goal; {bar}")
+    out += lomo_lines(cal)
     return out
+
+
+def lomo_lines(cal: CardCalibration) -> list[str]:
+    """The card's leave-one-model-out errors: each model's anchors predicted by a fit on the others."""
+    if not cal.lomo_errors:
+        return [f"  leave-one-model-out: one model ({cal.anchors.model.iloc[0]}), nothing to carry to; "
+                f"transfer error not measured"] if len(cal.anchors) else []
+    p = cal.params
+    per = "; ".join(f"{m} ({int((cal.anchors.model == m).sum())} anchors): "
+                    + ", ".join(f"{g}{f' (incl. {B1})' if g == 'TPOT' and _b1(cal) else ''} {_pct(v).strip()}"
+                                for g, v in e.items()) for m, e in cal.lomo_errors.items())
+    return [f"  leave-one-model-out median |error| (a fit on the card's other models): {per}; transfer error bar "
+            f"carried to an unseen model: latency ±{p.xfer_lat_rel_err:.1%}, throughput ±{p.xfer_thr_rel_err:.1%}"]
+
+
+def _lomo_tpot(c: CardCalibration) -> float:
+    # median |TPOT error| over the card's held-out models' anchors, batch-1 decode speed included
+    # where it stands for TPOT (as in the card's own TPOT column); NaN with one model
+    col = [t + "_lomo" for t in GROUPS["TPOT"]] + ["per_token_lomo"]
+    v = np.abs(c.anchors[col].to_numpy(float)).ravel() if set(col) <= set(c.anchors) else np.array([])
+    return float(np.nanmedian(v)) if np.isfinite(v).any() else np.nan
 
 
 def summary_lines(cals: list[CardCalibration]) -> list[str]:
     used = for_atlas(cals)
     out = [f"Held-out median |relative error| per card and engine (goal <= {GOAL:.0%}); error bar = p90 of the same",
            f"{'card':15s} {'engine':7s} {'atlas':5s} {'anchors':>7s} {'sources':>7s} {'TTFT':>6s} {'TPOT':>6s}  "
-           f"{'thr.':>6s} {'bar lat':>7s} {'bar thr':>7s}  held out by"]
+           f"{'thr.':>6s} {'bar lat':>7s} {'bar thr':>7s} {'models':>6s} {'LOMO TPOT':>9s} {'xfer lat':>8s} "
+           f"{'xfer thr':>8s}  held out by"]
     for c in cals:
         e = c.errors
         out.append(f"{c.hardware:15s} {c.engine:7s} {'yes' if used[c.hardware] is c else 'no':5s} {len(c.anchors):7d} "
                    f"{c.n_sources:7d} {_pct(e['TTFT'])} {_pct(e['TPOT'])}{'*' if _b1(c) else ' '} "
-                   f"{_pct(e['throughput'])} {c.params.lat_rel_err:7.1%} {c.params.thr_rel_err:7.1%}  "
-                   f"{c.held_out or '-'}")
+                   f"{_pct(e['throughput'])} {c.params.lat_rel_err:7.1%} {c.params.thr_rel_err:7.1%} "
+                   f"{c.anchors.model.nunique():6d} {_pct(_lomo_tpot(c)) + ('*' if _b1(c) else ' '):>9s} "
+                   f"{_pct(c.params.xfer_lat_rel_err):>8s} {_pct(c.params.xfer_thr_rel_err):>8s}  {c.held_out or '-'}")
+    out.append("LOMO TPOT: median |TPOT error| of each model's anchors from a fit on the card's other models "
+               "(leave-one-model-out; * incl. batch-1 decode speed as in TPOT); xfer: the error bar a point carried "
+               "to an unseen model takes (p90 of the same, latency incl. TTFT)")
     if any(_b1(c) for c in cals):
         out.append(B1_NOTE)
     by_card = {c.hardware: c for c in cals if c.engine == SERVED_ENGINE}

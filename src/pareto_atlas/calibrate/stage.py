@@ -12,8 +12,8 @@ from rich.console import Console
 
 from pareto_atlas.calibrate.fidelity import TARGETS, fit
 from pareto_atlas.calibrate.hwprobe import measure_this_machine
-from pareto_atlas.spec.cards import HardwareCard, model_card_from_gguf, shipped_models
-from pareto_atlas.spec.study import Study
+from pareto_atlas.spec.cards import HardwareCard, ModelCard, model_card_from_gguf, shipped_models
+from pareto_atlas.spec.study import ModelSpec, Study
 from pareto_atlas.store import Store
 from pareto_atlas.store.db import dumps
 from pareto_atlas.store.points import measured_points
@@ -33,14 +33,21 @@ def this_machine(study: Study, store: Store, *, reprobe: bool = False) -> Hardwa
     return HardwareCard(**card)
 
 
-def model_card(study: Study, anchors: pd.DataFrame | None = None):
+def model_card(study: Study, anchors: pd.DataFrame | None = None) -> ModelCard:
     """The study's model card; with its measured anchors, it also carries the bits per weight of
-    the files they served (which the cost model then uses instead of the formats' nominal bits)."""
-    if study.model.card:
-        card = study_model_card(study)
+    the files they served (which the cost model then uses instead of the formats' nominal bits).
+    Anchors of an arm's own model (spec.study.ArmSpec.model) are not the study model's: left out."""
+    return spec_card(study.model, _of_model(anchors, study.model.name, study.model.name))
+
+
+def spec_card(spec: ModelSpec, anchors: pd.DataFrame | None = None) -> ModelCard:
+    """A [model] table's card (shipped, a config.json path or inline fields, else read from its GGUF's
+    header), with the measured bits per weight of the files `anchors` (of that model) served."""
+    if spec.card:
+        card = _named_card(spec)
     else:
         from pareto_atlas.measure.weights import source_file
-        card = model_card_from_gguf(str(source_file(study.model.name)[0]), study.model.name)
+        card = model_card_from_gguf(str(source_file(spec.name)[0]), spec.name)
     if anchors is not None and "weights_bpw" in anchors and anchors["weights_bpw"].notna().any():
         bits = anchors.dropna(subset=["weights_bpw"]).groupby("weights")["weights_bpw"].median()
         card = replace(card, file_bits=tuple(sorted((str(w), float(b)) for w, b in bits.items())))
@@ -49,15 +56,40 @@ def model_card(study: Study, anchors: pd.DataFrame | None = None):
 
 def study_model_card(study: Study):
     """The card a study names: a shipped card, a config.json path, or inline fields."""
+    return _named_card(study.model)
+
+
+def _named_card(spec: ModelSpec) -> ModelCard:
     from pareto_atlas.spec.cards import CardError, inline_model_card, resolve_model_card
 
-    ref = study.model.card
+    ref = spec.card
     try:
         if isinstance(ref, dict):
-            return inline_model_card(ref, study.model.name)
-        return resolve_model_card(ref, name=None if ref in shipped_models() else study.model.name)
+            return inline_model_card(ref, spec.name)
+        return resolve_model_card(ref, name=None if ref in shipped_models() else spec.name)
     except CardError as e:
         raise ValueError(f"model.card: {e}") from None
+
+
+def _of_model(anchors: pd.DataFrame | None, model: str, default: str) -> pd.DataFrame | None:
+    # the anchors of one served model (anchors stored before the column: the study's)
+    if anchors is None or not len(anchors) or "model" not in anchors:
+        return anchors
+    return anchors[anchors["model"].fillna(default) == model]
+
+
+def anchor_cards(study: Study, anchors: pd.DataFrame) -> list[ModelCard]:
+    """Each anchor's own model card, in the anchors' order: the study's [model] or an arm's own
+    `model`, so that one fit sees several model sizes (calibrate.sizes)."""
+    specs = {study.model.name: study.model} | {a.model.name: a.model for a in study.arms if a.model is not None}
+    names = (anchors["model"].fillna(study.model.name) if "model" in anchors
+             else pd.Series(study.model.name, index=anchors.index))
+    unknown = sorted(set(names) - set(specs))
+    if unknown:
+        raise ValueError(f"calibrate: anchors of model {unknown[0]!r}, which neither [model] nor any arm's model "
+                         f"of study {study.name!r} names")
+    cards = {m: spec_card(specs[m], _of_model(anchors, m, study.model.name)) for m in dict.fromkeys(names)}
+    return [cards[m] for m in names]
 
 
 def _fidelity_rows(cal, anchors: pd.DataFrame) -> list[dict]:
@@ -71,6 +103,13 @@ def _fidelity_rows(cal, anchors: pd.DataFrame) -> list[dict]:
             rows.append({"metric": t, "measured": float(m), "simulated": float(p), "label": anchors.label.loc[i],
                          "arm": anchors.arm.loc[i], "loo_rel_err": float(loo)})
     return rows
+
+
+def _lomo_rows(cal, anchors: pd.DataFrame) -> list[dict]:
+    if cal.lomo is None:
+        return []
+    return [{"arm": anchors.arm.loc[i], "held_model": r["held_model"],
+             **{t: float(r[t]) for t in TARGETS}} for i, r in cal.lomo.iterrows()]
 
 
 # Requests whose prefill the server began within this window of each other shared one step.
@@ -201,7 +240,7 @@ def calibrate_engine(study: Study, store: Store, console: Console, hw: HardwareC
         start, fixed = replace(default_params(hw, engine), eff_bw=machine_bw), ("eff_bw",)
         console.print(f"  {engine}: weight streaming kept at the machine's {machine_bw:.2f} x the probe's bandwidth "
                       f"(fitted on the other engine's anchors); its kernels and overheads fitted", highlight=False)
-    cal = fit(anchors, model_card(study, anchors), hw, engine=engine, loo=True, start=start, fixed=fixed)
+    cal = fit(anchors, anchor_cards(study, anchors), hw, engine=engine, loo=True, start=start, fixed=fixed)
     # the anchors' evidence level in the provenance every simulated point carries
     cal = replace(cal, params=replace(cal.params, provenance=cal.params.provenance.replace(
         " anchors (", " measured anchors (", 1)))
@@ -215,6 +254,8 @@ def calibrate_engine(study: Study, store: Store, console: Console, hw: HardwareC
     fidelity = {"summary": cal.summary, "repeat_spread": cal.repeat_spread, "anchors": _fidelity_rows(cal, anchors),
                 "drift": cal.drift.to_dict(orient="records"), "flagged": cal.flagged.get("anchor_id", pd.Series()).tolist(),
                 "contended": cal.contended.get("anchor_id", pd.Series()).tolist(),
+                # the models the fit saw (card names) and each model's anchors predicted without it
+                "models": sorted(set(cal.residuals["model"])), "lomo": _lomo_rows(cal, anchors),
                 "report": cal.report()}
     # the engine enters the id only where it is not the study's own, so earlier ids stay
     key = [study.name, hw.name, sorted(anchors.anchor_id)] + ([engine] if engine != study.engine.name else [])

@@ -66,13 +66,14 @@ def anchor_id(study: Study, arm: ArmSpec, repeat: int) -> str:
     unset = {"requests"} if arm.requests is None else set()
     unset |= {k for k, default in (("batching", "continuous"), ("chunk_tokens", 0), ("engine_options", {}),
                                    ("prompt_tokens", None), ("output_tokens", None), ("trace", None),
-                                   ("hardware", None))
+                                   ("hardware", None), ("model", None))
               if getattr(arm, k) == default}
     no_think = {"think_ms"} if study.load.think_for(arm) == 0.0 else set()
     no_options = set() if study.engine.options else {"options"}
     arm_ident = arm.model_dump(exclude={"repeats", "quality"} | unset) | (trace_identity(arm.trace) if arm.trace else {})
-    # the hardware enters once, as where the arm runs (the engine's default for it is not a second key)
-    ident = {"study": study.name, "arm": arm_ident, "model": study.model.name,
+    # the hardware enters once, as where the arm runs (the engine's default for it is not a second key);
+    # an arm's own model (spec.study.ArmSpec.model) is in arm_ident and names the served model here
+    ident = {"study": study.name, "arm": arm_ident, "model": study.model_for(arm).name,
              "engine": study.engine.model_dump(exclude={"api_key_env", "hardware"} | no_options),
              "workload": workload_ident(study.workload),
              "load": study.load.model_dump(exclude={"repeats"} | no_think), "hardware": study.hardware_of(arm),
@@ -100,11 +101,11 @@ def launch_for(study: Study, arm: ArmSpec, model_path: str, slots: int | None = 
     if slots is not None:
         from dataclasses import replace
         knobs = replace(knobs, slots=slots)
-    draft = None
+    draft, model = None, study.model_for(arm)
     if knobs.spec == "draft":
-        if not study.model.draft:
+        if not model.draft:
             raise ModelError(f"arm {arm.name}: spec = 'draft' needs model.draft in the study")
-        draft = str(variant_file(study.model.draft, "Q4_K_M")[0])
+        draft = str(variant_file(model.draft, "Q4_K_M")[0])
     extra = {**study.engine.options, **arm.engine_options}     # the arm's own options win
     if study.engine.name == "openai":      # the study's endpoint and model, unless the arm names its own
         extra = {k: v for k, v in (("base_url", study.engine.base_url), ("api_key_env", study.engine.api_key_env),
@@ -118,7 +119,8 @@ def served_model(study: Study, arm: ArmSpec) -> tuple[Path | str, str, int, floa
     stored, bits per weight). vLLM reads a Hugging Face directory (the GGUF converted once, or a
     checkpoint in a directory or the host's cache); an attached endpoint serves its own model
     (nothing local is read: its bytes come from the card); llama.cpp a GGUF re-encoded to the arm's
-    weight type."""
+    weight type. The model is the arm's (`Study.model_for`)."""
+    model = study.model_for(arm)
     if study.engine.name == "openai":
         from pareto_atlas.calibrate.stage import model_card
 
@@ -130,19 +132,19 @@ def served_model(study: Study, arm: ArmSpec) -> tuple[Path | str, str, int, floa
         from pareto_atlas.measure.hf_model import conversion_record, dir_bytes, hf_model
 
         python = find_python(str(study.engine.options.get("python") or "") or None)
-        hf_dir = study.model.hf_dir
+        hf_dir = model.hf_dir
         if hf_dir:     # on the host that measures: a directory, or an id in its Hugging Face cache
             from pareto_atlas.measure.hf_checkpoint import arm_weights, read_config, resolve_checkpoint
 
             found = resolve_checkpoint(hf_dir)
             arm_weights(read_config(found), arm.weights, f"arms.{arm.name}.weights")
             hf_dir = str(found)
-        path, sha = hf_model(study.model.name, hf_dir, python)
+        path, sha = hf_model(model.name, hf_dir, python)
         bits = BITS_PER_WEIGHT[arm.weights]
         # vLLM casts the stored float32 to the arm's dtype at load: the bytes it serves are at that dtype
         stored = {"float32": 32.0, "bfloat16": 16.0, "float16": 16.0}.get(conversion_record(path).get("dtype"), bits)
         return path, sha, int(dir_bytes(path) * bits / stored), bits
-    path, sha = variant_file(study.model.name, arm.weights)
+    path, sha = variant_file(model.name, arm.weights)
     return path, sha, path.stat().st_size, matmul_bits_per_weight(path)
 
 
@@ -155,7 +157,7 @@ def anchor_row(study: Study, p: AnchorPlan) -> dict:
             "knobs_json": dumps(arm.knobs().to_dict()), "workload_json": dumps(workload_ident(wl)),
             "load_json": dumps({**load.model_dump(), "requests": arm.n_requests(load, wl), "concurrency": conc,
                                 "rate_rps": arm.rate_rps, "think_ms": load.think_ms if load.think_for(arm) else 0}),
-            "model": study.model.name, "engine": study.engine.name, "hardware": study.hardware_of(arm),
+            "model": study.model_for(arm).name, "engine": study.engine.name, "hardware": study.hardware_of(arm),
             "hardware_json": dumps({"card": study.hardware_of(arm), **host_description()}), "started_at": now(),
             "status": "failed", "reason": None}
 

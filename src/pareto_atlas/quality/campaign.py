@@ -86,6 +86,9 @@ def study_items(q: QualitySpec, *, task: str | None = None, n: int | None = None
 def quality_arms(study: Study, arms: list[str] | None = None) -> list[ArmSpec]:
     """The arms to score: those marked quality (or named), one per quality key, baseline first."""
     chosen = [study.arm(a) for a in arms] if arms else [a for a in study.arms if a.quality]
+    # an arm with its own model (spec.study.ArmSpec.model) measures that model's speed; quality runs
+    # score the study's [model], whose tokens it does not share
+    chosen = [a for a in chosen if a.model is None]
     if study.baseline not in chosen and not arms:
         chosen.insert(0, study.baseline)
     seen, out = set(), []

@@ -70,6 +70,12 @@ class CalibParams:
     provenance: str = "uncalibrated default"
     lat_rel_err: float = 0.25            # error bar carried by every point simulated with these
     thr_rel_err: float = 0.25
+    # The error bar of a point carried to a model the fit did not see: the relative error of each
+    # model's anchors predicted by a fit on the other models' (leave-one-model-out, calibrate.sizes;
+    # on a GPU card, over its published models). NaN: not measured (the fit saw one model). The
+    # within-model lat_rel_err / thr_rel_err above stay the measured model's.
+    xfer_lat_rel_err: float = float("nan")
+    xfer_thr_rel_err: float = float("nan")
 
     def __post_init__(self) -> None:
         # eff_bw may exceed 1: a CPU card's bandwidth is a one-thread numpy copy, and the engine's
@@ -93,6 +99,10 @@ class CalibParams:
             raise ValueError(f"calib.kv_pad: {self.kv_pad} must be >= 0 cells")
         if self.gemm_tile < 0 or self.head_ratio <= 0:
             raise ValueError(f"calib.gemm_tile {self.gemm_tile} must be >= 0 and head_ratio {self.head_ratio} > 0")
+        for name in ("xfer_lat_rel_err", "xfer_thr_rel_err"):
+            v = getattr(self, name)
+            if v == v and not v >= 0.0:
+                raise ValueError(f"calib.{name}: {v} must be >= 0 (a relative error) or NaN (not measured)")
         for name in ("overhead_step_s", "overhead_seq_s", "overhead_req_s", "ngram_lookup_s", "draft_forward_s", "step_cv"):
             if getattr(self, name) < 0:
                 raise ValueError(f"calib.{name}: {getattr(self, name)} must be >= 0")

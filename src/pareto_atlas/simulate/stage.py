@@ -156,7 +156,7 @@ def simulate_study(study: Study, store: Store, console: Console, executor: Execu
     t0 = time.monotonic()
     frames = []
     for t, space in zip(targets, spaces):
-        fitted = {h.name: fitted_models(h, study, model) for h in t.hardware}
+        fitted = {h.name: fitted_models(h, study, model, anchors) for h in t.hardware}
         tparams = {h.name: carried_params(params[h.name], t, fitted[h.name]) for h in t.hardware}
         shapes = ", ".join(f"{w.prompt_tokens}/{w.output_tokens}" for w in t.workloads)
         console.print(f"  {t.name} ({'measured here' if t.measured else t.card.source}; {shapes} tokens): "
@@ -191,7 +191,8 @@ def simulate_study(study: Study, store: Store, console: Console, executor: Execu
     console.print(f"simulate: {len(pts)} points in {time.monotonic() - t0:.1f} s "
                   f"({int(pts.feasible.sum()) if len(pts) else 0} feasible), stored as run {sim_id}")
     own = pts[pts.model == study.model.name] if len(pts) else pts
-    suggest_next_anchor(study, anchors, own, params, console)
+    mine = anchors[anchors["model"] == study.model.name] if "model" in anchors else anchors
+    suggest_next_anchor(study, mine, own, params, console)     # this machine's next anchor: the study model's
 
 
 def target_spaces(study: Study, targets: list[Target], anchors, console: Console) -> list[Space]:
@@ -206,7 +207,7 @@ def target_spaces(study: Study, targets: list[Target], anchors, console: Console
         budget = max(1, int(study.simulate.max_configs * n / total))
         ev = None if t.measured else evidenced_keys(study, t)
         space = study_space(study, list(t.hardware), t.card, list(t.workloads), budget=budget, evidenced=ev)
-        out.append(with_measured_acceptance(space, anchors, console))
+        out.append(with_measured_acceptance(space, anchors, console, t.name))
     return out
 
 
@@ -230,37 +231,48 @@ def evidenced_keys(study: Study, target: Target) -> set[str]:
     return keys
 
 
-def fitted_models(hw: HardwareCard, study: Study, measured_card) -> set[str]:
+def fitted_models(hw: HardwareCard, study: Study, measured_card, anchors=None) -> set[str]:
     """The model cards a card's calibration was fitted on: the published table's models for a GPU
-    card, the measured model for this machine."""
+    card; for this machine, the measured model and every model an arm of its own served."""
     if hw.kind == "cpu":
-        return {measured_card.name}
+        names = {measured_card.name}
+        if anchors is not None and len(anchors) and "model" in anchors:
+            from pareto_atlas.calibrate.stage import anchor_cards
+
+            mine = anchors[anchors.hardware == hw.name] if "hardware" in anchors else anchors
+            names |= {c.name for c in anchor_cards(study, mine)} if len(mine) else set()
+        return names
     from pareto_atlas.calibrate.published_table import load_published
 
     rows = load_published().rows
     return set(rows[rows.gpu == hw.name].model)
 
 
-def measured_acceptance(anchors) -> dict[str, float]:
+def measured_acceptance(anchors, model: str | None = None) -> dict[str, float]:
     """Per model-drafting method (a draft model, an EAGLE head: they draft every step), the
     acceptance per drafted token the study's anchors measured (the median over anchors that
     drafted): a property of the model and the text, not of the hardware. Not n-gram lookup, which
-    drafts only where the text repeats: its points keep the grid's stated low acceptance."""
+    drafts only where the text repeats: its points keep the grid's stated low acceptance.
+    `model`: the target model the points are for (the anchors' `model` column): its own anchors'
+    acceptance where they measured one, else every anchor's (carried from the target measured)."""
     import pandas as pd
 
     if anchors is None or not len(anchors) or "spec_accept_measured" not in anchors:
         return {}
     a = anchors[anchors.spec.isin(("draft", "eagle")) & anchors.spec_accept_measured.notna()]
     a = a[pd.to_numeric(a.get("spec_drafted_per_token"), errors="coerce").fillna(1.0) > 0]
+    if model is not None and "model" in a and (a["model"] == model).any():
+        a = a[a["model"] == model]
     return {str(k): float(v) for k, v in a.groupby("spec").spec_accept_measured.median().items() if v > 0}
 
 
-def with_measured_acceptance(space: Space, anchors, console: Console) -> Space:
+def with_measured_acceptance(space: Space, anchors, console: Console, model: str | None = None) -> Space:
     """The space with every knob that leaves its acceptance to be resolved (spec_accept 0) taking
-    the study's measured one for its method; the rest resolve from their cited prior (api)."""
+    the study's measured one for its method (`model`: the target's own where measured, see
+    measured_acceptance); the rest resolve from their cited prior (api)."""
     from dataclasses import replace
 
-    acc = measured_acceptance(anchors)
+    acc = measured_acceptance(anchors, model)
     if not acc:
         return space
     knobs = tuple(dict.fromkeys(replace(k, spec_accept=acc[k.spec]) if k.spec in acc and k.spec_accept == 0 else k

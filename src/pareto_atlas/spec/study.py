@@ -173,6 +173,10 @@ class ArmSpec(_Frozen):
     output_tokens: Int(2, B.MAX_CTX, "tokens; with prompt_tokens within engine.n_ctx", optional=True) = None
     trace: str | None = None
     hardware: str | None = None                 # the card this arm measures on; default: engine.hardware
+    # Another model than the study's [model] for this arm's speed anchors (`Study.model_for`): anchors
+    # of several sizes in one fit split a step's fixed cost from the cost per weight streamed. Its
+    # quality is not scored (quality runs are the study model's), so `quality` must stay off.
+    model: ModelSpec | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -208,6 +212,9 @@ class ArmSpec(_Frozen):
     @model_validator(mode="after")
     def _check(self) -> "ArmSpec":
         self.knobs()    # raises ValueError naming the knob and its allowed values
+        if self.model is not None and self.quality:
+            raise ValueError(f"arms.{self.name}.quality: an arm with its own model measures speed only (quality "
+                             f"runs score the study's [model]); set quality = false or measure it in its own study")
         return self
 
 
@@ -520,6 +527,22 @@ class Study(_Frozen):
         """The hardware card `arm` measures on: its own, else the engine's."""
         return arm.hardware or self.engine.hardware
 
+    @model_validator(mode="after")
+    def _arm_models(self) -> "Study":
+        if self.baseline.model is not None:
+            raise ValueError(f"quality.baseline_arm: {self.baseline.name!r} serves its own model; the baseline "
+                             f"(by default the first arm) must serve the study's [model] ({self.model.name!r})")
+        for a in self.arms:
+            if a.spec == "draft" and not self.model_for(a).draft:
+                where = f"arms.{a.name}.model.draft" if a.model is not None else "model.draft"
+                raise ValueError(f"{where}: arm {a.name!r} has spec = 'draft' and needs a draft model "
+                                 f"(a known source or a .gguf path sharing the target's tokenizer)")
+        return self
+
+    def model_for(self, arm: ArmSpec) -> ModelSpec:
+        """The model an arm serves: its own `model`, else the study's."""
+        return arm.model or self.model
+
     @property
     def baseline(self) -> ArmSpec:
         name = self.quality.baseline_arm or self.arms[0].name
@@ -594,7 +617,7 @@ def study_from_dict(raw: dict, origin: str = "<study>", base: Path | None = None
 
 
 BUILTIN = {"default": "default_study.toml", "tiny": "tiny_study.toml", "ladder": "ladder_study.toml",
-           "vllm-cpu": "vllm_cpu_study.toml"}
+           "vllm-cpu": "vllm_cpu_study.toml", "sizes": "sizes_study.toml"}
 
 
 def load_study(path_or_name: str | Path | None = None) -> Study:

@@ -15,8 +15,8 @@ from pareto_atlas.spec.knobs import Knobs
 from pareto_atlas.spec.study import Study
 from pareto_atlas.store.compare import companion, engine_key, engine_label, quality_study
 from pareto_atlas.store.db import Store
-from pareto_atlas.store.quality import (KLD_COLUMNS, QUALITY_COLUMNS, attach_quality, kld_row, kld_table, quality_for,
-                                       quality_row, quality_table)
+from pareto_atlas.store.quality import (KLD_COLUMNS, NO_KLD, QUALITY_COLUMNS, Quality, attach_quality, kld_row,
+                                       kld_table, quality_for, quality_row, quality_table)
 
 __all__ = ["all_points", "attach_quality", "cost_per_mtok", "measured_points", "point_id"]
 
@@ -81,30 +81,31 @@ def _measured_rows(study: Study, store: Store) -> pd.DataFrame:
         m = json.loads(a.metrics_json)
         load = json.loads(a.load_json)
         wl = json.loads(a.workload_json)
-        quality = dict(zip(QUALITY_COLUMNS + KLD_COLUMNS,
-                           quality_row(quality_for(knobs, a.arm if qs is study else "", qs, qt)) + kld_row(knobs, kt)))
         prov = json.loads(a.provenance_json or "{}")
         imported = prov.get("origin") == "imported"      # measure.imports: a peer's file, on the card it names
         card = shipped_hardware().get(a.hardware) if imported else None
         if imported and card is None:       # a peer's run on no card it named: kept as evidence, not a point
             continue
-        if imported and a.model != study.model.name:    # quality belongs to a model: the study's is not its
-            quality = {**dict.fromkeys(QUALITY_COLUMNS + KLD_COLUMNS, NAN), "quality_evidence": "",
-                       "quality_provenance": f"none: imported anchor of {a.model}", "kld_arm": ""}
+        model = a.get("model") or study.model.name
+        # quality is scored on the study's [model]; another model's anchors (an arm's own model, an
+        # imported run of another model) have none here
+        q = (quality_row(quality_for(knobs, a.arm if qs is study else "", qs, qt)) + kld_row(knobs, kt)
+             if model == study.model.name else quality_row(Quality.unmeasured(f"none: {'imported ' if imported else ''}anchor of {model}")) + NO_KLD)
+        quality = dict(zip(QUALITY_COLUMNS + KLD_COLUMNS, q))
         price, price_date = _price(study, a.hardware)
         thr = m.get("throughput_tok_s", NAN)
         # an open loop has no clients (anchors stored before this said the arm's default of 1)
         conc = 0 if load.get("rate_rps") else load["concurrency"]
         drafted, accept = (0.0, NAN) if knobs.spec == "none" else (
             spec_from_counters(m) if m.get("server_counters_source") else spec_measured(store, a.anchor_id))
+        pid = point_id(knobs, a.hardware, wl["name"], conc, load.get("rate_rps"), a.engine)
+        if model != study.model.name:       # an arm's own model (ArmSpec.model): another point
+            pid = hashlib.sha256(f"{pid}|{model}".encode()).hexdigest()[:16]
         rows.append({
             # repeats of one configuration are separate measurements, each its own point
-            "point_id": point_id(knobs, a.hardware, wl["name"], conc, load.get("rate_rps"), a.engine)
-                        + (f"-r{a['repeat']}" if a["repeat"] else ""),
-            "arm": a.arm, "anchor_id": a.anchor_id, "repeat": a["repeat"], "campaign_id": a.campaign_id,
+            "point_id": pid + (f"-r{a['repeat']}" if a["repeat"] else ""),
+            "model": model, "arm": a.arm, "anchor_id": a.anchor_id, "repeat": a["repeat"], "campaign_id": a.campaign_id,
             "label": engine_label(knobs, a.engine), "engine": a.engine,
-            # the model the anchor served: the study's own, or an imported run's (its card's name)
-            "model": a.model if imported and a.model else study.model.name,
             "model_card": "imported" if imported else "measured here", "hardware": a.hardware, "workload": wl["name"],
             "prompt_tokens": wl["prompt_tokens"], "output_tokens": wl["output_tokens"],
             "concurrency": conc, "rate_rps": load.get("rate_rps") or NAN, "n_requests": load["requests"],
