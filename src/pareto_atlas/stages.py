@@ -306,10 +306,21 @@ def _wait_tools_build(ctx: Context, proc: subprocess.Popen | None) -> None:
                       f" (waited {time.monotonic() - t:.0f} s for it)", highlight=False)
 
 
+# The stages that need anchors or quality runs on the study's engine: a study without arms skips them.
+MEASURING = ("measure", "quality", "kld", "calibrate")
+
+
 def build(ctx: Context, with_quality: bool = True) -> None:
     plan = {"measure": measure, "quality": quality, "kld": kld, "calibrate": calibrate, "simulate": simulate,
             "atlas": atlas, "report": report}
-    if not with_quality:
+    if not ctx.study.measures:
+        for name in MEASURING:
+            plan.pop(name)
+        ctx.console.print(f"{ctx.study.name}: no [[arms]], nothing to measure on an engine: skipping "
+                          f"{', '.join(MEASURING)}; simulate, atlas and report run on published evidence alone "
+                          "(GPU speed: the published anchors' fits; quality: the published scores, the model "
+                          "itself at 16 bits, priors marked projected)", highlight=False)
+    elif not with_quality:
         plan.pop("quality"), plan.pop("kld")
     elif not ctx.study.quality.kld:
         plan.pop("kld")
@@ -332,6 +343,10 @@ def build(ctx: Context, with_quality: bool = True) -> None:
     finally:
         if tools is not None and tools.poll() is None:      # interrupted: the script resumes next time
             os.killpg(tools.pid, signal.SIGTERM)
+    if ctx.study.claims:
+        from pareto_atlas.report.claims import claims_study
+
+        paths.update(claims_study(ctx.study, ctx.store, ctx.out, ctx.console))
     per_stage = ", ".join(f"{k} {v:.0f} s" for k, v in clock.took.items())
     ctx.console.print(f"\n[bold green]done[/] in {time.monotonic() - clock.t0:.0f} s ({per_stage}). Outputs in {ctx.out}/:")
     for name, p in paths.items():
