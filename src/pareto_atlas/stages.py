@@ -319,7 +319,7 @@ def build(ctx: Context, with_quality: bool = True) -> None:
         ctx.console.print(f"{ctx.study.name}: no [[arms]], nothing to measure on an engine: skipping "
                           f"{', '.join(MEASURING)}; simulate, atlas and report run on published evidence alone "
                           "(GPU speed: the published anchors' fits; quality: the published scores, the model "
-                          "itself at 16 bits, priors marked projected)", highlight=False)
+                          "itself at 16 bits, priors marked projected)", highlight=False, markup=False)
     elif not with_quality:
         plan.pop("quality"), plan.pop("kld")
     elif not ctx.study.quality.kld:

@@ -203,25 +203,31 @@ def pick_study(study: Study, store: Store, console: Console, constraint: str, ob
     pairs = pairs[(pairs._model == model) if model is not None else slice(None)]
     pairs = pairs[(pairs.workload == workload) if workload is not None else slice(None)]
     when = date.today().isoformat() if price_map else ""
+    t_read, planned = time.perf_counter() - t0, 0.0
     for m, wl in pairs.itertuples(index=False):
         sub = points[(models == m) & (points.workload.astype(str) == wl).to_numpy()]
         res = pick(sub, constraint or None, objective, direction="max" if maximize else None, prices=price_map or None,
                    price_date=when, quality_floor=study.quality.floor,
                    allow_priors=allow_priors or study.quality.allow_priors, kld_max=study.quality.kld_max,
                    study_ref=confirm_ref(study))
+        planned += res.elapsed_s
         console.print(f"[bold]{m or study.model.name}[/] · {wl}", highlight=False)
         console.print(res.summary(), highlight=False, markup=False)   # confirm commands hold [[arms]]
+    t_moved = time.perf_counter()
     if price_map:
         regs = study_regimes(study, points)
-        before = study_winners(study, points, regs)
-        after = study_winners(study, reprice(points, price_map, when), regs)
+        # the best-card cells only (per_hardware=False): where a winner moves is a best-card question
+        kw = dict(per_hardware=False, allow_priors=study.quality.allow_priors, study_ref=confirm_ref(study))
+        before = winners(points, regs, **kw)
+        after = winners(reprice(points, price_map, when), regs, **kw)
         moved = _moved(before, after, dict(zip(points.point_id, points.hardware)))
         console.print(f"regime winners after repricing {', '.join(f'{k} ${v:g}/h' for k, v in price_map.items())}: "
                       + (f"{len(moved)} moved" if moved else "none moved"), highlight=False)
         for line in moved:
             console.print("  " + line, highlight=False, markup=False)
-    console.print(f"(answered in {(time.perf_counter() - t0) * 1e3:.0f} ms from {len(points)} stored points; "
-                  f"nothing re-measured)")
+    moved_ms = f"; where the winners moved: {(time.perf_counter() - t_moved) * 1e3:.0f} ms" if price_map else ""
+    console.print(f"(re-planned in {planned * 1e3:.0f} ms (the pick itself){moved_ms}; {len(points)} stored points read "
+                  f"in {t_read * 1e3:.0f} ms; {(time.perf_counter() - t0) * 1e3:.0f} ms in all; nothing re-measured)")
 
 
 def _moved(before: pd.DataFrame, after: pd.DataFrame, hw_of: dict) -> list[str]:

@@ -180,7 +180,7 @@ def summary_lines(cals: list[CardCalibration]) -> list[str]:
 
 
 def paper_ratio_refs() -> tuple[dict[str, float], tuple[float, float], tuple[float, float]]:
-    """The seed paper's measured ratios (references only, from report/paper_claims.toml): AWQ4 per
+    """The seed paper's measured ratios (references only, report.claims.load_references): AWQ4 per
     card (this product's card names), and the FP8 and n-gram ranges over its three GPUs."""
     from pareto_atlas.report.claims import load_references
 

@@ -3,7 +3,7 @@ alone: the regime winners and what they rest on, the best projected point that w
 batch-1 TPOT ratios, who meets a regime's budget, the guard's verdicts on a family of knobs, the
 frontier's stacked-versus-single counts, and where winners move under new prices.
 
-Nothing here reads a published atlas's numbers (report/paper_claims.toml): report.claims holds
+Nothing here reads a published atlas's numbers (report.claims' references file): report.claims holds
 them beside these answers and says where they agree.
 """
 

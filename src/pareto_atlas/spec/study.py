@@ -344,7 +344,7 @@ class Study(_Frozen):
     # two engines are compared on one machine (vllm-cpu names default).
     compare_with: str | None = None
     # A published atlas whose claims `build` prints beside this study's answers, claim by claim
-    # (report.claims): "paper", the seed paper's (its numbers in report/paper_claims.toml).
+    # (report.claims): "paper", the seed paper's (its numbers in the references file report.claims reads).
     claims: Literal["paper"] | None = None
 
     @field_validator("arms")
