@@ -61,10 +61,17 @@ def _fmt(v, unit: str = "", nd: int = 1) -> str:
     return "—" if v is None or v != v else f"{v:.{nd}f}{unit}"
 
 
+def _needs_arms(ctx: Context, stage: str) -> None:
+    if not ctx.study.measures:
+        raise StudyError(f"{stage}: study {ctx.study.name!r} has no [[arms]], nothing to run on an engine; "
+                         f"`build` runs simulate, atlas and report on published evidence")
+
+
 def measure(ctx: Context, arms: list[str] | None = None) -> None:
     from pareto_atlas.calibrate.stage import this_machine
     from pareto_atlas.measure.campaign import run_campaign
 
+    _needs_arms(ctx, "measure")
     c = ctx.console
     c.print(f"[bold]measure[/] {ctx.study.name}: {len(arms or ctx.study.arms)} arm(s) on {ctx.study.engine.name}, "
             f"{ctx.study.workload.prompt_tokens} prompt / {ctx.study.workload.output_tokens} output tokens, "
@@ -116,6 +123,7 @@ def measure(ctx: Context, arms: list[str] | None = None) -> None:
 def quality(ctx: Context, arms: list[str] | None = None, n: int | None = None) -> None:
     from pareto_atlas.quality.campaign import run_quality_campaign
 
+    _needs_arms(ctx, "quality")
     c = ctx.console
     q = ctx.study.quality
     what = (f"{q.task} ({q.mode}), n = {n or q.n} per arm" if q.task == "gsm8k" else
@@ -161,6 +169,7 @@ def kld(ctx: Context, arms: list[str] | None = None, tokens: int | None = None, 
     from pareto_atlas.quality.kld import KldError
     from pareto_atlas.quality.kld_stage import KldUnavailable, kld_study
 
+    _needs_arms(ctx, "kld")
     t0 = time.monotonic()
     try:
         rows = kld_study(ctx.study, ctx.store, ctx.console, arms=arms, tokens=tokens, keep_base=keep_base,
@@ -178,6 +187,7 @@ def kld(ctx: Context, arms: list[str] | None = None, tokens: int | None = None, 
 def calibrate(ctx: Context) -> None:
     from pareto_atlas.calibrate.stage import calibrate_study
 
+    _needs_arms(ctx, "calibrate")
     calibrate_study(ctx.study, ctx.store, ctx.console)
 
 

@@ -12,6 +12,7 @@ import pytest
 from rich.console import Console
 
 from pareto_atlas import stages
+from pareto_atlas.report import claim_checks as K
 from pareto_atlas.report import claims as C
 from pareto_atlas.report import paper_answers as A
 from pareto_atlas.spec.study import StudyError, load_study, parse_study
@@ -64,14 +65,14 @@ def _view(study, store, points=None):
 CTX = {"model": "qwen2.5-7b-instruct", "card": "qwen2.5-7b", "task": "gsm8k"}
 
 
-def _rows(view) -> dict[str, C.ClaimRow]:
-    return {r.id: r for r in C.claim_rows(view, C.load_references(), CTX)}
+def _rows(view) -> dict[str, K.ClaimRow]:
+    return {r.id: r for r in K.claim_rows(view, C.load_references(), CTX)}
 
 
-def _fp8_row(view) -> C.ClaimRow:
+def _fp8_row(view) -> K.ClaimRow:
     refs = C.load_references()
     ref = next(c for c in refs["claims"] if c["id"] == "fp8-winners")
-    return C.CHECKS["fp8-winners"](view, ref, {**CTX, "cards": refs["cards"]})[0]
+    return K.CHECKS["fp8-winners"](view, ref, {**CTX, "cards": refs["cards"]})[0]
 
 
 def test_paper_study_is_builtin_without_arms_and_its_grid_is_the_papers():
@@ -113,12 +114,12 @@ def test_claims_table_verdicts_and_the_evidence_rule(small):
     view = _view(study, store)
     rows = _rows(view)
     refs = C.load_references()
-    assert all(r.verdict in (C.AGREES, C.DIFFERS, C.CANNOT) for r in rows.values())
+    assert all(r.verdict in (K.AGREES, K.DIFFERS, K.CANNOT) for r in rows.values())
     assert {r["id"] for r in refs["claims"]} == {i.split(":")[0] for i in rows}
     # FP8 weights and an FP8 KV cache have no published score for the model: the honest answer
-    assert rows["fp8-winners"].verdict == C.CANNOT and "FP8 weights" in rows["fp8-winners"].evidence
-    assert rows["fp8-kv-eliminated"].verdict == C.CANNOT
-    assert rows["awq-boundary"].verdict == C.CANNOT and "W4A16" in rows["awq-boundary"].evidence
+    assert rows["fp8-winners"].verdict == K.CANNOT and "FP8 weights" in rows["fp8-winners"].evidence
+    assert rows["fp8-kv-eliminated"].verdict == K.CANNOT
+    assert rows["awq-boundary"].verdict == K.CANNOT and "W4A16" in rows["awq-boundary"].evidence
     # no winner rests on a prior: the model at its own precision, with its published baseline score
     ev = A.winner_evidence(view)
     assert ev and all(e not in A.PRIOR_ONLY and e for e, _ in ev.values())
@@ -140,8 +141,8 @@ def test_a_winner_that_changes_flips_the_verdict(small):
     view = _view(study, store, pts)
     after = _fp8_row(view)
     n = sum(A.winner(view, r.name).weights == "FP8" for r in view.regimes)
-    assert before.verdict == C.CANNOT and n >= 1
-    assert after.verdict == (C.AGREES if n == 3 else C.DIFFERS) and f"FP8 is in {n} of 4" in after.answer
+    assert before.verdict == K.CANNOT and n >= 1
+    assert after.verdict == (K.AGREES if n == 3 else K.DIFFERS) and f"FP8 is in {n} of 4" in after.answer
 
 
 def test_the_references_are_read_by_no_computation(tmp_path, uncalibrated, monkeypatch):
@@ -225,3 +226,10 @@ def test_a_study_without_arms_answers_from_the_ladder_and_sparse_attention_is_no
     sparse = target_quality(Knobs(weights="F16", sparse_budget=0.25), t, "gpu", s, {}, "gsm8k")
     assert dense.evidence == "reference" and "published:" in dense.provenance
     assert sparse.evidence == "prior" and "prior:" in sparse.provenance and sparse.rel_lo < 1.0
+
+
+@pytest.mark.parametrize("stage", ["measure", "quality", "kld", "calibrate"])
+def test_measuring_stages_of_a_study_without_arms_say_so_in_one_line(tmp_path, stage):
+    with stages.Context(load_study("paper"), tmp_path, Store(tmp_path / "s.duckdb"), Console(quiet=True)) as ctx:
+        with pytest.raises(StudyError, match=rf"^{stage}: study 'paper' has no \[\[arms\]\], nothing to run"):
+            getattr(stages, stage)(ctx)

@@ -150,8 +150,9 @@ def atlas_study(study: Study, store: Store, console: Console) -> pd.DataFrame:
     n_meas = int((points.provenance == "measured").sum())
     console.print(f"[bold]atlas[/] {study.name}: {len(points)} points ({n_meas} measured, "
                   f"{len(points) - n_meas} simulated or prior), {len(regs)} regimes, "
-                  f"quality floor {study.quality.floor:.0%} of the baseline arm '{study.baseline.name}' on the 95 % "
-                  f"interval" + (f", KL divergence <= {study.quality.kld_max:g} where measured" if study.quality.kld_max else "")
+                  f"quality floor {study.quality.floor:.0%} of "
+                  + (f"the baseline arm '{study.baseline.name}'" if study.measures else "the model at its own precision")
+                  + " on the 95 % interval" + (f", KL divergence <= {study.quality.kld_max:g} where measured" if study.quality.kld_max else "")
                   + ("; priors may win (allow_priors)" if study.quality.allow_priors else
                      "; winners need measured evidence (priors are listed as projected)"))
     print_quality_evidence(study, store, console)
