@@ -233,3 +233,10 @@ def test_measuring_stages_of_a_study_without_arms_say_so_in_one_line(tmp_path, s
     with stages.Context(load_study("paper"), tmp_path, Store(tmp_path / "s.duckdb"), Console(quiet=True)) as ctx:
         with pytest.raises(StudyError, match=rf"^{stage}: study 'paper' has no \[\[arms\]\], nothing to run"):
             getattr(stages, stage)(ctx)
+
+
+def test_stacked_vs_single_rates_are_compared_on_an_interval():
+    lo, hi = K.rate_difference(11, 126, 10, 144)       # 8.7 % vs 6.9 %: not separated
+    assert lo < 0 < hi
+    lo, hi = K.rate_difference(60, 100, 10, 100)
+    assert 0 < lo < 0.5 < hi < 0.65
