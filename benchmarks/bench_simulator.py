@@ -15,7 +15,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from pareto_atlas.calibrate.published_stage import PAPER_AWQ, PAPER_FP8   # the seed paper's ratios
+from pareto_atlas.calibrate.published_stage import paper_ratio_refs   # the seed paper's ratios (references)
 from pareto_atlas.simulate import des
 from pareto_atlas.simulate.api import simulate_point
 from pareto_atlas.simulate.cost_model import coeffs
@@ -106,6 +106,7 @@ def bench_projection() -> None:
     print("   (uncalibrated GPU defaults: derived from the cards, not fitted to the paper; "
           "`pareto-atlas published` prints the projection calibrated on published anchors)")
     m = shipped_models()["qwen2.5-7b"]
+    PAPER_AWQ, PAPER_FP8, _ = paper_ratio_refs()
     print(f"  {'hardware':16s} {'FP16 TPOT':>10s} {'AWQ4':>7s} {'paper':>6s} {'FP8':>7s} {'paper':>18s}")
     for name, hw in shipped_hardware().items():
         if hw.kind != "gpu":

@@ -25,7 +25,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 # Tables stay readable when the output goes to a file or CI log (no terminal width to ask).
 console = Console(stderr=True, width=max(shutil.get_terminal_size((160, 40)).columns, 140))
 
-STUDY = typer.Option("default", "--study", "-s", help="Study TOML path, or a built-in: default, tiny, ladder, vllm-cpu.")
+BUILTINS = "default, tiny, ladder, vllm-cpu, paper (the seed paper's setup on published evidence, no engine)"
+STUDY = typer.Option("default", "--study", "-s", help=f"Study TOML path, or a built-in: {BUILTINS}.")
 OUT = typer.Option(None, "--out", "-o", help="Output folder (default: atlas-out/<study name>).")
 RAY = typer.Option(None, "--ray", help="Run on Ray: HOST:PORT of a cluster's head, auto, or local "
                                        "(a cluster on this machine). Default: in-process.")
@@ -57,7 +58,8 @@ def _run(fn, *args, **kw):
 @app.command()
 def build(study: str = STUDY, out: Optional[Path] = OUT,
           skip_quality: bool = typer.Option(False, help="Measure speed only."), ray: Optional[str] = RAY) -> None:
-    """Run the whole pipeline: measure, quality, calibrate, simulate, atlas, report."""
+    """Run the whole pipeline: measure, quality, calibrate, simulate, atlas, report (a study without
+    arms: simulate, atlas and report on published evidence; `paper` then prints its claims table)."""
     def go():
         with _ctx(study, out, ray) as ctx:
             stages.build(ctx, with_quality=not skip_quality)
@@ -99,7 +101,7 @@ def _split(value: Optional[str]) -> Optional[list[str]]:
 
 
 @app.command()
-def evict(study: str = typer.Argument("default", help="Study TOML path, or a built-in: default, tiny, ladder, vllm-cpu."),
+def evict(study: str = typer.Argument("default", help=f"Study TOML path, or a built-in: {BUILTINS}."),
           policies: Optional[str] = typer.Option(None, help="Comma-separated: streamingllm (= streaming), h2o, "
                                                              "snapkv, topk (= sparse: oracle top-k sparse attention, "
                                                              "keeps = share of the keys each decode step reads) "
@@ -120,7 +122,7 @@ def evict(study: str = typer.Argument("default", help="Study TOML path, or a bui
 
 
 @app.command()
-def kld(study: str = typer.Argument("default", help="Study TOML path, or a built-in: default, tiny, ladder, vllm-cpu."),
+def kld(study: str = typer.Argument("default", help=f"Study TOML path, or a built-in: {BUILTINS}."),
         arm: list[str] = typer.Option(None, "--arm", help="Only these arms (repeatable); the baseline always runs."),
         tokens: Optional[int] = typer.Option(None, help="Tokens scored per configuration (overrides the study's "
                                                         "\\[quality] kld_tokens; whole chunks of 255)."),

@@ -62,10 +62,17 @@ def _fmt(v, unit: str = "", nd: int = 1) -> str:
     return "—" if v is None or v != v else f"{v:.{nd}f}{unit}"
 
 
+def _needs_arms(ctx: Context, stage: str) -> None:
+    if not ctx.study.measures:
+        raise StudyError(f"{stage}: study {ctx.study.name!r} has no [[arms]], nothing to run on an engine; "
+                         f"`build` runs simulate, atlas and report on published evidence")
+
+
 def measure(ctx: Context, arms: list[str] | None = None) -> None:
     from pareto_atlas.calibrate.stage import this_machine
     from pareto_atlas.measure.campaign import run_campaign
 
+    _needs_arms(ctx, "measure")
     c = ctx.console
     c.print(f"[bold]measure[/] {ctx.study.name}: {len(arms or ctx.study.arms)} arm(s) on {ctx.study.engine.name}, "
             f"{ctx.study.workload.prompt_tokens} prompt / {ctx.study.workload.output_tokens} output tokens, "
@@ -146,6 +153,7 @@ def quality(ctx: Context, arms: list[str] | None = None, n: int | str | None = N
             max_tokens: int | None = None) -> None:
     from pareto_atlas.quality.campaign import agreement_table, max_tokens_for, run_quality_campaign, with_task
 
+    _needs_arms(ctx, "quality")
     c = ctx.console
     try:
         study = with_task(ctx.study, task, max_tokens)
@@ -235,6 +243,7 @@ def kld(ctx: Context, arms: list[str] | None = None, tokens: int | None = None, 
     from pareto_atlas.quality.kld import KldError
     from pareto_atlas.quality.kld_stage import KldUnavailable, kld_study
 
+    _needs_arms(ctx, "kld")
     t0 = time.monotonic()
     try:
         rows = kld_study(ctx.study, ctx.store, ctx.console, arms=arms, tokens=tokens, keep_base=keep_base,
@@ -252,6 +261,7 @@ def kld(ctx: Context, arms: list[str] | None = None, tokens: int | None = None, 
 def calibrate(ctx: Context, allow: tuple[str, ...] = ()) -> None:
     from pareto_atlas.calibrate.stage import calibrate_study
 
+    _needs_arms(ctx, "calibrate")
     calibrate_study(ctx.study, ctx.store, ctx.console, allow=allow)
 
 
@@ -446,10 +456,21 @@ def _wait_tools_build(ctx: Context, proc: subprocess.Popen | None) -> None:
                       f" (waited {time.monotonic() - t:.0f} s for it)", highlight=False)
 
 
+# The stages that need anchors or quality runs on the study's engine: a study without arms skips them.
+MEASURING = ("measure", "quality", "kld", "calibrate")
+
+
 def build(ctx: Context, with_quality: bool = True) -> None:
     plan = {"measure": measure, "quality": quality, "kld": kld, "calibrate": calibrate, "simulate": simulate,
             "atlas": atlas, "report": report}
-    if not with_quality:
+    if not ctx.study.measures:
+        for name in MEASURING:
+            plan.pop(name)
+        ctx.console.print(f"{ctx.study.name}: no [[arms]], nothing to measure on an engine: skipping "
+                          f"{', '.join(MEASURING)}; simulate, atlas and report run on published evidence alone "
+                          "(GPU speed: the published anchors' fits; quality: the published scores, the model "
+                          "itself at 16 bits, priors marked projected)", highlight=False, markup=False)
+    elif not with_quality:
         plan.pop("quality"), plan.pop("kld")
     elif not ctx.study.quality.kld:
         plan.pop("kld")
@@ -472,6 +493,10 @@ def build(ctx: Context, with_quality: bool = True) -> None:
     finally:
         if tools is not None and tools.poll() is None:      # interrupted: the script resumes next time
             os.killpg(tools.pid, signal.SIGTERM)
+    if ctx.study.claims:
+        from pareto_atlas.report.claims import claims_study
+
+        paths.update(claims_study(ctx.study, ctx.store, ctx.out, ctx.console))
     per_stage = ", ".join(f"{k} {v:.0f} s" for k, v in clock.took.items())
     ctx.console.print(f"\n[bold green]done[/] in {time.monotonic() - clock.t0:.0f} s ({per_stage}). Outputs in {ctx.out}/:")
     for name, p in paths.items():

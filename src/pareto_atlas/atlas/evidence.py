@@ -104,11 +104,11 @@ def confirm_command(row: pd.Series, ref: str | StudyRef) -> str:
             cmds.append(f"pareto-atlas evict {study_ref} --policies {k.eviction} --keeps {k.kv_keep:g} --task retrieval")
         if k.sparse_budget < 1.0 and "measured-effect:topk" not in prov:
             cmds.append(f"pareto-atlas evict {study_ref} --policies topk --keeps {k.sparse_budget:g} --task retrieval")
-        if ("re-encoding" in prov or "weights of the" in prov) and core.quality_key() in ref.arms:
+        if ("re-encoding" in prov or " weights of " in prov) and core.quality_key() in ref.arms:
             name = ref.arms[core.quality_key()]
             cmds.append(f"pareto-atlas kld {study_ref} --arm {name} (and pareto-atlas quality --study {study_ref} "
                         f"--arm {name} for its task score)")
-        elif "re-encoding" in prov or "weights of the" in prov:
+        elif "re-encoding" in prov or " weights of " in prov:
             arm = f"weights = \"{k.weights}\"" + (f", kv = \"{k.kv}\"" if k.kv != "f16" else "")
             where = ("" if k.weights in CPU_ENGINE_WEIGHTS else
                      " on a GPU host with [engine] name = \"vllm\"")

@@ -185,8 +185,9 @@ def atlas_study(study: Study, store: Store, console: Console) -> pd.DataFrame:
     n_meas = int((points.provenance == "measured").sum())
     console.print(f"[bold]atlas[/] {study.name}: {len(points)} points ({n_meas} measured, "
                   f"{len(points) - n_meas} simulated or prior), {len(regs)} regimes, "
-                  f"quality floor {study.quality.floor:.0%} of the baseline arm '{study.baseline.name}' on the 95 % "
-                  f"interval" + (f", KL divergence <= {study.quality.kld_max:g} where measured" if study.quality.kld_max else "")
+                  f"quality floor {study.quality.floor:.0%} of "
+                  + (f"the baseline arm '{study.baseline.name}'" if study.measures else "the model at its own precision")
+                  + " on the 95 % interval" + (f", KL divergence <= {study.quality.kld_max:g} where measured" if study.quality.kld_max else "")
                   + ("; priors may win (allow_priors)" if study.quality.allow_priors else
                      "; winners need measured evidence (priors are listed as projected)"))
     print_quality_evidence(study, store, console)
@@ -233,14 +234,17 @@ def pick_study(study: Study, store: Store, console: Console, constraint: str, ob
     if price_map:
         console.print("repriced: " + ", ".join(f"{k} ${v:g}/h" for k, v in price_map.items())
                       + " (cost re-derived from throughput)", highlight=False)
+    t_read, planned = time.perf_counter() - t0, 0.0
     models = model_column(points)
     pairs = points.assign(_model=models)[["_model", "workload"]].astype(str).drop_duplicates()
     for m, wl in pairs.itertuples(index=False):
         if (model is not None and m != model) or (workload is not None and wl != workload):
             continue
         res = pick(repriced, question=question.about(model=m if m else None, workload=wl), study_ref=confirm_ref(study))
+        planned += res.elapsed_s
         console.print(f"[bold]{m or study.model.name}[/] · {wl}", highlight=False)
         console.print(res.summary(), highlight=False, markup=False)   # confirm commands hold [[arms]]
+    t_moved = time.perf_counter()
     if price_map:
         # every regime's best-card cell: cost is every ranking's tie-break, so any winner can move
         regs = study_regimes(study, points)
@@ -251,8 +255,9 @@ def pick_study(study: Study, store: Store, console: Console, constraint: str, ob
                       + (f"{len(moved)} moved" if moved else "none moved"), highlight=False)
         for line in moved:
             console.print("  " + line, highlight=False, markup=False)
-    console.print(f"(answered in {(time.perf_counter() - t0) * 1e3:.0f} ms from {len(points)} stored points; "
-                  f"nothing re-measured)")
+    moved_ms = f"; where the winners moved: {(time.perf_counter() - t_moved) * 1e3:.0f} ms" if price_map else ""
+    console.print(f"(re-planned in {planned * 1e3:.0f} ms (the pick itself){moved_ms}; {len(points)} stored points read "
+                  f"in {t_read * 1e3:.0f} ms; {(time.perf_counter() - t0) * 1e3:.0f} ms in all; nothing re-measured)")
 
 
 def _moved(before: pd.DataFrame, after: pd.DataFrame, hw_of: dict) -> list[str]:

@@ -29,12 +29,9 @@ PREFIX = "published-"          # calib_id prefix of published calibrations in th
 FIT_VERSION = "4"              # bump when the published fit's setup changes: stored fits are then redone
 GOAL = 0.15                    # held-out median |error| a card should reach
 BAR_CARDS = 4                  # GPU cards that should have a leave-one-source-out TPOT error
-# The seed paper's measured TPOT ratios (Qwen2.5-7B, 512/128, vLLM 0.12): references printed beside
-# the projection, never inputs. FP8 and n-gram ranges span its three GPUs.
+# The seed paper's setup (Qwen2.5-7B, 512/128, batch 1), at which the ratios are projected; its
+# measured ratios are references in report/paper_claims.toml, printed beside them (ratio_lines).
 PAPER_MODEL, PAPER_PROMPT, PAPER_OUTPUT = "qwen2.5-7b", 512, 128
-PAPER_AWQ = {"L4": 0.34, "A100-80G-PCIe": 0.49, "H100-PCIe": 0.53}
-PAPER_FP8 = (0.61, 0.65)
-PAPER_NGRAM = (0.90, 0.98)
 
 
 def fit_key(table: PublishedTable) -> str:
@@ -95,7 +92,7 @@ def _tpot(hw: HardwareCard, params: CalibParams, knobs: Knobs) -> float:
 
 def paper_ratios(params: dict[str, CalibParams]) -> pd.DataFrame:
     """Projected TPOT ratios vs F16 at the seed paper's setup (batch 1) on every GPU card, with the
-    card's calibration where it has one, beside the paper's measured ratios (references only)."""
+    card's calibration where it has one (ratio_lines prints the paper's measured ones beside them)."""
     ngram = next(k for k in default_knobs("gpu") if k.spec == "ngram")   # the atlas's own n-gram knob
     rows = []
     for name, hw in shipped_hardware().items():
@@ -105,9 +102,8 @@ def paper_ratios(params: dict[str, CalibParams]) -> pd.DataFrame:
         base = _tpot(hw, p, Knobs())
         spec = Knobs(spec="ngram", spec_k=ngram.spec_k, spec_accept=ngram.spec_accept)
         rows.append({"hardware": name, "calibration": p.provenance.split(";")[0], "f16_tpot_ms": base,
-                     "awq4": _tpot(hw, p, Knobs(weights="AWQ4")) / base, "paper_awq4": PAPER_AWQ.get(name, np.nan),
-                     "fp8": _tpot(hw, p, Knobs(weights="FP8")) / base, "ngram": _tpot(hw, p, spec) / base,
-                     "in_paper": name in PAPER_AWQ})
+                     "awq4": _tpot(hw, p, Knobs(weights="AWQ4")) / base,
+                     "fp8": _tpot(hw, p, Knobs(weights="FP8")) / base, "ngram": _tpot(hw, p, spec) / base})
     return pd.DataFrame(rows)
 
 
@@ -210,17 +206,29 @@ def summary_lines(cals: list[CardCalibration]) -> list[str]:
     return out
 
 
+def paper_ratio_refs() -> tuple[dict[str, float], tuple[float, float], tuple[float, float]]:
+    """The seed paper's measured ratios (references only, report.claims.load_references): AWQ4 per
+    card (this product's card names), and the FP8 and n-gram ranges over its three GPUs."""
+    from pareto_atlas.report.claims import load_references
+
+    refs = load_references()
+    claims = {c["id"]: c for c in refs["claims"]}
+    awq = {refs["cards"][k]: v for k, v in claims["tpot-ratios"]["awq"].items()}
+    return awq, tuple(claims["tpot-ratios"]["fp8"]), tuple(claims["ngram-nothing"]["tpot_ratio"])
+
+
 def ratio_lines(ratios: pd.DataFrame) -> list[str]:
+    awq, fp8, ngram = paper_ratio_refs()
     out = [f"Seed paper vs projection: {PAPER_MODEL} {PAPER_PROMPT}/{PAPER_OUTPUT}, batch 1, TPOT p50 ratio vs F16 "
            "(paper: references only, never inputs)",
            f"{'card':15s} {'F16 TPOT':>9s} {'AWQ4':>6s} {'paper':>6s} {'FP8':>6s} {'paper':>10s} "
            f"{'n-gram':>7s} {'paper':>10s}  calibration"]
     for r in ratios.itertuples():
-        ref = r.in_paper
+        ref = r.hardware in awq
         out.append(f"{r.hardware:15s} {r.f16_tpot_ms:7.2f}ms {r.awq4:6.2f} "
-                   f"{(f'{r.paper_awq4:.2f}' if ref else '-'):>6s} {r.fp8:6.2f} "
-                   f"{(f'{PAPER_FP8[0]:.2f}-{PAPER_FP8[1]:.2f}' if ref else '-'):>10s} {r.ngram:7.2f} "
-                   f"{(f'{PAPER_NGRAM[0]:.2f}-{PAPER_NGRAM[1]:.2f}' if ref else '-'):>10s}  {r.calibration}")
+                   f"{(f'{awq[r.hardware]:.2f}' if ref else '-'):>6s} {r.fp8:6.2f} "
+                   f"{(f'{fp8[0]:.2f}-{fp8[1]:.2f}' if ref else '-'):>10s} {r.ngram:7.2f} "
+                   f"{(f'{ngram[0]:.2f}-{ngram[1]:.2f}' if ref else '-'):>10s}  {r.calibration}")
     return out
 
 

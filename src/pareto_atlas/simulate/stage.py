@@ -86,7 +86,7 @@ def study_space(study: Study, hardware: list[HardwareCard], model, workloads: li
     have quality evidence (`evidenced` quality keys; default: the arms'), then the rest at random."""
     kinds = sorted({h.kind for h in hardware})
     arms = [a.knobs() for a in study.arms]
-    grid = [k for kind in kinds for k in default_knobs(kind, study.engine.name)]
+    grid = [k for kind in kinds for k in default_knobs(kind, study.engine.name) if study.simulate.grid.keeps(k)]
     loads = study_loads(study)
     workloads = workloads or measured_workloads(study)
     per_pair = len(loads) * len(workloads)

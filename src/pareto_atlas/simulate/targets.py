@@ -44,12 +44,13 @@ def study_targets(study: Study, measured_card: ModelCard, hardware: list[Hardwar
     measured shape (what a study answered for before models were an axis)."""
     by_name = {h.name: h for h in hardware}
     own = measured_card
+    # a study without arms measured nothing: its own model is answered for like any other target
     if not study.targets:
-        return [Target(study.model.name, own, tuple(hardware), tuple(measured_workloads), True)]
+        return [Target(study.model.name, own, tuple(hardware), tuple(measured_workloads), study.measures)]
     out = []
     for t in study.targets:
-        measured = t.card is None
-        if measured:
+        measured = t.card is None and study.measures
+        if t.card is None:
             card = replace(own, family=t.family or own.family)
         else:
             card = resolve_model_card(t.card, None, name=t.name, family=t.family or "")

@@ -308,6 +308,39 @@ class EvictionSpec(_Frozen):
             raise StudyError(f"evict options: {_describe(e)}") from None
 
 
+class GridSpec(_Frozen):
+    """A study's own knob grid: the shipped grid per hardware kind (simulate.space.default_knobs)
+    restricted to the listed values of each knob; a knob left out keeps every value the shipped
+    grid has. The study's arms are always simulated, whatever this lists."""
+
+    weights: list[str] | None = None
+    kv: list[str] | None = None
+    eviction: list[str] | None = None           # "none" keeps the full cache
+    spec: list[str] | None = None
+    batching: list[str] | None = None
+    slots: list[Annotated[int, Field(ge=1)]] | None = None
+    sparse_budget: list[Annotated[float, Field(gt=0.0, le=1.0)]] | None = None   # 1.0: dense attention
+
+    @model_validator(mode="after")
+    def _known(self) -> "GridSpec":
+        from pareto_atlas.spec.knobs import BATCHING, EVICTION, KV_TYPES, SPEC, WEIGHT_TYPES
+
+        for name, allowed in (("weights", WEIGHT_TYPES), ("kv", KV_TYPES), ("eviction", EVICTION), ("spec", SPEC),
+                              ("batching", BATCHING)):
+            values = getattr(self, name)
+            if values is not None and not values:
+                raise ValueError(f"{name}: an empty list keeps no configuration; leave it out to keep every value")
+            bad = [v for v in values or () if v not in allowed]
+            if bad:
+                raise ValueError(f"{name}: {bad[0]!r} is not one of {', '.join(allowed)}")
+        return self
+
+    def keeps(self, knobs: Knobs) -> bool:
+        """Whether a grid configuration is in this study's grid."""
+        return all(getattr(self, f) is None or getattr(knobs, f) in getattr(self, f)
+                   for f in ("weights", "kv", "eviction", "spec", "batching", "slots", "sparse_budget"))
+
+
 class SimulateSpec(_Frozen):
     hardware: list[str] = Field(default_factory=lambda: ["this-cpu"], min_length=1, max_length=64)
     concurrency: list[Int(1, B.MAX_SIM_CLIENTS, "clients of a simulated closed loop")] = Field(
@@ -318,6 +351,7 @@ class SimulateSpec(_Frozen):
                                                                                        max_length=64)
     n_requests: Int(10, 100_000, "requests of one simulated point") = 200
     max_configs: Int(1, 1_000_000, "configurations simulated") = 20000
+    grid: GridSpec = GridSpec()
 
     @field_validator("hardware")
     @classmethod
@@ -391,7 +425,10 @@ class Study(_Frozen):
     engine: EngineSpec = EngineSpec()
     workload: WorkloadSpec = WorkloadSpec()
     load: LoadSpec = LoadSpec()
-    arms: list[ArmSpec]
+    # The configurations measured on the engine. None: the study measures nothing, and `build` runs
+    # simulate -> atlas -> report on published evidence alone (GPU speed from the published anchors'
+    # fits, quality from spec/published_quality.csv); [engine] then names the engine simulated.
+    arms: list[ArmSpec] = Field(default_factory=list)
     quality: QualitySpec = QualitySpec()
     eviction: EvictionSpec = EvictionSpec()
     simulate: SimulateSpec = SimulateSpec()
@@ -405,6 +442,9 @@ class Study(_Frozen):
     # its store, and this study's calibration and atlas see its measured anchors beside its own, so
     # two engines are compared on one machine (vllm-cpu names default).
     compare_with: str | None = None
+    # A published atlas whose claims `build` prints beside this study's answers, claim by claim
+    # (report.claims): "paper", the seed paper's (its numbers in the references file report.claims reads).
+    claims: Literal["paper"] | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -417,8 +457,6 @@ class Study(_Frozen):
     @field_validator("arms")
     @classmethod
     def _unique_arms(cls, arms: list[ArmSpec]) -> list[ArmSpec]:
-        if not arms:
-            raise ValueError("at least one arm is required")
         names = [a.name for a in arms]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
@@ -544,7 +582,16 @@ class Study(_Frozen):
         return arm.model or self.model
 
     @property
+    def measures(self) -> bool:
+        """Whether the study has anything to measure on its engine (a study without arms has not)."""
+        return bool(self.arms)
+
+    @property
     def baseline(self) -> ArmSpec:
+        """The arm quality is relative to; a study without arms: its model at 16-bit, never measured
+        (the precision its published scores' baselines were served at)."""
+        if not self.arms:
+            return ArmSpec(name="reference", weights="F16")
         name = self.quality.baseline_arm or self.arms[0].name
         return next(a for a in self.arms if a.name == name)
 
@@ -617,11 +664,11 @@ def study_from_dict(raw: dict, origin: str = "<study>", base: Path | None = None
 
 
 BUILTIN = {"default": "default_study.toml", "tiny": "tiny_study.toml", "ladder": "ladder_study.toml",
-           "vllm-cpu": "vllm_cpu_study.toml", "sizes": "sizes_study.toml"}
+           "vllm-cpu": "vllm_cpu_study.toml", "sizes": "sizes_study.toml", "paper": "paper_study.toml"}
 
 
 def load_study(path_or_name: str | Path | None = None) -> Study:
-    """A study from a TOML path, or a built-in by name (`default`, `tiny`, `ladder`, `vllm-cpu`)."""
+    """A study from a TOML path, or a built-in by name (`default`, `tiny`, `ladder`, `vllm-cpu`, `paper`)."""
     if path_or_name is None or str(path_or_name) in BUILTIN:
         fname = BUILTIN[str(path_or_name or "default")]
         return parse_study(resources.files("pareto_atlas.spec").joinpath(fname).read_text(), f"built-in:{fname}")

@@ -93,7 +93,8 @@ def target_quality(knobs: Knobs, target: Target, kind: str, study: Study, qt: di
     ref = reference_knobs(study, target, kind)
     core_knobs = replace(knobs, eviction="none", kv_keep=1.0, sparse_budget=1.0)
     if core_knobs != knobs:
-        # an eviction policy's own published score (the table has none for sparse attention)
+        # an eviction policy's own published score; the table has no sparse-attention rows, and a
+        # lookup without the sparse budget would return the dense model's score
         pub = _published(target, knobs, task) if knobs.sparse_budget == 1.0 else None
         if pub is not None:
             return pub

@@ -1,0 +1,80 @@
+"""The claim-by-claim table: a published atlas's claims beside this study's answers, with a verdict
+per claim (report.claim_checks), printed and written as paper_claims.md / .csv.
+
+The published numbers are references only. They live in one file (report/paper_claims.toml), and
+`load_references` here is the only code that reads it: the checks compare the references with
+answers computed from the atlas alone (report.paper_answers), and
+calibrate.published_stage.ratio_lines prints them beside its projections. No stage reads them.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import asdict
+from importlib import resources
+from pathlib import Path
+
+import pandas as pd
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from pareto_atlas.report import paper_answers as A
+from pareto_atlas.report.claim_checks import AGREES, CANNOT, DIFFERS, ClaimRow, claim_rows
+
+REFERENCES = "paper_claims.toml"
+
+
+def load_references(name: str = REFERENCES) -> dict:
+    """The published atlas's claims and numbers (references: printed, never computed on)."""
+    return tomllib.loads(resources.files("pareto_atlas.report").joinpath(name).read_text(encoding="utf-8"))
+
+
+def print_claims(rows: list[ClaimRow], refs: dict, console: Console) -> None:
+    t = Table(title=f"The seed paper's claims, claim by claim ({refs['source']}; {refs['setup']})",
+              title_justify="left", show_lines=True)
+    for col, kw in (("claim", {"no_wrap": True}), ("the paper says", {"ratio": 3}), ("the product says", {"ratio": 4}),
+                    ("verdict", {"no_wrap": True}), ("evidence that moved it / what would settle it", {"ratio": 5})):
+        t.add_column(col, overflow="fold", **kw)
+    style = {AGREES: "green", DIFFERS: "yellow", CANNOT: "cyan"}
+    for r in rows:
+        # escaped: answers and commands hold TOML tables ([[arms]]), which are not rich markup
+        t.add_row(escape(r.id), escape(r.claim), escape(r.answer), f"[{style[r.verdict]}]{r.verdict}[/]", escape(r.evidence))
+    console.print(t, highlight=False)
+    n = pd.Series([r.verdict for r in rows]).value_counts()
+    console.print("  " + ", ".join(f"{v} {n.get(v, 0)}" for v in (AGREES, DIFFERS, CANNOT))
+                  + f" of {len(rows)}; the paper's numbers are references only (report/{REFERENCES})", highlight=False)
+
+
+def claims_markdown(rows: list[ClaimRow], refs: dict) -> str:
+    esc = lambda s: str(s).replace("|", "\\|").replace("\n", " ")  # noqa: E731
+    lines = [f"# The seed paper's claims, claim by claim", "", f"{refs['source']}; {refs['setup']}.", "",
+             "| claim | the paper says | the product says | verdict | evidence / what would settle it |",
+             "|---|---|---|---|---|"]
+    lines += [f"| {r.id} | {esc(r.claim)} | {esc(r.answer)} | {r.verdict} | {esc(r.evidence)} |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def claims_study(study, store, out: Path, console: Console) -> dict[str, Path]:
+    """Print the claims table of a study's atlas (`claims = "paper"`) and write it under `out`."""
+    import time
+
+    from pareto_atlas.atlas.stage import confirm_ref, study_points, study_regimes
+    from pareto_atlas.calibrate.stage import model_card
+
+    t0 = time.monotonic()
+    points = study_points(study, store)
+    target = study.targets[0] if study.targets else None
+    model = target.name if target else study.model.name
+    workload = target.workloads[0].name if target and target.workloads else study.workload.name
+    view = A.atlas_view(points, study_regimes(study, points), model, workload, confirm_ref(study),
+                        study.quality.allow_priors)
+    refs = load_references()
+    rows = claim_rows(view, refs, {"model": model, "card": model_card(study).name, "task": study.quality.task})
+    print_claims(rows, refs, console)
+    A.check_winner_evidence(view, console)
+    paths = {"claims_md": Path(out) / "paper_claims.md", "claims_csv": Path(out) / "paper_claims.csv"}
+    paths["claims_md"].write_text(claims_markdown(rows, refs), encoding="utf-8")
+    pd.DataFrame([asdict(r) for r in rows]).to_csv(paths["claims_csv"], index=False)
+    console.print(f"claims: {len(rows)} rows in {time.monotonic() - t0:.1f} s -> {paths['claims_md']}", highlight=False)
+    return paths
