@@ -15,6 +15,7 @@ from pareto_atlas.report.html import write_html
 
 EVIL_LABEL = "<img src=x onerror=alert(1)>"
 EVIL_HW = '"><svg onload=alert(2)>'
+EVIL_MODEL = "<b>model</b>"
 
 
 def atlas_points() -> pd.DataFrame:
@@ -25,6 +26,7 @@ def atlas_points() -> pd.DataFrame:
     # a few points whose quality rests on a prior: drawn as squares, never winners
     prior = pts.index[pts["provenance"].eq("simulated") & pts["hardware"].eq("L4")][:7]
     pts.loc[prior, "quality_provenance"] = "prior:micikevicius2022fp8 (FP8 weights of the Q4_K_M source)"
+    pts["model"] = EVIL_MODEL           # the model axis: named on every winner row, as text, never markup
     return pts
 
 
@@ -62,14 +64,17 @@ def test_atlas_page_in_headless_chromium(browser, tmp_path):
     assert sorted(squares) == sorted(pts.loc[pts["quality_provenance"].str.startswith("prior:"), "point_id"])
     assert not set(squares) & set(cells["point_id"])
 
-    evidence = browser.evaluate("Array.from(document.querySelectorAll('#winners-body tr')).map(function (tr) { return tr.cells[8].textContent; })")
+    evidence = browser.evaluate("Array.from(document.querySelectorAll('#winners-body tr')).map(function (tr) { return tr.cells[9].textContent; })")
     assert all(e.startswith("quality ") and "; speed " in e for e in evidence if e)
     shown = browser.evaluate("""Array.from(document.querySelectorAll('#winners-body tr')).map(function (tr) {
-        return [tr.dataset.regime, tr.dataset.hardware, tr.dataset.pointId, tr.cells[3].textContent]; })""")
+        return [tr.dataset.regime, tr.dataset.hardware, tr.dataset.pointId, tr.cells[4].textContent]; })""")
     expect = [[r.regime, r.hardware, r.point_id, r.label if r.point_id else f"— {r.note}"] for r in cells.itertuples()]
     assert shown == expect
     # each winner says the load it won at, as winners.md does
-    loads = browser.evaluate("Array.from(document.querySelectorAll('#winners-body tr')).map(function (tr) { return tr.cells[4].textContent; })")
+    # each winner names the model it answers for (the second column)
+    models = browser.evaluate("Array.from(document.querySelectorAll('#winners-body tr')).map(function (tr) { return tr.cells[1].textContent; })")
+    assert models == [r.model or "" for r in cells.itertuples()]
+    loads = browser.evaluate("Array.from(document.querySelectorAll('#winners-body tr')).map(function (tr) { return tr.cells[5].textContent; })")
     assert loads == [r.load if r.point_id else "" for r in cells.itertuples()]
     assert any(x.endswith(("client", "clients")) for x in loads)
 
