@@ -48,11 +48,12 @@ def _is_reference(knobs: Knobs, ref: Knobs) -> bool:
     return knobs.quality_key() == ref.quality_key()
 
 
-def published_quality(target: Target, knobs: Knobs, task: str) -> Quality | None:
-    """Rung (b): the published score the guard uses for this model and knobs, if any."""
+def published_quality(target: Target, knobs: Knobs, task: str, table: pd.DataFrame | None = None) -> Quality | None:
+    """Rung (b): the published score the guard uses for this model and knobs, if any (`table`: the
+    published table, read once by the caller; None reads it)."""
     from pareto_atlas.quality.published import guard_choice, published_for
 
-    hits = published_for(target.card.name, knobs.weights, knobs.kv, knobs.eviction, knobs.kv_keep)
+    hits = published_for(target.card.name, knobs.weights, knobs.kv, knobs.eviction, knobs.kv_keep, table=table)
     best = guard_choice(hits, task)
     if best is None or best.informational:
         return None
@@ -71,9 +72,9 @@ def published_model_names(target: Target) -> list[str]:
     return names
 
 
-def _published(target: Target, knobs: Knobs, task: str) -> Quality | None:
+def _published(target: Target, knobs: Knobs, task: str, table: pd.DataFrame | None = None) -> Quality | None:
     for name in published_model_names(target):
-        q = published_quality(replace(target, card=replace(target.card, name=name)), knobs, task)
+        q = published_quality(replace(target, card=replace(target.card, name=name)), knobs, task, table)
         if q is not None:
             return q
     return None
@@ -88,22 +89,30 @@ def carried(q: Quality, source_model: str, arm: str) -> Quality:
 
 
 def target_quality(knobs: Knobs, target: Target, kind: str, study: Study, qt: dict[str, dict],
-                   task: str) -> Quality:
-    """The quality of `knobs` on `target` served on a card of `kind` (see the module doc)."""
+                   task: str, table: pd.DataFrame | None = None, measured_family: str | None = None) -> Quality:
+    """The quality of `knobs` on `target` served on a card of `kind` (see the module doc). `table`
+    and `measured_family` (the published table, the measured model's family) are read once by a
+    caller that asks for many configurations; None reads them."""
+    if table is None:
+        from pareto_atlas.quality.published import load_published_quality
+
+        table = load_published_quality()
+    if measured_family is None:
+        measured_family = _measured_family(study)
     ref = reference_knobs(study, target, kind)
     core_knobs = replace(knobs, eviction="none", kv_keep=1.0, sparse_budget=1.0)
     if core_knobs != knobs:
         # an eviction policy's own published score; the table has no sparse-attention rows, and a
         # lookup without the sparse budget would return the dense model's score
-        pub = _published(target, knobs, task) if knobs.sparse_budget == 1.0 else None
+        pub = _published(target, knobs, task, table) if knobs.sparse_budget == 1.0 else None
         if pub is not None:
             return pub
-        core = target_quality(core_knobs, target, kind, study, qt, task)
+        core = target_quality(core_knobs, target, kind, study, qt, task, table, measured_family)
         if core.evidence == "unmeasured":
             return core
         return _with_effects(knobs, core, {})           # measured effects belong to the measured model
-    pub = _published(target, knobs, task)
-    base = _published(target, ref, task) if ref.weights in GPU_NATIVE else None
+    pub = _published(target, knobs, task, table)
+    base = _published(target, ref, task, table) if ref.weights in GPU_NATIVE else None
     if _is_reference(knobs, ref):
         if base is not None:
             return replace(base, rel=1.0, rel_lo=1.0, rel_hi=1.0, evidence="reference",
@@ -114,7 +123,7 @@ def target_quality(knobs: Knobs, target: Target, kind: str, study: Study, qt: di
     measured_ref = study.baseline.knobs()
     hit = qt.get(knobs.quality_key())
     if (hit is not None and ref.quality_key() == measured_ref.quality_key() and target.family
-            and target.family == _measured_family(study) and hit.get("rel") == hit.get("rel")):
+            and target.family == measured_family and hit.get("rel") == hit.get("rel")):
         q = Quality(hit["p"], hit["lo"], hit["hi"], hit["rel"], hit["rel_lo"], hit["rel_hi"], "", "measured")
         return carried(q, study.model.name, hit["arm"])
     # the reference's published absolute score, where there is one, is what a prior's ratio scales
@@ -148,17 +157,24 @@ def attach_target_quality(points: pd.DataFrame, target: Target, study: Study, st
     qs = quality_study(study, store)
     qt = quality_table(qs, store)
     kt = kld_table(qs, store)
+    from pareto_atlas.quality.published import load_published_quality
+
+    table, family = load_published_quality(), _measured_family(qs)
     kinds = {h.name: h.kind for h in target.hardware}
-    cache: dict[tuple[Knobs, str], tuple] = {}
+    # quality depends on the token-changing knobs only: one ladder walk per (quality key, card kind)
+    token_cols = ["weights", "kv", "eviction", "kv_keep", "sparse_budget"]
+    cache: dict[tuple, tuple] = {}
     vals, proxy = [], []
-    for _, r in points.iterrows():
-        k, kind = Knobs.from_row(r), kinds.get(r["hardware"], "gpu")
-        if (k, kind) not in cache:
-            q = target_quality(k, target, kind, qs, qt, study.quality.task)
-            cache[(k, kind)] = quality_row(q) + NO_KLD
-        vals.append(cache[(k, kind)])
-        pk = kld_row(k, kt)[0] if kind == "cpu" else NAN
-        proxy.append(pk)
+    for row in points[token_cols + ["hardware"]].itertuples(index=False):
+        kind = kinds.get(row.hardware, "gpu")
+        key = (*row[:5], kind)
+        if key not in cache:
+            k = Knobs(weights=row.weights, kv=row.kv, eviction=row.eviction, kv_keep=float(row.kv_keep),
+                      sparse_budget=float(row.sparse_budget))
+            q = target_quality(k, target, kind, qs, qt, study.quality.task, table, family)
+            cache[key] = (quality_row(q) + NO_KLD, kld_row(k, kt)[0] if kind == "cpu" else NAN)
+        vals.append(cache[key][0])
+        proxy.append(cache[key][1])
     out = points.copy()
     q = pd.DataFrame(vals, columns=list(QUALITY_COLUMNS + KLD_COLUMNS), index=points.index)
     for c in q.columns:
