@@ -106,8 +106,18 @@ def read_quality_table(path: Path | str | None = None) -> list[dict[str, str]]:
     else:
         if not Path(path).is_file():
             raise PublishedQualityError(f"published quality table {path}: no such file")
-        text, name = Path(path).read_text(), str(path)
+        try:      # as calibrate.published_table.read_table: a user's file that is not text is one line
+            text, name = Path(path).read_text(), str(path)
+        except (OSError, UnicodeDecodeError) as e:
+            raise PublishedQualityError(f"{path}: cannot read ({type(e).__name__})") from None
     reader = csv.DictReader(io.StringIO(text))
+    try:
+        return _rows(reader, name)
+    except csv.Error as e:
+        raise PublishedQualityError(f"{name}:{reader.line_num}: not a CSV table ({e})") from None
+
+
+def _rows(reader: csv.DictReader, name: str) -> list[dict[str, str]]:
     header = [c.strip() for c in reader.fieldnames or []]
     missing = [c for c in REQUIRED if c not in header]
     unknown = [c for c in header if c not in COLUMNS]
@@ -116,8 +126,9 @@ def read_quality_table(path: Path | str | None = None) -> list[dict[str, str]]:
         raise PublishedQualityError(f"{name}:1: {what}; columns: {', '.join(COLUMNS)}")
     models = sorted(shipped_models())
     rows = []
-    for line, raw in enumerate(reader, start=2):
-        r = {(k or "").strip(): (v or "").strip() for k, v in raw.items() if k is not None}
+    for raw in reader:
+        line = reader.line_num     # the row's last physical line: a quoted field may span lines
+        r = {(k or "").strip(): (v or "").strip() for k, v in raw.items() if k is not None and not isinstance(v, list)}
         if err := row_error(r, models):
             raise PublishedQualityError(f"{name}:{line}: {err}")
         rows.append({**{c: r.get(c, "") for c in COLUMNS}, "origin": f"{name}:{line}"})

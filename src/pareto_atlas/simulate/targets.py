@@ -73,7 +73,10 @@ def _shipped_family(ref: str) -> str:
 def carried_params(params: CalibParams, target: Target, fitted_models: set[str]) -> CalibParams:
     """The calibration a target's points on one card are simulated with: the card's own, with its
     error bar widened to the measured transfer error where the fit never saw the target's model."""
-    if target.measured or target.card.name in fitted_models or _same_arch(target.card, fitted_models):
+    from pareto_atlas.spec.cards import same_architecture_cards
+
+    seen = target.card.name in fitted_models or bool(set(same_architecture_cards(target.card)) & fitted_models)
+    if target.measured or seen:
         return params
     xl, xt = getattr(params, "xfer_lat_rel_err", math.nan), getattr(params, "xfer_thr_rel_err", math.nan)
     if xl == xl and xt == xt:
@@ -85,12 +88,3 @@ def carried_params(params: CalibParams, target: Target, fitted_models: set[str])
         how = f"transfer error not measured: the within-model bar x{f:g} stands for it"
     return replace(params, lat_rel_err=lat, thr_rel_err=thr,
                    provenance=f"{params.provenance}; carried to {target.name} ({how})")
-
-
-def _same_arch(card: ModelCard, fitted: set[str]) -> bool:
-    # a shipped card for the same architecture under another name (an instruct vs a base model)
-    from pareto_atlas.spec.cards import shipped_models
-
-    shape = lambda c: (c.n_layers, c.hidden, c.n_heads, c.n_kv_heads, c.head_dim, c.intermediate)  # noqa: E731
-    cards = shipped_models()
-    return any(shape(cards[m]) == shape(card) for m in fitted if m in cards)

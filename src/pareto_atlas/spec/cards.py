@@ -104,6 +104,13 @@ def shipped_models() -> dict[str, ModelCard]:
     return {name: ModelCard(name=name, **vals) for name, vals in raw["models"].items()}
 
 
+def same_architecture_cards(card: ModelCard) -> list[str]:
+    """The shipped cards of the same architecture as `card` (layers, widths, heads, head size): an
+    instruct model and its base under other names, whose published rows and fits stand for it."""
+    shape = lambda c: (c.n_layers, c.hidden, c.n_heads, c.n_kv_heads, c.head_dim, c.intermediate)  # noqa: E731
+    return [n for n, c in shipped_models().items() if shape(c) == shape(card)]
+
+
 class CardError(ValueError):
     """A model card cannot be read: a missing or malformed config.json / GGUF, or an unknown name."""
 

@@ -22,7 +22,7 @@ from pareto_atlas.simulate.targets import Target
 from pareto_atlas.spec.knobs import Knobs
 from pareto_atlas.spec.study import Study
 from pareto_atlas.store.db import Store
-from pareto_atlas.store.quality import (KLD_COLUMNS, NO_KLD, QUALITY_COLUMNS, REENCODINGS, WEIGHT_PRIORS, Quality,
+from pareto_atlas.store.quality import (KLD_COLUMNS, NO_KLD, QUALITY_COLUMNS, WEIGHT_PRIORS, Quality,
                                         _from_prior, _with_effects, quality_row, quality_table)
 
 NAN = float("nan")
@@ -63,13 +63,9 @@ def published_quality(target: Target, knobs: Knobs, task: str, table: pd.DataFra
 def published_model_names(target: Target) -> list[str]:
     """The names the published table may hold a target's scores under: its card's, and any shipped
     card of the same architecture (an instruct model's table rows are under its card's name)."""
-    names = [target.card.name]
-    from pareto_atlas.spec.cards import shipped_models
+    from pareto_atlas.spec.cards import same_architecture_cards
 
-    shape = (target.card.n_layers, target.card.hidden, target.card.n_kv_heads, target.card.intermediate)
-    names += [n for n, c in shipped_models().items()
-              if (c.n_layers, c.hidden, c.n_kv_heads, c.intermediate) == shape and n not in names]
-    return names
+    return list(dict.fromkeys([target.card.name, *same_architecture_cards(target.card)]))
 
 
 def _published(target: Target, knobs: Knobs, task: str, table: pd.DataFrame | None = None) -> Quality | None:
@@ -131,8 +127,6 @@ def target_quality(knobs: Knobs, target: Target, kind: str, study: Study, qt: di
             else Quality(NAN, NAN, NAN, 1.0, 1.0, 1.0, "", "prior"))
     if replace(knobs, weights=ref.weights).quality_key() != ref.quality_key():
         return Quality.unmeasured()
-    if knobs.weights in REENCODINGS and ref.weights in GPU_NATIVE and knobs.weights in GPU_NATIVE:
-        return replace(base, provenance="reference", evidence="reference")
     if knobs.weights in WEIGHT_PRIORS:
         q, source = _from_prior(base, WEIGHT_PRIORS[knobs.weights])
         return replace(q, provenance=f"prior:{source} ({knobs.weights} weights of {target.name})")

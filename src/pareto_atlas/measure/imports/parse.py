@@ -123,13 +123,9 @@ class Fields:
 
     def numbers(self, key: str, required: bool = False) -> list[float] | None:
         """A list of finite non-negative numbers."""
-        if not self.has(key):
-            if required:
-                raise reject(self.path, self.name(key), "missing")
+        v = self.items(key, required)
+        if v is None:
             return None
-        v = self.obj[key]
-        if not isinstance(v, list):
-            raise reject(self.path, self.name(key), f"{type(v).__name__} is not a list")
         out = []
         for i, x in enumerate(v):
             if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or not 0 <= x <= CEILING:
