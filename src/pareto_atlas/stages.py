@@ -19,7 +19,7 @@ from rich.markup import escape
 
 from pareto_atlas.measure.weights import ModelError
 from pareto_atlas.scale import Executor, InProcess, executor_for
-from pareto_atlas.spec.study import Study, StudyError, load_study
+from pareto_atlas.spec.study import QualityTask, Study, StudyError, load_study
 from pareto_atlas.store import Store, StoreError
 
 USER_ERRORS: tuple[type[BaseException], ...] = (StudyError, StoreError, ModelError, ValueError, FileNotFoundError)
@@ -151,16 +151,27 @@ def parse_n(value: int | str | None, task: str) -> int | None:
 
 def quality(ctx: Context, arms: list[str] | None = None, n: int | str | None = None, task: str | None = None,
             max_tokens: int | None = None) -> None:
+    """Score the study's quality arms: on `task` when given, else on the study's task and then on
+    each of its further [quality] tasks (each guards its own workloads), with that task's n."""
+    _needs_arms(ctx, "quality")
+    if task is not None:
+        return _quality_task(ctx, arms, n, task, max_tokens)
+    q = ctx.study.quality
+    for t in q.all_tasks():
+        _quality_task(ctx, arms, n if t == q.task else (n if n is not None else q.tasks[t]), t, max_tokens)
+
+
+def _quality_task(ctx: Context, arms: list[str] | None, n: int | str | None, task: str,
+                  max_tokens: int | None) -> None:
     from pareto_atlas.quality.campaign import agreement_table, max_tokens_for, run_quality_campaign, with_task
 
-    _needs_arms(ctx, "quality")
     c = ctx.console
     try:
         study = with_task(ctx.study, task, max_tokens)
     except ValueError as e:      # pydantic's error: say which field and what is allowed, in one line
         if max_tokens is not None and max_tokens < 16:
             raise ValueError(f"--max-tokens: {max_tokens} is not allowed; at least 16") from e
-        raise ValueError(f"--task: {task!r} is not allowed; one of gsm8k, retrieval, humaneval, ifeval") from e
+        raise ValueError(f"--task: {task!r} is not allowed; one of {', '.join(QUALITY_TASKS)}") from e
     q = study.quality
     n = parse_n(n, q.task)
     what = {"gsm8k": f"{q.task} ({q.mode}), n = {n or q.n} per arm",
@@ -193,7 +204,8 @@ def quality(ctx: Context, arms: list[str] | None = None, n: int | str | None = N
     except StoreError:
         c.print()       # the arm's progress dots end their line; the error gets its own
         raise
-    for _, a in agreement_table(study, ctx.store).iterrows():
+    agree = agreement_table(study, ctx.store)
+    for _, a in (agree[agree.task == q.task] if len(agree) else agree).iterrows():
         c.print(f"  {a.task} {a.arm} vs {a.reference}: same answer on {a.answer_agreement:.0%} of {a.n} items "
                 f"[95% {a.answer_agreement_lo:.0%}–{a.answer_agreement_hi:.0%}], identical output {a.identical_outputs:.0%}, "
                 f"first divergence at {a.unit} {_fmt(a.median_first_divergence, nd=0)} (median); flips: "
@@ -266,6 +278,7 @@ def calibrate(ctx: Context, allow: tuple[str, ...] = ()) -> None:
 
 
 PEER_FORMATS = ("vllm-bench", "guidellm")
+QUALITY_TASKS = QualityTask.__args__
 
 
 def _knobs(text: str | None):
@@ -379,7 +392,7 @@ def _work(study: Study, stage: str) -> float:
     if stage == "measure":
         return sum(a.repeats or study.load.repeats for a in study.arms)
     if stage == "quality":
-        return sum(1 for a in study.arms if a.quality) * study.quality.n
+        return sum(1 for a in study.arms if a.quality) * (study.quality.n + sum(study.quality.tasks.values()))
     if stage == "kld":
         return len({a.knobs().quality_key() for a in study.arms}) + 1
     return 1.0

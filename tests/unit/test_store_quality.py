@@ -35,7 +35,16 @@ def qt(tmp_path):
     with Store(tmp_path / "s.duckdb") as s:
         _run(s, "b", "q4_1", STUDY.baseline.knobs(), BASE)
         _run(s, "a", "kvq8", Knobs(weights="Q4_1", kv="q8_0"), ARM)
-        yield quality_table(STUDY, s)
+        yield quality_table(STUDY, s, "gsm8k")
+
+
+def test_a_run_of_another_task_never_stands_in_for_the_guarded_task(tmp_path):
+    # the tiny study's task is retrieval; its GSM8K runs guard only the workloads that name gsm8k
+    with Store(tmp_path / "s.duckdb") as s:
+        _run(s, "b", "q4_1", STUDY.baseline.knobs(), BASE)
+        assert quality_table(STUDY, s) == {}
+        assert quality_table(STUDY, s, "humaneval") == {}
+        assert set(quality_table(STUDY, s, "gsm8k")) == {STUDY.baseline.knobs().quality_key()}
 
 
 def test_the_baseline_is_exactly_itself_and_an_arm_is_paired_against_it(qt):

@@ -88,7 +88,10 @@ def print_winners(cells: pd.DataFrame, console: Console, hardware: str = "all") 
     model = mine["model"].fillna("").astype(str) if "model" in mine else pd.Series("", index=mine.index)
     for (m, wl), group in mine.groupby([model, mine.workload.astype(str)], sort=False):
         where = "the best card" if hardware == "all" else hardware
-        t = Table(title=f"{m or 'model'} · {wl}: dominant configuration per regime ({where})", title_justify="left")
+        task = str(group["quality_task"].iloc[0] or "") if "quality_task" in group else ""
+        guard = f"; quality guard: {task}" if task else ""
+        t = Table(title=f"{m or 'model'} · {wl}: dominant configuration per regime ({where}{guard})",
+                  title_justify="left")
         for col, kw in (("regime", {"no_wrap": True}), ("winner", {"overflow": "fold"}), ("on", {"no_wrap": True}),
                         ("load", {}), ("quality rel [95 %]", {}), ("rests on", {"no_wrap": True}),
                         ("TPOT p99 ms", {"justify": "right"}), ("tok/s", {"justify": "right"}),
@@ -161,7 +164,7 @@ def print_quality_evidence(study: Study, store: Store, console: Console) -> pd.D
     tab["kld_guard"] = kld_status(tab, q.kld_max)
     t = Table(title=f"Quality evidence per configuration, against the baseline '{study.baseline.name}' "
                     f"(95 % intervals; floor {q.floor:g} of the baseline, KL <= {q.kld_max or '—'} nats/token)")
-    for col in ("arm", "GSM8K", "difference [95 %] (McNemar p)", "vs floor", "KL divergence [95 %]",
+    for col in ("task", "arm", "score", "difference [95 %] (McNemar p)", "vs floor", "KL divergence [95 %]",
                 "same top-1 token", "vs KL limit"):
         t.add_column(col)
     for r in tab.itertuples():
@@ -170,10 +173,48 @@ def print_quality_evidence(study: Study, store: Store, console: Console) -> pd.D
                 f"{r.diff:+.2f} [{r.diff_lo:+.2f}, {r.diff_hi:+.2f}] (p={r.mcnemar_p:.2f})")
         kl = "—" if r.kld != r.kld else f"{r.kld:.4f} [{r.kld_lo:.4f}, {r.kld_hi:.4f}]"
         top1 = "—" if r.top1 != r.top1 else f"{100 * r.top1:.1f} % [{100 * r.top1_lo:.1f}, {100 * r.top1_hi:.1f}]"
-        t.add_row(str(r.arm), gsm, diff, "in" if r.baseline else (r.task_guard or "—"), kl, top1,
+        t.add_row(str(r.task), str(r.arm), gsm, diff, "in" if r.baseline else (r.task_guard or "—"), kl, top1,
                   "in" if r.baseline else (r.kld_guard or "—"))
     console.print(t)
     return tab
+
+
+def print_guard_by_workload(study: Study, points: pd.DataFrame, console: Console) -> pd.DataFrame:
+    """Where a model is answered for on workloads guarded by different tasks: each measured or
+    carried configuration's verdict per workload, so that a verdict that differs shows."""
+    from pareto_atlas.atlas.summary import guard_by_workload
+    from pareto_atlas.spec.knobs import Knobs
+
+    g = guard_by_workload(points, study.quality.floor)
+    if g.empty:
+        return g
+    tasks = g.groupby("model")["quality_task"].nunique()
+    g = g[g["model"].isin(tasks[tasks >= 2].index) & (g["verdict"] != "")]
+    if g.empty:
+        return g
+    for m, of_model in g.groupby("model", sort=False):
+        wls = list(dict.fromkeys(of_model["workload"].astype(str)))
+        t = Table(title=f"{m}: the quality guard per workload (floor {study.quality.floor:g} of the baseline, 95 % intervals)",
+                  title_justify="left")
+        t.add_column("configuration", no_wrap=True)
+        for w in wls:
+            task = of_model.loc[of_model.workload == w, "quality_task"].iloc[0]
+            t.add_column(f"{w} ({task})")
+        t.add_column("differs")
+        knob_cols = [c for c in ("weights", "kv", "eviction", "kv_keep", "sparse_budget") if c in of_model]
+        for key, conf in of_model.groupby(knob_cols, sort=False):
+            label = Knobs(**dict(zip(knob_cols, key))).label()
+            cells = []
+            for w in wls:
+                r = conf[conf.workload == w]
+                cells.append("—" if r.empty else f"{r.verdict.iloc[0]} {_v(r.quality_rel.iloc[0], 2)} "
+                                                 f"[{_v(r.quality_rel_lo.iloc[0], 2)}–{_v(r.quality_rel_hi.iloc[0], 2)}]")
+            t.add_row(label, *cells, "yes" if conf.differs.iloc[0] else "")
+        console.print(t)
+    n = g.drop_duplicates(subset=["model", *[c for c in g.columns if c in ("weights", "kv", "eviction", "kv_keep", "sparse_budget")]])
+    console.print(f"  {int(n.differs.sum())} of {len(n)} configurations have a guard verdict that differs between "
+                  "workloads", highlight=False)
+    return g
 
 
 def atlas_study(study: Study, store: Store, console: Console) -> pd.DataFrame:
@@ -191,6 +232,7 @@ def atlas_study(study: Study, store: Store, console: Console) -> pd.DataFrame:
                   + ("; priors may win (allow_priors)" if study.quality.allow_priors else
                      "; winners need measured evidence (priors are listed as projected)"))
     print_quality_evidence(study, store, console)
+    print_guard_by_workload(study, points, console)
     print_winners(cells, console, "all")
     # this machine's own table, where the best card of some model is not always this machine
     from pareto_atlas.atlas.winners import model_column

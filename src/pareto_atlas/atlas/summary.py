@@ -54,3 +54,31 @@ def stacked_vs_single(marked: pd.DataFrame, *, raw: bool = True, by: Sequence[st
 def provenance_counts(marked: pd.DataFrame) -> pd.DataFrame:
     """How many frontier / tied / dominated points are measured, simulated or prior."""
     return (marked.groupby(["frontier_status", "provenance"]).size().rename("n").reset_index())
+
+
+TOKEN_KNOBS = ("weights", "kv", "eviction", "kv_keep", "sparse_budget")
+
+
+def guard_by_workload(points: pd.DataFrame, floor: float) -> pd.DataFrame:
+    """Per (model, token-changing configuration, workload): the quality guard's verdict (in / out /
+    boundary of the 95 % interval of quality_rel against `floor`, "" where unknown) on the task that
+    guards that workload, with its interval and evidence; `differs` marks a configuration whose
+    verdict is not the same on every workload of its model it has evidence for. One configuration
+    can pass the floor for math and fail it for long context: each workload is guarded by its own task."""
+    from pareto_atlas.atlas.regimes import task_status
+    from pareto_atlas.atlas.winners import model_column
+
+    if points.empty:
+        return pd.DataFrame()
+    cols = [c for c in TOKEN_KNOBS if c in points]
+    p = points.assign(model=model_column(points), quality_task=points.get("quality_task", ""))
+    keep = ["model", "workload", "quality_task", *cols, "quality_rel", "quality_rel_lo", "quality_rel_hi", "quality_evidence"]
+    p = p[keep].drop_duplicates(subset=["model", "workload", *cols]).reset_index(drop=True)
+    p["verdict"] = task_status(p["quality_rel_lo"].to_numpy(float), p["quality_rel_hi"].to_numpy(float),
+                               p["quality_rel"].to_numpy(float), floor)
+    known = p[p["verdict"] != ""]
+    n_verdicts = known.groupby(["model", *cols])["verdict"].nunique()
+    differs = n_verdicts[n_verdicts > 1].reset_index()[["model", *cols]].assign(differs=True)
+    p = p.merge(differs, on=["model", *cols], how="left")
+    p["differs"] = p["differs"].fillna(False).astype(bool)
+    return p

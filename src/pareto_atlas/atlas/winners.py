@@ -24,7 +24,7 @@ from pareto_atlas.simulate.space import load_label
 
 ALL = "all"
 WINNER_COLUMNS = (
-    "regime", "model", "workload", "hardware", "point_id", "label", "load", "concurrency", "rate_rps", "utilization", "provenance", "quality_provenance",
+    "regime", "model", "workload", "quality_task", "hardware", "point_id", "label", "load", "concurrency", "rate_rps", "utilization", "provenance", "quality_provenance",
     "objective",
     "direction", "value", "value_lo", "value_hi", "quality", "quality_rel", "cost_per_mtok", "tpot_p99_ms", "ttft_p99_ms",
     "throughput_tok_s", "n_opts", "optimizations", "stacked", "stack_beats_singles", "best_single_label",
@@ -77,7 +77,8 @@ def _cell(sub: pd.DataFrame, adm: pd.DataFrame, regime: Regime, workload: str, h
           study_ref: str | StudyRef = "default", model: str = "") -> dict:
     row: dict = {c: None for c in WINNER_COLUMNS}
     row.update(regime=regime.name, model=model, workload=workload, hardware=hardware, objective=regime.objective,
-               direction=regime.direction, n_boundary=int((adm["boundary"] & adm["meets_constraints"]).sum()))
+               direction=regime.direction, n_boundary=int((adm["boundary"] & adm["meets_constraints"]).sum()),
+               quality_task=str(sub["quality_task"].iloc[0]) if "quality_task" in sub and len(sub) else "")
     cand = sub[adm["admitted"].to_numpy()]
     row["n_candidates"] = len(cand)
     if cand.empty:

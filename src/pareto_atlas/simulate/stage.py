@@ -178,7 +178,8 @@ def simulate_study(study: Study, store: Store, console: Console, executor: Execu
         if kept:
             console.print(f"    {len(kept)} shard(s) of the sweep kept from an earlier, interrupted or identical run")
         if t.measured:
-            pts = attach_quality(pts, quality_study(study, store), store)
+            pts = attach_quality(pts, quality_study(study, store), store,
+                                 task_of=lambda w, t=t: t.task_of(w, study.quality.task))
         else:
             from pareto_atlas.store.ladder import attach_target_quality
 

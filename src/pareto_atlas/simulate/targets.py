@@ -32,10 +32,15 @@ class Target:
     hardware: tuple[HardwareCard, ...]
     workloads: tuple[Workload, ...]
     measured: bool                             # the study's own [model]: its quality is measured here
+    tasks: tuple[str, ...] = ()                # the quality task guarding each workload (default: the study's)
 
     @property
     def family(self) -> str:
         return self.card.family
+
+    def task_of(self, workload: str, default: str) -> str:
+        """The quality task that guards `workload`'s winners."""
+        return dict(zip((w.name for w in self.workloads), self.tasks)).get(workload) or default
 
 
 def study_targets(study: Study, measured_card: ModelCard, hardware: list[HardwareCard],
@@ -47,6 +52,7 @@ def study_targets(study: Study, measured_card: ModelCard, hardware: list[Hardwar
     # a study without arms measured nothing: its own model is answered for like any other target
     if not study.targets:
         return [Target(study.model.name, own, tuple(hardware), tuple(measured_workloads), study.measures)]
+    default = study.quality.task
     out = []
     for t in study.targets:
         measured = t.card is None and study.measures
@@ -59,7 +65,8 @@ def study_targets(study: Study, measured_card: ModelCard, hardware: list[Hardwar
         hw = tuple(by_name[h] for h in (t.hardware or [h.name for h in hardware]))
         wls = (tuple(Workload(w.name, w.prompt_tokens, w.output_tokens) for w in t.workloads) if t.workloads
                else tuple(measured_workloads))
-        out.append(Target(t.name, card, hw, wls, measured))
+        tasks = tuple(w.task or default for w in t.workloads) if t.workloads else (default,) * len(wls)
+        out.append(Target(t.name, card, hw, wls, measured, tasks))
     return out
 
 

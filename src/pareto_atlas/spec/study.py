@@ -228,12 +228,16 @@ def check_hardware(name: str) -> str:
     return name
 
 
+# The quality tasks a study can score (quality.campaign), each guarding the workloads that name it.
+QualityTask = Literal["gsm8k", "retrieval", "humaneval", "ifeval"]
+
+
 class QualitySpec(_Frozen):
     # gsm8k: the headline task; retrieval: needle-in-a-haystack at retrieval_lengths (per_cell items
     # per length and depth) — what KV compression and eviction damage first.
     # humaneval: pass@1 of 164 problems, each answer run in quality.sandbox; ifeval: 541
     # instruction-following prompts, strict and loose. Both take `n` seeded items (their size: all).
-    task: Literal["gsm8k", "retrieval", "humaneval", "ifeval"] = "gsm8k"
+    task: QualityTask = "gsm8k"
     mode: Literal["chat-0shot", "lm-eval-5shot"] = "chat-0shot"
     n: Int(1, 1319, "GSM8K test items") = 10
     seed: Int(0, 2**31 - 1, "a sampling seed") = 1234
@@ -257,6 +261,14 @@ class QualitySpec(_Frozen):
     # `build` runs the KL stage (building llama-perplexity in the background the first time);
     # `pareto-atlas kld` runs it whatever this says.
     kld: Bool = True
+    # Further tasks the quality stage scores on every quality arm, each with its item count (a
+    # retrieval count is per length and depth), so that each workload is guarded by its own task
+    # (a [[targets]] workload's `task`; the others by `task` above): { humaneval = 40, ifeval = 60 }.
+    tasks: dict[QualityTask, Int(1, 1319, "items of the task")] = Field(default_factory=dict, max_length=8)
+
+    def all_tasks(self) -> list[str]:
+        """The study's task first, then the further ones, each once."""
+        return list(dict.fromkeys([self.task, *self.tasks]))
 
     @field_validator("kld_tokens", mode="before")
     @classmethod
@@ -366,6 +378,9 @@ class ShapeSpec(_Frozen):
     name: Name
     prompt_tokens: Int(8, B.MAX_CTX, "tokens")
     output_tokens: Int(2, B.MAX_CTX, "tokens")
+    # The quality task that guards this workload's winners (code: humaneval; instruction following:
+    # ifeval; long context: retrieval; math: gsm8k); default: the study's [quality] task.
+    task: QualityTask | None = None
 
 
 class TargetSpec(_Frozen):
@@ -547,6 +562,13 @@ class Study(_Frozen):
             if bad:
                 raise ValueError(f"targets.{i}.hardware: {bad[0]!r} is not in [simulate] hardware "
                                  f"({', '.join(self.simulate.hardware)})")
+            scored = self.quality.all_tasks()
+            for j, w in enumerate(t.workloads or ()):
+                # the measured model's workloads are guarded by what the quality stage scores; another
+                # model's may rest on published scores for any task
+                if w.task is not None and t.card is None and self.measures and w.task not in scored:
+                    raise ValueError(f"targets.{i}.workloads.{j}.task: {w.task!r} is not scored by this study; "
+                                     f"allowed: {', '.join(scored)} (or add it to [quality] tasks)")
         return self
 
     @model_validator(mode="after")

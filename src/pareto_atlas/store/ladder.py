@@ -149,7 +149,9 @@ def attach_target_quality(points: pd.DataFrame, target: Target, study: Study, st
     from pareto_atlas.store.quality import kld_row, kld_table
 
     qs = quality_study(study, store)
-    qt = quality_table(qs, store)
+    default = study.quality.task
+    tasks = {w: target.task_of(w, default) for w in pd.unique(points["workload"].astype(str))} if len(points) else {}
+    qts = {t: quality_table(qs, store, t) for t in set(tasks.values())}
     kt = kld_table(qs, store)
     from pareto_atlas.quality.published import load_published_quality
 
@@ -159,13 +161,14 @@ def attach_target_quality(points: pd.DataFrame, target: Target, study: Study, st
     token_cols = ["weights", "kv", "eviction", "kv_keep", "sparse_budget"]
     cache: dict[tuple, tuple] = {}
     vals, proxy = [], []
-    for row in points[token_cols + ["hardware"]].itertuples(index=False):
+    for row in points[token_cols + ["hardware", "workload"]].itertuples(index=False):
         kind = kinds.get(row.hardware, "gpu")
-        key = (*row[:5], kind)
+        task = tasks[str(row.workload)]
+        key = (*row[:5], kind, task)
         if key not in cache:
             k = Knobs(weights=row.weights, kv=row.kv, eviction=row.eviction, kv_keep=float(row.kv_keep),
                       sparse_budget=float(row.sparse_budget))
-            q = target_quality(k, target, kind, qs, qt, study.quality.task, table, family)
+            q = target_quality(k, target, kind, qs, qts[task], task, table, family)
             cache[key] = (quality_row(q) + NO_KLD, kld_row(k, kt)[0] if kind == "cpu" else NAN)
         vals.append(cache[key][0])
         proxy.append(cache[key][1])
@@ -174,4 +177,5 @@ def attach_target_quality(points: pd.DataFrame, target: Target, study: Study, st
     for c in q.columns:
         out[c] = q[c]
     out["proxy_kld"] = proxy
+    out["quality_task"] = [tasks[w] for w in points["workload"].astype(str)] if len(points) else []
     return out

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
+from typing import Callable
 
 import pandas as pd
 
@@ -64,17 +65,17 @@ class Quality:
                        rel=self.rel * rel, rel_lo=self.rel_lo * rel_lo, rel_hi=self.rel_hi * rel_hi)
 
 
-def quality_table(study: Study, store: Store) -> dict[str, dict]:
+def quality_table(study: Study, store: Store, task: str | None = None) -> dict[str, dict]:
     """quality_key -> {arm, p, lo, hi, n, metric, rel, rel_lo, rel_hi, paired} from the study's
-    finished quality runs; `rel*` compare each arm with the baseline arm item by item (Newcombe's
-    paired interval; the baseline against itself is exactly 1)."""
+    finished quality runs of one task (default: the study's [quality] task); `rel*` compare each arm
+    with the baseline arm item by item on that task (Newcombe's paired interval; the baseline against
+    itself is exactly 1). A run of another task never stands in: each workload is guarded by its own."""
     from pareto_atlas.quality.records import QualityRecord
     from pareto_atlas.quality.stats import paired_difference
 
+    task = task or study.quality.task
     runs = store.quality_runs(study.name)
-    own = runs[runs.task == study.quality.task] if not runs.empty else runs
-    if not own.empty:        # the guard rests on the study's own task where it has runs (HumanEval or
-        runs = own           # IFEval runs of `quality --task` share the store and must not replace them)
+    runs = runs[runs.task == task] if not runs.empty else runs
     out: dict[str, dict] = {}
     for _, r in runs.iterrows():
         s = json.loads(r.summary_json or "{}")
@@ -104,12 +105,13 @@ def quality_table(study: Study, store: Store) -> dict[str, dict]:
     return out
 
 
-def eviction_effects(study: Study, store: Store) -> dict[str, list[dict]]:
+def eviction_effects(study: Study, store: Store, task: str | None = None) -> dict[str, list[dict]]:
     """policy -> the measured relative effects of KV eviction (or, under `topk`, of top-k sparse
     attention) on the study's model (`pareto-atlas evict`), one per keep ratio (topk: attended
     fraction): accuracy under the policy / full-cache accuracy on the same items, with a paired
     interval (quality.guards.guard_paired). Where several item sets measured one (policy, keep),
-    the study's own quality task wins, then the most items, then the latest."""
+    `task` (default: the study's quality task) wins, then the most items, then the latest; an effect
+    measured on another task still stands in, named with its task in the provenance."""
     from pareto_atlas.quality.guards import guard_paired
     from pareto_atlas.quality.records import QualityRecord
 
@@ -127,7 +129,7 @@ def eviction_effects(study: Study, store: Store) -> dict[str, list[dict]]:
         ref = by_id.get(r.ref_id)
         if ref is None or not r.n_items:
             continue
-        rank = (r.task == study.quality.task, r.n_items, r.created_at)
+        rank = (r.task == (task or study.quality.task), r.n_items, r.created_at)
         if (r.policy, r.keep) not in chosen or rank > chosen[(r.policy, r.keep)][0]:
             chosen[(r.policy, r.keep)] = (rank, r, ref)
     out: dict[str, list[dict]] = {}
@@ -264,41 +266,50 @@ def quality_row(q: Quality) -> tuple:
     return q.q, q.lo, q.hi, q.rel, q.rel_lo, q.rel_hi, q.provenance, q.evidence
 
 
-def attach_quality(points: pd.DataFrame, study: Study, store: Store) -> pd.DataFrame:
+def attach_quality(points: pd.DataFrame, study: Study, store: Store,
+                   task_of: Callable[[str], str] | None = None) -> pd.DataFrame:
     """Fill the quality columns of simulated points from the store's quality runs, its measured
-    eviction effects and KL divergences, and priors."""
-    qt = quality_table(study, store)
+    eviction effects and KL divergences, and priors; each workload's points from the runs of the task
+    that guards it (`task_of(workload)`; default: the study's task), named in `quality_task`."""
     kt = kld_table(study, store)
-    effects = eviction_effects(study, store)
-    cache: dict[Knobs, tuple] = {}
+    task_of = task_of or (lambda _w: study.quality.task)
+    tasks = {w: task_of(w) for w in pd.unique(points["workload"].astype(str))} if len(points) else {}
+    per_task = {t: (quality_table(study, store, t), eviction_effects(study, store, t)) for t in set(tasks.values())}
+    cache: dict[tuple[Knobs, str], tuple] = {}
     vals = []
-    for _, r in points.iterrows():
-        k = Knobs.from_row(r)
-        if k not in cache:
-            cache[k] = quality_row(quality_for(k, "", study, qt, effects)) + kld_row(k, kt)
-        vals.append(cache[k])
+    for k, w in zip((Knobs.from_row(r) for _, r in points.iterrows()), points["workload"].astype(str) if len(points) else []):
+        t = tasks[w]
+        if (k, t) not in cache:
+            qt, effects = per_task[t]
+            cache[(k, t)] = quality_row(quality_for(k, "", study, qt, effects)) + kld_row(k, kt)
+        vals.append(cache[(k, t)])
     out = points.copy()
     q = pd.DataFrame(vals, columns=list(QUALITY_COLUMNS + KLD_COLUMNS), index=points.index)
     for c in q.columns:
         out[c] = q[c]
+    out["quality_task"] = [tasks[w] for w in points["workload"].astype(str)] if len(points) else []
     return out
 
 
-
 def arm_quality_table(study: Study, store: Store) -> pd.DataFrame:
-    """One row per measured quality configuration (GSM8K and/or KL divergence): the task score, its
-    paired difference from the baseline with the exact McNemar p, and the KL divergence and top-1
-    agreement against the baseline, each with its 95 % interval. What the guard decides on."""
-    qt, kt = quality_table(study, store), kld_table(study, store)
+    """One row per (task, measured quality configuration) (a task score and/or KL divergence): the
+    score, its paired difference from the baseline on that task with the exact McNemar p, and the KL
+    divergence and top-1 agreement against the baseline, each with its 95 % interval. What the guard
+    of each task's workloads decides on; the KL divergence does not depend on the task."""
+    kt = kld_table(study, store)
     base_key = study.baseline.knobs().quality_key()
     rows = []
-    for key in dict.fromkeys([*qt, *kt]):
-        hit, kl = qt.get(key, {}), dict(zip(KLD_COLUMNS, kt.get(key, NO_KLD)))
-        d = hit.get("paired") or {}
-        rows.append({"arm": hit.get("arm") or kl["kld_arm"], "baseline": key == base_key, "quality_key": key,
-                     "k": hit.get("k"), "n": hit.get("n"), "score": hit.get("p", NAN),
-                     "diff": d.get("diff", 0.0 if key == base_key else NAN), "diff_lo": d.get("lo", NAN),
-                     "diff_hi": d.get("hi", NAN), "mcnemar_p": d.get("mcnemar_p", NAN),
-                     "rel": hit.get("rel", NAN), "rel_lo": hit.get("rel_lo", NAN), "rel_hi": hit.get("rel_hi", NAN),
-                     **{c: kl[c] for c in KLD_COLUMNS if c != "kld_arm"}})
+    for i, task in enumerate(study.quality.all_tasks()):
+        qt = quality_table(study, store, task)
+        if i and not qt:
+            continue
+        for key in dict.fromkeys([*qt, *(kt if i == 0 else ())]):
+            hit, kl = qt.get(key, {}), dict(zip(KLD_COLUMNS, kt.get(key, NO_KLD)))
+            d = hit.get("paired") or {}
+            rows.append({"task": task, "arm": hit.get("arm") or kl["kld_arm"], "baseline": key == base_key,
+                         "quality_key": key, "k": hit.get("k"), "n": hit.get("n"), "score": hit.get("p", NAN),
+                         "diff": d.get("diff", 0.0 if key == base_key else NAN), "diff_lo": d.get("lo", NAN),
+                         "diff_hi": d.get("hi", NAN), "mcnemar_p": d.get("mcnemar_p", NAN),
+                         "rel": hit.get("rel", NAN), "rel_lo": hit.get("rel_lo", NAN), "rel_hi": hit.get("rel_hi", NAN),
+                         **{c: kl[c] for c in KLD_COLUMNS if c != "kld_arm"}})
     return pd.DataFrame(rows)
