@@ -46,6 +46,34 @@ def gsm8k_damage(study: Study, store: Store) -> dict[str, tuple[float, float, fl
     return out
 
 
+def rel_intervals(study: Study, store: Store) -> dict[str, tuple[float, float, float]]:
+    """GSM8K accuracy relative to the baseline, paired, per knob: (rel, lo, hi)."""
+    qt = quality_table(study, store)
+    return {name: (qt[k.quality_key()]["rel"], qt[k.quality_key()]["rel_lo"], qt[k.quality_key()]["rel_hi"])
+            for name, k in KNOBS.items() if k.quality_key() in qt and qt[k.quality_key()].get("rel") == qt[k.quality_key()].get("rel")}
+
+
+def coverage_lines(small: dict, large: dict) -> list[str]:
+    """Whether the interval the quality ladder carries from the 0.5B (rung (c): its measured
+    relative effect, half-widths x CARRY_WIDENING) covers what the 1.5B measured."""
+    from pareto_atlas.store.ladder import CARRY_WIDENING, carried
+    from pareto_atlas.store.quality import Quality
+
+    out = [f"carried to the 1.5B from the 0.5B (GSM8K relative to the baseline, interval x{CARRY_WIDENING:g}) "
+           "against the 1.5B's measured relative score"]
+    for name in KNOBS:
+        if name not in small or name not in large:
+            out.append(f"  {name:8s} not measured on both")
+            continue
+        s = small[name]
+        c = carried(Quality(math.nan, math.nan, math.nan, s[0], s[1], s[2], "", "measured"), "0.5B", name)
+        g = large[name]
+        inside = c.rel_lo <= g[0] <= c.rel_hi
+        out.append(f"  {name:8s} carried {c.rel:.2f} [{c.rel_lo:.2f}, {c.rel_hi:.2f}]   measured {g[0]:.2f} "
+                   f"[{g[1]:.2f}, {g[2]:.2f}]   {'covered' if inside else 'NOT covered'}")
+    return out
+
+
 def ratio(small: tuple, large: tuple) -> tuple[float, float, float]:
     (s, s_lo, s_hi), (g, g_lo, g_hi) = small, large
 
@@ -87,10 +115,11 @@ def main() -> None:
                 if args.gsm8k:
                     from pareto_atlas.quality.campaign import run_quality_campaign
                     run_quality_campaign(study, store, arms=ARMS[key])
-            found[key] = (kld_damage(study, store), gsm8k_damage(study, store))
-    (k05, g05), (k15, g15) = found["default"], found["sizes"]
+            found[key] = (kld_damage(study, store), gsm8k_damage(study, store), rel_intervals(study, store))
+    (k05, g05, r05), (k15, g15, r15) = found["default"], found["sizes"]
     print("\n".join(lines("mean KL divergence from the baseline (nats/token)", k05, k15, ".4f")))
     print("\n".join(lines("GSM8K damage (1 - accuracy relative to the baseline, paired)", g05, g15, ".2f")))
+    print("\n".join(coverage_lines(r05, r15)))
 
 
 if __name__ == "__main__":

@@ -80,16 +80,17 @@ def measure(study: str = STUDY, out: Optional[Path] = OUT,
 @app.command()
 def quality(study: str = STUDY, out: Optional[Path] = OUT,
             arm: list[str] = typer.Option(None, "--arm", help="Only these arms (repeatable)."),
-            n: Optional[str] = typer.Option(None, help="Items per arm, or 'all' (overrides the study)."),
-            task: Optional[str] = typer.Option(None, help="gsm8k, retrieval, humaneval or ifeval "
+            n: Optional[str] = typer.Option(None, help="Items per arm, or 'all' (overrides the study); "
+                                                       "retrieval and ruler: items per cell."),
+            task: Optional[str] = typer.Option(None, help="gsm8k, retrieval, humaneval, ifeval or ruler "
                                                           "(default: the study's quality task)."),
             max_tokens: Optional[int] = typer.Option(None, "--max-tokens",
-                                                     help="Tokens per answer (overrides the study; humaneval "
-                                                          "and ifeval have their own default when the study "
-                                                          "sets none)."),
+                                                     help="Tokens per answer (overrides the study; humaneval, "
+                                                          "ifeval and each ruler subtask have their own default "
+                                                          "when the study sets none)."),
             ray: Optional[str] = RAY) -> None:
-    """Score the quality arms (GSM8K, needle retrieval, HumanEval in a sandbox, IFEval) through the
-    same engine; saved items are never regenerated."""
+    """Score the quality arms (GSM8K, needle retrieval, HumanEval in a sandbox, IFEval, RULER's
+    synthetic long-context tasks) through the same engine; saved items are never regenerated."""
     def go():
         with _ctx(study, out, ray) as ctx:
             stages.quality(ctx, arms=arm or None, n=n, task=task, max_tokens=max_tokens)

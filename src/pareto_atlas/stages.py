@@ -134,7 +134,8 @@ def parse_n(value: int | str | None, task: str) -> int | None:
         n = value
     elif value.strip().lower() == "all":
         if task not in TASK_SIZES:
-            raise ValueError(f"--n: 'all' is not defined for {task}; give a count (items per length and depth)")
+            raise ValueError(f"--n: 'all' is not defined for {task}; give a count (items per cell: "
+                             f"{'subtask and length' if task == 'ruler' else 'length and depth'})")
         n = TASK_SIZES[task]
     else:
         try:
@@ -143,7 +144,7 @@ def parse_n(value: int | str | None, task: str) -> int | None:
             raise ValueError(f"--n: {value!r} is not allowed; a positive whole number or 'all'") from None
     if n is not None and n < 1:
         raise ValueError(f"--n: {n} is not allowed; a positive whole number or 'all'")
-    top = TASK_SIZES.get(task, 1000)      # retrieval: items per length and depth
+    top = TASK_SIZES.get(task, 1000)      # retrieval, ruler: items per cell
     if n is not None and n > top:
         raise ValueError(f"--n: {n} is not allowed; 1..{top} ({task} has {top} items{'' if task in TASK_SIZES else ' a cell at most'}) or 'all'")
     return n
@@ -164,6 +165,7 @@ def quality(ctx: Context, arms: list[str] | None = None, n: int | str | None = N
 def _quality_task(ctx: Context, arms: list[str] | None, n: int | str | None, task: str,
                   max_tokens: int | None) -> None:
     from pareto_atlas.quality.campaign import agreement_table, max_tokens_for, run_quality_campaign, with_task
+    from pareto_atlas.spec.study import QualitySpec
 
     c = ctx.console
     try:
@@ -174,10 +176,19 @@ def _quality_task(ctx: Context, arms: list[str] | None, n: int | str | None, tas
         raise ValueError(f"--task: {task!r} is not allowed; one of {', '.join(QUALITY_TASKS)}") from e
     q = study.quality
     n = parse_n(n, q.task)
+    if q.task == "ruler":
+        if n:      # --n is items per cell: part of what the run scores (its id)
+            q = QualitySpec.model_validate(q.model_dump(exclude_unset=True) | {"ruler_per_cell": n})
+            study = study.model_copy(update={"quality": q})
+        if max(q.ruler_lengths) > study.engine.n_ctx:
+            raise ValueError(f"quality.ruler_lengths: {max(q.ruler_lengths)} tokens is not allowed: within "
+                             f"engine.n_ctx = {study.engine.n_ctx}")
     what = {"gsm8k": f"{q.task} ({q.mode}), n = {n or q.n} per arm",
             "humaneval": f"HumanEval pass@1 (EvalPlus-style chat prompt, greedy, max_tokens {max_tokens_for(q)}, "
                          f"answers run in the sandbox), n = {n or q.n} per arm",
             "ifeval": f"IFEval (strict and loose), max_tokens {max_tokens_for(q)}, n = {n or q.n} per arm",
+            "ruler": f"RULER {', '.join(q.ruler_subtasks)} at {q.ruler_lengths} tokens (whole requests), "
+                     f"{q.ruler_per_cell} per subtask and length",
             }.get(q.task, f"needle retrieval at {q.retrieval_lengths} tokens, "
                           f"{n or q.retrieval_per_cell} per length and depth")
     c.print(f"[bold]quality[/] {what}")
@@ -225,6 +236,11 @@ def _task_lines(study: Study, s: dict) -> list[str]:
         if ref is not None:
             out.append(f"reference (not an input): the maker reports HumanEval pass@1 {ref} % for {study.model.name} "
                        "(Qwen2.5-Coder technical report, EvalPlus harness, unquantized weights)")
+    elif task == "ruler":
+        for c in s.get("ruler_cells", []):
+            st = c["strict"]
+            out.append(f"{c['subtask']} at {c['context_tokens']}: {st['k']}/{st['n']} = {st['p']:.3f} "
+                       f"[95% {st['lo']:.2f}–{st['hi']:.2f}], string_match_all {c['string_match_all']:.3f}")
     elif task == "ifeval":
         for key in ("prompt_strict", "prompt_loose", "instruction_strict", "instruction_loose"):
             sc = s.get(key)

@@ -88,7 +88,7 @@ def test_flips_per_task_with_exact_mcnemar_and_the_guard_on_the_studys_task(tmp_
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--task", "mmlu"], "--task: 'mmlu' is not allowed; one of gsm8k, retrieval, humaneval, ifeval"),
+    (["--task", "mmlu"], "--task: 'mmlu' is not allowed; one of gsm8k, retrieval, humaneval, ifeval, ruler"),
     (["--task", "humaneval", "--n", "lots"], "--n: 'lots' is not allowed"),
     (["--task", "ifeval", "--max-tokens", "3"], "--max-tokens: 3 is not allowed"),
 ])

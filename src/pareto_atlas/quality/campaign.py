@@ -30,9 +30,13 @@ def qrun_id(study: Study, arm: ArmSpec, n: int) -> str:
              "engine": study.engine.name}
     if q.task == "retrieval":
         ident |= {"mode": "niah", "n": None, "lengths": q.retrieval_lengths, "per_cell": q.retrieval_per_cell}
+    if q.task == "ruler":
+        ident |= {"n": None, "lengths": q.ruler_lengths, "per_cell": q.ruler_per_cell, "subtasks": q.ruler_subtasks}
     return hashlib.sha256(dumps(ident).encode()).hexdigest()[:20]
 
 
+# Tasks whose items are built with the serving model's own tokenizer, once its server is up.
+SIZED_BY_TOKENIZER = ("retrieval", "ruler")
 # Tasks whose answers run long: their own max_tokens unless the study sets max_tokens itself.
 TASK_MAX_TOKENS = {"humaneval": 512, "ifeval": 768}
 TASK_SIZES = {"gsm8k": 1319, "humaneval": 164, "ifeval": 541}
@@ -40,7 +44,8 @@ TASK_SIZES = {"gsm8k": 1319, "humaneval": 164, "ifeval": 541}
 
 def task_mode(q: QualitySpec) -> str:
     """The scoring variant a run's rows are stored under."""
-    return {"gsm8k": q.mode, "retrieval": "niah", "humaneval": "evalplus-chat", "ifeval": "ifeval"}[q.task]
+    return {"gsm8k": q.mode, "retrieval": "niah", "humaneval": "evalplus-chat", "ifeval": "ifeval",
+            "ruler": "ruler"}[q.task]
 
 
 def max_tokens_for(q: QualitySpec, task: str | None = None) -> int:
@@ -65,7 +70,9 @@ def study_items(q: QualitySpec, *, task: str | None = None, n: int | None = None
     """The study's quality items: `n` seeded GSM8K questions (default q.n), or the needle grid at
     q.retrieval_lengths with `n` items per length and depth (default q.retrieval_per_cell), its
     haystacks sized with `count_tokens` (the serving model's own tokenizer), or `n` seeded HumanEval
-    problems / IFEval prompts (None: all). `task`: default q.task.
+    problems / IFEval prompts (None: all), or RULER's q.ruler_subtasks at q.ruler_lengths with `n`
+    items per subtask and length (default q.ruler_per_cell), sized with `count_tokens` too, each
+    subtask with RULER's own max_tokens unless the study sets max_tokens. `task`: default q.task.
     The same call builds them for the engine's quality arms and for the eviction sweep."""
     from pareto_atlas.quality.gsm8k import gsm8k_items
     from pareto_atlas.quality.retrieval import retrieval_items
@@ -79,6 +86,11 @@ def study_items(q: QualitySpec, *, task: str | None = None, n: int | None = None
     if task == "ifeval":
         from pareto_atlas.quality.ifeval import ifeval_items
         return ifeval_items(n or q.n, seed=q.seed, max_tokens=max_tokens_for(q, task))
+    if task == "ruler":
+        from pareto_atlas.quality.ruler import ruler_items
+        return ruler_items(q.ruler_lengths, q.ruler_subtasks, per_cell=n or q.ruler_per_cell, seed=q.seed,
+                           count_tokens=count_tokens,
+                           max_tokens=q.max_tokens if "max_tokens" in q.model_fields_set else None)
     return retrieval_items(q.retrieval_lengths, per_cell=n or q.retrieval_per_cell, seed=q.seed,
                            count_tokens=count_tokens)
 
@@ -131,7 +143,7 @@ def score_arm(study: Study, arm: ArmSpec, qid: str, n: int, items: list | None,
         with engines.get_engine(study.engine.name).start(launch_for(study, arm, str(path), slots=slots)) as eng:
             row["engine_version"] = eng.version
             t0 = time.monotonic()
-            if items is None:   # retrieval haystacks are sized with this model's own tokenizer
+            if items is None:   # retrieval and ruler prompts are sized with this model's own tokenizer
                 items = study_items(q, count_tokens=server_token_counter(eng.base_url))
             have = {d["item_id"]: QualityRecord.from_dict(d) for d in saved or () if d.get("error") is None}
             todo = [it for it in items if it.item_id not in have]
@@ -174,7 +186,7 @@ def run_quality_campaign(study: Study, store: Store, *, arms: list[str] | None =
     after another); results come back here and only this process writes the store."""
     q = study.quality
     n = n or q.n
-    items = study_items(q, n=n) if q.task != "retrieval" else None
+    items = study_items(q, n=n) if q.task not in SIZED_BY_TOKENIZER else None
     if items is not None:
         n = len(items)      # HumanEval / IFEval: n beyond the task's size means all of it
 

@@ -15,6 +15,7 @@ import httpx
 
 from . import gsm8k as gsm
 from . import retrieval as niah
+from . import ruler
 from .extract import INVALID
 from .records import QualityItem, QualityRecord
 from .scoring import QualityRun, score_output, summarize
@@ -186,4 +187,14 @@ def run_retrieval(base_url: str, *, context_tokens: Sequence[int] = niah.CONTEXT
     Each slot's context must hold context_tokens + ~60."""
     counter = server_token_counter(base_url) if use_server_tokenizer else None
     items = niah.retrieval_items(context_tokens, depths, per_cell, seed, counter)
+    return run_items(base_url, items, concurrency=concurrency, **kw)
+
+
+def run_ruler(base_url: str, *, context_tokens: Sequence[int] = ruler.CONTEXT_TOKENS,
+              subtasks: Sequence[str] = ruler.SUBTASKS, per_cell: int = 1, seed: int = 0, concurrency: int = 1,
+              use_server_tokenizer: bool = True, **kw: Any) -> QualityRun:
+    """RULER's synthetic tasks on the arm, each request sized to its length with the server's
+    tokenizer when it has one. Each slot's context must hold the longest length."""
+    counter = server_token_counter(base_url) if use_server_tokenizer else None
+    items = ruler.ruler_items(context_tokens, subtasks, per_cell, seed, counter)
     return run_items(base_url, items, concurrency=concurrency, **kw)

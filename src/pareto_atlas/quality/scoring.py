@@ -16,6 +16,7 @@ from .humaneval import VARIANT as HUMANEVAL_VARIANT
 from .humaneval import score_humaneval
 from .records import QualityRecord
 from .retrieval import score_retrieval
+from .ruler import ruler_summary, score_ruler
 from .stats import Score, score_bools
 
 Scorer = Callable[[str, str, Sequence[str]], tuple[str, str, bool, bool]]
@@ -27,6 +28,8 @@ SCORERS: dict[tuple[str, str], Scorer] = {
     # runs the answer in quality.sandbox: scoring is a subprocess, never the project's process
     ("humaneval", HUMANEVAL_VARIANT): score_humaneval,
     ("ifeval", "ifeval"): lambda out, tgt, stop: _score_ifeval(out, tgt),
+    # RULER's string_match_all: strict when every reference occurs in the answer
+    ("ruler", "ruler"): lambda out, tgt, stop: score_ruler(out, tgt),
 }
 
 
@@ -38,7 +41,8 @@ def _score_ifeval(output: str, target: str) -> tuple[str, str, bool, bool]:
 
 def task_extras(records: Sequence[QualityRecord]) -> dict:
     """Task-specific parts of a run's summary: HumanEval's sandbox outcomes, IFEval's
-    instruction-level accuracies and its sentence-count prompts apart."""
+    instruction-level accuracies and its sentence-count prompts apart, RULER's pass rate and mean
+    string_match_all per (subtask, length)."""
     task = records[0].task if records else None
     if task == "humaneval":
         counts: dict[str, int] = {}
@@ -50,6 +54,8 @@ def task_extras(records: Sequence[QualityRecord]) -> dict:
         from .ifeval import ifeval_summary
 
         return ifeval_summary(records)
+    if task == "ruler":
+        return ruler_summary(records)
     return {}
 
 

@@ -35,6 +35,8 @@ def report_study(study: Study, store: Store, out: Path, console: Console) -> dic
             "model": study.model.name, "engine": study.engine.name, "tool_version": __version__,
             "workload": f"{study.workload.prompt_tokens} prompt / {study.workload.output_tokens} output tokens",
             "quality": (f"GSM8K ({study.quality.mode}), n = {study.quality.n}" if study.quality.task == "gsm8k" else
+                        f"RULER {', '.join(study.quality.ruler_subtasks)} at {study.quality.ruler_lengths} tokens"
+                        if study.quality.task == "ruler" else
                         f"needle retrieval at {study.quality.retrieval_lengths} tokens")
                        + f", floor {study.quality.floor:.0%} of arm '{study.baseline.name}' (95 % interval, paired)"
                        + (f", KL divergence <= {study.quality.kld_max:g} nats/token where measured"

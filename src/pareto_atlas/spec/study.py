@@ -229,7 +229,7 @@ def check_hardware(name: str) -> str:
 
 
 # The quality tasks a study can score (quality.campaign), each guarding the workloads that name it.
-QualityTask = Literal["gsm8k", "retrieval", "humaneval", "ifeval"]
+QualityTask = Literal["gsm8k", "retrieval", "humaneval", "ifeval", "ruler"]
 
 
 class QualitySpec(_Frozen):
@@ -237,6 +237,8 @@ class QualitySpec(_Frozen):
     # per length and depth) — what KV compression and eviction damage first.
     # humaneval: pass@1 of 164 problems, each answer run in quality.sandbox; ifeval: 541
     # instruction-following prompts, strict and loose. Both take `n` seeded items (their size: all).
+    # ruler: RULER's synthetic long-context subtasks (quality.ruler) at ruler_lengths, per_cell items
+    # per subtask and length.
     task: QualityTask = "gsm8k"
     mode: Literal["chat-0shot", "lm-eval-5shot"] = "chat-0shot"
     n: Int(1, 1319, "GSM8K test items") = 10
@@ -253,6 +255,13 @@ class QualitySpec(_Frozen):
     retrieval_lengths: list[Int(64, B.MAX_CTX, "tokens of a haystack; within engine.n_ctx")] = Field(
         default_factory=lambda: [512, 1024], min_length=1, max_length=32)
     retrieval_per_cell: Int(1, 1000, "items per length and depth") = 2
+    # Each length holds a whole request (prompt, chat template and answer), as RULER's max_seq_length.
+    ruler_lengths: list[Int(512, B.MAX_CTX, "tokens of a whole request; within engine.n_ctx")] = Field(
+        default_factory=lambda: [1024, 2048], min_length=1, max_length=32)
+    ruler_per_cell: Int(1, 1000, "items per subtask and length") = 2
+    ruler_subtasks: list[Literal["niah_single_1", "niah_multikey_2", "niah_multikey_3", "vt", "cwe"]] = Field(
+        default_factory=lambda: ["niah_single_1", "niah_multikey_2", "niah_multikey_3", "vt", "cwe"],
+        min_length=1, max_length=5)
     # Tokens scored per configuration by `pareto-atlas kld` (quality.kld), in whole chunks of 255
     # (llama-perplexity at ctx 512); the baseline's saved logits take ~300 kB a token while it runs.
     # 2040 (8 chunks, ~1 min a configuration on 2 cores) already separates Q8_0, Q4_0 and a q4_0 KV
@@ -269,6 +278,12 @@ class QualitySpec(_Frozen):
     def all_tasks(self) -> list[str]:
         """The study's task first, then the further ones, each once."""
         return list(dict.fromkeys([self.task, *self.tasks]))
+
+    @field_validator("ruler_lengths", "ruler_subtasks")
+    @classmethod
+    def _ruler_unique(cls, v: list):
+        B.unique(list(v), "the value")   # one item id per (subtask, length, index)
+        return v
 
     @field_validator("kld_tokens", mode="before")
     @classmethod
@@ -533,10 +548,13 @@ class Study(_Frozen):
                 raise ValueError(f"arms.{a.name}.rate_rps: {a.rate_rps:g} is not allowed: {n} requests at that rate "
                                  f"arrive over {n / a.rate_rps / 3600:.0f} h; at most {B.MAX_ARRIVALS_S / 3600:.0f} h")
         q = self.quality
-        longest = q.max_tokens + (max(q.retrieval_lengths) if q.task == "retrieval" else 0)
-        if longest > ctx:
-            what = "max_tokens + the longest retrieval_lengths" if q.task == "retrieval" else "max_tokens"
-            raise ValueError(f"quality: {what} = {longest} tokens is not allowed: within engine.n_ctx = {ctx}")
+        for task in q.all_tasks():      # every task the quality stage scores must fit one request
+            longest, what = {
+                "retrieval": (q.max_tokens + max(q.retrieval_lengths), "max_tokens + the longest retrieval_lengths"),
+                "ruler": (max(q.ruler_lengths), "the longest ruler_lengths (prompt and answer within it)"),
+            }.get(task, (q.max_tokens, "max_tokens"))
+            if longest > ctx:
+                raise ValueError(f"quality: {what} = {longest} tokens is not allowed: within engine.n_ctx = {ctx}")
         return self
 
     @model_validator(mode="after")
