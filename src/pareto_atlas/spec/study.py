@@ -704,7 +704,8 @@ def study_from_dict(raw: dict, origin: str = "<study>", base: Path | None = None
 
 
 BUILTIN = {"default": "default_study.toml", "tiny": "tiny_study.toml", "ladder": "ladder_study.toml",
-           "vllm-cpu": "vllm_cpu_study.toml", "sizes": "sizes_study.toml", "paper": "paper_study.toml"}
+           "vllm-cpu": "vllm_cpu_study.toml", "sizes": "sizes_study.toml", "paper": "paper_study.toml",
+           "workloads": "workloads_study.toml"}
 
 
 def load_study(path_or_name: str | Path | None = None) -> Study:
