@@ -104,8 +104,8 @@ def _split(value: Optional[str]) -> Optional[list[str]]:
 @app.command()
 def evict(study: str = typer.Argument("default", help=f"Study TOML path, or a built-in: {BUILTINS}."),
           policies: Optional[str] = typer.Option(None, help="Comma-separated: streamingllm (= streaming), h2o, "
-                                                             "snapkv, topk (= sparse: oracle top-k sparse attention, "
-                                                             "keeps = share of the keys each decode step reads) "
+                                                             "snapkv, pyramidkv (= pyramid), topk (= sparse: oracle top-k "
+                                                             "sparse attention, keeps = share of the keys each decode step reads) "
                                                              "(overrides the study's \\[eviction])."),
           keeps: Optional[str] = typer.Option(None, help="Comma-separated KV keep ratios in (0, 1), e.g. 0.5,0.25 "
                                                          "(topk: the share of the keys each decode step reads)."),
@@ -113,7 +113,7 @@ def evict(study: str = typer.Argument("default", help=f"Study TOML path, or a bu
           n: Optional[int] = typer.Option(None, help="GSM8K items, or retrieval items per length and depth."),
           store: Optional[Path] = typer.Option(None, help="Store file (default: <out>/store.duckdb)."),
           out: Optional[Path] = OUT) -> None:
-    """Measure KV eviction (StreamingLLM, H2O, SnapKV) and top-k sparse attention on the study's model
+    """Measure KV eviction (StreamingLLM, H2O, SnapKV, PyramidKV) and top-k sparse attention on the study's model
     in transformers; stored points are kept on a rerun. Needs the extra: pip install
     'pareto-atlas\\[eviction]'."""
     def go():

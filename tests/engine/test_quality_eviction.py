@@ -143,3 +143,57 @@ def test_evict_subcommand_stores_each_point_and_a_rerun_keeps_them(eviction_extr
     again = CliRunner().invoke(app, args)
     assert again.exit_code == 0 and again.output.count("stored earlier, kept") == 4
     assert "model loaded" not in again.output
+
+
+def test_pyramidkv_cuts_each_layer_to_its_budget_and_masks_each_layer_causally(smollm2):
+    import torch
+
+    from pareto_atlas.quality.eviction.decode import _attention, _chunks, _forward, _state, generate, perplexity
+    from pareto_atlas.quality.eviction.policies import EvictionConfig
+    from pareto_atlas.quality.retrieval import retrieval_items
+
+    model, tok = smollm2
+    n_layers = model.config.num_hidden_layers
+    item = retrieval_items((256,), (0.5,), per_cell=1, count_tokens=lambda s: len(tok(s).input_ids))[0]
+    ids = tok(item.prompt, return_tensors="pt").input_ids
+    n = ids.shape[1]
+    cfg = EvictionConfig("pyramidkv", 0.25, chunk=64)
+    budgets = cfg.budgets(n, n_layers)
+    assert budgets[0] > budgets[-1] and sum(budgets) == cfg.budget(n) * n_layers
+
+    def prefill(upto: int):
+        """The pruned cache after every chunk but the last, and the last chunk's logits cut at `upto`."""
+        state = _state(model, cfg, n)
+        bounds = _chunks(n, cfg.chunk)
+        with torch.no_grad(), _attention(model, state):
+            for s, e in bounds[:-1]:
+                _forward(model, state, ids[:, s:e], s, compress=True)
+            s, e = bounds[-1]
+            logits = _forward(model, state, ids[:, s:upto], s, compress=False)
+        return state, logits
+
+    assert model.config._attn_implementation == "eager"
+    state, whole = prefill(n)
+    assert state.ragged and model.config._attn_implementation == "eager"       # restored after the block
+    # before the last chunk is compressed, each layer holds its budget plus the 64 new tokens
+    assert state.lengths() == [b + 64 for b in budgets]
+    assert [lay.keys.shape[-2] for lay in state.cache.layers] == state.lengths()
+    # causal within the chunk in every layer, however short its cache: a token's logits do not
+    # change when the tokens after it are left out
+    _, cut = prefill(n - 10)
+    assert torch.allclose(cut[0], whole[0, :-10], atol=1e-4)
+
+    state = _state(model, cfg, n)
+    with torch.no_grad(), _attention(model, state):
+        for s, e in _chunks(n, cfg.chunk):
+            _forward(model, state, ids[:, s:e], s, compress=True)
+    assert state.lengths() == list(budgets) and state.held() == cfg.budget(n)
+    g = generate(model, tok, item.prompt, cfg, 8)
+    snap = generate(model, tok, item.prompt, EvictionConfig("snapkv", 0.25, chunk=64), 8)
+    # SnapKV's memory at the same keep: the mean budget, plus the tokens decoded after the prompt
+    b, m = cfg.budget(n), len(g.token_ids)
+    assert b / n <= g.kv_keep <= (b + m) / (n + m) and g.peak_kv_tokens <= b + 64
+    if m == len(snap.token_ids):
+        assert g.kv_keep == snap.kv_keep
+    p = perplexity(model, tok, item.prompt, cfg)
+    assert p.kv_keep == pytest.approx(cfg.budget(n) / n) and p.ppl > 1

@@ -67,8 +67,8 @@ def test_budget_and_labels():
     assert EvictionConfig("h2o", 0.01).budget(100) == 16          # min_budget
     assert EvictionConfig("h2o", 1.0).budget(100) is None and EvictionConfig("h2o", 1.0).label() == "full"
     assert EvictionConfig("snapkv", 0.5, chunk=0).label() == "snapkv@0.5/oneshot"
-    with pytest.raises(ValueError, match="streaming, h2o, snapkv, topk"):
-        EvictionConfig("pyramid", 0.5)
+    with pytest.raises(ValueError, match="streaming, h2o, snapkv, pyramidkv, topk"):
+        EvictionConfig("lru", 0.5)
     with pytest.raises(ValueError, match="keep"):
         EvictionConfig("h2o", 0.0)
 

@@ -34,7 +34,7 @@ def test_bad_option_names_the_field_and_allowed_values(tmp_path):
     r = CliRunner().invoke(app, ["evict", "tiny", "--policies", "h2o,lru", "--out", str(tmp_path)])
     assert r.exit_code == 2
     err = " ".join(r.output.split())
-    assert "evict options: policies: 'lru' is not one of streaming, h2o, snapkv, topk" in err
+    assert "evict options: policies: 'lru' is not one of streaming, h2o, snapkv, pyramidkv, topk" in err
 
 
 class FakeTok:

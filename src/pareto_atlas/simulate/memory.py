@@ -30,6 +30,8 @@ def plan_memory(model: ModelCard, hw: HardwareCard, knobs: Knobs, prompt_tokens:
                 params: CalibParams, draft: ModelCard | None = None) -> MemoryPlan:
     bits = BITS_PER_KV[knobs.kv]
     w = weight_bytes(model, knobs.weights, matmul_only=False)
+    # kv_keep is the share kept over all layers: PyramidKV's uneven layers keep the same total as a
+    # uniform policy at the same keep, so the same memory
     per_tok = model.kv_bytes_per_token(bits) * knobs.kv_keep
     dc = draft_card(model, knobs.spec, draft) if knobs.spec != "none" else None
     if dc is not None:

@@ -3,10 +3,13 @@ top-k sparse attention (torch).
 
 A manual loop over HF's DynamicCache: the prompt is prefilled in chunks and the cache is cut to
 the policy's budget after every chunk (so KV memory really stays bounded), then during decoding
-(StreamingLLM, H2O) or not (SnapKV). Kept keys carry the rotary phase of their original
+(StreamingLLM, H2O) or not (SnapKV, PyramidKV). Each layer is cut to its own budget, which
+PyramidKV makes differ between layers; transformers builds one attention mask for all layers from
+layer 0's length, so such runs use our attention function (`sparse.py`), which fits the mask to
+each layer's own cache. Kept keys carry the rotary phase of their original
 positions, so new tokens get their true `position_ids`, while the shorter cache's length (not
 the positions) builds the attention mask. Attention weights (eager attention) feed H2O's
-accumulated scores and SnapKV's observation window; query heads are summed onto their shared KV head (GQA).
+accumulated scores and SnapKV's (and PyramidKV's) observation window; query heads are summed onto their shared KV head (GQA).
 Top-k sparse attention (`sparse.py`) keeps the whole cache and sparsifies each decode step's
 attention (and, for perplexity, every teacher-forced token's), never the prefill of a prompt.
 """
@@ -29,8 +32,8 @@ class GenResult:
     text: str
     token_ids: tuple[int, ...]
     n_prompt: int
-    peak_kv_tokens: int      # largest cache length per head during the run
-    kv_keep: float           # cache length / tokens a full cache would hold, at the end of the run;
+    peak_kv_tokens: int      # largest cache length per head during the run (mean over layers)
+    kv_keep: float           # cache length (mean over layers) / tokens a full cache would hold, at the end;
                              # topk: keys read / keys cached, averaged over the decode steps
     seconds: float
     sparse_steps: int = 0    # decode steps run under top-k attention (the first token comes from the prefill)
@@ -46,13 +49,14 @@ class PplResult:
 
 
 class PrunedCache:
-    """HF DynamicCache plus, per layer, each entry's position and scores ([kv_heads, L])."""
+    """HF DynamicCache plus, per layer, each entry's position and scores ([kv_heads, L]), cut to
+    each layer's budget (`EvictionConfig.budgets`; None: the full cache)."""
 
-    def __init__(self, model: Any, cfg: EvictionConfig, budget: int | None):
+    def __init__(self, model: Any, cfg: EvictionConfig, budgets: Sequence[int] | None):
         torch = require_torch()
         from transformers import DynamicCache
 
-        self.torch, self.cfg, self.budget = torch, cfg, budget
+        self.torch, self.cfg, self.budgets = torch, cfg, budgets
         self.cache = DynamicCache(config=model.config)
         c = model.config
         self.n_layers = c.num_hidden_layers
@@ -64,7 +68,21 @@ class PrunedCache:
         self.seen = 0            # tokens forwarded so far: what a full cache would hold
 
     def __len__(self) -> int:
+        """Layer 0's cache length: what transformers builds the attention mask from."""
         return self.cache.get_seq_length()
+
+    @property
+    def ragged(self) -> bool:
+        """Layers cut to different lengths: the attention mask must be fitted to each (PyramidKV)."""
+        return self.budgets is not None and len(set(self.budgets)) > 1
+
+    def lengths(self) -> list[int]:
+        """Entries per head cached in each layer."""
+        return [0 if p is None else int(p.shape[1]) for p in self.pos]
+
+    def held(self) -> int:
+        """Entries per head, averaged over the layers (rounded up): the KV memory held, in tokens."""
+        return -(-sum(self.lengths()) // self.n_layers)
 
     def _grouped(self, attn: Any) -> Any:
         # [1, n_heads, q, kv] -> [kv_heads, q, kv]: sum the query heads sharing a KV head
@@ -83,17 +101,19 @@ class PrunedCache:
                 prev = self.acc[layer]
                 self.acc[layer] = got if prev is None else torch.cat([prev, torch.zeros(self.kv_heads, q)], 1) + got
                 obs[layer] = a[:, -self.cfg.window:, :].sum(1)
-        self.peak = max(self.peak, len(self))
+        self.peak = max(self.peak, self.held())
         self.seen = max(self.seen, start + q)
-        if compress and self.budget is not None and len(self) > self.budget:
+        if compress and self.budgets is not None:
             self._compress(obs)
 
     def _compress(self, obs: list[Any]) -> None:
         torch = self.torch
-        for layer in range(self.n_layers):
+        for layer, budget in enumerate(self.budgets):
+            if self.pos[layer].shape[1] <= budget:
+                continue
             acc = self.acc[layer].numpy() if self.acc[layer] is not None else None
             o = obs[layer].numpy() if obs[layer] is not None else None
-            idx = torch.from_numpy(select(self.cfg, self.budget, self.pos[layer].numpy(), acc, o))   # [kvh, b]
+            idx = torch.from_numpy(select(self.cfg, budget, self.pos[layer].numpy(), acc, o))   # [kvh, b]
             lay = self.cache.layers[layer]
             heads = torch.arange(self.kv_heads)[:, None]
             lay.keys = lay.keys[0][heads, idx].unsqueeze(0)                  # [1, kvh, b, d]
@@ -131,6 +151,16 @@ def _forward(model: Any, state: PrunedCache, ids: Any, start: int, compress: boo
     return out.logits
 
 
+def _attention(model: Any, state: PrunedCache) -> Any:
+    """Our attention function where the run needs it (top-k reads, or layers of unequal length),
+    the model's own eager attention otherwise."""
+    return sparse_attention(model) if state.cfg.sparse or state.ragged else nullcontext()
+
+
+def _state(model: Any, cfg: EvictionConfig, n_prompt: int) -> PrunedCache:
+    return PrunedCache(model, cfg, cfg.budgets(n_prompt, model.config.num_hidden_layers))
+
+
 def generate(model: Any, tok: Any, prompt: str, cfg: EvictionConfig, max_new_tokens: int = 16,
              stop: Sequence[str] = ("\n",)) -> GenResult:
     """Greedy continuation of `prompt` under `cfg`. Under topk the prefill reads every key, so the
@@ -139,11 +169,11 @@ def generate(model: Any, tok: Any, prompt: str, cfg: EvictionConfig, max_new_tok
     t0 = time.monotonic()
     ids = tok(prompt, return_tensors="pt").input_ids
     n = ids.shape[1]
-    state = PrunedCache(model, cfg, cfg.budget(n))
+    state = _state(model, cfg, n)
     topk = TopK(cfg) if cfg.sparse else None
     out_ids: list[int] = []
     steps = 0
-    with torch.no_grad(), sparse_attention(model) if cfg.sparse else nullcontext():
+    with torch.no_grad(), _attention(model, state):
         for s, e in _chunks(n, cfg.chunk):
             logits = _forward(model, state, ids[:, s:e], s, compress=True)
         eos = tok.eos_token_id
@@ -161,7 +191,7 @@ def generate(model: Any, tok: Any, prompt: str, cfg: EvictionConfig, max_new_tok
     text = tok.decode(out_ids, skip_special_tokens=True)
     # Measured on the cache itself, not derived from the budget: SnapKV does not evict while
     # decoding, so its cache ends at budget + generated tokens, not at the budget.
-    keep = min(1.0, len(state) / state.seen) if cfg.evicts else 1.0
+    keep = min(1.0, state.held() / state.seen) if cfg.evicts else 1.0
     if topk is not None:
         keep = topk.fraction()
     return GenResult(text=text, token_ids=tuple(out_ids), n_prompt=n, peak_kv_tokens=state.peak,
@@ -175,10 +205,10 @@ def perplexity(model: Any, tok: Any, text: str, cfg: EvictionConfig) -> PplResul
     torch = require_torch()
     ids = tok(text, return_tensors="pt").input_ids
     n = ids.shape[1]
-    state = PrunedCache(model, cfg, cfg.budget(n))
+    state = _state(model, cfg, n)
     topk = TopK(cfg) if cfg.sparse else None
     total, count = 0.0, 0
-    with torch.no_grad(), sparse_attention(model) if cfg.sparse else nullcontext():
+    with torch.no_grad(), _attention(model, state):
         for s, e in _chunks(n, cfg.chunk):
             logits = _forward(model, state, ids[:, s:e], s, compress=True, topk=topk)
             # logits at position t predict token t+1; the last one predicts the next chunk's first
@@ -187,7 +217,7 @@ def perplexity(model: Any, tok: Any, text: str, cfg: EvictionConfig) -> PplResul
             total -= float(lp[: len(tgt)].gather(1, tgt[:, None]).sum())
             count += len(tgt)
     nll = total / max(1, count)
-    keep = (state.budget / n) if cfg.evicts and state.budget is not None else 1.0
+    keep = sum(state.budgets) / (state.n_layers * n) if cfg.evicts and state.budgets is not None else 1.0
     if topk is not None:
         keep = topk.fraction()
     return PplResult(nll=nll, ppl=math.exp(nll), n_tokens=count, peak_kv_tokens=state.peak, kv_keep=min(1.0, keep))

@@ -6,6 +6,11 @@ row of each query head read only the keys `policies.select_topk` picks from its 
 without it (the prefill) are plain eager attention, as in SparQ and Quest, which sparsify decoding
 only. The selection is the exact top-k: an oracle, an upper bound on the quality of approximate
 methods at the same budget.
+
+The same function runs PyramidKV, whose layers cache different numbers of entries: transformers
+builds one mask, as long as layer 0's cache plus the new tokens, and each layer here reads its last
+columns, those of its own cache (every cached entry precedes the new tokens, so the causal part
+is the mask's last q columns in every layer).
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ class TopK:
 def topk_attention(module: Any, query: Any, key: Any, value: Any, attention_mask: Any, scaling: float,
                    dropout: float = 0.0, topk: TopK | None = None, **kwargs: Any) -> tuple[Any, Any]:
     """Eager attention (query [b, heads, q, d], key/value [b, kv_heads, L, d], additive mask
-    [b, 1, q, L]), restricted to each row's top-k keys when `topk` is given."""
+    [b, 1, q, >= L], its last L columns read), restricted to each row's top-k keys when `topk` is given."""
     torch = require_torch()
     from transformers.integrations.sdpa_attention import repeat_kv
 
@@ -50,11 +55,12 @@ def topk_attention(module: Any, query: Any, key: Any, value: Any, attention_mask
     values = repeat_kv(value, module.num_key_value_groups)
     weights = torch.matmul(query, keys.transpose(2, 3)) * scaling                # [b, heads, q, L]
     if attention_mask is not None:
+        attention_mask = attention_mask[..., -weights.shape[-1]:]                  # this layer's cache
         weights = weights + attention_mask
     if topk is not None:
         q, length = weights.shape[-2:]
         if attention_mask is not None:
-            visible = attention_mask[..., :length] == 0                             # [b, 1, q, L]
+            visible = attention_mask == 0                                           # [b, 1, q, L]
         else:   # no mask given: causal over a cache that holds every earlier token
             visible = torch.ones(q, length, dtype=torch.bool).tril(length - q)[None, None]
         chosen = select_topk(weights.detach().float().numpy(), visible.numpy(), topk.keep, topk.min_budget)
@@ -80,14 +86,15 @@ def register() -> None:
 
 @contextmanager
 def sparse_attention(model: Any) -> Iterator[None]:
-    """The model runs `topk_attention` inside the block, its own implementation again after."""
+    """The model runs `topk_attention` inside the block (top-k reads; PyramidKV's per-layer caches),
+    its own implementation again after."""
     register()
     before = model.config._attn_implementation
     model.set_attn_implementation(NAME)
     if model.config._attn_implementation != NAME:
         # transformers only warns when a model cannot switch; the `topk` argument would then be
         # ignored by its own attention, and a dense run recorded as a sparse one
-        raise RuntimeError(f"top-k attention: {type(model).__name__} cannot switch its attention to {NAME!r}")
+        raise RuntimeError(f"eviction attention: {type(model).__name__} cannot switch its attention to {NAME!r}")
     try:
         yield
     finally:
