@@ -138,3 +138,27 @@ def test_a_different_item_set_is_a_different_point(tmp_path):
     assert g["task"] == "gsm8k" and g["n"] == study.quality.n
     ids = {stage.evict_id(study, "sha", it, "h2o", 0.5, 128) for it in (a, b, g)}
     assert len(ids) == 3 and stage.evict_id(study, "sha", a, "h2o", 0.5, 128) == stage.evict_id(study, "sha", a, "h2o", 0.5, 128)
+
+
+def test_a_ruler_sweep_asks_its_own_lengths_and_a_prefilled_answer_is_continued():
+    study = load_study("workloads")
+    items = stage.items_ident(study, stage.sweep_spec(study))
+    assert items["task"] == "ruler" and items["lengths"] == [2048] and study.quality.ruler_lengths == [2048, 4096]
+    # another length is another item set, so another point
+    other = stage.items_ident(study, stage.sweep_spec(study).with_overrides(lengths=[4096]))
+    assert stage.evict_id(study, "x", items, "h2o", 0.25, 128) != stage.evict_id(study, "x", other, "h2o", 0.25, 128)
+
+    calls = []
+
+    class Tok:
+        def apply_chat_template(self, msgs, tokenize, **kw):
+            calls.append(kw)
+            return "|".join(m["content"] for m in msgs)
+
+    from pareto_atlas.quality.records import QualityItem
+
+    pre = QualityItem(item_id="r/1", task="ruler", variant="ruler", target="[]", messages=(("user", "q"), ("assistant", "A:")))
+    plain = QualityItem(item_id="r/2", task="ruler", variant="ruler", target="[]", messages=(("user", "q"),))
+    assert experiment.item_prompt(Tok(), pre).endswith("A:") and calls[-1] == {"continue_final_message": True}
+    experiment.item_prompt(Tok(), plain)
+    assert calls[-1] == {"add_generation_prompt": True}

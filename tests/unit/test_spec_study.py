@@ -118,7 +118,7 @@ def test_eviction_sweep_defaults_aliases_and_overrides():
     ('policies = ["h2o", "lru"]', "eviction.policies", "streaming, h2o, snapkv"),
     ("keeps = [0.5, 1.0]", "eviction.keeps", "(0, 1)"),
     ("keeps = []", "eviction.keeps", "at least one"),
-    ('task = "mmlu"', "eviction.task", "'gsm8k' or 'retrieval'"),
+    ('task = "mmlu"', "eviction.task", "'gsm8k', 'retrieval' or 'ruler'"),
     ("n = 0", "eviction.n", "1..1319"),
     ("chunks = 64", "eviction.chunks", "unknown field; allowed: policies, keeps, task, n, chunk"),
 ])

@@ -300,11 +300,14 @@ class EvictionSpec(_Frozen):
 
     policies: list[str] = Field(default_factory=lambda: ["streaming", "h2o", "snapkv"])
     keeps: list[float] = Field(default_factory=lambda: [0.5, 0.25])   # KV budget / prompt length
-    task: Literal["gsm8k", "retrieval"] | None = None   # default: the study's quality task
+    task: Literal["gsm8k", "retrieval", "ruler"] | None = None   # default: the study's quality task
     # GSM8K items, or retrieval items per (length, depth); default: [quality]'s
     n: Int(1, 1319, "items", optional=True) = None
     # prefill chunk compressed after each (0: the whole prompt at once)
     chunk: Int(0, B.MAX_CTX, "tokens") = 128
+    # the context lengths of retrieval or RULER items the sweep asks (default: [quality]'s); a dense
+    # model in transformers on a CPU pays for every token of a long prompt
+    lengths: list[Int(64, B.MAX_CTX, "tokens of a long-context item")] | None = Field(None, min_length=1, max_length=32)
 
     @field_validator("policies")
     @classmethod

@@ -46,6 +46,8 @@ def item_prompt(tok: Any, item: QualityItem) -> str:
     if item.prompt is not None:
         return item.prompt
     msgs = [{"role": r, "content": c} for r, c in item.messages]
+    if msgs and msgs[-1]["role"] == "assistant":    # a pre-filled answer start (RULER): continue it
+        return tok.apply_chat_template(msgs, tokenize=False, continue_final_message=True)
     return tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
 
 

@@ -46,8 +46,12 @@ def items_ident(study: Study, spec: EvictionSpec) -> dict:
     task = spec.task or q.task
     if task == "gsm8k":
         return {"task": task, "mode": q.mode, "n": spec.n or q.n, "seed": q.seed, "max_tokens": q.max_tokens}
+    if task == "ruler":
+        return {"task": task, "mode": "ruler", "n": spec.n or q.ruler_per_cell, "seed": q.seed,
+                "lengths": list(spec.lengths or q.ruler_lengths), "subtasks": list(q.ruler_subtasks),
+                "max_tokens": q.max_tokens if "max_tokens" in q.model_fields_set else None}
     return {"task": task, "mode": "niah", "n": spec.n or q.retrieval_per_cell, "seed": q.seed,
-            "lengths": list(q.retrieval_lengths)}
+            "lengths": list(spec.lengths or q.retrieval_lengths)}
 
 
 def evict_id(study: Study, model_sha256: str, items: dict, policy: str, keep: float, chunk: int) -> str:
@@ -104,8 +108,10 @@ def evict_study(study: Study, store: Store, console: Console, *, policies: list[
     configs = [ref] + [EvictionConfig(p, k, chunk=spec.chunk) for p in spec.policies for k in spec.keeps]
     ids = {c: evict_id(study, sha, items, c.policy, c.keep, c.chunk) for c in configs}
     ref_id = ids[ref]
-    what = (f"GSM8K ({items['mode']}), n = {items['n']}" if items["task"] == "gsm8k" else
-            f"needle retrieval at {items['lengths']} tokens, {items['n']} per length and depth")
+    what = {"gsm8k": f"GSM8K ({items['mode']}), n = {items['n']}",
+            "ruler": f"RULER {', '.join(items.get('subtasks', ()))} at {items['lengths']} tokens, {items['n']} per "
+                     "subtask and length"}.get(items["task"], f"needle retrieval at {items['lengths']} tokens, "
+                                                              f"{items['n']} per length and depth")
     console.print(f"[bold]evict[/] {study.name}: {study.model.name} ({path.name}) dense in transformers, {what}; "
                   f"{', '.join(spec.policies)} at keep {', '.join(f'{k:g}' for k in spec.keeps)}, "
                   f"prefill chunk {spec.chunk}", highlight=False)
@@ -125,7 +131,9 @@ def evict_study(study: Study, store: Store, console: Console, *, policies: list[
     model, tok = load_dense(path)
     # Haystacks sized with the model's own tokenizer, without special tokens as the engine's
     # /tokenize counts them, so the prompts are the engine quality arm's wherever the two agree.
-    qitems = study_items(study.quality, task=items["task"], n=items["n"],
+    lengths = {"ruler": "ruler_lengths", "retrieval": "retrieval_lengths"}.get(items["task"])
+    q = (study.quality.model_copy(update={lengths: items["lengths"]}) if lengths else study.quality)
+    qitems = study_items(q, task=items["task"], n=items["n"],
                          count_tokens=lambda s: len(tok(s, add_special_tokens=False).input_ids))
     # Perplexity on the longest prompt of the set: where the evicted share of the cache is largest.
     ppl_src = max(qitems, key=lambda it: len(item_prompt(tok, it)))
