@@ -216,12 +216,20 @@ def _quality_task(ctx: Context, arms: list[str] | None, n: int | str | None, tas
         c.print()       # the arm's progress dots end their line; the error gets its own
         raise
     agree = agreement_table(study, ctx.store)
+    from pareto_atlas.quality.stats import items_for_halfwidth
+    from pareto_atlas.store.quality import quality_table
+
+    base = quality_table(study, ctx.store).get(study.baseline.knobs().quality_key()) or {}
     for _, a in (agree[agree.task == q.task] if len(agree) else agree).iterrows():
         c.print(f"  {a.task} {a.arm} vs {a.reference}: same answer on {a.answer_agreement:.0%} of {a.n} items "
                 f"[95% {a.answer_agreement_lo:.0%}–{a.answer_agreement_hi:.0%}], identical output {a.identical_outputs:.0%}, "
                 f"first divergence at {a.unit} {_fmt(a.median_first_divergence, nd=0)} (median); flips: "
                 f"{a.right_to_wrong} right->wrong, {a.wrong_to_right} wrong->right (exact McNemar p = {a.mcnemar_p:.3g})",
                 highlight=False)
+        need = items_for_halfwidth(int(a.right_to_wrong + a.wrong_to_right), int(a.n), POWER_HALFWIDTH, p=base.get("p"))
+        c.print(f"    items for a ±{POWER_HALFWIDTH:.0%} interval on the difference at these rates: "
+                f"{'at least ' if need['floored'] else ''}{need['paired']} paired"
+                + (f", {need['unpaired']} unpaired" if "unpaired" in need else ""), highlight=False)
 
 
 def _task_lines(study: Study, s: dict) -> list[str]:
@@ -295,6 +303,8 @@ def calibrate(ctx: Context, allow: tuple[str, ...] = ()) -> None:
 
 PEER_FORMATS = ("vllm-bench", "guidellm")
 QUALITY_TASKS = QualityTask.__args__
+# The half-width (absolute, on the paired difference from the baseline) the quality stage says n for.
+POWER_HALFWIDTH = 0.05
 
 
 def _knobs(text: str | None):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from hypothesis import given, strategies as st
 
 from pareto_atlas.quality.stats import lm_eval_stderr, score, score_bools, wilson_interval
@@ -50,3 +52,15 @@ def test_score_from_bools_and_empty():
     assert (s.k, s.n, s.p) == (3, 4, 0.75)
     e = score(0, 0)
     assert math.isnan(e.p) and (e.lo, e.hi) == (0.0, 1.0)
+
+
+def test_paired_flips_need_fewer_items_than_unpaired_accuracy():
+    from pareto_atlas.quality.stats import items_for_halfwidth
+
+    need = items_for_halfwidth(flips=4, n=40, halfwidth=0.05, p=0.5)
+    # discordance 0.1: 1.96^2 * 0.1 / 0.05^2 = 154 paired; 1.96^2 * 2 * 0.25 / 0.05^2 = 769 unpaired
+    assert need["paired"] == 154 and need["unpaired"] == 769 and not need["floored"]
+    assert items_for_halfwidth(flips=0, n=40, halfwidth=0.05)["floored"]
+    assert items_for_halfwidth(flips=8, n=40, halfwidth=0.05)["paired"] > need["paired"]
+    with pytest.raises(ValueError):
+        items_for_halfwidth(flips=1, n=0, halfwidth=0.05)

@@ -139,3 +139,20 @@ def paired_difference(arm: Iterable[bool], baseline: Iterable[bool], level: floa
     diff = p1 - p2
     return PairedDifference(n=n, p_arm=p1, p_base=p2, b=b, c=c, diff=diff, lo=max(-1.0, diff - delta),
                             hi=min(1.0, diff + eps), mcnemar_p=mcnemar_exact(b, c))
+
+
+def items_for_halfwidth(flips: int, n: int, halfwidth: float, *, p: float | None = None, z: float = Z95) -> dict:
+    """How many items a 95 % interval of half-width `halfwidth` needs, paired against the baseline
+    and unpaired, at the rates a run of `n` items showed (`flips`: items whose answer changed either
+    way; `p`: the baseline's accuracy, for the unpaired count). The paired difference's variance is
+    about d/n for a discordance rate d (small differences); two independent proportions' is
+    2 p (1 - p) / n. Where no item flipped, one flip is assumed (a rule-of-three style floor), so the
+    count is a lower bound. What the time budget buys: paired flips need fewer items than accuracy."""
+    if n < 1 or not 0.0 < halfwidth < 1.0:
+        raise ValueError(f"n = {n}, halfwidth = {halfwidth}: need n >= 1 and 0 < halfwidth < 1")
+    d = max(flips, 1) / n
+    out = {"paired": math.ceil(z * z * d / halfwidth ** 2), "discordance": d, "floored": flips == 0}
+    if p is not None:
+        q = min(max(p, 1.0 / n), 1.0 - 1.0 / n)
+        out["unpaired"] = math.ceil(z * z * 2.0 * q * (1.0 - q) / halfwidth ** 2)
+    return out
