@@ -94,6 +94,22 @@ def table(rows: list[dict]) -> list[str]:
     return out
 
 
+def pooled_lines(rows: list[dict]) -> list[str]:
+    """Per scenario, the bar's goal over the three latency figures pooled (TTFT p50, TPOT p50, TPOT
+    p99): the median |error| of all of them and the share inside the bar they carried."""
+    out = ["pooled over TTFT p50, TPOT p50 and TPOT p99 (the bar: median |error| <= 10 %, coverage >= 90 %)"]
+    for sc in dict.fromkeys(r["scenario"] for r in rows):
+        rs = [r for r in rows if r["scenario"] == sc and r["target"] != "throughput_tok_s"]
+        err = pd.concat([r["err"].dropna().reset_index(drop=True) for r in rs])
+        inside = pd.concat([r["inside"][r["err"].dropna().index].reset_index(drop=True) for r in rs
+                            if r["inside"] is not None])
+        med, cov = float(np.median(np.abs(err))), float(inside.mean()) if len(inside) else math.nan
+        ok = med <= GOAL_MEDIAN and cov >= GOAL_COVERAGE
+        out.append(f"  {sc:34s} n {len(err):3d}  median |err| {med:6.1%}  coverage {cov:5.0%}  "
+                   f"{'meets both' if ok else 'misses'}")
+    return out
+
+
 def signed(err: pd.DataFrame) -> str:
     return ", ".join(f"{t.replace('_ms', '').replace('_tok_s', '')} {np.nanmedian(err[t]):+.0%}" for t in SCORED)
 
@@ -167,6 +183,7 @@ def main() -> None:
                          "inside": inside.reset_index(drop=True).astype(float) > 0.5})
     print("\nheld-out error of a model the fit did not see (relative: predicted / measured - 1)")
     print("\n".join(table(rows)))
+    print("\n".join(pooled_lines(rows)))
     # 3. what the atlas carries: the fit on every size, its leave-one-model-out bar
     if names.nunique() >= 2:
         cal = fit(anchors, cards, hw, engine="llamacpp", loo=False, lomo=True)

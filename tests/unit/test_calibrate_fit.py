@@ -11,15 +11,16 @@ import pytest
 from pareto_atlas.calibrate import fit, propose_next_anchor
 from pareto_atlas.calibrate.fit import TARGETS, _anchors, predict
 from pareto_atlas.calibrate.hwprobe import measure_this_machine
-from pareto_atlas.simulate.params import default_params
+from pareto_atlas.simulate.params import default_params, kernel_format
 from pareto_atlas.simulate.space import Load, Workload, default_space
 from pareto_atlas.simulate.sweep import sweep
 from pareto_atlas.spec.cards import HardwareCard, shipped_models
 
 M = shipped_models()["qwen2.5-0.5b"]
 CPU = HardwareCard("this-cpu", "cpu", 20.0, {"fp32": 0.1}, 24.0, price_per_hour=0.05, price_date="2026-11")
-TRUTH = replace(default_params(CPU), eff_bw=1.2, gemv_s_per_weight={"Q4_K_M": 50e-12, "F16": 30e-12},
-                gemm_s_per_weight={"Q4_K_M": 18e-12, "F16": 28e-12}, head_ratio=2.0, overhead_step_s=3e-3,
+QK = kernel_format("Q4_K_M", M)     # the 0.5B's rows (hidden 896) do not fit K-quant blocks
+TRUTH = replace(default_params(CPU), eff_bw=1.2, gemv_s_per_weight={QK: 50e-12, "F16": 30e-12},
+                gemm_s_per_weight={QK: 18e-12, "F16": 28e-12}, head_ratio=2.0, overhead_step_s=3e-3,
                 step_cv=0.05)
 
 
@@ -39,7 +40,7 @@ def test_fit_recovers_known_parameters_from_noisy_synthetic_anchors():
     cal = fit(synthetic_anchors(0.02), M, CPU, loo=False)
     p = cal.params
     # Each format's dequantize+dot cost per weight is identified from the anchors, not typed in.
-    for d in ("Q4_K_M", "F16"):
+    for d in (QK, "F16"):
         assert p.gemv_s_per_weight[d] == pytest.approx(TRUTH.gemv_s_per_weight[d], rel=0.1)
         assert p.gemm_s_per_weight[d] == pytest.approx(TRUTH.gemm_s_per_weight[d], rel=0.1)
     # Per-step and per-sequence overheads trade off against each other; what they must get right
@@ -226,3 +227,15 @@ def test_contended_anchors_are_left_out_of_the_fit_and_named():
     # with fewer than two quiet anchors, nothing is left out (a fit on what there is, said so by the bar)
     two = df.iloc[:2].assign(contended=True)
     assert len(fit(two, M, CPU, loo=False).contended) == 0
+
+
+def test_a_k_quant_on_rows_its_blocks_do_not_fit_is_another_kernel_format():
+    # llama.cpp stores a K-quant tensor whose rows are not a multiple of 256 in a legacy type: the
+    # 0.5B's Q4_K_M (hidden 896) is mostly Q5_0, the 1.5B's (hidden 1536) real Q4_K
+    small, large = shipped_models()["qwen2.5-0.5b"], shipped_models()["qwen2.5-1.5b"]
+    assert kernel_format("Q4_K_M", small) == "Q4_K_M/legacy-rows" and kernel_format("Q4_K_M", large) == "Q4_K_M"
+    assert kernel_format("Q4_0", small) == "Q4_0" and kernel_format("RANDOM", small) == "Q4_0"
+    p = replace(default_params(CPU), gemv_s_per_weight={QK: 50e-12}, gemm_s_per_weight={QK: 18e-12})
+    assert p.weight_cost("Q4_K_M", "gemm", small) == (18e-12, "fitted")
+    # the 1.5B's Q4_K_M never borrows the 0.5B's fitted cost as its own: another format's kernels
+    assert p.weight_cost("Q4_K_M", "gemm", large)[1] != "fitted"

@@ -72,8 +72,10 @@ def support(train: pd.DataFrame, row: pd.Series) -> str:
     its weight format's kernels, its KV type, its slots or its prompt length (within the trained
     range), or speculation that actually drafted, unseen in training."""
     why = []
-    fmt = weight_format(str(row.get("weights", "F16")))
-    if fmt not in {weight_format(w) for w in train.get("weights", pd.Series(["F16"] * len(train)))}:
+    card = lambda r: r[CARD] if CARD in r else None     # noqa: E731  (the kernels a format runs depend on the rows)
+    fmt = weight_format(str(row.get("weights", "F16")), card(row))
+    seen = {weight_format(str(r.get("weights", "F16")), card(r)) for _, r in train.iterrows()} if len(train) else {"F16"}
+    if fmt not in seen:
         why.append(f"format {fmt}")
     if "kv" in row and row["kv"] not in set(train.get("kv", [])):
         why.append(f"kv {row['kv']}")

@@ -18,7 +18,7 @@ from pareto_atlas.simulate import des
 from pareto_atlas.simulate.api import resolve_acceptance
 from pareto_atlas.simulate.cost_model import coeffs, compute_dtype
 from pareto_atlas.simulate.memory import plan_memory
-from pareto_atlas.simulate.params import LAYOUT, MAX_EFF_BW, CalibParams, default_params
+from pareto_atlas.simulate.params import MAX_EFF_BW, CalibParams, base_format, default_params, kernel_format
 from pareto_atlas.spec.cards import HardwareCard, ModelCard
 from pareto_atlas.spec.knobs import Knobs
 
@@ -127,9 +127,14 @@ def predict(anchors: list[_Anchor], model: ModelCard | Sequence[ModelCard], hw: 
     return out
 
 
-def weight_format(weights: str) -> str:
-    """The kernels a weight format runs (RANDOM runs Q4_0's)."""
-    return LAYOUT.get(weights, weights)
+def weight_format(weights: str, model: ModelCard | None = None) -> str:
+    """The kernels a weight format runs on a model's rows (RANDOM runs Q4_0's; a K-quant on rows that
+    do not fit its blocks, mostly legacy ones: simulate.params.kernel_format)."""
+    return kernel_format(weights, model)
+
+
+def _cards(model: ModelCard | Sequence[ModelCard], n: int) -> list[ModelCard]:
+    return [model] * n if isinstance(model, ModelCard) else list(model)
 
 
 @dataclass(frozen=True)
@@ -144,8 +149,9 @@ class _Space:
 
     @classmethod
     def for_anchors(cls, anchors: list[_Anchor], fit_cv: bool, fixed: tuple[str, ...] = (),
-                    req_overhead: bool = False) -> "_Space":
-        fmts = sorted({weight_format(a.knobs.weights) for a in anchors})
+                    req_overhead: bool = False, cards: Sequence[ModelCard] | None = None) -> "_Space":
+        cards = list(cards) if cards is not None else [None] * len(anchors)
+        fmts = sorted({weight_format(a.knobs.weights, c) for a, c in zip(anchors, cards)})
         names = [f"gemv:{d}" for d in fmts] + [f"gemm:{d}" for d in fmts]
         kvs = sorted({a.knobs.kv for a in anchors})
         names += [f"eff_attn:{kv}" for kv in kvs]
@@ -165,7 +171,7 @@ class _Space:
     @staticmethod
     def _derived(p: CalibParams, hw: HardwareCard, d: str) -> float:
         from pareto_atlas.simulate.cost_model import per_weight_costs
-        return per_weight_costs(hw, d, p)[0]
+        return per_weight_costs(hw, d, p)[0]     # d is a kernel format: its own table entry or derived
 
     def get(self, p: CalibParams, hw: HardwareCard) -> np.ndarray:
         v = []
@@ -213,7 +219,7 @@ class _Space:
             a, b = {"gemv": (1e-14, 1e-7), "gemm": (1e-14, 1e-7), "eff_attn": (1e-3, 1.0), "attn_flops": (1e-3, 1.0), "eff_bw": (1e-3, MAX_EFF_BW),
                     "head_ratio": (0.1, 10.0), "step_cv": (1e-6, 0.5)}.get(kind, (1e-7, 2.0))
             if gpu and kind in ("gemv", "gemm"):
-                a = 2.0 / hw.peak_flops(compute_dtype(d, hw))
+                a = 2.0 / hw.peak_flops(compute_dtype(base_format(d), hw))
             if gpu and kind == "eff_bw":
                 b = 1.0
             lo.append(np.log(a))
@@ -234,7 +240,8 @@ def fit_params(anchors_df: pd.DataFrame, model: ModelCard | Sequence[ModelCard],
     ok = np.isfinite(meas) & (meas > 0)
     # Only the formats these anchors run are fitted; anything else in `start` is dropped, so a
     # held-out format is predicted from its family (an extrapolation), never from a leaked value.
-    fmts = {weight_format(a.knobs.weights) for a in anchors}
+    cards = _cards(model, len(anchors))
+    fmts = {weight_format(a.knobs.weights, c) for a, c in zip(anchors, cards)}
     kvs = {a.knobs.kv for a in anchors}
     start = replace(start, gemv_s_per_weight={k: v for k, v in start.gemv_s_per_weight.items() if k in fmts},
                     gemm_s_per_weight={k: v for k, v in start.gemm_s_per_weight.items() if k in fmts},
@@ -246,7 +253,7 @@ def fit_params(anchors_df: pd.DataFrame, model: ModelCard | Sequence[ModelCard],
     # ~1 ms, under the anchors' repeat spread: fitting it there only moved the fit to another
     # optimum (held-out 512-token TTFT -23 % on q4_0 KV against -3 % without), so it keeps its default.
     req = hw.kind == "gpu" and bool(ok[:, [TARGETS.index("ttft_p50_ms"), TARGETS.index("ttft_p99_ms")]].any())
-    space = _Space.for_anchors(anchors, fit_cv, fixed, req_overhead=req)
+    space = _Space.for_anchors(anchors, fit_cv, fixed, req_overhead=req, cards=cards)
     x0 = space.get(start, hw)
     lo, hi = space.bounds(hw)
     x0 = np.clip(x0, lo + 1e-9, hi - 1e-9)

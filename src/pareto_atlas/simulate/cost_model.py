@@ -13,7 +13,7 @@ import numpy as np
 
 from pareto_atlas.simulate.kernels import (ACC, AT, CTX_SCALE, CV, D_FL, D_KVR, D_O, D_W, DRAFT_P, FL, FL_H, FL_V, K,
                                           KV_PAD, KVR, KVW, N_COEFFS, O_REQ, O_SEQ, O_STEP, P, Q, TILE, W_T, XFER, step_time)
-from pareto_atlas.simulate.params import CalibParams
+from pareto_atlas.simulate.params import CalibParams, base_format
 from pareto_atlas.spec.cards import HardwareCard, ModelCard, shipped_models
 from pareto_atlas.spec.knobs import BITS_PER_KV, BITS_PER_WEIGHT, Knobs
 
@@ -84,12 +84,15 @@ def _default_draft(model: ModelCard) -> ModelCard:
     return min(pool, key=lambda m: m.n_params)
 
 
-def per_weight_costs(hw: HardwareCard, weights: str, params: CalibParams) -> tuple[float, float]:
-    """Seconds per weight per token of the (GEMV, GEMM) kernels for a weight format: fitted from
-    anchors where calibrated (see CalibParams.weight_cost), else 2 FLOPs at the card's peak x eff."""
-    derived = 2.0 / (hw.peak_flops(compute_dtype(weights, hw)) * params.flops_eff(weights))
-    gemv, _ = params.weight_cost(weights, "gemv")
-    gemm, _ = params.weight_cost(weights, "gemm")
+def per_weight_costs(hw: HardwareCard, weights: str, params: CalibParams, model: ModelCard | None = None
+                     ) -> tuple[float, float]:
+    """Seconds per weight per token of the (GEMV, GEMM) kernels for a weight format on `model`'s
+    rows (a kernel format, params.kernel_format): fitted from anchors where calibrated (see
+    CalibParams.weight_cost), else 2 FLOPs at the card's peak x eff."""
+    base = base_format(weights)
+    derived = 2.0 / (hw.peak_flops(compute_dtype(base, hw)) * params.flops_eff(base))
+    gemv, _ = params.weight_cost(weights, "gemv", model)
+    gemm, _ = params.weight_cost(weights, "gemm", model)
     return (derived if gemv is None else gemv), (derived if gemm is None else gemm)
 
 
@@ -109,7 +112,7 @@ def coeffs(model: ModelCard, hw: HardwareCard, knobs: Knobs, params: CalibParams
     c[W_T] = weight_bytes(model, knobs.weights) / (bw * params.bw_eff(knobs.weights))
     c[KVR] = kvb / (bw * eff_a)
     c[KVW] = kvb * knobs.kv_keep / (bw * eff_a)
-    gemv, gemm = per_weight_costs(hw, knobs.weights, params)
+    gemv, gemm = per_weight_costs(hw, knobs.weights, params, model)
     body = model.matmul_params - head_params(model)
     c[FL] = body * gemm
     c[FL_V] = body * gemv

@@ -22,6 +22,32 @@ FAMILY = {"Q4_0": "legacy", "Q4_1": "legacy", "Q5_0": "legacy", "Q8_0": "legacy"
           # W4A16 (GPTQ int4 weight-only) runs the same Marlin-class kernels as AWQ; W8A8 its own int8 GEMMs
           "W4A16": "int4-gpu", "W8A8": "int8"}
 LAYOUT = {"RANDOM": "Q4_0"}     # formats that run exactly another format's kernels
+# llama.cpp's K-quants pack 256 weights a block along a tensor's rows; a tensor whose rows are not a
+# multiple of 256 long is stored in a legacy type instead (Q4_K -> Q5_0, Q6_K -> Q8_0). A model whose
+# hidden size is not a multiple of 256 so runs mostly legacy kernels under a K-quant's name:
+# Qwen2.5-0.5B's Q4_K_M file is 71 % Q5_0, 15 % Q4_K, 15 % Q6_K of its body weights (hidden 896),
+# Qwen2.5-1.5B's 85 % Q4_K, 15 % Q6_K (hidden 1536). Their fitted costs are two formats', not one.
+QK_K = 256
+LEGACY_ROWS = "/legacy-rows"
+
+
+def kernel_format(weights: str, model=None) -> str:
+    """The kernels a weight format runs on `model` (a ModelCard; None: the format's own): the format,
+    or `<K-quant>/legacy-rows` where the model's rows do not fit K-quant blocks (see QK_K)."""
+    w = LAYOUT.get(weights, weights)
+    if model is not None and FAMILY.get(w) == "k-quant" and getattr(model, "hidden", 0) % QK_K:
+        return w + LEGACY_ROWS
+    return w
+
+
+def base_format(fmt: str) -> str:
+    """A kernel format's weight format (its label without /legacy-rows)."""
+    return fmt.removesuffix(LEGACY_ROWS)
+
+
+def format_family(fmt: str) -> str:
+    """A kernel format's family: a K-quant on legacy rows runs mostly legacy kernels."""
+    return "legacy" if fmt.endswith(LEGACY_ROWS) else FAMILY.get(fmt, fmt)
 
 
 MAX_EFF_BW = 2.0
@@ -121,14 +147,15 @@ class CalibParams:
     def attn_flops_eff(self, kv: str) -> float:
         return self.eff_attn_flops_by_kv.get(kv, self.attn_eff(kv))
 
-    def weight_cost(self, weights: str, path: str) -> tuple[float | None, str]:
+    def weight_cost(self, weights: str, path: str, model=None) -> tuple[float | None, str]:
         """(seconds per weight per token on `path` ("gemv" or "gemm"), where it came from): the
-        format's own fitted cost, its layout's, its family's (geometric mean), or None (derive it)."""
+        kernel format's own fitted cost (kernel_format: the format on `model`'s rows), its layout's,
+        its family's (geometric mean), or None (derive it)."""
         table = self.gemv_s_per_weight if path == "gemv" else self.gemm_s_per_weight
-        w = LAYOUT.get(weights, weights)
+        w = kernel_format(weights, model)
         if w in table:
             return table[w], "fitted"
-        fam = [v for k, v in table.items() if FAMILY.get(k) == FAMILY.get(w, w)]
+        fam = [v for k, v in table.items() if format_family(k) == format_family(w)]
         if fam:
             return float(np.exp(np.mean(np.log(fam)))), "family"
         return None, "derived"

@@ -157,7 +157,7 @@ def _frame(space, pairs, params, pair_idx, wl_idx, load_idx, out, peak, weights_
     df["calib_provenance"] = np.array([p.provenance for p in hp], dtype=object)[pair_idx]
     # where the weight format's kernel cost came from on this card: fitted on its anchors, borrowed from
     # its family's, or derived from the roofline (no anchor of the format or its family: an extrapolation)
-    df["weights_cost"] = np.array([p.weight_cost(k.weights, "gemv")[1] for (k, _), p in zip(pairs, hp)],
+    df["weights_cost"] = np.array([p.weight_cost(k.weights, "gemv", space.model)[1] for (k, _), p in zip(pairs, hp)],
                                   dtype=object)[pair_idx]
     n_dev = np.where(df["batching"].to_numpy() == "disagg", 2, 1)
     df["n_devices"] = n_dev

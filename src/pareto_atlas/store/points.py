@@ -121,7 +121,7 @@ def _measured_rows(study: Study, store: Store) -> pd.DataFrame:
             "lat_rel_err": 0.0, "thr_rel_err": 0.0,
             "price_per_hour": price, "price_date": price_date,
             "cost_per_mtok": cost_per_mtok(price, thr),
-            **quality,
+            **quality, "quality_task": qs.quality.task,     # an anchor's shape is guarded by the study's task
             "engine_version": a.engine_version, "feasible": True, "infeasible_reason": "",
             "weights_bpw": json.loads(a.provenance_json or "{}").get("weights_bpw", NAN),
             # other work on the machine during the run, in cores (measure.contention; NaN: not measured)

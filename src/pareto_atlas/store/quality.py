@@ -273,11 +273,12 @@ def attach_quality(points: pd.DataFrame, study: Study, store: Store,
     that guards it (`task_of(workload)`; default: the study's task), named in `quality_task`."""
     kt = kld_table(study, store)
     task_of = task_of or (lambda _w: study.quality.task)
-    tasks = {w: task_of(w) for w in pd.unique(points["workload"].astype(str))} if len(points) else {}
+    wls = (points["workload"].astype(str) if "workload" in points else pd.Series("", index=points.index)).tolist()
+    tasks = {w: task_of(w) for w in dict.fromkeys(wls)}
     per_task = {t: (quality_table(study, store, t), eviction_effects(study, store, t)) for t in set(tasks.values())}
     cache: dict[tuple[Knobs, str], tuple] = {}
     vals = []
-    for k, w in zip((Knobs.from_row(r) for _, r in points.iterrows()), points["workload"].astype(str) if len(points) else []):
+    for k, w in zip((Knobs.from_row(r) for _, r in points.iterrows()), wls):
         t = tasks[w]
         if (k, t) not in cache:
             qt, effects = per_task[t]
@@ -287,7 +288,7 @@ def attach_quality(points: pd.DataFrame, study: Study, store: Store,
     q = pd.DataFrame(vals, columns=list(QUALITY_COLUMNS + KLD_COLUMNS), index=points.index)
     for c in q.columns:
         out[c] = q[c]
-    out["quality_task"] = [tasks[w] for w in points["workload"].astype(str)] if len(points) else []
+    out["quality_task"] = [tasks[w] for w in wls]
     return out
 
 
