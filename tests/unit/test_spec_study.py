@@ -18,7 +18,7 @@ weights = "Q4_1"
 
 
 def test_builtin_studies_load():
-    for name in ("default", "tiny", "ladder", "sizes"):
+    for name in ("default", "tiny", "ladder", "sizes", "workloads"):
         s = load_study(name)
         assert s.arms and s.baseline.name in {a.name for a in s.arms}
 
