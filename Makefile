@@ -37,7 +37,7 @@ setup-vllm:
 atlas-vllm:
 	scripts/setup.sh && scripts/setup_vllm.sh && .venv/bin/pareto-atlas build --study vllm-cpu
 
-# quality per workload: code (HumanEval), instruction following (IFEval) and long context (RULER at 2k
+# quality per workload: instruction following (IFEval) and long context (RULER at 2k
 # and 4k tokens) on the built-in model's quality arms, each workload guarded by its own task (~35 min)
 atlas-workloads:
 	scripts/setup.sh && .venv/bin/pareto-atlas build --study workloads

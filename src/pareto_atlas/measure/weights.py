@@ -178,6 +178,21 @@ def variant_file(model: str, weights: str, *, seed: int = 0) -> tuple[Path, str]
     return out, _verified(out, None)
 
 
+def cpu_key() -> str:
+    """This CPU's instruction-set key: the first 8 hex of the sha256 of /proc/cpuinfo's first flags
+    line (with its newline), "generic" hashed where there is none; scripts/build_llama_tools.sh keys
+    its native build by the same, since a binary built for another CPU can die of SIGILL here."""
+    import hashlib
+
+    line = "generic"
+    try:
+        with open("/proc/cpuinfo") as f:
+            line = next((ln.rstrip("\n") for ln in f if ln.startswith("flags")), "generic")
+    except OSError:
+        pass
+    return hashlib.sha256((line + "\n").encode()).hexdigest()[:8]
+
+
 def llama_tool(name: str) -> Path | None:
     """One of llama.cpp's tools (e.g. llama-quantize): $PARETO_ATLAS_<NAME> (llama-quantize:
     PARETO_ATLAS_LLAMA_QUANTIZE), the one scripts/build_llama_tools.sh built into the cache, or one
@@ -185,7 +200,7 @@ def llama_tool(name: str) -> Path | None:
     env = os.environ.get("PARETO_ATLAS_" + name.upper().replace("-", "_"))
     if env:
         return Path(env) if Path(env).is_file() else None
-    built = cache_dir().parent / f"llama.cpp-{LLAMA_CPP_VERSION}" / "bin" / name
+    built = cache_dir().parent / f"llama.cpp-{LLAMA_CPP_VERSION}" / f"bin-{cpu_key()}" / name
     if built.is_file():
         return built
     found = shutil.which(name)
