@@ -27,7 +27,8 @@ from pareto_atlas.spec.study import Study, load_study
 from pareto_atlas.store import Store
 from pareto_atlas.store.quality import kld_table, quality_table
 
-KNOBS = {"Q4_0": Knobs(weights="Q4_0"), "KV q8_0": Knobs(kv="q8_0"), "KV q4_0": Knobs(kv="q4_0")}
+KNOBS = {"Q4_0": Knobs(weights="Q4_0"), "KV q8_0": Knobs(weights="Q4_K_M", kv="q8_0"),
+         "KV q4_0": Knobs(weights="Q4_K_M", kv="q4_0")}    # each against the Q4_K_M source with an f16 cache
 ARMS = {"default": ["q4km", "q4_0", "kv-q8_0", "kv-q4_0"], "sizes": ["q4km", "q4_0", "kv-q8_0", "kv-q4_0"]}
 
 
