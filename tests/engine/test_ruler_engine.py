@@ -13,7 +13,8 @@ from pareto_atlas.quality import ruler as R
 from pareto_atlas.quality.runner import server_token_counter
 from pareto_atlas.quality.scoring import task_extras
 
-pytestmark = pytest.mark.engine
+# about a minute on 2 quiet cores (five 1,024-token prompts): `make test-slow`
+pytestmark = [pytest.mark.engine, pytest.mark.slow]
 L = 1024
 
 
