@@ -7,7 +7,6 @@ re-scoring them without the server must reproduce the scores.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -15,28 +14,14 @@ from pareto_atlas.quality import agreement, gsm8k_items, rescore, retrieval_item
 from pareto_atlas.quality.records import QualityRecord
 from pareto_atlas.quality.runner import server_token_counter
 
-from pareto_atlas.measure.weights import smollm2_gguf
+from smollm2_server import smollm2_server
 
 pytestmark = pytest.mark.engine
 
 
-def _smollm2() -> Path:
-    # The test command installs the model; a missing one is an error here, never a skip.
-    return smollm2_gguf()
-
-
 @pytest.fixture(scope="module")
 def base_url():
-    xllamacpp = pytest.importorskip("xllamacpp", reason="xllamacpp (the llama.cpp server wheel) is not installed")
-    gguf = _smollm2()
-    p = xllamacpp.CommonParams()
-    p.model.path = str(gguf)
-    p.n_parallel = 2
-    p.n_ctx = 4096          # 2048 per slot: the 5-shot prompts are ~1000-1400 tokens
-    p.cpuparams.n_threads = 2
-    srv = xllamacpp.Server(p)
-    yield srv.listening_address
-    del srv
+    yield from smollm2_server(n_ctx=4096)      # 2048 per slot: the 5-shot prompts are ~1000-1400 tokens
 
 
 def _check_complete(records, items):

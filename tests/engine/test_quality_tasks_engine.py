@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from pareto_atlas.measure.weights import smollm2_gguf
+from smollm2_server import smollm2_server
 from pareto_atlas.quality import humaneval as he
 from pareto_atlas.quality import rescore, run_items
 from pareto_atlas.quality import sandbox as sb
@@ -19,15 +19,7 @@ pytestmark = pytest.mark.engine
 
 @pytest.fixture(scope="module")
 def base_url():
-    xllamacpp = pytest.importorskip("xllamacpp", reason="xllamacpp (the llama.cpp server wheel) is not installed")
-    p = xllamacpp.CommonParams()
-    p.model.path = str(smollm2_gguf())
-    p.n_parallel = 2
-    p.n_ctx = 4096
-    p.cpuparams.n_threads = 2
-    srv = xllamacpp.Server(p)
-    yield srv.listening_address
-    del srv
+    yield from smollm2_server(n_ctx=4096)
 
 
 @pytest.mark.skipif(not sb.machine_allows()[0], reason="this machine forbids the sandbox")

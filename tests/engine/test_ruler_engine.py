@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from pareto_atlas.measure.weights import smollm2_gguf
+from smollm2_server import smollm2_server
 from pareto_atlas.quality import rescore, run_items
 from pareto_atlas.quality import ruler as R
 from pareto_atlas.quality.runner import server_token_counter
@@ -20,15 +20,7 @@ L = 1024
 
 @pytest.fixture(scope="module")
 def base_url():
-    xllamacpp = pytest.importorskip("xllamacpp", reason="xllamacpp (the llama.cpp server wheel) is not installed")
-    p = xllamacpp.CommonParams()
-    p.model.path = str(smollm2_gguf())
-    p.n_parallel = 2
-    p.n_ctx = 2 * L
-    p.cpuparams.n_threads = 2
-    srv = xllamacpp.Server(p)
-    yield srv.listening_address
-    del srv
+    yield from smollm2_server(n_ctx=2 * L)
 
 
 def test_ruler_through_the_real_server(base_url):
