@@ -123,3 +123,21 @@ def test_an_unknown_task_is_one_line():
     with pytest.raises(StudyError) as e:
         parse_study(STUDY_TOML.replace('tasks = { humaneval = 10 }', 'tasks = { poetry = 10 }'))
     assert "quality.tasks" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_the_atlas_prints_the_verdict_per_workload_and_marks_the_one_that_differs(store):
+    import io
+
+    from rich.console import Console
+
+    from pareto_atlas.atlas.stage import print_guard_by_workload
+
+    card = shipped_models()["qwen2.5-0.5b"]
+    (t,) = study_targets(STUDY, card, [shipped_hardware()["L4"]], [])
+    pts = attach_quality(_points(), STUDY, store, task_of=lambda w: t.task_of(w, STUDY.quality.task))
+    buf = io.StringIO()
+    g = print_guard_by_workload(STUDY, pts, Console(file=buf, width=200))
+    text = buf.getvalue()
+    assert "code-256-256 (humaneval)" in text and "math-128-256 (gsm8k)" in text
+    assert "1 of 2 configurations have a guard verdict that differs" in text
+    assert set(g[g.differs].kv) == {"q4_0"}

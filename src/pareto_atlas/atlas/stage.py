@@ -182,7 +182,7 @@ def print_quality_evidence(study: Study, store: Store, console: Console) -> pd.D
 def print_guard_by_workload(study: Study, points: pd.DataFrame, console: Console) -> pd.DataFrame:
     """Where a model is answered for on workloads guarded by different tasks: each measured or
     carried configuration's verdict per workload, so that a verdict that differs shows."""
-    from pareto_atlas.atlas.summary import guard_by_workload
+    from pareto_atlas.atlas.summary import TOKEN_KNOBS, guard_by_workload
     from pareto_atlas.spec.knobs import Knobs
 
     g = guard_by_workload(points, study.quality.floor)
@@ -201,7 +201,7 @@ def print_guard_by_workload(study: Study, points: pd.DataFrame, console: Console
             task = of_model.loc[of_model.workload == w, "quality_task"].iloc[0]
             t.add_column(f"{w} ({task})")
         t.add_column("differs")
-        knob_cols = [c for c in ("weights", "kv", "eviction", "kv_keep", "sparse_budget") if c in of_model]
+        knob_cols = [c for c in TOKEN_KNOBS if c in of_model]
         for key, conf in of_model.groupby(knob_cols, sort=False):
             label = Knobs(**dict(zip(knob_cols, key))).label()
             cells = []
@@ -211,7 +211,7 @@ def print_guard_by_workload(study: Study, points: pd.DataFrame, console: Console
                                                  f"[{_v(r.quality_rel_lo.iloc[0], 2)}–{_v(r.quality_rel_hi.iloc[0], 2)}]")
             t.add_row(label, *cells, "yes" if conf.differs.iloc[0] else "")
         console.print(t)
-    n = g.drop_duplicates(subset=["model", *[c for c in g.columns if c in ("weights", "kv", "eviction", "kv_keep", "sparse_budget")]])
+    n = g.drop_duplicates(subset=["model", *[c for c in TOKEN_KNOBS if c in g]])
     console.print(f"  {int(n.differs.sum())} of {len(n)} configurations have a guard verdict that differs between "
                   "workloads", highlight=False)
     return g
