@@ -9,9 +9,11 @@ Damage: the mean KL divergence (nats per token), and for GSM8K one minus the acc
 the baseline, paired item by item. The ratio's interval divides the bounds crosswise (a
 conservative box, not a propagated interval). Reads the two studies' stores; `--measure` first
 scores what they lack (KLD needs llama-perplexity: scripts/build_llama_tools.sh, ~7 min on 2 cores).
+`--write` rewrites the shipped damage-scaling table (spec/damage_scaling.csv) from the KL rows,
+which the ladder's rung (c) reads (quality.damage_scaling).
 
     python benchmarks/bench_damage.py --small atlas-out/default-cpu/store.duckdb \\
-        --large atlas-out/sizes-cpu/store.duckdb [--measure] [--gsm8k]
+        --large atlas-out/sizes-cpu/store.duckdb [--measure] [--gsm8k] [--write]
 """
 
 from __future__ import annotations
@@ -54,20 +56,44 @@ def rel_intervals(study: Study, store: Store) -> dict[str, tuple[float, float, f
             for name, k in KNOBS.items() if k.quality_key() in qt and qt[k.quality_key()].get("rel") == qt[k.quality_key()].get("rel")}
 
 
-def coverage_lines(small: dict, large: dict) -> list[str]:
+def scaling_rows(small: dict, large: dict, studies: tuple[Study, Study]) -> list:
+    """The KL rows as quality.damage_scaling rows (what `--write` ships)."""
+    import datetime
+
+    from pareto_atlas.calibrate.stage import model_card
+    from pareto_atlas.quality.damage_scaling import DamageScaling
+
+    cards = [model_card(s) for s in studies]
+    out = []
+    for name, k in KNOBS.items():
+        if name in small and name in large:
+            out.append(DamageScaling(
+                cards[0].family, "Q4_K_M", "f16", k.weights, k.kv, "mean KL divergence (nats/token)",
+                studies[0].model.name, float(cards[0].n_params), tuple(small[name]), studies[1].model.name,
+                float(cards[1].n_params), tuple(large[name]),
+                f"measured: benchmarks/bench_damage.py {datetime.date.today().isoformat()}, llama-perplexity "
+                f"--kl-divergence over 2,040 tokens, the {studies[0].name} and {studies[1].name} studies' stores"))
+    return out
+
+
+def coverage_lines(small: dict, large: dict, scalings: dict | None = None, n_from: float = 0.0,
+                   n_to: float = 0.0) -> list[str]:
     """Whether the interval the quality ladder carries from the 0.5B (rung (c): its measured
-    relative effect, half-widths x CARRY_WIDENING) covers what the 1.5B measured."""
+    relative effect, widened x CARRY_WIDENING and by the knob's damage scaling where it grows)
+    covers what the 1.5B measured; `scalings`: knob name -> DamageScaling (None: the x2 rule alone)."""
     from pareto_atlas.store.ladder import CARRY_WIDENING, carried
     from pareto_atlas.store.quality import Quality
 
-    out = [f"carried to the 1.5B from the 0.5B (GSM8K relative to the baseline, interval x{CARRY_WIDENING:g}) "
+    rule = "and the damage scaling" if scalings else "alone"
+    out = [f"carried to the 1.5B from the 0.5B (GSM8K relative to the baseline, interval x{CARRY_WIDENING:g} {rule}) "
            "against the 1.5B's measured relative score"]
     for name in KNOBS:
         if name not in small or name not in large:
             out.append(f"  {name:8s} not measured on both")
             continue
         s = small[name]
-        c = carried(Quality(math.nan, math.nan, math.nan, s[0], s[1], s[2], "", "measured"), "0.5B", name)
+        c = carried(Quality(math.nan, math.nan, math.nan, s[0], s[1], s[2], "", "measured"), "0.5B", name,
+                    (scalings or {}).get(name), n_from, n_to)
         g = large[name]
         inside = c.rel_lo <= g[0] <= c.rel_hi
         out.append(f"  {name:8s} carried {c.rel:.2f} [{c.rel_lo:.2f}, {c.rel_hi:.2f}]   measured {g[0]:.2f} "
@@ -103,6 +129,8 @@ def main() -> None:
     ap.add_argument("--large", type=Path, default=Path("atlas-out/sizes-cpu/store.duckdb"))
     ap.add_argument("--measure", action="store_true", help="score what the stores lack first")
     ap.add_argument("--gsm8k", action="store_true", help="with --measure, also GSM8K (tens of minutes on 2 cores)")
+    ap.add_argument("--write", type=Path, nargs="?", const=Path("src/pareto_atlas/spec/damage_scaling.csv"),
+                    help="rewrite the damage-scaling table the ladder reads (default: the shipped one)")
     args = ap.parse_args()
     console = Console(stderr=True)
     found: dict[str, tuple[dict, dict]] = {}
@@ -120,7 +148,17 @@ def main() -> None:
     (k05, g05, r05), (k15, g15, r15) = found["default"], found["sizes"]
     print("\n".join(lines("mean KL divergence from the baseline (nats/token)", k05, k15, ".4f")))
     print("\n".join(lines("GSM8K damage (1 - accuracy relative to the baseline, paired)", g05, g15, ".2f")))
+    rows = scaling_rows(k05, k15, (load_study("default"), load_study("sizes")))
+    scalings = {name: r for name, r in zip([n for n in KNOBS if n in k05 and n in k15], rows)}
+    n_from, n_to = (rows[0].small_params, rows[0].large_params) if rows else (0.0, 0.0)
     print("\n".join(coverage_lines(r05, r15)))
+    print("\n".join(coverage_lines(r05, r15, scalings, n_from, n_to)))
+    if args.write and rows:
+        from pareto_atlas.quality.damage_scaling import write_table
+        write_table(rows, args.write, "How each knob's damage scales with model size, measured on this project's CPU "
+                    "(quality.damage_scaling;\nrewritten by benchmarks/bench_damage.py --write). Values: "
+                    "value, 95 % low, 95 % high; larger is worse.")
+        print(f"wrote {len(rows)} rows to {args.write}")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ Rungs, strongest first, each with an interval (DESIGN.md's evidence levels):
       baseline, the interval from its item count or printed stderr);
   (c) carried from a model of the same family measured here, same token-changing knobs, relative
       to the same reference precision: the measured relative effect, its interval widened
-      (CARRY_WIDENING) because damage measured on one size is not the next size's;
+      (CARRY_WIDENING) because damage measured on one size is not the next size's, and more where
+      the knob's damage was measured to grow with size (quality.damage_scaling);
   (d) a prior (a cited effect or a re-encoding argument): projected, never a winner.
 The target's own reference configuration (its unmodified weights and KV cache) is exactly 1
 relative to itself: evidence `reference`, with the published absolute score where there is one.
@@ -76,12 +77,38 @@ def _published(target: Target, knobs: Knobs, task: str, table: pd.DataFrame | No
     return None
 
 
-def carried(q: Quality, source_model: str, arm: str) -> Quality:
-    """Rung (c): a measured relative effect carried to another size of the family."""
+def carried(q: Quality, source_model: str, arm: str, scaling=None, n_from: float = 0.0,
+            n_to: float = 0.0) -> Quality:
+    """Rung (c): a measured relative effect carried to another size of the family. `scaling` (a
+    quality.damage_scaling.DamageScaling of the same knob, or None) and the two parameter counts
+    widen it where the knob's damage grows towards the target's size (see that module)."""
     w = CARRY_WIDENING
     lo, hi = q.rel - w * (q.rel - q.rel_lo), q.rel + w * (q.rel_hi - q.rel)
-    return Quality(NAN, NAN, NAN, q.rel, max(lo, 0.0), hi,
-                   f"carried:{source_model} {arm} (its measured effect, interval x{w:g} across model sizes)", "carried")
+    centre = q.rel
+    how = f"interval x{w:g} across model sizes"
+    if scaling is None:
+        how += "; growth of its damage with size not measured"
+    else:
+        f_centre, f_up = scaling.factors(n_from, n_to)
+        if f_up <= 1.0:
+            how += f"; its damage does not grow towards this size ({scaling.describe()})"
+        else:
+            # the damage the measurement cannot exclude, at least the interval's width
+            d_hi = max(1.0 - q.rel_lo, q.rel_hi - q.rel_lo, 0.0)
+            if f_centre > 1.0 and q.rel < 1.0:
+                centre = 1.0 - (1.0 - q.rel) * f_centre
+            lo = min(lo, centre, 1.0 - d_hi * f_up)
+            hi = max(hi, centre)
+            how += (f"; its damage grows with size ({scaling.describe()}): centre x{f_centre:.2g}, "
+                    f"the damage it cannot exclude x{f_up:.2g} at this size")
+    return Quality(NAN, NAN, NAN, max(centre, 0.0), max(lo, 0.0), hi,
+                   f"carried:{source_model} {arm} (its measured effect, {how})", "carried")
+
+
+def _scaling(knobs: Knobs, ref: Knobs, family: str):
+    from pareto_atlas.quality.damage_scaling import scaling_for
+
+    return scaling_for(family, (ref.weights, ref.kv), (knobs.weights, knobs.kv))
 
 
 def target_quality(knobs: Knobs, target: Target, kind: str, study: Study, qt: dict[str, dict],
@@ -121,7 +148,8 @@ def target_quality(knobs: Knobs, target: Target, kind: str, study: Study, qt: di
     if (hit is not None and ref.quality_key() == measured_ref.quality_key() and target.family
             and target.family == measured_family and hit.get("rel") == hit.get("rel")):
         q = Quality(hit["p"], hit["lo"], hit["hi"], hit["rel"], hit["rel_lo"], hit["rel_hi"], "", "measured")
-        return carried(q, study.model.name, hit["arm"])
+        return carried(q, study.model.name, hit["arm"], _scaling(knobs, measured_ref, measured_family),
+                       _measured_params(study), target.card.n_params)
     # the reference's published absolute score, where there is one, is what a prior's ratio scales
     base = (Quality(base.q, base.lo, base.hi, 1.0, 1.0, 1.0, "", "prior") if base is not None
             else Quality(NAN, NAN, NAN, 1.0, 1.0, 1.0, "", "prior"))
@@ -131,6 +159,15 @@ def target_quality(knobs: Knobs, target: Target, kind: str, study: Study, qt: di
         q, source = _from_prior(base, WEIGHT_PRIORS[knobs.weights])
         return replace(q, provenance=f"prior:{source} ({knobs.weights} weights of {target.name})")
     return Quality.unmeasured()
+
+
+def _measured_params(study: Study) -> float:
+    from pareto_atlas.calibrate.stage import model_card
+
+    try:
+        return float(model_card(study).n_params)
+    except Exception:       # as _measured_family
+        return 0.0
 
 
 def _measured_family(study: Study) -> str:
