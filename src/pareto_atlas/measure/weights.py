@@ -234,10 +234,10 @@ def native_quantize(src: Path, dst: Path, weights: str, threads: int | None = No
 
 def matmul_bits_per_weight(path: Path) -> float:
     """Bits per weight of a GGUF file's weight matrices, as stored (scales and mixes included)."""
-    import gguf
+    from .gguf_header import read_header
 
-    mats = [t for t in gguf.GGUFReader(str(path)).tensors if _is_matrix(t)]
-    return 8.0 * sum(int(t.n_bytes) for t in mats) / max(sum(int(t.n_elements) for t in mats), 1)
+    mats = [t for t in read_header(path).tensors if _is_matrix(t)]
+    return 8.0 * sum(t.n_bytes for t in mats) / max(sum(t.n_elements for t in mats), 1)
 
 
 def _is_matrix(t) -> bool:

@@ -224,15 +224,10 @@ def inline_model_card(fields: dict, name: str = "inline") -> ModelCard:
 
 def model_card_from_gguf(path: str, name: str | None = None) -> ModelCard:
     """Read the architecture numbers from a GGUF file's metadata."""
-    from gguf import GGUFReader
+    from pareto_atlas.measure.gguf_header import read_header
 
-    reader = GGUFReader(path)
-
-    def val(key: str):
-        f = reader.fields.get(key)
-        if f is None:
-            return None
-        return f.contents()
+    header = read_header(path)      # the metadata without gguf-py's numpy view of the vocabulary
+    val = header.metadata.get       # an array field's value is its length
 
     arch = val("general.architecture")
     if arch is None:
@@ -241,8 +236,8 @@ def model_card_from_gguf(path: str, name: str | None = None) -> ModelCard:
     hidden = int(val(f"{arch}.embedding_length"))
     n_kv = val(f"{arch}.attention.head_count_kv")
     head_dim = val(f"{arch}.attention.key_length") or hidden // n_heads
-    vocab = len(val("tokenizer.ggml.tokens") or []) or int(val(f"{arch}.vocab_size") or 0)
-    names = {t.name for t in reader.tensors}
+    vocab = int(val("tokenizer.ggml.tokens") or 0) or int(val(f"{arch}.vocab_size") or 0)
+    names = {t.name for t in header.tensors}
     return ModelCard(
         name=name or str(val("general.name") or arch),
         n_layers=int(val(f"{arch}.block_count")),
