@@ -28,6 +28,15 @@ console = Console(stderr=True, width=max(shutil.get_terminal_size((160, 40)).col
 BUILTINS = ("default, tiny, ladder, vllm-cpu, sizes (three model sizes), workloads (a task per workload), "
             "paper (the seed paper's setup on published evidence, no engine)")
 STUDY = typer.Option("default", "--study", "-s", help=f"Study TOML path, or a built-in: {BUILTINS}.")
+# evict and kld take the study as an argument and also as --study, as every other subcommand does
+STUDY_ARG = typer.Argument(None, show_default=False, help=f"Study TOML path, or a built-in: {BUILTINS} (default: default).")
+STUDY_OPT = typer.Option(None, "--study", "-s", help="The same as the argument.")
+
+
+def _study(arg: Optional[str], opt: Optional[str]) -> str:
+    if arg and opt and arg != opt:
+        raise typer.BadParameter(f"study given twice: {arg!r} and --study {opt!r}; give one", param_hint="study")
+    return arg or opt or "default"
 OUT = typer.Option(None, "--out", "-o", help="Output folder (default: atlas-out/<study name>).")
 RAY = typer.Option(None, "--ray", help="Run on Ray: HOST:PORT of a cluster's head, auto, or local "
                                        "(a cluster on this machine). Default: in-process.")
@@ -103,7 +112,7 @@ def _split(value: Optional[str]) -> Optional[list[str]]:
 
 
 @app.command()
-def evict(study: str = typer.Argument("default", help=f"Study TOML path, or a built-in: {BUILTINS}."),
+def evict(study: Optional[str] = STUDY_ARG, study_opt: Optional[str] = STUDY_OPT,
           policies: Optional[str] = typer.Option(None, help="Comma-separated: streamingllm (= streaming), h2o, "
                                                              "snapkv, pyramidkv (= pyramid), topk (= sparse: oracle top-k "
                                                              "sparse attention, keeps = share of the keys each decode step reads) "
@@ -117,6 +126,8 @@ def evict(study: str = typer.Argument("default", help=f"Study TOML path, or a bu
     """Measure KV eviction (StreamingLLM, H2O, SnapKV, PyramidKV) and top-k sparse attention on the study's model
     in transformers; stored points are kept on a rerun. Needs the extra: pip install
     'pareto-atlas\\[eviction]'."""
+    study = _study(study, study_opt)
+
     def go():
         with stages.Context.open(study, out, console, store=store) as ctx:
             stages.evict(ctx, policies=_split(policies), keeps=_split(keeps), task=task, n=n)
@@ -124,7 +135,7 @@ def evict(study: str = typer.Argument("default", help=f"Study TOML path, or a bu
 
 
 @app.command()
-def kld(study: str = typer.Argument("default", help=f"Study TOML path, or a built-in: {BUILTINS}."),
+def kld(study: Optional[str] = STUDY_ARG, study_opt: Optional[str] = STUDY_OPT,
         arm: list[str] = typer.Option(None, "--arm", help="Only these arms (repeatable); the baseline always runs."),
         tokens: Optional[int] = typer.Option(None, help="Tokens scored per configuration (overrides the study's "
                                                         "\\[quality] kld_tokens; whole chunks of 255)."),
@@ -134,6 +145,8 @@ def kld(study: str = typer.Argument("default", help=f"Study TOML path, or a buil
     """Token-level KL divergence and top-1 agreement of each quality configuration against the
     baseline arm, by llama.cpp's llama-perplexity (`make llama-tools` builds it); stored
     configurations are kept on a rerun."""
+    study = _study(study, study_opt)
+
     def go():
         with stages.Context.open(study, out, console, store=store) as ctx:
             stages.kld(ctx, arms=arm or None, tokens=tokens, keep_base=keep_base, required=True)
