@@ -195,13 +195,15 @@ def attach_target_quality(points: pd.DataFrame, target: Target, study: Study, st
     table, family = load_published_quality(), _measured_family(qs)
     kinds = {h.name: h.kind for h in target.hardware}
     # quality depends on the token-changing knobs only: one ladder walk per (quality key, card kind)
-    token_cols = ["weights", "kv", "eviction", "kv_keep", "sparse_budget"]
+    from pareto_atlas.atlas.summary import TOKEN_KNOBS
+
+    token_cols = list(TOKEN_KNOBS)
     cache: dict[tuple, tuple] = {}
     vals, proxy = [], []
     for row in points[token_cols + ["hardware", "workload"]].itertuples(index=False):
         kind = kinds.get(row.hardware, "gpu")
         task = tasks[str(row.workload)]
-        key = (*row[:5], kind, task)
+        key = (*(getattr(row, c) for c in token_cols), kind, task)
         if key not in cache:
             k = Knobs(weights=row.weights, kv=row.kv, eviction=row.eviction, kv_keep=float(row.kv_keep),
                       sparse_budget=float(row.sparse_budget))
