@@ -204,3 +204,35 @@ def load_study_text(name: str) -> str:
     from pareto_atlas.spec.study import BUILTIN
 
     return resources.files("pareto_atlas.spec").joinpath(BUILTIN[name]).read_text()
+
+
+def test_a_run_of_items_sized_by_the_tokenizer_stores_the_items_it_scored_as_its_n(tmp_path: Path, monkeypatch):
+    """Retrieval (and RULER) items are per cell: the run's n is how many were scored, not [quality] n."""
+    from pareto_atlas.measure import campaign
+    from pareto_atlas.measure.fakeserver import FakeBehaviour, FakeOpenAIServer
+    from pareto_atlas.quality.campaign import run_quality_campaign
+
+    monkeypatch.setattr(campaign, "served_model", lambda study, arm: (Path("fake.gguf"), "0" * 64, 1, 4.5))
+    with FakeOpenAIServer(FakeBehaviour()) as srv, Store(tmp_path / "s.duckdb") as store:
+        study = parse_study(f"""name = "q"
+[model]
+name = "smollm2-135m-instruct"
+card = "smollm2-135m"
+[engine]
+name = "openai"
+base_url = "{srv.base_url}"
+options = {{check = false}}
+[[arms]]
+name = "base"
+weights = "Q4_1"
+quality = true
+[quality]
+task = "retrieval"
+n = 20
+max_tokens = 16
+retrieval_lengths = [64]
+retrieval_per_cell = 1
+""")
+        run_quality_campaign(study, store)
+        run = store.quality_runs("q")
+        assert len(run) == 1 and int(run.n.iloc[0]) == len(store.quality_items(run.qrun_id.iloc[0])) == 3

@@ -155,6 +155,7 @@ def score_arm(study: Study, arm: ArmSpec, qid: str, n: int, items: list | None,
                               ).records if todo else ()
         by_id = {**have, **{r.item_id: r for r in fresh}}
         ordered = [by_id[it.item_id] for it in items]
+        row["n"] = len(items)       # the items scored (retrieval and ruler: every cell's, not [quality] n)
         records = [r.to_dict() for r in ordered]
         summary = summarize(ordered).to_dict() | task_extras(ordered) | {
             "wall_s": round(time.monotonic() - t0, 1), "kept_from_earlier_try": len(items) - len(todo)}
