@@ -106,3 +106,17 @@ def test_guard_interval_contains_point(k_arm, k_base, floor):
     g = guard(score(k_arm, 200), score(k_base, 200), floor=floor)
     assert g.rel_lo <= g.rel <= g.rel_hi
     assert g.boundary == (g.rel_lo < floor <= g.rel_hi)
+
+
+def test_an_interval_always_holds_its_own_ratio_and_never_goes_below_zero():
+    # 0/5 against 2/5 (an eviction policy that lost every needle): Haldane's cells centre the Katz
+    # interval on 0.2; the observed ratio 0 must still lie inside it
+    g = guard(score(0, 5), score(2, 5))
+    assert g.rel == 0.0 and g.rel_lo <= g.rel <= g.rel_hi and g.rel_lo >= 0.0
+    # a paired difference of -0.30 [-0.60, +0.04] over a baseline of 0.3: the ratio's interval is
+    # clamped to what a score in [0, 1] allows, never the -1.0 the difference alone would give
+    from pareto_atlas.quality.stats import paired_difference
+
+    d = paired_difference([False] * 10, [True] * 3 + [False] * 7)
+    rel, lo, hi = d.rel_interval()
+    assert rel == 0.0 and lo == 0.0 and lo <= rel <= hi <= 1.0 / 0.3

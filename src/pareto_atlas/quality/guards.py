@@ -73,7 +73,10 @@ def guard(arm: Score, baseline: Score, floor: float = DEFAULT_FLOOR, level: floa
     se = math.sqrt(max(0.0, 1 / a - 1 / n1 + 1 / c - 1 / n2))
     z = z_for(level)
     centre = math.log((a / n1) / (c / n2))
-    return _decide(rel, math.exp(centre - z * se), math.exp(centre + z * se), floor, "katz-log")
+    # Haldane's cells centre the interval on the corrected ratio: 0 of 5 against 2 of 5 reads
+    # [0.012, 3.35] around 0.2; the interval is widened to hold the observed ratio (0) too
+    lo, hi = math.exp(centre - z * se), math.exp(centre + z * se)
+    return _decide(rel, min(lo, rel), max(hi, rel), floor, "katz-log")
 
 
 def guard_paired(arm: Sequence[QualityRecord], baseline: Sequence[QualityRecord], floor: float = DEFAULT_FLOOR,

@@ -102,7 +102,9 @@ class PairedDifference:
         (the floor is a fraction of that measured score); NaN when the baseline scored 0."""
         if not self.p_base > 0:
             return math.nan, math.nan, math.nan
-        return self.p_arm / self.p_base, 1.0 + self.lo / self.p_base, 1.0 + self.hi / self.p_base
+        # an arm scores in [0, 1], so its ratio lies in [0, 1 / p_base] whatever the difference's bounds
+        return (self.p_arm / self.p_base, max(0.0, 1.0 + self.lo / self.p_base),
+                min(1.0 / self.p_base, 1.0 + self.hi / self.p_base))
 
     def to_dict(self) -> dict:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
