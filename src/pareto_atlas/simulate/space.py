@@ -138,14 +138,16 @@ def vllm_cpu_knobs() -> list[Knobs]:
     return out
 
 
-def default_knobs(kind: str, engine: str = "llamacpp") -> list[Knobs]:
-    """The knob grid for one hardware kind: weights x KV x eviction x speculation x batching x slots x sparsity."""
+def default_knobs(kind: str, engine: str = "llamacpp",
+                  evictions_extra: tuple[tuple[str, float], ...] = ()) -> list[Knobs]:
+    """The knob grid for one hardware kind: weights x KV x eviction x speculation x batching x slots x
+    sparsity; `evictions_extra`: (policy, keep) pairs beside the grid's own (a study's eviction sweep)."""
     cpu = kind == "cpu"
     if cpu and engine == "vllm":
         return vllm_cpu_knobs()
     weights = ("F16", "Q8_0", "Q4_K_M", "Q4_0") if cpu else ("F16", "FP8", "AWQ4", "W4A16", "W8A8")
     kvs = CPU_KV if cpu else GPU_KV
-    evictions = (("none", 1.0), ("h2o", 0.5), ("snapkv", 0.25))
+    evictions = tuple(dict.fromkeys((("none", 1.0), ("h2o", 0.5), ("snapkv", 0.25), *evictions_extra)))
     # Acceptance: n-gram lookup finds little in chat (the seeds measured near zero); a draft model's
     # and an EAGLE head's come from the study's measurement where it has one (simulate.stage), else
     # from the cited prior (0 = "resolve": a point on a prior is projected, never a winner).

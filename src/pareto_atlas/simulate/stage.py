@@ -3,6 +3,7 @@ latest calibration, attach quality (measured, inherited or prior), and store the
 
 from __future__ import annotations
 
+from dataclasses import replace
 import hashlib
 import json
 import time
@@ -79,6 +80,14 @@ def measured_workloads(study: Study) -> list[Workload]:
     return workloads
 
 
+def study_evictions(study: Study) -> tuple[tuple[str, float], ...]:
+    """The (policy, keep) pairs a study's own [eviction] sweep measures (none unless the study has
+    the table): simulated beside the grid's, so that its measured effects reach configurations."""
+    if "eviction" not in study.model_fields_set:
+        return ()
+    return tuple((p, float(k)) for p in study.eviction.policies if p != "topk" for k in study.eviction.keeps)
+
+
 def study_space(study: Study, hardware: list[HardwareCard], model, workloads: list[Workload] | None = None,
                 budget: int | None = None, evidenced: set[str] | None = None) -> Space:
     """The default knob grid per hardware kind plus the study's own arms, thinned to `budget`
@@ -86,7 +95,12 @@ def study_space(study: Study, hardware: list[HardwareCard], model, workloads: li
     have quality evidence (`evidenced` quality keys; default: the arms'), then the rest at random."""
     kinds = sorted({h.kind for h in hardware})
     arms = [a.knobs() for a in study.arms]
-    grid = [k for kind in kinds for k in default_knobs(kind, study.engine.name) if study.simulate.grid.keeps(k)]
+    swept = study_evictions(study)
+    grid = [k for kind in kinds for k in default_knobs(kind, study.engine.name, swept) if study.simulate.grid.keeps(k)]
+    if evidenced is None and swept:
+        # the arms' tokens under each eviction the study measures carry a measured effect: kept too
+        evidenced = {a.quality_key() for a in arms} | {
+            replace(a, eviction=p, kv_keep=k).quality_key() for a in arms for p, k in swept}
     loads = study_loads(study)
     workloads = workloads or measured_workloads(study)
     per_pair = len(loads) * len(workloads)
