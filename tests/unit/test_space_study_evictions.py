@@ -1,5 +1,6 @@
 """The (policy, keep) pairs a study's own [eviction] sweep measures are simulated beside the grid's,
-and kept by the thinning with the arms' tokens, so that a measured eviction effect reaches points."""
+and each arm under each of them is kept by the thinning like the arm itself, so that a measured
+eviction effect reaches points (without pushing out the grid's arm-measured knobs)."""
 
 from __future__ import annotations
 

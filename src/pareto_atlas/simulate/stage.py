@@ -97,18 +97,18 @@ def study_space(study: Study, hardware: list[HardwareCard], model, workloads: li
     arms = [a.knobs() for a in study.arms]
     swept = study_evictions(study)
     grid = [k for kind in kinds for k in default_knobs(kind, study.engine.name, swept) if study.simulate.grid.keeps(k)]
-    if evidenced is None and swept:
-        # the arms' tokens under each eviction the study measures carry a measured effect: kept too
-        evidenced = {a.quality_key() for a in arms} | {
-            replace(a, eviction=p, kv_keep=k).quality_key() for a in arms for p, k in swept}
+    # each arm under each eviction the study sweeps carries a measured effect: always simulated,
+    # like the arms themselves (a few dozen knobs; the grid's own variants of them compete as usual)
+    kept = arms + [replace(a, eviction=p, kv_keep=k) for a in arms if a.eviction == "none" for p, k in swept]
     loads = study_loads(study)
     workloads = workloads or measured_workloads(study)
     per_pair = len(loads) * len(workloads)
-    knobs = list(dict.fromkeys(arms + grid))
+    knobs = list(dict.fromkeys(kept + grid))
     cost = {k: per_pair * sum(1 for h in hardware if not compatible(k, h, study.engine.name)) for k in knobs}
     budget = study.simulate.max_configs if budget is None else budget
     if sum(cost.values()) > budget:
-        knobs = thinned(knobs, arms, cost, budget, evidenced)
+        evidenced = {a.quality_key() for a in arms} if evidenced is None else evidenced
+        knobs = thinned(knobs, kept, cost, budget, evidenced)
     return Space(model, tuple(hardware), tuple(knobs), tuple(workloads), tuple(loads), {}, engine=study.engine.name)
 
 
