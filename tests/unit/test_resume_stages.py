@@ -26,6 +26,25 @@ class Stop(KeyboardInterrupt):
 
 
 # -- quality -------------------------------------------------------------------------------------------
+def _endpoint_quality_study(base_url: str, quality: str):
+    """A one-arm quality study against an attached (fake) endpoint; `quality`: its [quality] lines."""
+    return parse_study(f"""name = "q"
+[model]
+name = "smollm2-135m-instruct"
+card = "smollm2-135m"
+[engine]
+name = "openai"
+base_url = "{base_url}"
+options = {{check = false}}
+[[arms]]
+name = "base"
+weights = "Q4_1"
+quality = true
+[quality]
+{quality}
+""")
+
+
 def test_quality_stopped_midway_resumes_asking_only_the_items_it_had_not_saved(tmp_path: Path, monkeypatch):
     from pareto_atlas.measure import campaign
     from pareto_atlas.measure.fakeserver import FakeBehaviour, FakeOpenAIServer
@@ -33,22 +52,7 @@ def test_quality_stopped_midway_resumes_asking_only_the_items_it_had_not_saved(t
 
     monkeypatch.setattr(campaign, "served_model", lambda study, arm: (Path("fake.gguf"), "0" * 64, 1, 4.5))
     with FakeOpenAIServer(FakeBehaviour()) as srv, Store(tmp_path / "s.duckdb") as store:
-        study = parse_study(f"""name = "q"
-[model]
-name = "smollm2-135m-instruct"
-card = "smollm2-135m"
-[engine]
-name = "openai"
-base_url = "{srv.base_url}"
-options = {{check = false}}
-[[arms]]
-name = "base"
-weights = "Q4_1"
-quality = true
-[quality]
-n = 6
-max_tokens = 16
-""")
+        study = _endpoint_quality_study(srv.base_url, "n = 6\nmax_tokens = 16")
         seen = []
 
         def stop_after_two(ev: str, info: dict) -> None:
@@ -214,25 +218,8 @@ def test_a_run_of_items_sized_by_the_tokenizer_stores_the_items_it_scored_as_its
 
     monkeypatch.setattr(campaign, "served_model", lambda study, arm: (Path("fake.gguf"), "0" * 64, 1, 4.5))
     with FakeOpenAIServer(FakeBehaviour()) as srv, Store(tmp_path / "s.duckdb") as store:
-        study = parse_study(f"""name = "q"
-[model]
-name = "smollm2-135m-instruct"
-card = "smollm2-135m"
-[engine]
-name = "openai"
-base_url = "{srv.base_url}"
-options = {{check = false}}
-[[arms]]
-name = "base"
-weights = "Q4_1"
-quality = true
-[quality]
-task = "retrieval"
-n = 20
-max_tokens = 16
-retrieval_lengths = [64]
-retrieval_per_cell = 1
-""")
+        study = _endpoint_quality_study(srv.base_url, "task = \"retrieval\"\nn = 20\nmax_tokens = 16\n"
+                                       "retrieval_lengths = [64]\nretrieval_per_cell = 1")
         run_quality_campaign(study, store)
         run = store.quality_runs("q")
         assert len(run) == 1 and int(run.n.iloc[0]) == len(store.quality_items(run.qrun_id.iloc[0])) == 3
