@@ -161,22 +161,24 @@ def target_quality(knobs: Knobs, target: Target, kind: str, study: Study, qt: di
     return Quality.unmeasured()
 
 
-def _measured_params(study: Study) -> float:
+def _measured_card(study: Study):
+    """The measured model's card, or None for a study whose model file is not here yet."""
     from pareto_atlas.calibrate.stage import model_card
 
     try:
-        return float(model_card(study).n_params)
-    except Exception:       # as _measured_family
-        return 0.0
+        return model_card(study)
+    except Exception:       # a study whose model file is not here yet has no card to read
+        return None
+
+
+def _measured_params(study: Study) -> float:
+    card = _measured_card(study)
+    return float(card.n_params) if card is not None else 0.0
 
 
 def _measured_family(study: Study) -> str:
-    from pareto_atlas.calibrate.stage import model_card
-
-    try:
-        return model_card(study).family
-    except Exception:       # a study whose model file is not here yet has no card to read
-        return ""
+    card = _measured_card(study)
+    return card.family if card is not None else ""
 
 
 def attach_target_quality(points: pd.DataFrame, target: Target, study: Study, store: Store) -> pd.DataFrame:
