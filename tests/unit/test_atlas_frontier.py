@@ -159,3 +159,29 @@ def test_an_error_bar_never_takes_a_latency_or_throughput_below_zero():
     lo, hi = interval(pts, "cost_per_mtok")                         # price / throughput's bounds
     np.testing.assert_allclose(lo, [2.0, 2.0 / 1.25, 2.0 / 1.99])
     np.testing.assert_allclose(hi, [2.0, 2.0 / 0.75, 2.0 / 0.01])
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(row, min_size=1, max_size=40),
+       st.sampled_from([("tpot_p99_ms", "quality_rel"), ("cost_per_mtok", "quality_rel"), ("cost_per_mtok", "tpot_p99_ms")]))
+def test_a_figures_fast_statuses_equal_the_full_frontiers(rows, axes):
+    # the figures ask for statuses only (dominators=False: a sorted lookup instead of targets x
+    # candidates on two axes); every point's status must be the one the full computation gives,
+    # ties on an axis (equal inherited quality) included
+    full = projection(table(rows), *axes, by=())
+    fast = projection(table(rows), *axes, by=(), dominators=False)
+    assert list(fast["frontier_status"]) == list(full["frontier_status"])
+    assert list(fast["dominated_by"]) == list(full["dominated_by"])
+
+
+def test_the_fast_statuses_hold_on_a_large_table_with_wide_error_bars():
+    rng = np.random.default_rng(3)
+    n = 3000
+    q = rng.choice([0.6, 0.7, 0.75, 0.8], n)          # few quality values: many exact ties
+    rows = list(zip(q, rng.choice([0.0, 0.03], n), rng.lognormal(3, 0.6, n), rng.lognormal(-1, 0.8, n),
+                    rng.choice([0.05, 0.2, 0.6], n)))
+    for axes in (("tpot_p99_ms", "quality_rel"), ("cost_per_mtok", "quality_rel")):
+        full = projection(table(rows), *axes, by=())
+        fast = projection(table(rows), *axes, by=(), dominators=False)
+        assert (full["frontier_status"] == "dominated").sum() > 100 and (full["frontier_status"] == "tied").sum() > 30
+        assert list(fast["frontier_status"]) == list(full["frontier_status"])

@@ -95,8 +95,36 @@ def _oriented(points: pd.DataFrame, objectives: Sequence[Objective]) -> tuple[np
     return np.column_stack(cols), np.column_stack(lo_cols), np.column_stack(hi_cols)
 
 
-def _frontier_group(x: np.ndarray, lo: np.ndarray, hi: np.ndarray, error_bars: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Status codes (0 frontier, 1 tied, 2 dominated) and dominator indices for one group."""
+def _robust_dominated_2d(xt: np.ndarray, lot: np.ndarray, xc: np.ndarray, hic: np.ndarray) -> np.ndarray:
+    """Per target: whether any candidate beats it beyond the error bars (`_robust_dominates`), for two
+    axes whose values lie inside their bounds, in O(n log n) instead of targets x candidates.
+
+    With x inside [lo, hi], "separated" on an axis implies better on it, so a candidate dominates when
+    it is separated on both axes, or equal on one and separated on the other (equal on both is not
+    better). Each of the three is one sorted lookup."""
+    out = np.zeros(len(xt), bool)
+    if len(xt) == 0 or len(xc) == 0:
+        return out
+    # separated on both: among candidates with hi0 < lo0 of the target, the smallest hi1
+    order = np.argsort(hic[:, 0], kind="stable")
+    h0, pref = hic[order, 0], np.minimum.accumulate(hic[order, 1])
+    k = np.searchsorted(h0, lot[:, 0], side="left")
+    out |= (k > 0) & (pref[np.maximum(k - 1, 0)] < lot[:, 1])
+    # equal on one axis, separated on the other: the smallest hi of the other axis per equal value
+    for eq, sep in ((0, 1), (1, 0)):
+        keys, inv = np.unique(xc[:, eq], return_inverse=True)
+        best = np.full(len(keys), np.inf)
+        np.minimum.at(best, inv.ravel(), hic[:, sep])
+        pos = np.clip(np.searchsorted(keys, xt[:, eq]), 0, len(keys) - 1)
+        out |= (keys[pos] == xt[:, eq]) & (best[pos] < lot[:, sep])
+    return out
+
+
+def _frontier_group(x: np.ndarray, lo: np.ndarray, hi: np.ndarray, error_bars: bool,
+                    dominators: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Status codes (0 frontier, 1 tied, 2 dominated) and dominator indices for one group.
+    `dominators=False`: the statuses only where that is faster (two axes): a point beaten beyond
+    the error bars by a non-frontier point then has no `robust_dominated_by` (-2)."""
     n = len(x)
     raw = pareto_mask(x)
     status = np.where(raw, 0, 2)
@@ -117,12 +145,17 @@ def _frontier_group(x: np.ndarray, lo: np.ndarray, hi: np.ndarray, error_bars: b
     dom_rob[d_idx] = np.where(rob >= 0, f_idx[np.maximum(rob, 0)], -1)
     # Pass 2: points not separable from the frontier may still be clearly beaten by another such point.
     t_idx = d_idx[rob < 0]
-    if len(t_idx):
+    inside = bool(np.all((lo <= x) & (x <= hi)))
+    if len(t_idx) and not dominators and x.shape[1] == 2 and inside:
+        c_idx = np.concatenate([f_idx, t_idx])
+        beaten = _robust_dominated_2d(x[t_idx], lo[t_idx], x[c_idx], hi[c_idx])
+        dom_rob[t_idx] = np.where(beaten, -2, -1)
+    elif len(t_idx):
         c_idx = np.concatenate([f_idx, t_idx])
         xt, xc = x[t_idx], x[c_idx]
         rob2 = _first_dominator(xt, xc, lambda t: _robust_dominates(xc, hi[c_idx], xt[t], lo[t_idx][t]), scale)
         dom_rob[t_idx] = np.where(rob2 >= 0, c_idx[np.maximum(rob2, 0)], -1)
-    status[d_idx] = np.where(dom_rob[d_idx] >= 0, 2, 1)
+    status[d_idx] = np.where(dom_rob[d_idx] != -1, 2, 1)
     return status, raw, dom_raw, dom_rob
 
 
@@ -132,6 +165,7 @@ def frontier(
     *,
     by: Sequence[str] = ("workload",),
     error_bars: bool = True,
+    dominators: bool = True,
 ) -> pd.DataFrame:
     """The points table with the frontier marked, computed separately within each `by` group.
 
@@ -140,6 +174,8 @@ def frontier(
     point that dominates it), `robust_dominated_by` (point_id of a point that beats it beyond the
     error bars), `excluded_reason`. Infeasible points and points with a missing objective are
     excluded, never silently dropped. With `error_bars=False`, status is the raw verdict.
+    `dominators=False` (a figure's statuses): `robust_dominated_by` may be left empty for a point
+    that only a non-frontier point beats; every status is the same.
     """
     objs = [Objective.parse(o) for o in objectives]
     if not objs:
@@ -170,7 +206,7 @@ def frontier(
     ok_idx = np.flatnonzero(ok)
     for g_local in groups.values():
         g = ok_idx[g_local] if by else g_local
-        s, r, dr, db = _frontier_group(x[g], lo[g], hi[g], error_bars)
+        s, r, dr, db = _frontier_group(x[g], lo[g], hi[g], error_bars, dominators)
         status[g], raw[g] = s, r
         dom_raw[g] = np.where(dr >= 0, g[np.maximum(dr, 0)], -1)
         dom_rob[g] = np.where(db >= 0, g[np.maximum(db, 0)], -1)
@@ -186,9 +222,9 @@ def frontier(
 
 
 def projection(points: pd.DataFrame, x: str | Objective, y: str | Objective, *, by: Sequence[str] = ("workload",),
-               error_bars: bool = True) -> pd.DataFrame:
+               error_bars: bool = True, dominators: bool = True) -> pd.DataFrame:
     """The 2-D frontier over two objectives (the figures' quality-latency and cost-quality views)."""
-    return frontier(points, [x, y], by=by, error_bars=error_bars)
+    return frontier(points, [x, y], by=by, error_bars=error_bars, dominators=dominators)
 
 
 def frontier_line(points: pd.DataFrame, x: str | Objective, y: str | Objective) -> pd.DataFrame:

@@ -78,7 +78,7 @@ def scatter_points(ax, marked: pd.DataFrame, x: str, y: str, *, error_bars: bool
 
 
 def _two_axis(points: pd.DataFrame, out_dir: Path, name: str, x: str, y: str, title: str, logx: bool) -> dict[str, Path]:
-    marked = projection(points, x, y, by=())
+    marked = projection(points, x, y, by=(), dominators=False)     # the statuses are what a figure draws
     fig = Figure(figsize=(7.5, 5.0))
     ax = fig.add_subplot()
     scatter_points(ax, marked, x, y)
@@ -112,7 +112,7 @@ def fig_hardware_frontiers(points: pd.DataFrame, out_dir: Path, *, latency: str 
     axes = fig.subplots(1, max(1, len(hws)), sharey=True, squeeze=False)[0]
     for ax, hw in zip(axes, hws):
         sub = points[points["hardware"].astype(str) == hw]
-        scatter_points(ax, projection(sub, latency, "quality_rel", by=()), latency, "quality_rel")
+        scatter_points(ax, projection(sub, latency, "quality_rel", by=(), dominators=False), latency, "quality_rel")
         line = frontier_line(sub, latency, "quality_rel")
         if len(line):
             ax.step(line[latency], line["quality_rel"], where="post", color=STATUS_COLOR["frontier"], lw=1.2)
