@@ -164,3 +164,18 @@ def test_a_kl_backed_winner_says_so_in_its_quality_evidence():
     cell = winners(pts, [Regime("cheap", "cost_per_mtok", kld_max=0.05)]).set_index("hardware").loc["L4"]
     assert cell["point_id"] == "q8" and cell["quality_evidence"] == "kl-measured"
     assert cell["evidence"].startswith("quality KL-measured")
+
+
+def test_a_projected_point_of_a_target_model_is_not_confirmed_by_measuring_the_study_model():
+    # the study's arms and evict stage measure its [model] (the 0.5B); a 7B target's eviction point
+    # cannot be confirmed by them, so the command names the 7B and how it could be measured
+    from pareto_atlas.atlas.evidence import StudyRef
+
+    ref = StudyRef("default", {}, "qwen2.5-coder-0.5b-instruct")
+    knobs = Knobs(weights="F16", eviction="snapkv", kv_keep=0.25)
+    row = pd.Series(point("e", knobs, cost=1.0, qprov="prior:snapkv (li2024snapkv)", qev="prior"))
+    own = confirm_command(pd.concat([row, pd.Series({"model": "qwen2.5-coder-0.5b-instruct"})]), ref)
+    assert own.startswith("pareto-atlas evict default --policies snapkv --keeps 0.25")
+    target = confirm_command(pd.concat([row, pd.Series({"model": "qwen2.5-7b-instruct"})]), ref)
+    assert "pareto-atlas evict default" not in target
+    assert target.startswith("measure qwen2.5-7b-instruct itself") and "snapkv effect at keep 0.25" in target

@@ -30,6 +30,7 @@ class StudyRef:
 
     name: str = "default"
     arms: Mapping[str, str] = field(default_factory=dict)
+    model: str = ""      # the model the study's arms measure ("" where unknown: every point is its)
 CPU_ENGINE_WEIGHTS = ("F16", "Q8_0", "Q5_0", "Q4_K_M", "Q4_0", "Q3_K", "Q2_K")
 
 
@@ -96,6 +97,9 @@ def confirm_command(row: pd.Series, ref: str | StudyRef) -> str:
     ref = ref if isinstance(ref, StudyRef) else StudyRef(str(ref))
     study_ref = ref.name
     k = Knobs.from_row(row)
+    model = str(row.get("model", "") or "")
+    if ref.model and model and model != ref.model:
+        return other_model_command(row, k, model)
     core = Knobs(weights=k.weights, kv=k.kv)
     cmds = []
     prov = str(row.get("quality_provenance", ""))
@@ -119,3 +123,26 @@ def confirm_command(row: pd.Series, ref: str | StudyRef) -> str:
                     f"(pareto-atlas measure --study {study_ref} --arm NAME): its speed rests on "
                     f"{row.get('prior_source', '') or 'a prior'}")
     return " ; ".join(cmds)
+
+
+def other_model_command(row: pd.Series, k: Knobs, model: str) -> str:
+    """What would confirm a point of a model the study answers for but does not measure (a
+    `[[targets]]` model): the study's own arms and evict stage measure its [model], so no command on
+    this study can. A study whose [model] is that model, or an endpoint serving it, can."""
+    wants = []
+    prov = str(row.get("quality_provenance", ""))
+    if "prior:" in prov or "carried" in prov:
+        if k.eviction != "none":
+            wants.append(f"its {k.eviction} effect at keep {k.kv_keep:g} (pareto-atlas evict on that study)")
+        if k.sparse_budget < 1.0:
+            wants.append(f"its top-k effect at {k.sparse_budget:g} (pareto-atlas evict on that study)")
+        if k.eviction == "none" and k.sparse_budget >= 1.0:
+            wants.append(f"its quality with weights = \"{k.weights}\"" + (f", kv = \"{k.kv}\"" if k.kv != "f16" else "")
+                         + " (pareto-atlas quality and kld on that study), or a published score of it")
+    if str(row.get("provenance", "")) == "prior":
+        wants.append(f"its speed with spec = \"{k.spec}\" on {row.get('hardware', '')}")
+    if not wants:
+        return ""
+    return (f"measure {model} itself ([model] name = \"{model}\" in a study of its own, or an endpoint serving it: "
+            f"[engine] name = \"openai\"): " + "; ".join(wants))
+

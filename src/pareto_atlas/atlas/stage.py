@@ -42,7 +42,7 @@ def confirm_ref(study: Study) -> StudyRef:
     arms: dict[str, str] = {}
     for a in sorted(study.arms, key=lambda a: a.name != study.baseline.name):
         arms.setdefault(a.knobs().quality_key(), a.name)
-    return StudyRef(study_ref(study), arms)
+    return StudyRef(study_ref(study), arms, study.model.name)
 
 
 def study_winners(study: Study, points: pd.DataFrame, regs=None) -> pd.DataFrame:
