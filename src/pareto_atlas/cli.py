@@ -25,7 +25,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 # Tables stay readable when the output goes to a file or CI log (no terminal width to ask).
 console = Console(stderr=True, width=max(shutil.get_terminal_size((160, 40)).columns, 140))
 
-BUILTINS = ("default, tiny, ladder, vllm-cpu, sizes (three model sizes), workloads (a task per workload), "
+BUILTINS = ("default, full (the default and more: same store), tiny, ladder, vllm-cpu, sizes (three model sizes), workloads (a task per workload), "
             "paper (the seed paper's setup on published evidence, no engine)")
 STUDY = typer.Option("default", "--study", "-s", help=f"Study TOML path, or a built-in: {BUILTINS}.")
 # evict and kld take the study as an argument and also as --study, as every other subcommand does

@@ -175,12 +175,16 @@ def test_study_token_budget_is_validated_in_one_line():
         S.token_budget(load_study("default"), 3)
 
 
-def test_one_run_per_token_changing_configuration_baseline_first():
-    study = load_study("default")
+@pytest.mark.parametrize("name", ["default", "full"])
+def test_one_run_per_token_changing_configuration_baseline_first(name):
+    study = load_study(name)
     arms = S.kld_arms(study)
     keys = [(a.weights, a.kv) for a in arms]
     assert arms[0].name == study.baseline.name and len(keys) == len(set(keys))
-    assert set(keys) == {(a.weights, a.kv) for a in study.arms}          # slots and speculation inherit
+    # slots and speculation inherit; an arm without a task score still gets its KL (the default's
+    # guard rests on it)
+    assert set(keys) == {(a.weights, a.kv) for a in study.arms}
+    study = load_study("full")
     named = S.kld_arms(study, ["kv-q4_0-slots2", "kv-q4_0"])
     assert [a.name for a in named] == [study.baseline.name, "kv-q4_0-slots2"]
 

@@ -88,7 +88,7 @@ def test_duplicate_arm_and_missing_baseline():
 
 
 def test_missing_file_names_builtins(tmp_path):
-    with pytest.raises(StudyError, match="does not exist; built-in studies: default, tiny"):
+    with pytest.raises(StudyError, match="does not exist; built-in studies: default, full, tiny"):
         load_study(tmp_path / "nope.toml")
 
 
@@ -175,3 +175,17 @@ def test_a_draft_arm_needs_its_models_draft_and_the_baseline_the_study_model():
         parse_study(MINIMAL + 'spec = "draft"\nspec_k = 4\n', "s.toml")
     with pytest.raises(StudyError, match=r"quality.baseline_arm: 'big' serves its own model"):
         parse_study(SIZES + '[quality]\nbaseline_arm = "big"\n', "s.toml")
+
+
+def test_the_full_study_extends_the_default_and_each_is_named_for_itself():
+    # the default's arms are the full study's, identical: the full build resumes every anchor of the
+    # default's store (same study name, same anchor ids) and measures only what it adds
+    from pareto_atlas.measure.campaign import plan
+    from pareto_atlas.spec.study import study_ref
+
+    default, full = load_study("default"), load_study("full")
+    assert default.name == full.name and len(full.arms) > len(default.arms)
+    ids = {(p.arm.name, p.repeat): p.anchor_id for p in plan(full)}
+    assert all(ids[(p.arm.name, p.repeat)] == p.anchor_id for p in plan(default))
+    # each suggests its own name to the commands it prints, not the other's
+    assert study_ref(default) == "default" and study_ref(full) == "full"

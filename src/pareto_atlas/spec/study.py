@@ -709,13 +709,14 @@ def study_from_dict(raw: dict, origin: str = "<study>", base: Path | None = None
         raise StudyError(f"{origin}: {_describe(e)}") from None
 
 
-BUILTIN = {"default": "default_study.toml", "tiny": "tiny_study.toml", "ladder": "ladder_study.toml",
+BUILTIN = {"default": "default_study.toml", "full": "full_study.toml", "tiny": "tiny_study.toml", "ladder": "ladder_study.toml",
            "vllm-cpu": "vllm_cpu_study.toml", "sizes": "sizes_study.toml", "paper": "paper_study.toml",
            "workloads": "workloads_study.toml"}
 
 
 def load_study(path_or_name: str | Path | None = None) -> Study:
-    """A study from a TOML path, or a built-in by name (`default`, `tiny`, `ladder`, `vllm-cpu`, `paper`)."""
+    """A study from a TOML path, or a built-in by name (`default`, `full`, `tiny`, `ladder`, `vllm-cpu`, `sizes`,
+    `workloads`, `paper`)."""
     if path_or_name is None or str(path_or_name) in BUILTIN:
         fname = BUILTIN[str(path_or_name or "default")]
         return parse_study(resources.files("pareto_atlas.spec").joinpath(fname).read_text(), f"built-in:{fname}")
@@ -733,10 +734,16 @@ def study_ref(study: Study) -> str:
     """How a command line names this study: its built-in name (`default`), else `<name>.toml`."""
     import tomllib
 
+    # the default and the full study share a name (and so a store): the arms tell them apart
+    arms = [a.name for a in study.arms]
+    named = []
     for key, fname in BUILTIN.items():
         try:
-            if tomllib.loads(resources.files("pareto_atlas.spec").joinpath(fname).read_text()).get("name") == study.name:
-                return key
+            raw = tomllib.loads(resources.files("pareto_atlas.spec").joinpath(fname).read_text())
         except (OSError, tomllib.TOMLDecodeError):
             continue
-    return f"{study.name}.toml"
+        if raw.get("name") == study.name:
+            if [a.get("name") for a in raw.get("arms", [])] == arms:
+                return key
+            named.append(key)
+    return named[0] if named else f"{study.name}.toml"
