@@ -360,3 +360,34 @@ def test_the_published_command_exits_0_on_the_shipped_table(tmp_path):
     no_pcie = PublishedTable(rows[rows.gpu != "H100-PCIe"].reset_index(drop=True), (), "no-pcie")
     with pytest.raises(ValueError, match="no published anchor on H100-PCIe"):
         calibrate_published(no_pcie, ["H100-PCIe"])
+
+
+def test_a_fresh_store_reads_the_fit_from_the_cache_and_a_damaged_cache_file_is_refitted(tmp_path, monkeypatch):
+    from pareto_atlas.calibrate import published_cache
+
+    calls = []
+
+    def fake(table, hardware=None):
+        calls.append(tuple(hardware))
+        return calibrate_published(table, hardware)
+
+    monkeypatch.setattr(published_stage, "calibrate_published", fake)
+    out = io.StringIO()
+    con = Console(file=out, width=200)
+    stored = []
+    for name in ("a", "b"):                 # two stores, same table and code: the second reads the cache
+        with Store(tmp_path / f"{name}.duckdb") as st:
+            got = published_stage.published_params("st", st, con, ["H100-PCIe", "H200"])
+            first = got if name == "a" else first
+            second = got
+            stored.append(sorted((r.calib_id, r.params_json, r.fidelity_json) for r in st.calibrations("st").itertuples()))
+    assert stored[0] == stored[1]           # what the store keeps, bit for bit (NaN and float repr included)
+    assert calls == [("H100-PCIe", "H200")] and "from the cache" in out.getvalue()
+    assert all(first[c].to_dict() == second[c].to_dict() for c in first)
+    # the cards asked for are part of the key; a damaged file is ignored and refitted
+    key = published_cache.cache_key(published_stage.fit_key(load_published()), ["H100-PCIe", "H200"])
+    assert key != published_cache.cache_key(published_stage.fit_key(load_published()), ["H200"])
+    (published_cache.cache_dir() / f"{key}.json").write_text('{"key": "' + key + '", "fits": [{"hardware": 1}]}')
+    with Store(tmp_path / "c.duckdb") as c:
+        third = published_stage.published_params("st", c, con, ["H100-PCIe", "H200"])
+    assert len(calls) == 2 and third["H200"].to_dict() == first["H200"].to_dict()

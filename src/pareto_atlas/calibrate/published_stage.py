@@ -76,9 +76,18 @@ def published_params(study: str, store: Store, console: Console, cards: list[str
     have = stored_published(store, study, fit_key(shipped))
     missing = [c for c in cards if c not in have and c in set(shipped.rows.gpu)]
     if missing:
-        console.print(f"  published anchors: fitting {', '.join(missing)} on {shipped.paths[0]} (once per table "
-                      "version; `pareto-atlas published` prints the fit)", highlight=False)
-        cals = calibrate_published(shipped, missing)
+        from pareto_atlas.calibrate import published_cache
+
+        ckey = published_cache.cache_key(fit_key(shipped), missing)
+        cals = published_cache.load(ckey)
+        if cals is None:
+            console.print(f"  published anchors: fitting {', '.join(missing)} on {shipped.paths[0]} (once per table "
+                          "version; `pareto-atlas published` prints the fit)", highlight=False)
+            cals = calibrate_published(shipped, missing)
+            published_cache.save(ckey, cals)
+        else:
+            console.print(f"  published anchors: the fits of {', '.join(missing)} on {shipped.paths[0]} from the cache "
+                          f"({published_cache.cache_dir()}; same table, fit and code)", highlight=False)
         store_published(store, study, shipped, cals, by="simulate")
         have.update({g: c.params for g, c in for_atlas(cals).items()})
     return {c: have[c] for c in cards if c in have}

@@ -1,0 +1,88 @@
+"""The published fits, kept in the model cache between stores: every fresh store (a clean clone,
+a new study) would otherwise refit the GPU cards on the shipped table (tens of seconds on 2 cores)
+although nothing it depends on changed.
+
+A fit is keyed by what it is a function of: the table's content, the fit's version, the tool's, the
+source of the code that fits and predicts (calibrate and simulate), and the cards asked for. A file
+that does not read back as a fit is ignored and refitted, never trusted and never fatal.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from pareto_atlas.calibrate.published import CardCalibration
+from pareto_atlas.simulate.params import CalibParams
+
+_CODE = ("calibrate", "simulate")
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("PARETO_ATLAS_CACHE", Path.home() / ".cache" / "pareto-atlas")) / "published-fits"
+
+
+def code_hash() -> str:
+    """sha256 over the source of the packages the fit runs (a code change is a new key)."""
+    h = hashlib.sha256()
+    for pkg in _CODE:
+        for f in sorted(resources.files(f"pareto_atlas.{pkg}").iterdir(), key=lambda p: p.name):
+            if f.name.endswith(".py"):
+                h.update(f.name.encode())
+                h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def cache_key(fit_key: str, cards: list[str]) -> str:
+    return hashlib.sha256(f"{fit_key}|{code_hash()}|{','.join(sorted(cards))}".encode()).hexdigest()[:20]
+
+
+def _encode(c: CardCalibration) -> dict:
+    return {"hardware": c.hardware, "engine": c.engine, "params": c.params.to_dict(),
+            "anchors": c.anchors.to_dict(orient="split"),
+            "held_out": c.held_out, "errors": c.errors, "tpot_basis": list(c.tpot_basis),
+            "lomo_errors": c.lomo_errors}
+
+
+def _native(v):
+    if isinstance(v, np.generic):
+        return v.item()
+    raise TypeError(f"not JSON: {type(v).__name__}")
+
+
+def _decode(d: dict) -> CardCalibration:
+    a = d["anchors"]
+    anchors = pd.DataFrame(a["data"], columns=a["columns"], index=a["index"])
+    return CardCalibration(hardware=str(d["hardware"]), engine=str(d["engine"]),
+                           params=CalibParams.from_dict(d["params"]), anchors=anchors, held_out=str(d["held_out"]),
+                           errors={k: float(v) for k, v in d["errors"].items()},
+                           tpot_basis=tuple(d["tpot_basis"]),
+                           lomo_errors={m: {k: float(v) for k, v in e.items()} for m, e in d["lomo_errors"].items()})
+
+
+def load(key: str) -> list[CardCalibration] | None:
+    path = cache_dir() / f"{key}.json"
+    try:
+        raw = json.loads(path.read_text())
+        return [_decode(d) for d in raw["fits"]] if raw.get("key") == key else None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def save(key: str, cals: list[CardCalibration]) -> None:
+    """Written whole or not at all (a temporary file renamed); a cache that cannot be written is skipped."""
+    d = cache_dir()
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        tmp = d / f".{key}.{os.getpid()}.tmp"
+        # Python's own float repr (exact) and NaN: the fit reads back bit for bit
+        tmp.write_text(json.dumps({"key": key, "fits": [_encode(c) for c in cals]}, default=_native))
+        os.replace(tmp, d / f"{key}.json")
+    except OSError:
+        return
