@@ -1,6 +1,7 @@
 """How quality damage scales with model size: the same knobs (Q4_0 weights, a q8_0 and a q4_0 KV
 cache, each against the Q4_K_M source with an f16 cache) scored on Qwen2.5-Coder-0.5B-Instruct (the
-built-in `default` study) and Qwen2.5-Coder-1.5B-Instruct (the `sizes` study), by llama.cpp's KL
+built-in `full` study, whose store is the default's: `make atlas-full` scores GSM8K on these arms,
+`make atlas` only their KL divergence) and Qwen2.5-Coder-1.5B-Instruct (the `sizes` study), by llama.cpp's KL
 divergence (`pareto-atlas kld`, llama-perplexity) and GSM8K accuracy relative to the baseline,
 and the damage ratio 1.5B / 0.5B: what carrying a smaller model's measured damage to a larger one
 of its family (the quality ladder's rung (c)) must allow for.
@@ -31,7 +32,7 @@ from pareto_atlas.store.quality import kld_table, quality_table
 
 KNOBS = {"Q4_0": Knobs(weights="Q4_0"), "KV q8_0": Knobs(weights="Q4_K_M", kv="q8_0"),
          "KV q4_0": Knobs(weights="Q4_K_M", kv="q4_0")}    # each against the Q4_K_M source with an f16 cache
-ARMS = {"default": ["q4km", "q4_0", "kv-q8_0", "kv-q4_0"], "sizes": ["q4km", "q4_0", "kv-q8_0", "kv-q4_0"]}
+ARMS = {"full": ["q4km", "q4_0", "kv-q8_0", "kv-q4_0"], "sizes": ["q4km", "q4_0", "kv-q8_0", "kv-q4_0"]}
 
 
 def kld_damage(study: Study, store: Store) -> dict[str, tuple[float, float, float]]:
@@ -134,7 +135,7 @@ def main() -> None:
     args = ap.parse_args()
     console = Console(stderr=True)
     found: dict[str, tuple[dict, dict]] = {}
-    for key, path in (("default", args.small), ("sizes", args.large)):
+    for key, path in (("full", args.small), ("sizes", args.large)):
         study = load_study(key)
         path.parent.mkdir(parents=True, exist_ok=True)
         with Store(path) as store:
@@ -145,10 +146,10 @@ def main() -> None:
                     from pareto_atlas.quality.campaign import run_quality_campaign
                     run_quality_campaign(study, store, arms=ARMS[key])
             found[key] = (kld_damage(study, store), gsm8k_damage(study, store), rel_intervals(study, store))
-    (k05, g05, r05), (k15, g15, r15) = found["default"], found["sizes"]
+    (k05, g05, r05), (k15, g15, r15) = found["full"], found["sizes"]
     print("\n".join(lines("mean KL divergence from the baseline (nats/token)", k05, k15, ".4f")))
     print("\n".join(lines("GSM8K damage (1 - accuracy relative to the baseline, paired)", g05, g15, ".2f")))
-    rows = scaling_rows(k05, k15, (load_study("default"), load_study("sizes")))
+    rows = scaling_rows(k05, k15, (load_study("full"), load_study("sizes")))
     scalings = {name: r for name, r in zip([n for n in KNOBS if n in k05 and n in k15], rows)}
     n_from, n_to = (rows[0].small_params, rows[0].large_params) if rows else (0.0, 0.0)
     print("\n".join(coverage_lines(r05, r15)))

@@ -6,9 +6,10 @@ on this machine at run time; nothing else in the code types these numbers.
 
 from __future__ import annotations
 
+import copy
 import tomllib
 from dataclasses import dataclass, field, replace
-from functools import cached_property
+from functools import cached_property, lru_cache
 from importlib import resources
 from pathlib import Path
 
@@ -90,8 +91,14 @@ class HardwareCard:
         return replace(self, price_per_hour=price_per_hour, price_date=date, price_source=source)
 
 
-def _load_toml(name: str) -> dict:
+@lru_cache(maxsize=None)
+def _parsed_toml(name: str) -> dict:
     return tomllib.loads(resources.files("pareto_atlas.spec").joinpath(name).read_text())
+
+
+def _load_toml(name: str) -> dict:
+    # parsed once per process (the simulate stage asks thousands of times); each caller gets its own copy
+    return copy.deepcopy(_parsed_toml(name))
 
 
 def shipped_hardware() -> dict[str, HardwareCard]:
