@@ -145,16 +145,15 @@ def _frontier_group(x: np.ndarray, lo: np.ndarray, hi: np.ndarray, error_bars: b
     dom_rob[d_idx] = np.where(rob >= 0, f_idx[np.maximum(rob, 0)], -1)
     # Pass 2: points not separable from the frontier may still be clearly beaten by another such point.
     t_idx = d_idx[rob < 0]
-    inside = bool(np.all((lo <= x) & (x <= hi)))
-    if len(t_idx) and not dominators and x.shape[1] == 2 and inside:
+    if len(t_idx):
         c_idx = np.concatenate([f_idx, t_idx])
-        beaten = _robust_dominated_2d(x[t_idx], lo[t_idx], x[c_idx], hi[c_idx])
-        dom_rob[t_idx] = np.where(beaten, -2, -1)
-    elif len(t_idx):
-        c_idx = np.concatenate([f_idx, t_idx])
-        xt, xc = x[t_idx], x[c_idx]
-        rob2 = _first_dominator(xt, xc, lambda t: _robust_dominates(xc, hi[c_idx], xt[t], lo[t_idx][t]), scale)
-        dom_rob[t_idx] = np.where(rob2 >= 0, c_idx[np.maximum(rob2, 0)], -1)
+        if not dominators and x.shape[1] == 2 and bool(np.all((lo <= x) & (x <= hi))):
+            beaten = _robust_dominated_2d(x[t_idx], lo[t_idx], x[c_idx], hi[c_idx])
+            dom_rob[t_idx] = np.where(beaten, -2, -1)
+        else:
+            xt, xc = x[t_idx], x[c_idx]
+            rob2 = _first_dominator(xt, xc, lambda t: _robust_dominates(xc, hi[c_idx], xt[t], lo[t_idx][t]), scale)
+            dom_rob[t_idx] = np.where(rob2 >= 0, c_idx[np.maximum(rob2, 0)], -1)
     status[d_idx] = np.where(dom_rob[d_idx] != -1, 2, 1)
     return status, raw, dom_raw, dom_rob
 
