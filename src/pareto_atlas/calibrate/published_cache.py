@@ -19,13 +19,14 @@ import numpy as np
 import pandas as pd
 
 from pareto_atlas.calibrate.published import CardCalibration
+from pareto_atlas.measure.weights import cache_root
 from pareto_atlas.simulate.params import CalibParams
 
 _CODE = ("calibrate", "simulate")
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("PARETO_ATLAS_CACHE", Path.home() / ".cache" / "pareto-atlas")) / "published-fits"
+    return cache_root() / "published-fits"
 
 
 def code_hash() -> str:

@@ -88,8 +88,14 @@ SOURCES: dict[str, ModelSource] = {
 }
 
 
+def cache_root() -> Path:
+    """The project's cache ($PARETO_ATLAS_CACHE, else ~/.cache/pareto-atlas): models, llama.cpp's
+    tools, dense checkpoints, published fits, each in its own folder."""
+    return Path(os.environ.get("PARETO_ATLAS_CACHE", Path.home() / ".cache" / "pareto-atlas"))
+
+
 def cache_dir() -> Path:
-    d = Path(os.environ.get("PARETO_ATLAS_CACHE", Path.home() / ".cache" / "pareto-atlas")) / "models"
+    d = cache_root() / "models"
     d.mkdir(parents=True, exist_ok=True)
     return d
 

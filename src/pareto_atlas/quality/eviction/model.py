@@ -23,8 +23,9 @@ def require_torch() -> Any:
 
 
 def dense_cache_dir(gguf: Path) -> Path:
-    root = Path(os.environ.get("PARETO_ATLAS_CACHE", Path.home() / ".cache" / "pareto-atlas"))
-    return root / "hf-dense" / f"{gguf.stem}-{gguf.stat().st_size}"
+    from pareto_atlas.measure.weights import cache_root
+
+    return cache_root() / "hf-dense" / f"{gguf.stem}-{gguf.stat().st_size}"
 
 
 def load_dense(gguf: str | Path, cache: bool = True) -> tuple[Any, Any]:
