@@ -51,6 +51,12 @@ LOOPBACK_RULE = "localhost, 127.0.0.0/8 or [::1]"
 PROGRAM_KEYS = ("binary", "python")        # the engine options that name what is executed
 
 
+def _show(value: object, most: int = 200) -> str:
+    """A study's value in an error: quoted (so a newline cannot split the line) and bounded."""
+    text = str(value)
+    return repr(text if len(text) <= most else text[:most] + "...")
+
+
 class ConsentError(ValueError):
     """A study asked for what the user has not allowed; one line naming the field and the way to allow it."""
 
@@ -88,7 +94,7 @@ def _host(value: str, field: str) -> str:
         host = httpx.URL(host).host
     host = host.strip("[]")
     if not re.fullmatch(r"[a-z0-9.\-:]+", host or ""):
-        raise ConsentError(f"{field}: {value[:60]!r} is not a host name (e.g. api.example.com or 10.0.0.5)")
+        raise ConsentError(f"{field}: {_show(value, 60)} is not a host name (e.g. api.example.com or 10.0.0.5)")
     return host
 
 
@@ -109,7 +115,7 @@ class Consent:
         for p in programs:
             found = resolve_program(p)
             if found is None:
-                raise ConsentError(f"--allow-program: {p[:60]!r} is not a program on this host (a file path, or a name on PATH)")
+                raise ConsentError(f"--allow-program: {_show(p)} is not a program on this host (a file path, or a name on PATH)")
             progs.add(found)
         progs |= {r for r in map(resolve_program, cfg["allowed_programs"]) if r}
         return cls(frozenset(_host(h, "--endpoint-host") for h in endpoint_hosts) | cfg["endpoint_hosts"],
@@ -157,8 +163,8 @@ def authorize(study: "Study", consent: Consent) -> tuple[str, ...]:
             value = str(opts[key])
             found = resolve_program(value)
             if found is None or found not in consent.programs:
-                raise ConsentError(f"{where}.{key}: {value[:60]!r} is a program the study would run; allowed only when "
-                                   f"you name it: --allow-program {value[:60]} (or allowed_programs in {config_path()})")
+                raise ConsentError(f"{where}.{key}: {_show(value)} is a program the study would run; allowed only when "
+                                   f"you name that program: --allow-program PATH, or allowed_programs in {config_path()}")
             lines[f"{study.engine.name}: runs {found} ({where}.{key}, a program you allowed)"] = None
     if study.engine.name != "openai":
         return tuple(lines)
@@ -169,18 +175,18 @@ def authorize(study: "Study", consent: Consent) -> tuple[str, ...]:
             continue
         f_env, f_url = _where(study, arm, "api_key_env"), _where(study, arm, "base_url")
         if not isinstance(env, str) or not (key_like(env) or env in consent.key_envs):
-            raise ConsentError(f"{f_env}: {str(env)[:60]!r} is not allowed to be sent as a key: {KEY_NAME_RULE}; "
-                               f"or confirm the name with --allow-key-env {str(env)[:60]} "
-                               f"(or key_envs in {config_path()})")
+            name = env if isinstance(env, str) and re.fullmatch(r"\w{1,128}", env) else "NAME"
+            raise ConsentError(f"{f_env}: {_show(env, 60)} is not allowed to be sent as a key: {KEY_NAME_RULE}; "
+                               f"or confirm the name with --allow-key-env {name} (or key_envs in {config_path()})")
         try:
             parsed = httpx.URL(url)
         except (httpx.InvalidURL, TypeError):
-            raise ConsentError(f"{f_url}: {url[:60]!r} is not an http(s) URL; ${env} is sent to none") from None
+            raise ConsentError(f"{f_url}: {_show(url, 60)} is not an http(s) URL; ${env} is sent to none") from None
         if parsed.userinfo or "\\" in url:
-            raise ConsentError(f"{f_url}: {url[:60]!r} carries user info ('...@'); give the host alone")
+            raise ConsentError(f"{f_url}: {_show(url, 60)} carries user info ('...@'); give the host alone")
         host = parsed.host.lower()
         if not (is_loopback(host) or host in consent.endpoint_hosts):
-            raise ConsentError(f"{f_url}: host {host[:60]!r} may not receive ${env} ({f_env}): a key goes only to "
+            raise ConsentError(f"{f_url}: host {_show(host, 60)} may not receive ${env} ({f_env}): a key goes only to "
                                f"{LOOPBACK_RULE}, or to a host you name with {how}")
         why = "loopback" if is_loopback(host) else "a host you allowed"
         lines[f"openai: ${env} goes as the bearer token to {host} ({why}; {f_env} -> {f_url})"] = None
