@@ -169,7 +169,7 @@ def test_a_key_goes_only_to_loopback_from_a_key_like_name_or_the_study_is_refuse
         assert len(said) == 1 and f"${env} goes as the bearer token to " in said[0]
 
 
-PROGRAMS = ["/bin/sh", "sh", "python3", "vllm", "llama-server", "../../bin/sh", "/nonexistent/x", "", "a\nb"]
+PROGRAMS = ["/bin/sh", "sh", "python3", "vllm", "llama-server", "../../bin/sh", "/nonexistent/x", "", "a\nb", "a\x00b", "/bin/\x00sh"]
 
 
 @FUZZ

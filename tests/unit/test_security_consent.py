@@ -73,6 +73,10 @@ def test_which_names_look_like_keys_and_which_hosts_are_loopback():
     assert all(map(is_loopback, ["localhost", "127.0.0.1", "127.9.8.7", "::1", "[::1]"]))
     assert not any(map(is_loopback, [REMOTE, "localhost.example", "localhost.", "2130706433", "0x7f.0.0.1",
                                      "10.0.0.1", "0.0.0.0", "127.0.0.1.nip.io", ""]))
+    assert Consent.from_user(["API.Example.com", "https://b.example/v1", "[::1]"]).endpoint_hosts == \
+        {"api.example.com", "b.example", "::1"}
+    with pytest.raises(ConsentError, match="--endpoint-host: 'api.example.com:443' is not a host name without a port"):
+        Consent.from_user(["api.example.com:443"])     # it would match no base_url's host, silently
 
 
 # --------------------------------------------------------------------- a key to a host: refused

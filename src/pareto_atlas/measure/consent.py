@@ -69,8 +69,11 @@ def config_path() -> Path:
 def resolve_program(name: str) -> str | None:
     """The file that would run for `name`: a PATH lookup for a bare name (as subprocess does), the
     path itself otherwise, with symbolic links resolved; None when there is no such program."""
-    found = shutil.which(name) if os.sep not in name else (name if os.path.isfile(name) else None)
-    return os.path.realpath(found) if found else None
+    try:
+        found = shutil.which(name) if os.sep not in name else (name if os.path.isfile(name) else None)
+        return os.path.realpath(found) if found else None
+    except (OSError, ValueError):      # a NUL byte, a name too long: nothing that could run
+        return None
 
 
 def is_loopback(host: str) -> bool:
@@ -89,12 +92,16 @@ def key_like(name: str) -> bool:
 
 
 def _host(value: str, field: str) -> str:
+    """A host the user names, as base_url's host reads (lower case, no brackets); a port or a path is
+    an error rather than an entry that silently matches nothing."""
     host = value.strip().lower()
-    if "://" in host:
-        host = httpx.URL(host).host
-    host = host.strip("[]")
-    if not re.fullmatch(r"[a-z0-9.\-:]+", host or ""):
-        raise ConsentError(f"{field}: {_show(value, 60)} is not a host name (e.g. api.example.com or 10.0.0.5)")
+    try:
+        host = httpx.URL(host).host if "://" in host else host.strip("[]")
+    except httpx.InvalidURL:
+        host = ""
+    if not re.fullmatch(r"[a-z0-9.\-:]+", host) or host.count(":") == 1:
+        raise ConsentError(f"{field}: {_show(value, 60)} is not a host name without a port "
+                           "(e.g. api.example.com, 10.0.0.5 or ::1)")
     return host
 
 
