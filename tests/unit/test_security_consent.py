@@ -17,7 +17,13 @@ import pytest
 from typer.testing import CliRunner
 
 from pareto_atlas.cli import app
-from pareto_atlas.measure.consent import Consent, ConsentError, authorize, is_loopback, key_like
+from pareto_atlas.measure.consent import (
+    Consent,
+    ConsentError,
+    authorize,
+    is_loopback,
+    key_like,
+)
 from pareto_atlas.measure.fakeserver import FakeOpenAIServer
 from pareto_atlas.spec.study import parse_study
 
@@ -159,8 +165,8 @@ def test_the_users_config_allows_a_host_and_a_key_name(tmp_path: Path, user: Pat
 def test_loopback_needs_no_flag_and_a_keyless_endpoint_sends_no_key(tmp_path: Path):
     with FakeOpenAIServer() as srv:
         study = parse_study(endpoint_study(tmp_path / "lo.toml", srv.base_url, KEY).read_text())
-        assert authorize(study, Consent()) == (f"openai: ${KEY} goes as the bearer token to 127.0.0.1 "
-                                               "(loopback; engine.api_key_env -> engine.base_url)",)
+        said = f"openai: ${KEY} goes as the bearer token to 127.0.0.1 (loopback; engine.api_key_env -> engine.base_url)"
+        assert authorize(study, Consent()) == (said,)
         keyless = parse_study(endpoint_study(tmp_path / "nokey.toml", f"http://{REMOTE}:{srv.port}", None).read_text())
         assert authorize(keyless, Consent()) == ()
 

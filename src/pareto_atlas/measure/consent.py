@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 import httpx
 
 if TYPE_CHECKING:
-    from pareto_atlas.spec.study import Study
+    from pareto_atlas.spec.study import ArmSpec, Study
 
 # A variable whose value may go as a bearer token without the user confirming its name: the
 # conventions of inference endpoints. `*_TOKEN` and `*_KEY` alone are too wide (GITHUB_TOKEN,
@@ -114,7 +114,7 @@ class Consent:
 
     @classmethod
     def from_user(cls, endpoint_hosts: Iterable[str] = (), key_envs: Iterable[str] = (),
-                  programs: Iterable[str] = (), config: Path | None = None) -> "Consent":
+                  programs: Iterable[str] = (), config: Path | None = None) -> Consent:
         """The flags given, plus the user's config file when it exists. A flag naming no program is
         an error (a typo would otherwise allow nothing, silently); a config entry naming none is ignored."""
         cfg = read_config(config or config_path())
@@ -147,14 +147,14 @@ def read_config(path: Path) -> dict:
     return out
 
 
-def _where(study: "Study", arm, key: str) -> str:
+def _where(study: Study, arm: ArmSpec, key: str) -> str:
     """The field a merged launch option came from (an arm's own wins, as in launch_extra)."""
     if key in arm.engine_options:
         return f"arms.{arm.name}.engine_options.{key}"
     return f"engine.options.{key}" if key in study.engine.options else f"engine.{key}"
 
 
-def authorize(study: "Study", consent: Consent) -> tuple[str, ...]:
+def authorize(study: Study, consent: Consent) -> tuple[str, ...]:
     """Refuse (ConsentError) a study that would send a key or run a program the user has not
     allowed; otherwise the lines to print before the first request: which variable goes to which
     host, which program runs. Every arm is checked, whichever ones this run measures."""
