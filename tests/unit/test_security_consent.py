@@ -203,6 +203,9 @@ def test_a_study_naming_a_binary_is_refused_without_the_flag_and_run_with_it(tmp
     line = error_line(r)
     assert f"engine.options.binary: '{prog}' is a program the study would run" in line
     assert "--allow-program PATH, or allowed_programs in " in line
+    for command in ("build", "quality"):        # every command that starts the study's engine refuses alike
+        other_cmd = CliRunner().invoke(app, [command, "--study", str(study), "--out", str(tmp_path / "out")])
+        assert other_cmd.exit_code == 2 and error_line(other_cmd) == line and not mark.exists()
     wrong = measure(tmp_path, study, "--allow-program", str(other))
     assert wrong.exit_code == 2 and not mark.exists()
     link = tmp_path / "link-to-server"        # the same file by another name is the same program
