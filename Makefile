@@ -12,8 +12,10 @@ atlas-full:
 test:
 	scripts/setup.sh test && .venv/bin/python -m pytest -q
 
+# its setup installs what the slow tests serve: the built-in model and vLLM's venv (the real-vLLM
+# test), torch + transformers (eviction), llama.cpp's tools (the K-quants, KL divergence)
 test-slow:
-	scripts/setup.sh slow && scripts/build_llama_tools.sh && .venv/bin/python -m pytest -q -m slow
+	scripts/setup.sh slow && scripts/setup_vllm.sh && scripts/build_llama_tools.sh && .venv/bin/python -m pytest -q -m slow
 
 # llama.cpp's own tools, built once into the model cache from the pinned llama.cpp source (~7 min
 # on 2 cores): llama-quantize (the K-quants below 4 bits) and llama-perplexity (the KL-divergence axis)

@@ -28,7 +28,7 @@ SHOW_COLUMNS = ("point_id", "label", "hardware", "workload", "provenance", "qual
 
 
 def cost_per_mtok(price_per_hour: np.ndarray | float, throughput_tok_s: np.ndarray | float) -> np.ndarray:
-    """$ per million output tokens (DESIGN.md's definition)."""
+    """$ per million output tokens (docs/metrics.md's definition)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.asarray(price_per_hour, dtype=float) / (np.asarray(throughput_tok_s, dtype=float) * 3600.0) * 1e6
 
