@@ -31,7 +31,10 @@ KV_PAD = 22
 # API server's hop to the engine): in every TTFT and E2E, and in a closed loop's gap between a
 # completion and the client's next request, but never in an engine step.
 O_REQ = 23
-N_COEFFS = 24
+# COMM_STEP, COMM_TOK: a tensor/pipeline-parallel worker's collectives and stage sends over the node's
+# link, per step and per token of the step, serial with the kernels (simulate.parallel); 0 on one device.
+COMM_STEP, COMM_TOK = 24, 25
+N_COEFFS = 26
 # Closed-loop clients never land in the same instant: an idle engine starts a step for the first
 # request and the others wait for the next one (llama.cpp's slot loop, vLLM's scheduler alike);
 # a request sent when another completes misses the step the engine starts at that moment.
@@ -114,7 +117,7 @@ def _step_time(c: np.ndarray, n_dec: float, ctx_dec: float, n_pf: float, pf_pair
         # the two rooflines' pow chains side by side (see _smooth_max2)
         fwd, attn = _smooth_max2(mem, cmp, a_mem, a_cmp, c[P], bound)
         fwd, draft_fwd = fwd + attn, 0.0
-    t = fwd + c[O_STEP] + c[O_SEQ] * n_seqs
+    t = fwd + c[O_STEP] + c[O_SEQ] * n_seqs + c[COMM_STEP] + c[COMM_TOK] * tokens
     if drafting:
         t += c[DRAFT_P] * c[K] * (draft_fwd + c[D_O])
     if c[K] > 0.0 and n_pf > 0.0 and c[D_FL] > 0.0:
