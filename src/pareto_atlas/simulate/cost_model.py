@@ -13,7 +13,7 @@ import numpy as np
 
 from pareto_atlas.simulate.kernels import (ACC, AT, COMM_STEP, COMM_TOK, CTX_SCALE, CV, D_FL, D_KVR, D_O, D_W, DRAFT_P,
                                           FL, FL_H, FL_V, K, KV_PAD, KVR, KVW, N_COEFFS, O_REQ, O_SEQ, O_STEP, P, Q, TILE,
-                                          W_T, XFER, step_time)
+                                          PP_STAGES, W_T, XFER, step_time)
 from pareto_atlas.simulate.parallel import comm_terms, kv_share
 from pareto_atlas.simulate.params import CalibParams, base_format
 from pareto_atlas.spec.cards import HardwareCard, ModelCard, shipped_models
@@ -118,10 +118,12 @@ def coeffs(model: ModelCard, hw: HardwareCard, knobs: Knobs, params: CalibParams
     bw = hw.mem_bw_gbs * 1e9
     attn_peak = hw.peak_flops("fp16")
     eff_a = params.attn_eff(knobs.kv)
-    # KV one device holds per token of context (its heads, its stage's layers); exactly kvb on one device
+    # KV one device's stage reads per token of context (its heads; a pipeline round reads every
+    # stage's, divided over its micro-batches in kernels._step_time); exactly kvb on one device
     kvb = model.kv_bytes_per_token(BITS_PER_KV[knobs.kv])
-    kvb_dev = kvb * kv_share(model, tp) / pp if tp * pp > 1 else kvb
-    split = tp * pp             # FLOPs of a token divide over every device of the worker
+    kvb_dev = kvb * kv_share(model, tp) if tp > 1 else kvb
+    split = tp                  # a token's FLOPs divide over the tp devices; over the stages in _step_time
+    c[PP_STAGES] = pp if pp > 1 else 0.0
     c[W_T] = weight_bytes(model, knobs.weights) / tp / (bw * params.bw_eff(knobs.weights))
     c[KVR] = kvb_dev / (bw * eff_a)
     c[KVW] = kvb_dev * knobs.kv_keep / (bw * eff_a)

@@ -8,14 +8,13 @@ The model (Megatron-style tensor parallelism as vLLM, SGLang and TensorRT-LLM ru
   does). Each layer adds two all-reduces (after attention and after the MLP) of the step's tokens x
   hidden activations: a ring all-reduce moves 2 (tp - 1) / tp of the bytes through each device's
   link and takes 2 (tp - 1) hops, each paying the link's latency.
-- PP over `pp` stages gives each stage 1 / pp of the layers; the engine keeps pp micro-batches in
-  flight (vLLM's virtual engines), so one simulated step is a pipeline round that advances every
-  running sequence by a token: each stage streams its weights once per micro-batch, so the round
-  streams the whole worker's share (PP does not speed up weight-bound decode), while compute and KV
-  traffic per token divide by pp; a token's latency crosses every stage and pp - 1 sends of its
-  activations. Not modelled: the bubble when fewer sequences run than stages (compute there is
-  under-counted by up to pp x; decode steps at such batches are weight-bound on GPUs) and a lone
-  prompt's prefill crossing the stages one after the other.
+- PP over `pp` stages gives each stage 1 / pp of the layers; the engine keeps up to pp micro-batches
+  in flight (vLLM's virtual engines), so one simulated step is a pipeline round that advances every
+  running sequence by a token. Its sequences fill m = min(pp, sequences) micro-batches: each stage
+  streams its weights once per micro-batch slot, so a round streams the whole worker's share (PP does
+  not speed up weight-bound decode), while compute, KV traffic and the link's bytes divide by m
+  (kernels._step_time, PP_STAGES): a lone prompt crosses the stages one after the other, no faster
+  than on one stage (the bubble). A token's latency crosses every stage and pp - 1 sends.
 - Replicas are independent copies: each sees the load / replicas, throughput adds up.
 """
 
@@ -81,9 +80,9 @@ def comm_terms(model: ModelCard, hw: HardwareCard, tp: int, pp: int, link_eff: f
     with the kernels (no overlap of communication and compute is assumed).
 
     TP: two all-reduces per layer of tokens x hidden activations; every layer's latency is on a
-    token's path (the round crosses all stages), the bytes divide by pp (stages send in parallel,
-    each a 1 / pp micro-batch). PP: pp - 1 sends per round, each token's activations crossing the
-    boundaries with pp micro-batches in flight."""
+    token's path (the round crosses all stages). PP: pp - 1 sends per round, each token's activations
+    crossing pp - 1 boundaries. The per-token bytes then divide over the round's micro-batches
+    (kernels._step_time: stages send in parallel, each its own micro-batch)."""
     if tp <= 1 and pp <= 1:
         return 0.0, 0.0
     step = tok = 0.0
@@ -94,10 +93,10 @@ def comm_terms(model: ModelCard, hw: HardwareCard, tp: int, pp: int, link_eff: f
         calls = 2.0 * model.n_layers
         step += calls * allreduce_s(0.0, tp, hw, link_eff, latency_scale)
         tok += calls * (allreduce_s(per_tok_bytes, tp, hw, link_eff, latency_scale)
-                        - allreduce_s(0.0, tp, hw, link_eff, latency_scale)) / pp
+                        - allreduce_s(0.0, tp, hw, link_eff, latency_scale))
     if pp > 1:
         step += (pp - 1) * lat
-        tok += model.hidden * ACT_BYTES * (pp - 1) / pp / bw
+        tok += model.hidden * ACT_BYTES * (pp - 1) / bw
     return step, tok
 
 
