@@ -214,3 +214,21 @@ def test_the_70b_and_qwen3_cards_are_their_config_json_values():
     q = M["qwen3-32b"]
     assert (q.n_layers, q.hidden, q.n_heads, q.n_kv_heads, q.head_dim, q.intermediate) == (64, 5120, 64, 8, 128, 25600)
     assert 32.0e9 < q.n_params < 33.5e9
+
+
+def test_pick_searches_parallel_layouts_and_takes_gpu_constraints():
+    from pareto_atlas.atlas.pick import pick
+
+    m = M["llama-3.1-70b"]
+    ks = (Knobs(weights="FP8", slots=32), Knobs(weights="FP8", slots=32, tp=2), Knobs(weights="FP8", slots=32, tp=4),
+          Knobs(weights="FP8", slots=8, tp=4, replicas=2))
+    df = sweep(Space(m, (H100,), ks, (Workload("w", 512, 128),), (Load(concurrency=16),), {}), n_requests=60)
+    df = df.assign(quality=0.8, quality_lo=0.78, quality_hi=0.82, quality_rel=1.0, quality_rel_lo=0.99,
+                   quality_rel_hi=1.01, quality_provenance="measured", quality_evidence="measured")
+    fast = pick(df, "", "tpot_p99_ms", top=4)
+    assert fast.winner["gpus"] > 1                                  # the fastest token needs more than one GPU
+    small = pick(df, "gpus<=2", "tpot_p99_ms", top=4)
+    assert small.winner["gpus"] <= 2 and small.winner["tpot_p99_ms"] > fast.winner["tpot_p99_ms"]
+    assert pick(df, "tp==1", "tpot_p99_ms").winner["label"] == "FP8+x32"
+    old = df.drop(columns=["tp", "pp", "replicas", "prefill_workers", "prefill_tp", "decode_workers", "gpus"])
+    assert pick(old.iloc[:1], "tp==1", "tpot_p99_ms").winner is not None    # a table from before: one GPU

@@ -93,13 +93,17 @@ def gpus_of(points: pd.DataFrame) -> pd.Series:
 def with_derived(points: pd.DataFrame) -> pd.DataFrame:
     """The points with the objective columns derived from others where a table lacks them:
     `gpus` and `n_devices` (gpus_of: every GPU the configuration holds) and
-    `throughput_per_device_tok_s` (a configuration's total over those GPUs)."""
-    if "throughput_per_device_tok_s" in points.columns or "throughput_tok_s" not in points.columns:
-        if "throughput_tok_s" in points.columns and "gpus" not in points.columns:
-            return points.assign(gpus=gpus_of(points))
+    `throughput_per_device_tok_s` (a configuration's total over those GPUs); a table made before
+    parallelism existed gets its parallelism columns at their one-GPU defaults."""
+    if "throughput_tok_s" not in points.columns:
         return points
+    from pareto_atlas.spec.knobs import PARALLEL_DEFAULTS
+
+    missing = {f: d for f, d in PARALLEL_DEFAULTS.items() if f not in points.columns}
+    if "throughput_per_device_tok_s" in points.columns:
+        return points.assign(**missing, **({} if "gpus" in points.columns else {"gpus": gpus_of(points)}))
     n = gpus_of(points)
-    return points.assign(gpus=n, n_devices=n, throughput_per_device_tok_s=points["throughput_tok_s"] / n)
+    return points.assign(**missing, gpus=n, n_devices=n, throughput_per_device_tok_s=points["throughput_tok_s"] / n)
 
 
 def _col(points: pd.DataFrame, name: str, default: float = 0.0) -> np.ndarray:
