@@ -66,3 +66,10 @@ def test_bad_parallelism_is_a_one_line_error_naming_the_field(bad, field):
         Knobs(**bad)
     msg = str(e.value)
     assert msg.startswith(field + ":") and "\n" not in msg
+
+
+def test_layout_words_name_the_gpus_and_the_parallelism():
+    assert Knobs(weights="FP8", tp=4, replicas=2).layout_words("H100") == "TP4 \u00d7 2 replicas, 8 \u00d7 H100"
+    assert Knobs().layout_words("H100") == "one GPU, 1 \u00d7 H100"
+    k = Knobs(batching="disagg", tp=4, prefill_tp=2, decode_workers=3)
+    assert k.layout_words("H200") == "1P(TP2) + 3D(TP4), 14 \u00d7 H200"

@@ -188,6 +188,18 @@ class Knobs:
         parts.extend(self.parallel_label_parts())
         return "+".join(parts)
 
+    def layout_words(self, hardware: str = "") -> str:
+        """The deployment in words, for winners: "TP4 x 2 replicas, 8 x H100-SXM", "1P(TP2) + 3D(TP4), 14 x H200"."""
+        if self.batching == "disagg":
+            dec = f"TP{self.tp}" + (f" PP{self.pp}" if self.pp > 1 else "")
+            unit = f"{self.prefill_workers}P(TP{self.prefill_tp_resolved}) + {self.decode_workers}D({dec})"
+        else:
+            unit = " ".join(p for p in (f"TP{self.tp}" if self.tp > 1 else "", f"PP{self.pp}" if self.pp > 1 else "") if p)
+        parts = [p for p in (unit, f"{self.replicas} replicas" if self.replicas > 1 else "") if p]
+        words = " \u00d7 ".join(parts) or "one GPU"
+        n = self.gpus()
+        return f"{words}, {n} \u00d7 {hardware}" if hardware else words
+
     def parallel_label_parts(self) -> list[str]:
         """`tp4`, `pp2`, `x2rep`, `1P(tp2)3D(tp4)`: only what differs from one GPU per worker."""
         out = []
