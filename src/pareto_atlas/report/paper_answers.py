@@ -20,7 +20,7 @@ from pareto_atlas.atlas.constraints import satisfied
 from pareto_atlas.atlas.evidence import (StudyRef, confirm_command, evidence_label, evidence_ok, quality_evidence,
                                         speed_evidence)
 from pareto_atlas.atlas.frontier import frontier
-from pareto_atlas.atlas.objectives import DEFAULT_OBJECTIVES, interval, with_derived
+from pareto_atlas.atlas.objectives import DEFAULT_OBJECTIVES, interval
 from pareto_atlas.atlas.regimes import Regime, admission
 from pareto_atlas.atlas.summary import stacked_vs_single
 from pareto_atlas.atlas.winners import ALL, model_column, projected_beating, winner_cells
@@ -47,9 +47,9 @@ class AtlasView:
 
 def atlas_view(points: pd.DataFrame, regimes, model: str, workload: str, study_ref: StudyRef,
                allow_priors: bool = False) -> AtlasView:
-    pts = with_derived(points)
-    m = (model_column(pts) == model) & (pts["workload"].astype(str) == workload).to_numpy()
-    pts = pts[m].reset_index(drop=True)
+    """One (model, workload) of a study's atlas; `points` carry their derived columns (atlas.answer)."""
+    m = (model_column(points) == model) & (points["workload"].astype(str) == workload).to_numpy()
+    pts = points[m].reset_index(drop=True)
     if pts.empty:
         raise ValueError(f"the atlas has no points for {model!r} at {workload!r}; run `pareto-atlas simulate` first")
     regs = tuple(regimes)
