@@ -222,11 +222,8 @@ def pick(study: Optional[str] = STUDY,
     name = study_name(study, study_opt)
 
     def go():
-        from pareto_atlas.atlas.stage import pick_question, study_question
-
         with open_context(name, out) as ctx:
-            q = study_question(ctx.study, constraint or "", objective, maximize, allow_priors, model, workload)
-            pick_question(ctx.study, ctx.store, ctx.console, q, price or [])
+            stages.pick(ctx, constraint or "", objective, maximize, price or [], allow_priors, model, workload)
     guarded(go)
 
 

@@ -101,7 +101,8 @@ def pick_question(study: Study, store: Store, console: Console, question: Questi
 def pick_study(study: Study, store: Store, console: Console, constraint: str, objective: str, maximize: bool,
                prices: list[str], allow_priors: bool = False, model: str | None = None,
                workload: str | None = None) -> None:
-    """`pick_question` from the flags one by one: what stages.pick calls (until it passes a Question)."""
+    """`pick_question` from the command's flags one by one, as stages.pick passes them; a caller that
+    holds a Question (study_question) calls pick_question."""
     pick_question(study, store, console,
                   study_question(study, constraint, objective, maximize, allow_priors, model, workload), prices)
 
