@@ -17,9 +17,9 @@ from typing import Optional
 import typer
 
 from pareto_atlas import cli_aliases, stages
-from pareto_atlas.cli_run import (ALLOW_AGG, ALLOW_UNV, ARMS, OUT, RAY, STORE, STUDY, STUDY_OPT, allowed_contracts, open_context, refuse_unread,
-                                  guarded, study_name, console, run_check, run_evict, run_import, run_kld, run_published,
-                                  run_published_quality, run_quality_tasks)
+from pareto_atlas.cli_run import (ALLOW_AGG, ALLOW_UNV, ARMS, OUT, RAY, STORE, STUDY, STUDY_OPT, allowed_contracts,
+                                  console, guarded, open_context, refuse_unread, run_check, run_evict, run_import,
+                                  run_kld, run_published, run_published_quality, run_quality_tasks, study_name)
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Which inference optimization stack to deploy: anchors on a real engine, a calibrated "

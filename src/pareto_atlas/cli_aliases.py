@@ -10,8 +10,8 @@ from typing import Optional
 
 import typer
 
-from pareto_atlas.cli_run import (ALLOW_AGG, ALLOW_UNV, BUILTINS, OUT, STORE, allowed_contracts, study_name, run_check, run_evict,
-                                  run_import, run_kld, run_published, run_published_quality)
+from pareto_atlas.cli_run import (ALLOW_AGG, ALLOW_UNV, BUILTINS, OUT, STORE, allowed_contracts, run_check, run_evict,
+                                  run_import, run_kld, run_published, run_published_quality, study_name)
 
 # old name -> the command that replaces it (what the notice prints)
 RENAMED = {
@@ -62,7 +62,8 @@ def import_(files: list[Path] = typer.Argument(..., help="Result files (told by 
             allow_aggregate: bool = ALLOW_AGG, allow_unverified: bool = ALLOW_UNV) -> None:
     """Now `calibrate --import FILE ...`."""
     _renamed("import")
-    run_import(study, out, files, hardware, model, engine, knobs, output_tokens, allowed_contracts(allow_aggregate, allow_unverified))
+    run_import(study, out, files, hardware, model, engine, knobs, output_tokens,
+               allowed_contracts(allow_aggregate, allow_unverified))
 
 
 def published(study: str = STUDY, out: Optional[Path] = OUT,

@@ -4,6 +4,7 @@ answer printed (atlas.answer holds it, atlas.tables renders it, report.stage wri
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from datetime import date
 
 import pandas as pd
@@ -67,7 +68,7 @@ def study_question(study: Study, constraint: str = "", objective: str = "cost_pe
                          kld_max=study.quality.kld_max, model=model, workload=workload)
 
 
-def pick_question(study: Study, store: Store, console: Console, question: Question, prices: list[str] = ()) -> None:
+def pick_question(study: Study, store: Store, console: Console, question: Question, prices: Sequence[str] = ()) -> None:
     """Answer one question per (model, workload) the study's atlas answers for (or the one it is
     about), and, with new prices ("CARD=$/h"), say where the regime winners moved."""
     t0 = time.perf_counter()
@@ -84,7 +85,7 @@ def pick_question(study: Study, store: Store, console: Console, question: Questi
                       + " (cost re-derived from throughput)", highlight=False)
     t_read, planned = time.perf_counter() - t0, 0.0
     for m, wl in answer.pairs():
-        if (question.model is not None and m != question.model) or (question.workload is not None and wl != question.workload):
+        if question.model not in (None, m) or question.workload not in (None, wl):
             continue
         res = repriced.pick(question.about(model=m if m else None, workload=wl))
         planned += res.elapsed_s
