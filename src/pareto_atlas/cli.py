@@ -17,9 +17,10 @@ from typing import Optional
 import typer
 
 from pareto_atlas import cli_aliases, stages
-from pareto_atlas.cli_run import (ALLOW_AGG, ALLOW_UNV, ARMS, OUT, RAY, STORE, STUDY, STUDY_OPT, allowed_contracts,
-                                  console, guarded, open_context, refuse_unread, run_check, run_evict, run_import,
-                                  run_kld, run_published, run_published_quality, run_quality_tasks, study_name)
+from pareto_atlas.cli_run import (ALLOW_AGG, ALLOW_UNV, ARMS, HOSTS, KEYS, OUT, PROGRAMS, RAY, STORE, STUDY, STUDY_OPT,
+                                  allowed_contracts, consent_of, console, guarded, open_context, refuse_unread,
+                                  run_check, run_evict, run_import, run_kld, run_published, run_published_quality,
+                                  run_quality_tasks, study_name)
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Which inference optimization stack to deploy: anchors on a real engine, a calibrated "
@@ -28,13 +29,14 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 
 @app.command()
 def build(study: Optional[str] = STUDY, study_opt: Optional[str] = STUDY_OPT, out: Optional[Path] = OUT,
-          skip_quality: bool = typer.Option(False, help="Measure speed only."), ray: Optional[str] = RAY) -> None:
+          skip_quality: bool = typer.Option(False, help="Measure speed only."), ray: Optional[str] = RAY,
+          endpoint_host: list[str] = HOSTS, allow_key_env: list[str] = KEYS, allow_program: list[str] = PROGRAMS) -> None:
     """Run the whole pipeline: measure, quality, calibrate, simulate, atlas, report (a study without
     arms: simulate, atlas and report on published evidence; `paper` then prints its claims table)."""
     name = study_name(study, study_opt)
 
     def go():
-        with open_context(name, out, ray) as ctx:
+        with open_context(name, out, ray, consent=consent_of(endpoint_host, allow_key_env, allow_program)) as ctx:
             stages.build(ctx, with_quality=not skip_quality)
     guarded(go)
 
@@ -42,12 +44,13 @@ def build(study: Optional[str] = STUDY, study_opt: Optional[str] = STUDY_OPT, ou
 @app.command()
 def measure(study: Optional[str] = STUDY, study_opt: Optional[str] = STUDY_OPT, out: Optional[Path] = OUT,
             arm: list[str] = typer.Option(None, "--arm", help="Only these arms (repeatable)."),
-            ray: Optional[str] = RAY) -> None:
+            ray: Optional[str] = RAY, endpoint_host: list[str] = HOSTS, allow_key_env: list[str] = KEYS,
+            allow_program: list[str] = PROGRAMS) -> None:
     """Measure the study's anchors on the engine (finished anchors are never re-measured)."""
     name = study_name(study, study_opt)
 
     def go():
-        with open_context(name, out, ray) as ctx:
+        with open_context(name, out, ray, consent=consent_of(endpoint_host, allow_key_env, allow_program)) as ctx:
             stages.measure(ctx, arms=arm or None)
     guarded(go)
 
@@ -57,7 +60,8 @@ QUALITY_KINDS = ("task", "kld", "evict", "published")
 QUALITY_OPTIONS = {"--arm": ("task", "kld"), "--n": ("task", "evict"), "--task": ("task", "evict", "published"),
                    "--max-tokens": ("task",), "--ray": ("task",), "--tokens": ("kld",), "--keep-base": ("kld",),
                    "--policies": ("evict",), "--keeps": ("evict",), "--store": ("kld", "evict"),
-                   "--table": ("published",), "--model": ("published",)}
+                   "--table": ("published",), "--model": ("published",), "--endpoint-host": ("task",),
+                   "--allow-key-env": ("task",), "--allow-program": ("task",)}
 
 
 @app.command()
@@ -80,7 +84,8 @@ def quality(study: Optional[str] = STUDY, study_opt: Optional[str] = STUDY_OPT, 
                                                      help="task: tokens per answer (overrides the study; humaneval, "
                                                           "ifeval and each ruler subtask have their own default "
                                                           "when the study sets none)."),
-            ray: Optional[str] = RAY,
+            ray: Optional[str] = RAY, endpoint_host: list[str] = HOSTS, allow_key_env: list[str] = KEYS,
+            allow_program: list[str] = PROGRAMS,
             tokens: Optional[int] = typer.Option(None, help="kld: tokens scored per configuration (overrides the "
                                                             "study's \\[quality] kld_tokens; whole chunks of 255)."),
             keep_base: bool = typer.Option(False, help="kld: keep the baseline's logits file (~300 kB a token)."),
@@ -101,10 +106,12 @@ def quality(study: Optional[str] = STUDY, study_opt: Optional[str] = STUDY_OPT, 
         raise typer.BadParameter(f"{kind!r}; allowed: {', '.join(QUALITY_KINDS)}", param_hint="--kind")
     refuse_unread("--kind", kind, {"--arm": arm, "--n": n, "--task": task, "--max-tokens": max_tokens, "--ray": ray,
                            "--tokens": tokens, "--keep-base": keep_base, "--policies": policies, "--keeps": keeps,
-                           "--store": store, "--table": table, "--model": model}, QUALITY_OPTIONS)
+                           "--store": store, "--table": table, "--model": model, "--endpoint-host": endpoint_host,
+                           "--allow-key-env": allow_key_env, "--allow-program": allow_program}, QUALITY_OPTIONS)
     name = study_name(study, study_opt)
     if kind == "task":
-        run_quality_tasks(name, out, arm, n, task, max_tokens, ray)
+        run_quality_tasks(name, out, arm, n, task, max_tokens, ray,
+                          consent_of(endpoint_host, allow_key_env, allow_program))
     elif kind == "kld":
         run_kld(name, out, store, arm, tokens, keep_base)
     elif kind == "evict":

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from pareto_atlas import stages
+from pareto_atlas.measure.consent import Consent
 
 # Tables stay readable when the output goes to a file or CI log (no terminal width to ask).
 console = Console(stderr=True, width=max(shutil.get_terminal_size((160, 40)).columns, 140))
@@ -28,6 +29,13 @@ RAY = typer.Option(None, "--ray", help="Run on Ray: HOST:PORT of a cluster's hea
                                        "(a cluster on this machine). Default: in-process.")
 ARMS = typer.Option(None, "--arm", help="Only these arms (repeatable; kld: the baseline always runs).")
 STORE = typer.Option(None, "--store", help="Store file (default: <out>/store.duckdb).")
+# What a study may do only because you say so here or in ~/.config/pareto-atlas/config.toml (measure.consent)
+HOSTS = typer.Option(None, "--endpoint-host", help="A non-loopback host that may receive the study's API key "
+                                                   "(engine openai; repeatable).")
+KEYS = typer.Option(None, "--allow-key-env", help="An environment variable the study may send as its key although "
+                                                  "its name does not look like an API key (repeatable).")
+PROGRAMS = typer.Option(None, "--allow-program", help="A program the study may run (engine.options.binary or "
+                                                      "python; the same file, after PATH and links; repeatable).")
 ALLOW_AGG = typer.Option(False, "--allow-aggregate", help="Also fit imported anchors whose token-count contract "
                                                            "rests on totals only (default: verified ones).")
 ALLOW_UNV = typer.Option(False, "--allow-unverified", help="Also fit imported anchors whose file cannot show the "
@@ -40,8 +48,13 @@ def study_name(arg: Optional[str], opt: Optional[str]) -> str:
     return arg or opt or "default"
 
 
-def open_context(study: str, out: Optional[Path], ray: Optional[str] = None, store: Optional[Path] = None) -> stages.Context:
-    return stages.Context.open(study, out, console, ray, store=store)
+def open_context(study: str, out: Optional[Path], ray: Optional[str] = None, store: Optional[Path] = None,
+                 consent: Optional[Consent] = None) -> stages.Context:
+    return stages.Context.open(study, out, console, ray, store=store, consent=consent)
+
+
+def consent_of(hosts: Optional[list[str]], keys: Optional[list[str]], programs: Optional[list[str]]) -> Consent:
+    return Consent.from_user(hosts or (), keys or (), programs or ())
 
 
 def guarded(fn, *args, **kw):
@@ -81,9 +94,9 @@ def refuse_unread(kind_flag: str, kind: str, given: dict[str, object], allowed: 
 
 
 def run_quality_tasks(study: str, out: Optional[Path], arm: list[str], n: Optional[str], task: Optional[str],
-                      max_tokens: Optional[int], ray: Optional[str]) -> None:
+                      max_tokens: Optional[int], ray: Optional[str], consent: Consent) -> None:
     def go():
-        with open_context(study, out, ray) as ctx:
+        with open_context(study, out, ray, consent=consent) as ctx:
             stages.quality(ctx, arms=arm or None, n=n, task=task, max_tokens=max_tokens)
     guarded(go)
 

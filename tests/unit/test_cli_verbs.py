@@ -78,6 +78,7 @@ def test_each_earlier_name_says_its_new_name_then_does_what_the_new_command_does
     (["quality", "--kind", "kld", "--policies", "h2o"], "--policies applies to --kind evict, not kld"),
     (["quality", "--kind", "task", "--tokens", "100"], "--tokens applies to --kind kld, not task"),
     (["quality", "--kind", "evict", "--n", "all"], "--kind evict takes a whole number"),
+    (["quality", "--kind", "kld", "--allow-program", "llama-server"], "--allow-program applies to --kind task, not kld"),
     (["quality", "--kind", "poetry"], "allowed: task, kld, evict, published"),
     (["calibrate", "--published", "--import", "x.json"], "not both"),
     (["calibrate", "--published", "--knobs", "weights=FP8"], "--knobs applies to calibrate --import, not --published"),
