@@ -109,6 +109,9 @@ def quality(study: Optional[str] = STUDY, study_opt: Optional[str] = STUDY_OPT, 
                            "--store": store, "--table": table, "--model": model, "--endpoint-host": endpoint_host,
                            "--allow-key-env": allow_key_env, "--allow-program": allow_program}, QUALITY_OPTIONS)
     name = study_name(study, study_opt)
+    if kind == "published" and (study or study_opt):
+        raise typer.BadParameter(f"{name!r}: --kind published reads no study (the shipped table and --table)",
+                                 param_hint="study")
     if kind == "task":
         run_quality_tasks(name, out, arm, n, task, max_tokens, ray,
                           consent_of(endpoint_host, allow_key_env, allow_program))

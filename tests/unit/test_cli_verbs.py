@@ -80,6 +80,7 @@ def test_each_earlier_name_says_its_new_name_then_does_what_the_new_command_does
     (["quality", "--kind", "evict", "--n", "all"], "--kind evict takes a whole number"),
     (["quality", "--kind", "kld", "--allow-program", "llama-server"], "--allow-program applies to --kind task, not kld"),
     (["quality", "--kind", "poetry"], "allowed: task, kld, evict, published"),
+    (["quality", "tiny", "--kind", "published"], "--kind published reads no study"),
     (["calibrate", "--published", "--import", "x.json"], "not both"),
     (["calibrate", "--published", "--knobs", "weights=FP8"], "--knobs applies to calibrate --import, not --published"),
     (["calibrate", "--import", "x.json", "--hardware", "L4", "--hardware", "H100-SXM"], "one value with --import"),
