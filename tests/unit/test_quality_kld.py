@@ -281,7 +281,7 @@ def test_an_interrupted_baseline_run_leaves_no_logits_and_no_rows(tmp_path, fake
 
 def test_cli_without_the_binary_is_one_line_naming_the_make_target(tmp_path, monkeypatch):
     monkeypatch.setenv("PARETO_ATLAS_LLAMA_PERPLEXITY", str(tmp_path / "missing"))
-    r = CliRunner().invoke(app, ["kld", "tiny", "--out", str(tmp_path), "--store", str(tmp_path / "s.duckdb")])
+    r = CliRunner().invoke(app, ["quality", "tiny", "--kind", "kld", "--out", str(tmp_path), "--store", str(tmp_path / "s.duckdb")])
     assert r.exit_code == 2, r.output
     err = " ".join(r.output.split())
     assert err.startswith("error: kld: llama-perplexity is not built; `make llama-tools` builds it")
@@ -289,7 +289,7 @@ def test_cli_without_the_binary_is_one_line_naming_the_make_target(tmp_path, mon
 
 
 def test_cli_runs_the_stage_and_prints_the_table(tmp_path, fake_tools):
-    r = CliRunner().invoke(app, ["kld", "default", "--arm", "q4_0", "--tokens", "510", "--out", str(tmp_path)])
+    r = CliRunner().invoke(app, ["quality", "default", "--kind", "kld", "--arm", "q4_0", "--tokens", "510", "--out", str(tmp_path)])
     assert r.exit_code == 0, r.output
     assert "mean KLD [95 %]" in r.output and "q4_0" in r.output and "reference" in r.output
     with Store(tmp_path / "store.duckdb") as store:

@@ -126,13 +126,21 @@ def pick(
     t0 = time.perf_counter()
     q = question or Question.make(constraints, objective, direction=direction or "", quality_floor=quality_floor,
                                   allow_priors=allow_priors, kld_max=kld_max)
-    objective, cons, allow_priors = q.objective, q.constraints, q.allow_priors
     pts = with_derived(q.select(points))
     if extra_hardware is not None and len(extra_hardware):
-        missing = [c for c in ("hardware", "throughput_tok_s", "price_per_hour", objective) if c not in extra_hardware.columns]
+        missing = [c for c in ("hardware", "throughput_tok_s", "price_per_hour", q.objective) if c not in extra_hardware.columns]
         if missing:
             raise ValueError(f"extra_hardware: points table has no column {missing[0]!r} (contract 1)")
         pts = pd.concat([pts, with_derived(extra_hardware)], ignore_index=True)
+    return best_under(pts, q, prices=prices, price_date=price_date, top=top, study_ref=study_ref, t0=t0)
+
+
+def best_under(pts: pd.DataFrame, q: Question, *, prices: Mapping[str, float] | None = None, price_date: str = "",
+               top: int = 5, study_ref: str | StudyRef = "default", t0: float | None = None) -> PickResult:
+    """`pick` on a table already derived (objectives.with_derived) and already narrowed to what the
+    question is about (`q.select`): atlas.answer asks every question of one derived table."""
+    t0 = time.perf_counter() if t0 is None else t0
+    objective, cons, allow_priors = q.objective, q.constraints, q.allow_priors
     if prices:
         pts = reprice(pts, prices, price_date)
     floor = q.quality_floor
