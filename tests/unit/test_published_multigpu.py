@@ -180,5 +180,5 @@ def test_trtllm_v1_reader():
             "| --- | --- | --- | --- |\n| 128 | 128 | 256 | 30000 |\n")
     out = trtllm_perf.read(SourceFile("NVIDIA/TensorRT-LLM", "p.md", COMMIT, text), "s", "1.0")
     assert [(r["gpu"], r["model"], r["tp"], r["n_gpus"], r["out_tok_s"], r["kv"]) for r in out.rows] == [
-        ("H100-SXM", "llama-3.1-70b", "2", "2", "6378", "unstated")]
+        ("H100-SXM", "llama-3.3-70b", "2", "2", "6378", "unstated")]
     assert out.skipped == {"precision FP4: no weight format": 1}

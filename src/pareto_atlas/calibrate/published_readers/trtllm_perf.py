@@ -18,9 +18,9 @@ from pareto_atlas.calibrate.published_readers import ReadResult, SourceFile, mar
 
 GPUS = {"H200 141GB HBM3": "H200", "H200 131GB HBM3": "H200", "H100 80GB HBM3": "H100-SXM",
         "H200": "H200", "H100": "H100-SXM", "B200": "B200"}
-# The document's model names -> catalog cards. Llama 3.3 70B ships Llama 3.1 70B's config.json.
+# The document's model names -> catalog cards (spec/models.toml).
 MODELS = {"LLaMA v3.1 8B": "llama-3.1-8b", "LLaMA 3.1 8B": "llama-3.1-8b", "Llama 3.1 8B": "llama-3.1-8b",
-          "LLaMA v3.1 70B": "llama-3.1-70b", "LLaMA 3.1 70B": "llama-3.1-70b", "Llama 3.3 70B": "llama-3.1-70b",
+          "LLaMA v3.1 70B": "llama-3.1-70b", "LLaMA 3.1 70B": "llama-3.1-70b", "Llama 3.3 70B": "llama-3.3-70b",
           "Mistral 7B": "mistral-7b"}
 PRECISIONS = {"FP8": "FP8", "FP16": "F16", "BF16": "BF16"}
 _V1_GPU = re.compile(r"^(?P<gpu>[A-Za-z0-9 ]+?)<br/>TP(?P<tp>\d+) \((?P<prec>\w+)\)$")
