@@ -242,6 +242,17 @@ def target_values(r: pd.Series) -> dict[str, float]:
     return {k: v for k, v in out.items() if not np.isnan(v)}
 
 
+def parallel_knobs(r: pd.Series | dict) -> dict:
+    """The Knobs fields of the row's parallelism, only those that are not one GPU's defaults (so a
+    one-GPU row's anchor is what it was): tp, pp, replicas, or a disaggregated row's pools."""
+    v = {f: int(r.get(f) or PARALLEL_DEFAULT[f]) for f in PARALLEL}
+    out = {f: v[f] for f in ("tp", "pp", "replicas") if v[f] != 1}
+    if v["prefill_workers"]:
+        out.update(batching="disagg", prefill_workers=v["prefill_workers"], prefill_tp=v["prefill_tp"],
+                   decode_workers=v["decode_workers"])
+    return out
+
+
 def anchor_row(r: pd.Series, max_seqs: int | None = None) -> dict:
     """One published row as an anchor row of the fit: knobs, lengths, load and targets.
 
@@ -269,4 +280,4 @@ def anchor_row(r: pd.Series, max_seqs: int | None = None) -> dict:
         row.update(slots=min(k, max_seqs), n_requests=k, send_offsets=[0.0] * k)
     else:
         row.update(slots=int(v), n_requests=int(v), send_offsets=[0.0] * int(v))
-    return {**row, **target_values(r)}
+    return {**row, **parallel_knobs(r), **target_values(r)}
