@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import re
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -182,3 +183,40 @@ def test_trtllm_v1_reader():
     assert [(r["gpu"], r["model"], r["tp"], r["n_gpus"], r["out_tok_s"], r["kv"]) for r in out.rows] == [
         ("H100-SXM", "llama-3.3-70b", "2", "2", "6378", "unstated")]
     assert out.skipped == {"precision FP4: no weight format": 1}
+
+
+def test_a_rows_parallelism_reaches_its_anchor_and_a_one_gpu_anchor_is_unchanged(table):
+    from pareto_atlas.calibrate.published_table import anchor_row, parallel_knobs
+
+    r = table[(table.tp == "4") & (table.load == "concurrency")].iloc[0]
+    a = anchor_row(r)
+    assert a["tp"] == 4 and "pp" not in a and "replicas" not in a
+    one = load_published().rows.iloc[0]
+    assert parallel_knobs(one) == {} and not {"tp", "pp", "replicas", "prefill_workers"} & set(anchor_row(one))
+    dis = {"tp": "2", "prefill_workers": "3", "prefill_tp": "1", "decode_workers": "2", "n_gpus": "7"}
+    assert parallel_knobs(dis) == {"tp": 2, "batching": "disagg", "prefill_workers": 3, "prefill_tp": 1,
+                                   "decode_workers": 2}
+
+
+def test_sample_keeps_each_sweeps_ends_and_labels_name_the_parallelism(table):
+    from pareto_atlas.calibrate.published_multigpu import parallelism, sample_rows
+
+    g = table[(table.source_id == aiconfigurator.SOURCE_ID) & (table.gpu == "H200") & (table.engine == "vllm")]
+    s = sample_rows(g, 2)
+    for _, sw in s.groupby(["model", "tp"]):
+        full = g[(g.model == sw.model.iloc[0]) & (g.tp == sw.tp.iloc[0])].load_value.astype(float)
+        assert set(sw.load_value.astype(float)) == {full.min(), full.max()}
+    assert parallelism(pd.Series({"tp": "4", "pp": "1", "replicas": "2", "prefill_workers": "0"})) == "TP4 x 2 replicas"
+    assert parallelism(pd.Series({"tp": "4", "pp": "1", "replicas": "1", "prefill_workers": "2", "prefill_tp": "1",
+                                  "decode_workers": "1"})) == "2P(TP1)+1D(TP4)"
+
+
+def test_coverage_counts_figures_inside_the_carried_bar():
+    from pareto_atlas.calibrate.fit import TARGETS
+    from pareto_atlas.calibrate.published_multigpu import MultiGpuCalibration, coverage
+
+    a = pd.DataFrame({f"{t}_{sc}": [np.nan, np.nan] for t in TARGETS for sc in ("LOSO", "LOMO", "LOEO")})
+    a["tpot_p50_ms_LOMO"] = [0.05, -0.5]           # one inside the 10 % latency bar, one out
+    a["throughput_tok_s_LOEO"] = [0.3, np.nan]      # inside the 40 % throughput bar
+    cal = MultiGpuCalibration("H200", "vllm", None, a, 0.10, 0.40, "LOSO")
+    assert coverage(cal, ("LOMO", "LOEO")) == (2 / 3, 3)
