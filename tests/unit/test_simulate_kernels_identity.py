@@ -88,6 +88,18 @@ def test_outputs_identical_to_saved_digest():
     assert not moved, f"simulated outputs moved for {len(moved)} cases, e.g. {moved[:5]}"
 
 
+def test_kernel_cache_stamped_by_the_whole_package():
+    # numba keys a cached function to its own file; the kernels inline each other across files, so
+    # each is stamped by all of them (kernels._cache) or compiled afresh where that is unavailable
+    from pareto_atlas.simulate.kernels import _cache, run_kernel, step_time
+    if not _cache.CACHE:
+        return
+    for f in (run_kernel, step_time):
+        loc = f._cache._impl._locator
+        assert isinstance(loc, _cache.PackageLocator)
+        assert loc.get_source_stamp() == _cache.package_stamp()
+
+
 if __name__ == "__main__" and "--write" in sys.argv:
     SAVED.write_text(json.dumps(digests(), indent=1, sort_keys=True) + "\n")
     print(f"wrote {SAVED}")
