@@ -12,6 +12,7 @@ from pareto_atlas.simulate.cost_model import coeffs
 from pareto_atlas.simulate.kernels import lone_prefill_s
 from pareto_atlas.simulate.memory import plan_memory
 from pareto_atlas.simulate.params import CalibParams, default_params
+from pareto_atlas.simulate.schedulers import resolve
 from pareto_atlas.simulate.space import Load
 from pareto_atlas.spec.cards import HardwareCard, ModelCard
 from pareto_atlas.spec.knobs import Knobs
@@ -78,7 +79,8 @@ def simulate_point(model: ModelCard, hw: HardwareCard, knobs: Knobs, prompt_toke
         a = arr.closed_loop(int(concurrency), n_requests, prompt_tokens, output_tokens, pauses)
     else:
         a = arr.poisson(float(rate_rps), n_requests, prompt_tokens, output_tokens, seed)
-    res = arr.run(c, a, knobs.batching, knobs.slots, knobs.chunk_tokens, plan.kv_cap_tokens, slo, seed)
+    batching, chunk, row["scheduler"] = resolve(knobs.batching, knobs.chunk_tokens, hw)
+    res = arr.run(c, a, batching, knobs.slots, chunk, plan.kv_cap_tokens, slo, seed)
     row.update(res.summary)
     row["mem_gb"] = plan.mem_gb(res.peak_kv_tokens)
     row["preemptions"] = res.preemptions
@@ -95,5 +97,5 @@ def simulate_trace(model: ModelCard, hw: HardwareCard, knobs: Knobs, times: np.n
     if not plan.feasible:
         raise ValueError(f"simulate_trace: infeasible on {hw.name}: {plan.reason}")
     c = coeffs(model, hw, knobs, params, accept=accept)
-    return arr.run(c, arr.trace(times, prompts, outputs), knobs.batching, knobs.slots, knobs.chunk_tokens,
-                   plan.kv_cap_tokens, slo, seed)
+    batching, chunk, _ = resolve(knobs.batching, knobs.chunk_tokens, hw)
+    return arr.run(c, arr.trace(times, prompts, outputs), batching, knobs.slots, chunk, plan.kv_cap_tokens, slo, seed)

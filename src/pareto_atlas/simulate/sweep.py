@@ -10,10 +10,12 @@ import numpy as np
 import pandas as pd
 
 from pareto_atlas.simulate.api import METRICS, PERCENTILE_METHOD, resolve_acceptance
+from pareto_atlas.simulate import cost_model
 from pareto_atlas.simulate.cost_model import N_COEFFS, coeffs
 from pareto_atlas.simulate.kernels import CV, POLICIES, run_batch
 from pareto_atlas.simulate.memory import plan_memory
 from pareto_atlas.simulate.params import CalibParams, default_params
+from pareto_atlas.simulate.schedulers import resolve
 from pareto_atlas.simulate import des
 from pareto_atlas.simulate.space import Space, Workload, compatible
 from pareto_atlas.spec.knobs import Knobs
@@ -37,6 +39,8 @@ def sweep(space: Space, params: dict[str, CalibParams] | None = None, n_requests
     W, L = space.workloads, space.loads
     n = len(pairs) * len(W) * len(L)
     C = np.empty((n, N_COEFFS))
+    C_pf = np.empty((n, N_COEFFS))       # disaggregated rows' prefill workers (the decode vector elsewhere)
+    n_pf = np.ones(n, np.int64)          # and how many
     policy = np.empty(n, np.int64)
     slots = np.empty(n, np.int64)
     chunk = np.empty(n, np.int64)
@@ -54,20 +58,25 @@ def sweep(space: Space, params: dict[str, CalibParams] | None = None, n_requests
     kvb_tok = np.empty(n)
     reasons = [""] * n
     prior_src = [""] * n
+    schedulers = []                   # per pair: the policy it runs, in words
     r = 0
     for pi, (k, hw) in enumerate(pairs):
         p = params.get(hw.name) or default_params(hw)
         accept, prior = resolve_acceptance(k)
         c = coeffs(space.model, hw, k, p, accept=accept)
+        # a GPU point's continuous batching is its engine's own scheduler (simulate.schedulers)
+        batching, chunk_tokens, label = resolve(k.batching, k.chunk_tokens, hw, space.engine)
+        schedulers.append(label)
+        c_pf, workers = prefill_pool(space.model, hw, k, p, accept, c)
         for wi, wl in enumerate(W):
             plan = plan_memory(space.model, hw, k, *wl.longest, p)
             for li, ld in enumerate(L):
                 if ld.trace and not wl.trace:
                     raise ValueError(f"load: trace=True replays the workload's trace; workload {wl.name!r} has none")
                 replay[r] = ld.trace
-                C[r] = c
-                policy[r] = POLICIES.index(k.batching)
-                slots[r], chunk[r] = k.slots, k.chunk_tokens
+                C[r], C_pf[r], n_pf[r] = c, c_pf, workers
+                policy[r] = POLICIES.index(batching)
+                slots[r], chunk[r] = k.slots, chunk_tokens
                 conc[r], rate[r], think[r] = ld.concurrency, ld.rate_rps, ld.think_code
                 prompt[r], output[r] = wl.prompt_tokens, wl.output_tokens
                 kv_cap[r] = plan.kv_cap_tokens if plan.feasible else np.inf
@@ -81,19 +90,50 @@ def sweep(space: Space, params: dict[str, CalibParams] | None = None, n_requests
     util = np.array([L[i].utilization for i in load_idx]) if n else np.zeros(0)
     if (util > 0).any():
         rate[util > 0] = _utilization_rates(C, policy, slots, chunk, prompt, output, np.where(replay, np.inf, kv_cap),
-                                            util, pair_idx * len(W) + wl_idx, int(n_requests), int(seed))
+                                            util, pair_idx * len(W) + wl_idx, int(n_requests), int(seed), C_pf, n_pf)
     # the batch kernel draws closed and Poisson loads itself and passes over infinite caps: traces go below
     run_batch(C, policy, slots, chunk, conc, rate, prompt, output, np.where(replay, np.inf, kv_cap), int(n_requests),
                slo.get("ttft_ms", math.inf) / 1e3, slo.get("tpot_ms", math.inf) / 1e3, int(seed), out, peak,
-               think, think_times(1.0, int(n_requests), SEED))
+               think, think_times(1.0, int(n_requests), SEED), C_pf, n_pf)
     for r in np.flatnonzero(replay & np.isfinite(kv_cap)):
         out[r], peak[r] = _replay(C[r], W[wl_idx[r]], int(policy[r]), int(slots[r]), int(chunk[r]), kv_cap[r], slo,
-                                  int(seed) + int(r))
-    return _frame(space, pairs, params, pair_idx, wl_idx, load_idx, out, peak, weights_b, kvb_tok, kv_cap, reasons,
-                  prior_src, rate)
+                                  int(seed) + int(r), C_pf[r], int(n_pf[r]))
+    df = _frame(space, pairs, params, pair_idx, wl_idx, load_idx, out, peak, weights_b, kvb_tok, kv_cap, reasons,
+                prior_src, rate)
+    df["scheduler"] = np.array(schedulers, dtype=object)[pair_idx]
+    return df
 
 
-def _utilization_rates(C, policy, slots, chunk, prompt, output, kv_cap, util, shape, n_requests, seed) -> np.ndarray:
+def prefill_pool(model, hw, k: Knobs, p: CalibParams, accept: float, c: np.ndarray) -> tuple[np.ndarray, int]:
+    """A configuration's disaggregated prefill pool: (its workers' coefficient vector, how many); the
+    decode vector and one worker for every other policy. The pool's size is the knob `prefill_workers`
+    (1 where Knobs has none); its decode side is one engine (`decode_workers` > 1 is refused until the
+    kernel runs a decode pool)."""
+    if k.batching != "disagg":
+        return c, 1
+    workers, decoders = getattr(k, "prefill_workers", 1) or 1, getattr(k, "decode_workers", 1) or 1
+    if decoders > 1:
+        raise ValueError(f"knobs.decode_workers: {decoders}; the simulation runs one decode engine per "
+                         "disaggregated configuration (1 allowed)")
+    return _prefill_coeffs(model, hw, k, p, accept, c), int(workers)
+
+
+def _prefill_coeffs(model, hw, k: Knobs, p: CalibParams, accept: float, c: np.ndarray) -> np.ndarray:
+    # STAND-IN until the parallelism branch lands: cost_model there gives prefill workers a vector of
+    # their own parallelism (prefill_tp; 0 = tp). Until then they run the decode engine's, as the pair did.
+    own = getattr(cost_model, "prefill_coeffs", None)
+    return own(model, hw, k, p, accept=accept) if own is not None else c
+
+
+def devices(k: Knobs) -> int:
+    """Devices a configuration holds: a disaggregated one its prefill workers and its decode engine."""
+    if k.batching != "disagg":
+        return 1
+    return (getattr(k, "prefill_workers", 1) or 1) + (getattr(k, "decode_workers", 1) or 1)
+
+
+def _utilization_rates(C, policy, slots, chunk, prompt, output, kv_cap, util, shape, n_requests, seed, C_pf,
+                       n_pf) -> np.ndarray:
     """Per row with a utilization load: that fraction of its configuration's capacity, in requests per
     second: the completion rate of a closed loop of as many clients as it has slots (no pauses).
     Simulated once per configuration and workload (`shape`: their index; the first such row runs it),
@@ -106,20 +146,24 @@ def _utilization_rates(C, policy, slots, chunk, prompt, output, kv_cap, util, sh
     runs = np.array(sorted(first.values()), np.int64)
     c = C.copy()
     c[:, CV] = 0.0
+    c_pf = C_pf.copy()
+    c_pf[:, CV] = 0.0
     out = np.full((len(C), len(METRICS)), np.nan)
     cap_kv = np.full(len(C), np.inf)
     cap_kv[runs] = kv_cap[runs]          # the kernel passes over rows with an infinite cap
     run_batch(c, policy, slots, chunk, slots.copy(), np.zeros(len(C)), prompt, output, cap_kv, n_requests,
-              math.inf, math.inf, seed, out, np.zeros(len(C)), np.zeros(len(C)), think_times(1.0, n_requests, SEED))
+              math.inf, math.inf, seed, out, np.zeros(len(C)), np.zeros(len(C)), think_times(1.0, n_requests, SEED),
+              c_pf, n_pf)
     capacity = out[:, METRICS.index("throughput_tok_s")] / output
     return util[u] * capacity[[first[int(shape[r])] for r in u]]
 
 
 def _replay(c: np.ndarray, wl: Workload, policy: int, slots: int, chunk: int, kv_cap: float, slo: dict,
-            seed: int) -> tuple[np.ndarray, float]:
+            seed: int, c_pf: np.ndarray, n_pf: int) -> tuple[np.ndarray, float]:
     """One point replaying its workload's trace: its METRICS and peak KV tokens."""
     t, p, o = (np.array(col) for col in zip(*wl.trace))
-    res = des.run(c, des.trace(t, p, o), POLICIES[policy], slots, chunk, kv_cap, slo, seed)
+    res = des.run(c, des.trace(t, p, o), POLICIES[policy], slots, chunk, kv_cap, slo, seed, prefill_c=c_pf,
+                  prefill_workers=n_pf)
     return np.array([res.summary[m] for m in METRICS]), res.peak_kv_tokens
 
 
@@ -159,7 +203,7 @@ def _frame(space, pairs, params, pair_idx, wl_idx, load_idx, out, peak, weights_
     # its family's, or derived from the roofline (no anchor of the format or its family: an extrapolation)
     df["weights_cost"] = np.array([p.weight_cost(k.weights, "gemv", space.model)[1] for (k, _), p in zip(pairs, hp)],
                                   dtype=object)[pair_idx]
-    n_dev = np.where(df["batching"].to_numpy() == "disagg", 2, 1)
+    n_dev = np.array([devices(k) for k, _ in pairs])[pair_idx]
     df["n_devices"] = n_dev
     df["throughput_per_device_tok_s"] = df["throughput_tok_s"].to_numpy() / n_dev
     price = np.array([h.price_per_hour for h in hw])[pair_idx] * n_dev

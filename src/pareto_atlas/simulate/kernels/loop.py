@@ -12,8 +12,8 @@ from numba import njit
 
 from pareto_atlas.simulate.kernels._cache import CACHE
 from pareto_atlas.simulate.kernels.layout import (ACC, BURST_GAP_S, CHUNKED, CV, DEFAULT_CHUNK, DISAGG, DRAFT_P, K,
-                                                  O_REQ, Q, SLO, STATIC)
-from pareto_atlas.simulate.kernels.policies import _budget_chunked, _budget_slo, _disagg_prefill_pool
+                                                  O_REQ, Q, SLO, STATIC, XFER)
+from pareto_atlas.simulate.kernels.policies import _budget_chunked, _budget_slo, _least_loaded, _prefill_alone
 from pareto_atlas.simulate.kernels.rand import _accepted, _noise, _normal, _tokens_per_step
 from pareto_atlas.simulate.kernels.step import _step_time, _upper_bound, prefill_pairs, step_time
 
@@ -38,13 +38,18 @@ def _enqueue(arrival, ready, prompt, output, need_pf, lo, at, t):
 
 @njit(cache=CACHE)
 def run_kernel(c, arrival, prompt, output, policy, slots, chunk, tpot_target, concurrency, kv_cap, seed,
-               first_t, finish_t, think):
+               first_t, finish_t, think, c_pf, prefill_workers):
     """Simulate all requests; fills first_t / finish_t (seconds). Closed loop when concurrency > 0:
     arrival[] is then written as requests complete, each client sending its next request think[i]
     seconds after its last one finished (its first at think[i] from the start; think may be empty:
     no think time). A request reaches the engine c[O_REQ] seconds after its send: arrival[] holds the
     engine's times while it runs, and the sends again when it returns. Returns (steps, peak KV
-    tokens, preemptions)."""
+    tokens, preemptions).
+
+    Disaggregated (policy DISAGG): a pool of `prefill_workers` prefill workers, each running the
+    coefficient vector c_pf (its own parallelism), one prompt at a time; a request goes to the worker
+    free first (the least loaded), its first token leaves from there and its KV follows over the link
+    (c[XFER] per prompt token) before the decode engine (vector c) can take it."""
     np.random.seed(seed)
     n = arrival.shape[0]
     o_req = c[O_REQ]
@@ -89,8 +94,8 @@ def run_kernel(c, arrival, prompt, output, policy, slots, chunk, tpot_target, co
     for i in range(n):
         first_t[i] = -1.0
         finish_t[i] = -1.0
-    pf_next = 0
-    pf_free = 0.0
+    pf_next = 0                      # the next request the prefill pool takes
+    pf_free = np.zeros(max(prefill_workers, 1))    # when each prefill worker is free
     now = 0.0
     done = 0
     steps = 0
@@ -109,8 +114,21 @@ def run_kernel(c, arrival, prompt, output, policy, slots, chunk, tpot_target, co
 
     while done < n:
         if policy == DISAGG:
-            pf_next, pf_free = _disagg_prefill_pool(c, arrival, prompt, ready, first_t, need_pf, gen, kv, pf_next,
-                                                    n_known, pf_free, now, thinks)
+            # The prefill pool, FCFS: every request sent by now goes to the worker free first.
+            while pf_next < n_known:
+                i = pf_next
+                if thinks and arrival[i] > now:
+                    # Not yet sent: a client that pauses may still send an earlier request.
+                    break
+                w = _least_loaded(pf_free)
+                end = _prefill_alone(c_pf, float(prompt[i]), max(arrival[i], pf_free[w]))
+                pf_free[w] = end
+                first_t[i] = end
+                ready[i] = end + c[XFER] * float(prompt[i])
+                need_pf[i] = 0
+                gen[i] = 1
+                kv[i] = prompt[i]
+                pf_next += 1
 
         # Admission.
         if policy != STATIC or nrun == 0:

@@ -1,5 +1,5 @@
 """One inlined helper per batching policy that needs one: the prefill token budget of a step (chunked,
-SLO-aware) and the disaggregated prefill pool. Static, continuous and disagg prefill every pending
+SLO-aware) and the disaggregated prefill pool's routing and prefill. Static, continuous and disagg prefill every pending
 prompt token of the running batch in one step (loop.run_kernel)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from numba import njit
 
 from pareto_atlas.simulate.kernels._cache import CACHE
-from pareto_atlas.simulate.kernels.layout import CV, XFER
+from pareto_atlas.simulate.kernels.layout import CV
 from pareto_atlas.simulate.kernels.rand import _noise
 from pareto_atlas.simulate.kernels.step import _step_within, prefill_pairs, step_time
 
@@ -43,23 +43,17 @@ def _budget_slo(c, nrun, s_pf, s_to_pf, pending, budget_default, n_dec, ctx_dec,
 
 
 @njit(cache=CACHE, inline="always")
-def _disagg_prefill_pool(c, arrival, prompt, ready, first_t, need_pf, gen, kv, pf_next, n_known, pf_free, now, thinks):
-    # disagg: the prefill pool, FCFS, one prompt at a time; its first token leaves from there, the KV
-    # follows over the link before the decode engine can take the request. Returns (next request
-    # to prefill, when the pool is free).
-    while pf_next < n_known:
-        i = pf_next
-        if thinks and arrival[i] > now:
-            # Not yet sent: a client that pauses may still send an earlier request.
-            break
-        p = float(prompt[i])
-        t0 = max(arrival[i], pf_free)
-        dt = step_time(c, 0.0, 0.0, p, prefill_pairs(p, 0.0), 0.0, 1.0) * _noise(c[CV], 1.0)
-        pf_free = t0 + dt
-        first_t[i] = pf_free
-        ready[i] = pf_free + c[XFER] * p
-        need_pf[i] = 0
-        gen[i] = 1
-        kv[i] = prompt[i]
-        pf_next += 1
-    return pf_next, pf_free
+def _least_loaded(free_at):
+    # disagg: the prefill worker free first (the lowest index among equals, so one worker is the pair)
+    w = 0
+    for j in range(1, free_at.shape[0]):
+        if free_at[j] < free_at[w]:
+            w = j
+    return w
+
+
+@njit(cache=CACHE, inline="always")
+def _prefill_alone(c, p, start):
+    # disagg: when a prefill worker that starts a p-token prompt at `start` finishes it (one prompt
+    # per step, with the step's jitter)
+    return start + step_time(c, 0.0, 0.0, p, prefill_pairs(p, 0.0), 0.0, 1.0) * _noise(c[CV], 1.0)
