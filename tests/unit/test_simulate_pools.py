@@ -1,0 +1,84 @@
+"""Disaggregated serving as pools (issue 31): prefill workers with their own vector before the decode engine."""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import replace
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from pareto_atlas.simulate import des
+from pareto_atlas.simulate.cost_model import coeffs
+from pareto_atlas.simulate.kernels import AT, FL, FL_H, FL_V, KVR, KVW, O_SEQ, O_STEP, W_T
+from pareto_atlas.simulate.params import default_params
+from pareto_atlas.simulate.space import Load, Space, Workload
+from pareto_atlas.spec.cards import shipped_hardware, shipped_models
+from pareto_atlas.spec.knobs import Knobs
+
+# the module (the package exports its function `sweep` under the same name)
+sweep_mod = importlib.import_module("pareto_atlas.simulate.sweep")
+M, HW = shipped_models()["qwen2.5-7b"], shipped_hardware()["H100-SXM"]
+
+
+def _c(**kw):
+    return coeffs(M, HW, Knobs(batching="disagg", slots=64, **kw), default_params(HW))
+
+
+def _prefills_per_s(res: des.DesResult) -> float:
+    # the prefill pool's rate: requests whose first token left it, per second of the run
+    return len(res.first_t) / (res.first_t.max() - res.arrival.min())
+
+
+def test_two_prefill_workers_prefill_twice_as_many_requests_per_second():
+    # prefill-bound: long prompts, two output tokens, more clients than one worker can serve
+    c = _c()
+    one = des.run(c, des.closed_loop(64, 2000, 4096, 2), "disagg", 64, seed=1)
+    two = des.run(c, des.closed_loop(64, 2000, 4096, 2), "disagg", 64, seed=1, prefill_workers=2)
+    assert 1.9 < _prefills_per_s(two) / _prefills_per_s(one) < 2.1
+    # and the pair is exactly one worker
+    pair = des.run(c, des.closed_loop(64, 2000, 4096, 2), "disagg", 64, seed=1, prefill_workers=1, prefill_c=c)
+    assert np.array_equal(pair.first_t, one.first_t) and np.array_equal(pair.finish_t, one.finish_t)
+
+
+def test_prefill_workers_run_their_own_vector_and_decode_the_engines():
+    c = _c()
+    fast = c.copy()
+    for i in (W_T, KVR, KVW, FL, FL_V, FL_H, AT, O_STEP, O_SEQ):
+        fast[i] *= 0.5       # a prefill worker twice as fast (e.g. more GPUs)
+    base = des.run(c, des.closed_loop(1, 20, 2048, 64), "disagg", 8)
+    quick = des.run(c, des.closed_loop(1, 20, 2048, 64), "disagg", 8, prefill_c=fast)
+    assert np.median(quick.ttft) < 0.6 * np.median(base.ttft)
+    assert np.median(quick.tpot) == pytest.approx(np.median(base.tpot), rel=0.02)
+
+
+def test_pool_errors_are_one_line():
+    c, a = _c(), des.closed_loop(2, 10, 128, 8)
+    with pytest.raises(ValueError, match="prefill_workers: 0 must be >= 1"):
+        des.run(c, a, "disagg", 4, prefill_workers=0)
+    with pytest.raises(ValueError, match="prefill_workers: 2 needs batching='disagg'"):
+        des.run(c, a, "continuous", 4, prefill_workers=2)
+    with pytest.raises(ValueError, match="prefill_c: 3 coefficients"):
+        des.run(c, a, "disagg", 4, prefill_c=np.ones(3))
+    k = SimpleNamespace(batching="disagg", prefill_workers=1, decode_workers=2)
+    with pytest.raises(ValueError, match="knobs.decode_workers: 2"):
+        sweep_mod.prefill_pool(M, HW, k, default_params(HW), 0.0, c)
+
+
+def test_sweep_runs_the_pool_it_is_given(monkeypatch):
+    # the knobs fields (prefill_workers, ...) come with the parallelism branch; the sweep reads them
+    # through prefill_pool, here given two workers for the disaggregated configuration
+    k = SimpleNamespace(batching="disagg", prefill_workers=2, decode_workers=1)
+    c = _c()
+    c_pf, n = sweep_mod.prefill_pool(M, HW, k, default_params(HW), 0.0, c)
+    assert n == 2 and c_pf is c and sweep_mod.devices(k) == 3
+    assert sweep_mod.devices(Knobs(batching="disagg")) == 2 and sweep_mod.devices(Knobs()) == 1
+    space = Space(M, (HW,), (Knobs(batching="disagg", slots=64),), (Workload("long", 4096, 2),),
+                  (Load(concurrency=64),))
+    one = sweep_mod.sweep(space, n_requests=600)
+    real = sweep_mod.prefill_pool
+    monkeypatch.setattr(sweep_mod, "prefill_pool", lambda *a: (real(*a)[0], 2))
+    two = sweep_mod.sweep(replace(space), n_requests=600)
+    ratio = two.throughput_tok_s.iloc[0] / one.throughput_tok_s.iloc[0]
+    assert 1.8 < ratio < 2.1
