@@ -10,10 +10,11 @@ decodes; none prefills one request per step. The defaults and where each is set:
 | sglang | chunked (chunked_prefill_size) | 2048 under 35 GiB, 8192 under 160 GiB, else 16384 | bounded by the KV pool | sgl-project/sglang, python/sglang/srt/server_args.py: chunked_prefill_size; max_running_requests None |
 | trtllm | chunked (in-flight batching) | max_num_tokens 8192 | max_batch_size 2048 | NVIDIA/TensorRT-LLM, tensorrt_llm/llmapi/llm_args.py: BaseLlmArgs |
 
-Simplifications, said where they apply: SGLang by default runs a prefill batch without the decodes
-(enable_mixed_chunk False) and TensorRT-LLM does not split a prompt across steps
-(enable_chunked_prefill False); both are simulated as the mixed, chunked budget here (the kernel has
-no unmixed policy), which keeps their TTFT but may flatter SGLang's TPOT under prefill load.
+Simplifications: SGLang by default runs a prefill batch without the decodes (enable_mixed_chunk
+False), and TensorRT-LLM admits a prompt only whole (enable_chunked_prefill False); both run here as
+the mixed, chunked budget (the kernel has no unmixed policy). Under prefill load SGLang's real
+decodes wait for its prefill batches (a higher TPOT, a lower TTFT than simulated); TensorRT-LLM's
+differ only when a prompt is longer than what the decodes leave of the budget.
 """
 
 from __future__ import annotations
