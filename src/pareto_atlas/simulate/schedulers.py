@@ -4,11 +4,14 @@ sequence limit, so a simulated GPU point runs what a user who starts the engine 
 vLLM (V1), SGLang and TensorRT-LLM all batch prefills under a per-step token budget beside the running
 decodes; none prefills one request per step. The defaults and where each is set:
 
-| engine | policy (kernel) | budget (tokens/step) | max sequences | source (repository, file: setting) |
-|---|---|---|---|---|
-| vllm (V1) | chunked, mixed with decodes | 8192 on a card >= 70 GiB that is not an A100, else 2048 | 1024, else 256 | vllm-project/vllm, vllm/engine/arg_utils.py: EngineArgs.get_batch_defaults (OPENAI_API_SERVER) |
-| sglang | chunked (chunked_prefill_size) | 2048 under 35 GiB, 8192 under 160 GiB, else 16384 | bounded by the KV pool | sgl-project/sglang, python/sglang/srt/server_args.py: chunked_prefill_size; max_running_requests None |
-| trtllm | chunked (in-flight batching) | max_num_tokens 8192 | max_batch_size 2048 | NVIDIA/TensorRT-LLM, tensorrt_llm/llmapi/llm_args.py: BaseLlmArgs |
+engine     policy (kernel)   budget, tokens a step            max sequences   set in
+vllm (V1)  chunked, mixed    8192 on >= 70 GiB but not A100,  1024, else 256  vllm-project/vllm vllm/engine/arg_utils.py:
+                             else 2048                                        EngineArgs.get_batch_defaults, API server
+sglang     chunked           2048 under 35 GiB, 8192 under    the KV pool     sgl-project/sglang
+                             160 GiB, else 16384                              python/sglang/srt/server_args.py:
+                                                                              chunked_prefill_size
+trtllm     chunked           max_num_tokens 8192              2048            NVIDIA/TensorRT-LLM
+                                                                              tensorrt_llm/llmapi/llm_args.py: BaseLlmArgs
 
 Simplifications: SGLang by default runs a prefill batch without the decodes (enable_mixed_chunk
 False), and TensorRT-LLM admits a prompt only whole (enable_chunked_prefill False); both run here as
