@@ -61,24 +61,64 @@ def test_pool_errors_are_one_line():
         des.run(c, a, "continuous", 4, prefill_workers=2)
     with pytest.raises(ValueError, match="prefill_c: 3 coefficients"):
         des.run(c, a, "disagg", 4, prefill_c=np.ones(3))
-    k = SimpleNamespace(batching="disagg", prefill_workers=1, decode_workers=2)
-    with pytest.raises(ValueError, match="knobs.decode_workers: 2"):
-        sweep_mod.prefill_pool(M, HW, k, default_params(HW), 0.0, c)
 
 
-def test_sweep_runs_the_pool_it_is_given(monkeypatch):
-    # the knobs fields (prefill_workers, ...) come with the parallelism branch; the sweep reads them
-    # through prefill_pool, here given two workers for the disaggregated configuration
-    k = SimpleNamespace(batching="disagg", prefill_workers=2, decode_workers=1)
+def test_sweep_runs_the_pools_it_is_given(monkeypatch):
+    # the knobs fields (prefill_workers, decode_workers, ...) come with the parallelism branch; the sweep
+    # reads them through pools(), here given two prefill workers, then two decode engines
+    k = SimpleNamespace(batching="disagg", prefill_workers=2, decode_workers=3)
     c = _c()
-    c_pf, n = sweep_mod.prefill_pool(M, HW, k, default_params(HW), 0.0, c)
-    assert n == 2 and c_pf is c and sweep_mod.devices(k) == 3
+    c_pf, n_pf, n_dw = sweep_mod.pools(M, HW, k, default_params(HW), 0.0, c)
+    assert (n_pf, n_dw) == (2, 3) and c_pf is c and sweep_mod.devices(k) == 5
     assert sweep_mod.devices(Knobs(batching="disagg")) == 2 and sweep_mod.devices(Knobs()) == 1
-    space = Space(M, (HW,), (Knobs(batching="disagg", slots=64),), (Workload("long", 4096, 2),),
-                  (Load(concurrency=64),))
-    one = sweep_mod.sweep(space, n_requests=600)
-    real = sweep_mod.prefill_pool
-    monkeypatch.setattr(sweep_mod, "prefill_pool", lambda *a: (real(*a)[0], 2))
-    two = sweep_mod.sweep(replace(space), n_requests=600)
-    ratio = two.throughput_tok_s.iloc[0] / one.throughput_tok_s.iloc[0]
-    assert 1.8 < ratio < 2.1
+    assert sweep_mod.pools(M, HW, Knobs(), default_params(HW), 0.0, c)[1:] == (1, 1)
+    real = sweep_mod.pools
+    for wl, sizes in ((Workload("prefill-bound", 4096, 2), (2, 1)), (Workload("decode-bound", 512, 256), (1, 2))):
+        space = Space(M, (HW,), (Knobs(batching="disagg", slots=8),), (wl,), (Load(concurrency=64),))
+        monkeypatch.setattr(sweep_mod, "pools", real)
+        one = sweep_mod.sweep(space, n_requests=600)
+        monkeypatch.setattr(sweep_mod, "pools", lambda *a, s=sizes: (real(*a)[0], *s))
+        two = sweep_mod.sweep(replace(space), n_requests=600)
+        ratio = two.throughput_tok_s.iloc[0] / one.throughput_tok_s.iloc[0]
+        assert 1.8 < ratio < 2.1, (wl.name, ratio)
+    # a utilization load on a decode pool: the rate is a share of the pool's own capacity
+    space = Space(M, (HW,), (Knobs(batching="disagg", slots=8),), (Workload("d", 512, 256),), (Load(utilization=0.5),))
+    half_two = sweep_mod.sweep(space, n_requests=300).rate_rps.iloc[0]
+    monkeypatch.setattr(sweep_mod, "pools", real)
+    half_one = sweep_mod.sweep(space, n_requests=300).rate_rps.iloc[0]
+    assert 1.8 < half_two / half_one < 2.1
+
+
+def test_two_decode_engines_serve_twice_the_decode_bound_load():
+    # decode-bound: 32 clients, 8 sequences an engine; the prefill pool idles most of the time
+    c = _c()
+    a = lambda: des.closed_loop(32, 800, 512, 256)      # noqa: E731
+    one = des.run(c, a(), "disagg", 8, kv_cap_tokens=1e6, seed=3)
+    two = des.run(c, a(), "disagg", 8, kv_cap_tokens=1e6, seed=3, decode_workers=2)
+    assert 1.9 < two.summary["throughput_tok_s"] / one.summary["throughput_tok_s"] < 2.1
+    assert (two.finish_t >= two.first_t).all() and (two.first_t > two.arrival).all()
+
+
+def test_the_pool_loop_with_one_decode_engine_is_the_engine_loop():
+    # kernels.pool steps one at a time; without jitter or speculation it walks the steps loop.run_kernel does
+    from pareto_atlas.simulate.kernels import CV
+    from pareto_atlas.simulate.kernels.pool import run_pool_kernel
+    c = _c()
+    c[CV] = 0.0
+    for conc in (1, 8, 32):
+        a = des.closed_loop(conc, 400, 512, 128)
+        ref = des.run(c, a, "disagg", 8, kv_cap_tokens=1e6, seed=3)
+        arrival, first, finish = np.zeros(400), np.empty(400), np.empty(400)
+        steps, _, _ = run_pool_kernel(c, arrival, a.prompt.copy(), a.output.copy(), 8, conc, 1e6, 3, first, finish,
+                                      np.empty(0), c, 1, 1)
+        assert steps == ref.steps
+        assert np.median(first - arrival) == pytest.approx(np.median(ref.ttft), rel=1e-9)
+        assert np.median(finish - arrival) == pytest.approx(np.median(ref.e2e), rel=1e-6)
+
+
+def test_decode_pool_errors_are_one_line():
+    c, a = _c(), des.closed_loop(2, 10, 128, 8)
+    with pytest.raises(ValueError, match="decode_workers: 0 must be >= 1"):
+        des.run(c, a, "disagg", 4, decode_workers=0)
+    with pytest.raises(ValueError, match="decode_workers: 2 must be >= 1, and 1 unless batching='disagg'"):
+        des.run(c, a, "chunked", 4, decode_workers=2)

@@ -12,7 +12,7 @@ import pandas as pd
 from pareto_atlas.simulate.api import METRICS, PERCENTILE_METHOD, resolve_acceptance
 from pareto_atlas.simulate import cost_model
 from pareto_atlas.simulate.cost_model import N_COEFFS, coeffs
-from pareto_atlas.simulate.kernels import CV, POLICIES, run_batch
+from pareto_atlas.simulate.kernels import CV, POLICIES, lone_prefill_s, run_batch
 from pareto_atlas.simulate.memory import plan_memory
 from pareto_atlas.simulate.params import CalibParams, default_params
 from pareto_atlas.simulate.schedulers import resolve
@@ -41,6 +41,7 @@ def sweep(space: Space, params: dict[str, CalibParams] | None = None, n_requests
     C = np.empty((n, N_COEFFS))
     C_pf = np.empty((n, N_COEFFS))       # disaggregated rows' prefill workers (the decode vector elsewhere)
     n_pf = np.ones(n, np.int64)          # and how many
+    n_dw = np.ones(n, np.int64)          # decode engines (a pool of them runs outside the batch kernel)
     policy = np.empty(n, np.int64)
     slots = np.empty(n, np.int64)
     chunk = np.empty(n, np.int64)
@@ -67,14 +68,14 @@ def sweep(space: Space, params: dict[str, CalibParams] | None = None, n_requests
         # a GPU point's continuous batching is its engine's own scheduler (simulate.schedulers)
         batching, chunk_tokens, label = resolve(k.batching, k.chunk_tokens, hw, space.engine)
         schedulers.append(label)
-        c_pf, workers = prefill_pool(space.model, hw, k, p, accept, c)
+        c_pf, workers, decoders = pools(space.model, hw, k, p, accept, c)
         for wi, wl in enumerate(W):
             plan = plan_memory(space.model, hw, k, *wl.longest, p)
             for li, ld in enumerate(L):
                 if ld.trace and not wl.trace:
                     raise ValueError(f"load: trace=True replays the workload's trace; workload {wl.name!r} has none")
                 replay[r] = ld.trace
-                C[r], C_pf[r], n_pf[r] = c, c_pf, workers
+                C[r], C_pf[r], n_pf[r], n_dw[r] = c, c_pf, workers, decoders
                 policy[r] = POLICIES.index(batching)
                 slots[r], chunk[r] = k.slots, chunk_tokens
                 conc[r], rate[r], think[r] = ld.concurrency, ld.rate_rps, ld.think_code
@@ -90,11 +91,17 @@ def sweep(space: Space, params: dict[str, CalibParams] | None = None, n_requests
     util = np.array([L[i].utilization for i in load_idx]) if n else np.zeros(0)
     if (util > 0).any():
         rate[util > 0] = _utilization_rates(C, policy, slots, chunk, prompt, output, np.where(replay, np.inf, kv_cap),
-                                            util, pair_idx * len(W) + wl_idx, int(n_requests), int(seed), C_pf, n_pf)
+                                            util, pair_idx * len(W) + wl_idx, int(n_requests), int(seed), C_pf, n_pf,
+                                            n_dw)
+    pooled = (n_dw > 1) & ~replay & np.isfinite(kv_cap)
     # the batch kernel draws closed and Poisson loads itself and passes over infinite caps: traces go below
-    run_batch(C, policy, slots, chunk, conc, rate, prompt, output, np.where(replay, np.inf, kv_cap), int(n_requests),
+    run_batch(C, policy, slots, chunk, conc, rate, prompt, output, np.where(replay | pooled, np.inf, kv_cap), int(n_requests),
                slo.get("ttft_ms", math.inf) / 1e3, slo.get("tpot_ms", math.inf) / 1e3, int(seed), out, peak,
                think, think_times(1.0, int(n_requests), SEED), C_pf, n_pf)
+    for r in np.flatnonzero(pooled):
+        out[r], peak[r] = _pooled(C[r], C_pf[r], int(n_pf[r]), int(n_dw[r]), int(slots[r]), kv_cap[r], int(conc[r]),
+                                  rate[r], think[r], int(prompt[r]), int(output[r]), int(n_requests), slo,
+                                  int(seed) + int(r))
     for r in np.flatnonzero(replay & np.isfinite(kv_cap)):
         out[r], peak[r] = _replay(C[r], W[wl_idx[r]], int(policy[r]), int(slots[r]), int(chunk[r]), kv_cap[r], slo,
                                   int(seed) + int(r), C_pf[r], int(n_pf[r]))
@@ -104,18 +111,29 @@ def sweep(space: Space, params: dict[str, CalibParams] | None = None, n_requests
     return df
 
 
-def prefill_pool(model, hw, k: Knobs, p: CalibParams, accept: float, c: np.ndarray) -> tuple[np.ndarray, int]:
-    """A configuration's disaggregated prefill pool: (its workers' coefficient vector, how many); the
-    decode vector and one worker for every other policy. The pool's size is the knob `prefill_workers`
-    (1 where Knobs has none); its decode side is one engine (`decode_workers` > 1 is refused until the
-    kernel runs a decode pool)."""
+def pools(model, hw, k: Knobs, p: CalibParams, accept: float, c: np.ndarray) -> tuple[np.ndarray, int, int]:
+    """A disaggregated configuration's pools: (its prefill workers' coefficient vector, how many, how
+    many decode engines); the decode vector, one and one for every other policy. The sizes are the
+    knobs `prefill_workers` and `decode_workers` (1 where Knobs has none)."""
     if k.batching != "disagg":
-        return c, 1
+        return c, 1, 1
     workers, decoders = getattr(k, "prefill_workers", 1) or 1, getattr(k, "decode_workers", 1) or 1
-    if decoders > 1:
-        raise ValueError(f"knobs.decode_workers: {decoders}; the simulation runs one decode engine per "
-                         "disaggregated configuration (1 allowed)")
-    return _prefill_coeffs(model, hw, k, p, accept, c), int(workers)
+    return _prefill_coeffs(model, hw, k, p, accept, c), int(workers), int(decoders)
+
+
+def _pooled(c, c_pf, n_pf: int, n_dw: int, slots: int, kv_cap: float, conc: int, rate: float, think: float, prompt: int,
+            output: int, n_requests: int, slo: dict, seed: int) -> tuple[np.ndarray, float]:
+    """One point with a pool of decode engines (kernels.pool, outside the batch kernel): its METRICS and
+    peak KV tokens, under the load the batch kernel would have drawn (closed loop with its pauses, or Poisson)."""
+    if conc > 0:
+        mean = lone_prefill_s(c_pf, float(prompt)) if think < 0 else think
+        pauses = think_times(1.0, n_requests, SEED) * mean if conc >= 2 and mean > 0 else None
+        a = des.closed_loop(conc, n_requests, prompt, output, pauses)
+    else:
+        a = des.poisson(rate, n_requests, prompt, output, seed)
+    res = des.run(c, a, "disagg", slots, 0, kv_cap, slo, seed, prefill_c=c_pf, prefill_workers=n_pf,
+                  decode_workers=n_dw)
+    return np.array([res.summary[m] for m in METRICS]), res.peak_kv_tokens
 
 
 def _prefill_coeffs(model, hw, k: Knobs, p: CalibParams, accept: float, c: np.ndarray) -> np.ndarray:
@@ -126,14 +144,14 @@ def _prefill_coeffs(model, hw, k: Knobs, p: CalibParams, accept: float, c: np.nd
 
 
 def devices(k: Knobs) -> int:
-    """Devices a configuration holds: a disaggregated one its prefill workers and its decode engine."""
+    """Devices a configuration holds: a disaggregated one its prefill workers and its decode engines."""
     if k.batching != "disagg":
         return 1
     return (getattr(k, "prefill_workers", 1) or 1) + (getattr(k, "decode_workers", 1) or 1)
 
 
 def _utilization_rates(C, policy, slots, chunk, prompt, output, kv_cap, util, shape, n_requests, seed, C_pf,
-                       n_pf) -> np.ndarray:
+                       n_pf, n_dw) -> np.ndarray:
     """Per row with a utilization load: that fraction of its configuration's capacity, in requests per
     second: the completion rate of a closed loop of as many clients as it has slots (no pauses).
     Simulated once per configuration and workload (`shape`: their index; the first such row runs it),
@@ -150,10 +168,13 @@ def _utilization_rates(C, policy, slots, chunk, prompt, output, kv_cap, util, sh
     c_pf[:, CV] = 0.0
     out = np.full((len(C), len(METRICS)), np.nan)
     cap_kv = np.full(len(C), np.inf)
-    cap_kv[runs] = kv_cap[runs]          # the kernel passes over rows with an infinite cap
+    cap_kv[runs] = np.where(n_dw[runs] > 1, np.inf, kv_cap[runs])   # the kernel passes over infinite caps
     run_batch(c, policy, slots, chunk, slots.copy(), np.zeros(len(C)), prompt, output, cap_kv, n_requests,
               math.inf, math.inf, seed, out, np.zeros(len(C)), np.zeros(len(C)), think_times(1.0, n_requests, SEED),
               c_pf, n_pf)
+    for r in runs[n_dw[runs] > 1]:      # a pool of decode engines: as many clients as the pool has slots
+        out[r], _ = _pooled(c[r], c_pf[r], int(n_pf[r]), int(n_dw[r]), int(slots[r]), kv_cap[r],
+                            int(slots[r] * n_dw[r]), 0.0, 0.0, int(prompt[r]), int(output[r]), n_requests, {}, seed + int(r))
     capacity = out[:, METRICS.index("throughput_tok_s")] / output
     return util[u] * capacity[[first[int(shape[r])] for r in u]]
 
