@@ -1,4 +1,4 @@
-"""Disaggregated serving as pools (issue 31): prefill workers with their own vector before the decode engine."""
+"""Disaggregated serving as pools (issue 31): prefill workers with their own vector, then decode engines."""
 
 from __future__ import annotations
 
