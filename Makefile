@@ -1,5 +1,6 @@
-# The two commands of the README, and the slower targets.
-.PHONY: atlas atlas-full test test-slow bench ladder llama-tools quantizer kld setup-vllm atlas-vllm atlas-workloads atlas-sizes
+# The two commands of the README, and the slower targets. `make atlas` is the whole pipeline up to
+# the atlas (`pareto-atlas build`); `pareto-atlas atlas` alone re-prints the atlas from the store.
+.PHONY: atlas atlas-full test test-slow bench ladder llama-tools quantizer kld setup-vllm atlas-vllm atlas-workloads atlas-sizes cli-docs
 
 atlas:
 	scripts/setup.sh && .venv/bin/pareto-atlas build
@@ -12,8 +13,10 @@ atlas-full:
 test:
 	scripts/setup.sh test && .venv/bin/python -m pytest -q
 
+# its setup installs what the slow tests serve: the built-in model and vLLM's venv (the real-vLLM
+# test), torch + transformers (eviction), llama.cpp's tools (the K-quants, KL divergence)
 test-slow:
-	scripts/setup.sh slow && scripts/build_llama_tools.sh && .venv/bin/python -m pytest -q -m slow
+	scripts/setup.sh slow && scripts/setup_vllm.sh && scripts/build_llama_tools.sh && .venv/bin/python -m pytest -q -m slow
 
 # llama.cpp's own tools, built once into the model cache from the pinned llama.cpp source (~7 min
 # on 2 cores): llama-quantize (the K-quants below 4 bits) and llama-perplexity (the KL-divergence axis)
@@ -24,7 +27,7 @@ quantizer: llama-tools
 
 # token-level KL divergence and top-1 agreement of the default study's configurations (~5 min)
 kld:
-	scripts/setup.sh && scripts/build_llama_tools.sh && .venv/bin/pareto-atlas kld
+	scripts/setup.sh && scripts/build_llama_tools.sh && .venv/bin/pareto-atlas quality --kind kld
 
 # the weight ladder below the source precision (Q4_K_M, Q4_0, Q3_K, Q2_K), speed and GSM8K
 ladder:
@@ -51,3 +54,7 @@ atlas-workloads:
 # draft, then the held-out error of a model left out of the fit (benchmarks/bench_transfer.py)
 atlas-sizes:
 	scripts/setup.sh && .venv/bin/pip install -q -e '.[qwen15]' && .venv/bin/pareto-atlas build --study sizes --skip-quality && .venv/bin/python benchmarks/bench_transfer.py
+
+# docs/cli.md, generated from the command line (tests/unit/test_cli_docs.py fails when it is stale)
+cli-docs:
+	.venv/bin/python scripts/gen_cli_docs.py

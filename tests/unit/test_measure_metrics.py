@@ -1,4 +1,4 @@
-"""Metric definitions (DESIGN.md): percentiles, TPOT, gaps, throughput, goodput, P99 CI."""
+"""Metric definitions (docs/metrics.md): percentiles, TPOT, gaps, throughput, goodput, P99 CI."""
 
 from __future__ import annotations
 

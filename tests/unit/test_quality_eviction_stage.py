@@ -23,7 +23,7 @@ def test_missing_extra_is_one_line_naming_it(tmp_path, monkeypatch):
     # None in sys.modules makes `import torch` fail even where torch is installed
     monkeypatch.setitem(sys.modules, "torch", None)
     monkeypatch.setitem(sys.modules, "transformers", None)
-    r = CliRunner().invoke(app, ["evict", "tiny", "--out", str(tmp_path), "--store", str(tmp_path / "s.duckdb")])
+    r = CliRunner().invoke(app, ["quality", "tiny", "--kind", "evict", "--out", str(tmp_path), "--store", str(tmp_path / "s.duckdb")])
     assert r.exit_code == 2, r.output
     err = " ".join(r.output.split())        # the console may wrap a long line; the message is one
     assert err.startswith("error: evict: KV eviction needs torch and transformers")
@@ -31,7 +31,7 @@ def test_missing_extra_is_one_line_naming_it(tmp_path, monkeypatch):
 
 
 def test_bad_option_names_the_field_and_allowed_values(tmp_path):
-    r = CliRunner().invoke(app, ["evict", "tiny", "--policies", "h2o,lru", "--out", str(tmp_path)])
+    r = CliRunner().invoke(app, ["quality", "tiny", "--kind", "evict", "--policies", "h2o,lru", "--out", str(tmp_path)])
     assert r.exit_code == 2
     err = " ".join(r.output.split())
     assert "evict options: policies: 'lru' is not one of streaming, h2o, snapkv, pyramidkv, topk" in err
@@ -106,7 +106,7 @@ def test_points_are_stored_as_they_finish_and_a_rerun_runs_only_what_is_missing(
 
 def test_the_subcommand_measures_top_k_sparse_attention_as_a_policy(tmp_path, fake_engine):
     store = tmp_path / "s.duckdb"
-    r = CliRunner().invoke(app, ["evict", "tiny", "--policies", "sparse", "--keeps", "0.5,0.25", "--task", "retrieval",
+    r = CliRunner().invoke(app, ["quality", "tiny", "--kind", "evict", "--policies", "sparse", "--keeps", "0.5,0.25", "--task", "retrieval",
                                  "--n", "1", "--store", str(store), "--out", str(tmp_path)])
     assert r.exit_code == 0, r.output
     assert fake_engine["configs"] == ["full", "topk@0.5", "topk@0.25"]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import random
+import re
+from pathlib import Path
 
 import pytest
 
@@ -80,14 +82,36 @@ def test_expected_sha_mismatch_is_one_clear_error(tiny):
         g.load_split("test", test, expected_sha256="00")
 
 
+def test_train_split_ships_with_the_package_verified_and_complete(tmp_path, monkeypatch):
+    monkeypatch.setenv(g.SHARED_DIR_ENV, str(tmp_path / "nowhere"))   # an override without the file
+    train = g.load_split("train")
+    assert train.path == str(g.PACKAGED_DIR / "train.jsonl.gz")
+    assert len(train.docs) == g.N_TRAIN and train.source.startswith("GSM8K train.jsonl")
+    assert (g.PACKAGED_DIR / "LICENSE").read_text().startswith("MIT License")   # GSM8K's, shipped beside it
+
+
+def test_an_override_directory_is_read_and_must_be_a_known_file(tiny, monkeypatch):
+    _, train = tiny
+    monkeypatch.setenv(g.SHARED_DIR_ENV, str(train.parent))
+    with pytest.raises(g.GsmDataError, match="not a known GSM8K train file"):
+        g.load_split("train")
+
+
 def test_missing_train_says_what_to_do(tmp_path, monkeypatch):
     monkeypatch.setenv(g.SHARED_DIR_ENV, str(tmp_path / "nowhere"))
-    with pytest.raises(g.GsmDataError, match="chat-0shot"):
+    monkeypatch.setattr(g, "PACKAGED_DIR", tmp_path / "nowhere")
+    with pytest.raises(g.GsmDataError, match="train split not found.*reinstall"):
         g.load_split("train")
     items = g.gsm8k_items(2, "chat-0shot")  # the chat variant needs only the packaged test split
     assert items[0].messages and "\\boxed{}" in items[0].messages[0][1] and items[0].prompt is None
 
 
+def test_no_machine_path_in_the_product_or_its_tests():
+    root = Path(g.__file__).parents[3]
+    machine = re.compile(r"[\"']/(work|home|root|Users|mnt|srv|opt)/")   # a literal absolute path of one machine
+    hits = [f"{p.relative_to(root)}: {line.strip()}" for base in ("src", "tests") for p in (root / base).rglob("*.py")
+            for line in p.read_text().splitlines() if machine.search(line)]
+    assert not hits, hits
 def test_unknown_variant_lists_allowed():
     with pytest.raises(ValueError, match="lm-eval-5shot, chat-0shot"):
         g.gsm8k_items(2, "cot")

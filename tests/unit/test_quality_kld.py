@@ -4,6 +4,8 @@ resume (a stored configuration is never re-run, the baseline's logits go once al
 
 from __future__ import annotations
 
+import hashlib
+import io
 import math
 import re
 from pathlib import Path
@@ -15,6 +17,7 @@ from typer.testing import CliRunner
 
 from pareto_atlas.cli import app
 
+from pareto_atlas.quality import gsm8k
 from pareto_atlas.quality import kld as K
 from pareto_atlas.quality import kld_stage as S
 from pareto_atlas.spec.study import StudyError, load_study, parse_study
@@ -149,6 +152,34 @@ def test_kld_text_is_deterministic_gsm8k_long_enough_for_its_chunks():
     assert len(K.kld_text(8)[0]) > len(a)
 
 
+# The default budget's text (8 chunks) and a long one's, as every build before the train split was
+# shipped with the package read them from GSM8K's train.jsonl: the same bytes, so KL figures do not move.
+PINNED_TEXT = {8: ("08d93eaff731ab976780c29a1769b869609e59d0078e1a24150399cf2289bc98",
+                   "gsm8k train (17f347dc5147), first 44 of 7473 docs"),
+               16: ("8e747368616d9a7b619a8f440b026ec8ebea2c75cfc08c55ea504b998e699b24",
+                    "gsm8k train (17f347dc5147), first 88 of 7473 docs")}
+
+
+@pytest.mark.parametrize("chunks", sorted(PINNED_TEXT))
+def test_kld_text_is_the_train_text_earlier_builds_scored_byte_for_byte(chunks, monkeypatch):
+    monkeypatch.delenv(gsm8k.SHARED_DIR_ENV, raising=False)
+    text, source = K.kld_text(chunks)
+    assert (hashlib.sha256(text.encode()).hexdigest(), source) == PINNED_TEXT[chunks]
+
+
+def test_kld_text_never_falls_back_to_another_split(tmp_path, monkeypatch):
+    monkeypatch.setattr(gsm8k, "PACKAGED_DIR", tmp_path / "absent")
+    monkeypatch.setenv(gsm8k.SHARED_DIR_ENV, str(tmp_path / "absent"))
+    gsm8k._load.cache_clear()
+    with pytest.raises(gsm8k.GsmDataError, match="train split not found"):
+        K.kld_text(8)
+
+
+def test_kld_text_covers_the_largest_budget_a_study_allows():
+    text, source = K.kld_text(K.chunks_for(65280))
+    assert len(text) >= 256 * K.KLD_CTX * K.CHARS_PER_TOKEN_BOUND and "first 1460 of 7473" in source
+
+
 def test_command_lines_follow_the_arms_kv_cache_as_the_server_does(tmp_path):
     exe, m, b = Path("/x/llama-perplexity"), Path("/m.gguf"), tmp_path / "b.kld"
     base = K.base_argv(exe, m, "f16", tmp_path / "t.txt", b, 8, threads=2)
@@ -210,10 +241,13 @@ def fake_tools(tmp_path, monkeypatch):
 
 
 def test_stage_stores_each_configuration_once_and_drops_the_base_logits(tmp_path, fake_tools):
-    study, console = load_study("default"), Console(file=open("/dev/null", "w"))
+    study, console = load_study("default"), Console(file=io.StringIO(), width=300)
     with Store(tmp_path / "s.duckdb") as store:
         rows = S.kld_study(study, store, console, arms=["q4_0", "kv-q4_0"], tokens=4080, workdir=tmp_path / "w")
         assert [r["arm"] for r in rows] == [study.baseline.name, "q4_0", "kv-q4_0"]
+        # the build says which split its text came from, on its output and in every stored row
+        assert "of gsm8k train (17f347dc5147), first 88 of 7473 docs" in console.file.getvalue()
+        assert {r["text_source"] for r in rows} == {"gsm8k train (17f347dc5147), first 88 of 7473 docs"}
         assert [r["role"] for r in rows] == ["base", "arm", "arm"] and rows[0]["kld"] == 0.0
         assert len(fake_tools) == 3 and not list((tmp_path / "w").glob("*.kld"))
         stored = store.kld_points(study.name)
@@ -247,7 +281,7 @@ def test_an_interrupted_baseline_run_leaves_no_logits_and_no_rows(tmp_path, fake
 
 def test_cli_without_the_binary_is_one_line_naming_the_make_target(tmp_path, monkeypatch):
     monkeypatch.setenv("PARETO_ATLAS_LLAMA_PERPLEXITY", str(tmp_path / "missing"))
-    r = CliRunner().invoke(app, ["kld", "tiny", "--out", str(tmp_path), "--store", str(tmp_path / "s.duckdb")])
+    r = CliRunner().invoke(app, ["quality", "tiny", "--kind", "kld", "--out", str(tmp_path), "--store", str(tmp_path / "s.duckdb")])
     assert r.exit_code == 2, r.output
     err = " ".join(r.output.split())
     assert err.startswith("error: kld: llama-perplexity is not built; `make llama-tools` builds it")
@@ -255,7 +289,7 @@ def test_cli_without_the_binary_is_one_line_naming_the_make_target(tmp_path, mon
 
 
 def test_cli_runs_the_stage_and_prints_the_table(tmp_path, fake_tools):
-    r = CliRunner().invoke(app, ["kld", "default", "--arm", "q4_0", "--tokens", "510", "--out", str(tmp_path)])
+    r = CliRunner().invoke(app, ["quality", "default", "--kind", "kld", "--arm", "q4_0", "--tokens", "510", "--out", str(tmp_path)])
     assert r.exit_code == 0, r.output
     assert "mean KLD [95 %]" in r.output and "q4_0" in r.output and "reference" in r.output
     with Store(tmp_path / "store.duckdb") as store:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import replace
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -63,29 +62,25 @@ def test_pool_errors_are_one_line():
         des.run(c, a, "disagg", 4, prefill_c=np.ones(3))
 
 
-def test_sweep_runs_the_pools_it_is_given(monkeypatch):
-    # the knobs fields (prefill_workers, decode_workers, ...) come with the parallelism branch; the sweep
-    # reads them through pools(), here given two prefill workers, then two decode engines
-    k = SimpleNamespace(batching="disagg", prefill_workers=2, decode_workers=3)
+def test_sweep_runs_the_pools_the_knobs_name():
     c = _c()
+    k = Knobs(batching="disagg", prefill_workers=2, decode_workers=3)
     c_pf, n_pf, n_dw = sweep_mod.pools(M, HW, k, default_params(HW), 0.0, c)
-    assert (n_pf, n_dw) == (2, 3) and c_pf is c and sweep_mod.devices(k) == 5
-    assert sweep_mod.devices(Knobs(batching="disagg")) == 2 and sweep_mod.devices(Knobs()) == 1
+    assert (n_pf, n_dw) == (2, 3) and np.array_equal(c_pf, c)      # prefill_tp 0: the decode worker's tp
     assert sweep_mod.pools(M, HW, Knobs(), default_params(HW), 0.0, c)[1:] == (1, 1)
-    real = sweep_mod.pools
-    for wl, sizes in ((Workload("prefill-bound", 4096, 2), (2, 1)), (Workload("decode-bound", 512, 256), (1, 2))):
+    for wl, more in ((Workload("prefill-bound", 4096, 2), {"prefill_workers": 2}),
+                     (Workload("decode-bound", 512, 256), {"decode_workers": 2})):
         space = Space(M, (HW,), (Knobs(batching="disagg", slots=8),), (wl,), (Load(concurrency=64),))
-        monkeypatch.setattr(sweep_mod, "pools", real)
         one = sweep_mod.sweep(space, n_requests=600)
-        monkeypatch.setattr(sweep_mod, "pools", lambda *a, s=sizes: (real(*a)[0], *s))
-        two = sweep_mod.sweep(replace(space), n_requests=600)
+        two = sweep_mod.sweep(replace(space, knobs=(Knobs(batching="disagg", slots=8, **more),)), n_requests=600)
         ratio = two.throughput_tok_s.iloc[0] / one.throughput_tok_s.iloc[0]
         assert 1.8 < ratio < 2.1, (wl.name, ratio)
+        assert two.gpus.iloc[0] == 3 and one.gpus.iloc[0] == 2
     # a utilization load on a decode pool: the rate is a share of the pool's own capacity
     space = Space(M, (HW,), (Knobs(batching="disagg", slots=8),), (Workload("d", 512, 256),), (Load(utilization=0.5),))
-    half_two = sweep_mod.sweep(space, n_requests=300).rate_rps.iloc[0]
-    monkeypatch.setattr(sweep_mod, "pools", real)
     half_one = sweep_mod.sweep(space, n_requests=300).rate_rps.iloc[0]
+    pool = replace(space, knobs=(Knobs(batching="disagg", slots=8, decode_workers=2),))
+    half_two = sweep_mod.sweep(pool, n_requests=300).rate_rps.iloc[0]
     assert 1.8 < half_two / half_one < 2.1
 
 

@@ -225,7 +225,7 @@ def test_published_checkpoints_reach_the_ladder():
 
 
 def test_models_side_by_side_compare_absolute_scores():
-    from pareto_atlas.atlas.stage import models_side_by_side
+    from pareto_atlas.atlas.tables import models_side_by_side
 
     a = _pts("small", "L4", ["a"], [10.0]).assign(quality=0.3)
     b = _pts("big", "L4", ["b"], [20.0]).assign(quality=0.8)

@@ -106,7 +106,9 @@ def test_an_anchor_is_keyed_by_the_traces_content_not_its_path(tmp_path):
 
 
 def test_a_trace_anchor_replays_every_row_under_its_own_contract(tmp_path, monkeypatch):
-    rows = [(0.0, 24, 3), (0.05, 40, 5), (0.06, 16, 2), (0.3, 32, 4)]
+    # arrivals spread over 1.2 s, so that the 0.1 s tolerance below holds a loaded runner's late
+    # wake-ups (tens of ms) and still tells each row's time from its neighbours' but one
+    rows = [(0.0, 24, 3), (0.2, 40, 5), (0.24, 16, 2), (1.2, 32, 4)]
     trace = write_trace(tmp_path / "t.csv", rows)
     monkeypatch.setattr(campaign, "served_model", lambda study, arm: (Path("fake.gguf"), "0" * 64, 1, 4.5))
     beh = FakeBehaviour(prefill_s=0.01, token_s=0.002)
@@ -122,7 +124,7 @@ def test_a_trace_anchor_replays_every_row_under_its_own_contract(tmp_path, monke
     assert [(r["prompt_tokens"], r["completion_tokens"]) for r in recs] == [(p, o) for _, p, o in rows]
     assert all(r["ok"] for r in recs)
     sends = np.array([r["send_ts"] for r in recs])
-    assert np.allclose(sends - sends[0], [t for t, _, _ in rows], atol=0.03)
+    assert np.allclose(sends - sends[0], [t for t, _, _ in rows], atol=0.1)
     assert json.loads(row.workload_json)["trace"] == "t" and json.loads(row.load_json)["concurrency"] == 0
     # calibration replays the same requests: their send times and their own lengths
     (a,) = _anchors(df)

@@ -130,7 +130,7 @@ def test_the_atlas_prints_the_verdict_per_workload_and_marks_the_one_that_differ
 
     from rich.console import Console
 
-    from pareto_atlas.atlas.stage import print_guard_by_workload
+    from pareto_atlas.atlas.tables import print_guard_by_workload
 
     card = shipped_models()["qwen2.5-0.5b"]
     (t,) = study_targets(STUDY, card, [shipped_hardware()["L4"]], [])

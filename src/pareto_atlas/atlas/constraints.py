@@ -21,7 +21,8 @@ from pareto_atlas.atlas.objectives import OBJECTIVE_COLUMNS, OTHER_NUMERIC
 
 OPS = {"<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt, "==": operator.eq, "!=": operator.ne}
 NUMERIC_COLUMNS = (*OBJECTIVE_COLUMNS, *OTHER_NUMERIC, "lat_rel_err", "thr_rel_err", "kv_keep", "spec_k",
-                   "spec_accept", "slots", "chunk_tokens", "sparse_budget", "quality_lo", "quality_hi")
+                   "spec_accept", "slots", "chunk_tokens", "sparse_budget", "quality_lo", "quality_hi",
+                   "gpus", "tp", "pp", "replicas", "prefill_workers", "prefill_tp", "decode_workers")
 TEXT_COLUMNS = ("hardware", "workload", "provenance", "quality_provenance", "label", "optimizations", "weights", "kv",
                 "eviction", "spec", "batching", "point_id")
 ALLOWED_COLUMNS = NUMERIC_COLUMNS + TEXT_COLUMNS

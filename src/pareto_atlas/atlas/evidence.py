@@ -1,6 +1,6 @@
 """What each point's verdict rests on: the evidence for its quality and for its speed.
 
-No verdict without evidence (DESIGN.md): by default a regime winner needs quality that was
+No verdict without evidence (docs/evidence.md): by default a regime winner needs quality that was
 measured, inherited from a measured arm with the same token-changing knobs, a measured effect
 (eviction, top-k) on such a core, or a measured KL divergence; and speed that was measured or
 simulated, not read from a prior. Points that rest on priors are "projected — measure to confirm",

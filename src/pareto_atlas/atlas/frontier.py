@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from pareto_atlas.atlas.objectives import DEFAULT_OBJECTIVES, Objective, interval, with_derived
+from pareto_atlas.atlas.objectives import DEFAULT_OBJECTIVES, Objective, interval
 
 STATUSES = ("frontier", "tied", "dominated", "excluded")
 _CHUNK_CELLS = 4_000_000  # bound on (targets x candidates x axes) booleans held at once
@@ -179,7 +179,7 @@ def frontier(
     objs = [Objective.parse(o) for o in objectives]
     if not objs:
         raise ValueError("frontier: objectives is empty; give at least one objective column")
-    points = with_derived(points)
+    # `points` carry their derived columns (objectives.with_derived): a missing one is named below
     if "model" in points.columns and "model" not in by and by:
         by = ("model", *by)        # a frontier is always per (model, workload): Algorithm 1 of the seed paper
     missing = [o.column for o in objs if o.column not in points.columns] + [c for c in by if c not in points.columns]

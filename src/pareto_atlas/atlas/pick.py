@@ -17,33 +17,35 @@ import pandas as pd
 
 from pareto_atlas.atlas.constraints import Constraint
 from pareto_atlas.atlas.evidence import StudyRef, confirm_command, evidence_label
-from pareto_atlas.atlas.objectives import with_derived
+from pareto_atlas.atlas.objectives import gpus_of, with_derived
 from pareto_atlas.atlas.regimes import DEFAULT_QUALITY_FLOOR, Regime, admission
 from pareto_atlas.atlas.question import Question
 from pareto_atlas.atlas.winners import _rank, projected_beating
 
 SHOW_COLUMNS = ("point_id", "label", "hardware", "workload", "provenance", "quality_provenance", "quality_rel",
                 "quality_lo", "quality_hi", "quality_evidence", "kld", "calib_provenance", "prior_source", "tpot_p99_ms", "ttft_p99_ms", "throughput_tok_s", "cost_per_mtok",
-                "price_per_hour", "price_date", "lat_rel_err", "thr_rel_err", "n_opts", "optimizations")
+                "gpus", "price_per_hour", "price_date", "lat_rel_err", "thr_rel_err", "n_opts", "optimizations")
 
 
 def cost_per_mtok(price_per_hour: np.ndarray | float, throughput_tok_s: np.ndarray | float) -> np.ndarray:
-    """$ per million output tokens (DESIGN.md's definition)."""
+    """$ per million output tokens (docs/metrics.md's definition)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.asarray(price_per_hour, dtype=float) / (np.asarray(throughput_tok_s, dtype=float) * 3600.0) * 1e6
 
 
 def reprice(points: pd.DataFrame, prices: Mapping[str, float], price_date: str = "") -> pd.DataFrame:
-    """A copy of `points` with new $/hour for the named hardware and cost re-derived from throughput."""
+    """A copy of `points` with new $/hour per GPU for the named hardware, times the GPUs each
+    configuration holds (atlas.objectives.gpus_of), and cost re-derived from throughput."""
     known = set(points["hardware"].astype(str))
     out = points.copy()
+    gpus = gpus_of(out).to_numpy(dtype=float)
     for hw, price in prices.items():
         if hw not in known:
             raise ValueError(f"price for {hw!r}: no such hardware in the points table; known: {', '.join(sorted(known))}")
         if not price > 0:
             raise ValueError(f"price for {hw}: {price} must be > 0 $/hour")
         m = (out["hardware"].astype(str) == hw).to_numpy()
-        out.loc[m, "price_per_hour"] = float(price)
+        out.loc[m, "price_per_hour"] = float(price) * gpus[m]
         out.loc[m, "price_date"] = price_date or "user override"
     out["cost_per_mtok"] = cost_per_mtok(out["price_per_hour"].to_numpy(dtype=float),
                                          out["throughput_tok_s"].to_numpy(dtype=float))
@@ -124,13 +126,21 @@ def pick(
     t0 = time.perf_counter()
     q = question or Question.make(constraints, objective, direction=direction or "", quality_floor=quality_floor,
                                   allow_priors=allow_priors, kld_max=kld_max)
-    objective, cons, allow_priors = q.objective, q.constraints, q.allow_priors
     pts = with_derived(q.select(points))
     if extra_hardware is not None and len(extra_hardware):
-        missing = [c for c in ("hardware", "throughput_tok_s", "price_per_hour", objective) if c not in extra_hardware.columns]
+        missing = [c for c in ("hardware", "throughput_tok_s", "price_per_hour", q.objective) if c not in extra_hardware.columns]
         if missing:
             raise ValueError(f"extra_hardware: points table has no column {missing[0]!r} (contract 1)")
         pts = pd.concat([pts, with_derived(extra_hardware)], ignore_index=True)
+    return best_under(pts, q, prices=prices, price_date=price_date, top=top, study_ref=study_ref, t0=t0)
+
+
+def best_under(pts: pd.DataFrame, q: Question, *, prices: Mapping[str, float] | None = None, price_date: str = "",
+               top: int = 5, study_ref: str | StudyRef = "default", t0: float | None = None) -> PickResult:
+    """`pick` on a table already derived (objectives.with_derived) and already narrowed to what the
+    question is about (`q.select`): atlas.answer asks every question of one derived table."""
+    t0 = time.perf_counter() if t0 is None else t0
+    objective, cons, allow_priors = q.objective, q.constraints, q.allow_priors
     if prices:
         pts = reprice(pts, prices, price_date)
     floor = q.quality_floor

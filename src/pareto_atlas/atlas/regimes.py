@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from pareto_atlas.atlas.constraints import Constraint, ConstraintError, constraints_from_mapping, parse_constraints, satisfied
-from pareto_atlas.atlas.objectives import DEFAULT_DIRECTION, OBJECTIVE_COLUMNS, quality_rel_interval, with_derived
+from pareto_atlas.atlas.objectives import DEFAULT_DIRECTION, OBJECTIVE_COLUMNS, quality_rel_interval
 
 DEFAULT_QUALITY_FLOOR = 0.95
 REGIME_KEYS = ("name", "objective", "direction", "constraints", "quality_floor", "description")
@@ -166,10 +166,13 @@ def admission(points: pd.DataFrame, regime: Regime, *, allow_priors: bool = Fals
     """Per point: `meets_constraints`, `guard` (in / out / boundary, see the module doc),
     `passes_guard`, `boundary`, `evidence_ok`, `projected` (would be admitted but rests on priors),
     `admitted` and `reject_reason`. `allow_priors`: points resting on priors may be admitted, a
-    prior's interval judged on its central value."""
+    prior's interval judged on its central value. `points` carry their derived columns
+    (objectives.with_derived): the callers derive a table once, not once per regime."""
     from pareto_atlas.atlas.evidence import evidence_ok
 
-    points = with_derived(points)
+    if regime.objective not in points.columns:
+        raise ValueError(f"regime {regime.name}.objective: the points table has no column {regime.objective!r}; "
+                         "derive it first (atlas.objectives.with_derived)")
     n = len(points)
     feasible = points["feasible"].fillna(False).astype(bool).to_numpy() if "feasible" in points.columns else np.ones(n, bool)
     obj = points[regime.objective].to_numpy(dtype=float, na_value=np.nan)

@@ -1,20 +1,21 @@
-"""The `atlas` and `pick` stages: read the points from the store, name the winners, print them."""
+"""The `atlas` and `pick` stages: a study's question put to its points, once derived, and the
+answer printed (atlas.answer holds it, atlas.tables renders it, report.stage writes it)."""
 
 from __future__ import annotations
 
-import math
+import time
+from collections.abc import Sequence
 from datetime import date
 
 import pandas as pd
 from rich.console import Console
-from rich.table import Table
 
+from pareto_atlas.atlas import tables
+from pareto_atlas.atlas.answer import Answer
 from pareto_atlas.atlas.evidence import StudyRef
 from pareto_atlas.atlas.objectives import with_derived
-from pareto_atlas.atlas.pick import pick
 from pareto_atlas.atlas.question import Question
 from pareto_atlas.atlas.regimes import regimes_from_study
-from pareto_atlas.atlas.winners import winners
 from pareto_atlas.spec.study import Study, study_ref
 from pareto_atlas.store import Store
 from pareto_atlas.store.points import all_points
@@ -45,273 +46,69 @@ def confirm_ref(study: Study) -> StudyRef:
     return StudyRef(study_ref(study), arms, study.model.name)
 
 
-def study_winners(study: Study, points: pd.DataFrame, regs=None) -> pd.DataFrame:
-    """The regime winners of a study's points, under its quality guard and evidence rule."""
-    regs = regs if regs is not None else study_regimes(study, points)
-    return winners(points, regs, allow_priors=study.quality.allow_priors, study_ref=confirm_ref(study))
-
-
-def _v(x, nd: int = 1) -> str:
-    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{nd}f}"
-
-
-SHORT_QUALITY = {"measured": "meas", "inherited": "inh", "measured-effect": "effect", "kl-measured": "KL",
-                 "published": "pub", "carried": "carried", "reference": "ref", "prior": "prior", "unmeasured": "none"}
-SHORT_SPEED = {"measured": "meas", "calibrated": "sim", "uncalibrated": "uncal", "prior": "prior"}
-EVIDENCE_KEY = ("rests on: quality / speed — meas measured, inh inherited from an arm with the same tokens, effect a "
-                "measured eviction effect, KL a measured KL divergence, pub published, carried from a measured model of "
-                "the family, ref the model itself; sim simulated with a calibration (± its error bar); winners.md has "
-                "the long form; sim* the weight format's kernel cost was fitted on no anchor of it or its family on "
-                "that card: derived from the card's roofline and its calibrated bandwidth")
-
-
-def short_evidence(c) -> str:
-    """A winner's evidence in a few words ("KL / sim ±16%"); EVIDENCE_KEY says what they mean."""
-    q = SHORT_QUALITY.get(str(c.get("quality_evidence") or ""), str(c.get("quality_evidence") or ""))
-    s = SHORT_SPEED.get(str(c.get("speed_evidence") or ""), str(c.get("speed_evidence") or ""))
-    err = c.get("lat_rel_err")
-    bar = "" if s == "meas" or err is None or err != err else f" ±{100 * err:.0f}%"
-    star = "*" if s == "sim" and c.get("weights_cost") == "derived" else ""
-    return f"{q} / {s}{star}{bar}"
-
-
-def _load_short(c) -> str:
-    return str(c.get("load") or "").replace(" of capacity)", ")")
-
-
-def print_winners(cells: pd.DataFrame, console: Console, hardware: str = "all") -> None:
-    """One table per (model, workload) the atlas answers for, one line per regime: the winner, where
-    and under what load, what it rests on in short (winners.md and the page give the long form), and
-    its figures; then why a regime has no winner, and the projected points with their commands."""
-    mine = cells[cells.hardware == hardware]
-    projected, notes = [], []
-    model = mine["model"].fillna("").astype(str) if "model" in mine else pd.Series("", index=mine.index)
-    for (m, wl), group in mine.groupby([model, mine.workload.astype(str)], sort=False):
-        where = "the best card" if hardware == "all" else hardware
-        task = str(group["quality_task"].iloc[0] or "") if "quality_task" in group else ""
-        guard = f"; quality guard: {task}" if task else ""
-        t = Table(title=f"{m or 'model'} · {wl}: dominant configuration per regime ({where}{guard})",
-                  title_justify="left")
-        for col, kw in (("regime", {"no_wrap": True}), ("winner", {"overflow": "fold"}), ("on", {"no_wrap": True}),
-                        ("load", {}), ("quality rel [95 %]", {}), ("rests on", {"no_wrap": True}),
-                        ("TPOT p99 ms", {"justify": "right"}), ("tok/s", {"justify": "right"}),
-                        ("$/Mtok", {"justify": "right"})):
-            t.add_column(col, **kw)
-        for _, c in group.iterrows():
-            if isinstance(c.get("projected_label"), str) and c.get("projected_label"):
-                projected.append(c)
-            if not c.label:
-                notes.append(f"  {c.regime} · {m} · {wl}: {c.note}")
-                t.add_row(c.regime, "— (see below)", "", "", "", "", "", "", "")
-                continue
-            kl = c.get("kld")
-            kl = "" if kl is None or kl != kl else f" KL {kl:.2g}"
-            t.add_row(c.regime, f"{c.label}{' ▣' if c.stack_beats_singles else ''}",
-                      str(c.get("win_hardware", "") or c.hardware), _load_short(c),
-                      f"{_v(c.quality_rel, 3)} [{_v(c.quality_rel_lo, 2)}–{_v(c.quality_rel_hi, 2)}]{kl}",
-                      short_evidence(c), _v(c.tpot_p99_ms), _v(c.throughput_tok_s), _v(c.cost_per_mtok, 3))
-        console.print(t)
-    if len(mine):
-        console.print("  " + EVIDENCE_KEY + ("; ▣ a stack that beats every single method"
-                                            if mine.stack_beats_singles.fillna(False).any() else ""),
-                      highlight=False, soft_wrap=True)
-    for n in notes:
-        console.print(n, highlight=False, soft_wrap=True)
-    for c in projected:
-        console.print(f"  projected — measure to confirm ({c.regime}, {c.get('model') or ''}): {c.projected_label} on "
-                      f"{c.projected_hardware}, {c.objective} {c.projected_value:.4g} vs the winner's "
-                      f"{_v(c.value, 4) if c.label else '—'}; {c.projected_evidence}\n    confirm: {c.confirm_command}",
-                      highlight=False, soft_wrap=True, markup=False)    # the commands hold TOML tables ([[arms]])
-
-
-def models_side_by_side(cells: pd.DataFrame) -> pd.DataFrame:
-    """Where two or more models answer one workload ("which model should I serve?"): each model's
-    best-card winner per regime, compared on the task's absolute score (a model's quality relative
-    to its own baseline says nothing across models)."""
-    best = cells[(cells.hardware == "all") & cells.point_id.fillna("").astype(bool)]
-    shared = best.groupby("workload").model.nunique()
-    return best[best.workload.isin(shared[shared >= 2].index)].sort_values(["workload", "regime", "quality"],
-                                                                             ascending=[True, True, False])
-
-
-def print_models_side_by_side(cells: pd.DataFrame, console: Console) -> None:
-    side = models_side_by_side(cells)
-    if side.empty:
-        return
-    t = Table(title="Models side by side per workload: the absolute task score (not quality relative to each "
-                    "model's own baseline)", title_justify="left")
-    for col in ("workload", "regime", "model", "winner", "on", "score [95 %]", "rests on", "TPOT p99 ms", "$/Mtok"):
-        t.add_column(col)
-    for _, c in side.iterrows():
-        t.add_row(str(c.workload), c.regime, str(c.model), c.label, str(c.get("win_hardware", "")),
-                  "—" if c.quality != c.quality else f"{c.quality:.3f}", short_evidence(c), _v(c.tpot_p99_ms),
-                  _v(c.cost_per_mtok, 3))
-    console.print(t)
-
-
-def print_quality_evidence(study: Study, store: Store, console: Console) -> pd.DataFrame:
-    """Per measured quality configuration: GSM8K paired against the baseline, KL divergence and
-    top-1 agreement, each with its interval, and the guard's verdict on each axis."""
-    from pareto_atlas.atlas.regimes import kld_status, task_status
-    from pareto_atlas.store.quality import arm_quality_table
-
-    tab = arm_quality_table(study, store)
-    if tab.empty:
-        return tab
-    q = study.quality
-    tab["task_guard"] = task_status(tab["rel_lo"].to_numpy(float), tab["rel_hi"].to_numpy(float),
-                                    tab["rel"].to_numpy(float), q.floor)
-    tab["kld_guard"] = kld_status(tab, q.kld_max)
-    t = Table(title=f"Quality evidence per configuration, against the baseline '{study.baseline.name}' "
-                    f"(95 % intervals; floor {q.floor:g} of the baseline, KL <= {q.kld_max or '—'} nats/token)")
-    for col in ("task", "arm", "score", "difference [95 %] (McNemar p)", "vs floor", "KL divergence [95 %]",
-                "same top-1 token", "vs KL limit"):
-        t.add_column(col)
-    for r in tab.itertuples():
-        gsm = "—" if r.n is None or r.n != r.n else f"{int(r.k)}/{int(r.n)}"
-        diff = ("baseline" if r.baseline else "—" if r.diff != r.diff else
-                f"{r.diff:+.2f} [{r.diff_lo:+.2f}, {r.diff_hi:+.2f}] (p={r.mcnemar_p:.2f})")
-        kl = "—" if r.kld != r.kld else f"{r.kld:.4f} [{r.kld_lo:.4f}, {r.kld_hi:.4f}]"
-        top1 = "—" if r.top1 != r.top1 else f"{100 * r.top1:.1f} % [{100 * r.top1_lo:.1f}, {100 * r.top1_hi:.1f}]"
-        t.add_row(str(r.task), str(r.arm), gsm, diff, "in" if r.baseline else (r.task_guard or "—"), kl, top1,
-                  "in" if r.baseline else (r.kld_guard or "—"))
-    console.print(t)
-    return tab
-
-
-def print_guard_by_workload(study: Study, points: pd.DataFrame, console: Console) -> pd.DataFrame:
-    """Where a model is answered for on workloads guarded by different tasks: each measured or
-    carried configuration's verdict per workload, so that a verdict that differs shows."""
-    from pareto_atlas.atlas.summary import TOKEN_KNOBS, guard_by_workload
-    from pareto_atlas.spec.knobs import Knobs
-
-    g = guard_by_workload(points, study.quality.floor)
-    if g.empty:
-        return g
-    tasks = g.groupby("model")["quality_task"].nunique()
-    g = g[g["model"].isin(tasks[tasks >= 2].index) & (g["verdict"] != "")]
-    if g.empty:
-        return g
-    for m, of_model in g.groupby("model", sort=False):
-        wls = list(dict.fromkeys(of_model["workload"].astype(str)))
-        t = Table(title=f"{m}: the quality guard per workload (floor {study.quality.floor:g} of the baseline, 95 % intervals)",
-                  title_justify="left")
-        t.add_column("configuration", no_wrap=True)
-        for w in wls:
-            task = of_model.loc[of_model.workload == w, "quality_task"].iloc[0]
-            t.add_column(f"{w} ({task})")
-        t.add_column("differs")
-        knob_cols = [c for c in TOKEN_KNOBS if c in of_model]
-        for key, conf in of_model.groupby(knob_cols, sort=False):
-            label = Knobs(**dict(zip(knob_cols, key))).label()
-            cells = []
-            for w in wls:
-                r = conf[conf.workload == w]
-                cells.append("—" if r.empty else f"{r.verdict.iloc[0]} {_v(r.quality_rel.iloc[0], 2)} "
-                                                 f"[{_v(r.quality_rel_lo.iloc[0], 2)}–{_v(r.quality_rel_hi.iloc[0], 2)}]")
-            t.add_row(label, *cells, "yes" if conf.differs.iloc[0] else "")
-        console.print(t)
-    n = g.drop_duplicates(subset=["model", *[c for c in TOKEN_KNOBS if c in g]])
-    console.print(f"  {int(n.differs.sum())} of {len(n)} configurations have a guard verdict that differs between "
-                  "workloads", highlight=False)
-    return g
+def study_answer(study: Study, store: Store) -> Answer:
+    """The study's atlas: its points read and derived once, its regimes, its guard and evidence rule."""
+    points = study_points(study, store)
+    return Answer.of(points, study_regimes(study, points), allow_priors=study.quality.allow_priors,
+                     study_ref=confirm_ref(study))
 
 
 def atlas_study(study: Study, store: Store, console: Console) -> pd.DataFrame:
-    points = study_points(study, store)
-    regs = study_regimes(study, points)
-    cells = study_winners(study, points, regs)
-    hw_of = dict(zip(points.point_id, points.hardware))
-    cells["win_hardware"] = cells.point_id.map(hw_of).fillna("")
-    n_meas = int((points.provenance == "measured").sum())
-    console.print(f"[bold]atlas[/] {study.name}: {len(points)} points ({n_meas} measured, "
-                  f"{len(points) - n_meas} simulated or prior), {len(regs)} regimes, "
-                  f"quality floor {study.quality.floor:.0%} of "
-                  + (f"the baseline arm '{study.baseline.name}'" if study.measures else "the model at its own precision")
-                  + " on the 95 % interval" + (f", KL divergence <= {study.quality.kld_max:g} where measured" if study.quality.kld_max else "")
-                  + ("; priors may win (allow_priors)" if study.quality.allow_priors else
-                     "; winners need measured evidence (priors are listed as projected)"))
-    print_quality_evidence(study, store, console)
-    print_guard_by_workload(study, points, console)
-    print_winners(cells, console, "all")
-    # this machine's own table, where the best card of some model is not always this machine
-    from pareto_atlas.atlas.winners import model_column
+    """Print the study's atlas (atlas.tables) and return its cells, each with the card it runs on."""
+    from pareto_atlas.store.quality import arm_quality_table
 
-    models = model_column(points)
-    on_cpu = set(models[(points.hardware == "this-cpu").to_numpy()])
-    if any(set(points.hardware[models == m]) != {"this-cpu"} for m in on_cpu):
-        print_winners(cells, console, "this-cpu")
-    print_models_side_by_side(cells, console)
-    return cells
+    return tables.print_atlas(study, study_answer(study, store), arm_quality_table(study, store), console)
+
+
+def study_question(study: Study, constraint: str = "", objective: str = "cost_per_mtok", maximize: bool = False,
+                   allow_priors: bool = False, model: str | None = None, workload: str | None = None) -> Question:
+    """A `pick` question under the study's quality guard: its floor and KL limit, its priors rule."""
+    return Question.make(constraint or None, objective, direction="max" if maximize else "",
+                         quality_floor=study.quality.floor, allow_priors=allow_priors or study.quality.allow_priors,
+                         kld_max=study.quality.kld_max, model=model, workload=workload)
+
+
+def pick_question(study: Study, store: Store, console: Console, question: Question, prices: Sequence[str] = ()) -> None:
+    """Answer one question per (model, workload) the study's atlas answers for (or the one it is
+    about), and, with new prices ("CARD=$/h"), say where the regime winners moved."""
+    t0 = time.perf_counter()
+    answer = study_answer(study, store)
+    points = answer.points
+    price_map = _prices(list(prices))
+    unknown = sorted(set(price_map) - set(points.hardware))
+    if unknown:
+        raise ValueError(f"--price {unknown[0]!r}: no points on that hardware; known: {', '.join(sorted(set(points.hardware)))}")
+    question.select(points)                    # an unknown model or workload fails before any work
+    repriced = answer.repriced(price_map, date.today().isoformat()) if price_map else answer
+    if price_map:
+        console.print("repriced: " + ", ".join(f"{k} ${v:g}/h" for k, v in price_map.items())
+                      + " (cost re-derived from throughput)", highlight=False)
+    t_read, planned = time.perf_counter() - t0, 0.0
+    for m, wl in answer.pairs():
+        if question.model not in (None, m) or question.workload not in (None, wl):
+            continue
+        res = repriced.pick(question.about(model=m if m else None, workload=wl))
+        planned += res.elapsed_s
+        tables.print_pick(res, m or study.model.name, wl, console)
+    t_moved = time.perf_counter()
+    if price_map:
+        # every regime's best-card cell: cost is every ranking's tie-break, so any winner can move
+        tables.print_moved(answer, repriced, price_map, console)
+    moved_ms = f"; where the winners moved: {(time.perf_counter() - t_moved) * 1e3:.0f} ms" if price_map else ""
+    console.print(f"(re-planned in {planned * 1e3:.0f} ms (the pick itself){moved_ms}; {len(points)} stored points read "
+                  f"in {t_read * 1e3:.0f} ms; {(time.perf_counter() - t0) * 1e3:.0f} ms in all; nothing re-measured)")
+
+
+def pick_study(study: Study, store: Store, console: Console, constraint: str, objective: str, maximize: bool,
+               prices: list[str], allow_priors: bool = False, model: str | None = None,
+               workload: str | None = None) -> None:
+    """`pick_question` from the command's flags one by one, as stages.pick passes them; a caller that
+    holds a Question (study_question) calls pick_question."""
+    pick_question(study, store, console,
+                  study_question(study, constraint, objective, maximize, allow_priors, model, workload), prices)
 
 
 def _prices(items: list[str]) -> dict[str, float]:
     from pareto_atlas.spec.bounds import parse_prices
 
     return parse_prices(items, "--price")
-
-
-def pick_study(study: Study, store: Store, console: Console, constraint: str, objective: str, maximize: bool,
-               prices: list[str], allow_priors: bool = False, model: str | None = None,
-               workload: str | None = None) -> None:
-    """Answer one question per (model, workload) the study's atlas answers for (or the one asked),
-    and, with new prices, say where the regime winners moved."""
-    import time
-
-    from pareto_atlas.atlas.pick import reprice
-    from pareto_atlas.atlas.winners import model_column
-
-    t0 = time.perf_counter()
-    points = study_points(study, store)
-    price_map = _prices(prices)
-    unknown = sorted(set(price_map) - set(points.hardware))
-    if unknown:
-        raise ValueError(f"--price {unknown[0]!r}: no points on that hardware; known: {', '.join(sorted(set(points.hardware)))}")
-    question = Question.make(constraint or None, objective, direction="max" if maximize else "",
-                             quality_floor=study.quality.floor, allow_priors=allow_priors or study.quality.allow_priors,
-                             kld_max=study.quality.kld_max, model=model, workload=workload)
-    question.select(points)                    # an unknown model or workload fails before any work
-    when = date.today().isoformat() if price_map else ""
-    repriced = reprice(points, price_map, when) if price_map else points
-    if price_map:
-        console.print("repriced: " + ", ".join(f"{k} ${v:g}/h" for k, v in price_map.items())
-                      + " (cost re-derived from throughput)", highlight=False)
-    t_read, planned = time.perf_counter() - t0, 0.0
-    models = model_column(points)
-    pairs = points.assign(_model=models)[["_model", "workload"]].astype(str).drop_duplicates()
-    for m, wl in pairs.itertuples(index=False):
-        if (model is not None and m != model) or (workload is not None and wl != workload):
-            continue
-        res = pick(repriced, question=question.about(model=m if m else None, workload=wl), study_ref=confirm_ref(study))
-        planned += res.elapsed_s
-        console.print(f"[bold]{m or study.model.name}[/] · {wl}", highlight=False)
-        console.print(res.summary(), highlight=False, markup=False)   # confirm commands hold [[arms]]
-    t_moved = time.perf_counter()
-    if price_map:
-        # every regime's best-card cell: cost is every ranking's tie-break, so any winner can move
-        regs = study_regimes(study, points)
-        kw = dict(per_hardware=False, allow_priors=study.quality.allow_priors, study_ref=confirm_ref(study))
-        before, after = winners(points, regs, **kw), winners(repriced, regs, **kw)
-        moved = _moved(before, after, dict(zip(points.point_id, points.hardware)))
-        console.print(f"regime winners (best card) after repricing {', '.join(f'{k} ${v:g}/h' for k, v in price_map.items())}: "
-                      + (f"{len(moved)} moved" if moved else "none moved"), highlight=False)
-        for line in moved:
-            console.print("  " + line, highlight=False, markup=False)
-    moved_ms = f"; where the winners moved: {(time.perf_counter() - t_moved) * 1e3:.0f} ms" if price_map else ""
-    console.print(f"(re-planned in {planned * 1e3:.0f} ms (the pick itself){moved_ms}; {len(points)} stored points read "
-                  f"in {t_read * 1e3:.0f} ms; {(time.perf_counter() - t0) * 1e3:.0f} ms in all; nothing re-measured)")
-
-
-def _moved(before: pd.DataFrame, after: pd.DataFrame, hw_of: dict) -> list[str]:
-    """One line per best-card cell ("all") whose winner changed: from what, on which card, to what."""
-    hw_b = before[before.hardware == "all"].set_index(["regime", "model", "workload"])
-    hw_a = after[after.hardware == "all"].set_index(["regime", "model", "workload"])
-    lines = []
-    for key, a in hw_a.iterrows():
-        b = hw_b.loc[key] if key in hw_b.index else None
-        if b is None or (b.point_id or "") == (a.point_id or ""):
-            continue
-        where = lambda c: (f"{c.label} on {hw_of.get(c.point_id, '?')} ({c.value:.4g} {c.objective})"  # noqa: E731
-                           if c.label else "none")
-        lines.append(f"{key[0]} · {key[1]} · {key[2]}: {where(b)} -> {where(a)}")
-    return lines

@@ -128,9 +128,16 @@ def winners(points: pd.DataFrame, regimes: Sequence[Regime], *, per_hardware: bo
             allow_priors: bool = False, study_ref: str | StudyRef = "default") -> pd.DataFrame:
     """One row per (regime, workload, hardware) cell plus (regime, workload, "all"); see WINNER_COLUMNS.
     `allow_priors`: let points whose quality or speed rests only on priors win (default: projected).
-    `study_ref`: how the confirm commands name the study."""
+    `study_ref`: how the confirm commands name the study. A table of any shape: its derived columns
+    are added here (atlas.answer derives a study's once and calls `winner_cells`)."""
+    return winner_cells(with_derived(points).reset_index(drop=True), regimes, per_hardware=per_hardware,
+                        allow_priors=allow_priors, study_ref=study_ref)
+
+
+def winner_cells(pts: pd.DataFrame, regimes: Sequence[Regime], *, per_hardware: bool = True,
+                 allow_priors: bool = False, study_ref: str | StudyRef = "default") -> pd.DataFrame:
+    """`winners` of a table already derived (objectives.with_derived) and indexed 0..n-1."""
     rows = []
-    pts = with_derived(points).reset_index(drop=True)
     models = model_column(pts)
     for regime in regimes:
         adm = admission(pts, regime, allow_priors=allow_priors)
@@ -156,7 +163,12 @@ def projected_cases(points: pd.DataFrame, regimes: Sequence[Regime], cells: pd.D
                     study_ref: str | StudyRef = "default", top: int = 3) -> pd.DataFrame:
     """Per regime and hardware cell, up to `top` projected points (quality in or boundary, resting on
     priors) that beat the cell's winner: "projected — measure to confirm", each with its command."""
-    pts = with_derived(points).reset_index(drop=True)
+    return projected_of(with_derived(points).reset_index(drop=True), regimes, cells, study_ref=study_ref, top=top)
+
+
+def projected_of(pts: pd.DataFrame, regimes: Sequence[Regime], cells: pd.DataFrame, *,
+                 study_ref: str | StudyRef = "default", top: int = 3) -> pd.DataFrame:
+    """`projected_cases` of a table already derived and indexed 0..n-1."""
     cols = ["regime", "model", "workload", "hardware", "point_id", "label", "provenance", "quality_provenance",
             "quality_rel", "quality_rel_lo", "quality_rel_hi", "objective", "value", "winner_value", "evidence",
             "confirm_command"]
@@ -190,7 +202,11 @@ def boundary_cases(points: pd.DataFrame, regimes: Sequence[Regime], cells: pd.Da
     admitted" (rejected, but meets the constraints and beats that cell's winner), or "none".
     """
     pts = with_derived(points).reset_index(drop=True)
-    cells = winners(pts, regimes) if cells is None else cells
+    return boundary_of(pts, regimes, winner_cells(pts, regimes) if cells is None else cells)
+
+
+def boundary_of(pts: pd.DataFrame, regimes: Sequence[Regime], cells: pd.DataFrame) -> pd.DataFrame:
+    """`boundary_cases` of a table already derived and indexed 0..n-1, beside its cells."""
     cols = ["regime", "model", "workload", "hardware", "point_id", "label", "provenance", "quality_rel",
             "quality_rel_lo", "quality_rel_hi", "floor", "admitted", "meets_constraints", "effect"]
     frames = []

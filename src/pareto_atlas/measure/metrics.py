@@ -1,4 +1,4 @@
-"""Metrics derived from raw request records (definitions fixed in DESIGN.md).
+"""Metrics derived from raw request records (definitions fixed in docs/metrics.md).
 
 Latencies in milliseconds. Percentiles by linear interpolation between order statistics
 (numpy method='linear'); the P99 interval is the distribution-free order-statistic interval

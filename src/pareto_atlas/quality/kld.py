@@ -44,14 +44,12 @@ def chunks_for(tokens: int, ctx: int = KLD_CTX) -> int:
 
 def kld_text(chunks: int, ctx: int = KLD_CTX) -> tuple[str, str]:
     """The teacher-forced text: GSM8K train questions and answers in file order, long enough for
-    `chunks` chunks of `ctx` tokens (the test split where the train file is absent). Returns the
-    text and where it came from."""
-    from pareto_atlas.quality.gsm8k import GsmDataError, load_split
+    `chunks` chunks of `ctx` tokens. Returns the text and where it came from (split, file sha256,
+    documents used), which the stage prints and stores with every KL row. Always the train split
+    (shipped with the package): another split would be another text, and KL figures would move."""
+    from pareto_atlas.quality.gsm8k import load_split
 
-    try:
-        split = load_split("train")
-    except GsmDataError:
-        split = load_split("test")
+    split = load_split("train")
     need = max(chunks, 2) * ctx * CHARS_PER_TOKEN_BOUND    # llama-perplexity refuses under 2 x ctx tokens
     parts, size = [], 0
     for doc in split.docs:
@@ -59,6 +57,8 @@ def kld_text(chunks: int, ctx: int = KLD_CTX) -> tuple[str, str]:
             break
         parts.append(f"Question: {doc.question}\nAnswer: {doc.answer}\n\n")
         size += len(parts[-1])
+    if size < need:
+        raise KldError(f"kld: the GSM8K train split holds {size} characters, {chunks} chunks need {need:.0f}")
     return "".join(parts), f"gsm8k {split.name} ({split.sha256[:12]}), first {len(parts)} of {len(split.docs)} docs"
 
 

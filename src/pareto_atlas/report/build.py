@@ -8,12 +8,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from pareto_atlas.atlas.answer import Answer
 from pareto_atlas.atlas.evidence import StudyRef
-from pareto_atlas.atlas.frontier import frontier
-from pareto_atlas.atlas.objectives import DEFAULT_OBJECTIVES, Objective
+from pareto_atlas.atlas.objectives import DEFAULT_OBJECTIVES, Objective, with_derived
 from pareto_atlas.atlas.regimes import Regime, default_regimes
 from pareto_atlas.atlas.summary import frontier_frequency, stacked_vs_single
-from pareto_atlas.atlas.winners import boundary_cases, projected_cases, winners
 from pareto_atlas.report import figures as F
 from pareto_atlas.report.definitions import METRIC_DEFINITIONS, PERCENTILE_METHOD
 from pareto_atlas.report.export import export_all, winners_markdown
@@ -48,15 +47,23 @@ def build_report(
     `allow_priors`: let points resting only on priors win; else they are listed in projected.csv
     with the command that would measure them (`study_ref` names the study in it).
     """
+    pts = with_derived(points)
+    answer = Answer.of(pts, _regimes(regimes, pts), allow_priors=allow_priors, study_ref=study_ref,
+                       objectives=objectives)
+    return write_report(answer, out_dir, fidelity=fidelity, meta=meta, latency=latency, figures=figures)
+
+
+def write_report(answer: Answer, out_dir: Path, *, fidelity: pd.DataFrame | None = None,
+                 meta: Mapping[str, object] | None = None, latency: str = "tpot_p99_ms",
+                 figures: bool = True) -> dict[str, Path]:
+    """`build_report` of an atlas already answered (atlas.answer): the page, the tables and the
+    figures read its points, frontier marks, winners, boundary and projected cases."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     meta = dict(meta or {})
-    regs = _regimes(regimes, points)
-    marked = frontier(points, objectives)
-    per_hw = frontier(points, objectives, by=("workload", "hardware"))
-    cells = winners(points, regs, allow_priors=allow_priors, study_ref=study_ref)
-    boundary = boundary_cases(points, regs, cells)
-    projected = projected_cases(points, regs, cells, study_ref=study_ref)
+    points, regs, objectives, allow_priors = answer.points, answer.regimes, answer.objectives, answer.allow_priors
+    marked, per_hw, cells = answer.marked, answer.marked_per_hardware, answer.cells
+    boundary, projected = answer.boundary, answer.projected
     freq = frontier_frequency(marked)
     svs = stacked_vs_single(marked)
     paths: dict[str, Path] = {}

@@ -59,16 +59,15 @@ def claims_study(study, store, out: Path, console: Console) -> dict[str, Path]:
     """Print the claims table of a study's atlas (`claims = "paper"`) and write it under `out`."""
     import time
 
-    from pareto_atlas.atlas.stage import confirm_ref, study_points, study_regimes
+    from pareto_atlas.atlas.stage import study_answer
     from pareto_atlas.calibrate.stage import model_card
 
     t0 = time.monotonic()
-    points = study_points(study, store)
+    answer = study_answer(study, store)        # the atlas's own answer, its points derived once
     target = study.targets[0] if study.targets else None
     model = target.name if target else study.model.name
     workload = target.workloads[0].name if target and target.workloads else study.workload.name
-    view = A.atlas_view(points, study_regimes(study, points), model, workload, confirm_ref(study),
-                        study.quality.allow_priors)
+    view = A.atlas_view(answer.points, answer.regimes, model, workload, answer.study_ref, answer.allow_priors)
     refs = load_references()
     rows = claim_rows(view, refs, {"model": model, "card": model_card(study).name, "task": study.quality.task})
     print_claims(rows, refs, console)

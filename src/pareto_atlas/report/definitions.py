@@ -1,4 +1,5 @@
-"""Metric definitions and the percentile method, as every output states them (DESIGN.md)."""
+"""Metric definitions and the percentile method, as every output states them: the one source of
+docs/metrics.md (tests/unit/test_docs.py holds the page to it)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,11 @@ METRIC_DEFINITIONS = {
     "Throughput": "sum of completion tokens / (first send to last completion), whole run.",
     "Cost per million tokens": "$/hour / (output tokens per second x 3600) x 1e6, with the price and its date stated.",
     "quality_rel": "task score / the baseline configuration's score; 95 % interval from the score's interval.",
-    "Quality guard": "a point is admitted when its quality_rel point estimate is >= the floor; a point that meets "
-                     "the constraints and whose 95 % interval straddles the floor is a boundary case, listed either way.",
+    "Quality guard": "on intervals, never on a point estimate alone: a point is in when the 95 % interval of its "
+                     "quality_rel lies at or above the floor, out when it lies below, and a boundary case when it "
+                     "straddles the floor (not admitted, always listed). Where the point has a measured KL divergence "
+                     "against the baseline, that axis votes too: out if either axis is clearly out, in if either is "
+                     "clearly in and neither is out.",
     "Frontier (raw)": "no other point is at least as good on every objective and strictly better on one.",
     "Frontier with error bars": "a point is dominated only when another beats it beyond both error bars on every "
                                 "objective where they differ; raw-dominated points that cannot be separated are 'tied'.",

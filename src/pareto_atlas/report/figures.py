@@ -20,7 +20,8 @@ from matplotlib.patches import Rectangle
 from pareto_atlas.atlas.constraints import Constraint
 from pareto_atlas.atlas.frontier import frontier_line, projection
 from pareto_atlas.atlas.objectives import UNITS, interval
-from pareto_atlas.atlas.pick import pick
+from pareto_atlas.atlas.pick import best_under
+from pareto_atlas.atlas.question import Question
 
 STATUS_COLOR = {"frontier": "#1f6fb4", "tied": "#e08a1e", "dominated": "#b8b8b8", "excluded": "#e6e6e6"}
 PROV_MARKER = {"measured": "o", "simulated": "o", "prior": "^"}
@@ -236,7 +237,8 @@ def fig_constraint_winners(points: pd.DataFrame, out_dir: Path, *, latency: str 
         caps = np.unique(np.quantile(vals, np.linspace(0.02, 1.0, steps)))
         xs, ys, provs, labels = [], [], [], []
         for cap in caps:
-            r = pick(points, [Constraint(latency, "<=", float(cap))], objective, quality_floor=quality_floor, top=1)
+            r = best_under(points, Question.make([Constraint(latency, "<=", float(cap))], objective,
+                                                 quality_floor=quality_floor), top=1)
             if r.winner is not None:
                 xs.append(cap)
                 ys.append(r.winner[objective])

@@ -20,10 +20,10 @@ from pareto_atlas.atlas.constraints import satisfied
 from pareto_atlas.atlas.evidence import (StudyRef, confirm_command, evidence_label, evidence_ok, quality_evidence,
                                         speed_evidence)
 from pareto_atlas.atlas.frontier import frontier
-from pareto_atlas.atlas.objectives import DEFAULT_OBJECTIVES, interval, with_derived
+from pareto_atlas.atlas.objectives import DEFAULT_OBJECTIVES, interval
 from pareto_atlas.atlas.regimes import Regime, admission
 from pareto_atlas.atlas.summary import stacked_vs_single
-from pareto_atlas.atlas.winners import ALL, model_column, projected_beating, winners
+from pareto_atlas.atlas.winners import ALL, model_column, projected_beating, winner_cells
 
 Pred = Callable[[pd.DataFrame], np.ndarray]
 
@@ -47,13 +47,13 @@ class AtlasView:
 
 def atlas_view(points: pd.DataFrame, regimes, model: str, workload: str, study_ref: StudyRef,
                allow_priors: bool = False) -> AtlasView:
-    pts = with_derived(points)
-    m = (model_column(pts) == model) & (pts["workload"].astype(str) == workload).to_numpy()
-    pts = pts[m].reset_index(drop=True)
+    """One (model, workload) of a study's atlas; `points` carry their derived columns (atlas.answer)."""
+    m = (model_column(points) == model) & (points["workload"].astype(str) == workload).to_numpy()
+    pts = points[m].reset_index(drop=True)
     if pts.empty:
         raise ValueError(f"the atlas has no points for {model!r} at {workload!r}; run `pareto-atlas simulate` first")
     regs = tuple(regimes)
-    return AtlasView(pts, regs, winners(pts, regs, allow_priors=allow_priors, study_ref=study_ref), study_ref,
+    return AtlasView(pts, regs, winner_cells(pts, regs, allow_priors=allow_priors, study_ref=study_ref), study_ref,
                      allow_priors)
 
 
@@ -98,8 +98,8 @@ def best_admitted(view: AtlasView, regime: str, where: Pred) -> pd.Series | None
     sub = view.points[where(view.points)]
     if sub.empty:
         return None
-    cells = winners(sub, [view.regime(regime)], per_hardware=False, allow_priors=view.allow_priors,
-                    study_ref=view.study_ref)
+    cells = winner_cells(sub, [view.regime(regime)], per_hardware=False, allow_priors=view.allow_priors,
+                         study_ref=view.study_ref)
     pid = cells.iloc[0].point_id
     return sub[sub.point_id == pid].iloc[0] if pid else None
 
@@ -193,8 +193,8 @@ def reprice_moves(view: AtlasView, prices: dict[str, float]) -> dict[str, tuple[
     from pareto_atlas.atlas.pick import reprice
 
     pts = reprice(view.points, prices, "re-priced")
-    after = AtlasView(pts, view.regimes, winners(pts, view.regimes, allow_priors=view.allow_priors,
-                                                 study_ref=view.study_ref), view.study_ref, view.allow_priors)
+    after = AtlasView(pts, view.regimes, winner_cells(pts, view.regimes, allow_priors=view.allow_priors,
+                                                      study_ref=view.study_ref), view.study_ref, view.allow_priors)
     return {r.name: (winner(view, r.name), winner(after, r.name)) for r in view.regimes}
 
 

@@ -9,8 +9,8 @@ import pandas as pd
 from rich.console import Console
 
 from pareto_atlas import __version__
-from pareto_atlas.atlas.stage import confirm_ref, study_points, study_regimes
-from pareto_atlas.report.build import build_report
+from pareto_atlas.atlas.stage import study_answer
+from pareto_atlas.report.build import write_report
 from pareto_atlas.spec.study import Study
 from pareto_atlas.store import Store
 
@@ -29,8 +29,7 @@ def fidelity_table(study: Study, store: Store) -> pd.DataFrame | None:
 
 
 def report_study(study: Study, store: Store, out: Path, console: Console) -> dict[str, Path]:
-    points = study_points(study, store)
-    regs = study_regimes(study, points)
+    answer = study_answer(study, store)        # the same answer `atlas` prints and `pick` asks
     meta = {"title": f"pareto-atlas: {study.name}", "study": study.name, "description": study.description,
             "model": study.model.name, "engine": study.engine.name, "tool_version": __version__,
             "workload": f"{study.workload.prompt_tokens} prompt / {study.workload.output_tokens} output tokens",
@@ -43,8 +42,7 @@ def report_study(study: Study, store: Store, out: Path, console: Console) -> dic
                           if study.quality.kld_max else ""),
             "price_source": f"GPU prices: spec/hardware.toml (seed paper, {study.price_date}) with study overrides; "
                             f"this CPU: ${study.cpu_price_per_hour}/h (assumed)"}
-    paths = build_report(points, out, regimes=regs, fidelity=fidelity_table(study, store), meta=meta,
-                         allow_priors=study.quality.allow_priors, study_ref=confirm_ref(study))
+    paths = write_report(answer, out, fidelity=fidelity_table(study, store), meta=meta)
     from pareto_atlas.quality.campaign import agreement_table
 
     agree = agreement_table(study, store)

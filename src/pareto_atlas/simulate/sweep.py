@@ -10,10 +10,10 @@ import numpy as np
 import pandas as pd
 
 from pareto_atlas.simulate.api import METRICS, PERCENTILE_METHOD, resolve_acceptance
-from pareto_atlas.simulate import cost_model
-from pareto_atlas.simulate.cost_model import N_COEFFS, coeffs
+from pareto_atlas.simulate.cost_model import N_COEFFS, coeffs, prefill_coeffs
 from pareto_atlas.simulate.kernels import CV, POLICIES, lone_prefill_s, run_batch
 from pareto_atlas.simulate.memory import plan_memory
+from pareto_atlas.simulate.parallel import replica_load
 from pareto_atlas.simulate.params import CalibParams, default_params
 from pareto_atlas.simulate.schedulers import resolve
 from pareto_atlas.simulate import des
@@ -60,11 +60,13 @@ def sweep(space: Space, params: dict[str, CalibParams] | None = None, n_requests
     reasons = [""] * n
     prior_src = [""] * n
     schedulers = []                   # per pair: the policy it runs, in words
+    busy = np.ones(n)                 # replicas a row's load keeps busy: its throughput's multiple
+    rate_total = np.empty(n)          # the load's rate over all replicas (what the row reports)
     r = 0
     for pi, (k, hw) in enumerate(pairs):
         p = params.get(hw.name) or default_params(hw)
         accept, prior = resolve_acceptance(k)
-        c = coeffs(space.model, hw, k, p, accept=accept)
+        c = coeffs(space.model, hw, k, p, accept=accept)      # one worker (decode pool's for disagg)
         # a GPU point's continuous batching is its engine's own scheduler (simulate.schedulers)
         batching, chunk_tokens, label = resolve(k.batching, k.chunk_tokens, hw, space.engine)
         schedulers.append(label)
@@ -78,7 +80,9 @@ def sweep(space: Space, params: dict[str, CalibParams] | None = None, n_requests
                 C[r], C_pf[r], n_pf[r], n_dw[r] = c, c_pf, workers, decoders
                 policy[r] = POLICIES.index(batching)
                 slots[r], chunk[r] = k.slots, chunk_tokens
-                conc[r], rate[r], think[r] = ld.concurrency, ld.rate_rps, ld.think_code
+                # one replica is simulated under its share of the load (simulate.parallel.replica_load)
+                conc[r], rate[r], busy[r] = replica_load(ld.concurrency, ld.rate_rps, k.replicas)
+                rate_total[r], think[r] = ld.rate_rps, ld.think_code
                 prompt[r], output[r] = wl.prompt_tokens, wl.output_tokens
                 kv_cap[r] = plan.kv_cap_tokens if plan.feasible else np.inf
                 weights_b[r], kvb_tok[r] = plan.weights_bytes, plan.kv_bytes_per_token
@@ -90,35 +94,37 @@ def sweep(space: Space, params: dict[str, CalibParams] | None = None, n_requests
     slo = space.slo or {}
     util = np.array([L[i].utilization for i in load_idx]) if n else np.zeros(0)
     if (util > 0).any():
+        # a fraction of one replica's capacity, per replica; the row reports it over all replicas
         rate[util > 0] = _utilization_rates(C, policy, slots, chunk, prompt, output, np.where(replay, np.inf, kv_cap),
                                             util, pair_idx * len(W) + wl_idx, int(n_requests), int(seed), C_pf, n_pf,
                                             n_dw)
-    pooled = (n_dw > 1) & ~replay & np.isfinite(kv_cap)
+        rate_total[util > 0] = rate[util > 0] * busy[util > 0]
+    pooled = (n_dw > 1) & ~replay & np.isfinite(kv_cap)    # a pool of decode engines: outside the batch kernel
     # the batch kernel draws closed and Poisson loads itself and passes over infinite caps: traces go below
-    run_batch(C, policy, slots, chunk, conc, rate, prompt, output, np.where(replay | pooled, np.inf, kv_cap), int(n_requests),
-               slo.get("ttft_ms", math.inf) / 1e3, slo.get("tpot_ms", math.inf) / 1e3, int(seed), out, peak,
-               think, think_times(1.0, int(n_requests), SEED), C_pf, n_pf)
+    run_batch(C, policy, slots, chunk, conc, rate, prompt, output, np.where(replay | pooled, np.inf, kv_cap),
+              int(n_requests), slo.get("ttft_ms", math.inf) / 1e3, slo.get("tpot_ms", math.inf) / 1e3, int(seed),
+              out, peak, think, think_times(1.0, int(n_requests), SEED), C_pf, n_pf)
     for r in np.flatnonzero(pooled):
         out[r], peak[r] = _pooled(C[r], C_pf[r], int(n_pf[r]), int(n_dw[r]), int(slots[r]), kv_cap[r], int(conc[r]),
                                   rate[r], think[r], int(prompt[r]), int(output[r]), int(n_requests), slo,
                                   int(seed) + int(r))
     for r in np.flatnonzero(replay & np.isfinite(kv_cap)):
         out[r], peak[r] = _replay(C[r], W[wl_idx[r]], int(policy[r]), int(slots[r]), int(chunk[r]), kv_cap[r], slo,
-                                  int(seed) + int(r), C_pf[r], int(n_pf[r]))
+                                  int(seed) + int(r), C_pf[r], int(n_pf[r]), pairs[pair_idx[r]][0].replicas)
+    for m in ("throughput_tok_s", "goodput_rps"):          # replicas add up; latencies are one replica's
+        out[:, METRICS.index(m)] *= busy
     df = _frame(space, pairs, params, pair_idx, wl_idx, load_idx, out, peak, weights_b, kvb_tok, kv_cap, reasons,
-                prior_src, rate)
+                prior_src, rate_total)
     df["scheduler"] = np.array(schedulers, dtype=object)[pair_idx]
     return df
 
 
 def pools(model, hw, k: Knobs, p: CalibParams, accept: float, c: np.ndarray) -> tuple[np.ndarray, int, int]:
     """A disaggregated configuration's pools: (its prefill workers' coefficient vector, how many, how
-    many decode engines); the decode vector, one and one for every other policy. The sizes are the
-    knobs `prefill_workers` and `decode_workers` (1 where Knobs has none)."""
+    many decode engines); the decode vector, one and one for every other policy."""
     if k.batching != "disagg":
         return c, 1, 1
-    workers, decoders = getattr(k, "prefill_workers", 1) or 1, getattr(k, "decode_workers", 1) or 1
-    return _prefill_coeffs(model, hw, k, p, accept, c), int(workers), int(decoders)
+    return prefill_coeffs(model, hw, k, p, accept=accept), k.prefill_workers, k.decode_workers
 
 
 def _pooled(c, c_pf, n_pf: int, n_dw: int, slots: int, kv_cap: float, conc: int, rate: float, think: float, prompt: int,
@@ -134,20 +140,6 @@ def _pooled(c, c_pf, n_pf: int, n_dw: int, slots: int, kv_cap: float, conc: int,
     res = des.run(c, a, "disagg", slots, 0, kv_cap, slo, seed, prefill_c=c_pf, prefill_workers=n_pf,
                   decode_workers=n_dw)
     return np.array([res.summary[m] for m in METRICS]), res.peak_kv_tokens
-
-
-def _prefill_coeffs(model, hw, k: Knobs, p: CalibParams, accept: float, c: np.ndarray) -> np.ndarray:
-    # STAND-IN until the parallelism branch lands: cost_model there gives prefill workers a vector of
-    # their own parallelism (prefill_tp; 0 = tp). Until then they run the decode engine's, as the pair did.
-    own = getattr(cost_model, "prefill_coeffs", None)
-    return own(model, hw, k, p, accept=accept) if own is not None else c
-
-
-def devices(k: Knobs) -> int:
-    """Devices a configuration holds: a disaggregated one its prefill workers and its decode engines."""
-    if k.batching != "disagg":
-        return 1
-    return (getattr(k, "prefill_workers", 1) or 1) + (getattr(k, "decode_workers", 1) or 1)
 
 
 def _utilization_rates(C, policy, slots, chunk, prompt, output, kv_cap, util, shape, n_requests, seed, C_pf,
@@ -180,9 +172,10 @@ def _utilization_rates(C, policy, slots, chunk, prompt, output, kv_cap, util, sh
 
 
 def _replay(c: np.ndarray, wl: Workload, policy: int, slots: int, chunk: int, kv_cap: float, slo: dict,
-            seed: int, c_pf: np.ndarray, n_pf: int) -> tuple[np.ndarray, float]:
-    """One point replaying its workload's trace: its METRICS and peak KV tokens."""
-    t, p, o = (np.array(col) for col in zip(*wl.trace))
+            seed: int, c_pf: np.ndarray, n_pf: int, replicas: int = 1) -> tuple[np.ndarray, float]:
+    """One point replaying its workload's trace: its METRICS (one replica's, taking every replicas-th
+    request in turn; the sweep multiplies throughput back) and peak KV tokens."""
+    t, p, o = (np.array(col)[::replicas] for col in zip(*wl.trace))
     res = des.run(c, des.trace(t, p, o), POLICIES[policy], slots, chunk, kv_cap, slo, seed, prefill_c=c_pf,
                   prefill_workers=n_pf)
     return np.array([res.summary[m] for m in METRICS]), res.peak_kv_tokens
@@ -224,7 +217,9 @@ def _frame(space, pairs, params, pair_idx, wl_idx, load_idx, out, peak, weights_
     # its family's, or derived from the roofline (no anchor of the format or its family: an extrapolation)
     df["weights_cost"] = np.array([p.weight_cost(k.weights, "gemv", space.model)[1] for (k, _), p in zip(pairs, hp)],
                                   dtype=object)[pair_idx]
-    n_dev = np.array([devices(k) for k, _ in pairs])[pair_idx]
+    # every GPU the configuration holds (replicas, stages, both pools): per-device throughput and cost count them
+    n_dev = np.array([k.gpus() for k, _ in pairs])[pair_idx]
+    df["gpus"] = n_dev
     df["n_devices"] = n_dev
     df["throughput_per_device_tok_s"] = df["throughput_tok_s"].to_numpy() / n_dev
     price = np.array([h.price_per_hour for h in hw])[pair_idx] * n_dev
@@ -242,4 +237,4 @@ def _frame(space, pairs, params, pair_idx, wl_idx, load_idx, out, peak, weights_
 
 def sweep_knobs(space: Space, knobs: list[Knobs]) -> Space:
     """The same space over another knob list (e.g. the atlas's candidates)."""
-    return replace(space, knobs=tuple(k for k in knobs if any(not compatible(k, h, space.engine) for h in space.hardware)))
+    return replace(space, knobs=tuple(k for k in knobs if any(not compatible(k, h, space.engine, space.model) for h in space.hardware)))

@@ -1,6 +1,6 @@
 """The quality of a configuration of a model the study did not measure: the evidence ladder.
 
-Rungs, strongest first, each with an interval (DESIGN.md's evidence levels):
+Rungs, strongest first, each with an interval (docs/evidence.md's quality ladder):
   (a) measured on that model: the measured target's own quality (store.quality.quality_for);
   (b) published for that model and knobs (quality.published: a source's score beside its own
       baseline, the interval from its item count or printed stderr);

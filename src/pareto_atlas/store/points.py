@@ -30,7 +30,7 @@ def point_id(knobs: Knobs, hardware: str, workload: str, concurrency: int, rate:
 
 
 def cost_per_mtok(price_per_hour: float, throughput_tok_s: float) -> float:
-    """$ per million output tokens (DESIGN.md): $/hour / (tokens/s x 3600) x 1e6."""
+    """$ per million output tokens (docs/metrics.md): $/hour / (tokens/s x 3600) x 1e6."""
     if not throughput_tok_s or throughput_tok_s <= 0 or math.isnan(throughput_tok_s):
         return NAN
     return price_per_hour / (throughput_tok_s * 3600.0) * 1e6
@@ -109,7 +109,7 @@ def _measured_rows(study: Study, store: Store) -> pd.DataFrame:
             "model_card": "imported" if imported else "measured here", "hardware": a.hardware, "workload": wl["name"],
             "prompt_tokens": wl["prompt_tokens"], "output_tokens": wl["output_tokens"],
             "concurrency": conc, "rate_rps": load.get("rate_rps") or NAN, "n_requests": load["requests"],
-            **knobs.to_dict(),
+            **knobs.as_row(),
             "spec_drafted_per_token": drafted, "spec_accept_measured": accept,
             "optimizations": "+".join(knobs.optimizations()), "n_opts": len(knobs.optimizations()),
             "provenance": "measured", "origin": prov["source"] if imported else "measured",

@@ -1,6 +1,6 @@
 """The quality of any configuration, from the evidence in the store, labelled by how strong it is.
 
-Evidence levels, strongest first (DESIGN.md): measured on this arm; inherited from an arm with the
+Evidence levels, strongest first (docs/evidence.md): measured on this arm; inherited from an arm with the
 same token-changing knobs; a measured relative effect (KV eviction, top-k attention) on a measured
 core; a prior (a cited effect, or a re-encoding argument) with a wide interval; unmeasured. Every
 level carries an interval on the score relative to the baseline arm, paired where both arms

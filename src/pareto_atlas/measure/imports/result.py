@@ -1,5 +1,5 @@
 """What an imported result file becomes, whatever tool wrote it: anchors (speed) or quality
-evidence, each figure in the project's own definitions (DESIGN.md) with the tool's original name,
+evidence, each figure in the project's own definitions (docs/metrics.md) with the tool's original name,
 unit and percentile method kept beside it, and the token-count contract level it can show."""
 
 from __future__ import annotations

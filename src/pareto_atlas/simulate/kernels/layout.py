@@ -23,12 +23,20 @@ from __future__ import annotations
 # O_REQ    s between a client's send and the engine seeing the request (HTTP, tokenization, the API
 #          server's hop to the engine): in every TTFT and E2E, and in a closed loop's gap between a
 #          completion and the client's next request, but never in an engine step
+# COMM_STEP, COMM_TOK   a tensor/pipeline-parallel worker's collectives and stage sends over the
+#          node's link, per step and per token of the step, serial with the kernels
+#          (simulate.parallel); 0 on one device
+# PP_STAGES  a pipeline-parallel worker's stages (0 or 1: none). A step is one pipeline round; its
+#          sequences fill min(stages, sequences) micro-batches, and compute, KV traffic and the link's
+#          bytes divide over those (one prompt alone crosses the stages one after the other: no gain)
 W_T, KVR, KVW, FL, AT, CTX_SCALE, O_STEP, O_SEQ, P = range(9)
 Q, K, ACC, D_W, D_FL, D_KVR, D_O, XFER, CV = range(9, 18)
 FL_V, FL_H, TILE, DRAFT_P = range(18, 22)
 KV_PAD = 22
 O_REQ = 23
-N_COEFFS = 24
+COMM_STEP, COMM_TOK = 24, 25
+PP_STAGES = 26
+N_COEFFS = 27
 
 # Closed-loop clients never land in the same instant: an idle engine starts a step for the first
 # request and the others wait for the next one (llama.cpp's slot loop, vLLM's scheduler alike);

@@ -6,8 +6,9 @@ import numpy as np
 from numba import njit
 
 from pareto_atlas.simulate.kernels._cache import CACHE
-from pareto_atlas.simulate.kernels.layout import (AT, CTX_SCALE, D_FL, D_KVR, D_O, D_W, DRAFT_P, FL, FL_H, FL_V, K,
-                                                  KV_PAD, KVR, KVW, O_REQ, O_SEQ, O_STEP, P, Q, TILE, W_T)
+from pareto_atlas.simulate.kernels.layout import (AT, COMM_STEP, COMM_TOK, CTX_SCALE, D_FL, D_KVR, D_O, D_W, DRAFT_P,
+                                                  FL, FL_H, FL_V, K, KV_PAD, KVR, KVW, O_REQ, O_SEQ, O_STEP, P,
+                                                  PP_STAGES, Q, TILE, W_T)
 
 
 @njit(cache=CACHE)
@@ -76,6 +77,11 @@ def _step_time(c: np.ndarray, n_dec: float, ctx_dec: float, n_pf: float, pf_pair
     cmp = gemm_s * gemm + gemv_s * (tokens - gemm) + head_s * logits
     a_mem = kv_read_s * (ctx_eff + pf_ctx) + kv_write_s * tokens
     a_cmp = pair_s * (rows * ctx_eff + pf_pairs)
+    comm_tok = c[COMM_TOK]
+    if c[PP_STAGES] > 1.0:
+        # one pipeline round: the sequences fill min(stages, sequences) micro-batches
+        m = min(c[PP_STAGES], max(n_seqs, 1.0))
+        cmp, a_mem, a_cmp, comm_tok = cmp / m, a_mem / m, a_cmp / m, comm_tok / m
     # k sequential draft forwards on the steps that draft (prefill of the draft is folded into
     # its compute term below).
     drafting = k > 0.0 and n_dec > 0.0 and draft_p > 0.0
@@ -86,7 +92,7 @@ def _step_time(c: np.ndarray, n_dec: float, ctx_dec: float, n_pf: float, pf_pair
         # the two rooflines' pow chains side by side (see _smooth_max2)
         fwd, attn = _smooth_max2(mem, cmp, a_mem, a_cmp, p, bound)
         fwd, draft_fwd = fwd + attn, 0.0
-    t = fwd + step_s + seq_s * n_seqs
+    t = fwd + step_s + seq_s * n_seqs + c[COMM_STEP] + comm_tok * tokens
     if drafting:
         t += draft_p * k * (draft_fwd + c[D_O])
     if k > 0.0 and n_pf > 0.0 and c[D_FL] > 0.0:
