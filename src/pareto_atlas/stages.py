@@ -69,7 +69,7 @@ def _needs_arms(ctx: Context, stage: str) -> None:
 
 
 def measure(ctx: Context, arms: list[str] | None = None) -> None:
-    from pareto_atlas.calibrate.stage import this_machine
+    from pareto_atlas.measure.hwprobe import this_machine
     from pareto_atlas.measure.campaign import run_campaign
 
     _needs_arms(ctx, "measure")
@@ -360,9 +360,10 @@ def export_peer(ctx: Context, fmt: str) -> None:
 def published(ctx: Context, tables: list[Path] | None = None, engines: list[str] | None = None,
               hardware: list[str] | None = None) -> None:
     from pareto_atlas.calibrate.published_stage import published_study
+    from pareto_atlas.report.claims import ratio_lines
 
     t0 = time.monotonic()
-    published_study(ctx.study.name, ctx.store, ctx.console, tables, engines, hardware)
+    published_study(ctx.study.name, ctx.store, ctx.console, tables, engines, hardware, ratio_lines=ratio_lines)
     ctx.console.print(f"published: done in {time.monotonic() - t0:.0f} s")
 
 

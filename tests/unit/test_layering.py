@@ -23,20 +23,21 @@ PKG = "pareto_atlas"
 # three places are libraries that earlier stages stand on, so they sit lower than their package's stage:
 # - `scale`: the executor (where a job runs), generic over the job: it imports no campaign;
 # - the store's file (`store.db`, its migrations and integrity check): every stage writes through it; the
-#   store's readers, which know what quality and points mean, stay after quality;
-# - the simulator's model (cost model, kernels, discrete-event simulation, the space): calibration fits it,
-#   so it sits before calibrate; the simulate stage (which reads the fits) after.
+#   store's readers, which turn stored rows into points and qualities of the simulator's targets, stay after
+#   quality and the simulator;
+# - the simulator's model (cost model, kernels, discrete-event simulation, the space, the targets): calibration
+#   fits it, so it sits before calibrate; the simulate stage (which reads the fits) after.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("spec", (PKG, f"{PKG}.spec")),
     ("scale", (f"{PKG}.scale",)),
     ("store file", (f"{PKG}.store", f"{PKG}.store.db", f"{PKG}.store.migrations", f"{PKG}.store.integrity")),
     ("measure", (f"{PKG}.measure",)),
     ("quality", (f"{PKG}.quality",)),
+    ("simulator", (f"{PKG}.simulate",)),
     ("store readers", (f"{PKG}.store.quality", f"{PKG}.store.compare", f"{PKG}.store.points",
                        f"{PKG}.store.ladder")),
-    ("simulator", (f"{PKG}.simulate",)),
     ("calibrate", (f"{PKG}.calibrate",)),
-    ("simulate stage", (f"{PKG}.simulate.stage", f"{PKG}.simulate.resume", f"{PKG}.simulate.targets")),
+    ("simulate stage", (f"{PKG}.simulate.stage", f"{PKG}.simulate.resume")),
     ("atlas", (f"{PKG}.atlas",)),
     ("report", (f"{PKG}.report",)),
     ("stages", (f"{PKG}.stages", f"{PKG}.cli", f"{PKG}.__main__")),

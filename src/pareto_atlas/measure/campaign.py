@@ -122,7 +122,7 @@ def served_model(study: Study, arm: ArmSpec) -> tuple[Path | str, str, int, floa
     weight type. The model is the arm's (`Study.model_for`)."""
     model = study.model_for(arm)
     if study.engine.name == "openai":
-        from pareto_atlas.calibrate.stage import model_card
+        from pareto_atlas.measure.model_card import model_card
 
         bits = BITS_PER_WEIGHT[arm.weights]
         served = study.model.served or study.model.name

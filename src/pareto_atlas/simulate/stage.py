@@ -13,7 +13,8 @@ import numpy as np
 import pandas as pd
 from rich.console import Console
 
-from pareto_atlas.calibrate.stage import THIS, model_card, this_machine
+from pareto_atlas.measure.hwprobe import THIS, this_machine
+from pareto_atlas.measure.model_card import model_card
 from pareto_atlas.simulate.params import CalibParams, default_params
 from pareto_atlas.simulate.space import GPU_WEIGHTS, Load, Space, Workload, compatible, default_knobs, load_label
 from pareto_atlas.simulate.targets import Target, carried_params, study_targets
@@ -252,7 +253,7 @@ def fitted_models(hw: HardwareCard, study: Study, measured_card, anchors=None) -
     if hw.kind == "cpu":
         names = {measured_card.name}
         if anchors is not None and len(anchors) and "model" in anchors:
-            from pareto_atlas.calibrate.stage import anchor_cards
+            from pareto_atlas.measure.model_card import anchor_cards
 
             mine = anchors[anchors.hardware == hw.name] if "hardware" in anchors else anchors
             names |= {c.name for c in anchor_cards(study, mine)} if len(mine) else set()
