@@ -19,7 +19,8 @@ from rich.markup import escape
 
 from pareto_atlas.measure.weights import ModelError
 from pareto_atlas.scale import Executor, InProcess, executor_for
-from pareto_atlas.spec.study import QualityTask, Study, StudyError, load_study
+from pareto_atlas.measure.resolve import load_study   # a study read with the checks that read this host
+from pareto_atlas.spec.study import QualityTask, Study, StudyError
 from pareto_atlas.store import Store, StoreError
 
 USER_ERRORS: tuple[type[BaseException], ...] = (StudyError, StoreError, ModelError, ValueError, FileNotFoundError)

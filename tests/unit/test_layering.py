@@ -63,12 +63,27 @@ def layer_of(module: str) -> int:
     return index
 
 
-def imports_of(module: str, path: Path, known: dict[str, Path]) -> list[tuple[str, int]]:
-    """(imported module of this package, line) for every import in the file, at any depth.
-    `from pkg import name` is an edge to `pkg.name` where that is a module, else to `pkg`."""
+def _typing_only(tree: ast.Module) -> set[int]:
+    """The ids of import nodes under `if TYPE_CHECKING:`."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            out |= {id(n) for stmt in node.body for n in ast.walk(stmt) if isinstance(n, (ast.Import, ast.ImportFrom))}
+    return out
+
+
+def imports_of(module: str, path: Path, known: dict[str, Path],
+               runtime_only: bool = False) -> list[tuple[str, int]]:
+    """(imported module of this package, line) for every import in the file, at any depth (`runtime_only`:
+    not those under `if TYPE_CHECKING:`). `from pkg import name` is an edge to `pkg.name` where that is a
+    module, else to `pkg`."""
     is_package = path.name == "__init__.py"
     out = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    tree = ast.parse(path.read_text(), str(path))
+    skip = _typing_only(tree) if runtime_only else set()
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -92,9 +107,9 @@ def imports_of(module: str, path: Path, known: dict[str, Path]) -> list[tuple[st
     return out
 
 
-def graph() -> dict[str, list[tuple[str, int]]]:
+def graph(runtime_only: bool = False) -> dict[str, list[tuple[str, int]]]:
     known = modules()
-    return {m: imports_of(m, p, known) for m, p in known.items()}
+    return {m: imports_of(m, p, known, runtime_only) for m, p in known.items()}
 
 
 def upward_edges(g: dict[str, list[tuple[str, int]]]) -> list[str]:
@@ -153,7 +168,7 @@ def test_no_upward_import():
 
 
 def test_no_import_circle():
-    g = graph()
+    g = graph(runtime_only=True)
     found = circles(g)
     lines = []
     for comp in found:

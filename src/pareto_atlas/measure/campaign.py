@@ -23,7 +23,7 @@ from pareto_atlas import __version__
 from pareto_atlas.measure.hostinfo import endpoint_description, host_description
 from pareto_atlas.measure.weights import ModelError, matmul_bits_per_weight, variant_file
 from pareto_atlas.spec.knobs import BITS_PER_WEIGHT
-from pareto_atlas.spec.study import ArmSpec, Study, WorkloadSpec
+from pareto_atlas.spec.study import ARM_KNOBS, ArmSpec, Study, WorkloadSpec
 from pareto_atlas.spec.trace import identity as trace_identity
 from pareto_atlas.store import Store
 from pareto_atlas.store.db import dumps, now
@@ -58,16 +58,20 @@ class CampaignSummary:
 Progress = Callable[[str, dict], None]
 
 
+FIRST_ARM_KNOBS = ("weights", "kv", "spec", "spec_k", "slots")   # the knobs anchors were first keyed by
+
 def anchor_id(study: Study, arm: ArmSpec, repeat: int) -> str:
     # what is measured, not how often or whether quality is also scored: changing those keeps the ids
     # (an unset per-arm request count is left out, so anchors measured before it existed keep their ids)
     # (likewise think_ms where it plays no part: one client, or an open loop)
     # (and so are fields added later while they hold their defaults: batching, chunk_tokens, engine options)
     unset = {"requests"} if arm.requests is None else set()
-    unset |= {k for k, default in (("batching", "continuous"), ("chunk_tokens", 0), ("engine_options", {}),
-                                   ("prompt_tokens", None), ("output_tokens", None), ("trace", None),
-                                   ("hardware", None), ("model", None))
+    unset |= {k for k, default in (("engine_options", {}), ("prompt_tokens", None), ("output_tokens", None),
+                                   ("trace", None), ("hardware", None), ("model", None))
               if getattr(arm, k) == default}
+    # knobs an arm gained after the first five (batching, chunk_tokens, and whatever Knobs adds: the arm's
+    # knob fields are derived from it) likewise, while at their defaults
+    unset |= {k for k in ARM_KNOBS if k not in FIRST_ARM_KNOBS and getattr(arm, k) == ArmSpec.model_fields[k].default}
     no_think = {"think_ms"} if study.load.think_for(arm) == 0.0 else set()
     no_options = set() if study.engine.options else {"options"}
     arm_ident = arm.model_dump(exclude={"repeats", "quality"} | unset) | (trace_identity(arm.trace) if arm.trace else {})
