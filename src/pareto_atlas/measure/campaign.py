@@ -17,7 +17,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from pareto_atlas import __version__
 from pareto_atlas.measure.hostinfo import endpoint_description, host_description
@@ -28,8 +28,7 @@ from pareto_atlas.spec.trace import identity as trace_identity
 from pareto_atlas.store import Store
 from pareto_atlas.store.db import dumps, now
 
-if TYPE_CHECKING:      # where jobs run depends on the campaigns, never the reverse
-    from pareto_atlas.scale.local import Executor
+from pareto_atlas.scale.local import Executor   # where jobs run: knows no campaign, so it sits below them
 
 # An anchor more of whose measured requests than this share errored (HTTP 5xx, timeouts, dropped
 # streams) is flagged: its percentiles come from the survivors, so calibration leaves it out.
@@ -300,22 +299,58 @@ def measure_anchor(study: Study, p: AnchorPlan, on_progress: Progress,
 
 
 def measure_here(study: Study, pending: Iterable[tuple[int, AnchorPlan]], n: int, on_progress: Progress,
-                 bandwidth_gbs: float | None) -> Iterator[tuple[int, AnchorPlan, dict, list[dict]]]:
+                 bandwidth_gbs: float | None,
+                 measure_fn: Callable = measure_anchor) -> Iterator[tuple[int, AnchorPlan, dict, list[dict]]]:
     """Measure each pending anchor in this process, in order; `pending` is consumed lazily so each
     result is written before the next anchor's status is looked up."""
     for i, p in pending:
         on_progress("anchor", {"arm": p.arm.name, "i": i, "n": n})
-        row, records = measure_anchor(study, p, on_progress, bandwidth_gbs)
+        row, records = measure_fn(study, p, on_progress, bandwidth_gbs)
+        yield i, p, row, records
+
+
+def _quiet(ev: str, info: dict) -> None:
+    pass   # progress inside a remote task has no console; the driver reports each result as it lands
+
+
+def _measure_job(fn: Callable, study: Study, bandwidth_gbs: float | None, job: tuple[int, AnchorPlan]):
+    return fn(study, job[1], _quiet, bandwidth_gbs)
+
+
+def measure_on(executor: Executor, study: Study, pending: Iterable[tuple[int, AnchorPlan]], n: int,
+               on_progress: Progress, bandwidth_gbs: float | None,
+               measure_fn: Callable = measure_anchor) -> Iterator[tuple[int, AnchorPlan, dict, list[dict]]]:
+    """Measure each pending anchor where `executor` runs jobs, each on its arm's hardware card; an anchor
+    whose worker or node was lost comes back as a failed row saying why. A remote anchor's row records
+    where it ran (`hardware_json` "ray": its node and the resources it held)."""
+    if executor.here:
+        yield from measure_here(study, pending, n, on_progress, bandwidth_gbs, measure_fn)
+        return
+    t0 = time.monotonic()
+
+    def lost(job: tuple[int, AnchorPlan], why: str) -> tuple[dict, list[dict]]:
+        row = anchor_row(study, job[1])
+        row.update(hardware_json=dumps({}), reason=why)   # the driver's host is not where it ran
+        return finish_row(row, t0), []
+
+    for (i, p), (row, records), where in executor.run(
+            _measure_job, pending, shared=(measure_fn, study, bandwidth_gbs),
+            hardware_of=lambda job: study.hardware_of(job[1].arm), lost=lost, name="measure_anchor"):
+        if where:
+            row["hardware_json"] = dumps({**json.loads(row.get("hardware_json") or "{}"), "ray": where})
+        on_progress("anchor", {"arm": p.arm.name, "i": i, "n": n})
         yield i, p, row, records
 
 
 def run_campaign(study: Study, store: Store, *, arms: list[str] | None = None,
                  on_progress: Progress = lambda ev, info: None, bandwidth_gbs: float | None = None,
-                 executor: Executor | None = None, plans: list[AnchorPlan] | None = None) -> CampaignSummary:
+                 executor: Executor | None = None, plans: list[AnchorPlan] | None = None,
+                 measure_fn: Callable = measure_anchor) -> CampaignSummary:
     """Measure every planned anchor not yet in the store. `bandwidth_gbs`: this machine's memory
     bandwidth, to say how close decode came to it. `executor`: where anchors run (default: here,
     one after another); results come back here and only this process writes the store. `plans`:
-    these anchors in this order instead of `plan(study, arms)` (e.g. a reference interleaved)."""
+    these anchors in this order instead of `plan(study, arms)` (e.g. a reference interleaved).
+    `measure_fn`: what measures one anchor (measure_anchor; tests substitute one that dies)."""
     summary = CampaignSummary()
     campaign = uuid.uuid4().hex[:12]
     plans = plans if plans is not None else plan(study, arms)
@@ -329,7 +364,11 @@ def run_campaign(study: Study, store: Store, *, arms: list[str] | None = None,
                 continue
             yield i, p
 
-    run = executor.measure if executor is not None else measure_here
+    def run(study, pending, n, on_progress, bandwidth_gbs):
+        if executor is None:
+            return measure_here(study, pending, n, on_progress, bandwidth_gbs, measure_fn)
+        return measure_on(executor, study, pending, n, on_progress, bandwidth_gbs, measure_fn)
+
     contended: list[tuple[int, AnchorPlan, float]] = []
     for i, p, row, records in run(study, pending(), len(plans), on_progress, bandwidth_gbs):
         row["campaign_id"] = campaign
