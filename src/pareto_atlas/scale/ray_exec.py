@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import time
 from typing import Any, Callable, Iterable, Iterator
 
 LOCAL_OBJECT_STORE_BYTES = 300 * 2**20   # a local cluster's results are a few MB; leave memory to the engine
