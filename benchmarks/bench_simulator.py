@@ -15,7 +15,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from pareto_atlas.calibrate.published_stage import paper_ratio_refs   # the seed paper's ratios (references)
+from pareto_atlas.report.claims import paper_ratio_refs   # the seed paper's ratios (references)
 from pareto_atlas.simulate import des
 from pareto_atlas.simulate.api import simulate_point
 from pareto_atlas.simulate.cost_model import coeffs

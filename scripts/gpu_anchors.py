@@ -372,7 +372,7 @@ def run_vllm(args: argparse.Namespace, host: dict) -> dict:
     """Real anchors: the project's campaign code measuring vLLM on the random checkpoint."""
     sys.path.insert(0, str(ROOT / "src"))
     from pareto_atlas.measure.campaign import AnchorPlan, anchor_id, measure_anchor
-    from pareto_atlas.spec.study import parse_study
+    from pareto_atlas.measure.resolve import parse_study
 
     card_name = "tiny" if args.dry_run else args.model
     ckpt, tokenizer = build_checkpoint(load_card(card_name), card_name, Path(args.workdir) / f"random-{card_name}")

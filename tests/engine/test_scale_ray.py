@@ -19,6 +19,7 @@ from pareto_atlas.calibrate.stage import model_card  # noqa: E402
 from pareto_atlas.measure.campaign import measure_anchor, plan, run_campaign  # noqa: E402
 from pareto_atlas.scale import InProcess  # noqa: E402
 from pareto_atlas.scale.ray_exec import RayExecutor  # noqa: E402
+from pareto_atlas.simulate.shards import sweep_on  # noqa: E402
 from pareto_atlas.simulate.stage import study_hardware, study_space  # noqa: E402
 from pareto_atlas.spec.study import load_study  # noqa: E402
 from pareto_atlas.store import Store  # noqa: E402
@@ -83,9 +84,9 @@ def test_ray_campaign_and_sweep_equal_in_process(request, study, tmp_path: Path)
         space = study_space(study, study_hardware(study, s), model_card(study))
     n = study.simulate.n_requests
     t0 = time.monotonic()
-    here = InProcess().sweep(space, None, n)
+    here = sweep_on(InProcess(), space, None, n)
     t1 = time.monotonic()
-    there = ex.sweep(space, None, n)
+    there = sweep_on(ex, space, None, n)
     print(f"sweep of {len(here)} points: in-process {t1 - t0:.1f} s, ray {time.monotonic() - t1:.1f} s")
     pd.testing.assert_frame_equal(here, there, check_exact=True)
     objectives = ("tpot_p99_ms", "cost_per_mtok")
@@ -106,8 +107,8 @@ def test_a_worker_dying_mid_campaign_loses_nothing_that_finished(cluster, study,
         return measure_anchor(study, p, on_progress, bandwidth_gbs)
 
     with Store(tmp_path / "store.duckdb") as s:
-        flaky = RayExecutor("local", measure_fn=dies, max_retries=1, disconnect=False)
-        summary = run_campaign(study, s, arms=ARMS, executor=flaky)
+        flaky = RayExecutor("local", max_retries=1, disconnect=False)
+        summary = run_campaign(study, s, arms=ARMS, executor=flaky, measure_fn=dies)
         assert (summary.measured, summary.failed) == (1, 1), summary.failures
         assert s.anchor_status(first) == "ok" and len(s.requests(first)) == study.load.requests + study.load.warmup
         lost = s.anchors("tiny", status="failed")

@@ -131,7 +131,7 @@ def test_a_node_lost_mid_anchor_fails_that_anchor_with_its_reason_and_the_rest_g
     killer.start()
     t0 = time.monotonic()
     with Store(tmp_path / "s.duckdb") as s:
-        summary = run_campaign(study, s, executor=RayExecutor(c.address, measure_fn=measure, disconnect=False))
+        summary = run_campaign(study, s, executor=RayExecutor(c.address, disconnect=False), measure_fn=measure)
         rows = s.anchors("h100", status=None).set_index("arm")
     killer.join(5)
     assert started.exists() and time.monotonic() - t0 < 120

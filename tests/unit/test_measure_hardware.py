@@ -17,7 +17,8 @@ from pareto_atlas.measure.hf_checkpoint import checkpoint_format, find_checkpoin
 from pareto_atlas.measure.hostinfo import endpoint_description, gpus_from_smi
 from pareto_atlas.measure.metrics import derive_metrics
 from pareto_atlas.measure.records import RequestRecord
-from pareto_atlas.spec.study import StudyError, parse_study
+from pareto_atlas.measure.resolve import parse_study   # with the checks that read the host
+from pareto_atlas.spec.study import StudyError
 from pareto_atlas.store import Store
 
 LLAMA_ID = "meta-llama/Llama-3.1-8B-Instruct"

@@ -12,7 +12,8 @@ from pareto_atlas.measure.engines.vllm import API_MODULE, vllm_argv, vllm_env
 from pareto_atlas.measure.engines.vllm_errors import root_cause, why_vllm_died
 from pareto_atlas.measure.engines.vllm_metrics import cross_check, parse_prometheus, run_summary
 from pareto_atlas.spec.knobs import Knobs
-from pareto_atlas.spec.study import StudyError, load_study, parse_study
+from pareto_atlas.measure.resolve import load_study, parse_study   # with the checks that read the host
+from pareto_atlas.spec.study import StudyError
 
 
 def flag(argv: list[str], name: str) -> str:

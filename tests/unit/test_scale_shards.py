@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from pareto_atlas.scale import InProcess, executor_for
-from pareto_atlas.scale.shards import shards, sweep_shard, sweep_sharded
+from pareto_atlas.simulate.shards import shards, sweep_shard, sweep_sharded
 from pareto_atlas.simulate.space import Load, Workload, default_space
 from pareto_atlas.simulate.sweep import sweep
 from pareto_atlas.spec.cards import shipped_hardware, shipped_models

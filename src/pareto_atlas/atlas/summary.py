@@ -11,6 +11,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from pareto_atlas.store.quality import TOKEN_KNOBS  # noqa: F401  (its home: the knobs that change quality)
+
 
 def _on(marked: pd.DataFrame, raw: bool) -> np.ndarray:
     if raw:
@@ -56,7 +58,6 @@ def provenance_counts(marked: pd.DataFrame) -> pd.DataFrame:
     return (marked.groupby(["frontier_status", "provenance"]).size().rename("n").reset_index())
 
 
-TOKEN_KNOBS = ("weights", "kv", "eviction", "kv_keep", "sparse_budget")
 
 
 def guard_by_workload(points: pd.DataFrame, floor: float) -> pd.DataFrame:

@@ -27,7 +27,7 @@ GROUPS = {"TTFT": ("ttft_p50_ms", "ttft_p99_ms"), "TPOT": ("tpot_p50_ms", "tpot_
 def hardware_card(study: Study, store: Store, name: str) -> HardwareCard:
     """The card a fit is for: this machine as probed, or a shipped card (the study's price if it sets one)."""
     if name == THIS:
-        from pareto_atlas.calibrate.stage import this_machine
+        from pareto_atlas.measure.hwprobe import this_machine
 
         return this_machine(study, store)
     cards = shipped_hardware()

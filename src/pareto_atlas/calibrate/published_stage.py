@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -30,7 +31,7 @@ FIT_VERSION = "4"              # bump when the published fit's setup changes: st
 GOAL = 0.15                    # held-out median |error| a card should reach
 BAR_CARDS = 4                  # GPU cards that should have a leave-one-source-out TPOT error
 # The seed paper's setup (Qwen2.5-7B, 512/128, batch 1), at which the ratios are projected; its
-# measured ratios are references in report/paper_claims.toml, printed beside them (ratio_lines).
+# measured ratios are references in report/paper_claims.toml, printed beside them (report.claims.ratio_lines).
 PAPER_MODEL, PAPER_PROMPT, PAPER_OUTPUT = "qwen2.5-7b", 512, 128
 
 
@@ -215,35 +216,12 @@ def summary_lines(cals: list[CardCalibration]) -> list[str]:
     return out
 
 
-def paper_ratio_refs() -> tuple[dict[str, float], tuple[float, float], tuple[float, float]]:
-    """The seed paper's measured ratios (references only, report.claims.load_references): AWQ4 per
-    card (this product's card names), and the FP8 and n-gram ranges over its three GPUs."""
-    from pareto_atlas.report.claims import load_references
-
-    refs = load_references()
-    claims = {c["id"]: c for c in refs["claims"]}
-    awq = {refs["cards"][k]: v for k, v in claims["tpot-ratios"]["awq"].items()}
-    return awq, tuple(claims["tpot-ratios"]["fp8"]), tuple(claims["ngram-nothing"]["tpot_ratio"])
-
-
-def ratio_lines(ratios: pd.DataFrame) -> list[str]:
-    awq, fp8, ngram = paper_ratio_refs()
-    out = [f"Seed paper vs projection: {PAPER_MODEL} {PAPER_PROMPT}/{PAPER_OUTPUT}, batch 1, TPOT p50 ratio vs F16 "
-           "(paper: references only, never inputs)",
-           f"{'card':15s} {'F16 TPOT':>9s} {'AWQ4':>6s} {'paper':>6s} {'FP8':>6s} {'paper':>10s} "
-           f"{'n-gram':>7s} {'paper':>10s}  calibration"]
-    for r in ratios.itertuples():
-        ref = r.hardware in awq
-        out.append(f"{r.hardware:15s} {r.f16_tpot_ms:7.2f}ms {r.awq4:6.2f} "
-                   f"{(f'{awq[r.hardware]:.2f}' if ref else '-'):>6s} {r.fp8:6.2f} "
-                   f"{(f'{fp8[0]:.2f}-{fp8[1]:.2f}' if ref else '-'):>10s} {r.ngram:7.2f} "
-                   f"{(f'{ngram[0]:.2f}-{ngram[1]:.2f}' if ref else '-'):>10s}  {r.calibration}")
-    return out
-
-
 def published_study(study: str, store: Store, console: Console, tables: list[Path] | None = None,
-                    engines: list[str] | None = None, hardware: list[str] | None = None) -> list[CardCalibration]:
-    """Fit, report and store the published calibration (the shipped table plus `tables`)."""
+                    engines: list[str] | None = None, hardware: list[str] | None = None,
+                    ratio_lines: Callable[[pd.DataFrame], list[str]] | None = None) -> list[CardCalibration]:
+    """Fit, report and store the published calibration (the shipped table plus `tables`). `ratio_lines`
+    prints the projected ratios (paper_ratios) beside the paper's (report.claims.ratio_lines: the report
+    alone reads the paper's references); without it they are not printed."""
     table = load_published(tables)
     if engines:
         table = table.only(engines)
@@ -263,7 +241,8 @@ def published_study(study: str, store: Store, console: Console, tables: list[Pat
     gpus = [n for n, h in shipped_hardware().items() if h.kind == "gpu" and n not in used]
     show(f"no published anchor (uncalibrated default, ±25 %): {', '.join(gpus) or 'none'}", highlight=False)
     show("\n".join(summary_lines(cals)), highlight=False)
-    show("\n".join(ratio_lines(paper_ratios({g: c.params for g, c in used.items()}))), highlight=False)
+    if ratio_lines is not None:
+        show("\n".join(ratio_lines(paper_ratios({g: c.params for g, c in used.items()}))), highlight=False)
     key = store_published(store, study, table, cals, by="command")
     show(f"stored as {PREFIX}{key}-<card>-<engine> for study {study!r}; `simulate` uses the atlas fits above for "
          "these cards", highlight=False)

@@ -11,86 +11,15 @@ import pandas as pd
 from rich.console import Console
 
 from pareto_atlas.calibrate.fidelity import TARGETS, fit
-from pareto_atlas.calibrate.hwprobe import measure_this_machine
-from pareto_atlas.spec.cards import HardwareCard, ModelCard, model_card_from_gguf, shipped_models
-from pareto_atlas.spec.study import ModelSpec, Study
+# card resolution and this machine's card live below the stages; their old names stay importable here
+from pareto_atlas.measure.hwprobe import THIS, this_machine  # noqa: F401
+from pareto_atlas.measure.model_card import anchor_cards, model_card, spec_card  # noqa: F401
+from pareto_atlas.spec.card_resolve import study_model_card  # noqa: F401
+from pareto_atlas.spec.cards import HardwareCard
+from pareto_atlas.spec.study import Study
 from pareto_atlas.store import Store
 from pareto_atlas.store.db import dumps
 from pareto_atlas.store.points import measured_points
-
-THIS = "this-cpu"
-
-
-def this_machine(study: Study, store: Store, *, reprobe: bool = False) -> HardwareCard:
-    """This machine's card, measured once and kept in the store (bandwidth and FLOP/s achieved)."""
-    card = None if reprobe else store.latest_probe(THIS)
-    if card is None:
-        hw = measure_this_machine(price_per_hour=study.cpu_price_per_hour, price_date=study.price_date,
-                                  price_source="assumed 2-vCPU rental price (study cpu_price_per_hour)")
-        store.put_probe(hashlib.sha256(dumps(hw.__dict__).encode()).hexdigest()[:16], THIS, hw.__dict__)
-        return hw
-    card = {**card, "price_per_hour": study.cpu_price_per_hour}
-    return HardwareCard(**card)
-
-
-def model_card(study: Study, anchors: pd.DataFrame | None = None) -> ModelCard:
-    """The study's model card; with its measured anchors, it also carries the bits per weight of
-    the files they served (which the cost model then uses instead of the formats' nominal bits).
-    Anchors of an arm's own model (spec.study.ArmSpec.model) are not the study model's: left out."""
-    return spec_card(study.model, _of_model(anchors, study.model.name, study.model.name))
-
-
-def spec_card(spec: ModelSpec, anchors: pd.DataFrame | None = None) -> ModelCard:
-    """A [model] table's card (shipped, a config.json path or inline fields, else read from its GGUF's
-    header), with the measured bits per weight of the files `anchors` (of that model) served."""
-    if spec.card:
-        card = _named_card(spec)
-    else:
-        from pareto_atlas.measure.weights import source_file
-        card = model_card_from_gguf(str(source_file(spec.name)[0]), spec.name)
-    if anchors is not None and "weights_bpw" in anchors and anchors["weights_bpw"].notna().any():
-        bits = anchors.dropna(subset=["weights_bpw"]).groupby("weights")["weights_bpw"].median()
-        card = replace(card, file_bits=tuple(sorted((str(w), float(b)) for w, b in bits.items())))
-    return card
-
-
-def study_model_card(study: Study):
-    """The card a study names: a shipped card, a config.json path, or inline fields."""
-    return _named_card(study.model)
-
-
-def _named_card(spec: ModelSpec) -> ModelCard:
-    from pareto_atlas.spec.cards import CardError, inline_model_card, resolve_model_card
-
-    ref = spec.card
-    try:
-        if isinstance(ref, dict):
-            return inline_model_card(ref, spec.name)
-        return resolve_model_card(ref, name=None if ref in shipped_models() else spec.name)
-    except CardError as e:
-        raise ValueError(f"model.card: {e}") from None
-
-
-def _of_model(anchors: pd.DataFrame | None, model: str, default: str) -> pd.DataFrame | None:
-    # the anchors of one served model (anchors stored before the column: the study's)
-    if anchors is None or not len(anchors) or "model" not in anchors:
-        return anchors
-    return anchors[anchors["model"].fillna(default) == model]
-
-
-def anchor_cards(study: Study, anchors: pd.DataFrame) -> list[ModelCard]:
-    """Each anchor's own model card, in the anchors' order: the study's [model] or an arm's own
-    `model`, so that one fit sees several model sizes (calibrate.sizes)."""
-    specs = {study.model.name: study.model} | {a.model.name: a.model for a in study.arms if a.model is not None}
-    names = (anchors["model"].fillna(study.model.name) if "model" in anchors
-             else pd.Series(study.model.name, index=anchors.index))
-    unknown = sorted(set(names) - set(specs))
-    if unknown:
-        raise ValueError(f"calibrate: anchors of model {unknown[0]!r}, which neither [model] nor any arm's model "
-                         f"of study {study.name!r} names")
-    cards = {m: spec_card(specs[m], _of_model(anchors, m, study.model.name)) for m in dict.fromkeys(names)}
-    return [cards[m] for m in names]
-
 
 def _fidelity_rows(cal, anchors: pd.DataFrame) -> list[dict]:
     # residual rows carry the labels of the anchors fitted (flagged and contended ones are not)

@@ -17,20 +17,20 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from pareto_atlas import __version__
 from pareto_atlas.measure.consent import Consent, authorize
+from pareto_atlas.measure.launch_options import launch_extra
 from pareto_atlas.measure.hostinfo import endpoint_description, host_description
 from pareto_atlas.measure.weights import ModelError, matmul_bits_per_weight, variant_file
 from pareto_atlas.spec.knobs import BITS_PER_WEIGHT
-from pareto_atlas.spec.study import ArmSpec, Study, WorkloadSpec
+from pareto_atlas.spec.study import ARM_KNOBS, ArmSpec, Study, WorkloadSpec
 from pareto_atlas.spec.trace import identity as trace_identity
 from pareto_atlas.store import Store
 from pareto_atlas.store.db import dumps, now
 
-if TYPE_CHECKING:      # where jobs run depends on the campaigns, never the reverse
-    from pareto_atlas.scale.local import Executor
+from pareto_atlas.scale.local import Executor   # where jobs run: knows no campaign, so it sits below them
 
 # An anchor more of whose measured requests than this share errored (HTTP 5xx, timeouts, dropped
 # streams) is flagged: its percentiles come from the survivors, so calibration leaves it out.
@@ -59,16 +59,20 @@ class CampaignSummary:
 Progress = Callable[[str, dict], None]
 
 
+FIRST_ARM_KNOBS = ("weights", "kv", "spec", "spec_k", "slots")   # the knobs anchors were first keyed by
+
 def anchor_id(study: Study, arm: ArmSpec, repeat: int) -> str:
     # what is measured, not how often or whether quality is also scored: changing those keeps the ids
     # (an unset per-arm request count is left out, so anchors measured before it existed keep their ids)
     # (likewise think_ms where it plays no part: one client, or an open loop)
     # (and so are fields added later while they hold their defaults: batching, chunk_tokens, engine options)
     unset = {"requests"} if arm.requests is None else set()
-    unset |= {k for k, default in (("batching", "continuous"), ("chunk_tokens", 0), ("engine_options", {}),
-                                   ("prompt_tokens", None), ("output_tokens", None), ("trace", None),
-                                   ("hardware", None), ("model", None))
+    unset |= {k for k, default in (("engine_options", {}), ("prompt_tokens", None), ("output_tokens", None),
+                                   ("trace", None), ("hardware", None), ("model", None))
               if getattr(arm, k) == default}
+    # knobs an arm gained after the first five (batching, chunk_tokens, and whatever Knobs adds: the arm's
+    # knob fields are derived from it) likewise, while at their defaults
+    unset |= {k for k in ARM_KNOBS if k not in FIRST_ARM_KNOBS and getattr(arm, k) == ArmSpec.model_fields[k].default}
     no_think = {"think_ms"} if study.load.think_for(arm) == 0.0 else set()
     no_options = set() if study.engine.options else {"options"}
     arm_ident = arm.model_dump(exclude={"repeats", "quality"} | unset) | (trace_identity(arm.trace) if arm.trace else {})
@@ -111,15 +115,6 @@ def launch_for(study: Study, arm: ArmSpec, model_path: str, slots: int | None = 
             "draft_model_path": draft, "extra": launch_extra(study, arm)}
 
 
-def launch_extra(study: Study, arm: ArmSpec) -> dict:
-    """The engine options an arm launches with; measure.consent checks the same merge."""
-    extra = {**study.engine.options, **arm.engine_options}     # the arm's own options win
-    if study.engine.name == "openai":      # the study's endpoint and model, unless the arm names its own
-        extra = {k: v for k, v in (("base_url", study.engine.base_url), ("api_key_env", study.engine.api_key_env),
-                                   ("model", study.model.served)) if v} | extra
-    return extra
-
-
 def served_model(study: Study, arm: ArmSpec) -> tuple[Path | str, str, int, float]:
     """What the engine serves for this arm: (path, sha256 of the source, bytes of its weights as
     stored, bits per weight). vLLM reads a Hugging Face directory (the GGUF converted once, or a
@@ -128,7 +123,7 @@ def served_model(study: Study, arm: ArmSpec) -> tuple[Path | str, str, int, floa
     weight type. The model is the arm's (`Study.model_for`)."""
     model = study.model_for(arm)
     if study.engine.name == "openai":
-        from pareto_atlas.calibrate.stage import model_card
+        from pareto_atlas.measure.model_card import model_card
 
         bits = BITS_PER_WEIGHT[arm.weights]
         served = study.model.served or study.model.name
@@ -302,23 +297,58 @@ def measure_anchor(study: Study, p: AnchorPlan, on_progress: Progress,
 
 
 def measure_here(study: Study, pending: Iterable[tuple[int, AnchorPlan]], n: int, on_progress: Progress,
-                 bandwidth_gbs: float | None) -> Iterator[tuple[int, AnchorPlan, dict, list[dict]]]:
+                 bandwidth_gbs: float | None,
+                 measure_fn: Callable = measure_anchor) -> Iterator[tuple[int, AnchorPlan, dict, list[dict]]]:
     """Measure each pending anchor in this process, in order; `pending` is consumed lazily so each
     result is written before the next anchor's status is looked up."""
     for i, p in pending:
         on_progress("anchor", {"arm": p.arm.name, "i": i, "n": n})
-        row, records = measure_anchor(study, p, on_progress, bandwidth_gbs)
+        row, records = measure_fn(study, p, on_progress, bandwidth_gbs)
+        yield i, p, row, records
+
+
+def _quiet(ev: str, info: dict) -> None:
+    pass   # progress inside a remote task has no console; the driver reports each result as it lands
+
+
+def _measure_job(fn: Callable, study: Study, bandwidth_gbs: float | None, job: tuple[int, AnchorPlan]):
+    return fn(study, job[1], _quiet, bandwidth_gbs)
+
+
+def measure_on(executor: Executor, study: Study, pending: Iterable[tuple[int, AnchorPlan]], n: int,
+               on_progress: Progress, bandwidth_gbs: float | None,
+               measure_fn: Callable = measure_anchor) -> Iterator[tuple[int, AnchorPlan, dict, list[dict]]]:
+    """Measure each pending anchor where `executor` runs jobs, each on its arm's hardware card; an anchor
+    whose worker or node was lost comes back as a failed row saying why. A remote anchor's row records
+    where it ran (`hardware_json` "ray": its node and the resources it held)."""
+    if executor.here:
+        yield from measure_here(study, pending, n, on_progress, bandwidth_gbs, measure_fn)
+        return
+    t0 = time.monotonic()
+
+    def lost(job: tuple[int, AnchorPlan], why: str) -> tuple[dict, list[dict]]:
+        row = anchor_row(study, job[1])
+        row.update(hardware_json=dumps({}), reason=why)   # the driver's host is not where it ran
+        return finish_row(row, t0), []
+
+    for (i, p), (row, records), where in executor.run(
+            _measure_job, pending, shared=(measure_fn, study, bandwidth_gbs),
+            hardware_of=lambda job: study.hardware_of(job[1].arm), lost=lost, name="measure_anchor"):
+        if where:
+            row["hardware_json"] = dumps({**json.loads(row.get("hardware_json") or "{}"), "ray": where})
+        on_progress("anchor", {"arm": p.arm.name, "i": i, "n": n})
         yield i, p, row, records
 
 
 def run_campaign(study: Study, store: Store, *, arms: list[str] | None = None,
                  on_progress: Progress = lambda ev, info: None, bandwidth_gbs: float | None = None,
                  executor: Executor | None = None, plans: list[AnchorPlan] | None = None,
-                 consent: Consent | None = None) -> CampaignSummary:
+                 measure_fn: Callable = measure_anchor, consent: Consent | None = None) -> CampaignSummary:
     """Measure every planned anchor not yet in the store. `bandwidth_gbs`: this machine's memory
     bandwidth, to say how close decode came to it. `executor`: where anchors run (default: here,
     one after another); results come back here and only this process writes the store. `plans`:
     these anchors in this order instead of `plan(study, arms)` (e.g. a reference interleaved).
+    `measure_fn`: what measures one anchor (measure_anchor; tests substitute one that dies).
     `consent`: what the user allowed the study (default: their config file alone); checked before
     anything starts, here, so remote workers only run what passed (measure.consent)."""
     for line in authorize(study, consent if consent is not None else Consent.from_user()):
@@ -336,7 +366,11 @@ def run_campaign(study: Study, store: Store, *, arms: list[str] | None = None,
                 continue
             yield i, p
 
-    run = executor.measure if executor is not None else measure_here
+    def run(study, pending, n, on_progress, bandwidth_gbs):
+        if executor is None:
+            return measure_here(study, pending, n, on_progress, bandwidth_gbs, measure_fn)
+        return measure_on(executor, study, pending, n, on_progress, bandwidth_gbs, measure_fn)
+
     contended: list[tuple[int, AnchorPlan, float]] = []
     for i, p, row, records in run(study, pending(), len(plans), on_progress, bandwidth_gbs):
         row["campaign_id"] = campaign

@@ -34,6 +34,8 @@ from typing import TYPE_CHECKING
 
 import httpx
 
+from pareto_atlas.measure.launch_options import launch_extra
+
 if TYPE_CHECKING:
     from pareto_atlas.spec.study import ArmSpec, Study
 
@@ -158,8 +160,6 @@ def authorize(study: Study, consent: Consent) -> tuple[str, ...]:
     """Refuse (ConsentError) a study that would send a key or run a program the user has not
     allowed; otherwise the lines to print before the first request: which variable goes to which
     host, which program runs. Every arm is checked, whichever ones this run measures."""
-    from pareto_atlas.measure.campaign import launch_extra
-
     how = f"--endpoint-host HOST or endpoint_hosts in {config_path()}"
     lines: dict[str, None] = {}
     for where, opts in [("engine.options", study.engine.options)] + [

@@ -240,7 +240,7 @@ def native_quantize(src: Path, dst: Path, weights: str, threads: int | None = No
 
 def matmul_bits_per_weight(path: Path) -> float:
     """Bits per weight of a GGUF file's weight matrices, as stored (scales and mixes included)."""
-    from .gguf_header import read_header
+    from pareto_atlas.spec.gguf_header import read_header
 
     mats = [t for t in read_header(path).tensors if _is_matrix(t)]
     return 8.0 * sum(t.n_bytes for t in mats) / max(sum(t.n_elements for t in mats), 1)

@@ -10,16 +10,15 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from pareto_atlas.measure.campaign import launch_for, served_model
 from pareto_atlas.measure.consent import Consent, authorize
+from pareto_atlas.scale.local import Executor   # where jobs run: knows no campaign, so it sits below them
 from pareto_atlas.spec.study import ArmSpec, QualitySpec, Study
 from pareto_atlas.store import Store
 from pareto_atlas.store.db import dumps, now
 
-if TYPE_CHECKING:      # where jobs run depends on the campaigns, never the reverse
-    from pareto_atlas.scale.local import Executor
 
 QUALITY_SLOTS = 4   # quality runs use 4 slots to finish sooner; greedy tokens do not depend on it
 
@@ -181,6 +180,35 @@ def score_here(study: Study, pending: Iterable[tuple[ArmSpec, str, list[dict]]],
         yield arm, row, records
 
 
+def _quiet(ev: str, info: dict) -> None:
+    pass   # progress inside a remote task has no console; the driver reports each result as it lands
+
+
+def _score_job(study: Study, n: int, items: list | None, job: tuple[ArmSpec, str, list[dict]]):
+    arm, qid, saved = job
+    row, records, _ = score_arm(study, arm, qid, n, items, _quiet, saved)
+    return row, records
+
+
+def score_on(executor: Executor, study: Study, pending: Iterable[tuple[ArmSpec, str, list[dict]]], n: int,
+             items: list | None, on_progress: Callable[[str, dict], None]) -> Iterator[tuple[ArmSpec, dict, list[dict]]]:
+    """Score each pending arm where `executor` runs jobs, each on its arm's hardware card; an arm whose
+    worker or node was lost comes back as a failed row saying why."""
+    if executor.here:
+        yield from score_here(study, pending, n, items, on_progress)
+        return
+
+    def lost(job: tuple[ArmSpec, str, list[dict]], why: str) -> tuple[dict, list[dict]]:
+        row = qrun_row(study, job[0], job[1], n)
+        return {**row, "reason": why, "finished_at": now(), "summary_json": dumps({})}, []
+
+    for (arm, _, _), (row, records), _ in executor.run(
+            _score_job, pending, shared=(study, n, items), hardware_of=lambda job: study.hardware_of(job[0]),
+            lost=lost, name="score_arm"):
+        on_progress("start", {"arm": arm.name})
+        yield arm, row, records
+
+
 def run_quality_campaign(study: Study, store: Store, *, arms: list[str] | None = None, n: int | None = None,
                          on_progress: Callable[[str, dict], None] = lambda ev, info: None,
                          executor: Executor | None = None, consent: Consent | None = None) -> None:
@@ -210,8 +238,9 @@ def run_quality_campaign(study: Study, store: Store, *, arms: list[str] | None =
         else:
             on_progress(ev, info)
 
-    run = executor.score if executor is not None else score_here
-    for arm, row, records in run(study, pending(), n, items, on):
+    runs = (score_here(study, pending(), n, items, on) if executor is None
+            else score_on(executor, study, pending(), n, items, on))
+    for arm, row, records in runs:
         if row["status"] != "ok":    # keep the items a failed try did finish: the rerun asks only the rest
             records = records or store.quality_items(row["qrun_id"])
         store.put_quality_run(row, records)

@@ -4,7 +4,8 @@ per claim (report.claim_checks), printed and written as paper_claims.md / .csv.
 The published numbers are references only. They live in one file (report/paper_claims.toml), and
 `load_references` here is the only code that reads it: the checks compare the references with
 answers computed from the atlas alone (report.paper_answers), and
-calibrate.published_stage.ratio_lines prints them beside its projections. No stage reads them.
+`ratio_lines` prints them beside the `published` stage's projections (calibrate.published_stage.paper_ratios).
+No stage reads them.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from pareto_atlas.calibrate.published_stage import PAPER_MODEL, PAPER_OUTPUT, PAPER_PROMPT
 from pareto_atlas.report import paper_answers as A
 from pareto_atlas.report.claim_checks import AGREES, CANNOT, DIFFERS, ClaimRow, claim_rows
 
@@ -60,7 +62,7 @@ def claims_study(study, store, out: Path, console: Console) -> dict[str, Path]:
     import time
 
     from pareto_atlas.atlas.stage import study_answer
-    from pareto_atlas.calibrate.stage import model_card
+    from pareto_atlas.measure.model_card import model_card
 
     t0 = time.monotonic()
     answer = study_answer(study, store)        # the atlas's own answer, its points derived once
@@ -77,3 +79,27 @@ def claims_study(study, store, out: Path, console: Console) -> dict[str, Path]:
     pd.DataFrame([asdict(r) for r in rows]).to_csv(paths["claims_csv"], index=False)
     console.print(f"claims: {len(rows)} rows in {time.monotonic() - t0:.1f} s -> {paths['claims_md']}", highlight=False)
     return paths
+
+
+def paper_ratio_refs() -> tuple[dict[str, float], tuple[float, float], tuple[float, float]]:
+    """The seed paper's measured ratios (references only, load_references): AWQ4 per
+    card (this product's card names), and the FP8 and n-gram ranges over its three GPUs."""
+    refs = load_references()
+    claims = {c["id"]: c for c in refs["claims"]}
+    awq = {refs["cards"][k]: v for k, v in claims["tpot-ratios"]["awq"].items()}
+    return awq, tuple(claims["tpot-ratios"]["fp8"]), tuple(claims["ngram-nothing"]["tpot_ratio"])
+
+
+def ratio_lines(ratios: pd.DataFrame) -> list[str]:
+    awq, fp8, ngram = paper_ratio_refs()
+    out = [f"Seed paper vs projection: {PAPER_MODEL} {PAPER_PROMPT}/{PAPER_OUTPUT}, batch 1, TPOT p50 ratio vs F16 "
+           "(paper: references only, never inputs)",
+           f"{'card':15s} {'F16 TPOT':>9s} {'AWQ4':>6s} {'paper':>6s} {'FP8':>6s} {'paper':>10s} "
+           f"{'n-gram':>7s} {'paper':>10s}  calibration"]
+    for r in ratios.itertuples():
+        ref = r.hardware in awq
+        out.append(f"{r.hardware:15s} {r.f16_tpot_ms:7.2f}ms {r.awq4:6.2f} "
+                   f"{(f'{awq[r.hardware]:.2f}' if ref else '-'):>6s} {r.fp8:6.2f} "
+                   f"{(f'{fp8[0]:.2f}-{fp8[1]:.2f}' if ref else '-'):>10s} {r.ngram:7.2f} "
+                   f"{(f'{ngram[0]:.2f}-{ngram[1]:.2f}' if ref else '-'):>10s}  {r.calibration}")
+    return out

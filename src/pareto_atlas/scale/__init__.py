@@ -1,7 +1,8 @@
 """Where the work runs: in this process (the default; Ray is never imported) or on a Ray cluster.
 
-Both executors take the same jobs — measure anchors, score quality arms, sweep a space — and hand
-results back to the caller, which alone writes the store.
+Both run any job: a task, the jobs, the hardware card each needs (scale.local.Executor). The campaigns
+(measure.campaign.measure_on, quality.campaign.score_on) and the sweep (simulate.shards.sweep_on) hand
+theirs in and take the results back; the caller alone writes the store. scale imports none of them.
 """
 
 from __future__ import annotations

@@ -1,40 +1,37 @@
-"""The executor interface, and its in-process implementation: one job after another, here."""
+"""The executor interface, and its in-process implementation: one job after another, here.
+
+An executor runs jobs it knows nothing about: a task (a module-level function, so that it can be sent to
+another process), the jobs, the hardware card each job needs, and what a job that comes back without a
+result counts as. The campaigns (measure, quality) and the sweep (simulate.shards.sweep_on) bring their own;
+scale imports none of them.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Protocol
-
-import pandas as pd
-
-from pareto_atlas.measure.campaign import measure_here
-from pareto_atlas.quality.campaign import score_here
-
-if TYPE_CHECKING:
-    from pareto_atlas.measure.campaign import AnchorPlan
-    from pareto_atlas.simulate.params import CalibParams
-    from pareto_atlas.simulate.space import Space
-    from pareto_atlas.spec.study import ArmSpec, Study
+from typing import Any, Callable, Iterable, Iterator, Protocol, TypeVar
 
 Progress = Callable[[str, dict], None]
-# (index in the plan, plan, store row, raw records)
-AnchorResult = tuple[int, "AnchorPlan", dict, list[dict]]
+J = TypeVar("J")
+R = TypeVar("R")
 
 
 class Executor(Protocol):
-    def measure(self, study: Study, pending: Iterable[tuple[int, AnchorPlan]], n: int, on_progress: Progress,
-                bandwidth_gbs: float | None) -> Iterator[AnchorResult]:
-        """Measure each pending anchor; yield results as they finish. Never raises for a lost anchor:
-        it comes back as a failed row with the reason."""
+    # True: tasks run in this process, one after another (a task may then report progress and save as it goes)
+    here: bool
+
+    def run(self, task: Callable[..., R], jobs: Iterable[J], *, shared: tuple = (),
+            hardware_of: Callable[[J], str], lost: Callable[[J, str], R], name: str) -> Iterator[tuple[J, R, dict]]:
+        """`task(*shared, job)` for each job, on a worker offering `hardware_of(job)`; yield (job, result, where)
+        as each finishes (where: {} here; on a cluster, the node and resources it held). A job whose worker or
+        node was lost yields `lost(job, one line saying why)`: never raises for a lost job."""
         ...
 
-    def score(self, study: Study, pending: Iterable[tuple[ArmSpec, str, list[dict]]], n: int, items: list | None,
-              on_progress: Progress) -> Iterator[tuple[ArmSpec, dict, list[dict]]]:
-        """Score each pending (quality arm, qrun id, records saved by an earlier try); yield (arm, store
-        row, item records) as they finish."""
+    def map(self, task: Callable[..., R], args: list[Any], *, shared: tuple = (), name: str) -> list[R]:
+        """`task(*shared, arg)` for each arg on any CPU; the results in the order of `args`."""
         ...
 
-    def sweep(self, space: Space, params: dict[str, CalibParams] | None, n_requests: int,
-              seed: int = 0) -> pd.DataFrame:
+    def width(self) -> int:
+        """How many CPU tasks run at once."""
         ...
 
     def close(self) -> None:
@@ -42,19 +39,20 @@ class Executor(Protocol):
 
 
 class InProcess:
-    """Runs every job in this process, in order; `pending` is consumed lazily so each result is
-    written before the next anchor's status is looked up, exactly as a plain loop would."""
+    """Runs every job in this process, in order; `jobs` is consumed lazily so each result is handled (written)
+    before the next job is looked at, exactly as a plain loop would."""
 
-    def measure(self, study, pending, n, on_progress, bandwidth_gbs):
-        return measure_here(study, pending, n, on_progress, bandwidth_gbs)
+    here = True
 
-    def score(self, study, pending, n, items, on_progress):
-        return score_here(study, pending, n, items, on_progress)
+    def run(self, task, jobs, *, shared=(), hardware_of=None, lost=None, name=""):
+        for job in jobs:
+            yield job, task(*shared, job), {}
 
-    def sweep(self, space, params, n_requests, seed=0):
-        from pareto_atlas.simulate.sweep import sweep   # numba compiles on first import: only when sweeping
+    def map(self, task, args, *, shared=(), name=""):
+        return [task(*shared, a) for a in args]
 
-        return sweep(space, params, n_requests=n_requests, seed=seed)
+    def width(self) -> int:
+        return 1
 
     def close(self) -> None:
         pass

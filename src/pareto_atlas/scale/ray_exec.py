@@ -1,10 +1,10 @@
-"""The Ray executor: anchors and quality arms as Ray tasks pinned to their hardware type, sweeps as
-shards over the cluster's CPUs; results stream back to the driver, the store's only writer.
+"""The Ray executor: jobs (anchors, quality arms) as Ray tasks pinned to their hardware type, CPU tasks
+(a sweep's shards) over the cluster's CPUs; results stream back to the driver, the store's only writer.
 
 A node of hardware type H is one started with the custom resource `hw:H`, e.g.
 `ray start --address HEAD:6379 --resources '{"hw:H100-SXM": 1}'`; its count is how many anchors
 may run on that node at once (1: measurements never share a machine). Each anchor runs on a node of
-its arm's card (`Study.hardware_of`); a card no node offers is an error before anything is submitted,
+its arm's card (the job's `hardware_of`); a card no node offers is an error before anything is submitted,
 and an anchor whose card's last node left the cluster is recorded failed instead of waiting forever.
 """
 
@@ -13,19 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import time
 from typing import Any, Callable, Iterable, Iterator
-
-import pandas as pd
-
-from pareto_atlas.measure.campaign import AnchorPlan, anchor_row, finish_row, measure_anchor
-from pareto_atlas.quality.campaign import qrun_row, score_arm
-from pareto_atlas.scale.local import AnchorResult, Progress
-from pareto_atlas.scale.shards import Shard, sweep_shard, sweep_sharded
-from pareto_atlas.simulate.params import CalibParams
-from pareto_atlas.simulate.space import Space
-from pareto_atlas.spec.study import ArmSpec, Study
-from pareto_atlas.store.db import dumps, now
 
 LOCAL_OBJECT_STORE_BYTES = 300 * 2**20   # a local cluster's results are a few MB; leave memory to the engine
 LOCAL_HARDWARE = "this-cpu"              # what `--ray local` (this machine) offers
@@ -40,27 +28,14 @@ def hardware_resource(hardware: str) -> str:
     return f"hw:{hardware}"
 
 
-def _quiet(ev: str, info: dict) -> None:
-    pass   # progress inside a remote task has no console; the driver reports each result as it lands
-
-
-def _measure_task(fn: Callable, study: Study, p: AnchorPlan, bandwidth_gbs: float | None) -> tuple[dict, list[dict]]:
-    import json
-
+def _placed(task: Callable, *args: Any) -> tuple[Any, dict]:
+    """`task(*args)` in a Ray worker, with where it ran as Ray placed it: the node and the resources
+    (hw:<card>) it held there."""
     import ray
 
-    row, records = fn(study, p, _quiet, bandwidth_gbs)
-    # where it ran, as Ray placed it: the node and the resources (hw:<card>) it held there
+    result = task(*args)
     ctx = ray.get_runtime_context()
-    where = {"node_id": ctx.get_node_id(), "resources": ctx.get_assigned_resources()}
-    row["hardware_json"] = dumps({**json.loads(row.get("hardware_json") or "{}"), "ray": where})
-    return row, records
-
-
-def _score_task(study: Study, arm: ArmSpec, qid: str, n: int, items: list | None,
-                saved: list[dict]) -> tuple[dict, list[dict]]:
-    row, records, _ = score_arm(study, arm, qid, n, items, _quiet, saved)
-    return row, records
+    return result, {"node_id": ctx.get_node_id(), "resources": ctx.get_assigned_resources()}
 
 
 def _lost(e: BaseException) -> str:
@@ -82,13 +57,13 @@ def _check_reachable(address: str) -> None:
 
 
 class RayExecutor:
-    """Runs jobs on a Ray cluster this process is connected to. `measure_fn` is what each anchor task
-    runs (measure_anchor; tests substitute one that dies); `max_retries`: reruns of an anchor whose
-    worker or node died, before it is recorded failed."""
+    """Runs jobs on a Ray cluster this process is connected to. `max_retries`: reruns of a job whose
+    worker or node died, before it comes back lost."""
 
-    def __init__(self, address: str, *, measure_fn: Callable = measure_anchor, max_retries: int = 1,
-                 disconnect: bool = True):
-        self.address, self.measure_fn, self.max_retries = address, measure_fn, max_retries
+    here = False
+
+    def __init__(self, address: str, *, max_retries: int = 1, disconnect: bool = True):
+        self.address, self.max_retries = address, max_retries
         self.disconnect = disconnect   # False when this process was connected before us: leave it so
 
     @classmethod
@@ -169,64 +144,32 @@ class RayExecutor:
         return lambda hw: remote.options(resources={hardware_resource(hw): 1}, num_cpus=1, name=name,
                                          max_retries=self.max_retries, retry_exceptions=False)
 
-    def measure(self, study: Study, pending: Iterable[tuple[int, AnchorPlan]], n: int, on_progress: Progress,
-                bandwidth_gbs: float | None) -> Iterator[AnchorResult]:
+    def run(self, task: Callable, jobs: Iterable, *, shared: tuple = (), hardware_of: Callable[[Any], str],
+            lost: Callable[[Any, str], Any], name: str) -> Iterator[tuple[Any, Any, dict]]:
         import ray
 
-        todo = list(pending)    # every skip decision is made before anything runs
+        todo = list(jobs)    # every skip decision is made before anything runs
         if not todo:
             return
-        hw_of = lambda key: study.hardware_of(key[1].arm)     # noqa: E731
-        self._require(hw_of(k) for k in todo)
-        task = self._pinned(_measure_task, "measure_anchor")
-        study_ref, t0 = ray.put(study), time.monotonic()
-        submitted = {task(hw_of((i, p))).remote(self.measure_fn, study_ref, p, bandwidth_gbs): (i, p) for i, p in todo}
+        self._require(hardware_of(j) for j in todo)
+        pinned = self._pinned(_placed, name)
+        refs = [ray.put(x) for x in shared]     # sent once, not once a task
+        submitted = {pinned(hardware_of(j)).remote(task, *refs, j): j for j in todo}
+        for job, got in self._stream(submitted, lambda j, e: (lost(j, _lost(e)), {}), hardware_of):
+            result, where = got
+            yield job, result, where
 
-        def lost(key, e):
-            row = anchor_row(study, key[1])
-            row.update(hardware_json=dumps({}), reason=_lost(e))   # the driver's host is not where it ran
-            return finish_row(row, t0), []
-
-        for (i, p), (row, records) in self._stream(submitted, lost, hw_of):
-            on_progress("anchor", {"arm": p.arm.name, "i": i, "n": n})
-            yield i, p, row, records
-
-    def score(self, study: Study, pending: Iterable[tuple[ArmSpec, str, list[dict]]], n: int, items: list | None,
-              on_progress: Progress) -> Iterator[tuple[ArmSpec, dict, list[dict]]]:
+    def map(self, task: Callable, args: list, *, shared: tuple = (), name: str) -> list:
         import ray
 
-        todo = list(pending)
-        if not todo:
-            return
-        hw_of = lambda key: study.hardware_of(key[0])     # noqa: E731
-        self._require(study.hardware_of(arm) for arm, _, _ in todo)
-        task = self._pinned(_score_task, "score_arm")
-        study_ref, items_ref = ray.put(study), ray.put(items)
-        submitted = {task(study.hardware_of(arm)).remote(study_ref, arm, qid, n, items_ref, saved): (arm, qid)
-                     for arm, qid, saved in todo}
+        remote = ray.remote(task).options(num_cpus=1, name=name)
+        refs = [ray.put(x) for x in shared]
+        return ray.get([remote.remote(*refs, a) for a in args])
 
-        def lost(key, e):
-            row = qrun_row(study, key[0], key[1], n)
-            return {**row, "reason": _lost(e), "finished_at": now(), "summary_json": dumps({})}, []
-
-        for (arm, _), (row, records) in self._stream(submitted, lost, hw_of):
-            on_progress("start", {"arm": arm.name})
-            yield arm, row, records
-
-    def sweep(self, space: Space, params: dict[str, CalibParams] | None, n_requests: int,
-              seed: int = 0) -> pd.DataFrame:
+    def width(self) -> int:
         import ray
 
-        # one shard per CPU of the cluster: enough to keep every node busy, few enough that each
-        # shard's compiled pass is long next to the cost of a task
-        n_shards = max(1, int(ray.cluster_resources().get("CPU", 1)))
-        task = ray.remote(sweep_shard).options(num_cpus=1, name="sweep_shard")
-
-        def run(parts: list[Shard]) -> list[pd.DataFrame]:
-            params_ref = ray.put(params)
-            return ray.get([task.remote(s, params_ref, n_requests, seed) for s in parts])
-
-        return sweep_sharded(space, params, n_requests, seed, n_shards, run)
+        return max(1, int(ray.cluster_resources().get("CPU", 1)))
 
     def close(self) -> None:
         import ray

@@ -2,7 +2,7 @@
 simulate stage stopped by Ctrl-C, `kill -9` or a reboot recomputes only the shards it had not saved.
 
 A sweep is keyed by everything its rows depend on (the space, the parameters per card, requests per
-point, seed and the tool's version); shards are those of scale.shards, whose concatenation is the
+point, seed and the tool's version); shards are those of simulate.shards, whose concatenation is the
 whole sweep row for row and bit for bit, so a resumed sweep equals one that never stopped.
 """
 
@@ -16,7 +16,7 @@ from typing import Callable
 import pandas as pd
 
 from pareto_atlas import __version__
-from pareto_atlas.scale.shards import Shard, concat, shards
+from pareto_atlas.simulate.shards import Shard, concat, shards
 from pareto_atlas.simulate.params import CalibParams
 from pareto_atlas.simulate.space import Space
 from pareto_atlas.store import Store

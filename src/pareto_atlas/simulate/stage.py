@@ -7,29 +7,27 @@ from dataclasses import replace
 import hashlib
 import json
 import time
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 from rich.console import Console
 
-from pareto_atlas.calibrate.stage import THIS, model_card, this_machine
+from pareto_atlas.measure.hwprobe import THIS, this_machine
+from pareto_atlas.measure.model_card import model_card
+from pareto_atlas.scale.local import Executor
 from pareto_atlas.simulate.params import CalibParams, default_params
+from pareto_atlas.simulate.resume import resumable_sweep
+from pareto_atlas.simulate.shards import sweep_on
 from pareto_atlas.simulate.space import (GPU_WEIGHTS, Load, Space, Workload, compatible, default_knobs, load_label,
                                         parallel_variants)
 from pareto_atlas.simulate.targets import Target, carried_params, study_targets
-from pareto_atlas.simulate.sweep import sweep
 from pareto_atlas.spec.cards import HardwareCard, shipped_hardware
 from pareto_atlas.spec.knobs import PARALLEL_FIELDS, Knobs
 from pareto_atlas.spec.study import Study
 from pareto_atlas.store import Store
-from pareto_atlas.store.db import dumps
 from pareto_atlas.store.compare import quality_study
+from pareto_atlas.store.db import dumps
 from pareto_atlas.store.points import attach_quality
-from pareto_atlas.simulate.resume import resumable_sweep
-
-if TYPE_CHECKING:
-    from pareto_atlas.scale.local import Executor
 
 
 def study_hardware(study: Study, store: Store) -> list[HardwareCard]:
@@ -190,10 +188,8 @@ def simulate_study(study: Study, store: Store, console: Console, executor: Execu
         kept: list[int] = []
         # saved shard by shard under this target's key: a stopped sweep resumes where it stopped
         pts = resumable_sweep(store, f"{study.name}/{t.name}", space, tparams, study.simulate.n_requests,
-                              run=lambda sp, seed, tp=tparams: (executor.sweep(sp, tp, study.simulate.n_requests, seed)
-                                                                if executor is not None else
-                                                                sweep(sp, tp, n_requests=study.simulate.n_requests,
-                                                                      seed=seed)),
+                              run=lambda sp, seed, tp=tparams: sweep_on(executor, sp, tp, study.simulate.n_requests,
+                                                                        seed),
                               on_shard=lambda i, n, was_kept: kept.append(i) if was_kept else None)
         if kept:
             console.print(f"    {len(kept)} shard(s) of the sweep kept from an earlier, interrupted or identical run")
@@ -258,7 +254,7 @@ def fitted_models(hw: HardwareCard, study: Study, measured_card, anchors=None) -
     if hw.kind == "cpu":
         names = {measured_card.name}
         if anchors is not None and len(anchors) and "model" in anchors:
-            from pareto_atlas.calibrate.stage import anchor_cards
+            from pareto_atlas.measure.model_card import anchor_cards
 
             mine = anchors[anchors.hardware == hw.name] if "hardware" in anchors else anchors
             names |= {c.name for c in anchor_cards(study, mine)} if len(mine) else set()

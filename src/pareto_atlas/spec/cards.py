@@ -252,7 +252,7 @@ def inline_model_card(fields: dict, name: str = "inline") -> ModelCard:
 
 def model_card_from_gguf(path: str, name: str | None = None) -> ModelCard:
     """Read the architecture numbers from a GGUF file's metadata."""
-    from pareto_atlas.measure.gguf_header import read_header
+    from pareto_atlas.spec.gguf_header import read_header
 
     header = read_header(path)      # the metadata without gguf-py's numpy view of the vocabulary
     val = header.metadata.get       # an array field's value is its length

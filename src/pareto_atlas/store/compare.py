@@ -13,7 +13,8 @@ from __future__ import annotations
 from functools import lru_cache
 
 from pareto_atlas.spec.knobs import Knobs
-from pareto_atlas.spec.study import Study, load_study
+from pareto_atlas.measure.resolve import load_study
+from pareto_atlas.spec.study import Study
 from pareto_atlas.store.db import Store
 
 DEFAULT_ENGINE = "llamacpp"     # labels and point ids of its rows stay as they were before engines mixed

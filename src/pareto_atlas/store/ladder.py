@@ -23,7 +23,7 @@ from pareto_atlas.simulate.targets import Target
 from pareto_atlas.spec.knobs import Knobs
 from pareto_atlas.spec.study import Study
 from pareto_atlas.store.db import Store
-from pareto_atlas.store.quality import (KLD_COLUMNS, NO_KLD, QUALITY_COLUMNS, WEIGHT_PRIORS, Quality,
+from pareto_atlas.store.quality import (KLD_COLUMNS, TOKEN_KNOBS, NO_KLD, QUALITY_COLUMNS, WEIGHT_PRIORS, Quality,
                                         _from_prior, _with_effects, quality_row, quality_table)
 
 NAN = float("nan")
@@ -163,7 +163,7 @@ def target_quality(knobs: Knobs, target: Target, kind: str, study: Study, qt: di
 
 def _measured_card(study: Study):
     """The measured model's card, or None for a study whose model file is not here yet."""
-    from pareto_atlas.calibrate.stage import model_card
+    from pareto_atlas.measure.model_card import model_card
 
     try:
         return model_card(study)
@@ -197,7 +197,6 @@ def attach_target_quality(points: pd.DataFrame, target: Target, study: Study, st
     table, family = load_published_quality(), _measured_family(qs)
     kinds = {h.name: h.kind for h in target.hardware}
     # quality depends on the token-changing knobs only: one ladder walk per (quality key, card kind)
-    from pareto_atlas.atlas.summary import TOKEN_KNOBS
 
     token_cols = list(TOKEN_KNOBS)
     cache: dict[tuple, tuple] = {}

@@ -236,6 +236,8 @@ def quality_for(knobs: Knobs, arm: str, study: Study, qt: dict[str, dict],
     return Quality.unmeasured()
 
 
+# the knobs that change the tokens a configuration writes (its quality); the rest change only its speed
+TOKEN_KNOBS = ("weights", "kv", "eviction", "kv_keep", "sparse_budget")
 QUALITY_COLUMNS = ("quality", "quality_lo", "quality_hi", "quality_rel", "quality_rel_lo", "quality_rel_hi",
                    "quality_provenance", "quality_evidence")
 KLD_COLUMNS = ("kld", "kld_lo", "kld_hi", "top1", "top1_lo", "top1_hi", "kld_arm")

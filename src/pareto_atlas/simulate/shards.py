@@ -4,6 +4,7 @@
 space's order (hardware outer, knobs inner) times workloads times loads. A shard is therefore one
 hardware card and a contiguous run of the knobs compatible with it: its rows are a contiguous block
 of the whole sweep, and sweeping it with `seed + (rows before it)` gives every row its own seed.
+`sweep_on` runs a sweep on an executor (scale): sharded across a cluster, in one pass here.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Callable, Iterable
 
 import pandas as pd
 
+from pareto_atlas.scale.local import Executor
 from pareto_atlas.simulate.params import CalibParams
 from pareto_atlas.simulate.space import Space, compatible
 from pareto_atlas.simulate.sweep import sweep
@@ -56,3 +58,19 @@ def sweep_sharded(space: Space, params: dict[str, CalibParams] | None, n_request
     if not parts:           # nothing compatible: let sweep produce its empty frame with every column
         return sweep(space, params, n_requests=n_requests, seed=seed)
     return concat(run(parts))
+
+
+def _sweep_part(params: dict[str, CalibParams] | None, n_requests: int, seed: int, shard: Shard) -> pd.DataFrame:
+    return sweep_shard(shard, params, n_requests, seed)   # the executor's order: what every shard shares, then the shard
+
+
+def sweep_on(executor: Executor | None, space: Space, params: dict[str, CalibParams] | None, n_requests: int,
+             seed: int = 0) -> pd.DataFrame:
+    """The sweep of `space` where `executor` runs work: here, one pass (None or in-process); on a cluster,
+    one shard per CPU of it (enough to keep every node busy, few enough that each shard's compiled pass is
+    long next to the cost of a task), equal to the one pass row for row."""
+    if executor is None or executor.here:
+        return sweep(space, params, n_requests=n_requests, seed=seed)
+    return sweep_sharded(space, params, n_requests, seed, executor.width(),
+                         lambda parts: executor.map(_sweep_part, parts, shared=(params, n_requests, seed),
+                                                    name="sweep_shard"))

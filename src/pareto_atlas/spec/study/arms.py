@@ -1,0 +1,118 @@
+"""A study's arms: the configurations measured on the engine. An arm's knob fields are the fields of
+`Knobs` (spec/knobs.py) an engine can be told, derived from it, so a knob added there is a field here."""
+
+from __future__ import annotations
+
+import typing
+from dataclasses import MISSING, fields
+
+from pydantic import BaseModel, Field, ValidationInfo, create_model, field_validator, model_validator
+
+from pareto_atlas.spec import bounds as B
+from pareto_atlas.spec.bounds import Bool, Int, Name, Real
+from pareto_atlas.spec.knobs import Knobs
+from pareto_atlas.spec.study.base import Frozen, check_hardware
+from pareto_atlas.spec.study.serving import LoadSpec, ModelSpec, WorkloadSpec
+from pareto_atlas.spec.trace import trace_name, with_trace
+
+# Knobs no engine is told: eviction is measured in transformers by `evict`, sparse attention and an
+# acceptance rate are simulated (the acceptance an arm reaches is measured, not set).
+NOT_ARM_KNOBS = ("kv_keep", "eviction", "spec_accept", "sparse_budget")
+ARM_KNOBS = tuple(f.name for f in fields(Knobs) if f.name not in NOT_ARM_KNOBS)
+# An arm's defaults where they differ from Knobs' baseline: a GGUF as llama.cpp users serve it.
+ARM_DEFAULTS = {"weights": "Q4_K_M"}
+# What one host may be asked, by knob (bounds.py); a knob without an entry takes its type's check
+# here and Knobs' own when the arm builds its knobs.
+ARM_BOUNDS = {
+    "spec_k": Int(0, 64, "tokens drafted a step"),
+    "slots": Int(1, B.MAX_SLOTS, "sequences one host's engine decodes together"),
+    "chunk_tokens": Int(0, B.MAX_CTX, "tokens; within engine.n_ctx"),   # vllm: "chunked" = chunked prefill
+}
+_KNOB_TYPES = typing.get_type_hints(Knobs)
+
+
+def _check_of(tp: typing.Any, what: str) -> typing.Any:
+    """A strict pydantic type for a knob of type `tp` that has no bound of its own."""
+    if tp is int:
+        return Int(0, 1_000_000, what)
+    if tp is float:
+        return Real(0.0, 1e9, what)
+    return tp
+
+
+def _arm_knob_fields() -> dict[str, tuple]:
+    out = {}
+    for f in fields(Knobs):
+        if f.name in ARM_KNOBS:
+            default = ARM_DEFAULTS.get(f.name, f.default if f.default is not MISSING else f.default_factory())
+            out[f.name] = (ARM_BOUNDS.get(f.name) or _check_of(_KNOB_TYPES[f.name], f"knob {f.name}"), default)
+    return out
+
+
+class _Named(Frozen):
+    name: Name
+
+
+# name first, then the knobs in Knobs' order, then the rest: the order an unknown field's error lists
+_ArmKnobs: type[BaseModel] = create_model("_ArmKnobs", __base__=_Named, **_arm_knob_fields())
+
+
+class ArmSpec(_ArmKnobs):
+    concurrency: Int(1, B.MAX_CLIENTS, "clients one host's load generator runs") = 1
+    rate_rps: Real(B.MIN_RATE_RPS, B.MAX_RATE_RPS, "requests/s one host sends", optional=True) = None
+    quality: Bool = False                       # also run the quality arm for this configuration
+    # measure this arm more often than load.repeats (repeat spread)
+    repeats: Int(1, 100, "repeats of one anchor", optional=True) = None
+    # requests for this arm instead of load.requests: a closed loop of c clients needs about as many
+    # rounds as one client for its percentiles to settle, so c times the requests
+    requests: Int(2, B.MAX_REQUESTS, "requests of one anchor one host sends", optional=True) = None
+    # Options of this arm's engine that are not Knobs because the simulator has no physics for them
+    # (vllm's prefix caching, enforce_eager): they key the anchor and are in its provenance.
+    engine_options: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    # This arm's own lengths or trace instead of the workload's (see WorkloadSpec; `workload()`).
+    prompt_tokens: Int(8, B.MAX_CTX, "tokens; with output_tokens within engine.n_ctx", optional=True) = None
+    output_tokens: Int(2, B.MAX_CTX, "tokens; with prompt_tokens within engine.n_ctx", optional=True) = None
+    trace: str | None = None
+    hardware: str | None = None                 # the card this arm measures on; default: engine.hardware
+    # Another model than the study's [model] for this arm's speed anchors (`Study.model_for`): anchors
+    # of several sizes in one fit split a step's fixed cost from the cost per weight streamed. Its
+    # quality is not scored (quality runs are the study model's), so `quality` must stay off.
+    model: ModelSpec | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _trace(cls, data, info: ValidationInfo):
+        return with_trace(data, info, fill=False)
+
+    @field_validator("hardware")
+    @classmethod
+    def _hardware(cls, v: str | None) -> str | None:
+        return v if v is None else check_hardware(v)
+
+    def workload(self, study_workload: WorkloadSpec) -> WorkloadSpec:
+        """The workload this arm runs: the study's, or its own trace or lengths under their own name."""
+        wl = study_workload
+        if self.trace:
+            return WorkloadSpec(name=trace_name(self.trace), trace=self.trace, api=wl.api)
+        P, N = self.prompt_tokens or wl.prompt_tokens, self.output_tokens or wl.output_tokens
+        if (P, N) == (wl.prompt_tokens, wl.output_tokens):
+            return wl
+        return WorkloadSpec(name=f"p{P}-n{N}", prompt_tokens=P, output_tokens=N, api=wl.api)
+
+    def n_requests(self, load: "LoadSpec", workload: WorkloadSpec | None = None) -> int:
+        """Measured requests: this arm's or the load's count; a trace's rows (its first `requests` if set)."""
+        rows = len(workload.trace_rows()) if workload is not None and workload.trace else 0
+        if rows:
+            return min(self.requests or rows, rows)
+        return self.requests or load.requests
+
+    def knobs(self) -> Knobs:
+        return Knobs(**{name: getattr(self, name) for name in ARM_KNOBS})
+
+    @model_validator(mode="after")
+    def _check(self) -> "ArmSpec":
+        self.knobs()    # raises ValueError naming the knob and its allowed values
+        if self.model is not None and self.quality:
+            raise ValueError(f"arms.{self.name}.quality: an arm with its own model measures speed only (quality "
+                             f"runs score the study's [model]); set quality = false or measure it in its own study")
+        return self

@@ -1,0 +1,72 @@
+"""`build`: the study's stages in order, with the build's clock, and llama.cpp's tools built in the
+background where the KL stage needs them."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+from pareto_atlas.spec.study import Study
+from pareto_atlas.stages.clock import BuildClock
+from pareto_atlas.stages.context import Context, consented
+from pareto_atlas.stages.llama_tools import start_tools_build, wait_tools_build
+from pareto_atlas.stages.quality import quality
+from pareto_atlas.stages.run import atlas, calibrate, evict, kld, measure, report, simulate
+
+# The stages that need anchors or quality runs on the study's engine: a study without arms skips them.
+MEASURING = ("measure", "quality", "kld", "evict", "calibrate")
+
+
+def build_stages(study: Study, with_quality: bool = True) -> list[str]:
+    """The stages `build` runs for a study, in order: without arms nothing is measured; the KL
+    divergence runs where [quality] kld is on, the eviction sweep where [eviction] build is."""
+    names = ["measure", "quality", "kld", "evict", "calibrate", "simulate", "atlas", "report"]
+    drop = set() if study.eviction.build else {"evict"}
+    if not study.measures:
+        drop |= set(MEASURING)
+    elif not with_quality:
+        drop |= {"quality", "kld", "evict"}
+    elif not study.quality.kld:
+        drop.add("kld")
+    return [n for n in names if n not in drop]
+
+
+def build(ctx: Context, with_quality: bool = True) -> None:
+    stages_of = {"measure": measure, "quality": quality, "kld": kld, "evict": lambda c: evict(c, required=False),
+                 "calibrate": calibrate, "simulate": simulate, "atlas": atlas, "report": report}
+    plan = {name: stages_of[name] for name in build_stages(ctx.study, with_quality)}
+    if not ctx.study.measures:
+        ctx.console.print(f"{ctx.study.name}: no [[arms]], nothing to measure on an engine: skipping "
+                          f"{', '.join(MEASURING)}; simulate, atlas and report run on published evidence alone "
+                          "(GPU speed: the published anchors' fits; quality: the published scores, the model "
+                          "itself at 16 bits, priors marked projected)", highlight=False, markup=False)
+    if {"measure", "quality"} & set(plan):
+        consented(ctx)
+    clock = BuildClock(ctx, list(plan))
+    clock.start()
+    paths: dict = {}
+    tools = None
+    try:
+        for name, stage in plan.items():
+            t = time.monotonic()
+            if name == "quality" and "kld" in plan:
+                tools = start_tools_build(ctx)
+            if name == "kld":
+                wait_tools_build(ctx, tools)
+                tools = None
+            out = stage(ctx)
+            if name == "report":
+                paths = out
+            clock.done(name, t)
+    finally:
+        if tools is not None and tools.poll() is None:      # interrupted: the script resumes next time
+            os.killpg(tools.pid, signal.SIGTERM)
+    if ctx.study.claims:
+        from pareto_atlas.report.claims import claims_study
+
+        paths.update(claims_study(ctx.study, ctx.store, ctx.out, ctx.console))
+    per_stage = ", ".join(f"{k} {v:.0f} s" for k, v in clock.took.items())
+    ctx.console.print(f"\n[bold green]done[/] in {time.monotonic() - clock.t0:.0f} s ({per_stage}). Outputs in {ctx.out}/:")
+    for name, p in paths.items():
+        ctx.console.print(f"  {name:<22} {p}")
