@@ -26,7 +26,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 console = Console(stderr=True, width=max(shutil.get_terminal_size((160, 40)).columns, 140))
 
 BUILTINS = ("default, full (the default and more: same store), tiny, ladder, vllm-cpu, sizes (three model sizes), workloads (a task per workload), "
-            "paper (the seed paper's setup on published evidence, no engine)")
+            "paper (the seed paper's setup on published evidence, no engine), "
+            "llama70b (Llama-3.1-70B on 1-8 H100-SXM / H200 GPUs a replica, on published evidence, no engine)")
 STUDY = typer.Option("default", "--study", "-s", help=f"Study TOML path, or a built-in: {BUILTINS}.")
 # evict and kld take the study as an argument and also as --study, as every other subcommand does
 STUDY_ARG = typer.Argument(None, show_default=False, help=f"Study TOML path, or a built-in: {BUILTINS} (default: default).")
