@@ -29,7 +29,7 @@ def test_llama70b_is_a_builtin_without_arms_on_h100_sxm_and_h200():
     shapes = {w.name: (w.prompt_tokens, w.output_tokens) for t in study.targets for w in t.workloads or ()}
     assert shapes["chat-1024-256"] == (1024, 256) and shapes["long-8192-256"][0] >= 4096
     grid = study.simulate.grid
-    assert {"BF16", "FP8", "W4A16"} <= set(grid.weights) and {"continuous", "chunked", "disagg"} <= set(grid.batching)
+    assert {"F16", "FP8", "W4A16"} <= set(grid.weights) and {"continuous", "chunked", "disagg"} <= set(grid.batching)
     assert {r.name for r in study.regimes} == {"tight-latency", "high-throughput", "low-cost", "quality-floor"}
     assert max(study.simulate.concurrency) >= 256 and min(study.simulate.concurrency) == 1
 
