@@ -65,6 +65,9 @@ class ModelCard:
         return 2 * self.n_layers * self.n_kv_heads * self.head_dim * bits / 8
 
 
+LINKS = ("nvlink", "pcie", "xgmi", "none")
+
+
 @dataclass(frozen=True)
 class HardwareCard:
     name: str
@@ -75,8 +78,26 @@ class HardwareCard:
     price_per_hour: float = 0.0
     price_date: str = ""
     price_source: str = ""
-    link_gbs: float = 0.0          # bandwidth between two devices (prefill-decode KV transfer)
+    link_gbs: float = 0.0          # bandwidth between two devices of a node, GB/s per direction
     source: str = "spec-sheet"     # "spec-sheet" or "measured:<date>"
+    # The node: how many devices one holds, what joins them, and the latency of one hop over it (a
+    # tensor-parallel worker lives inside one node; replicas and disaggregated pools may span nodes).
+    gpus_per_node: int = 1
+    link: str = "none"             # "nvlink", "pcie", "xgmi" or "none"
+    link_latency_us: float = 0.0   # one hop of a collective over the link, microseconds
+
+    def __post_init__(self) -> None:
+        if self.link not in LINKS:
+            raise ValueError(f"hardware {self.name}.link: {self.link!r} is not one of {', '.join(LINKS)}")
+        if isinstance(self.gpus_per_node, bool) or not isinstance(self.gpus_per_node, int) or self.gpus_per_node < 1:
+            raise ValueError(f"hardware {self.name}.gpus_per_node: {self.gpus_per_node!r} must be an integer >= 1")
+        if self.kind == "cpu" and self.gpus_per_node != 1:
+            raise ValueError(f"hardware {self.name}.gpus_per_node: a CPU card is one device ({self.gpus_per_node} given)")
+        if self.link_gbs < 0 or self.link_latency_us < 0:
+            raise ValueError(f"hardware {self.name}.link_gbs / link_latency_us: must be >= 0")
+        if self.gpus_per_node > 1 and (self.link == "none" or self.link_gbs <= 0):
+            raise ValueError(f"hardware {self.name}.link: a node of {self.gpus_per_node} devices needs a link "
+                             f"and link_gbs > 0")
 
     def peak_flops(self, dtype: str) -> float:
         """FLOP/s for a compute dtype, falling back to the widest dtype the card lists."""

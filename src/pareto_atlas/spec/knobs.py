@@ -25,6 +25,10 @@ BITS_PER_WEIGHT = {
     "Q4_0": 4.5, "AWQ4": 4.25, "W4A16": 4.25, "W8A8": 8.0, "Q3_K": 3.4375, "Q2_K": 2.625, "RANDOM": 4.5,  # RANDOM is stored as Q4_0
 }
 BITS_PER_KV = {"f16": 16.0, "q8_0": 8.5, "fp8": 8.0, "q4_0": 4.5}
+# Parallelism fields and their defaults (one GPU, one copy): left out of a key where default.
+PARALLEL_DEFAULTS = {"tp": 1, "pp": 1, "replicas": 1, "prefill_workers": 1, "prefill_tp": 0, "decode_workers": 1}
+PARALLEL_FIELDS = tuple(PARALLEL_DEFAULTS)
+DISAGG_FIELDS = ("prefill_workers", "prefill_tp", "decode_workers")
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,15 @@ class Knobs:
     slots: int = 1                # max sequences decoded together (llama.cpp --parallel)
     chunk_tokens: int = 0         # prefill chunk budget for batching="chunked"/"slo" (0 = none)
     sparse_budget: float = 1.0    # fraction of the KV read per decode step by sparse attention
+    # Parallelism (speed only: the tokens are the same). One worker is tp x pp GPUs of one node; the
+    # whole unit is copied `replicas` times. With batching = "disagg" the unit is prefill_workers
+    # workers of prefill_tp GPUs (0: tp) and decode_workers workers of tp x pp GPUs.
+    tp: int = 1                   # tensor-parallel degree of a worker
+    pp: int = 1                   # pipeline stages of a worker
+    replicas: int = 1             # data-parallel copies of the unit, each taking load / replicas
+    prefill_workers: int = 1
+    prefill_tp: int = 0
+    decode_workers: int = 1
 
     def __post_init__(self) -> None:
         for name, allowed in (("weights", WEIGHT_TYPES), ("kv", KV_TYPES), ("eviction", EVICTION),
@@ -57,6 +70,41 @@ class Knobs:
             raise ValueError(f"knobs.slots: {self.slots} must be >= 1")
         if not 0.0 <= self.spec_accept < 1.0:
             raise ValueError(f"knobs.spec_accept: {self.spec_accept} must be in [0, 1)")
+        for name in PARALLEL_FIELDS:
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise ValueError(f"knobs.{name}: {v!r} must be an integer")
+        for name in ("tp", "prefill_tp"):
+            v = getattr(self, name)
+            lo = 0 if name == "prefill_tp" else 1
+            if v < lo or (v > 0 and v & (v - 1)):
+                raise ValueError(f"knobs.{name}: {v} must be a power of two >= 1" + (" (or 0: same as tp)" if lo == 0 else ""))
+        for name in ("pp", "replicas", "prefill_workers", "decode_workers"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"knobs.{name}: {getattr(self, name)} must be >= 1")
+        if self.batching != "disagg":
+            for name in DISAGG_FIELDS:
+                if getattr(self, name) != PARALLEL_DEFAULTS[name]:
+                    raise ValueError(f"knobs.{name}: {getattr(self, name)} is only meaningful with batching = \"disagg\" "
+                                     f"(batching is {self.batching!r})")
+
+    @property
+    def prefill_tp_resolved(self) -> int:
+        """GPUs of one prefill worker (disagg): prefill_tp, or tp where it is 0."""
+        return self.prefill_tp or self.tp
+
+    def gpus_per_worker(self) -> int:
+        """GPUs of one (decode, for disagg) worker: tp x pp, all on one node."""
+        return self.tp * self.pp
+
+    def gpus(self) -> int:
+        """GPUs the configuration occupies: every replica, every stage and both pools of a disaggregated one."""
+        if self.batching == "disagg":
+            return self.replicas * (self.prefill_workers * self.prefill_tp_resolved + self.decode_workers * self.tp * self.pp)
+        return self.replicas * self.tp * self.pp
+
+    def is_default_parallelism(self) -> bool:
+        return all(getattr(self, f) == d for f, d in PARALLEL_DEFAULTS.items())
 
     def optimizations(self) -> tuple[str, ...]:
         """The optimization families this configuration turns on, relative to 16-bit serving."""
@@ -75,6 +123,8 @@ class Knobs:
             on.append("disaggregation")
         if self.sparse_budget < 1.0:
             on.append("sparse-attn")
+        if not self.is_default_parallelism():
+            on.append("parallelism")
         return tuple(on)
 
     def quality_key(self) -> str:
@@ -88,6 +138,16 @@ class Knobs:
         return json.dumps(q, sort_keys=True)
 
     def to_dict(self) -> dict:
+        """The fields that key a configuration: parallelism fields only where they differ from their
+        default, so every key made before they existed (anchors, points, caches) stays the same."""
+        d = asdict(self)
+        for name, default in PARALLEL_DEFAULTS.items():
+            if d[name] == default:
+                del d[name]
+        return d
+
+    def as_row(self) -> dict:
+        """Every field, defaults included: the knob columns of a points table."""
         return asdict(self)
 
     @classmethod
@@ -105,7 +165,8 @@ class Knobs:
                 v = row[f.name]
                 v = v.item() if hasattr(v, "item") else v
                 if v is not None and v == v:          # NaN is missing
-                    out[f.name] = v
+                    # an integer knob read back from a float column (a table where some rows lack it)
+                    out[f.name] = int(v) if f.type == "int" and isinstance(v, float) and v.is_integer() else v
         return cls.from_dict(out)
 
     def key(self) -> str:
@@ -124,4 +185,21 @@ class Knobs:
         if self.batching != "continuous":
             parts.append(self.batching)
         parts.append(f"x{self.slots}")
+        parts.extend(self.parallel_label_parts())
         return "+".join(parts)
+
+    def parallel_label_parts(self) -> list[str]:
+        """`tp4`, `pp2`, `x2rep`, `1P(tp2)3D(tp4)`: only what differs from one GPU per worker."""
+        out = []
+        if self.batching == "disagg":
+            if (self.tp, self.pp, self.prefill_tp, self.prefill_workers, self.decode_workers) != (1, 1, 0, 1, 1):
+                dec = f"tp{self.tp}" + (f"pp{self.pp}" if self.pp > 1 else "")
+                out.append(f"{self.prefill_workers}P(tp{self.prefill_tp_resolved}){self.decode_workers}D({dec})")
+        else:
+            if self.tp > 1:
+                out.append(f"tp{self.tp}")
+            if self.pp > 1:
+                out.append(f"pp{self.pp}")
+        if self.replicas > 1:
+            out.append(f"x{self.replicas}rep")
+        return out

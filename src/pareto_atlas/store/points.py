@@ -109,7 +109,7 @@ def _measured_rows(study: Study, store: Store) -> pd.DataFrame:
             "model_card": "imported" if imported else "measured here", "hardware": a.hardware, "workload": wl["name"],
             "prompt_tokens": wl["prompt_tokens"], "output_tokens": wl["output_tokens"],
             "concurrency": conc, "rate_rps": load.get("rate_rps") or NAN, "n_requests": load["requests"],
-            **knobs.to_dict(),
+            **knobs.as_row(),
             "spec_drafted_per_token": drafted, "spec_accept_measured": accept,
             "optimizations": "+".join(knobs.optimizations()), "n_opts": len(knobs.optimizations()),
             "provenance": "measured", "origin": prov["source"] if imported else "measured",
