@@ -68,19 +68,38 @@ class Objective:
 DEFAULT_OBJECTIVES = (Objective("quality_rel", "max"), Objective("tpot_p99_ms", "min"), Objective("cost_per_mtok", "min"))
 
 
+def gpus_of(points: pd.DataFrame) -> pd.Series:
+    """GPUs each point's configuration holds: its `gpus` (or `n_devices`) column where set, else from
+    its knob columns (Knobs.gpus: replicas x tp x pp, both pools of a disaggregated one; a missing
+    parallelism column is the one-GPU default, as every measured anchor did)."""
+    from pareto_atlas.spec.knobs import PARALLEL_DEFAULTS
+
+    def col(name: str) -> np.ndarray:
+        if name not in points.columns:
+            return np.full(len(points), float(PARALLEL_DEFAULTS[name]))
+        return pd.to_numeric(points[name], errors="coerce").fillna(PARALLEL_DEFAULTS[name]).to_numpy(dtype=float)
+
+    tp, pp, rep = col("tp"), col("pp"), col("replicas")
+    ptp = np.where(col("prefill_tp") > 0, col("prefill_tp"), tp)
+    disagg = points["batching"].astype(str).eq("disagg").to_numpy() if "batching" in points.columns else False
+    n = pd.Series(rep * np.where(disagg, col("prefill_workers") * ptp + col("decode_workers") * tp * pp, tp * pp),
+                  index=points.index)
+    for given in ("n_devices", "gpus"):
+        if given in points.columns:
+            n = pd.to_numeric(points[given], errors="coerce").fillna(n)
+    return n.clip(lower=1)
+
+
 def with_derived(points: pd.DataFrame) -> pd.DataFrame:
     """The points with the objective columns derived from others where a table lacks them:
-    `n_devices` (a disaggregated configuration runs its prefill and decode pools on two devices, any
-    other on one, as every measured anchor did) and `throughput_per_device_tok_s` (a disaggregated
-    configuration's total is not one device's)."""
+    `gpus` and `n_devices` (gpus_of: every GPU the configuration holds) and
+    `throughput_per_device_tok_s` (a configuration's total over those GPUs)."""
     if "throughput_per_device_tok_s" in points.columns or "throughput_tok_s" not in points.columns:
+        if "throughput_tok_s" in points.columns and "gpus" not in points.columns:
+            return points.assign(gpus=gpus_of(points))
         return points
-    two = points["batching"].astype(str).eq("disagg") if "batching" in points.columns else False
-    n = pd.Series(np.where(two, 2, 1), index=points.index)
-    if "n_devices" in points.columns:
-        n = pd.to_numeric(points["n_devices"], errors="coerce").fillna(n)
-    n = n.clip(lower=1)
-    return points.assign(n_devices=n, throughput_per_device_tok_s=points["throughput_tok_s"] / n)
+    n = gpus_of(points)
+    return points.assign(gpus=n, n_devices=n, throughput_per_device_tok_s=points["throughput_tok_s"] / n)
 
 
 def _col(points: pd.DataFrame, name: str, default: float = 0.0) -> np.ndarray:

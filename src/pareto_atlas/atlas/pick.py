@@ -17,14 +17,14 @@ import pandas as pd
 
 from pareto_atlas.atlas.constraints import Constraint
 from pareto_atlas.atlas.evidence import StudyRef, confirm_command, evidence_label
-from pareto_atlas.atlas.objectives import with_derived
+from pareto_atlas.atlas.objectives import gpus_of, with_derived
 from pareto_atlas.atlas.regimes import DEFAULT_QUALITY_FLOOR, Regime, admission
 from pareto_atlas.atlas.question import Question
 from pareto_atlas.atlas.winners import _rank, projected_beating
 
 SHOW_COLUMNS = ("point_id", "label", "hardware", "workload", "provenance", "quality_provenance", "quality_rel",
                 "quality_lo", "quality_hi", "quality_evidence", "kld", "calib_provenance", "prior_source", "tpot_p99_ms", "ttft_p99_ms", "throughput_tok_s", "cost_per_mtok",
-                "price_per_hour", "price_date", "lat_rel_err", "thr_rel_err", "n_opts", "optimizations")
+                "gpus", "price_per_hour", "price_date", "lat_rel_err", "thr_rel_err", "n_opts", "optimizations")
 
 
 def cost_per_mtok(price_per_hour: np.ndarray | float, throughput_tok_s: np.ndarray | float) -> np.ndarray:
@@ -34,16 +34,18 @@ def cost_per_mtok(price_per_hour: np.ndarray | float, throughput_tok_s: np.ndarr
 
 
 def reprice(points: pd.DataFrame, prices: Mapping[str, float], price_date: str = "") -> pd.DataFrame:
-    """A copy of `points` with new $/hour for the named hardware and cost re-derived from throughput."""
+    """A copy of `points` with new $/hour per GPU for the named hardware, times the GPUs each
+    configuration holds (atlas.objectives.gpus_of), and cost re-derived from throughput."""
     known = set(points["hardware"].astype(str))
     out = points.copy()
+    gpus = gpus_of(out).to_numpy(dtype=float)
     for hw, price in prices.items():
         if hw not in known:
             raise ValueError(f"price for {hw!r}: no such hardware in the points table; known: {', '.join(sorted(known))}")
         if not price > 0:
             raise ValueError(f"price for {hw}: {price} must be > 0 $/hour")
         m = (out["hardware"].astype(str) == hw).to_numpy()
-        out.loc[m, "price_per_hour"] = float(price)
+        out.loc[m, "price_per_hour"] = float(price) * gpus[m]
         out.loc[m, "price_date"] = price_date or "user override"
     out["cost_per_mtok"] = cost_per_mtok(out["price_per_hour"].to_numpy(dtype=float),
                                          out["throughput_tok_s"].to_numpy(dtype=float))

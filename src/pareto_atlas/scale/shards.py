@@ -28,7 +28,7 @@ class Shard:
 def shards(space: Space, n_shards: int) -> list[Shard]:
     """About `n_shards` shards (at least one per hardware card that runs anything), in sweep order."""
     per_pair = len(space.workloads) * len(space.loads)
-    groups = [(h, [k for k in space.knobs if not compatible(k, h, space.engine)]) for h in space.hardware]
+    groups = [(h, [k for k in space.knobs if not compatible(k, h, space.engine, space.model)]) for h in space.hardware]
     groups = [(h, ks) for h, ks in groups if ks]
     total = sum(len(ks) for _, ks in groups)
     size = max(1, math.ceil(total / max(n_shards, 1)))

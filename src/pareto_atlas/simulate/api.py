@@ -11,6 +11,7 @@ from pareto_atlas.simulate import des as arr
 from pareto_atlas.simulate.cost_model import coeffs
 from pareto_atlas.simulate.kernels import lone_prefill_s
 from pareto_atlas.simulate.memory import plan_memory
+from pareto_atlas.simulate.parallel import check_layout, replica_load
 from pareto_atlas.simulate.params import CalibParams, default_params
 from pareto_atlas.simulate.space import Load
 from pareto_atlas.spec.cards import HardwareCard, ModelCard
@@ -55,31 +56,38 @@ def simulate_point(model: ModelCard, hw: HardwareCard, knobs: Knobs, prompt_toke
     if prompt_tokens < 1 or output_tokens < 1:
         raise ValueError(f"simulate_point: prompt_tokens {prompt_tokens} and output_tokens {output_tokens} must be >= 1")
     params = params or default_params(hw)
+    if why := check_layout(model, hw, knobs):
+        raise ValueError(why)
     accept, prior_label = resolve_acceptance(knobs)
     plan = plan_memory(model, hw, knobs, prompt_tokens, output_tokens, params, draft)
     row = {"hardware": hw.name, "concurrency": int(concurrency or 0),
            "rate_rps": float(rate_rps) if rate_rps is not None else math.nan,
            "provenance": "prior" if prior_label else "simulated", "prior_source": prior_label,
            "calib_provenance": params.provenance, "percentile_method": PERCENTILE_METHOD,
-           "n_devices": 2 if knobs.batching == "disagg" else 1,
+           "n_devices": knobs.gpus(), "gpus": knobs.gpus(),
            "lat_rel_err": params.lat_rel_err, "thr_rel_err": params.thr_rel_err,
            "feasible": plan.feasible, "infeasible_reason": plan.reason}
     if not plan.feasible:
         row.update({m: math.nan for m in METRICS}, mem_gb=plan.mem_gb(0.0))
         return row
-    c = coeffs(model, hw, knobs, params, accept=accept, draft=draft)
+    c = coeffs(model, hw, knobs, params, accept=accept, draft=draft)     # one worker (decode pool's for disagg)
+    # one replica, under its share of the load; replicas add throughput (simulate.parallel.replica_load)
+    conc, rate, busy = replica_load(int(concurrency or 0), float(rate_rps or 0.0), knobs.replicas)
     if concurrency is not None:
         pauses = None
-        mean = Load(concurrency=int(concurrency), think=think).think_code
+        mean = Load(concurrency=int(conc), think=think).think_code
         if mean < 0:
             mean = lone_prefill_s(c, float(prompt_tokens))
         if mean > 0:
             pauses = think_times(mean, n_requests)
-        a = arr.closed_loop(int(concurrency), n_requests, prompt_tokens, output_tokens, pauses)
+        a = arr.closed_loop(int(conc), n_requests, prompt_tokens, output_tokens, pauses)
     else:
-        a = arr.poisson(float(rate_rps), n_requests, prompt_tokens, output_tokens, seed)
+        a = arr.poisson(float(rate), n_requests, prompt_tokens, output_tokens, seed)
     res = arr.run(c, a, knobs.batching, knobs.slots, knobs.chunk_tokens, plan.kv_cap_tokens, slo, seed)
     row.update(res.summary)
+    for m in ("throughput_tok_s", "goodput_rps"):
+        if m in row:
+            row[m] *= busy
     row["mem_gb"] = plan.mem_gb(res.peak_kv_tokens)
     row["preemptions"] = res.preemptions
     return row
@@ -90,6 +98,11 @@ def simulate_trace(model: ModelCard, hw: HardwareCard, knobs: Knobs, times: np.n
                    seed: int = 0) -> arr.DesResult:
     """Replay a trace (arrival seconds, prompt and output lengths) and return per-request results."""
     params = params or default_params(hw)
+    if why := check_layout(model, hw, knobs):
+        raise ValueError(why)
+    if knobs.replicas > 1:
+        raise ValueError(f"simulate_trace: knobs.replicas {knobs.replicas}: a trace replays on one replica; "
+                         f"split it across replicas first")
     accept, _ = resolve_acceptance(knobs)
     plan = plan_memory(model, hw, knobs, int(np.max(prompts)), int(np.max(outputs)), params)
     if not plan.feasible:

@@ -11,8 +11,10 @@ from functools import lru_cache
 
 import numpy as np
 
-from pareto_atlas.simulate.kernels import (ACC, AT, CTX_SCALE, CV, D_FL, D_KVR, D_O, D_W, DRAFT_P, FL, FL_H, FL_V, K,
-                                          KV_PAD, KVR, KVW, N_COEFFS, O_REQ, O_SEQ, O_STEP, P, Q, TILE, W_T, XFER, step_time)
+from pareto_atlas.simulate.kernels import (ACC, AT, COMM_STEP, COMM_TOK, CTX_SCALE, CV, D_FL, D_KVR, D_O, D_W, DRAFT_P,
+                                          FL, FL_H, FL_V, K, KV_PAD, KVR, KVW, N_COEFFS, O_REQ, O_SEQ, O_STEP, P, Q, TILE,
+                                          PP_STAGES, W_T, XFER, step_time)
+from pareto_atlas.simulate.parallel import comm_terms, kv_share
 from pareto_atlas.simulate.params import CalibParams, base_format
 from pareto_atlas.spec.cards import HardwareCard, ModelCard, shipped_models
 from pareto_atlas.spec.knobs import BITS_PER_KV, BITS_PER_WEIGHT, Knobs
@@ -98,28 +100,42 @@ def per_weight_costs(hw: HardwareCard, weights: str, params: CalibParams, model:
 
 def coeffs(model: ModelCard, hw: HardwareCard, knobs: Knobs, params: CalibParams,
            accept: float | None = None, draft: ModelCard | None = None,
-           drafted_per_token: float | None = None) -> np.ndarray:
-    """The per-unit times of one step for this configuration (see the layout in kernels.py).
+           drafted_per_token: float | None = None, *, tp: int | None = None, pp: int | None = None) -> np.ndarray:
+    """The per-unit times of one step of ONE worker of this configuration (see the layout in
+    kernels.py): a tp x pp worker (knobs.tp, knobs.pp unless given; the decode pool's for "disagg",
+    `prefill_coeffs` gives the prefill pool's). Replicas are not in it (simulate.parallel.replica_load).
+
+    The worker's device streams 1 / tp of the weights per step, does 1 / (tp pp) of the FLOPs and reads
+    its share of the KV (simulate.parallel.kv_share) over 1 / pp of the layers, and pays the
+    collectives over the link (COMM_STEP, COMM_TOK); see simulate.parallel for the model.
 
     drafted_per_token: drafts the engine actually proposed per generated token (measured); with 0,
     speculation never drafts and the step is a plain decode step.
     """
+    tp = knobs.tp if tp is None else tp
+    pp = knobs.pp if pp is None else pp
     c = np.zeros(N_COEFFS)
     bw = hw.mem_bw_gbs * 1e9
     attn_peak = hw.peak_flops("fp16")
     eff_a = params.attn_eff(knobs.kv)
+    # KV one device's stage reads per token of context (its heads; a pipeline round reads every
+    # stage's, divided over its micro-batches in kernels._step_time); exactly kvb on one device
     kvb = model.kv_bytes_per_token(BITS_PER_KV[knobs.kv])
-    c[W_T] = weight_bytes(model, knobs.weights) / (bw * params.bw_eff(knobs.weights))
-    c[KVR] = kvb / (bw * eff_a)
-    c[KVW] = kvb * knobs.kv_keep / (bw * eff_a)
+    kvb_dev = kvb * kv_share(model, tp) if tp > 1 else kvb
+    split = tp                  # a token's FLOPs divide over the tp devices; over the stages in _step_time
+    c[PP_STAGES] = pp if pp > 1 else 0.0
+    c[W_T] = weight_bytes(model, knobs.weights) / tp / (bw * params.bw_eff(knobs.weights))
+    c[KVR] = kvb_dev / (bw * eff_a)
+    c[KVW] = kvb_dev * knobs.kv_keep / (bw * eff_a)
     gemv, gemm = per_weight_costs(hw, knobs.weights, params, model)
     body = model.matmul_params - head_params(model)
-    c[FL] = body * gemm
-    c[FL_V] = body * gemv
-    c[FL_H] = head_params(model) * gemv * params.head_ratio
+    c[FL] = body * gemm / split
+    c[FL_V] = body * gemv / split
+    c[FL_H] = head_params(model) * gemv * params.head_ratio / split
     c[TILE] = params.gemm_tile
     # QK^T and PV: 2 matmuls x 2 FLOPs per multiply-add, per (query, key) pair, per head and layer.
-    c[AT] = 4.0 * model.n_layers * model.n_heads * model.head_dim / (attn_peak * params.attn_flops_eff(knobs.kv))
+    c[AT] = 4.0 * model.n_layers * model.n_heads * model.head_dim / (attn_peak * params.attn_flops_eff(knobs.kv)) / split
+    c[COMM_STEP], c[COMM_TOK] = comm_terms(model, hw, tp, pp, params.link_eff, params.link_latency_scale)
     # Eviction stores keep x ctx; sparse attention then reads only a budget of what is stored.
     c[CTX_SCALE] = knobs.kv_keep * knobs.sparse_budget
     c[KV_PAD] = params.kv_pad / 2.0
@@ -141,13 +157,27 @@ def coeffs(model: ModelCard, hw: HardwareCard, knobs: Knobs, params: CalibParams
         if dc is None:
             c[D_O] = params.ngram_lookup_s
         else:
-            c[D_W] = weight_bytes(dc, knobs.weights) / (bw * params.bw_eff(knobs.weights))
-            c[D_FL] = dc.matmul_params * gemm
-            c[D_KVR] = dc.kv_bytes_per_token(BITS_PER_KV[knobs.kv]) / (bw * eff_a)
+            # the draft runs tensor-parallel over the worker's tp devices as the target does (its own
+            # all-reduces are left out: a draft's few layers)
+            c[D_W] = weight_bytes(dc, knobs.weights) / tp / (bw * params.bw_eff(knobs.weights))
+            c[D_FL] = dc.matmul_params * gemm / tp
+            c[D_KVR] = dc.kv_bytes_per_token(BITS_PER_KV[knobs.kv]) * kv_share(dc, tp) / (bw * eff_a)
             c[D_O] = params.draft_forward_s
     if knobs.batching == "disagg":
-        c[XFER] = kvb * knobs.kv_keep / (hw.link_gbs * 1e9) if hw.link_gbs > 0 else np.inf
+        # each device of the narrower worker sends (or receives) its heads' share over its own link
+        shard = kv_share(model, min(tp, knobs.prefill_tp_resolved)) if tp > 1 or knobs.prefill_tp_resolved > 1 else 1.0
+        c[XFER] = kvb * knobs.kv_keep * shard / (hw.link_gbs * 1e9) if hw.link_gbs > 0 else np.inf
     return c
+
+
+def prefill_coeffs(model: ModelCard, hw: HardwareCard, knobs: Knobs, params: CalibParams,
+                   accept: float | None = None, draft: ModelCard | None = None,
+                   drafted_per_token: float | None = None) -> np.ndarray:
+    """The coefficient vector of one prefill worker of a disaggregated configuration: prefill_tp
+    devices (tp where 0), one stage. For any other batching, the worker's own vector."""
+    if knobs.batching != "disagg":
+        return coeffs(model, hw, knobs, params, accept, draft, drafted_per_token)
+    return coeffs(model, hw, knobs, params, accept, draft, drafted_per_token, tp=knobs.prefill_tp_resolved, pp=1)
 
 
 def decode_tokens_per_s(c: np.ndarray, batch: int, ctx: float) -> float:

@@ -31,7 +31,14 @@ KV_PAD = 22
 # API server's hop to the engine): in every TTFT and E2E, and in a closed loop's gap between a
 # completion and the client's next request, but never in an engine step.
 O_REQ = 23
-N_COEFFS = 24
+# COMM_STEP, COMM_TOK: a tensor/pipeline-parallel worker's collectives and stage sends over the node's
+# link, per step and per token of the step, serial with the kernels (simulate.parallel); 0 on one device.
+COMM_STEP, COMM_TOK = 24, 25
+# PP_STAGES: a pipeline-parallel worker's stages (0 or 1: none). A step is one pipeline round; its
+# sequences fill min(stages, sequences) micro-batches, and compute, KV traffic and the link's bytes
+# divide over those (one prompt alone crosses the stages one after the other: no gain).
+PP_STAGES = 26
+N_COEFFS = 27
 # Closed-loop clients never land in the same instant: an idle engine starts a step for the first
 # request and the others wait for the next one (llama.cpp's slot loop, vLLM's scheduler alike);
 # a request sent when another completes misses the step the engine starts at that moment.
@@ -104,6 +111,10 @@ def _step_time(c: np.ndarray, n_dec: float, ctx_dec: float, n_pf: float, pf_pair
     cmp = c[FL] * gemm + c[FL_V] * (tokens - gemm) + c[FL_H] * logits
     a_mem = c[KVR] * (ctx_eff + pf_ctx) + c[KVW] * tokens
     a_cmp = c[AT] * (q * ctx_eff + pf_pairs)
+    comm_tok = c[COMM_TOK]
+    if c[PP_STAGES] > 1.0:
+        m = min(c[PP_STAGES], max(n_seqs, 1.0))
+        cmp, a_mem, a_cmp, comm_tok = cmp / m, a_mem / m, a_cmp / m, comm_tok / m
     # k sequential draft forwards on the steps that draft (prefill of the draft is folded into
     # its compute term below).
     drafting = c[K] > 0.0 and n_dec > 0.0 and c[DRAFT_P] > 0.0
@@ -114,7 +125,7 @@ def _step_time(c: np.ndarray, n_dec: float, ctx_dec: float, n_pf: float, pf_pair
         # the two rooflines' pow chains side by side (see _smooth_max2)
         fwd, attn = _smooth_max2(mem, cmp, a_mem, a_cmp, c[P], bound)
         fwd, draft_fwd = fwd + attn, 0.0
-    t = fwd + c[O_STEP] + c[O_SEQ] * n_seqs
+    t = fwd + c[O_STEP] + c[O_SEQ] * n_seqs + c[COMM_STEP] + comm_tok * tokens
     if drafting:
         t += c[DRAFT_P] * c[K] * (draft_fwd + c[D_O])
     if c[K] > 0.0 and n_pf > 0.0 and c[D_FL] > 0.0:

@@ -51,6 +51,7 @@ def format_family(fmt: str) -> str:
 
 
 MAX_EFF_BW = 2.0
+LINK_DEFAULTS = {"link_eff": 0.75, "link_latency_scale": 1.0}
 
 
 @dataclass(frozen=True)
@@ -102,6 +103,11 @@ class CalibParams:
     # within-model lat_rel_err / thr_rel_err above stay the measured model's.
     xfer_lat_rel_err: float = float("nan")
     xfer_thr_rel_err: float = float("nan")
+    # A parallel worker's link: the achieved fraction of link_gbs in its collectives, and a factor on
+    # the card's per-hop latency (NCCL reaches ~70-80 % of NVLink's bus bandwidth on large messages;
+    # fitted where published multi-GPU rows cover a card). Left out of to_dict at these defaults.
+    link_eff: float = 0.75
+    link_latency_scale: float = 1.0
 
     def __post_init__(self) -> None:
         # eff_bw may exceed 1: a CPU card's bandwidth is a one-thread numpy copy, and the engine's
@@ -132,6 +138,10 @@ class CalibParams:
         for name in ("overhead_step_s", "overhead_seq_s", "overhead_req_s", "ngram_lookup_s", "draft_forward_s", "step_cv"):
             if getattr(self, name) < 0:
                 raise ValueError(f"calib.{name}: {getattr(self, name)} must be >= 0")
+        if not 0.0 < self.link_eff <= 1.0:
+            raise ValueError(f"calib.link_eff: {self.link_eff} must be in (0, 1]")
+        if self.link_latency_scale < 0:
+            raise ValueError(f"calib.link_latency_scale: {self.link_latency_scale} must be >= 0")
         if self.roofline_p < 1:
             raise ValueError(f"calib.roofline_p: {self.roofline_p} must be >= 1")
 
@@ -161,7 +171,10 @@ class CalibParams:
         return None, "derived"
 
     def to_dict(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        # the link's parameters only where they differ from their defaults: calibrations stored and
+        # keyed before they existed keep their keys
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if f.name not in LINK_DEFAULTS or getattr(self, f.name) != LINK_DEFAULTS[f.name]}
 
     @classmethod
     def from_dict(cls, d: dict) -> "CalibParams":

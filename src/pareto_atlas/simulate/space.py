@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pareto_atlas.spec.cards import HardwareCard, ModelCard
 from pareto_atlas.spec.knobs import Knobs
@@ -32,8 +32,19 @@ def _served(hw: HardwareCard, engine: str) -> tuple[tuple, tuple, tuple]:
     return CPU_WEIGHTS, CPU_KV, CPU_SPEC
 
 
-def compatible(knobs: Knobs, hw: HardwareCard, engine: str = "llamacpp") -> str:
-    """"" when the configuration can run on this card (with this engine on a CPU), else why not."""
+def compatible(knobs: Knobs, hw: HardwareCard, engine: str = "llamacpp", model: ModelCard | None = None) -> str:
+    """"" when the configuration can run on this card (with this engine on a CPU), else why not; with
+    `model`, its parallelism is checked against the model's heads and layers too (simulate.parallel)."""
+    if not knobs.is_default_parallelism():
+        if hw.kind == "cpu":
+            return f"parallelism ({'+'.join(knobs.parallel_label_parts())}) needs GPU cards; {hw.name} is one CPU device"
+        from pareto_atlas.simulate.parallel import check_layout
+
+        why = check_layout(model, hw, knobs) if model is not None else (
+            f"knobs.tp x pp: {knobs.gpus_per_worker()} GPUs per worker exceed {hw.name}'s {hw.gpus_per_node} per node"
+            if max(knobs.gpus_per_worker(), knobs.prefill_tp_resolved) > hw.gpus_per_node else "")
+        if why:
+            return why
     weights, kvs, specs = _served(hw, engine)
     if knobs.weights not in weights:
         return f"weights {knobs.weights} not served on {hw.kind}"
@@ -122,7 +133,7 @@ class Space:
 
     def pairs(self) -> list[tuple[Knobs, HardwareCard]]:
         """Every compatible (knobs, hardware) pair."""
-        return [(k, h) for h in self.hardware for k in self.knobs if not compatible(k, h, self.engine)]
+        return [(k, h) for h in self.hardware for k in self.knobs if not compatible(k, h, self.engine, self.model)]
 
     def size(self) -> int:
         return len(self.pairs()) * len(self.workloads) * len(self.loads)
@@ -138,10 +149,41 @@ def vllm_cpu_knobs() -> list[Knobs]:
     return out
 
 
+# Parallel layouts searched on GPU cards (simulate.parallel): tensor parallel within a node, a pipeline
+# split, replicas, and a few disaggregated xPyD pools. Each is kept per card and model only where it
+# fits (compatible: the heads, the node), so tp 8 on a 14-head model or on a 4-GPU node drops out.
+AGG_LAYOUTS = ({"tp": 2}, {"tp": 4}, {"tp": 8}, {"tp": 4, "pp": 2}, {"replicas": 2}, {"tp": 2, "replicas": 2},
+               {"tp": 4, "replicas": 2})
+DISAGG_LAYOUTS = ({"tp": 2}, {"tp": 4}, {"decode_workers": 2}, {"prefill_workers": 2},
+                  {"tp": 2, "prefill_tp": 2, "decode_workers": 3}, {"tp": 4, "prefill_tp": 2, "decode_workers": 1})
+
+
+def parallel_variants(knobs: list[Knobs], layouts: dict[str, tuple[int, ...]] | None = None) -> list[Knobs]:
+    """The parallel layouts of the knobs that parallelism matters for: full KV, dense attention, no
+    speculation, continuous or chunked batching (aggregated layouts) or disaggregated (xPyD pools).
+    `layouts`: a parallel field -> the values allowed (a study's grid), None: the shipped layouts."""
+    out = []
+    for k in knobs:
+        if k.eviction != "none" or k.sparse_budget < 1.0 or k.spec != "none" or not k.is_default_parallelism():
+            continue
+        if k.batching in ("continuous", "chunked"):
+            shapes = AGG_LAYOUTS
+        elif k.batching == "disagg":
+            shapes = DISAGG_LAYOUTS
+        else:
+            continue
+        for shape in shapes:
+            v = replace(k, **shape)
+            if layouts is None or all(getattr(v, f) in vals for f, vals in layouts.items() if vals is not None):
+                out.append(v)
+    return out
+
+
 def default_knobs(kind: str, engine: str = "llamacpp",
-                  evictions_extra: tuple[tuple[str, float], ...] = ()) -> list[Knobs]:
+                  evictions_extra: tuple[tuple[str, float], ...] = (), parallel: bool = False) -> list[Knobs]:
     """The knob grid for one hardware kind: weights x KV x eviction x speculation x batching x slots x
-    sparsity; `evictions_extra`: (policy, keep) pairs beside the grid's own (a study's eviction sweep)."""
+    sparsity; `evictions_extra`: (policy, keep) pairs beside the grid's own (a study's eviction sweep);
+    `parallel`: on GPUs, the grid's parallel layouts too (parallel_variants), after the one-GPU grid."""
     cpu = kind == "cpu"
     if cpu and engine == "vllm":
         return vllm_cpu_knobs()
@@ -160,14 +202,17 @@ def default_knobs(kind: str, engine: str = "llamacpp",
                                                                             slots, sparse):
         out.append(Knobs(weights=w, kv=kv, eviction=ev, kv_keep=keep, spec=sp, spec_k=k, spec_accept=a, batching=b,
                          slots=s, chunk_tokens=chunk, sparse_budget=sb))
+    if parallel and not cpu:
+        out += parallel_variants(out)
     return out
 
 
 def default_space(model: ModelCard, hardware: list[HardwareCard], workloads: list[Workload] | None = None,
-                  loads: list[Load] | None = None, slo: dict | None = None) -> Space:
-    """A sensible default space for one model across the given cards (CPU and GPU grids differ)."""
+                  loads: list[Load] | None = None, slo: dict | None = None, parallel: bool = True) -> Space:
+    """A sensible default space for one model across the given cards (CPU and GPU grids differ; GPU
+    cards search parallel layouts unless `parallel` is False)."""
     kinds = sorted({h.kind for h in hardware})
-    knobs = tuple(k for kind in kinds for k in default_knobs(kind))
+    knobs = tuple(k for kind in kinds for k in default_knobs(kind, parallel=parallel))
     workloads = workloads or [Workload("chat-512-128", 512, 128), Workload("long-2048-256", 2048, 256)]
     loads = loads or [Load(concurrency=1), Load(concurrency=8), Load(concurrency=32), Load(rate_rps=2.0)]
     return Space(model, tuple(hardware), tuple(dict.fromkeys(knobs)), tuple(workloads), tuple(loads),

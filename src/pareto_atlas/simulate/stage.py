@@ -15,11 +15,12 @@ from rich.console import Console
 
 from pareto_atlas.calibrate.stage import THIS, model_card, this_machine
 from pareto_atlas.simulate.params import CalibParams, default_params
-from pareto_atlas.simulate.space import GPU_WEIGHTS, Load, Space, Workload, compatible, default_knobs, load_label
+from pareto_atlas.simulate.space import (GPU_WEIGHTS, Load, Space, Workload, compatible, default_knobs, load_label,
+                                        parallel_variants)
 from pareto_atlas.simulate.targets import Target, carried_params, study_targets
 from pareto_atlas.simulate.sweep import sweep
 from pareto_atlas.spec.cards import HardwareCard, shipped_hardware
-from pareto_atlas.spec.knobs import Knobs
+from pareto_atlas.spec.knobs import PARALLEL_FIELDS, Knobs
 from pareto_atlas.spec.study import Study
 from pareto_atlas.store import Store
 from pareto_atlas.store.db import dumps
@@ -97,6 +98,11 @@ def study_space(study: Study, hardware: list[HardwareCard], model, workloads: li
     arms = [a.knobs() for a in study.arms]
     swept = study_evictions(study)
     grid = [k for kind in kinds for k in default_knobs(kind, study.engine.name, swept) if study.simulate.grid.keeps(k)]
+    # Parallel layouts where the study's grid names any (tp = [1, 2, 4, 8], ...): a study that does not
+    # keeps its one-GPU space, thinning and winners exactly as before parallelism existed
+    layouts = {f: getattr(study.simulate.grid, f, None) for f in PARALLEL_FIELDS}
+    if "gpu" in kinds and any(v is not None for v in layouts.values()):
+        grid += parallel_variants([k for k in grid if k.weights in GPU_WEIGHTS], layouts)
     # each arm under each eviction the study sweeps carries a measured effect: always simulated,
     # like the arms themselves (a few dozen knobs; the grid's own variants of them compete as usual)
     kept = arms + [replace(a, eviction=p, kv_keep=k) for a in arms if a.eviction == "none" for p, k in swept]
@@ -104,7 +110,7 @@ def study_space(study: Study, hardware: list[HardwareCard], model, workloads: li
     workloads = workloads or measured_workloads(study)
     per_pair = len(loads) * len(workloads)
     knobs = list(dict.fromkeys(kept + grid))
-    cost = {k: per_pair * sum(1 for h in hardware if not compatible(k, h, study.engine.name)) for k in knobs}
+    cost = {k: per_pair * sum(1 for h in hardware if not compatible(k, h, study.engine.name, model)) for k in knobs}
     budget = study.simulate.max_configs if budget is None else budget
     if sum(cost.values()) > budget:
         evidenced = {a.quality_key() for a in arms} if evidenced is None else evidenced

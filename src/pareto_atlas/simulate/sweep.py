@@ -13,6 +13,7 @@ from pareto_atlas.simulate.api import METRICS, PERCENTILE_METHOD, resolve_accept
 from pareto_atlas.simulate.cost_model import N_COEFFS, coeffs
 from pareto_atlas.simulate.kernels import CV, POLICIES, run_batch
 from pareto_atlas.simulate.memory import plan_memory
+from pareto_atlas.simulate.parallel import replica_load
 from pareto_atlas.simulate.params import CalibParams, default_params
 from pareto_atlas.simulate import des
 from pareto_atlas.simulate.space import Space, Workload, compatible
@@ -54,11 +55,13 @@ def sweep(space: Space, params: dict[str, CalibParams] | None = None, n_requests
     kvb_tok = np.empty(n)
     reasons = [""] * n
     prior_src = [""] * n
+    busy = np.ones(n)                 # replicas a row's load keeps busy: its throughput's multiple
+    rate_total = np.empty(n)          # the load's rate over all replicas (what the row reports)
     r = 0
     for pi, (k, hw) in enumerate(pairs):
         p = params.get(hw.name) or default_params(hw)
         accept, prior = resolve_acceptance(k)
-        c = coeffs(space.model, hw, k, p, accept=accept)
+        c = coeffs(space.model, hw, k, p, accept=accept)      # one worker (decode pool's for disagg)
         for wi, wl in enumerate(W):
             plan = plan_memory(space.model, hw, k, *wl.longest, p)
             for li, ld in enumerate(L):
@@ -68,7 +71,9 @@ def sweep(space: Space, params: dict[str, CalibParams] | None = None, n_requests
                 C[r] = c
                 policy[r] = POLICIES.index(k.batching)
                 slots[r], chunk[r] = k.slots, k.chunk_tokens
-                conc[r], rate[r], think[r] = ld.concurrency, ld.rate_rps, ld.think_code
+                # one replica is simulated under its share of the load (simulate.parallel.replica_load)
+                conc[r], rate[r], busy[r] = replica_load(ld.concurrency, ld.rate_rps, k.replicas)
+                rate_total[r], think[r] = ld.rate_rps, ld.think_code
                 prompt[r], output[r] = wl.prompt_tokens, wl.output_tokens
                 kv_cap[r] = plan.kv_cap_tokens if plan.feasible else np.inf
                 weights_b[r], kvb_tok[r] = plan.weights_bytes, plan.kv_bytes_per_token
@@ -80,17 +85,21 @@ def sweep(space: Space, params: dict[str, CalibParams] | None = None, n_requests
     slo = space.slo or {}
     util = np.array([L[i].utilization for i in load_idx]) if n else np.zeros(0)
     if (util > 0).any():
+        # a fraction of one replica's capacity, per replica; the row reports it over all replicas
         rate[util > 0] = _utilization_rates(C, policy, slots, chunk, prompt, output, np.where(replay, np.inf, kv_cap),
                                             util, pair_idx * len(W) + wl_idx, int(n_requests), int(seed))
+        rate_total[util > 0] = rate[util > 0] * busy[util > 0]
     # the batch kernel draws closed and Poisson loads itself and passes over infinite caps: traces go below
     run_batch(C, policy, slots, chunk, conc, rate, prompt, output, np.where(replay, np.inf, kv_cap), int(n_requests),
                slo.get("ttft_ms", math.inf) / 1e3, slo.get("tpot_ms", math.inf) / 1e3, int(seed), out, peak,
                think, think_times(1.0, int(n_requests), SEED))
     for r in np.flatnonzero(replay & np.isfinite(kv_cap)):
         out[r], peak[r] = _replay(C[r], W[wl_idx[r]], int(policy[r]), int(slots[r]), int(chunk[r]), kv_cap[r], slo,
-                                  int(seed) + int(r))
+                                  int(seed) + int(r), pairs[pair_idx[r]][0].replicas)
+    for m in ("throughput_tok_s", "goodput_rps"):          # replicas add up; latencies are one replica's
+        out[:, METRICS.index(m)] *= busy
     return _frame(space, pairs, params, pair_idx, wl_idx, load_idx, out, peak, weights_b, kvb_tok, kv_cap, reasons,
-                  prior_src, rate)
+                  prior_src, rate_total)
 
 
 def _utilization_rates(C, policy, slots, chunk, prompt, output, kv_cap, util, shape, n_requests, seed) -> np.ndarray:
@@ -116,9 +125,10 @@ def _utilization_rates(C, policy, slots, chunk, prompt, output, kv_cap, util, sh
 
 
 def _replay(c: np.ndarray, wl: Workload, policy: int, slots: int, chunk: int, kv_cap: float, slo: dict,
-            seed: int) -> tuple[np.ndarray, float]:
-    """One point replaying its workload's trace: its METRICS and peak KV tokens."""
-    t, p, o = (np.array(col) for col in zip(*wl.trace))
+            seed: int, replicas: int = 1) -> tuple[np.ndarray, float]:
+    """One point replaying its workload's trace: its METRICS (one replica's, taking every replicas-th
+    request in turn; the sweep multiplies throughput back) and peak KV tokens."""
+    t, p, o = (np.array(col)[::replicas] for col in zip(*wl.trace))
     res = des.run(c, des.trace(t, p, o), POLICIES[policy], slots, chunk, kv_cap, slo, seed)
     return np.array([res.summary[m] for m in METRICS]), res.peak_kv_tokens
 
@@ -159,7 +169,9 @@ def _frame(space, pairs, params, pair_idx, wl_idx, load_idx, out, peak, weights_
     # its family's, or derived from the roofline (no anchor of the format or its family: an extrapolation)
     df["weights_cost"] = np.array([p.weight_cost(k.weights, "gemv", space.model)[1] for (k, _), p in zip(pairs, hp)],
                                   dtype=object)[pair_idx]
-    n_dev = np.where(df["batching"].to_numpy() == "disagg", 2, 1)
+    # every GPU the configuration holds (replicas, stages, both pools): per-device throughput and cost count them
+    n_dev = np.array([k.gpus() for k, _ in pairs])[pair_idx]
+    df["gpus"] = n_dev
     df["n_devices"] = n_dev
     df["throughput_per_device_tok_s"] = df["throughput_tok_s"].to_numpy() / n_dev
     price = np.array([h.price_per_hour for h in hw])[pair_idx] * n_dev
@@ -177,4 +189,4 @@ def _frame(space, pairs, params, pair_idx, wl_idx, load_idx, out, peak, weights_
 
 def sweep_knobs(space: Space, knobs: list[Knobs]) -> Space:
     """The same space over another knob list (e.g. the atlas's candidates)."""
-    return replace(space, knobs=tuple(k for k in knobs if any(not compatible(k, h, space.engine) for h in space.hardware)))
+    return replace(space, knobs=tuple(k for k in knobs if any(not compatible(k, h, space.engine, space.model) for h in space.hardware)))
