@@ -206,13 +206,17 @@ def published(study: str = STUDY, out: Optional[Path] = OUT,
                                                                       "table's columns (repeatable; added to it)."),
               engine: list[str] = typer.Option(None, "--engine", help="Only anchors from this engine, e.g. vllm "
                                                                        "(repeatable; default: every engine)."),
-              hardware: list[str] = typer.Option(None, "--hardware", help="Only this GPU card (repeatable).")) -> None:
+              hardware: list[str] = typer.Option(None, "--hardware", help="Only this GPU card (repeatable)."),
+              multi_gpu: bool = typer.Option(False, "--multi-gpu", help="Also fit spec/published_multigpu.csv per "
+                                             "card and engine and print its held-out error per parallelism "
+                                             "(leave one source, model, engine out); minutes.")) -> None:
     """Calibrate the GPU cards on published measurements (spec/published_anchors.csv plus --table):
     the anchors, the fit, its leave-one-source-out error, and the seed paper's ratios beside the
     projection. The fit is stored, and `simulate` uses it for those cards."""
     def go():
         with _ctx(study, out) as ctx:
-            stages.published(ctx, tables=table or None, engines=engine or None, hardware=hardware or None)
+            stages.published(ctx, tables=table or None, engines=engine or None, hardware=hardware or None,
+                             multi_gpu=multi_gpu)
     _run(go)
 
 
