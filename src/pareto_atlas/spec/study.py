@@ -353,10 +353,23 @@ class GridSpec(_Frozen):
     batching: list[str] | None = None
     slots: list[Annotated[int, Field(ge=1)]] | None = None
     sparse_budget: list[Annotated[float, Field(gt=0.0, le=1.0)]] | None = None   # 1.0: dense attention
+    # Parallel layouts (simulate.space.parallel_variants): naming any of these opts a study into the
+    # shipped layouts whose fields all take listed values; none named keeps the one-GPU space.
+    tp: list[Annotated[int, Field(ge=1, le=64)]] | None = None
+    pp: list[Annotated[int, Field(ge=1, le=64)]] | None = None
+    replicas: list[Annotated[int, Field(ge=1, le=1024)]] | None = None
+    prefill_workers: list[Annotated[int, Field(ge=1, le=64)]] | None = None
+    prefill_tp: list[Annotated[int, Field(ge=0, le=64)]] | None = None     # 0: the decode workers' tp
+    decode_workers: list[Annotated[int, Field(ge=1, le=64)]] | None = None
 
     @model_validator(mode="after")
     def _known(self) -> "GridSpec":
         from pareto_atlas.spec.knobs import BATCHING, EVICTION, KV_TYPES, SPEC, WEIGHT_TYPES
+
+        for name in ("tp", "prefill_tp"):
+            odd = [v for v in getattr(self, name) or () if v & (v - 1)]
+            if odd:
+                raise ValueError(f"{name}: {odd[0]} is not a power of two (1, 2, 4, 8{', or 0' if name == 'prefill_tp' else ''})")
 
         for name, allowed in (("weights", WEIGHT_TYPES), ("kv", KV_TYPES), ("eviction", EVICTION), ("spec", SPEC),
                               ("batching", BATCHING)):
