@@ -65,5 +65,29 @@ def test_the_70b_at_16_bits_is_each_cards_baseline_and_the_cards_disagree_on_it(
 def test_the_grid_searches_tensor_parallelism_beyond_one_gpu():
     if "tp" not in GridSpec.model_fields:
         pytest.skip("GridSpec has no parallelism fields yet (they come with the parallel simulator)")
-    grid = load_study("llama70b").simulate.grid
+    study = load_study("llama70b")
+    grid = study.simulate.grid
     assert grid.tp is not None and {1, 2, 4, 8} <= set(grid.tp)
+    from pareto_atlas.simulate.stage import study_space
+    from pareto_atlas.spec.cards import shipped_hardware
+
+    hw = [shipped_hardware()[h] for h in study.simulate.hardware]
+    knobs = study_space(study, hw, shipped_models()[CARD], budget=10**9).knobs
+    assert {k.tp for k in knobs if k.batching != "disagg"} == {1, 2, 4, 8}
+    gpus = {(k.batching == "disagg", k.gpus()) for k in knobs}
+    # 1, 2, 4 and 8 GPUs a replica aggregated, and disaggregated pools of more than one GPU
+    assert {(False, 1), (False, 2), (False, 4), (False, 8)} <= gpus and any(d and g > 2 for d, g in gpus)
+    assert all(k.gpus() <= 8 for k in knobs)                     # one 8-GPU node
+
+
+def test_a_grid_tp_that_is_not_a_power_of_two_is_one_line_naming_the_field():
+    if "tp" not in GridSpec.model_fields:
+        pytest.skip("GridSpec has no parallelism fields yet (they come with the parallel simulator)")
+    from importlib import resources
+
+    from pareto_atlas.spec.study import StudyError, parse_study
+
+    text = resources.files("pareto_atlas.spec").joinpath("llama70b_study.toml").read_text()
+    with pytest.raises(StudyError) as e:
+        parse_study(text.replace("tp = [1, 2, 4, 8]", "tp = [1, 3]"))
+    assert "\n" not in str(e.value) and "tp: 3 is not a power of two" in str(e.value)
