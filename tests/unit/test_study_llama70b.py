@@ -27,7 +27,7 @@ def test_llama70b_is_a_builtin_without_arms_on_h100_sxm_and_h200():
     assert study.quality.task == "gsm8k" and study.quality.floor == 0.95
     assert all(study.prices[h] > 0 for h in study.simulate.hardware) and study.price_date == "2026-03"
     shapes = {w.name: (w.prompt_tokens, w.output_tokens) for t in study.targets for w in t.workloads or ()}
-    assert shapes["chat-1024-256"] == (1024, 256) and shapes["long-8192-256"][0] >= 4096
+    assert shapes["chat-1024-1024"] == (1024, 1024) and shapes["long-8192-1024"] == (8192, 1024)
     grid = study.simulate.grid
     assert {"F16", "FP8", "W4A16"} <= set(grid.weights) and {"continuous", "chunked", "disagg"} <= set(grid.batching)
     assert {r.name for r in study.regimes} == {"tight-latency", "high-throughput", "low-cost", "quality-floor"}
