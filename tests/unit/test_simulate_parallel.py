@@ -189,3 +189,28 @@ def test_a_points_table_without_parallel_columns_counts_one_gpu_or_two_for_disag
     t = pd.DataFrame({"batching": ["continuous", "disagg"], "throughput_tok_s": [100.0, 100.0]})
     d = with_derived(t)
     assert list(d["gpus"]) == [1, 2] and list(d["throughput_per_device_tok_s"]) == [100.0, 50.0]
+
+
+def test_every_shipped_gpu_card_states_its_node_and_a_bad_node_field_is_a_one_line_error():
+    from pareto_atlas.spec.cards import HardwareCard
+
+    for h in HW.values():
+        if h.kind == "gpu":
+            assert h.gpus_per_node >= 1 and h.link in ("nvlink", "pcie", "xgmi") and h.link_gbs > 0 and h.link_latency_us > 0
+    for bad, field in ((dict(link="infiniband"), ".link:"), (dict(gpus_per_node=0), ".gpus_per_node:"),
+                       (dict(gpus_per_node=8, link="none", link_gbs=0.0), ".link:")):
+        with pytest.raises(ValueError) as e:
+            HardwareCard(name="X", kind="gpu", mem_bw_gbs=1000.0, **({"link": "pcie", "link_gbs": 32.0} | bad))
+        assert field in str(e.value) and "\n" not in str(e.value)
+    with pytest.raises(ValueError, match="gpus_per_node"):
+        HardwareCard(name="cpu", kind="cpu", mem_bw_gbs=10.0, gpus_per_node=2, link="pcie", link_gbs=1.0)
+
+
+def test_the_70b_and_qwen3_cards_are_their_config_json_values():
+    m = M["llama-3.1-70b"]
+    assert (m.n_layers, m.hidden, m.n_heads, m.n_kv_heads, m.head_dim, m.intermediate, m.vocab) == (
+        80, 8192, 64, 8, 128, 28672, 128256)
+    assert M["llama-3.3-70b"].n_params == m.n_params and 70.0e9 < m.n_params < 71.0e9
+    q = M["qwen3-32b"]
+    assert (q.n_layers, q.hidden, q.n_heads, q.n_kv_heads, q.head_dim, q.intermediate) == (64, 5120, 64, 8, 128, 25600)
+    assert 32.0e9 < q.n_params < 33.5e9
