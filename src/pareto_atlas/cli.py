@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from pareto_atlas import stages
+from pareto_atlas.measure.consent import Consent
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Which inference optimization stack to deploy: anchors on a real engine, a calibrated "
@@ -41,10 +42,21 @@ def _study(arg: Optional[str], opt: Optional[str]) -> str:
 OUT = typer.Option(None, "--out", "-o", help="Output folder (default: atlas-out/<study name>).")
 RAY = typer.Option(None, "--ray", help="Run on Ray: HOST:PORT of a cluster's head, auto, or local "
                                        "(a cluster on this machine). Default: in-process.")
+# What a study may do only because you say so here or in ~/.config/pareto-atlas/config.toml (measure.consent)
+HOSTS = typer.Option(None, "--endpoint-host", help="A non-loopback host that may receive the study's API key "
+                                                   "(engine openai; repeatable).")
+KEYS = typer.Option(None, "--allow-key-env", help="An environment variable the study may send as its key although "
+                                                  "its name does not look like an API key (repeatable).")
+PROGRAMS = typer.Option(None, "--allow-program", help="A program the study may run (engine.options.binary or "
+                                                      "python; the same file, after PATH and links; repeatable).")
 
 
-def _ctx(study: str, out: Optional[Path], ray: Optional[str] = None) -> stages.Context:
-    return stages.Context.open(study, out, console, ray)
+def _ctx(study: str, out: Optional[Path], ray: Optional[str] = None, consent: Optional[Consent] = None) -> stages.Context:
+    return stages.Context.open(study, out, console, ray, consent=consent)
+
+
+def _consent(hosts: Optional[list[str]], keys: Optional[list[str]], programs: Optional[list[str]]) -> Consent:
+    return Consent.from_user(hosts or (), keys or (), programs or ())
 
 
 def _run(fn, *args, **kw):
@@ -68,11 +80,12 @@ def _run(fn, *args, **kw):
 
 @app.command()
 def build(study: str = STUDY, out: Optional[Path] = OUT,
-          skip_quality: bool = typer.Option(False, help="Measure speed only."), ray: Optional[str] = RAY) -> None:
+          skip_quality: bool = typer.Option(False, help="Measure speed only."), ray: Optional[str] = RAY,
+          endpoint_host: list[str] = HOSTS, allow_key_env: list[str] = KEYS, allow_program: list[str] = PROGRAMS) -> None:
     """Run the whole pipeline: measure, quality, calibrate, simulate, atlas, report (a study without
     arms: simulate, atlas and report on published evidence; `paper` then prints its claims table)."""
     def go():
-        with _ctx(study, out, ray) as ctx:
+        with _ctx(study, out, ray, _consent(endpoint_host, allow_key_env, allow_program)) as ctx:
             stages.build(ctx, with_quality=not skip_quality)
     _run(go)
 
@@ -80,10 +93,11 @@ def build(study: str = STUDY, out: Optional[Path] = OUT,
 @app.command()
 def measure(study: str = STUDY, out: Optional[Path] = OUT,
             arm: list[str] = typer.Option(None, "--arm", help="Only these arms (repeatable)."),
-            ray: Optional[str] = RAY) -> None:
+            ray: Optional[str] = RAY, endpoint_host: list[str] = HOSTS, allow_key_env: list[str] = KEYS,
+            allow_program: list[str] = PROGRAMS) -> None:
     """Measure the study's anchors on the engine (finished anchors are never re-measured)."""
     def go():
-        with _ctx(study, out, ray) as ctx:
+        with _ctx(study, out, ray, _consent(endpoint_host, allow_key_env, allow_program)) as ctx:
             stages.measure(ctx, arms=arm or None)
     _run(go)
 
@@ -99,11 +113,12 @@ def quality(study: str = STUDY, out: Optional[Path] = OUT,
                                                      help="Tokens per answer (overrides the study; humaneval, "
                                                           "ifeval and each ruler subtask have their own default "
                                                           "when the study sets none)."),
-            ray: Optional[str] = RAY) -> None:
+            ray: Optional[str] = RAY, endpoint_host: list[str] = HOSTS, allow_key_env: list[str] = KEYS,
+            allow_program: list[str] = PROGRAMS) -> None:
     """Score the quality arms (GSM8K, needle retrieval, HumanEval in a sandbox, IFEval, RULER's
     synthetic long-context tasks) through the same engine; saved items are never regenerated."""
     def go():
-        with _ctx(study, out, ray) as ctx:
+        with _ctx(study, out, ray, _consent(endpoint_host, allow_key_env, allow_program)) as ctx:
             stages.quality(ctx, arms=arm or None, n=n, task=task, max_tokens=max_tokens)
     _run(go)
 

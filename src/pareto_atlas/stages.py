@@ -17,6 +17,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
+from pareto_atlas.measure.consent import Consent, authorize
 from pareto_atlas.measure.weights import ModelError
 from pareto_atlas.scale import Executor, InProcess, executor_for
 from pareto_atlas.spec.study import QualityTask, Study, StudyError, load_study
@@ -32,15 +33,16 @@ class Context:
     store: Store
     console: Console
     executor: Executor = field(default_factory=InProcess)
+    consent: Consent | None = None     # what the user allowed the study (None: their config file alone)
 
     @classmethod
     def open(cls, study: str, out: Path | None, console: Console, ray: str | None = None,
-             store: Path | None = None) -> "Context":
+             store: Path | None = None, consent: Consent | None = None) -> "Context":
         s = load_study(study)
         out = Path(out) if out else Path("atlas-out") / s.name
         out.mkdir(parents=True, exist_ok=True)
         executor = executor_for(ray)     # first: an unreachable cluster fails before the store is opened
-        return cls(s, out, Store(store or default_store(s, out)), console, executor)
+        return cls(s, out, Store(store or default_store(s, out)), console, executor, consent)
 
     def __enter__(self) -> "Context":
         return self
@@ -68,11 +70,18 @@ def _needs_arms(ctx: Context, stage: str) -> None:
                          f"`build` runs simulate, atlas and report on published evidence")
 
 
+def _consented(ctx: Context) -> None:
+    """Refuse a study that asks for what the user has not allowed before anything is printed or
+    started; the campaigns check again (for callers of the library) and print what goes where."""
+    authorize(ctx.study, ctx.consent if ctx.consent is not None else Consent.from_user())
+
+
 def measure(ctx: Context, arms: list[str] | None = None) -> None:
     from pareto_atlas.calibrate.stage import this_machine
     from pareto_atlas.measure.campaign import run_campaign
 
     _needs_arms(ctx, "measure")
+    _consented(ctx)
     c = ctx.console
     c.print(f"[bold]measure[/] {ctx.study.name}: {len(arms or ctx.study.arms)} arm(s) on {ctx.study.engine.name}, "
             f"{ctx.study.workload.prompt_tokens} prompt / {ctx.study.workload.output_tokens} output tokens, "
@@ -84,7 +93,9 @@ def measure(ctx: Context, arms: list[str] | None = None) -> None:
     spent: list[float] = []      # seconds per anchor measured so far: the ETA of the rest
 
     def on(ev: str, info: dict) -> None:
-        if ev == "skip":
+        if ev == "consent":
+            c.print(f"  {info['line']}", highlight=False, markup=False, soft_wrap=True)
+        elif ev == "skip":
             c.print(f"  [{info['i'] + 1}/{info['n']}] {info['arm']}: already measured, kept")
         elif ev == "anchor":
             spent.append(time.monotonic())
@@ -117,7 +128,8 @@ def measure(ctx: Context, arms: list[str] | None = None) -> None:
                     highlight=False)
 
     try:
-        s = run_campaign(ctx.study, ctx.store, arms=arms, on_progress=on, bandwidth_gbs=bandwidth, executor=ctx.executor)
+        s = run_campaign(ctx.study, ctx.store, arms=arms, on_progress=on, bandwidth_gbs=bandwidth, executor=ctx.executor,
+                         consent=ctx.consent)
     except StoreError:
         c.print()       # the anchor's progress dots end their line; the error gets its own
         raise
@@ -155,6 +167,7 @@ def quality(ctx: Context, arms: list[str] | None = None, n: int | str | None = N
     """Score the study's quality arms: on `task` when given, else on the study's task and then on
     each of its further [quality] tasks (each guards its own workloads), with that task's n."""
     _needs_arms(ctx, "quality")
+    _consented(ctx)
     if task is not None:
         return _quality_task(ctx, arms, n, task, max_tokens)
     q = ctx.study.quality
@@ -194,7 +207,9 @@ def _quality_task(ctx: Context, arms: list[str] | None, n: int | str | None, tas
     c.print(f"[bold]quality[/] {what}")
 
     def on(ev: str, info: dict) -> None:
-        if ev == "skip":
+        if ev == "consent":
+            c.print(f"  {info['line']}", highlight=False, markup=False, soft_wrap=True)
+        elif ev == "skip":
             c.print(f"  {info['arm']}: already scored, kept")
         elif ev == "start":
             c.print(f"  {info['arm']}: ", end="")
@@ -211,7 +226,7 @@ def _quality_task(ctx: Context, arms: list[str] | None, n: int | str | None, tas
                 c.print(f" [red]failed[/]: {info['reason']}", highlight=False, soft_wrap=True)
 
     try:
-        run_quality_campaign(study, ctx.store, arms=arms, n=n, on_progress=on, executor=ctx.executor)
+        run_quality_campaign(study, ctx.store, arms=arms, n=n, on_progress=on, executor=ctx.executor, consent=ctx.consent)
     except StoreError:
         c.print()       # the arm's progress dots end their line; the error gets its own
         raise
@@ -536,6 +551,8 @@ def build(ctx: Context, with_quality: bool = True) -> None:
                           f"{', '.join(MEASURING)}; simulate, atlas and report run on published evidence alone "
                           "(GPU speed: the published anchors' fits; quality: the published scores, the model "
                           "itself at 16 bits, priors marked projected)", highlight=False, markup=False)
+    if {"measure", "quality"} & set(plan):
+        _consented(ctx)
     clock = BuildClock(ctx, list(plan))
     clock.start()
     paths: dict = {}

@@ -126,6 +126,78 @@ def test_the_mutations_that_were_accepted_are_rejected_in_one_line(patch: str, f
     assert ("one host" in msg) if "concurrency" in field else True
 
 
+# -- what a study asks of the user: a key to a host, a program to run (measure.consent) --------------------
+LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "LOCALHOST", "[::1]", "127.8.9.10"]
+OTHER_HOSTS = ["remote.example", "localhost.example", "localhost.", "127.0.0.1.nip.io", "2130706433", "0x7f.0.0.1",
+               "[::ffff:127.0.0.1]", "10.0.0.1", "0.0.0.0", "127.0.0.1@remote.example", "remote.example\\@127.0.0.1",
+               "u:p@127.0.0.1"]
+KEY_ENVS = ["OPENAI_API_KEY", "HF_TOKEN", "X_API_KEY", "HOME", "PATH", "AWS_SECRET_ACCESS_KEY", "GITHUB_TOKEN",
+            "GITHUB_API_TOKEN", "openai_api_key", ""]
+
+
+def _endpoint_raw(url: str, env, in_arm: bool) -> dict:
+    engine = {"name": "openai", "base_url": "http://127.0.0.1:9"}
+    arm = {"name": "a", "weights": "BF16"}
+    (arm.setdefault("engine_options", {}) if in_arm else engine).update(base_url=url, api_key_env=env)
+    return {"name": "ep", "model": {"name": "m", "card": "llama-3.1-8b"}, "engine": engine,
+            "workload": {"prompt_tokens": 24, "output_tokens": 8}, "load": {"requests": 2, "warmup": 0}, "arms": [arm]}
+
+
+@FUZZ
+@given(host=st.one_of(st.sampled_from(LOOPBACK_HOSTS + OTHER_HOSTS), st.text(max_size=20)),
+       port=st.sampled_from(["", ":8000", ":0", ":99999"]), path=st.sampled_from(["", "/v1", "/a/b?c#d"]),
+       env=st.one_of(st.sampled_from(KEY_ENVS), st.text(max_size=20), st.integers(), st.booleans()),
+       in_arm=st.booleans())
+def test_a_key_goes_only_to_loopback_from_a_key_like_name_or_the_study_is_refused_in_one_line(host, port, path, env,
+                                                                                              in_arm):
+    from pareto_atlas.measure.consent import Consent, ConsentError, authorize, key_like
+
+    try:
+        study = study_from_dict(_endpoint_raw(f"http://{host}{port}{path}", env, in_arm), "ep.toml")
+    except StudyError as e:
+        one_line(e)
+        return
+    where = "arms.a.engine_options." if in_arm else "engine."
+    try:
+        said = authorize(study, Consent())
+    except ConsentError as e:
+        msg = one_line(e)
+        assert msg.startswith((f"{where}base_url: ", f"{where}api_key_env: ")), msg
+        return
+    if env:       # a key is sent: only to a loopback host, only from a key-like name
+        assert host in LOOPBACK_HOSTS and (env in ("OPENAI_API_KEY", "HF_TOKEN", "X_API_KEY") or key_like(env))
+        assert len(said) == 1 and f"${env} goes as the bearer token to " in said[0]
+
+
+PROGRAMS = ["/bin/sh", "sh", "python3", "vllm", "llama-server", "../../bin/sh", "/nonexistent/x", "", "a\nb", "a\x00b", "/bin/\x00sh"]
+
+
+@FUZZ
+@given(key=st.sampled_from(["binary", "python"]), in_arm=st.booleans(),
+       value=st.one_of(st.sampled_from(PROGRAMS), st.text(max_size=30), st.integers(), st.booleans(), st.floats()))
+def test_a_program_a_study_names_runs_only_when_the_user_names_that_program(key, in_arm, value):
+    from pareto_atlas.measure.consent import Consent, ConsentError, authorize, resolve_program
+
+    arm = {"name": "a", "weights": "FP8"} | ({"engine_options": {key: value}} if in_arm else {})
+    raw = {"name": "p", "model": {"name": "m", "hf_dir": "org/elsewhere"},
+           "engine": {"name": "vllm"} | ({} if in_arm else {"options": {key: value}}), "arms": [arm]}
+    try:
+        study = study_from_dict(raw, "p.toml")
+    except StudyError as e:
+        one_line(e)
+        return
+    if not value:           # empty or false: the engine's own default runs, nothing the study named
+        assert authorize(study, Consent()) == ()
+        return
+    with pytest.raises(ConsentError) as e:
+        authorize(study, Consent())
+    assert one_line(e.value).startswith(f"arms.a.engine_options.{key}: " if in_arm else f"engine.options.{key}: ")
+    found = resolve_program(str(value))
+    if found is not None:      # the user names that very program: it may run, and the run says which
+        assert authorize(study, Consent(programs=frozenset({found}))) == \
+            (f"vllm: runs {found} ({'arms.a.engine_options' if in_arm else 'engine.options'}.{key}, a program you allowed)",)
+
+
 # -- the published speed table --------------------------------------------------------------------------
 def _shipped_rows() -> list[dict]:
     text = resources.files("pareto_atlas.spec").joinpath("published_anchors.csv").read_text()

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 from pareto_atlas import __version__
+from pareto_atlas.measure.consent import Consent, authorize
 from pareto_atlas.measure.hostinfo import endpoint_description, host_description
 from pareto_atlas.measure.weights import ModelError, matmul_bits_per_weight, variant_file
 from pareto_atlas.spec.knobs import BITS_PER_WEIGHT
@@ -106,12 +107,17 @@ def launch_for(study: Study, arm: ArmSpec, model_path: str, slots: int | None = 
         if not model.draft:
             raise ModelError(f"arm {arm.name}: spec = 'draft' needs model.draft in the study")
         draft = str(variant_file(model.draft, "Q4_K_M")[0])
+    return {"model_path": model_path, "knobs": knobs, "n_ctx": study.engine.n_ctx, "threads": study.engine.threads,
+            "draft_model_path": draft, "extra": launch_extra(study, arm)}
+
+
+def launch_extra(study: Study, arm: ArmSpec) -> dict:
+    """The engine options an arm launches with; measure.consent checks the same merge."""
     extra = {**study.engine.options, **arm.engine_options}     # the arm's own options win
     if study.engine.name == "openai":      # the study's endpoint and model, unless the arm names its own
         extra = {k: v for k, v in (("base_url", study.engine.base_url), ("api_key_env", study.engine.api_key_env),
                                    ("model", study.model.served)) if v} | extra
-    return {"model_path": model_path, "knobs": knobs, "n_ctx": study.engine.n_ctx, "threads": study.engine.threads,
-            "draft_model_path": draft, "extra": extra}
+    return extra
 
 
 def served_model(study: Study, arm: ArmSpec) -> tuple[Path | str, str, int, float]:
@@ -307,11 +313,16 @@ def measure_here(study: Study, pending: Iterable[tuple[int, AnchorPlan]], n: int
 
 def run_campaign(study: Study, store: Store, *, arms: list[str] | None = None,
                  on_progress: Progress = lambda ev, info: None, bandwidth_gbs: float | None = None,
-                 executor: Executor | None = None, plans: list[AnchorPlan] | None = None) -> CampaignSummary:
+                 executor: Executor | None = None, plans: list[AnchorPlan] | None = None,
+                 consent: Consent | None = None) -> CampaignSummary:
     """Measure every planned anchor not yet in the store. `bandwidth_gbs`: this machine's memory
     bandwidth, to say how close decode came to it. `executor`: where anchors run (default: here,
     one after another); results come back here and only this process writes the store. `plans`:
-    these anchors in this order instead of `plan(study, arms)` (e.g. a reference interleaved)."""
+    these anchors in this order instead of `plan(study, arms)` (e.g. a reference interleaved).
+    `consent`: what the user allowed the study (default: their config file alone); checked before
+    anything starts, here, so remote workers only run what passed (measure.consent)."""
+    for line in authorize(study, consent if consent is not None else Consent.from_user()):
+        on_progress("consent", {"line": line})
     summary = CampaignSummary()
     campaign = uuid.uuid4().hex[:12]
     plans = plans if plans is not None else plan(study, arms)

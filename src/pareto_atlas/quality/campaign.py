@@ -13,6 +13,7 @@ import time
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 from pareto_atlas.measure.campaign import launch_for, served_model
+from pareto_atlas.measure.consent import Consent, authorize
 from pareto_atlas.spec.study import ArmSpec, QualitySpec, Study
 from pareto_atlas.store import Store
 from pareto_atlas.store.db import dumps, now
@@ -182,9 +183,12 @@ def score_here(study: Study, pending: Iterable[tuple[ArmSpec, str, list[dict]]],
 
 def run_quality_campaign(study: Study, store: Store, *, arms: list[str] | None = None, n: int | None = None,
                          on_progress: Callable[[str, dict], None] = lambda ev, info: None,
-                         executor: Executor | None = None) -> None:
+                         executor: Executor | None = None, consent: Consent | None = None) -> None:
     """Score every quality arm not yet in the store. `executor`: where arms run (default: here, one
-    after another); results come back here and only this process writes the store."""
+    after another); results come back here and only this process writes the store. `consent`: what
+    the user allowed the study (default: their config file alone), checked before any engine starts."""
+    for line in authorize(study, consent if consent is not None else Consent.from_user()):
+        on_progress("consent", {"line": line})
     q = study.quality
     n = n or q.n
     items = study_items(q, n=n) if q.task not in SIZED_BY_TOKENIZER else None
