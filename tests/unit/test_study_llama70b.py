@@ -90,4 +90,4 @@ def test_a_grid_tp_that_is_not_a_power_of_two_is_one_line_naming_the_field():
     text = resources.files("pareto_atlas.spec").joinpath("llama70b_study.toml").read_text()
     with pytest.raises(StudyError) as e:
         parse_study(text.replace("tp = [1, 2, 4, 8]", "tp = [1, 3]"))
-    assert "\n" not in str(e.value) and "tp: 3 is not a power of two" in str(e.value)
+    assert "\n" not in str(e.value) and "tp: 3 must be a power of two" in str(e.value)
