@@ -55,9 +55,12 @@ def build_report(
 
 def write_report(answer: Answer, out_dir: Path, *, fidelity: pd.DataFrame | None = None,
                  meta: Mapping[str, object] | None = None, latency: str = "tpot_p99_ms",
-                 figures: bool = True) -> dict[str, Path]:
+                 figures: bool = True, claims: Sequence[Mapping] | None = None,
+                 quality_table: pd.DataFrame | None = None) -> dict[str, Path]:
     """`build_report` of an atlas already answered (atlas.answer): the page, the tables and the
-    figures read its points, frontier marks, winners, boundary and projected cases."""
+    figures read its points, frontier marks, winners, boundary and projected cases. `claims`: the
+    paper's claims table rows (report.claims) and `quality_table` the measured quality evidence
+    (store.quality.arm_quality_table), shown on the page where given."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     meta = dict(meta or {})
@@ -123,7 +126,8 @@ def write_report(answer: Answer, out_dir: Path, *, fidelity: pd.DataFrame | None
             for ext, p in ps.items():
                 paths[f"fig_{key}_{ext}"] = p
 
-    paths["atlas_html"] = write_html(out_dir / "atlas.html", marked, cells, boundary, list(regs), meta, projected=projected)
+    paths["atlas_html"] = write_html(out_dir / "atlas.html", answer, meta, claims=claims,
+                                     quality_table=quality_table)
     exports = export_all({"points": points.reset_index(drop=True), "frontier": marked, "frontier_per_hardware": per_hw,
                           "winners": cells, "boundary_cases": boundary, "projected": projected, "frontier_frequency": freq,
                           "stacked_vs_single": svs}, out_dir / "exports")

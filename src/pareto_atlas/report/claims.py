@@ -55,21 +55,29 @@ def claims_markdown(rows: list[ClaimRow], refs: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def claims_study(study, store, out: Path, console: Console) -> dict[str, Path]:
-    """Print the claims table of a study's atlas (`claims = "paper"`) and write it under `out`."""
-    import time
-
-    from pareto_atlas.atlas.stage import study_answer
+def claim_table(study, answer) -> tuple[list[ClaimRow], dict, object]:
+    """The claims table of a study's answer (atlas.answer.Answer): its rows, the references they
+    are held against, and the (model, workload) view they read."""
     from pareto_atlas.calibrate.stage import model_card
 
-    t0 = time.monotonic()
-    answer = study_answer(study, store)        # the atlas's own answer, its points derived once
     target = study.targets[0] if study.targets else None
     model = target.name if target else study.model.name
     workload = target.workloads[0].name if target and target.workloads else study.workload.name
     view = A.atlas_view(answer.points, answer.regimes, model, workload, answer.study_ref, answer.allow_priors)
     refs = load_references()
     rows = claim_rows(view, refs, {"model": model, "card": model_card(study).name, "task": study.quality.task})
+    return rows, refs, view
+
+
+def claims_study(study, store, out: Path, console: Console) -> dict[str, Path]:
+    """Print the claims table of a study's atlas (`claims = "paper"`) and write it under `out`."""
+    import time
+
+    from pareto_atlas.atlas.stage import study_answer
+
+    t0 = time.monotonic()
+    answer = study_answer(study, store)        # the atlas's own answer, its points derived once
+    rows, refs, view = claim_table(study, answer)
     print_claims(rows, refs, console)
     A.check_winner_evidence(view, console)
     paths = {"claims_md": Path(out) / "paper_claims.md", "claims_csv": Path(out) / "paper_claims.csv"}
