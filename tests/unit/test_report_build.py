@@ -17,6 +17,9 @@ from pareto_atlas.atlas.winners import boundary_cases, winners
 from pareto_atlas.report import build_report
 from pareto_atlas.report.export import winners_markdown
 from pareto_atlas.report.figures import fidelity_long
+from pareto_atlas.atlas.answer import Answer
+from pareto_atlas.atlas.objectives import with_derived
+from pareto_atlas.report.bundle import plotly_js
 from pareto_atlas.report.html import embed_json, render_html
 
 EVIL = '<img src=x onerror=alert(1)></script><script>alert(2)</script>&amp;'
@@ -73,10 +76,14 @@ def test_page_is_self_contained_and_escapes_user_strings(built):
     _, paths = built
     page = paths["atlas_html"].read_text()
     assert "<img src=x" not in page and "<script>alert" not in page and "<script>x</script>" not in page
-    assert not re.search(r"(src|href)=[\"']?(https?:)?//", page), "page must not load anything from the network"
+    # plotly.js is inlined whole: its map styles name tile servers it never reaches (no map is drawn,
+    # and the page's CSP, default-src 'none', would refuse them); the page's own text names none
+    assert plotly_js() in page and "default-src 'none'" in page
+    own = page.replace(plotly_js(), "")
+    assert not re.search(r"(src|href)=[\"']?(https?:)?//", own), "page must not load anything from the network"
     data = re.search(r'<script type="application/json" id="atlas-data">(.*?)</script>', page, re.S).group(1)
     payload = json.loads(data)
-    assert EVIL in {p["label"] for p in payload["points"]}
+    assert EVIL in payload["points"]["text"]["label"]["values"]
     assert "linear interpolation" in page and "2026-07" in page  # percentile method, price date stated
 
 
@@ -102,6 +109,11 @@ def test_winners_say_the_load_they_won_at():
     assert "| 0.3 req/s |" in line
 
 
+def point_ids(payload: dict) -> list[str]:
+    t = payload["points"]["text"]["point_id"]
+    return [t["values"][c] for c in t["codes"]]
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.text())
 def test_embedded_json_never_contains_markup_and_round_trips(s):
@@ -112,11 +124,11 @@ def test_embedded_json_never_contains_markup_and_round_trips(s):
 
 def test_render_html_embeds_only_a_sample_of_dominated_points_but_all_winners():
     pts = synthetic_points(n_configs=2000)
-    regs = default_regimes(pts)
-    cells = winners(pts, regs)
-    page = render_html(frontier(pts), cells, boundary_cases(pts, regs, cells), list(regs), {}, max_points=500)
+    answer = Answer.of(with_derived(pts), default_regimes(pts))
+    cells = answer.cells
+    page = render_html(answer, {}, max_points=500)
     payload = json.loads(re.search(r'id="atlas-data">(.*?)</script>', page, re.S).group(1))
-    ids = {p["point_id"] for p in payload["points"]}
+    ids = set(point_ids(payload))
     assert payload["n_points_total"] == len(pts) and payload["n_points_drawn"] == len(ids)
     assert {pid for pid in cells["point_id"] if pid} <= ids
 
