@@ -133,6 +133,7 @@ def hover(browser, chart: str, point_id: str) -> str:
         assert time.monotonic() < deadline, f"no tooltip for {point_id}"
         time.sleep(0.05)
     text = browser.evaluate("document.getElementById('tooltip').textContent")
+    browser.send("Input.dispatchMouseEvent", {"type": "mouseMoved", "x": 2, "y": 2})
     browser.evaluate(f"Plotly.restyle({chart!r}, {{visible: true}}).then(function () {{ return 1; }})")
     return text
 

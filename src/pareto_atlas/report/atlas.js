@@ -112,7 +112,7 @@
       ["per GPU", bar(p, "throughput_per_device_tok_s", "thr_rel_err") + (p.gpus > 1 ? " (" + p.gpus + " GPUs)" : "")],
       ["per user", plain(p.tok_s_per_user, "throughput_tok_s")],
       ["cost", plain(p.cost_per_mtok, "cost_per_mtok") + " at $" + fmt(p.price_per_hour) + "/h (" + (p.price_date || "") + ")"],
-      ["speed model", p.provenance === "measured" ? "measured" : (p.calib_provenance || "")],
+      ["speed model", p.provenance === "measured" ? "measured" : (p.calib_provenance || "simulated")],
       ["frontier", p.frontier_status + (p.dominated_by_label ? " (by " + p.dominated_by_label + ")" : "")]];
     if (p.rests_on === "prior") rows.push(["to confirm", confirmOf[p.point_id] || "measure it (see projected.csv)"]);
     return rows;
@@ -159,7 +159,7 @@
   function spansDecades(vals) {
     var v = vals.filter(function (x) { return num(x) && x > 0; });
     if (v.length < 2) return false;
-    return Math.max.apply(null, v) / Math.min.apply(null, v) >= 30;
+    return Math.max.apply(null, v) / Math.min.apply(null, v) >= 10;   // a decade or more
   }
   function distinctCount(vals) {
     var seen = {};
@@ -197,11 +197,28 @@
         marker: { color: cardColor[hw], symbol: SHAPE[ro] || "circle", size: ro === "measured" ? 9 : 6, opacity: 0.35,
                   line: { width: ro === "measured" ? 1 : 0, color: "#000" } }, hoverinfo: "none" });
     });
-    var lab = front.length > 12 ? Math.ceil(front.length / 12) : 1;
+    var xs = drawn.map(fx), xlog = spansDecades(xs);
+    // the drawn y range: near the floor, not down to a collapsed arm at 0 (double-click shows all)
+    var ys = drawn.map(fy), yTop = Math.max.apply(null, ys), yBot = Math.min.apply(null, ys), yRange = null;
+    if (!discrete && r && num(r.quality_floor) && yBot < r.quality_floor - 0.15) {
+      yBot = Math.min(r.quality_floor - 0.1, Math.min.apply(null, drawn.filter(function (p) { return fy(p) >= r.quality_floor - 0.1; }).map(fy)));
+      yRange = [yBot - 0.02, yTop + 0.02 + 0.04 * (yTop - yBot)];
+    }
+    var below = yRange ? drawn.filter(function (p) { return fy(p) < yRange[0]; }).length : 0;
+    // label the frontier points that have room: each label at least ~9 % of the plot from the last
+    var xn = function (p) { var lo = Math.min.apply(null, xs), hi = Math.max.apply(null, xs), v = fx(p);
+      return xlog ? (Math.log(v) - Math.log(lo)) / (Math.log(hi) - Math.log(lo) || 1) : (v - lo) / (hi - lo || 1); };
+    var yn = function (p) { var lo = yRange ? yRange[0] : yBot, hi = yRange ? yRange[1] : yTop; return (fy(p) - lo) / (hi - lo || 1); };
+    var labelled = [];
+    front.forEach(function (p) {
+      if (!yRange || fy(p) >= yRange[0]) {
+        if (labelled.every(function (q) { return Math.abs(xn(p) - xn(q)) > 0.09 || Math.abs(yn(p) - yn(q)) > 0.09; })) labelled.push(p);
+      }
+    });
     traces.push({ type: "scatter", mode: "lines+markers+text", name: "frontier", line: { shape: "hv", color: "#222", width: 1.5 },
       x: front.map(fx), y: front.map(fy), customdata: front.map(function (p) { return p.point_id; }),
-      text: front.map(function (p, i) { return i % lab === 0 || i === front.length - 1 ? esc(shortLabel(p.label)) : ""; }),
-      textposition: front.map(function (p, i) { return i % 2 ? "bottom right" : "top right"; }),
+      text: front.map(function (p) { return labelled.indexOf(p) >= 0 ? esc(shortLabel(p.label)) : ""; }),
+      textposition: front.map(function (p) { return xn(p) > 0.75 ? "top left" : "bottom right"; }),
       textfont: { size: 11, color: "#222" }, cliponaxis: false,
       marker: { size: 11, color: front.map(function (p) { return cardColor[p.hardware]; }),
                 symbol: front.map(function (p) { return SHAPE[p.rests_on] || "circle"; }), line: { width: 1.5, color: "#000" } },
@@ -211,14 +228,15 @@
                  array: front.map(function (p) { return num(p.quality_rel_hi) ? p.quality_rel_hi - p.quality_rel : 0; }),
                  arrayminus: front.map(function (p) { return num(p.quality_rel_lo) ? p.quality_rel - p.quality_rel_lo : 0; }) },
       hoverinfo: "none" });
-    var xs = drawn.map(fx);
     var layout = {
       height: 520, margin: { l: 70, r: 30, t: 40, b: 60 }, hovermode: "closest", dragmode: "zoom",
       title: { text: esc((v.model ? v.model + " · " : "") + v.workload) + ": quality vs " + esc(xtitle), font: { size: 14 }, x: 0.01, xanchor: "left" },
-      xaxis: { title: { text: esc(xtitle) }, type: spansDecades(xs) ? "log" : "linear", zeroline: false },
+      xaxis: { title: { text: esc(xtitle) + (below ? " — " + below + " points below the drawn quality range (double-click to see all)" : "") },
+               type: xlog ? "log" : "linear", zeroline: false },
       yaxis: discrete
         ? { title: { text: "quality guard: " + esc(r.name) + " (floor " + fmt(r.quality_floor) + ")" }, tickvals: [0, 1, 2], ticktext: VERDICT_TEXT, range: [-0.6, 2.6] }
-        : { title: { text: "quality relative to " + esc(v.model || "the model") + "'s baseline" }, zeroline: false },
+        : { title: { text: "quality relative to " + esc(v.model || "the model") + "'s baseline" }, zeroline: false,
+            range: yRange || undefined, autorange: yRange ? false : true },
       legend: { orientation: "h", y: -0.18, font: { size: 11 } }, showlegend: true
     };
     div.setAttribute("data-y", discrete ? "verdict" : "quality_rel");
