@@ -181,9 +181,12 @@
     var fyDraw = discrete ? function (p) { return fy(p) + jitter(p._i); } : fy;
     var fx = function (p) { return p[xcol]; };
     var drawn = pts.filter(function (p) { return num(fx(p)) && num(fy(p)) && fx(p) > 0; });
-    var front = front2(drawn, fx, fy);
+    // the frontier of the points that can win (evidence for quality and speed), and, dashed, the
+    // projected one that counts the points resting on priors too, where it differs
+    var front = front2(drawn.filter(function (p) { return p.rests_on !== "prior"; }), fx, fy);
+    var projected = front2(drawn, fx, fy).filter(function (p) { return p.rests_on === "prior"; });
     var onFront = {};
-    front.forEach(function (p) { onFront[p.point_id] = 1; });
+    front.concat(projected).forEach(function (p) { onFront[p.point_id] = 1; });
     var traces = [], groups = {};
     drawn.forEach(function (p) {
       if (onFront[p.point_id]) return;
@@ -215,6 +218,12 @@
         if (labelled.every(function (q) { return Math.abs(xn(p) - xn(q)) > 0.09 || Math.abs(yn(p) - yn(q)) > 0.09; })) labelled.push(p);
       }
     });
+    if (projected.length) {
+      var pf = front2(drawn, fx, fy);
+      traces.push({ type: "scatter", mode: "lines+markers", name: "projected frontier (priors)", line: { shape: "hv", color: "#888", width: 1, dash: "dot" },
+        x: pf.map(fx), y: pf.map(fy), customdata: pf.map(function (p) { return p.point_id; }), hoverinfo: "none",
+        marker: { size: 8, color: pf.map(function (p) { return cardColor[p.hardware]; }), symbol: pf.map(function (p) { return SHAPE[p.rests_on] || "circle"; }) } });
+    }
     traces.push({ type: "scatter", mode: "lines+markers+text", name: "frontier", line: { shape: "hv", color: "#222", width: 1.5 },
       x: front.map(fx), y: front.map(fy), customdata: front.map(function (p) { return p.point_id; }),
       text: front.map(function (p) { return labelled.indexOf(p) >= 0 ? esc(shortLabel(p.label)) : ""; }),

@@ -77,7 +77,8 @@ simulated by the calibrated simulator (with its error bar) or rest on literature
 <section id="view-frontier" class="view">
 <h2>Frontier: quality against latency and against cost</h2>
 <p class="note">Colour: card. Shape: what a point rests on (◆ measured, ● simulated from evidence, □ prior: projected).
-The line joins the frontier points (labelled, with error bars); faint points are dominated. Drag to zoom, double-click to reset.</p>
+The line joins the frontier points that can win (labelled, with error bars); the dotted line counts
+the projected points resting on priors too; faint points are dominated. Drag to zoom, double-click to reset.</p>
 <div class="pair"><div id="chart-latency" class="chart"></div><div id="chart-cost" class="chart"></div></div>
 <p class="note" id="drawn-count"></p>
 </section>
