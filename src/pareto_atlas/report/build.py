@@ -6,12 +6,13 @@ import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from pareto_atlas.atlas.answer import Answer
 from pareto_atlas.atlas.evidence import StudyRef
 from pareto_atlas.atlas.objectives import DEFAULT_OBJECTIVES, Objective, with_derived
-from pareto_atlas.atlas.regimes import Regime, default_regimes
+from pareto_atlas.atlas.regimes import Regime, admission, default_regimes
 from pareto_atlas.atlas.summary import frontier_frequency, stacked_vs_single
 from pareto_atlas.report import figures as F
 from pareto_atlas.report.definitions import METRIC_DEFINITIONS, PERCENTILE_METHOD
@@ -23,6 +24,15 @@ def _regimes(regimes: Sequence[Regime | Mapping] | None, points: pd.DataFrame) -
     if regimes is None:
         return default_regimes(points)
     return tuple(r if isinstance(r, Regime) else Regime.from_dict(r) for r in regimes)
+
+
+def _guard(points: pd.DataFrame, regimes: Sequence[Regime]) -> tuple[np.ndarray, str, float] | None:
+    """Each point's verdict under the first regime with a quality floor (the figures draw it where
+    quality takes few values), with that regime's name and floor; None where no regime has a floor."""
+    r = next((r for r in regimes if r.quality_floor is not None), None)
+    if r is None or "quality_rel" not in points.columns:
+        return None
+    return admission(points, r)["guard"].astype(str).to_numpy(), r.name, float(r.quality_floor)
 
 
 def build_report(
@@ -108,9 +118,11 @@ def write_report(answer: Answer, out_dir: Path, *, fidelity: pd.DataFrame | None
         for m, wl in groups:     # one set of frontier figures per (model, workload), as the frontier is
             sub = points[(models == m).to_numpy() & (points["workload"].astype(str) == wl).to_numpy()]
             sfx = f"__{F.slug(f'{m}__{wl}' if m else wl)}" if len(groups) > 1 else ""
+            guard = _guard(sub, regs)
             made = {
-                "frontier_quality_latency": F.fig_quality_latency(sub, fig_dir, latency=latency, name=f"frontier_quality_latency{sfx}"),
-                "frontier_cost_quality": F.fig_cost_quality(sub, fig_dir, name=f"frontier_cost_quality{sfx}"),
+                "frontier_quality_latency": F.fig_quality_latency(sub, fig_dir, latency=latency, name=f"frontier_quality_latency{sfx}",
+                                                                  guard=guard),
+                "frontier_cost_quality": F.fig_cost_quality(sub, fig_dir, name=f"frontier_cost_quality{sfx}", guard=guard),
                 "frontier_per_hardware": F.fig_hardware_frontiers(sub, fig_dir, latency=latency, name=f"frontier_per_hardware{sfx}"),
                 "constraint_winners": F.fig_constraint_winners(sub, fig_dir, latency=latency, name=f"constraint_winners{sfx}"),
             }
