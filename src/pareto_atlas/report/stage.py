@@ -47,11 +47,9 @@ def report_study(study: Study, store: Store, out: Path, console: Console) -> dic
     evidence = arm_quality_table(study, store)
     claims = None
     if study.claims:
-        from dataclasses import asdict
+        from pareto_atlas.report.claims import page_claims
 
-        from pareto_atlas.report.claims import claim_table
-
-        claims = [asdict(r) for r in claim_table(study, answer)[0]]
+        claims = page_claims(study, answer)
     paths = write_report(answer, out, fidelity=fidelity_table(study, store), meta=meta, claims=claims,
                          quality_table=evidence if len(evidence) else None)
     from pareto_atlas.quality.campaign import agreement_table
