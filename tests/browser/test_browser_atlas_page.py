@@ -206,7 +206,7 @@ def test_atlas_page_in_headless_chromium(browser, tmp_path):
     assert browser.evaluate("document.querySelectorAll('img, #winners svg, iframe').length") == 0
     assert any(EVIL_LABEL == row[3] for row in shown)
     assert EVIL_HW in browser.evaluate("document.getElementById('winners').textContent")
-    assert EVIL_LABEL in browser.evaluate("document.querySelector('.sub').textContent")
+    assert EVIL_LABEL in browser.evaluate("document.querySelector('details.facts').textContent")
 
     # Hover shows the configuration, its provenance, its load and its error bar.
     front = browser.evaluate("""(function () { var gd = document.getElementById('chart-latency');

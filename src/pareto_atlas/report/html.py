@@ -61,10 +61,11 @@ def render_html(answer: Answer, meta: dict | None = None, *, max_points: int = M
 <meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data: blob:; font-src data:">
 <title>{title}</title><style>{css}</style></head>
 <body>
-<header>
 <h1>{title}</h1>
 <p class="sub">Cost-quality-latency Pareto atlas. {len(answer.points)} configurations, {n_meas} measured anchors; the rest are
-simulated by the calibrated simulator (with its error bar) or rest on literature priors. {s['facts']}</p>
+simulated by the calibrated simulator (with its error bar) or rest on literature priors.</p>
+<details class="facts"><summary>What this atlas rests on</summary><p class="sub">{s['facts']}</p></details>
+<header>
 <div class="controls">
 <label class="view-pick">view <select id="f-view"></select></label>
 <label>card <select id="f-hardware"></select></label>
