@@ -150,6 +150,9 @@ def calibrate(study: Optional[str] = STUDY, study_opt: Optional[str] = STUDY_OPT
                                                           "every request asked for, to check the token-count contract."),
               table: list[Path] = typer.Option(None, "--table", help="--published: another published-anchor CSV in "
                                                                       "the shipped table's columns (repeatable)."),
+              multi_gpu: bool = typer.Option(False, "--multi-gpu", help="--published: also fit "
+                                             "spec/published_multigpu.csv per card and engine and print its held-out "
+                                             "error per parallelism (one source, model, engine left out); minutes."),
               allow_aggregate: bool = ALLOW_AGG, allow_unverified: bool = ALLOW_UNV) -> None:
     """Fit the simulator to the anchors in the store and print its fidelity; with --import, to other
     tools' result files first (one transaction, provenance imported:<tool>@<version>:<sha256>, the
@@ -159,14 +162,14 @@ def calibrate(study: Optional[str] = STUDY, study_opt: Optional[str] = STUDY_OPT
         raise typer.BadParameter("give --published or --import, not both", param_hint="--published")
     mode = "--published" if published else "--import" if import_ else "(the store's anchors)"
     refuse_unread("calibrate", mode, {"--hardware": hardware, "--engine": engine, "--model": model, "--knobs": knobs,
-                              "--output-tokens": output_tokens, "--table": table,
+                              "--output-tokens": output_tokens, "--table": table, "--multi-gpu": multi_gpu,
                               "--allow-aggregate": allow_aggregate, "--allow-unverified": allow_unverified},
           {"--hardware": ("--import", "--published"), "--engine": ("--import", "--published"), "--model": ("--import",),
            "--knobs": ("--import",), "--output-tokens": ("--import",), "--table": ("--published",),
-           "--allow-aggregate": ("--import", "(the store's anchors)"),
+           "--multi-gpu": ("--published",), "--allow-aggregate": ("--import", "(the store's anchors)"),
            "--allow-unverified": ("--import", "(the store's anchors)")})
     if published:
-        run_published(name, out, table, engine, hardware)
+        run_published(name, out, table, engine, hardware, multi_gpu)
     elif import_:
         for option, values in (("--hardware", hardware), ("--engine", engine)):
             if values and len(values) > 1:

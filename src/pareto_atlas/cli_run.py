@@ -132,10 +132,12 @@ def run_import(study: str, out: Optional[Path], files: list[Path], hardware: Opt
     guarded(go)
 
 
-def run_published(study: str, out: Optional[Path], table: list[Path], engine: list[str], hardware: list[str]) -> None:
+def run_published(study: str, out: Optional[Path], table: list[Path], engine: list[str], hardware: list[str],
+                  multi_gpu: bool = False) -> None:
     def go():
         with open_context(study, out) as ctx:
-            stages.published(ctx, tables=table or None, engines=engine or None, hardware=hardware or None)
+            stages.published(ctx, tables=table or None, engines=engine or None, hardware=hardware or None,
+                             multi_gpu=multi_gpu)
     guarded(go)
 
 

@@ -373,11 +373,13 @@ def export_peer(ctx: Context, fmt: str) -> None:
 
 
 def published(ctx: Context, tables: list[Path] | None = None, engines: list[str] | None = None,
-              hardware: list[str] | None = None) -> None:
-    from pareto_atlas.calibrate.published_stage import published_study
+              hardware: list[str] | None = None, multi_gpu: bool = False) -> None:
+    from pareto_atlas.calibrate.published_stage import multigpu_study, published_study
 
     t0 = time.monotonic()
     published_study(ctx.study.name, ctx.store, ctx.console, tables, engines, hardware)
+    if multi_gpu:
+        multigpu_study(ctx.console, engines, hardware)
     ctx.console.print(f"published: done in {time.monotonic() - t0:.0f} s")
 
 

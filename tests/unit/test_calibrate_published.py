@@ -315,7 +315,9 @@ def test_the_shipped_table_holds_out_published_tpot_by_source_on_l4(shipped_vllm
 def test_the_shipped_table_holds_out_vllm_tpot_by_source_on_four_cards_and_calibrates_all_five(shipped_vllm):
     held = tpot_held_out_by_source(shipped_vllm)
     assert len(held) >= published_stage.BAR_CARDS and {"L4", "H200"} <= set(held)
-    gpus = {n for n, h in shipped_hardware().items() if h.kind == "gpu"}
+    # every card the one-GPU table covers (B200's published rows are multi-GPU: spec/published_multigpu.csv)
+    gpus = set(load_published().rows.gpu) & {n for n, h in shipped_hardware().items() if h.kind == "gpu"}
+    assert len(gpus) == 5
     assert {c.hardware for c in shipped_vllm} == gpus              # no card left an uncalibrated default
     assert all(np.isfinite(c.errors["TPOT"]) for c in shipped_vllm)   # each with a held-out TPOT error
 

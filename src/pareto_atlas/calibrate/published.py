@@ -12,7 +12,7 @@ import pandas as pd
 from pareto_atlas.calibrate.fidelity import LATENCY, _error_bars
 from pareto_atlas.calibrate.fit import TARGETS, _anchors, fit_params, predict
 from pareto_atlas.calibrate.published_table import (UNSTATED_KV, PublishedTable, anchor_row, batch1_speed,
-                                                    published_metrics)
+                                                    parallel_knobs, published_metrics)
 from pareto_atlas.simulate.memory import plan_memory
 from pareto_atlas.simulate.params import CalibParams, default_params, with_error_bars
 from pareto_atlas.spec.cards import HardwareCard, ModelCard, shipped_hardware, shipped_models
@@ -47,7 +47,7 @@ class CardCalibration:
 
 def _max_seqs(r: pd.Series, model: ModelCard, hw: HardwareCard, start: CalibParams) -> int:
     # fixed by memory alone (mem_util is not fitted), so the same for every step of the fit
-    knobs = Knobs(weights=r["weights"], kv="f16" if r["kv"] == UNSTATED_KV else r["kv"])
+    knobs = Knobs(weights=r["weights"], kv="f16" if r["kv"] == UNSTATED_KV else r["kv"], **parallel_knobs(r))
     return max(1, plan_memory(model, hw, knobs, int(r["prompt_tokens"]), int(r["output_tokens"]), start).max_seqs)
 
 

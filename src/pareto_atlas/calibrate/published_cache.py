@@ -30,14 +30,21 @@ def cache_dir() -> Path:
 
 
 def code_hash() -> str:
-    """sha256 over the source of the packages the fit runs (a code change is a new key)."""
+    """sha256 over the source of the packages the fit runs, their subpackages included (simulate.kernels):
+    a code change is a new key."""
     h = hashlib.sha256()
     for pkg in _CODE:
-        for f in sorted(resources.files(f"pareto_atlas.{pkg}").iterdir(), key=lambda p: p.name):
-            if f.name.endswith(".py"):
-                h.update(f.name.encode())
-                h.update(f.read_bytes())
+        _hash_tree(h, resources.files(f"pareto_atlas.{pkg}"), "")
     return h.hexdigest()[:16]
+
+
+def _hash_tree(h, folder, prefix: str) -> None:
+    for f in sorted(folder.iterdir(), key=lambda p: p.name):
+        if f.name.endswith(".py"):
+            h.update((prefix + f.name).encode())
+            h.update(f.read_bytes())
+        elif f.is_dir() and f.name != "__pycache__":
+            _hash_tree(h, f, prefix + f.name + "/")
 
 
 def cache_key(fit_key: str, cards: list[str]) -> str:

@@ -268,3 +268,23 @@ def published_study(study: str, store: Store, console: Console, tables: list[Pat
     show(f"stored as {PREFIX}{key}-<card>-<engine> for study {study!r}; `simulate` uses the atlas fits above for "
          "these cards", highlight=False)
     return cals
+
+
+def multigpu_study(console: Console, engines: list[str] | None = None, hardware: list[str] | None = None) -> list:
+    """Fit the shipped multi-GPU table per (card, engine) and print its held-out error per parallelism
+    (calibrate.published_multigpu): leave one source, one model, one engine out."""
+    from pareto_atlas.calibrate.published_multigpu import calibrate_multigpu, report_lines
+    from pareto_atlas.calibrate.published_table import load_multigpu
+
+    table = load_multigpu()
+    show = console.print
+    show(f"[bold]published, several GPUs[/]: {len(table.rows)} rows from {table.rows.source_id.nunique()} sources "
+         f"({', '.join(table.paths)}, sha256 {table.sha256[:12]})")
+    for sid, g in table.rows.groupby("source_id", sort=False):
+        tps = ", ".join(f"TP{t}" for t in sorted(set(g.tp.astype(int))))
+        show(f"  {sid}: {len(g)} rows on {', '.join(dict.fromkeys(g.gpu))} ({', '.join(dict.fromkeys(g.engine))}; "
+             f"{tps}) published:{g.source.iloc[0]}", highlight=False, soft_wrap=True)
+    cals = calibrate_multigpu(table, hardware, engines)
+    show("\n".join(report_lines(cals)), markup=False, highlight=False, soft_wrap=True)
+    return cals
+

@@ -19,12 +19,15 @@ from pareto_atlas.spec.bounds import MAX_CTX, show
 from pareto_atlas.spec.cards import shipped_hardware, shipped_models
 
 SHIPPED = "published_anchors.csv"
+SHIPPED_MULTIGPU = "published_multigpu.csv"   # rows on several GPUs (and their sources' one-GPU rows)
 ENGINES = ("vllm", "trtllm", "sglang", "lmdeploy", "tgi")
 # How the published run loaded the engine: one static batch of load_value requests sent together
 # ("batch"), load_value closed-loop clients ("concurrency"), a Poisson rate of load_value req/s
 # ("rate"), or load_value requests all queued at once for maximum throughput ("offline").
 LOADS = ("batch", "concurrency", "rate", "offline")
-STATS = ("mean", "p50", "p99", "-")          # the statistic of the row's latency columns
+# The statistic of the row's latency columns; "unstated" where the source does not say (aiconfigurator's
+# silicon_sample.csv), held against the simulated median like a mean.
+STATS = ("mean", "p50", "p99", "unstated", "-")
 LATENCY = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
 METRICS = LATENCY + ("out_tok_s",)
 COLUMNS = ("source_id", "source", "date", "engine", "engine_version", "gpu", "gpu_published", "model",
@@ -32,6 +35,15 @@ COLUMNS = ("source_id", "source", "date", "engine", "engine_version", "gpu", "gp
            "load_value", "n_requests", "stat") + METRICS + ("notes",)
 REQUIRED = ("source_id", "source", "date", "engine", "gpu", "model", "weights", "kv", "prompt_tokens",
             "output_tokens", "load", "load_value", "stat")
+# Where the row ran. Aggregated (prefill_workers = decode_workers = 0): `replicas` copies of a
+# tp x pp engine (data parallel, or attention-DP), n_gpus = tp * pp * replicas. Disaggregated: prefill
+# workers of prefill_tp GPUs each and decode workers of tp x pp each (replicas 1), n_gpus =
+# prefill_workers * prefill_tp + decode_workers * tp * pp. A table without these columns (the
+# single-GPU one) reads as one GPU: the defaults.
+PARALLEL = ("tp", "pp", "replicas", "prefill_workers", "prefill_tp", "decode_workers", "n_gpus")
+PARALLEL_DEFAULT = {"tp": "1", "pp": "1", "replicas": "1", "prefill_workers": "0", "prefill_tp": "0",
+                    "decode_workers": "0", "n_gpus": "1"}
+MAX_PARALLEL = 256            # GPUs of one published deployment, at most (a typo is an error)
 DATE = re.compile(r"^(undated|\d{4}(-\d{2}(-\d{2})?)?)$")
 UNSTATED_KV = "unstated"
 OFFLINE_WAVES = 3             # full batches simulated for an "offline" (all queued) row
@@ -57,7 +69,11 @@ class PublishedTable:
 
 
 def _sha(rows: pd.DataFrame) -> str:
-    return hashlib.sha256(rows[list(COLUMNS)].to_csv(index=False).encode()).hexdigest()
+    # a one-GPU table hashes as it did before the parallelism columns, so its cached fits stay valid
+    cols = list(COLUMNS)
+    if any(c in rows and (rows[c] != PARALLEL_DEFAULT[c]).any() for c in PARALLEL):
+        cols += list(PARALLEL)
+    return hashlib.sha256(rows[cols].to_csv(index=False).encode()).hexdigest()
 
 
 def _allowed(field: str, value: str, allowed) -> str:
@@ -78,6 +94,35 @@ def _number(field: str, value: str, integer: bool) -> str:
         return f"field {field!r}: {show(value)} is not {'an integer' if integer else 'a number'}"
     hi = MAX[field]
     return "" if 0 < v <= hi and np.isfinite(v) else f"field {field!r}: {show(value)} must be > 0 and <= {hi:g}"
+
+
+def parallel_error(r: dict[str, str]) -> str:
+    """Why the row's parallelism columns are invalid ("" when valid); empty or absent ones are defaults."""
+    v = {}
+    for f in PARALLEL:
+        raw = r.get(f, "").strip() or PARALLEL_DEFAULT[f]
+        lo = int(PARALLEL_DEFAULT[f])
+        try:
+            v[f] = int(raw)
+        except ValueError:
+            return f"field {f!r}: {show(raw)} is not an integer"
+        if not lo <= v[f] <= MAX_PARALLEL:
+            return f"field {f!r}: {show(raw)} must be >= {lo} and <= {MAX_PARALLEL}"
+    pw, dw = v["prefill_workers"], v["decode_workers"]
+    if (pw > 0) != (dw > 0):
+        return (f"fields 'prefill_workers' {pw} and 'decode_workers' {dw}: both 0 (aggregated) or both >= 1 "
+                f"(disaggregated)")
+    if pw == 0:
+        if v["prefill_tp"]:
+            return f"field 'prefill_tp': {v['prefill_tp']} on an aggregated row (prefill_workers 0); allowed: 0"
+        want, how = v["tp"] * v["pp"] * v["replicas"], "tp * pp * replicas"
+    else:
+        if v["prefill_tp"] < 1 or v["replicas"] != 1:
+            return "a disaggregated row needs prefill_tp >= 1 and replicas 1 (tp and pp are each decode worker's)"
+        want, how = pw * v["prefill_tp"] + dw * v["tp"] * v["pp"], "prefill_workers * prefill_tp + decode_workers * tp * pp"
+    if v["n_gpus"] != want:
+        return f"field 'n_gpus': {v['n_gpus']} but {how} = {want}"
+    return ""
 
 
 def row_error(r: dict[str, str]) -> str:
@@ -106,13 +151,14 @@ def row_error(r: dict[str, str]) -> str:
         return f"field 'stat': '-' but {', '.join(lat)} given; say which statistic: mean, p50 or p99"
     if r.get("e2e_ms", "").strip() and r["load"] != "batch":
         return "field 'e2e_ms': only for load 'batch' (one batch's end-to-end latency)"
-    return ""
+    return parallel_error(r)
 
 
-def read_table(path: Path | str | None = None) -> list[dict[str, str]]:
-    """The rows of one CSV table (the shipped one when path is None), each with its `origin`."""
+def read_table(path: Path | str | None = None, shipped: str = SHIPPED) -> list[dict[str, str]]:
+    """The rows of one CSV table (the shipped one named `shipped` when path is None), each with its
+    `origin` and its parallelism (the defaults where the table has no such column)."""
     if path is None:
-        text, name = resources.files("pareto_atlas.spec").joinpath(SHIPPED).read_text(), f"spec/{SHIPPED}"
+        text, name = resources.files("pareto_atlas.spec").joinpath(shipped).read_text(), f"spec/{shipped}"
     else:
         if not Path(path).is_file():
             raise FileNotFoundError(f"published table {path}: no such file")
@@ -131,20 +177,36 @@ def read_table(path: Path | str | None = None) -> list[dict[str, str]]:
             r = {k: (v or "").strip() for k, v in r.items() if isinstance(k, str) and isinstance(v, (str, type(None)))}
             if err := row_error(r):
                 raise PublishedTableError(f"{name}:{line}: {err}")
-            rows.append({**{c: r.get(c, "") for c in COLUMNS}, "origin": f"{name}:{line}"})
+            rows.append({**{c: r.get(c, "") for c in COLUMNS},
+                         **{c: r.get(c, "") or PARALLEL_DEFAULT[c] for c in PARALLEL}, "origin": f"{name}:{line}"})
     except csv.Error as e:
         raise PublishedTableError(f"{name}:{reader.line_num}: not a CSV table ({e})") from None
     return rows
 
 
 def load_published(paths: list[Path | str] | None = None, shipped: bool = True) -> PublishedTable:
-    """The shipped table (unless shipped=False) and the user's tables, validated, as one table."""
+    """The shipped table (unless shipped=False) and the user's tables, validated, as one table: the
+    one-GPU fit's input, so a row on several GPUs is an error here (load_multigpu reads those)."""
     sources = ([None] if shipped else []) + list(paths or [])
     rows = [r for p in sources for r in read_table(p)]
     if not rows:
         raise PublishedTableError("no published anchors: the tables given are empty")
+    if multi := next((r for r in rows if r["n_gpus"] != "1"), None):
+        raise PublishedTableError(f"{multi['origin']}: field 'n_gpus': {multi['n_gpus']}; the one-GPU fit reads "
+                                  f"rows on 1 GPU (several-GPU rows go in a table like spec/{SHIPPED_MULTIGPU})")
     df = pd.DataFrame(rows)
     return PublishedTable(df, tuple("spec/" + SHIPPED if p is None else str(p) for p in sources), _sha(df))
+
+
+def load_multigpu(paths: list[Path | str] | None = None, shipped: bool = True) -> PublishedTable:
+    """The shipped multi-GPU table (spec/published_multigpu.csv, unless shipped=False) and the user's,
+    validated, as one table."""
+    sources = ([None] if shipped else []) + list(paths or [])
+    rows = [r for p in sources for r in read_table(p, SHIPPED_MULTIGPU)]
+    if not rows:
+        raise PublishedTableError("no published multi-GPU rows: the tables given are empty")
+    df = pd.DataFrame(rows)
+    return PublishedTable(df, tuple("spec/" + SHIPPED_MULTIGPU if p is None else str(p) for p in sources), _sha(df))
 
 
 def _num(v: str) -> float:
@@ -180,6 +242,17 @@ def target_values(r: pd.Series) -> dict[str, float]:
     return {k: v for k, v in out.items() if not np.isnan(v)}
 
 
+def parallel_knobs(r: pd.Series | dict) -> dict:
+    """The Knobs fields of the row's parallelism, only those that are not one GPU's defaults (so a
+    one-GPU row's anchor is what it was): tp, pp, replicas, or a disaggregated row's pools."""
+    v = {f: int(r.get(f) or PARALLEL_DEFAULT[f]) for f in PARALLEL}
+    out = {f: v[f] for f in ("tp", "pp", "replicas") if v[f] != 1}
+    if v["prefill_workers"]:
+        out.update(batching="disagg", prefill_workers=v["prefill_workers"], prefill_tp=v["prefill_tp"],
+                   decode_workers=v["decode_workers"])
+    return out
+
+
 def anchor_row(r: pd.Series, max_seqs: int | None = None) -> dict:
     """One published row as an anchor row of the fit: knobs, lengths, load and targets.
 
@@ -207,4 +280,4 @@ def anchor_row(r: pd.Series, max_seqs: int | None = None) -> dict:
         row.update(slots=min(k, max_seqs), n_requests=k, send_offsets=[0.0] * k)
     else:
         row.update(slots=int(v), n_requests=int(v), send_offsets=[0.0] * int(v))
-    return {**row, **target_values(r)}
+    return {**row, **parallel_knobs(r), **target_values(r)}

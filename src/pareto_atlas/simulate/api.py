@@ -8,11 +8,12 @@ import numpy as np
 
 from pareto_atlas.measure.metrics import PERCENTILE_METHOD  # one statement of the method, measured or simulated
 from pareto_atlas.simulate import des as arr
-from pareto_atlas.simulate.cost_model import coeffs
+from pareto_atlas.simulate.cost_model import coeffs, prefill_coeffs
 from pareto_atlas.simulate.kernels import lone_prefill_s
 from pareto_atlas.simulate.memory import plan_memory
 from pareto_atlas.simulate.parallel import check_layout, replica_load
 from pareto_atlas.simulate.params import CalibParams, default_params
+from pareto_atlas.simulate.schedulers import resolve
 from pareto_atlas.simulate.space import Load
 from pareto_atlas.spec.cards import HardwareCard, ModelCard
 from pareto_atlas.spec.knobs import Knobs
@@ -83,7 +84,12 @@ def simulate_point(model: ModelCard, hw: HardwareCard, knobs: Knobs, prompt_toke
         a = arr.closed_loop(int(conc), n_requests, prompt_tokens, output_tokens, pauses)
     else:
         a = arr.poisson(float(rate), n_requests, prompt_tokens, output_tokens, seed)
-    res = arr.run(c, a, knobs.batching, knobs.slots, knobs.chunk_tokens, plan.kv_cap_tokens, slo, seed)
+    batching, chunk, row["scheduler"] = resolve(knobs.batching, knobs.chunk_tokens, hw)
+    pools = {}
+    if batching == "disagg":       # the prefill pool's workers and the decode engines (simulate.des.run)
+        pools = {"prefill_c": prefill_coeffs(model, hw, knobs, params, accept=accept, draft=draft),
+                 "prefill_workers": knobs.prefill_workers, "decode_workers": knobs.decode_workers}
+    res = arr.run(c, a, batching, knobs.slots, chunk, plan.kv_cap_tokens, slo, seed, **pools)
     row.update(res.summary)
     for m in ("throughput_tok_s", "goodput_rps"):
         if m in row:
@@ -108,5 +114,5 @@ def simulate_trace(model: ModelCard, hw: HardwareCard, knobs: Knobs, times: np.n
     if not plan.feasible:
         raise ValueError(f"simulate_trace: infeasible on {hw.name}: {plan.reason}")
     c = coeffs(model, hw, knobs, params, accept=accept)
-    return arr.run(c, arr.trace(times, prompts, outputs), knobs.batching, knobs.slots, knobs.chunk_tokens,
-                   plan.kv_cap_tokens, slo, seed)
+    batching, chunk, _ = resolve(knobs.batching, knobs.chunk_tokens, hw)
+    return arr.run(c, arr.trace(times, prompts, outputs), batching, knobs.slots, chunk, plan.kv_cap_tokens, slo, seed)

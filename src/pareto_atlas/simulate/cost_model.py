@@ -102,7 +102,7 @@ def coeffs(model: ModelCard, hw: HardwareCard, knobs: Knobs, params: CalibParams
            accept: float | None = None, draft: ModelCard | None = None,
            drafted_per_token: float | None = None, *, tp: int | None = None, pp: int | None = None) -> np.ndarray:
     """The per-unit times of one step of ONE worker of this configuration (see the layout in
-    kernels.py): a tp x pp worker (knobs.tp, knobs.pp unless given; the decode pool's for "disagg",
+    kernels/layout.py): a tp x pp worker (knobs.tp, knobs.pp unless given; the decode pool's for "disagg",
     `prefill_coeffs` gives the prefill pool's). Replicas are not in it (simulate.parallel.replica_load).
 
     The worker's device streams 1 / tp of the weights per step, does 1 / (tp pp) of the FLOPs and reads

@@ -2,7 +2,8 @@
 
 The event loop itself is compiled in `kernels.run_kernel`: one engine step at a time, jumping over
 runs of identical decode steps in closed form, so a request costs O(1) events rather than
-O(output tokens) loop turns. Policies: static, continuous, chunked prefill, SLO-aware, disaggregated.
+O(output tokens) loop turns. Policies: static, continuous, chunked prefill, SLO-aware, disaggregated
+(a pool of prefill workers before the decode engine).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pareto_atlas.simulate.kernels import POLICIES, SUMMARY, run_kernel, summarize
+from pareto_atlas.simulate.kernels.pool import run_pool_kernel
 
 
 @dataclass(frozen=True)
@@ -89,10 +91,27 @@ class DesResult:
 
 
 def run(c: np.ndarray, arrivals: Arrivals, batching: str = "continuous", slots: int = 1, chunk_tokens: int = 0,
-        kv_cap_tokens: float = np.inf, slo: dict | None = None, seed: int = 0) -> DesResult:
-    """Simulate one configuration. slo: {"ttft_ms": .., "tpot_ms": ..}; its TPOT also drives batching="slo"."""
+        kv_cap_tokens: float = np.inf, slo: dict | None = None, seed: int = 0, *, prefill_c: np.ndarray | None = None,
+        prefill_workers: int = 1, decode_workers: int = 1) -> DesResult:
+    """Simulate one configuration. slo: {"ttft_ms": .., "tpot_ms": ..}; its TPOT also drives batching="slo".
+
+    batching="disagg": `prefill_workers` prefill workers, each running the coefficient vector
+    `prefill_c` (its own parallelism; default c), before the decode engine c; one worker is the
+    prefill/decode pair. `decode_workers` > 1: that many decode engines of `slots` sequences and
+    `kv_cap_tokens` each, each request to the least loaded (kernels.pool: one step at a time)."""
     if batching not in POLICIES:
         raise ValueError(f"batching: {batching!r} is not one of {', '.join(POLICIES)}")
+    if prefill_workers < 1:
+        raise ValueError(f"prefill_workers: {prefill_workers} must be >= 1")
+    if prefill_workers > 1 and batching != "disagg":
+        raise ValueError(f"prefill_workers: {prefill_workers} needs batching='disagg' (a prefill pool); got {batching!r}")
+    if decode_workers < 1 or (decode_workers > 1 and batching != "disagg"):
+        raise ValueError(f"decode_workers: {decode_workers} must be >= 1, and 1 unless batching='disagg' "
+                         f"(got {batching!r})")
+    c = np.asarray(c, float)
+    c_pf = c if prefill_c is None else np.asarray(prefill_c, float)
+    if c_pf.shape != c.shape:
+        raise ValueError(f"prefill_c: {c_pf.shape[0]} coefficients; the decode vector has {c.shape[0]}")
     slo = slo or {}
     ttft_slo = slo.get("ttft_ms", np.inf) / 1e3
     tpot_slo = slo.get("tpot_ms", np.inf) / 1e3
@@ -102,9 +121,14 @@ def run(c: np.ndarray, arrivals: Arrivals, batching: str = "continuous", slots: 
     # Copies: a closed loop with think times reorders requests into the order they arrive.
     prompt, output = arrivals.prompt.astype(np.int64), arrivals.output.astype(np.int64)
     think = np.empty(0) if arrivals.think is None else np.asarray(arrivals.think, float)
-    steps, peak, pre = run_kernel(np.asarray(c, float), arrival, prompt, output, POLICIES.index(batching), int(slots),
-                                  int(chunk_tokens), tpot_slo, int(arrivals.concurrency), float(kv_cap_tokens),
-                                  int(seed), first_t, finish_t, think)
+    if decode_workers > 1:
+        steps, peak, pre = run_pool_kernel(c, arrival, prompt, output, int(slots), int(arrivals.concurrency),
+                                           float(kv_cap_tokens), int(seed), first_t, finish_t, think, c_pf,
+                                           int(prefill_workers), int(decode_workers))
+    else:
+        steps, peak, pre = run_kernel(c, arrival, prompt, output, POLICIES.index(batching), int(slots),
+                                      int(chunk_tokens), tpot_slo, int(arrivals.concurrency), float(kv_cap_tokens),
+                                      int(seed), first_t, finish_t, think, c_pf, int(prefill_workers))
     out = np.empty(len(SUMMARY))
     summarize(arrival, first_t, finish_t, output, ttft_slo, tpot_slo, out)
     return DesResult(arrival, first_t, finish_t, output, dict(zip(SUMMARY, out.tolist())),

@@ -10,11 +10,12 @@ import numpy as np
 import pandas as pd
 
 from pareto_atlas.simulate.api import METRICS, PERCENTILE_METHOD, resolve_acceptance
-from pareto_atlas.simulate.cost_model import N_COEFFS, coeffs
-from pareto_atlas.simulate.kernels import CV, POLICIES, run_batch
+from pareto_atlas.simulate.cost_model import N_COEFFS, coeffs, prefill_coeffs
+from pareto_atlas.simulate.kernels import CV, POLICIES, lone_prefill_s, run_batch
 from pareto_atlas.simulate.memory import plan_memory
 from pareto_atlas.simulate.parallel import replica_load
 from pareto_atlas.simulate.params import CalibParams, default_params
+from pareto_atlas.simulate.schedulers import resolve
 from pareto_atlas.simulate import des
 from pareto_atlas.simulate.space import Space, Workload, compatible
 from pareto_atlas.spec.knobs import Knobs
@@ -38,6 +39,9 @@ def sweep(space: Space, params: dict[str, CalibParams] | None = None, n_requests
     W, L = space.workloads, space.loads
     n = len(pairs) * len(W) * len(L)
     C = np.empty((n, N_COEFFS))
+    C_pf = np.empty((n, N_COEFFS))       # disaggregated rows' prefill workers (the decode vector elsewhere)
+    n_pf = np.ones(n, np.int64)          # and how many
+    n_dw = np.ones(n, np.int64)          # decode engines (a pool of them runs outside the batch kernel)
     policy = np.empty(n, np.int64)
     slots = np.empty(n, np.int64)
     chunk = np.empty(n, np.int64)
@@ -55,6 +59,7 @@ def sweep(space: Space, params: dict[str, CalibParams] | None = None, n_requests
     kvb_tok = np.empty(n)
     reasons = [""] * n
     prior_src = [""] * n
+    schedulers = []                   # per pair: the policy it runs, in words
     busy = np.ones(n)                 # replicas a row's load keeps busy: its throughput's multiple
     rate_total = np.empty(n)          # the load's rate over all replicas (what the row reports)
     r = 0
@@ -62,15 +67,19 @@ def sweep(space: Space, params: dict[str, CalibParams] | None = None, n_requests
         p = params.get(hw.name) or default_params(hw)
         accept, prior = resolve_acceptance(k)
         c = coeffs(space.model, hw, k, p, accept=accept)      # one worker (decode pool's for disagg)
+        # a GPU point's continuous batching is its engine's own scheduler (simulate.schedulers)
+        batching, chunk_tokens, label = resolve(k.batching, k.chunk_tokens, hw, space.engine)
+        schedulers.append(label)
+        c_pf, workers, decoders = pools(space.model, hw, k, p, accept, c)
         for wi, wl in enumerate(W):
             plan = plan_memory(space.model, hw, k, *wl.longest, p)
             for li, ld in enumerate(L):
                 if ld.trace and not wl.trace:
                     raise ValueError(f"load: trace=True replays the workload's trace; workload {wl.name!r} has none")
                 replay[r] = ld.trace
-                C[r] = c
-                policy[r] = POLICIES.index(k.batching)
-                slots[r], chunk[r] = k.slots, k.chunk_tokens
+                C[r], C_pf[r], n_pf[r], n_dw[r] = c, c_pf, workers, decoders
+                policy[r] = POLICIES.index(batching)
+                slots[r], chunk[r] = k.slots, chunk_tokens
                 # one replica is simulated under its share of the load (simulate.parallel.replica_load)
                 conc[r], rate[r], busy[r] = replica_load(ld.concurrency, ld.rate_rps, k.replicas)
                 rate_total[r], think[r] = ld.rate_rps, ld.think_code
@@ -87,22 +96,54 @@ def sweep(space: Space, params: dict[str, CalibParams] | None = None, n_requests
     if (util > 0).any():
         # a fraction of one replica's capacity, per replica; the row reports it over all replicas
         rate[util > 0] = _utilization_rates(C, policy, slots, chunk, prompt, output, np.where(replay, np.inf, kv_cap),
-                                            util, pair_idx * len(W) + wl_idx, int(n_requests), int(seed))
+                                            util, pair_idx * len(W) + wl_idx, int(n_requests), int(seed), C_pf, n_pf,
+                                            n_dw)
         rate_total[util > 0] = rate[util > 0] * busy[util > 0]
+    pooled = (n_dw > 1) & ~replay & np.isfinite(kv_cap)    # a pool of decode engines: outside the batch kernel
     # the batch kernel draws closed and Poisson loads itself and passes over infinite caps: traces go below
-    run_batch(C, policy, slots, chunk, conc, rate, prompt, output, np.where(replay, np.inf, kv_cap), int(n_requests),
-               slo.get("ttft_ms", math.inf) / 1e3, slo.get("tpot_ms", math.inf) / 1e3, int(seed), out, peak,
-               think, think_times(1.0, int(n_requests), SEED))
+    run_batch(C, policy, slots, chunk, conc, rate, prompt, output, np.where(replay | pooled, np.inf, kv_cap),
+              int(n_requests), slo.get("ttft_ms", math.inf) / 1e3, slo.get("tpot_ms", math.inf) / 1e3, int(seed),
+              out, peak, think, think_times(1.0, int(n_requests), SEED), C_pf, n_pf)
+    for r in np.flatnonzero(pooled):
+        out[r], peak[r] = _pooled(C[r], C_pf[r], int(n_pf[r]), int(n_dw[r]), int(slots[r]), kv_cap[r], int(conc[r]),
+                                  rate[r], think[r], int(prompt[r]), int(output[r]), int(n_requests), slo,
+                                  int(seed) + int(r))
     for r in np.flatnonzero(replay & np.isfinite(kv_cap)):
         out[r], peak[r] = _replay(C[r], W[wl_idx[r]], int(policy[r]), int(slots[r]), int(chunk[r]), kv_cap[r], slo,
-                                  int(seed) + int(r), pairs[pair_idx[r]][0].replicas)
+                                  int(seed) + int(r), C_pf[r], int(n_pf[r]), pairs[pair_idx[r]][0].replicas)
     for m in ("throughput_tok_s", "goodput_rps"):          # replicas add up; latencies are one replica's
         out[:, METRICS.index(m)] *= busy
-    return _frame(space, pairs, params, pair_idx, wl_idx, load_idx, out, peak, weights_b, kvb_tok, kv_cap, reasons,
-                  prior_src, rate_total)
+    df = _frame(space, pairs, params, pair_idx, wl_idx, load_idx, out, peak, weights_b, kvb_tok, kv_cap, reasons,
+                prior_src, rate_total)
+    df["scheduler"] = np.array(schedulers, dtype=object)[pair_idx]
+    return df
 
 
-def _utilization_rates(C, policy, slots, chunk, prompt, output, kv_cap, util, shape, n_requests, seed) -> np.ndarray:
+def pools(model, hw, k: Knobs, p: CalibParams, accept: float, c: np.ndarray) -> tuple[np.ndarray, int, int]:
+    """A disaggregated configuration's pools: (its prefill workers' coefficient vector, how many, how
+    many decode engines); the decode vector, one and one for every other policy."""
+    if k.batching != "disagg":
+        return c, 1, 1
+    return prefill_coeffs(model, hw, k, p, accept=accept), k.prefill_workers, k.decode_workers
+
+
+def _pooled(c, c_pf, n_pf: int, n_dw: int, slots: int, kv_cap: float, conc: int, rate: float, think: float, prompt: int,
+            output: int, n_requests: int, slo: dict, seed: int) -> tuple[np.ndarray, float]:
+    """One point with a pool of decode engines (kernels.pool, outside the batch kernel): its METRICS and
+    peak KV tokens, under the load the batch kernel would have drawn (closed loop with its pauses, or Poisson)."""
+    if conc > 0:
+        mean = lone_prefill_s(c_pf, float(prompt)) if think < 0 else think
+        pauses = think_times(1.0, n_requests, SEED) * mean if conc >= 2 and mean > 0 else None
+        a = des.closed_loop(conc, n_requests, prompt, output, pauses)
+    else:
+        a = des.poisson(rate, n_requests, prompt, output, seed)
+    res = des.run(c, a, "disagg", slots, 0, kv_cap, slo, seed, prefill_c=c_pf, prefill_workers=n_pf,
+                  decode_workers=n_dw)
+    return np.array([res.summary[m] for m in METRICS]), res.peak_kv_tokens
+
+
+def _utilization_rates(C, policy, slots, chunk, prompt, output, kv_cap, util, shape, n_requests, seed, C_pf,
+                       n_pf, n_dw) -> np.ndarray:
     """Per row with a utilization load: that fraction of its configuration's capacity, in requests per
     second: the completion rate of a closed loop of as many clients as it has slots (no pauses).
     Simulated once per configuration and workload (`shape`: their index; the first such row runs it),
@@ -115,21 +156,28 @@ def _utilization_rates(C, policy, slots, chunk, prompt, output, kv_cap, util, sh
     runs = np.array(sorted(first.values()), np.int64)
     c = C.copy()
     c[:, CV] = 0.0
+    c_pf = C_pf.copy()
+    c_pf[:, CV] = 0.0
     out = np.full((len(C), len(METRICS)), np.nan)
     cap_kv = np.full(len(C), np.inf)
-    cap_kv[runs] = kv_cap[runs]          # the kernel passes over rows with an infinite cap
+    cap_kv[runs] = np.where(n_dw[runs] > 1, np.inf, kv_cap[runs])   # the kernel passes over infinite caps
     run_batch(c, policy, slots, chunk, slots.copy(), np.zeros(len(C)), prompt, output, cap_kv, n_requests,
-              math.inf, math.inf, seed, out, np.zeros(len(C)), np.zeros(len(C)), think_times(1.0, n_requests, SEED))
+              math.inf, math.inf, seed, out, np.zeros(len(C)), np.zeros(len(C)), think_times(1.0, n_requests, SEED),
+              c_pf, n_pf)
+    for r in runs[n_dw[runs] > 1]:      # a pool of decode engines: as many clients as the pool has slots
+        out[r], _ = _pooled(c[r], c_pf[r], int(n_pf[r]), int(n_dw[r]), int(slots[r]), kv_cap[r],
+                            int(slots[r] * n_dw[r]), 0.0, 0.0, int(prompt[r]), int(output[r]), n_requests, {}, seed + int(r))
     capacity = out[:, METRICS.index("throughput_tok_s")] / output
     return util[u] * capacity[[first[int(shape[r])] for r in u]]
 
 
 def _replay(c: np.ndarray, wl: Workload, policy: int, slots: int, chunk: int, kv_cap: float, slo: dict,
-            seed: int, replicas: int = 1) -> tuple[np.ndarray, float]:
+            seed: int, c_pf: np.ndarray, n_pf: int, replicas: int = 1) -> tuple[np.ndarray, float]:
     """One point replaying its workload's trace: its METRICS (one replica's, taking every replicas-th
     request in turn; the sweep multiplies throughput back) and peak KV tokens."""
     t, p, o = (np.array(col)[::replicas] for col in zip(*wl.trace))
-    res = des.run(c, des.trace(t, p, o), POLICIES[policy], slots, chunk, kv_cap, slo, seed)
+    res = des.run(c, des.trace(t, p, o), POLICIES[policy], slots, chunk, kv_cap, slo, seed, prefill_c=c_pf,
+                  prefill_workers=n_pf)
     return np.array([res.summary[m] for m in METRICS]), res.peak_kv_tokens
 
 

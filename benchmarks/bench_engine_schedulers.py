@@ -1,0 +1,166 @@
+"""Each engine's default scheduler against aiconfigurator's measured single-GPU Llama-3.1-8B rows (issue 31).
+
+Every TP1, aggregated Llama-3.1-8B row of ai-dynamo/aiconfigurator's silicon_sample.csv (TRT-LLM on
+H100-SXM, SGLang and vLLM on H200, 1K-4K prompts, 100-512 outputs, 8-352 clients) is simulated with
+the project's own published calibration of the card (`pareto-atlas published`: fitted on the shipped
+published table, which does not hold these rows), as a closed loop of the row's clients, twice:
+with `continuous` (what a GPU point ran before issue 31) and with the engine's default scheduler
+(simulate.schedulers). Nothing is fitted on these rows.
+
+    python benchmarks/bench_engine_schedulers.py --csv silicon_sample.csv
+
+The csv: `git show <commit>:aic-core/src/aiconfigurator_core/systems/silicon_sample.csv` in a clone
+of ai-dynamo/aiconfigurator (Apache-2.0; read at commit 095f58a51c4ca8e61b66ec108d86f223f8d559ce).
+Its figures do not say whether they are means or medians; they are compared with the simulation's
+means over the requests after the first wave (a closed loop's start sends every client at once,
+which a benchmark's warm-up absorbs), and the per-row statistic is printed beside the median error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from pareto_atlas.simulate import des
+from pareto_atlas.simulate.cost_model import coeffs
+from pareto_atlas.simulate.memory import plan_memory
+from pareto_atlas.simulate.params import CalibParams
+from pareto_atlas.simulate.schedulers import scheduler
+from pareto_atlas.spec.cards import shipped_hardware, shipped_models
+from pareto_atlas.spec.knobs import Knobs
+
+SOURCE = "ai-dynamo/aiconfigurator aic-core/src/aiconfigurator_core/systems/silicon_sample.csv"
+CARDS = {"h100_sxm": "H100-SXM", "h200_sxm": "H200"}
+# the checkpoints' weights as the simulator names them: no precision is BF16 (TRT-LLM's default dtype)
+WEIGHTS = {"": "BF16", "bf16": "BF16", "fp16": "F16", "fp8": "FP8"}
+
+
+@dataclass(frozen=True)
+class Row:
+    engine: str
+    version: str
+    card: str
+    weights: str
+    isl: int
+    osl: int
+    clients: int
+    ttft_ms: float
+    tpot_ms: float
+
+
+def read_rows(path: Path) -> list[Row]:
+    """The TP1, aggregated Llama-3.1-8B rows (one per configuration: a repeated row keeps its first)."""
+    out, seen = [], set()
+    with open(path, newline="") as f:
+        for r in csv.DictReader(f):
+            if "llama-3.1-8b" not in r["model_path"].lower() or r["mode"] != "agg" or float(r["tp_size"] or 0) != 1:
+                continue
+            if r["system"] not in CARDS:
+                continue
+            row = Row(r["backend"], r["backend_version"], CARDS[r["system"]], WEIGHTS[r["precision"].lower()],
+                      int(r["isl"]), int(r["osl"]), int(float(r["batch_size"])), float(r["silicon_ttft_ms"]),
+                      float(r["silicon_tpot_ms"]))
+            key = (row.engine, row.version, row.card, row.weights, row.isl, row.osl, row.clients)
+            if key not in seen:
+                seen.add(key)
+                out.append(row)
+    if not out:
+        raise ValueError(f"{path}: no TP1 aggregated Llama-3.1-8B rows on {', '.join(CARDS)}")
+    return out
+
+
+def published_params(cards: list[str]) -> tuple[dict[str, CalibParams], int]:
+    """The cards' published fits as `simulate` takes them (from the fit cache when it holds them),
+    fitted without any row of aiconfigurator's (should the shipped table come to hold some, they are
+    left out, so the rows compared here stay held out); and how many rows were left out."""
+    from pareto_atlas.calibrate import published_cache
+    from pareto_atlas.calibrate.published import calibrate_published, for_atlas
+    from pareto_atlas.calibrate.published_stage import fit_key
+    from pareto_atlas.calibrate.published_table import PublishedTable, _sha, load_published
+
+    table = load_published()
+    theirs = table.rows.source_id.astype(str).str.contains("aiconfigurator", case=False) | \
+        table.rows.source.astype(str).str.contains("aiconfigurator", case=False)
+    shipped = table if not theirs.any() else PublishedTable(table.rows[~theirs].reset_index(drop=True), table.paths,
+                                                             _sha(table.rows[~theirs]))
+    key = published_cache.cache_key(fit_key(shipped), cards)
+    cals = published_cache.load(key)
+    if cals is None:
+        cals = calibrate_published(shipped, cards)
+        published_cache.save(key, cals)
+    return {g: c.params for g, c in for_atlas(cals).items()}, int(theirs.sum())
+
+
+# How the measured figures are read (they do not say): the primary reading first, the others beside it
+READINGS = ("mean after the first wave", "median after the first wave", "mean over every request")
+
+
+def simulate(row: Row, params: CalibParams, batching: str, chunk: int, max_seqs: int) -> dict[str, tuple[float, float]]:
+    """(TTFT ms, TPOT ms) of the row's closed loop under each of READINGS."""
+    m, hw = shipped_models()["llama-3.1-8b"], shipped_hardware()[row.card]
+    k = Knobs(weights=row.weights, batching=batching, slots=max_seqs, chunk_tokens=chunk)
+    plan = plan_memory(m, hw, k, row.isl, row.osl, params)
+    c = coeffs(m, hw, k, params)
+    n = max(8 * row.clients, 400)
+    res = des.run(c, des.closed_loop(row.clients, n, row.isl, row.osl), batching, max_seqs, chunk,
+                  plan.kv_cap_tokens)
+    tpot = (res.finish_t - res.first_t) / np.maximum(res.output - 1, 1)
+    after = np.argsort(res.arrival, kind="stable")[row.clients:]
+    out = {}
+    for name, idx, stat in zip(READINGS, (after, after, slice(None)), (np.mean, np.median, np.mean)):
+        out[name] = (1e3 * float(stat(res.ttft[idx])), 1e3 * float(stat(tpot[idx])))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--csv", required=True, type=Path, help="aiconfigurator's silicon_sample.csv")
+    ap.add_argument("--rows", action="store_true", help="print every row")
+    a = ap.parse_args()
+    rows = read_rows(a.csv)
+    t = time.perf_counter()
+    params, left_out = published_params(sorted({r.card for r in rows}))
+    print(f"{len(rows)} rows of {SOURCE}; published fits of {', '.join(sorted(params))} "
+          f"({time.perf_counter() - t:.0f} s; {left_out} aiconfigurator rows of the shipped table left out of them): "
+          + "; ".join(f"{g}: {p.provenance}" for g, p in params.items()))
+    err: dict[tuple[str, str, str], list[tuple[float, float]]] = {}
+    for r in rows:
+        s = scheduler(r.engine, shipped_hardware()[r.card])
+        for name, (b, chunk) in (("continuous", ("continuous", 0)), ("default", (s.batching, s.chunk_tokens))):
+            sims = simulate(r, params[r.card], b, chunk, s.max_seqs)
+            for reading, (ttft, tpot) in sims.items():
+                e = (ttft / r.ttft_ms - 1.0, tpot / r.tpot_ms - 1.0)
+                for engine in (r.engine, "all"):
+                    err.setdefault((engine, name, reading), []).append(e)
+            ttft, tpot = sims[READINGS[0]]
+            if a.rows:
+                e = err[(r.engine, name, READINGS[0])][-1]
+                print(f"  {r.engine:7s} {r.card:8s} {r.weights:4s} {r.isl:5d}/{r.osl:<4d} x{r.clients:<4d} {name:10s} "
+                      f"TTFT {ttft:8.1f} vs {r.ttft_ms:8.1f} ms ({e[0]:+7.0%})  TPOT {tpot:6.2f} vs {r.tpot_ms:6.2f} "
+                      f"ms ({e[1]:+5.0%})")
+    print(f"\nsimulated {READINGS[0]} against the measured figure:")
+    print(f"{'engine':8s} {'rows':>4s} {'scheduler':32s} {'median |TTFT err|':>18s} {'median |TPOT err|':>18s}")
+    for engine in ("trtllm", "sglang", "vllm", "all"):
+        for name in ("continuous", "default"):
+            es = err.get((engine, name, READINGS[0]))
+            if not es:
+                continue
+            e = np.abs(np.array(es))
+            card = next((r.card for r in rows if r.engine == engine), "")
+            label = "continuous (before issue 31)" if name == "continuous" else (
+                scheduler(engine, shipped_hardware()[card]).label if card else "each engine's default")
+            print(f"{engine:8s} {len(es):4d} {label:32s} {np.median(e[:, 0]):18.0%} {np.median(e[:, 1]):18.0%}")
+    print("\nthe engine defaults over all rows, as other readings of the measured figures would have them:")
+    for reading in READINGS[1:]:
+        e = np.abs(np.array(err[("all", "default", reading)]))
+        print(f"  {reading:30s} median |TTFT err| {np.median(e[:, 0]):5.0%}  |TPOT err| {np.median(e[:, 1]):5.0%}")
+    print("\nbar (issue 31): median |TTFT error| <= 25 % and |TPOT error| <= 15 % over all rows, engine defaults")
+
+
+if __name__ == "__main__":
+    main()

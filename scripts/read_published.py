@@ -1,0 +1,92 @@
+"""Write spec/published_multigpu.csv: the published multi-GPU measurements, read by the readers in
+calibrate/published_readers from the files their publishers ship, each row citing repository, path
+and commit.
+
+    python scripts/read_published.py --aiconfigurator-git DIR [--trtllm-git DIR | --raw DIR] [--out CSV]
+
+Sources (each file is read at the commit named here; a snapshot of the repository must hold it):
+- ai-dynamo/aiconfigurator aic-core/src/aiconfigurator_core/systems/silicon_sample.csv: read from a
+  git directory of the repository (`git show <commit>:<path>`), at the last commit that changed it.
+- NVIDIA/TensorRT-LLM docs/source/performance/perf-overview.md at two releases' commits (v0.17 and
+  v1.0 layouts): from a git directory of the repository when given, else from
+  RAW/NVIDIA+TensorRT-LLM/<commit>/<path> (the file's text, or the verbatim part of it that holds
+  the tables: the throughput table, the $num_requests table and the online-serving table).
+Rows already in spec/published_anchors.csv (the same document, GPU, model, weights, lengths and
+load) are left out: one source of truth per fact.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+from pareto_atlas.calibrate.published_readers import ReadResult, SourceFile, aiconfigurator, trtllm_perf
+from pareto_atlas.calibrate.published_table import COLUMNS, PARALLEL, SHIPPED_MULTIGPU, read_table, row_error
+
+AIC = ("ai-dynamo/aiconfigurator", "aic-core/src/aiconfigurator_core/systems/silicon_sample.csv")
+TRT_PATH = "docs/source/performance/perf-overview.md"
+# (commit, source_id, release printed nowhere in the v1.0 layout)
+TRT = (("258c7540c03517def55d9a5aadfa9288af474e1b", "trtllm-perf-overview-v0.17", "unstated"),
+       ("00f37686aa854010d68bcbd0f4ab000221541ca6", "trtllm-perf-overview-v1.0", "1.0 (PyTorch backend, trtllm-bench)"))
+KEY = ("source", "gpu", "model", "weights", "prompt_tokens", "output_tokens", "load", "load_value")
+SPEC = Path(__file__).resolve().parents[1] / "src" / "pareto_atlas" / "spec"
+
+
+def _git(git_dir: Path, *args: str) -> str:
+    return subprocess.run(["git", f"--git-dir={git_dir}", *args], check=True, capture_output=True, text=True).stdout
+
+
+def aiconfigurator_file(git_dir: Path) -> SourceFile:
+    commit = _git(git_dir, "log", "-1", "--format=%H", "HEAD", "--", AIC[1]).strip()
+    if not commit:
+        sys.exit(f"{git_dir}: no {AIC[1]} in its history")
+    return SourceFile(AIC[0], AIC[1], commit, _git(git_dir, "show", f"{commit}:{AIC[1]}"))
+
+
+def trtllm_file(commit: str, git_dir: Path | None, raw: Path) -> SourceFile:
+    repo = "NVIDIA/TensorRT-LLM"
+    if git_dir:
+        return SourceFile(repo, TRT_PATH, commit, _git(git_dir, "show", f"{commit}:{TRT_PATH}"))
+    f = raw / repo.replace("/", "+") / commit / TRT_PATH
+    if not f.is_file():
+        sys.exit(f"{f}: missing; give --trtllm-git or save the file at {commit} there")
+    return SourceFile(repo, TRT_PATH, commit, f.read_text())
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--aiconfigurator-git", type=Path, required=True, help="git directory of ai-dynamo/aiconfigurator")
+    ap.add_argument("--trtllm-git", type=Path, help="git directory of NVIDIA/TensorRT-LLM")
+    ap.add_argument("--raw", type=Path, default=Path(".published_raw"), help="saved files, RAW/<owner+name>/<commit>/<path>")
+    ap.add_argument("--out", type=Path, default=SPEC / SHIPPED_MULTIGPU)
+    a = ap.parse_args(argv)
+    results: list[tuple[str, ReadResult]] = [("aiconfigurator", aiconfigurator.read(aiconfigurator_file(a.aiconfigurator_git)))]
+    for commit, sid, version in TRT:
+        results.append((sid, trtllm_perf.read(trtllm_file(commit, a.trtllm_git, a.raw), sid, version)))
+    known = {tuple(r[k] for k in KEY) for r in read_table()}
+    rows = []
+    for name, res in results:
+        fresh = [r for r in res.rows if tuple(r[k] for k in KEY) not in known]
+        print(f"{name}: {len(fresh)} rows ({len(res.rows) - len(fresh)} already in the one-GPU table)")
+        for reason, n in sorted(res.skipped.items()):
+            print(f"    left out {n}: {reason}")
+        rows += fresh
+    for i, r in enumerate(rows):
+        if err := row_error(r):
+            sys.exit(f"row {i} ({r['source_id']}, {r['model']}, {r['gpu']}): {err}")
+    rows.sort(key=lambda r: (r["source_id"], r["model"], r["gpu"], r["engine"], r["weights"], int(r["n_gpus"]),
+                             int(r["tp"]), int(r["prompt_tokens"]), int(r["output_tokens"]), r["load"],
+                             float(r["load_value"])))
+    with a.out.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(COLUMNS[:-1]) + list(PARALLEL) + ["notes"], lineterminator="\n")
+        w.writeheader()
+        w.writerows({c: r[c] for c in w.fieldnames} for r in rows)
+    print(f"{a.out}: {len(rows)} rows")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

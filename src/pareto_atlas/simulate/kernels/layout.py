@@ -1,0 +1,48 @@
+"""The coefficient vector's layout (what cost_model.coeffs fills and the kernels read) and the policies.
+
+Seconds per unit unless said otherwise. A new coefficient goes at the end, before N_COEFFS.
+"""
+
+from __future__ import annotations
+
+# W_T      s per step to stream the weights (the linear layers' memory side)
+# KVR/KVW  s per KV token read / written by attention
+# FL       s per token of body compute on the GEMM path; FL_V the same on the small-batch GEMV path;
+#          FL_H the lm_head per logit row; TILE the GEMM column tile (0: every batch runs as GEMM)
+# AT       s per attended (query, key) pair; CTX_SCALE the share of the context a decode reads
+#          (eviction, sparse attention)
+# O_STEP   s per step of engine overhead; O_SEQ the same per sequence in the step
+# P        the p-norm's exponent that rounds the roofline's ridge (see step._smooth_max)
+# Q        rows a decoding sequence runs per step (1 + k drafts under speculation); K the draft
+#          length; ACC the acceptance per drafted token; DRAFT_P the share of steps that draft
+# D_W, D_FL, D_KVR, D_O   the draft model's weights, compute per token, KV read per token, overhead
+# XFER     s per prompt token of KV sent from the prefill pool to the decode pool (disaggregated)
+# CV       the coefficient of variation of a step's time (jitter)
+# KV_PAD   cells each decoding sequence attends beyond its context, in expectation (the engine pads
+#          the attended cache; see CalibParams.kv_pad)
+# O_REQ    s between a client's send and the engine seeing the request (HTTP, tokenization, the API
+#          server's hop to the engine): in every TTFT and E2E, and in a closed loop's gap between a
+#          completion and the client's next request, but never in an engine step
+# COMM_STEP, COMM_TOK   a tensor/pipeline-parallel worker's collectives and stage sends over the
+#          node's link, per step and per token of the step, serial with the kernels
+#          (simulate.parallel); 0 on one device
+# PP_STAGES  a pipeline-parallel worker's stages (0 or 1: none). A step is one pipeline round; its
+#          sequences fill min(stages, sequences) micro-batches, and compute, KV traffic and the link's
+#          bytes divide over those (one prompt alone crosses the stages one after the other: no gain)
+W_T, KVR, KVW, FL, AT, CTX_SCALE, O_STEP, O_SEQ, P = range(9)
+Q, K, ACC, D_W, D_FL, D_KVR, D_O, XFER, CV = range(9, 18)
+FL_V, FL_H, TILE, DRAFT_P = range(18, 22)
+KV_PAD = 22
+O_REQ = 23
+COMM_STEP, COMM_TOK = 24, 25
+PP_STAGES = 26
+N_COEFFS = 27
+
+# Closed-loop clients never land in the same instant: an idle engine starts a step for the first
+# request and the others wait for the next one (llama.cpp's slot loop, vLLM's scheduler alike);
+# a request sent when another completes misses the step the engine starts at that moment.
+BURST_GAP_S = 1e-6
+
+POLICIES = ("static", "continuous", "chunked", "slo", "disagg")
+STATIC, CONTINUOUS, CHUNKED, SLO, DISAGG = range(5)
+DEFAULT_CHUNK = 512          # prefill token budget when chunked/slo policies leave it unset

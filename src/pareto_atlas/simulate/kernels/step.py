@@ -1,0 +1,139 @@
+"""The step cost: seconds for one engine step of a given composition (decodes, their context, prefill)."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from pareto_atlas.simulate.kernels._cache import CACHE
+from pareto_atlas.simulate.kernels.layout import (AT, COMM_STEP, COMM_TOK, CTX_SCALE, D_FL, D_KVR, D_O, D_W, DRAFT_P,
+                                                  FL, FL_H, FL_V, K, KV_PAD, KVR, KVW, O_REQ, O_SEQ, O_STEP, P,
+                                                  PP_STAGES, Q, TILE, W_T)
+
+
+@njit(cache=CACHE)
+def _smooth_max(a: float, b: float, p: float, bound: float) -> float:
+    # A hard max(memory, compute) overstates speed at the ridge, where neither the memory system
+    # nor the ALUs run flat out; a p-norm rounds that corner (by 2^(1/p) at most), stays >= max
+    # so the roofline is never beaten, and is smooth for least squares.
+    if a <= 0.0:
+        return b
+    if b <= 0.0:
+        return a
+    m = max(a, b)
+    if bound > 0.0:
+        # A bound of the p-norm instead, without its pow calls: see _step_time.
+        return m * bound
+    # The larger side's ratio is exactly 1, and so is its power (no pow call needed).
+    return m * (1.0 + (min(a, b) / m) ** p) ** (1.0 / p)
+
+
+@njit(cache=CACHE)
+def _smooth_max2(a: float, b: float, da: float, db: float, p: float, bound: float) -> tuple[float, float]:
+    # _smooth_max of two pairs, their pow calls interleaved: each smooth max is a chain of two
+    # pow calls, and their latency rather than their throughput bounds the simulation, so two
+    # chains side by side cost little more than one.
+    if bound > 0.0 or min(min(a, b), min(da, db)) <= 0.0:
+        return _smooth_max(a, b, p, bound), _smooth_max(da, db, p, bound)
+    m, dm = max(a, b), max(da, db)
+    x, dx = (min(a, b) / m) ** p, (min(da, db) / dm) ** p
+    return m * (1.0 + x) ** (1.0 / p), dm * (1.0 + dx) ** (1.0 / p)
+
+
+@njit(cache=CACHE)
+def step_time(c: np.ndarray, n_dec: float, ctx_dec: float, n_pf: float, pf_pairs: float, pf_ctx: float,
+              n_seqs: float) -> float:
+    """Seconds for one step: n_dec sequences decoding over ctx_dec total context tokens, plus
+    n_pf prompt tokens whose attention covers pf_pairs (query, key) pairs and reads pf_ctx
+    earlier KV tokens (chunked prefill). Without jitter; the simulation adds that."""
+    return _step_time(c, n_dec, ctx_dec, n_pf, pf_pairs, pf_ctx, n_seqs, 0.0)
+
+
+@njit(cache=CACHE, inline="always")
+def _step_time(c: np.ndarray, n_dec: float, ctx_dec: float, n_pf: float, pf_pairs: float, pf_ctx: float,
+               n_seqs: float, bound: float) -> float:
+    # step_time with bound 0. With bound 1, a lower bound of it; with bound >= 2^(1/p) (1 + 1e-12)
+    # (_upper_bound), an upper bound: each smooth max lies within [max, 2^(1/p) max], also in
+    # floating point (pow is faithfully rounded, the margin covers the rest), and the step time
+    # is non-decreasing in both. Bounds cost no pow call and settle most comparisons exactly.
+    rows = c[Q]                     # rows per decoding sequence (1 + drafts verified)
+    tokens = n_dec * rows + n_pf
+    if tokens <= 0.0:
+        return 0.0
+    weights_s, gemm_s, gemv_s, head_s, tile = c[W_T], c[FL], c[FL_V], c[FL_H], c[TILE]
+    kv_read_s, kv_write_s, pair_s, ctx_scale, kv_pad = c[KVR], c[KVW], c[AT], c[CTX_SCALE], c[KV_PAD]
+    p, step_s, seq_s = c[P], c[O_STEP], c[O_SEQ]
+    k, draft_p = c[K], c[DRAFT_P]
+    ctx_eff = ctx_dec * ctx_scale + n_dec * kv_pad
+    # Two rooflines, one per kind of kernel, run one after the other: the linear layers stream
+    # the weights and multiply every token by them; attention reads (and appends to) the KV cache
+    # and multiplies each query by what it reads. A step is never both kinds at once, so a long
+    # context's attention adds to a weight-bound step instead of hiding under it.
+    mem = weights_s
+    # Logits: every decode (and verify) row, but only the last token of a prompt (n_seqs - n_dec
+    # sequences are prefilling in this step).
+    logits = n_dec * rows + max(n_seqs - n_dec, 0.0)
+    gemm = _gemm_cols(tokens, tile)
+    cmp = gemm_s * gemm + gemv_s * (tokens - gemm) + head_s * logits
+    a_mem = kv_read_s * (ctx_eff + pf_ctx) + kv_write_s * tokens
+    a_cmp = pair_s * (rows * ctx_eff + pf_pairs)
+    comm_tok = c[COMM_TOK]
+    if c[PP_STAGES] > 1.0:
+        # one pipeline round: the sequences fill min(stages, sequences) micro-batches
+        m = min(c[PP_STAGES], max(n_seqs, 1.0))
+        cmp, a_mem, a_cmp, comm_tok = cmp / m, a_mem / m, a_cmp / m, comm_tok / m
+    # k sequential draft forwards on the steps that draft (prefill of the draft is folded into
+    # its compute term below).
+    drafting = k > 0.0 and n_dec > 0.0 and draft_p > 0.0
+    if drafting:
+        fwd, draft_fwd = _smooth_max2(mem, cmp, c[D_W] + c[D_KVR] * ctx_dec, c[D_FL] * n_dec, p, bound)
+        fwd += _smooth_max(a_mem, a_cmp, p, bound)
+    else:
+        # the two rooflines' pow chains side by side (see _smooth_max2)
+        fwd, attn = _smooth_max2(mem, cmp, a_mem, a_cmp, p, bound)
+        fwd, draft_fwd = fwd + attn, 0.0
+    t = fwd + step_s + seq_s * n_seqs + c[COMM_STEP] + comm_tok * tokens
+    if drafting:
+        t += draft_p * k * (draft_fwd + c[D_O])
+    if k > 0.0 and n_pf > 0.0 and c[D_FL] > 0.0:
+        t += c[D_FL] * n_pf
+    return t
+
+
+@njit(cache=CACHE)
+def lone_prefill_s(c: np.ndarray, prompt: float) -> float:
+    """Seconds of one prompt's TTFT on an idle engine (its prefill and the request's overhead, without
+    jitter): the mean pause of "auto" think times, as the load generator takes the warm-up's TTFT."""
+    return step_time(c, 0.0, 0.0, prompt, prefill_pairs(prompt, 0.0), 0.0, 1.0) + c[O_REQ]
+
+
+@njit(cache=CACHE)
+def _upper_bound(c: np.ndarray) -> float:
+    # The bound argument of _step_time for an upper bound (inf where p < 1 leaves none useful).
+    return 2.0 ** (1.0 / c[P]) * (1.0 + 1e-12) if c[P] >= 1.0 else np.inf
+
+
+@njit(cache=CACHE)
+def _step_within(c: np.ndarray, n_dec: float, ctx_dec: float, n_pf: float, pf_pairs: float, pf_ctx: float,
+                 n_seqs: float, target: float, upper: float) -> bool:
+    # step_time(...) <= target, from its bounds where they settle it (upper = _upper_bound(c)).
+    if _step_time(c, n_dec, ctx_dec, n_pf, pf_pairs, pf_ctx, n_seqs, 1.0) > target:
+        return False
+    if _step_time(c, n_dec, ctx_dec, n_pf, pf_pairs, pf_ctx, n_seqs, upper) <= target:
+        return True
+    return _step_time(c, n_dec, ctx_dec, n_pf, pf_pairs, pf_ctx, n_seqs, 0.0) <= target
+
+
+@njit(cache=CACHE)
+def _gemm_cols(tokens: float, tile: float) -> float:
+    # Columns a tiled GEMM kernel takes; the remainder runs one GEMV per column (llama.cpp's CPU
+    # repacked kernels: GEMM on ne11 - ne11 % 4 columns). tile 0: all of them.
+    if tile <= 0.0:
+        return tokens
+    return tokens - np.fmod(tokens, tile)
+
+
+@njit(cache=CACHE)
+def prefill_pairs(p: float, before: float) -> float:
+    """Causal (query, key) pairs of a p-token chunk after `before` cached tokens."""
+    return p * before + p * (p + 1) / 2.0

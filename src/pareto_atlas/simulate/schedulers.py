@@ -1,0 +1,100 @@
+"""Each GPU engine's own scheduler as it runs by default: its batching policy, prefill token budget and
+sequence limit, so a simulated GPU point runs what a user who starts the engine without flags gets.
+
+vLLM (V1), SGLang and TensorRT-LLM all batch prefills under a per-step token budget beside the running
+decodes; none prefills one request per step. The defaults and where each is set:
+
+engine     policy (kernel)   budget, tokens a step            max sequences   set in
+vllm (V1)  chunked, mixed    8192 on >= 70 GiB but not A100,  1024, else 256  vllm-project/vllm vllm/engine/arg_utils.py:
+                             else 2048                                        EngineArgs.get_batch_defaults, API server
+sglang     chunked           2048 under 35 GiB, 8192 under    the KV pool     sgl-project/sglang
+                             160 GiB, else 16384                              python/sglang/srt/server_args.py:
+                                                                              chunked_prefill_size
+trtllm     chunked           max_num_tokens 8192              2048            NVIDIA/TensorRT-LLM
+                                                                              tensorrt_llm/llmapi/llm_args.py: BaseLlmArgs
+
+Simplifications: SGLang by default runs a prefill batch without the decodes (enable_mixed_chunk
+False), and TensorRT-LLM admits a prompt only whole (enable_chunked_prefill False); both run here as
+the mixed, chunked budget (the kernel has no unmixed policy). Under prefill load SGLang's real
+decodes wait for its prefill batches (a higher TPOT, a lower TTFT than simulated); TensorRT-LLM's
+differ only when a prompt is longer than what the decodes leave of the budget.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pareto_atlas.spec.cards import HardwareCard
+
+# SGLang's running requests are bounded by its KV pool, not by a count: the sweep's KV cap does that.
+UNBOUNDED_SEQS = 1 << 20
+
+
+@dataclass(frozen=True)
+class Scheduler:
+    """One engine's default scheduling on one card."""
+
+    engine: str
+    batching: str          # the kernel's policy (layout.POLICIES)
+    chunk_tokens: int      # prefill token budget per step, decodes included
+    max_seqs: int          # sequences running together
+    source: str            # where the defaults are set
+
+    @property
+    def label(self) -> str:
+        """What a point's `scheduler` column says, e.g. "vllm-v1 chunked 8192"."""
+        return f"{ENGINE_NAMES[self.engine]} {self.batching} {self.chunk_tokens}"
+
+
+ENGINE_NAMES = {"vllm": "vllm-v1", "sglang": "sglang", "trtllm": "trtllm"}
+
+
+def _vllm(hw: HardwareCard) -> Scheduler:
+    big = hw.mem_gib >= 70 and "a100" not in hw.name.lower()
+    return Scheduler("vllm", "chunked", 8192 if big else 2048, 1024 if big else 256,
+                     "vllm-project/vllm vllm/engine/arg_utils.py get_batch_defaults")
+
+
+def _sglang(hw: HardwareCard) -> Scheduler:
+    budget = 2048 if hw.mem_gib < 35 else 8192 if hw.mem_gib < 160 else 16384
+    return Scheduler("sglang", "chunked", budget, UNBOUNDED_SEQS,
+                     "sgl-project/sglang python/sglang/srt/server_args.py chunked_prefill_size")
+
+
+def _trtllm(hw: HardwareCard) -> Scheduler:
+    return Scheduler("trtllm", "chunked", 8192, 2048, "NVIDIA/TensorRT-LLM tensorrt_llm/llmapi/llm_args.py BaseLlmArgs")
+
+
+SCHEDULERS = {"vllm": _vllm, "sglang": _sglang, "trtllm": _trtllm}
+
+
+def scheduler(engine: str, hw: HardwareCard) -> Scheduler:
+    """The engine's default scheduler on a GPU card."""
+    if hw.kind == "cpu":
+        raise ValueError(f"scheduler: {hw.name} is a CPU card; its points keep their own batching knob")
+    if engine not in SCHEDULERS:
+        raise ValueError(f"engine: {engine!r} has no default scheduler; known: {', '.join(SCHEDULERS)}")
+    return SCHEDULERS[engine](hw)
+
+
+def default_policy(engine: str, hw: HardwareCard) -> tuple[str, int, int]:
+    """(batching, chunk_tokens, max_seqs) the engine runs by default on this GPU card."""
+    s = scheduler(engine, hw)
+    return s.batching, s.chunk_tokens, s.max_seqs
+
+
+def gpu_engine(space_engine: str) -> str:
+    """The engine that serves a space's GPU cards: the space's own where it is a GPU engine, else
+    vLLM (llama.cpp studies simulate their GPU cards as vLLM serves them, see space.GPU_WEIGHTS)."""
+    return space_engine if space_engine in SCHEDULERS else "vllm"
+
+
+def resolve(batching: str, chunk_tokens: int, hw: HardwareCard, engine: str = "vllm") -> tuple[str, int, str]:
+    """(batching, chunk_tokens, scheduler label) a point runs: on a GPU card, `continuous` is the
+    engine's own default scheduler (engine: the space's, see gpu_engine); every other policy, and
+    every CPU point, runs as its knobs say."""
+    if hw.kind != "cpu" and batching == "continuous":
+        s = scheduler(gpu_engine(engine), hw)
+        return s.batching, s.chunk_tokens, s.label
+    label = f"{batching} {chunk_tokens}" if batching in ("chunked", "slo") and chunk_tokens > 0 else batching
+    return batching, chunk_tokens, label
