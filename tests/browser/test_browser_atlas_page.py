@@ -89,13 +89,17 @@ def mixed_quality_axes(browser) -> list[str]:
 
 
 def cells_over_three_lines(browser) -> list[str]:
-    """Table cells (outside the regime map, which grid_overflow checks) taller than 3 lines of text."""
+    """Table cells (outside the regime map, which grid_overflow checks) whose text takes more than 3
+    lines: the height of the text itself (a row is as tall as its tallest cell), or of the clamped
+    box that holds it."""
     return browser.evaluate("""(function () { var bad = [];
       document.querySelectorAll('table td').forEach(function (td) {
-        if (!td.offsetParent || td.closest('#regime-map')) return;
-        var cs = getComputedStyle(td), lh = parseFloat(cs.lineHeight) || 1.45 * parseFloat(cs.fontSize);
-        var inner = td.clientHeight - parseFloat(cs.paddingTop) - parseFloat(cs.paddingBottom);
-        if (inner > 3 * lh + 2) bad.push(td.closest('table').id + ': ' + td.textContent.slice(0, 80));
+        if (!td.offsetParent || td.closest('#regime-map') || !td.textContent) return;
+        var box = td.querySelector('.clamp') || td, cs = getComputedStyle(box);
+        var lh = parseFloat(cs.lineHeight) || 1.45 * parseFloat(cs.fontSize), h;
+        if (box !== td) h = box.clientHeight;
+        else { var r = document.createRange(); r.selectNodeContents(td); h = r.getBoundingClientRect().height; }
+        if (h > 3 * lh + 2) bad.push(td.closest('table').id + ': ' + td.textContent.slice(0, 80));
       }); return bad; })()""")
 
 

@@ -219,8 +219,14 @@
       }
     });
     if (projected.length) {
-      var pf = front2(drawn, fx, fy);
-      traces.push({ type: "scatter", mode: "lines+markers", name: "projected frontier (priors)", line: { shape: "hv", color: "#888", width: 1, dash: "dot" },
+      var pf = front2(drawn, fx, fy), pLabelled = [];
+      pf.forEach(function (p) {
+        if (p.rests_on === "prior" && (!yRange || fy(p) >= yRange[0]) && labelled.concat(pLabelled).every(function (q) {
+          return Math.abs(xn(p) - xn(q)) > 0.09 || Math.abs(yn(p) - yn(q)) > 0.09; })) pLabelled.push(p);
+      });
+      traces.push({ type: "scatter", mode: "lines+markers+text", name: "projected frontier (priors)", line: { shape: "hv", color: "#888", width: 1, dash: "dot" },
+        text: pf.map(function (p) { return pLabelled.indexOf(p) >= 0 ? esc(shortLabel(p.label)) + " (projected)" : ""; }),
+        textposition: pf.map(function (p) { return xn(p) > 0.75 ? "top left" : "bottom right"; }), textfont: { size: 10, color: "#777" }, cliponaxis: false,
         x: pf.map(fx), y: pf.map(fy), customdata: pf.map(function (p) { return p.point_id; }), hoverinfo: "none",
         marker: { size: 8, color: pf.map(function (p) { return cardColor[p.hardware]; }), symbol: pf.map(function (p) { return SHAPE[p.rests_on] || "circle"; }) } });
     }
