@@ -149,3 +149,17 @@ def test_a_table_with_no_scored_point_still_reports(tmp_path):
     paths = build_report(pts, tmp_path, regimes=[Regime("cheap", "cost_per_mtok")])
     md = paths["winners_md"].read_text()
     assert "no configuration that meets the constraints has a quality measurement" in md and "nan on nan" not in md
+
+
+def test_the_page_stays_one_file_under_10_mb_for_a_large_table():
+    """20,000 configurations: the page embeds a bounded sample (every point a line or table needs
+    kept) beside the inlined plotly.js, and stays under the 10 MB the page promises."""
+    from synthetic import random_points
+
+    pts = random_points(20000)
+    answer = Answer.of(with_derived(pts), default_regimes(pts))
+    page = render_html(answer, {})
+    payload = json.loads(re.search(r'id="atlas-data">(.*?)</script>', page, re.S).group(1))
+    assert payload["n_points_total"] == 20000 and payload["n_points_drawn"] < 20000
+    assert {pid for pid in answer.cells["point_id"] if pid} <= set(point_ids(payload))
+    assert len(page.encode()) < 10_000_000

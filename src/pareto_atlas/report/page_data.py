@@ -100,17 +100,45 @@ def layout_words(df: pd.DataFrame) -> np.ndarray:
     return out
 
 
+def _curve_ids(points: pd.DataFrame) -> set[str]:
+    """Per (model, workload, card), the points on the throughput–interactivity curve (higher tokens/s
+    per user and per GPU): the page draws that curve, so sampling must not drop them."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        user = 1000.0 / points["tpot_p50_ms"].to_numpy(dtype=float, na_value=np.nan)
+    col = "throughput_per_device_tok_s" if "throughput_per_device_tok_s" in points.columns else "throughput_tok_s"
+    gpu = points[col].to_numpy(dtype=float, na_value=np.nan)
+    keys = [points[c].astype(str).to_numpy() if c in points.columns else np.full(len(points), "")
+            for c in ("model", "workload", "hardware")]
+    out: set[str] = set()
+    ids = points["point_id"].astype(str).to_numpy()
+    for grp in pd.DataFrame({"m": keys[0], "w": keys[1], "h": keys[2]}).groupby(["m", "w", "h"]).indices.values():
+        g = grp[np.isfinite(user[grp]) & np.isfinite(gpu[grp])]
+        best = -np.inf
+        for i in g[np.lexsort((-gpu[g], -user[g]))]:      # fastest per user first
+            if gpu[i] > best:
+                out.add(ids[i])
+                best = gpu[i]
+    return out
+
+
 def embedded_points(answer: Answer, keep_ids: set[str], max_points: int = MAX_POINTS) -> pd.DataFrame:
-    """Every frontier, tied, measured, winning and listed point, plus a seeded sample of the rest,
-    the sample shared among the (model, workload) views by their size."""
+    """What the page draws, within `max_points` where it can: every point a chart's line or a table
+    needs (the frontier, per card too; the throughput–interactivity curves; the measured anchors;
+    the winners and listed cases), then the points tied with the frontier, then a seeded sample of
+    the rest."""
     marked = answer.marked
-    must = marked["frontier_status"].isin(("frontier", "tied")) | (marked["provenance"] == "measured") \
-        | marked["point_id"].astype(str).isin(keep_ids)
-    rest = marked[~must]
-    room = max(0, max_points - int(must.sum()))
-    if len(rest) > room:
-        rest = rest.sample(n=room, random_state=0)
-    return pd.concat([marked[must], rest]).sort_index()
+    ids = marked["point_id"].astype(str)
+    per_hw = answer.marked_per_hardware
+    hw_front = set(per_hw.loc[per_hw["frontier_status"] == "frontier", "point_id"].astype(str))
+    must = (marked["frontier_status"] == "frontier") | (marked["provenance"] == "measured") \
+        | ids.isin(keep_ids | hw_front | _curve_ids(marked))
+    tied = ~must & (marked["frontier_status"] == "tied")
+    parts, room = [marked[must]], max(0, max_points - int(must.sum()))
+    for tier in (marked[tied], marked[~must & ~tied]):
+        take = tier if len(tier) <= room else tier.sample(n=room, random_state=0)
+        parts.append(take)
+        room -= len(take)
+    return pd.concat(parts).sort_index()
 
 
 def point_table(answer: Answer, pts: pd.DataFrame) -> pd.DataFrame:
