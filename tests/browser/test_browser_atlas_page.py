@@ -160,7 +160,15 @@ def screenshot(browser, tmp_path: Path, name: str, selector: str) -> Path:
 def test_atlas_page_in_headless_chromium(browser, tmp_path):
     pts = atlas_points()
     answer = Answer.of(with_derived(pts), default_regimes(pts))
-    page = write_html(tmp_path / "atlas.html", answer, {"title": "browser test", "study": EVIL_LABEL})
+    claims = [{"id": "fp8-winners", "claim": "FP8 weights are part of 3 of the 4 regime winners. " * 3,
+               "answer": "FP8 is in 0 of 4 winners " * 12, "verdict": "differs", "evidence": "the winner rests on " * 60}]
+    quality = pd.DataFrame({"task": ["gsm8k", "gsm8k"], "arm": ["f16", "q4"], "baseline": [True, False], "k": [150, 141],
+                            "n": [200, 200], "rel": [1.0, 0.94], "rel_lo": [1.0, 0.9], "rel_hi": [1.0, 0.98],
+                            "diff": [0.0, -0.045], "diff_lo": [np.nan, -0.08], "diff_hi": [np.nan, -0.01],
+                            "mcnemar_p": [np.nan, 0.01], "kld": [np.nan, 0.03], "kld_lo": [np.nan, 0.02],
+                            "kld_hi": [np.nan, 0.04], "top1": [np.nan, 0.97]})
+    page = write_html(tmp_path / "atlas.html", answer, {"title": "browser test", "study": EVIL_LABEL},
+                      claims=claims, quality_table=quality)
     load(browser, page)
     assert browser.errors() == []
 
@@ -196,6 +204,12 @@ def test_atlas_page_in_headless_chromium(browser, tmp_path):
     assert all(s[4].startswith("Q-") and " S-" in s[4] for s in shown if s[2])
     assert browser.evaluate("document.getElementById('evidence-legend').textContent").count("Q-") >= 5
     assert cells_over_three_lines(browser) == []
+    # the paper's claims and the quality evidence are tables too: a long claim is clamped, whole on hover
+    claim_cells = browser.evaluate("Array.from(document.querySelectorAll('#claims-table td')).map(function (t) { return t.textContent; })")
+    assert claim_cells[0] == "fp8-winners" and claim_cells[3] == "differs"
+    assert browser.evaluate("document.querySelectorAll('#claims-table td[title]').length") >= 2
+    assert browser.evaluate("document.querySelectorAll('#quality-table tbody tr').length") == 2
+    assert "0.94 [0.9, 0.98]" in browser.evaluate("document.getElementById('quality-table').textContent")
 
     # The regime map: rows regimes, columns this view's cards, plain units, no text out of its cell.
     heads = browser.evaluate("Array.from(document.querySelectorAll('#regime-map th')).map(function (t) { return t.textContent; })")

@@ -441,9 +441,10 @@
     D.projected.forEach(function (r) {
       if (r.workload !== v.workload || (!v.compare && (r.model || "") !== (v.model || "")) || (hw !== ALL && r.hardware !== hw)) return;
       var tr = el("tr"); tr.setAttribute("data-point-id", r.point_id); n++;
-      cellText(tr, r.regime); cellText(tr, r.hardware); cellText(tr, r.label, "clip", r.label); cellText(tr, fmt(r.value)); cellText(tr, fmt(r.winner_value));
+      cellText(tr, r.regime); cellText(tr, r.hardware); cellText(tr, r.label, "clip", r.label);
+      cellText(tr, plain(r.value, r.objective)); cellText(tr, plain(r.winner_value, r.objective));
       cellText(tr, fmt(r.quality_rel) + " [" + fmt(r.quality_rel_lo) + ", " + fmt(r.quality_rel_hi) + "]");
-      cellText(tr, r.evidence, "clip3", r.evidence); cellText(tr, r.confirm_command, "cmd clip3", r.confirm_command);
+      cellText(tr, r.evidence_short, "code", r.evidence); cellText(tr, r.confirm_command, "cmd clip3", r.confirm_command);
       body.appendChild(tr);
     });
     $("projected-note").textContent = n + " shown here (" + D.projected_total + " over all views, in projected.csv): they would beat a winner but rest on priors; measure them to confirm.";

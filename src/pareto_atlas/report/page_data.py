@@ -199,6 +199,10 @@ def winner_table(answer: Answer) -> pd.DataFrame:
     return cells
 
 
+def _with_short(df: pd.DataFrame) -> pd.DataFrame:
+    return df.assign(evidence_short=short_evidence(df) if len(df) else [])
+
+
 def page_payload(answer: Answer, meta: dict, *, max_points: int = MAX_POINTS,
                  claims: Sequence[dict] | None = None, quality_table: pd.DataFrame | None = None) -> dict:
     boundary, projected = answer.boundary, answer.projected
@@ -217,7 +221,7 @@ def page_payload(answer: Answer, meta: dict, *, max_points: int = MAX_POINTS,
     return {
         "points": columnar(pts), "guard": guard, "admitted": admitted,
         "winners": records(cells), "boundary": records(bshow),
-        "projected": records(projected.head(MAX_PROJECTED)), "projected_total": int(len(projected)),
+        "projected": records(_with_short(projected.head(MAX_PROJECTED))), "projected_total": int(len(projected)),
         "boundary_total": int(len(boundary)),
         "regimes": [{"name": r.name, "description": r.describe(), "objective": r.objective, "direction": r.direction,
                      "quality_floor": r.quality_floor} for r in answer.regimes],
