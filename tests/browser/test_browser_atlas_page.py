@@ -262,7 +262,11 @@ def test_atlas_page_in_headless_chromium(browser, tmp_path):
     cmp_models = set(pts.set_index("point_id").loc[drawn_ids(browser, "chart-compare"), "model"])
     assert cmp_models == {SMALL, BIG}
     assert "absolute" in browser.evaluate("document.querySelector('#chart-compare .ytitle').textContent")
+    heads = browser.evaluate("Array.from(document.querySelectorAll('#regime-map th')).map(function (t) { return t.textContent; })")
+    assert heads[:3] == ["regime", SMALL, BIG]      # the regime map's columns are the models here
+    assert grid_overflow(browser) == []
     screenshot(browser, tmp_path, "compare", "#view-compare")
+    screenshot(browser, tmp_path, "regime_map_models", "#view-regimes")
     screenshot(browser, tmp_path, "tables", "#view-tables")
     assert cells_over_three_lines(browser) == []
     assert browser.errors() == []

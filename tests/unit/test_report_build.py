@@ -163,3 +163,15 @@ def test_the_page_stays_one_file_under_10_mb_for_a_large_table():
     assert payload["n_points_total"] == 20000 and payload["n_points_drawn"] < 20000
     assert {pid for pid in answer.cells["point_id"] if pid} <= set(point_ids(payload))
     assert len(page.encode()) < 10_000_000
+
+
+def test_figures_write_plain_units_and_the_guards_verdict_where_quality_takes_few_values(tmp_path):
+    from pareto_atlas.report.figures import _num
+
+    assert [_num(5840.3), _num(0.1712), _num(12.34), _num(250.0)] == ["5,840", "0.171", "12.3", "250"]
+    pts = synthetic_points()
+    three = pts["quality_rel"].rank(method="dense", pct=True).map(lambda r: 1.0 if r > 0.6 else 0.96 if r > 0.3 else 0.5)
+    pts = pts.assign(quality_rel=three, quality_rel_lo=three - 0.02, quality_rel_hi=three + 0.02)
+    paths = build_report(pts, tmp_path, regimes=[Regime("fast", "tpot_p99_ms", quality_floor=0.95)])
+    svg = paths["fig_frontier_quality_latency_svg"].read_text()
+    assert "guard of fast" in svg and ">boundary<" in svg.replace("</tspan>", "<")

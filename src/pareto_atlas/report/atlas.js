@@ -323,26 +323,28 @@
   }
 
   // ---- regime map: rows regimes, columns cards of this view (+ the best card) ----
+  // (the comparison view: columns are the models, each cell its best card's winner)
   function drawRegimeMap(v) {
     var t = $("regime-map"), cards = cardsOf(v), ws = winnersOf(v);
     t.textContent = "";
-    var cols = cards.length > 1 ? cards.concat([ALL]) : cards;
+    var cols = v.compare ? D.compare[v.workload] : (cards.length > 1 ? cards.concat([ALL]) : cards);
     var head = el("tr"); head.appendChild(el("th", "regime"));
-    cols.forEach(function (c) { head.appendChild(el("th", c === ALL ? "best card" : c)); });
+    cols.forEach(function (c) { head.appendChild(el("th", !v.compare && c === ALL ? "best card" : c)); });
     var thead = el("thead"); thead.appendChild(head); t.appendChild(thead);
     var body = el("tbody");
     D.regimes.forEach(function (r) {
       var tr = el("tr"); tr.setAttribute("data-regime", r.name);
       var th = el("th", r.name); th.title = r.description; tr.appendChild(th);
       cols.forEach(function (c) {
-        var w = ws.filter(function (x) { return x.regime === r.name && x.hardware === c && (v.compare ? false : true); })[0];
+        var w = ws.filter(function (x) {
+          return x.regime === r.name && (v.compare ? (x.model || "") === c && x.hardware === ALL : x.hardware === c); })[0];
         var td = el("td", undefined, "cell");
         td.setAttribute("data-hardware", c);
         if (w && w.point_id) {
           var fig = w.objective === "throughput_tok_s" && num(w.throughput_per_device_tok_s) && byId[w.point_id] && byId[w.point_id].gpus > 1
             ? plain(w.value, w.objective) + " (" + plain(w.throughput_per_device_tok_s, "throughput_per_device_tok_s") + ")" : plain(w.value, w.objective);
           td.appendChild(el("div", fig, "fig"));
-          var name = el("div", w.label + (c === ALL && w.win_hardware ? " · " + w.win_hardware : ""), "win");
+          var name = el("div", w.label + ((v.compare || c === ALL) && w.win_hardware ? " · " + w.win_hardware : ""), "win");
           name.title = w.label + (w.layout ? " — " + w.layout : "") + " — " + (w.evidence || "");
           td.appendChild(name);
           if (w.layout) td.appendChild(el("div", w.layout, "layout"));
