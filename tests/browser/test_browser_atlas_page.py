@@ -234,6 +234,9 @@ def test_atlas_page_in_headless_chromium(browser, tmp_path):
     row = pts.set_index("point_id").loc[tip_id]
     assert f"configuration: {row['label']}" in tip and "load: 1 client" in tip and "rests on: quality " in tip
     assert "±" in tip or "(measured)" in tip
+    # a projected point (resting on a prior) says the command that would confirm it
+    prior_tip = hover(browser, "chart-latency", sorted(squares)[0])
+    assert "to confirm: " in prior_tip and "pareto-atlas" in prior_tip.split("to confirm: ")[1]
 
     # A filter re-renders: one card leaves only its points and its rows (and the best-card ones).
     before = len(drawn_ids(browser, "chart-latency"))

@@ -114,7 +114,7 @@
       ["cost", plain(p.cost_per_mtok, "cost_per_mtok") + " at $" + fmt(p.price_per_hour) + "/h (" + (p.price_date || "") + ")"],
       ["speed model", p.provenance === "measured" ? "measured" : (p.calib_provenance || "simulated")],
       ["frontier", p.frontier_status + (p.dominated_by_label ? " (by " + p.dominated_by_label + ")" : "")]];
-    if (p.rests_on === "prior") rows.push(["to confirm", confirmOf[p.point_id] || "measure it (see projected.csv)"]);
+    if (p.rests_on === "prior") rows.push(["to confirm", p.confirm_command || confirmOf[p.point_id] || "measure its speed and quality on the engine"]);
     return rows;
   }
   function showTip(p, x, y) {

@@ -155,6 +155,13 @@ def point_table(answer: Answer, pts: pd.DataFrame) -> pd.DataFrame:
     pts["evidence"] = evidence_label(pts)
     pts["evidence_short"] = short_evidence(pts)
     pts["layout"] = layout_words(pts)
+    # what would confirm a point resting on priors (the tooltip says it), as projected.csv does
+    from pareto_atlas.atlas.evidence import confirm_command
+    prior = np.flatnonzero(pts["rests_on"].to_numpy() == "prior")
+    confirm = np.full(len(pts), "", dtype=object)
+    for i in prior:
+        confirm[i] = confirm_command(pts.iloc[i], answer.study_ref)
+    pts["confirm_command"] = confirm
     # the field's interactivity axis: one user's decode speed, 1000 / TPOT (P50)
     with np.errstate(divide="ignore", invalid="ignore"):
         pts["tok_s_per_user"] = 1000.0 / pts["tpot_p50_ms"].to_numpy(dtype=float, na_value=np.nan)
@@ -165,7 +172,7 @@ def point_table(answer: Answer, pts: pd.DataFrame) -> pd.DataFrame:
     from pareto_atlas.simulate.space import load_label
     pts["load"] = [load_label(r) for _, r in pts.iterrows()] if len(pts) else []
     extra = ("quality_rel_lo", "quality_rel_hi", "quality_abs_lo", "quality_abs_hi", "dominated_by_label", "rests_on",
-             "evidence", "evidence_short", "layout", "tok_s_per_user", "load")
+             "evidence", "evidence_short", "layout", "tok_s_per_user", "load", "confirm_command")
     return pts[[c for c in (*POINT_FIELDS, *extra) if c in pts.columns]]
 
 
