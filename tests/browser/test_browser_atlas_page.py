@@ -169,8 +169,12 @@ def test_atlas_page_in_headless_chromium(browser, tmp_path):
                             "kld_hi": [np.nan, 0.04], "top1": [np.nan, 0.97]})
     page = write_html(tmp_path / "atlas.html", answer, {"title": "browser test", "study": EVIL_LABEL},
                       claims=claims, quality_table=quality)
+    browser.send("Network.enable")
     load(browser, page)
     assert browser.errors() == []
+    # one self-contained file: nothing is fetched but the page itself
+    fetched = [e["params"]["request"]["url"] for e in browser.events if e.get("method") == "Network.requestWillBeSent"]
+    assert fetched and all(u.startswith(("file:", "data:", "blob:")) for u in fetched), fetched
 
     # One view per (model, workload) and one comparison on the shared workload; the first is open.
     views = browser.evaluate("Array.from(document.getElementById('f-view').options).map(function (o) { return o.textContent; })")
