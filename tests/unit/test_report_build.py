@@ -166,7 +166,7 @@ def test_the_page_stays_one_file_under_10_mb_for_a_large_table():
 
 
 def test_figures_write_plain_units_and_the_guards_verdict_where_quality_takes_few_values(tmp_path):
-    from pareto_atlas.report.figures import _num
+    from pareto_atlas.report.regime_figure import _num
 
     assert [_num(5840.3), _num(0.1712), _num(12.34), _num(250.0)] == ["5,840", "0.171", "12.3", "250"]
     pts = synthetic_points()

@@ -18,6 +18,7 @@ from pareto_atlas.report import figures as F
 from pareto_atlas.report.definitions import METRIC_DEFINITIONS, PERCENTILE_METHOD
 from pareto_atlas.report.export import export_all, winners_markdown
 from pareto_atlas.report.html import write_html
+from pareto_atlas.report.regime_figure import fig_atlas_grid
 
 
 def _regimes(regimes: Sequence[Regime | Mapping] | None, points: pd.DataFrame) -> tuple[Regime, ...]:
@@ -130,7 +131,7 @@ def write_report(answer: Answer, out_dir: Path, *, fidelity: pd.DataFrame | None
                 for ext, p in ps.items():
                     paths[f"fig_{key}{sfx}_{ext}"] = p
         for key, ps in {
-            "atlas_grid": F.fig_atlas_grid(cells, fig_dir),
+            "atlas_grid": fig_atlas_grid(cells, fig_dir),
             "frontier_frequency": F.fig_frontier_frequency(freq, fig_dir),
             "combos_vs_singles": F.fig_combos_vs_singles(svs, fig_dir),
             **({"simulator_fidelity": F.fig_fidelity(fidelity, fig_dir)} if fidelity is not None and len(fidelity) else {}),
