@@ -13,12 +13,12 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from synthetic import synthetic_points
 
 from pareto_atlas.atlas.answer import Answer
 from pareto_atlas.atlas.objectives import with_derived
 from pareto_atlas.atlas.regimes import default_regimes
 from pareto_atlas.report.html import write_html
-from synthetic import synthetic_points
 
 EVIL_LABEL = "<img src=x onerror=alert(1)>"
 EVIL_HW = '"><svg onload=alert(2)>'

@@ -9,17 +9,17 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from pareto_atlas.atlas.frontier import frontier
-from pareto_atlas.atlas.regimes import Regime, default_regimes
 from synthetic import synthetic_points
-from pareto_atlas.atlas.winners import boundary_cases, winners
+
+from pareto_atlas.atlas.answer import Answer
+from pareto_atlas.atlas.frontier import frontier
+from pareto_atlas.atlas.objectives import with_derived
+from pareto_atlas.atlas.regimes import Regime, default_regimes
+from pareto_atlas.atlas.winners import winners
 from pareto_atlas.report import build_report
+from pareto_atlas.report.bundle import plotly_js
 from pareto_atlas.report.export import winners_markdown
 from pareto_atlas.report.figures import fidelity_long
-from pareto_atlas.atlas.answer import Answer
-from pareto_atlas.atlas.objectives import with_derived
-from pareto_atlas.report.bundle import plotly_js
 from pareto_atlas.report.html import embed_json, render_html
 
 EVIL = '<img src=x onerror=alert(1)></script><script>alert(2)</script>&amp;'

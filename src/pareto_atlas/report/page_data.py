@@ -12,7 +12,12 @@ import numpy as np
 import pandas as pd
 
 from pareto_atlas.atlas.answer import Answer
-from pareto_atlas.atlas.evidence import evidence_label, evidence_ok, quality_evidence, speed_evidence
+from pareto_atlas.atlas.evidence import (
+    evidence_label,
+    evidence_ok,
+    quality_evidence,
+    speed_evidence,
+)
 from pareto_atlas.atlas.objectives import UNITS, quality_rel_interval
 from pareto_atlas.atlas.regimes import admission
 from pareto_atlas.spec.knobs import Knobs
