@@ -185,7 +185,7 @@ def test_atlas_page_in_headless_chromium(browser, tmp_path):
         assert ids and set(ids) <= small_ids, chart
         assert browser.evaluate(f"document.querySelectorAll('#{chart} .scatterlayer .point').length") > 0
     # the frontier is a line whose points are labelled
-    labels = browser.evaluate("Array.from(document.querySelectorAll('#chart-latency .textpoint')).map(function (t) { return t.textContent; })")
+    labels = browser.evaluate("Array.from(document.querySelectorAll('#chart-latency .annotation-text')).map(function (t) { return t.textContent; })")
     assert sum(1 for t in labels if t) >= 2
     assert mixed_quality_axes(browser) == []
     screenshot(browser, tmp_path, "frontier", "#view-frontier")

@@ -197,7 +197,9 @@
       var ps = groups[k], hw = ps[0].hardware, ro = ps[0].rests_on;
       traces.push({ type: "scatter", mode: "markers", name: esc(hw) + " · " + ro, legendgroup: hw,
         x: ps.map(fx), y: ps.map(fyDraw), customdata: ps.map(function (p) { return p.point_id; }),
-        marker: { color: cardColor[hw], symbol: SHAPE[ro] || "circle", size: ro === "measured" ? 9 : 6, opacity: 0.35,
+        // the projected points (priors) recede: what can win stands out
+        marker: { color: cardColor[hw], symbol: SHAPE[ro] || "circle", size: ro === "measured" ? 9 : (ro === "prior" ? 5 : 6),
+                  opacity: ro === "prior" ? 0.22 : 0.45,
                   line: { width: ro === "measured" ? 1 : 0, color: "#000" } }, hoverinfo: "none" });
     });
     var xs = drawn.map(fx), xlog = spansDecades(xs);
@@ -218,23 +220,19 @@
         if (labelled.every(function (q) { return Math.abs(xn(p) - xn(q)) > 0.09 || Math.abs(yn(p) - yn(q)) > 0.09; })) labelled.push(p);
       }
     });
+    var pLabelled = [];
     if (projected.length) {
-      var pf = front2(drawn, fx, fy), pLabelled = [];
+      var pf = front2(drawn, fx, fy);
       pf.forEach(function (p) {
         if (p.rests_on === "prior" && (!yRange || fy(p) >= yRange[0]) && labelled.concat(pLabelled).every(function (q) {
           return Math.abs(xn(p) - xn(q)) > 0.09 || Math.abs(yn(p) - yn(q)) > 0.09; })) pLabelled.push(p);
       });
-      traces.push({ type: "scatter", mode: "lines+markers+text", name: "projected frontier (priors)", line: { shape: "hv", color: "#888", width: 1, dash: "dot" },
-        text: pf.map(function (p) { return pLabelled.indexOf(p) >= 0 ? esc(shortLabel(p.label)) + " (projected)" : ""; }),
-        textposition: pf.map(function (p) { return xn(p) > 0.75 ? "top left" : "bottom right"; }), textfont: { size: 10, color: "#777" }, cliponaxis: false,
+      traces.push({ type: "scatter", mode: "lines+markers", name: "projected frontier (priors)", line: { shape: "hv", color: "#888", width: 1, dash: "dot" },
         x: pf.map(fx), y: pf.map(fy), customdata: pf.map(function (p) { return p.point_id; }), hoverinfo: "none",
         marker: { size: 8, color: pf.map(function (p) { return cardColor[p.hardware]; }), symbol: pf.map(function (p) { return SHAPE[p.rests_on] || "circle"; }) } });
     }
-    traces.push({ type: "scatter", mode: "lines+markers+text", name: "frontier", line: { shape: "hv", color: "#222", width: 1.5 },
+    traces.push({ type: "scatter", mode: "lines+markers", name: "frontier", line: { shape: "hv", color: "#222", width: 1.5 },
       x: front.map(fx), y: front.map(fy), customdata: front.map(function (p) { return p.point_id; }),
-      text: front.map(function (p) { return labelled.indexOf(p) >= 0 ? esc(shortLabel(p.label)) : ""; }),
-      textposition: front.map(function (p) { return xn(p) > 0.75 ? "top left" : "bottom right"; }),
-      textfont: { size: 11, color: "#222" }, cliponaxis: false,
       marker: { size: 11, color: front.map(function (p) { return cardColor[p.hardware]; }),
                 symbol: front.map(function (p) { return SHAPE[p.rests_on] || "circle"; }), line: { width: 1.5, color: "#000" } },
       error_x: { type: "data", array: front.map(function (p) { return p.provenance === "measured" ? 0 : fx(p) * (p.lat_rel_err || 0); }),
@@ -243,7 +241,18 @@
                  array: front.map(function (p) { return num(p.quality_rel_hi) ? p.quality_rel_hi - p.quality_rel : 0; }),
                  arrayminus: front.map(function (p) { return num(p.quality_rel_lo) ? p.quality_rel - p.quality_rel_lo : 0; }) },
       hoverinfo: "none" });
+    // the labels: annotations on a white ground (a log axis places them by log10 of the value)
+    var note = function (p, i, projectedOne) {
+      return { x: xlog ? Math.log10(fx(p)) : fx(p), y: fy(p), xref: "x", yref: "y", text: esc(shortLabel(p.label)) + (projectedOne ? " (projected)" : ""),
+               showarrow: true, arrowhead: 0, arrowwidth: 1, arrowcolor: projectedOne ? "#999" : "#333",
+               ax: xn(p) > 0.7 ? -40 : 40, ay: i % 2 ? 22 : -22, xanchor: xn(p) > 0.7 ? "right" : "left",
+               bgcolor: "rgba(255,255,255,0.9)", bordercolor: projectedOne ? "#bbb" : "#333", borderpad: 2,
+               font: { size: 11, color: projectedOne ? "#666" : "#111" } };
+    };
+    var notes = labelled.map(function (p, i) { return note(p, i, false); })
+      .concat(pLabelled.map(function (p, i) { return note(p, i + 1, true); }));
     var layout = {
+      annotations: notes,
       height: 520, margin: { l: 70, r: 30, t: 40, b: 60 }, hovermode: "closest", dragmode: "zoom",
       title: { text: esc((v.model ? v.model + " · " : "") + v.workload) + ": quality vs " + esc(xtitle), font: { size: 14 }, x: 0.01, xanchor: "left" },
       xaxis: { title: { text: esc(xtitle) + (below ? " — " + below + " points below the drawn quality range (double-click to see all)" : "") },
