@@ -210,14 +210,15 @@
       yRange = [yBot - 0.02, yTop + 0.02 + 0.04 * (yTop - yBot)];
     }
     var below = yRange ? drawn.filter(function (p) { return fy(p) < yRange[0]; }).length : 0;
-    // label the frontier points that have room: each label at least ~9 % of the plot from the last
+    // label the frontier points that have room: a label is ~a quarter of the plot wide and ~a tenth
+    // high (with its leader line), so no two labelled points sit closer than that
     var xn = function (p) { var lo = Math.min.apply(null, xs), hi = Math.max.apply(null, xs), v = fx(p);
       return xlog ? (Math.log(v) - Math.log(lo)) / (Math.log(hi) - Math.log(lo) || 1) : (v - lo) / (hi - lo || 1); };
     var yn = function (p) { var lo = yRange ? yRange[0] : yBot, hi = yRange ? yRange[1] : yTop; return (fy(p) - lo) / (hi - lo || 1); };
     var labelled = [];
     front.forEach(function (p) {
       if (!yRange || fy(p) >= yRange[0]) {
-        if (labelled.every(function (q) { return Math.abs(xn(p) - xn(q)) > 0.09 || Math.abs(yn(p) - yn(q)) > 0.09; })) labelled.push(p);
+        if (labelled.every(function (q) { return Math.abs(xn(p) - xn(q)) > 0.25 || Math.abs(yn(p) - yn(q)) > 0.12; })) labelled.push(p);
       }
     });
     var pLabelled = [];
@@ -225,7 +226,7 @@
       var pf = front2(drawn, fx, fy);
       pf.forEach(function (p) {
         if (p.rests_on === "prior" && (!yRange || fy(p) >= yRange[0]) && labelled.concat(pLabelled).every(function (q) {
-          return Math.abs(xn(p) - xn(q)) > 0.09 || Math.abs(yn(p) - yn(q)) > 0.09; })) pLabelled.push(p);
+          return Math.abs(xn(p) - xn(q)) > 0.25 || Math.abs(yn(p) - yn(q)) > 0.12; })) pLabelled.push(p);
       });
       traces.push({ type: "scatter", mode: "lines+markers", name: "projected frontier (priors)", line: { shape: "hv", color: "#888", width: 1, dash: "dot" },
         x: pf.map(fx), y: pf.map(fy), customdata: pf.map(function (p) { return p.point_id; }), hoverinfo: "none",
@@ -245,7 +246,8 @@
     var note = function (p, i, projectedOne) {
       return { x: xlog ? Math.log10(fx(p)) : fx(p), y: fy(p), xref: "x", yref: "y", text: esc(shortLabel(p.label)) + (projectedOne ? " (projected)" : ""),
                showarrow: true, arrowhead: 0, arrowwidth: 1, arrowcolor: projectedOne ? "#999" : "#333",
-               ax: xn(p) > 0.7 ? -40 : 40, ay: i % 2 ? 22 : -22, xanchor: xn(p) > 0.7 ? "right" : "left",
+               // all the same way, up (nothing lies above a frontier): labels keep their points' spacing
+               ax: xn(p) > 0.7 ? -30 : 30, ay: -20, xanchor: xn(p) > 0.7 ? "right" : "left",
                bgcolor: "rgba(255,255,255,0.9)", bordercolor: projectedOne ? "#bbb" : "#333", borderpad: 2,
                font: { size: 11, color: projectedOne ? "#666" : "#111" } };
     };
