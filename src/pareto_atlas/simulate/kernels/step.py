@@ -7,8 +7,8 @@ from numba import njit
 
 from pareto_atlas.simulate.kernels._cache import CACHE
 from pareto_atlas.simulate.kernels.layout import (AT, COMM_STEP, COMM_TOK, CTX_SCALE, D_FL, D_KVR, D_O, D_W, DRAFT_P,
-                                                  FL, FL_H, FL_V, K, KV_PAD, KVR, KVW, O_REQ, O_SEQ, O_STEP, P,
-                                                  PP_STAGES, Q, TILE, W_T)
+                                                  FL, FL_H, FL_V, K, KV_PAD, KVR, KVW, MOE_E, MOE_K, MOE_SKEW, MOE_W,
+                                                  O_REQ, O_SEQ, O_STEP, P, PP_STAGES, Q, TILE, W_T)
 
 
 @njit(cache=CACHE)
@@ -70,6 +70,8 @@ def _step_time(c: np.ndarray, n_dec: float, ctx_dec: float, n_pf: float, pf_pair
     # and multiplies each query by what it reads. A step is never both kinds at once, so a long
     # context's attention adds to a weight-bound step instead of hiding under it.
     mem = weights_s
+    if c[MOE_W] > 0.0:
+        mem += c[MOE_W] * touched_share(tokens, c[MOE_E], c[MOE_K], c[MOE_SKEW])
     # Logits: every decode (and verify) row, but only the last token of a prompt (n_seqs - n_dec
     # sequences are prefilling in this step).
     logits = n_dec * rows + max(n_seqs - n_dec, 0.0)
@@ -98,6 +100,16 @@ def _step_time(c: np.ndarray, n_dec: float, ctx_dec: float, n_pf: float, pf_pair
     if k > 0.0 and n_pf > 0.0 and c[D_FL] > 0.0:
         t += c[D_FL] * n_pf
     return t
+
+
+@njit(cache=CACHE)
+def touched_share(tokens: float, experts: float, per_token: float, skew: float) -> float:
+    """Expected share of a layer's experts that `tokens` tokens touch, routing per_token of `experts`
+    each: 1 - (1 - k/E)^(B^skew). skew 1 is uniform routing (E (1 - (1 - k/E)^B) experts); below 1,
+    skewed routing lands more tokens on the same experts. One token: k/E; many: all (simulate.moe)."""
+    if tokens <= 0.0:
+        return 0.0
+    return 1.0 - (1.0 - per_token / experts) ** (tokens ** skew)
 
 
 @njit(cache=CACHE)
