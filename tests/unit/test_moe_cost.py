@@ -105,9 +105,12 @@ def test_ep_splits_expert_memory_and_adds_the_all_to_all():
     c1 = coeffs(q, H100, Knobs(tp=2, attn_dp=4, ep=2), PARAMS)
     c2 = coeffs(q, H100, Knobs(tp=2, attn_dp=4, ep=8), PARAMS)
     assert c2[COMM_TOK] > c1[COMM_TOK] and c2[COMM_STEP] == pytest.approx(c1[COMM_STEP])
-    # attention-DP: each group reads the KV of 1 / attn_dp of the sequences
-    assert coeffs(q, H100, Knobs(tp=2, attn_dp=4), PARAMS)[KVR] == pytest.approx(
-        coeffs(q, H100, Knobs(tp=2), PARAMS)[KVR] / 4, rel=1e-12)
+    # attention-DP: each group reads the KV of its own sequences; one sequence leaves the others idle
+    dp, no = Knobs(tp=2, attn_dp=4, ep=8), Knobs(tp=2, ep=2)
+    assert coeffs(q, H100, dp, PARAMS)[KVR] == coeffs(q, H100, no, PARAMS)[KVR]
+    attn = lambda k, b: step("qwen3-235b-a22b", k, b, ctx=32000) - step("qwen3-235b-a22b", k, b)  # noqa: E731
+    assert attn(dp, 1) == pytest.approx(attn(no, 1), rel=0.02)
+    assert attn(dp, 8) < 0.3 * attn(no, 8)
 
 
 def test_mla_kv_is_held_whole_by_each_tp_device():
@@ -142,3 +145,22 @@ def test_dense_figures_unchanged(model, hw, knobs, steps, seqs, w):
     assert [step(model, knobs, b, HW[hw], 1000.0, p) for b in (1, 16, 256)] == steps
     mp = plan_memory(M[model], HW[hw], knobs, 1000, 200, p)
     assert (mp.max_seqs, mp.weights_bytes) == (seqs, w)
+
+
+def test_the_space_searches_expert_layouts_for_moe_cards_only():
+    from pareto_atlas.simulate.space import Load, Space, Workload, default_knobs, parallel_variants
+
+    base = [k for k in default_knobs("gpu") if k.weights == "FP8" and k.kv == "f16" and k.spec == "none"
+            and k.eviction == "none" and k.sparse_budget == 1.0 and k.batching == "continuous"][:1]
+    dense, mixed = parallel_variants(base), parallel_variants(base, moe=True)
+    assert all(k.ep == 1 and k.attn_dp == 1 for k in dense) and mixed[:len(dense)] == dense
+    assert {(k.tp, k.attn_dp, k.ep) for k in mixed} >= {(8, 1, 8), (1, 8, 8), (2, 4, 8)}
+    # through the sweep: Qwen3-235B-A22B in FP8 fits 8 H100s as TP8, EP8 across TP8, or attention-DP8 x EP8
+    from pareto_atlas.simulate.sweep import sweep
+
+    q = M["qwen3-235b-a22b"]
+    ks = tuple(k for k in mixed if k.gpus() == 8 and k.replicas == 1)
+    df = sweep(Space(q, (H100,), ks, (Workload("w", 512, 128),), (Load(concurrency=32),), {}), n_requests=40)
+    ok = df[df.feasible] if "feasible" in df.columns else df
+    assert len(ok) >= 3 and set(ok["gpus"]) == {8}
+    assert (ok["throughput_tok_s"] > 0).all() and {int(e) for e in ok["ep"]} >= {1, 8}

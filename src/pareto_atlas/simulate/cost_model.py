@@ -12,7 +12,7 @@ from functools import lru_cache
 import numpy as np
 
 from pareto_atlas.simulate.kernels import (ACC, AT, COMM_STEP, COMM_TOK, CTX_SCALE, CV, D_FL, D_KVR, D_O, D_W, DRAFT_P,
-                                          FL, FL_H, FL_V, K, KV_PAD, KVR, KVW, MOE_E, MOE_K, MOE_SKEW, MOE_W, N_COEFFS,
+                                          FL, FL_H, FL_V, K, KV_PAD, KVR, KVW, ATTN_DP, MOE_E, MOE_K, MOE_SKEW, MOE_W, N_COEFFS,
                                           O_REQ, O_SEQ, O_STEP, P, Q, TILE, PP_STAGES, W_T, XFER, step_time)
 from pareto_atlas.simulate import moe
 from pareto_atlas.simulate.parallel import comm_terms, kv_share
@@ -117,8 +117,8 @@ def coeffs(model: ModelCard, hw: HardwareCard, knobs: Knobs, params: CalibParams
 
     A mixture of experts (simulate.moe): W_T streams the always-run weights, MOE_W the routed experts
     of which a step reads the share its tokens touch (`skew`: the routing exponent, default
-    moe.ROUTING_SKEW); FLOPs follow the active parameters; attention-DP (attn_dp) splits the batch's
-    attention and KV over its groups, EP (ep) adds the all-to-all.
+    moe.ROUTING_SKEW); FLOPs follow the active parameters; attention-DP (attn_dp) splits the step's
+    sequences over its groups (ATTN_DP), EP (ep) adds the all-to-all.
     """
     tp = knobs.tp if tp is None else tp
     pp = knobs.pp if pp is None else pp
@@ -132,11 +132,7 @@ def coeffs(model: ModelCard, hw: HardwareCard, knobs: Knobs, params: CalibParams
     # stage's, divided over its micro-batches in kernels._step_time); exactly kvb on one device
     kvb = model.kv_bytes_per_token(BITS_PER_KV[knobs.kv])
     kvb_dev = kvb * kv_share(model, tp) if tp > 1 else kvb
-    # a token's FLOPs divide over the tp devices (and each attention-DP group takes 1 / dp of the
-    # tokens); over the stages in _step_time
-    split = tp * dp
-    if dp > 1:
-        kvb_dev = kvb_dev / dp
+    split = tp                  # a token's FLOPs divide over the tp devices; over the stages in _step_time
     c[PP_STAGES] = pp if pp > 1 else 0.0
     c[W_T] = weight_bytes(model, knobs.weights) / tp / (bw * params.bw_eff(knobs.weights))
     c[KVR] = kvb_dev / (bw * eff_a)
@@ -192,7 +188,7 @@ def _moe_terms(c: np.ndarray, model: ModelCard, hw: HardwareCard, knobs: Knobs, 
     if model.is_mla:
         # absorbed MLA: per head, QK^T over the latent and rotary key, PV over the latent
         width = 2 * model.kv_lora_rank + model.qk_rope_head_dim
-        c[AT] = 2.0 * model.n_layers * model.n_heads * width / (hw.peak_flops("fp16") * params.attn_flops_eff(knobs.kv)) / (tp * dp)
+        c[AT] = 2.0 * model.n_layers * model.n_heads * width / (hw.peak_flops("fp16") * params.attn_flops_eff(knobs.kv)) / tp
     if not model.is_moe:
         return
     bw = hw.mem_bw_gbs * 1e9 * params.bw_eff(knobs.weights)
@@ -202,7 +198,10 @@ def _moe_terms(c: np.ndarray, model: ModelCard, hw: HardwareCard, knobs: Knobs, 
     c[MOE_E], c[MOE_K] = model.n_experts, model.experts_per_token
     c[MOE_SKEW] = moe.ROUTING_SKEW if skew is None else skew
     if dp > 1:
-        # each attention-DP group all-reduces its own tokens, the groups side by side
+        # each attention-DP group runs its own sequences: the body's compute and attention divide
+        # over the groups a step's sequences fill (kernels._step_time), and each all-reduces its own
+        # tokens, the groups side by side
+        c[ATTN_DP] = dp
         c[COMM_TOK] /= dp
     a2a_step, a2a_tok = moe.all_to_all_terms(model, hw, ep, tp * dp, params.link_eff, params.link_latency_scale)
     c[COMM_STEP] += a2a_step

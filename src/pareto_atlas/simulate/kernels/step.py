@@ -6,7 +6,7 @@ import numpy as np
 from numba import njit
 
 from pareto_atlas.simulate.kernels._cache import CACHE
-from pareto_atlas.simulate.kernels.layout import (AT, COMM_STEP, COMM_TOK, CTX_SCALE, D_FL, D_KVR, D_O, D_W, DRAFT_P,
+from pareto_atlas.simulate.kernels.layout import (ATTN_DP, AT, COMM_STEP, COMM_TOK, CTX_SCALE, D_FL, D_KVR, D_O, D_W, DRAFT_P,
                                                   FL, FL_H, FL_V, K, KV_PAD, KVR, KVW, MOE_E, MOE_K, MOE_SKEW, MOE_W,
                                                   O_REQ, O_SEQ, O_STEP, P, PP_STAGES, Q, TILE, W_T)
 
@@ -80,6 +80,10 @@ def _step_time(c: np.ndarray, n_dec: float, ctx_dec: float, n_pf: float, pf_pair
     a_mem = kv_read_s * (ctx_eff + pf_ctx) + kv_write_s * tokens
     a_cmp = pair_s * (rows * ctx_eff + pf_pairs)
     comm_tok = c[COMM_TOK]
+    if c[ATTN_DP] > 1.0:
+        # attention-DP: each group runs its own sequences; a step with fewer than the groups leaves some idle
+        g = min(c[ATTN_DP], max(n_seqs, 1.0))
+        cmp, a_mem, a_cmp = cmp / g, a_mem / g, a_cmp / g
     if c[PP_STAGES] > 1.0:
         # one pipeline round: the sequences fill min(stages, sequences) micro-batches
         m = min(c[PP_STAGES], max(n_seqs, 1.0))
