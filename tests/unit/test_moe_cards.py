@@ -110,3 +110,47 @@ def test_card_fields_checked():
         replace(ship, dense_layers=32)
     with pytest.raises(CardError, match="latent attention needs"):
         replace(ship, kv_lora_rank=512)
+
+
+def _gguf(path: Path, arch: str, kv: dict, tensors: list[str]) -> None:
+    import gguf
+    import numpy as np
+
+    w = gguf.GGUFWriter(str(path), arch=arch)
+    for k, v in kv.items():
+        w.add_uint32(f"{arch}.{k}", v)
+    w.add_token_list([f"t{i}" for i in range(64)])
+    for t in tensors:
+        w.add_tensor(t, np.zeros((4, 4), dtype=np.float16))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def test_gguf_moe_and_mla_headers(tmp_path):
+    from pareto_atlas.spec.cards import model_card_from_gguf
+
+    # a scaled Qwen3-MoE as llama.cpp's converter writes it: every block routed
+    base = {"block_count": 4, "embedding_length": 256, "attention.head_count": 4, "attention.head_count_kv": 2,
+            "attention.key_length": 64, "feed_forward_length": 768}
+    p = tmp_path / "q.gguf"
+    _gguf(p, "qwen3moe", base | {"expert_count": 16, "expert_used_count": 4, "expert_feed_forward_length": 128},
+          [f"blk.{i}.ffn_gate_inp.weight" for i in range(4)] + ["output.weight"])
+    c = model_card_from_gguf(str(p))
+    assert (c.n_experts, c.experts_per_token, c.expert_intermediate, c.dense_layers, c.vocab) == (16, 4, 128, 0, 64)
+    # deepseek2: a leading dense block, latent attention
+    p = tmp_path / "d.gguf"
+    _gguf(p, "deepseek2", base | {"expert_count": 8, "expert_used_count": 2, "expert_feed_forward_length": 96,
+                                  "expert_shared_count": 1, "leading_dense_block_count": 1,
+                                  "attention.kv_lora_rank": 32, "attention.q_lora_rank": 48,
+                                  "rope.dimension_count": 16, "attention.key_length": 48,
+                                  "attention.value_length": 32}, ["output.weight"])
+    d = model_card_from_gguf(str(p))
+    assert (d.n_shared_experts, d.dense_layers, d.intermediate) == (1, 1, 768)
+    assert (d.kv_lora_rank, d.qk_rope_head_dim, d.qk_nope_head_dim, d.v_head_dim, d.head_dim) == (32, 16, 32, 32, 48)
+    assert d.kv_bytes_per_token(16) == 4 * (32 + 16) * 2
+    # a dense file reads as before
+    p = tmp_path / "l.gguf"
+    _gguf(p, "llama", base, ["output.weight"])
+    assert not model_card_from_gguf(str(p)).is_moe

@@ -315,15 +315,53 @@ def model_card_from_gguf(path: str, name: str | None = None) -> ModelCard:
     head_dim = val(f"{arch}.attention.key_length") or hidden // n_heads
     vocab = int(val("tokenizer.ggml.tokens") or 0) or int(val(f"{arch}.vocab_size") or 0)
     names = {t.name for t in header.tensors}
+    extra = _gguf_moe_fields(val, arch, names)
+    ffn = extra.pop("_dense_ffn", None) or val(f"{arch}.feed_forward_length")
+    if extra.get("kv_lora_rank"):
+        head_dim = extra["qk_nope_head_dim"] + extra["qk_rope_head_dim"]
     return ModelCard(
+        **extra,
         name=name or str(val("general.name") or arch),
         n_layers=int(val(f"{arch}.block_count")),
         hidden=hidden,
         n_heads=n_heads,
         n_kv_heads=int(n_kv if n_kv is not None else n_heads),
         head_dim=int(head_dim),
-        intermediate=int(val(f"{arch}.feed_forward_length")),
+        intermediate=int(ffn),
         vocab=int(vocab),
         tied_embeddings="output.weight" not in names,
         source=f"gguf:{path}",
     )
+
+
+def _gguf_moe_fields(val, arch: str, names: set[str]) -> dict:
+    """llama.cpp's expert and latent-attention keys (qwen3moe, qwen2moe, mixtral as "llama", olmoe,
+    deepseek2, gpt-oss): the card's MoE fields, {} for a dense file. `_dense_ffn`: the dense layers'
+    MLP width where the file's feed_forward_length names it and the experts have their own."""
+    n = int(val(f"{arch}.expert_count") or 0)
+    out: dict = {}
+    if n:
+        ffn = val(f"{arch}.feed_forward_length")
+        expert_w = val(f"{arch}.expert_feed_forward_length") or ffn
+        out = {"n_experts": n, "experts_per_token": int(val(f"{arch}.expert_used_count") or 0),
+               "expert_intermediate": int(expert_w)}
+        shared = int(val(f"{arch}.expert_shared_count") or 0)
+        shared_w = int(val(f"{arch}.expert_shared_feed_forward_length") or 0)
+        if shared or shared_w:
+            out.update(n_shared_experts=shared or 1, shared_intermediate=0 if shared_w == expert_w else shared_w)
+        # dense layers: deepseek2's leading ones, else any layer whose MLP is not routed
+        lead = val(f"{arch}.leading_dense_block_count")
+        blocks = int(val(f"{arch}.block_count"))
+        routed = {i for i in range(blocks) if f"blk.{i}.ffn_gate_inp.weight" in names}
+        dense = int(lead) if lead is not None else (blocks - len(routed) if routed else 0)
+        out["dense_layers"] = dense
+        if dense and ffn:
+            out["_dense_ffn"] = int(ffn)
+    rank = val(f"{arch}.attention.kv_lora_rank")
+    if rank:
+        rope = int(val(f"{arch}.rope.dimension_count") or 0)
+        key = int(val(f"{arch}.attention.key_length") or 0)
+        out.update(kv_lora_rank=int(rank), qk_rope_head_dim=rope, qk_nope_head_dim=key - rope,
+                   v_head_dim=int(val(f"{arch}.attention.value_length") or 0),
+                   q_lora_rank=int(val(f"{arch}.attention.q_lora_rank") or 0))
+    return out
