@@ -164,3 +164,16 @@ def test_the_space_searches_expert_layouts_for_moe_cards_only():
     ok = df[df.feasible] if "feasible" in df.columns else df
     assert len(ok) >= 3 and set(ok["gpus"]) == {8}
     assert (ok["throughput_tok_s"] > 0).all() and {int(e) for e in ok["ep"]} >= {1, 8}
+
+
+def test_pipeline_micro_batches_route_their_own_tokens():
+    # a pipeline round of 16 sequences over 2 stages routes two micro-batches of 8: each touches the
+    # experts 8 tokens touch, fewer than 16 tokens would, so the round streams less than one pass of 16
+    q = M["qwen3-30b-a3b"]
+    c = coeffs(q, H100, Knobs(tp=1, pp=2), PARAMS)
+    one = coeffs(q, H100, Knobs(), PARAMS)
+    w = lambda cc, b: step_time(cc, float(b), 0.0, 0.0, 0.0, 0.0, float(b))  # noqa: E731
+    share = lambda b: moe.experts_touched(b, q) / q.n_experts  # noqa: E731
+    from pareto_atlas.simulate.kernels import MOE_W
+    assert c[MOE_W] == one[MOE_W]
+    assert w(c, 16) < w(one, 16) - 0.5 * one[MOE_W] * (share(16) - share(8))

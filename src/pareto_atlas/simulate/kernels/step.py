@@ -70,8 +70,7 @@ def _step_time(c: np.ndarray, n_dec: float, ctx_dec: float, n_pf: float, pf_pair
     # and multiplies each query by what it reads. A step is never both kinds at once, so a long
     # context's attention adds to a weight-bound step instead of hiding under it.
     mem = weights_s
-    if c[MOE_W] > 0.0:
-        mem += c[MOE_W] * touched_share(tokens, c[MOE_E], c[MOE_K], c[MOE_SKEW])
+    routed = tokens                 # tokens each pass through the experts routes (a micro-batch's under PP)
     # Logits: every decode (and verify) row, but only the last token of a prompt (n_seqs - n_dec
     # sequences are prefilling in this step).
     logits = n_dec * rows + max(n_seqs - n_dec, 0.0)
@@ -88,6 +87,10 @@ def _step_time(c: np.ndarray, n_dec: float, ctx_dec: float, n_pf: float, pf_pair
         # one pipeline round: the sequences fill min(stages, sequences) micro-batches
         m = min(c[PP_STAGES], max(n_seqs, 1.0))
         cmp, a_mem, a_cmp, comm_tok = cmp / m, a_mem / m, a_cmp / m, comm_tok / m
+        routed = tokens / m
+    if c[MOE_W] > 0.0:
+        # a mixture of experts streams the share of its experts the step's tokens touch
+        mem += c[MOE_W] * touched_share(routed, c[MOE_E], c[MOE_K], c[MOE_SKEW])
     # k sequential draft forwards on the steps that draft (prefill of the draft is folded into
     # its compute term below).
     drafting = k > 0.0 and n_dec > 0.0 and draft_p > 0.0
