@@ -91,6 +91,8 @@ def test_contradictions_are_one_line_errors(tmp_path):
     assert "mlp_only_layers" in _bad(tmp_path, "qwen3-30b-a3b", mlp_only_layers=[99])
     assert "n_routed_experts = 'many'" in _bad(tmp_path, "deepseek-v3", n_routed_experts="many")
     assert "first_k_dense_replace and decoder_sparse_step" in _bad(tmp_path, "deepseek-v3", decoder_sparse_step=1)
+    # a placement this reader does not model (Jamba's experts every other layer) is refused, not ignored
+    assert "expert_layer_period = 2: an expert setting" in _bad(tmp_path, "mixtral-8x7b", expert_layer_period=2)
 
 
 def test_qwen_sparse_step_counts_dense_layers(tmp_path):

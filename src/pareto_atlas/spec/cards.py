@@ -243,7 +243,8 @@ def shipped_models() -> dict[str, ModelCard]:
 def same_architecture_cards(card: ModelCard) -> list[str]:
     """The shipped cards of the same architecture as `card` (layers, widths, heads, head size): an
     instruct model and its base under other names, whose published rows and fits stand for it."""
-    shape = lambda c: (c.n_layers, c.hidden, c.n_heads, c.n_kv_heads, c.head_dim, c.intermediate)  # noqa: E731
+    shape = lambda c: (c.n_layers, c.hidden, c.n_heads, c.n_kv_heads, c.head_dim, c.intermediate,  # noqa: E731
+                       c.n_experts, c.experts_per_token, c.expert_intermediate, c.kv_lora_rank)
     return [n for n, c in shipped_models().items() if shape(c) == shape(card)]
 
 

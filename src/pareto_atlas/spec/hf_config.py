@@ -32,6 +32,16 @@ _HF_KEYS = {
 _EXPERTS = ("num_experts", "num_local_experts", "n_routed_experts")
 _PER_TOKEN = ("num_experts_per_tok", "experts_per_token")
 _MLA = ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
+# Every expert or MoE key this reader knows: the ones it reads, and the routing settings that leave
+# the weights a step reads unchanged (loss coefficients, group-limited top-k, score scaling). Any
+# other key naming experts or MoE is an error: it may place or size experts in a way not modelled
+# (Jamba's expert_layer_period, say), and a card that silently ignored it would be wrong.
+_KNOWN_MOE_KEYS = frozenset({
+    *_EXPERTS, *_PER_TOKEN, "moe_intermediate_size", "n_shared_experts", "shared_expert_intermediate_size",
+    "first_k_dense_replace", "moe_layer_freq", "decoder_sparse_step", "mlp_only_layers", "interleave_moe_layer_step",
+    "moe_layers", "ep_size", "norm_topk_prob", "router_aux_loss_coef", "output_router_logits", "router_jitter_noise",
+    "router_z_loss_coef", "aux_loss_alpha", "seq_aux", "topk_method", "scoring_func", "routed_scaling_factor",
+    "n_group", "topk_group"})
 _BOUNDS = {**_HF_BOUNDS, "n_experts": (2, 4096), "experts_per_token": (1, 4096), "expert_intermediate": (16, 1048576),
            "n_shared_experts": (0, 64), "shared_intermediate": (0, 1048576), "layer_step": (1, 1024),
            "first_k_dense": (0, 1024), "rank": (1, 65536), "q_lora_rank": (0, 65536)}
@@ -128,6 +138,11 @@ def _latent_attention(c: _Config) -> dict:
 def _experts(c: _Config, n_layers: int, intermediate: int, model_type: str) -> dict:
     """The expert fields, or {} for a dense config. `intermediate` is the config's intermediate_size:
     the experts' width where no moe_intermediate_size names it (Mixtral, gpt-oss, Llama-4)."""
+    for key, v in c.cfg.items():
+        low = key.lower()
+        if ("expert" in low or "moe" in low) and key not in _KNOWN_MOE_KEYS and v not in (None, False, 0, [], {}):
+            raise c.error(f"{key} = {v!r}: an expert setting this reader does not model (it reads "
+                          f"{', '.join(sorted(_KNOWN_MOE_KEYS & set(c.cfg)) or _EXPERTS)})")
     n = c.int("n_experts", _EXPERTS, 0, agree=True)
     if not n:
         for k in _PER_TOKEN + ("moe_intermediate_size", "n_shared_experts", "first_k_dense_replace"):
