@@ -177,3 +177,12 @@ def test_pipeline_micro_batches_route_their_own_tokens():
     from pareto_atlas.simulate.kernels import MOE_W
     assert c[MOE_W] == one[MOE_W]
     assert w(c, 16) < w(one, 16) - 0.5 * one[MOE_W] * (share(16) - share(8))
+
+
+def test_a_study_grid_names_expert_layouts():
+    from pareto_atlas.spec.study import GridSpec
+
+    g = GridSpec(tp=[1, 2], ep=[1, 2, 8], attn_dp=[1, 8])
+    assert g.keeps(Knobs(tp=1, attn_dp=8, ep=8)) and not g.keeps(Knobs(tp=4, ep=4))
+    with pytest.raises(ValueError, match=r"ep: 3 must be a power of two"):
+        GridSpec(ep=[1, 3])
