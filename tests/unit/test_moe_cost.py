@@ -186,3 +186,28 @@ def test_a_study_grid_names_expert_layouts():
     assert g.keeps(Knobs(tp=1, attn_dp=8, ep=8)) and not g.keeps(Knobs(tp=4, ep=4))
     with pytest.raises(ValueError, match=r"ep: 3 must be a power of two"):
         GridSpec(ep=[1, 3])
+
+
+def _distinct_experts(popularity, k: int, batch: int, trials: int, rng) -> float:
+    # each token draws k distinct experts with the router's popularity; a step counts the distinct ones
+    e = len(popularity)
+    return float(sum(len({int(x) for _ in range(batch) for x in rng.choice(e, size=k, replace=False, p=popularity)})
+                     for _ in range(trials)) / trials)
+
+
+def test_the_skew_law_fits_skewed_routing_and_predicts_held_out_batches():
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    e, k = 128, 8
+    for zipf, lo, hi in ((0.0, 0.98, 1.02), (1.0, 0.75, 0.9)):
+        pop = np.arange(1, e + 1, dtype=float) ** -zipf
+        pop /= pop.sum()
+        fit_b, held = [1, 2, 4, 8], [16, 32, 64]
+        seen = [_distinct_experts(pop, k, b, 120, rng) for b in fit_b + held]
+        s = moe.fit_routing_skew(fit_b, seen[:4], e, k)
+        assert lo < s < hi
+        for b, t in zip(held, seen[4:]):
+            assert e * (1 - (1 - k / e) ** (b ** s)) == pytest.approx(t, rel=0.06)
+    with pytest.raises(ValueError, match="fit_routing_skew"):
+        moe.fit_routing_skew([1, 2], [8.0, 200.0], e, k)
