@@ -57,7 +57,9 @@ class GridSpec(_GridKnobs):
             if allowed is None and name in PARALLEL_FIELDS:
                 for v in values or ():      # each value as Knobs itself would take it (tp a power of two, ...)
                     try:
-                        Knobs(**{name: v, **({"batching": "disagg"} if name in DISAGG_FIELDS else {})})
+                        # ep alone must divide tp x attn_dp: taken beside an attention-DP of its own size
+                        Knobs(**{name: v, **({"batching": "disagg"} if name in DISAGG_FIELDS else
+                                             {"attn_dp": v} if name == "ep" and isinstance(v, int) and v > 0 else {})})
                     except ValueError as e:
                         raise ValueError(f"{name}: {str(e).split(': ', 1)[-1]}") from None
         return self
