@@ -68,6 +68,7 @@ class PublishedQuality:
     scale: str = ""
     proxy_for: str = ""    # the model actually measured, where the row stands in for another
     reason: str = ""       # why the row is informational
+    kv_method: str = ""    # a quantized KV cache's method as the row states it: scales, granularity, engine
 
 
 def wilson(p: float, n: float, z: float = Z95) -> tuple[float, float]:
@@ -169,7 +170,9 @@ def evidence(r: pd.Series, baseline_as: str = "") -> PublishedQuality:
         model=r["model"], **knobs, benchmark=r["benchmark"], metric=r["metric"], n_items=n, score=s,
         baseline_score=b, rel=rel, rel_lo=rel_lo, rel_hi=rel_hi, q=q, q_lo=q_lo, q_hi=q_hi, method=method,
         source=r["source"], publisher=r["publisher"], provenance=_provenance(r), informational=bool(why),
-        shots=r["shots"], scale=r["scale"], proxy_for=r["proxy_for"], reason=why)
+        shots=r["shots"], scale=r["scale"], proxy_for=r["proxy_for"], reason=why,
+        kv_method="" if baseline_as or r["kv"] in OWN_KV else
+        f"{r['kv_scales']} {r['kv_granularity']} scales, {r['kv_engine']}")
 
 
 def _budget_matches(budget: str, kv_keep: float) -> bool:
@@ -180,12 +183,16 @@ def _budget_matches(budget: str, kv_keep: float) -> bool:
 
 
 def published_for(model: str, weights: str, kv: str = "f16", eviction: str = "none", kv_keep: float = 1.0,
-                  benchmark: str | None = None, table: pd.DataFrame | None = None) -> list[PublishedQuality]:
+                  benchmark: str | None = None, table: pd.DataFrame | None = None,
+                  kv_scales: str | None = None) -> list[PublishedQuality]:
     """Every published score for this model and these knobs, each against its own document's baseline.
 
     Weights F16/BF16 with an f16/bf16 KV cache and no eviction mean the model's own precision: the
     result is each document's baseline (rel exactly 1, q its absolute score), one per benchmark
-    setting. KV dtypes match by name (a table's int8 is not llama.cpp's q8_0)."""
+    setting. KV dtypes match by name (a table's int8 is not llama.cpp's q8_0). `kv_scales` (the
+    knob's method, quality.kv_method): a quantized KV cache's row is used only where its document
+    states the same scales; a calibrated cache's score is no evidence for one with default scales,
+    and a row whose scales are "unstated" is evidence for neither."""
     t = load_published_quality() if table is None else table
     t = t[t["model"] == model]
     if benchmark is not None:
@@ -196,6 +203,8 @@ def published_for(model: str, weights: str, kv: str = "f16", eviction: str = "no
     own_w = t["weights"].isin(OWN_PRECISION) if weights in OWN_PRECISION else t["weights"] == weights
     own_kv = t["kv"].isin(OWN_KV) if kv in OWN_KV else t["kv"] == kv
     t = t[own_w & own_kv & (t["eviction"] == eviction)]
+    if kv_scales is not None and kv not in OWN_KV and "kv_scales" in t:
+        t = t[t["kv_scales"] == kv_scales]
     if eviction != "none":
         t = t[[_budget_matches(b, kv_keep) for b in t["kv_budget"]]]
     return [evidence(r) for _, r in t.iterrows()]

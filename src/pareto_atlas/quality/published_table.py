@@ -20,7 +20,8 @@ from pareto_atlas.spec.knobs import EVICTION
 SHIPPED = "published_quality.csv"
 COLUMNS = ("source", "source_date", "publisher", "model", "checkpoint", "baseline_checkpoint", "method", "weights",
            "kv", "eviction", "kv_budget", "benchmark", "shots", "metric", "n_items", "score", "baseline_score",
-           "score_stderr", "baseline_stderr", "scale", "harness", "proxy_for", "notes")
+           "score_stderr", "baseline_stderr", "scale", "harness", "proxy_for", "notes", "kv_scales", "kv_granularity",
+           "kv_engine")
 REQUIRED = ("source", "source_date", "publisher", "model", "checkpoint", "baseline_checkpoint", "method", "kv",
             "eviction", "benchmark", "metric", "score", "baseline_score", "scale")
 OWN_PRECISION = ("F16", "BF16")          # the model as shipped: the baseline itself
@@ -28,6 +29,12 @@ WEIGHTS = OWN_PRECISION + ("FP8", "AWQ4", "W8A8", "W8A16", "W4A16")
 KV = ("f16", "bf16", "fp8", "int8", "int4", "int2", "q8_0", "q4_0")
 SCALES = ("percent", "proportion", "perplexity", "score")
 PROPORTION = ("percent", "proportion")
+# How a quantized KV cache's scales were set, as the row's own document states it: "calibrated"
+# (static scales measured on calibration data), "dynamic" (computed from the tensor as it is
+# written), "default" (unit scales, no calibration); "unstated" where the document does not say.
+# With the granularity and the implementation (kv_engine) it names the method a score is evidence for.
+KV_SCALES = ("calibrated", "dynamic", "default", "unstated")
+KV_GRANULARITY = ("per-tensor", "per-head", "per-channel", "per-token", "per-group", "unstated")
 SOURCE = re.compile(r"^(https?://\S+|[\w.-]+/[\w.-]+:\S+@[0-9a-f]{40})$")
 DATE = re.compile(r"^\d{4}-(0[1-9]|1[0-2])(-(0[1-9]|[12]\d|3[01]))?$")
 BENCHMARK = re.compile(r"^[a-z0-9_]+$")
@@ -65,6 +72,9 @@ def row_error(r: dict[str, str], models: Sequence[str]) -> str:
             return _allowed(f, r[f], allowed)
     if r.get("weights") and r["weights"] not in WEIGHTS:
         return _allowed("weights", r["weights"], WEIGHTS + ("(blank)",))
+    for f, allowed in (("kv_scales", KV_SCALES), ("kv_granularity", KV_GRANULARITY)):
+        if r.get(f) and r[f] not in allowed:
+            return _allowed(f, r[f], allowed + ("(blank: unstated)",))
     if not BENCHMARK.match(r["benchmark"]):
         return f"field 'benchmark': {r['benchmark']!r} must be lower-case letters, digits and _ (e.g. gsm8k)"
     if r["eviction"] == "none" and r.get("kv_budget"):
@@ -131,7 +141,10 @@ def _rows(reader: csv.DictReader, name: str) -> list[dict[str, str]]:
         r = {(k or "").strip(): (v or "").strip() for k, v in raw.items() if k is not None and not isinstance(v, list)}
         if err := row_error(r, models):
             raise PublishedQualityError(f"{name}:{line}: {err}")
-        rows.append({**{c: r.get(c, "") for c in COLUMNS}, "origin": f"{name}:{line}"})
+        row = {**{c: r.get(c, "") for c in COLUMNS}, "origin": f"{name}:{line}"}
+        if row["kv"] not in ("f16", "bf16"):     # a quantized KV cache's method: unknown stays "unstated"
+            row.update({f: row[f] or "unstated" for f in ("kv_scales", "kv_granularity", "kv_engine")})
+        rows.append(row)
     if err := _baseline_clash(rows):
         raise PublishedQualityError(err)
     return rows

@@ -156,14 +156,26 @@ def published_quality(console: Console, tables: list[Path], model: str | None, t
         raise ValueError(f"--model {model!r}: no published scores; models: {', '.join(sorted(set(tab.model)))}")
     from pareto_atlas.quality.published import published_for
 
+    from pareto_atlas.quality.kv_method import kv_method
+    from pareto_atlas.quality.published_pool import guard_interval, per_source
+
     for (w, kv, ev), _ in rows.groupby(["weights", "kv", "eviction"], dropna=False):
         hits = published_for(model, str(w or "BF16"), str(kv or "f16"), str(ev or "none"),
                              0.5 if str(ev or "none") != "none" else 1.0, table=tab)
-        best = guard_choice(hits, task)
+        best = guard_interval(hits, task)
         used = (f"guard uses {best.benchmark}: rel {best.rel:.3f} [{best.rel_lo:.3f}, {best.rel_hi:.3f}] ({best.method})"
                 if best is not None and not best.informational else "no score the guard can use (informational only)")
         console.print(f"  {model} weights {w or 'its own'} kv {kv or 'f16'} eviction {ev or 'none'}: {len(hits)} "
                       f"score(s); {used}", highlight=False, soft_wrap=True)
+        if best is not None and not best.informational:
+            for r in per_source(hits, best.benchmark):
+                console.print(f"    source {r.source}: rel {r.rel:.3f} [{r.rel_lo:.3f}, {r.rel_hi:.3f}] "
+                              f"({r.metric}, {r.shots or '?'}-shot)" + (f"; KV method: {r.kv_method}" if r.kv_method else ""),
+                              highlight=False, soft_wrap=True)
+        if str(kv or "f16") not in ("f16", "bf16") and (m := kv_method("vllm", str(kv))) is not None:
+            same = [r for r in hits if r.kv_method.startswith(m.kv_scales + " ")]
+            console.print(f"    vLLM's kv={kv} runs {m.describe()}: {len(same)} of these score(s) are that method; "
+                          f"the ladder uses no other", highlight=False, soft_wrap=True)
 
 
 def simulate(ctx: Context) -> None:

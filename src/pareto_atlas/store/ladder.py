@@ -49,16 +49,25 @@ def _is_reference(knobs: Knobs, ref: Knobs) -> bool:
     return knobs.quality_key() == ref.quality_key()
 
 
-def published_quality(target: Target, knobs: Knobs, task: str, table: pd.DataFrame | None = None) -> Quality | None:
+def published_quality(target: Target, knobs: Knobs, task: str, table: pd.DataFrame | None = None,
+                      engine: str = "vllm") -> Quality | None:
     """Rung (b): the published score the guard uses for this model and knobs, if any (`table`: the
-    published table, read once by the caller; None reads it)."""
-    from pareto_atlas.quality.published import guard_choice, published_for
+    published table, read once by the caller; None reads it). Where several documents score the
+    method, the interval is their envelope (quality.published_pool). A quantized KV cache's row
+    counts only for the method `engine` runs for that `kv` (quality.kv_method): scales calibrated,
+    dynamic or default; where the table does not state the engine's method, the dtype's name alone."""
+    from pareto_atlas.quality.kv_method import kv_method
+    from pareto_atlas.quality.published import published_for
+    from pareto_atlas.quality.published_pool import guard_interval
 
-    hits = published_for(target.card.name, knobs.weights, knobs.kv, knobs.eviction, knobs.kv_keep, table=table)
-    best = guard_choice(hits, task)
+    method = kv_method(engine, knobs.kv)
+    hits = published_for(target.card.name, knobs.weights, knobs.kv, knobs.eviction, knobs.kv_keep, table=table,
+                         kv_scales=method.kv_scales if method is not None else None)
+    best = guard_interval(hits, task)
     if best is None or best.informational:
         return None
-    return Quality(best.q, best.q_lo, best.q_hi, best.rel, best.rel_lo, best.rel_hi, best.provenance, "published")
+    prov = best.provenance + (f" [KV method: {best.kv_method}]" if best.kv_method else "")
+    return Quality(best.q, best.q_lo, best.q_hi, best.rel, best.rel_lo, best.rel_hi, prov, "published")
 
 
 def published_model_names(target: Target) -> list[str]:
@@ -69,9 +78,10 @@ def published_model_names(target: Target) -> list[str]:
     return list(dict.fromkeys([target.card.name, *same_architecture_cards(target.card)]))
 
 
-def _published(target: Target, knobs: Knobs, task: str, table: pd.DataFrame | None = None) -> Quality | None:
+def _published(target: Target, knobs: Knobs, task: str, table: pd.DataFrame | None = None,
+               engine: str = "vllm") -> Quality | None:
     for name in published_model_names(target):
-        q = published_quality(replace(target, card=replace(target.card, name=name)), knobs, task, table)
+        q = published_quality(replace(target, card=replace(target.card, name=name)), knobs, task, table, engine)
         if q is not None:
             return q
     return None
@@ -123,19 +133,20 @@ def target_quality(knobs: Knobs, target: Target, kind: str, study: Study, qt: di
     if measured_family is None:
         measured_family = _measured_family(study)
     ref = reference_knobs(study, target, kind)
+    engine = study.engine.name if kind == "cpu" else "vllm"      # GPU cards are simulated as vLLM
     core_knobs = replace(knobs, eviction="none", kv_keep=1.0, sparse_budget=1.0)
     if core_knobs != knobs:
         # an eviction policy's own published score; the table has no sparse-attention rows, and a
         # lookup without the sparse budget would return the dense model's score
-        pub = _published(target, knobs, task, table) if knobs.sparse_budget == 1.0 else None
+        pub = _published(target, knobs, task, table, engine) if knobs.sparse_budget == 1.0 else None
         if pub is not None:
             return pub
         core = target_quality(core_knobs, target, kind, study, qt, task, table, measured_family)
         if core.evidence == "unmeasured":
             return core
         return _with_effects(knobs, core, {})           # measured effects belong to the measured model
-    pub = _published(target, knobs, task, table)
-    base = _published(target, ref, task, table) if ref.weights in GPU_NATIVE else None
+    pub = _published(target, knobs, task, table, engine)
+    base = _published(target, ref, task, table, engine) if ref.weights in GPU_NATIVE else None
     if _is_reference(knobs, ref):
         if base is not None:
             return replace(base, rel=1.0, rel_lo=1.0, rel_hi=1.0, evidence="reference",
