@@ -61,6 +61,12 @@ class Answer:
                             study_ref=self.study_ref)
 
     @cached_property
+    def uncrowned(self) -> pd.DataFrame:
+        """The cells whose best point is not crowned: a tie with its runner-up (both named) or a
+        winner whose latency or throughput bar is wider than ±50 % (winners.verdict)."""
+        return self.cells[self.cells.verdict.isin(("tie", "low-confidence"))].reset_index(drop=True)
+
+    @cached_property
     def placed_cells(self) -> pd.DataFrame:
         """The cells with `win_hardware`: the card each winner runs on (a best-card cell's winner
         is on one of them)."""

@@ -70,7 +70,8 @@ def print_winners(cells: pd.DataFrame, console: Console, hardware: str = "all") 
                 continue
             kl = c.get("kld")
             kl = "" if kl is None or kl != kl else f" KL {kl:.2g}"
-            t.add_row(c.regime, f"{c.label}{' ▣' if c.stack_beats_singles else ''}",
+            t.add_row(c.regime, f"{c.label}{' ▣' if c.stack_beats_singles else ''}"
+                      + (f" — {c.verdict_note}" if c.get("verdict_note") else ""),
                       str(c.get("win_hardware", "") or c.hardware), _load_short(c),
                       f"{_v(c.quality_rel, 3)} [{_v(c.quality_rel_lo, 2)}–{_v(c.quality_rel_hi, 2)}]{kl}",
                       short_evidence(c), _v(c.tpot_p99_ms), _v(c.throughput_tok_s), _v(c.cost_per_mtok, 3))

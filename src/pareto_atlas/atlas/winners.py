@@ -8,6 +8,14 @@ are allowed, resting on evidence for both quality and speed); the cell says what
 quality and speed rest on, whether the runner-up is separated beyond the error bars, whether a
 stacked combination (n_opts >= 2) beats every single method (the boxed cells), and the best
 projected point that would beat it, with the command that would measure it.
+
+A winner is not crowned where the figures cannot tell it from its runner-up, or cannot be trusted
+to within a factor (`verdict`):
+  "tie"             its objective's interval overlaps the runner-up's by more than half of the
+                    narrower of the two (TIE_OVERLAP): both are named, neither is the winner;
+  "low-confidence"  its latency or throughput bar is wider than +-50 % (LOW_CONFIDENCE_BAR): a card
+                    calibrated on sources that disagree, or a point carried across model sizes;
+  "winner"          otherwise.
 """
 
 from __future__ import annotations
@@ -31,8 +39,33 @@ WINNER_COLUMNS = (
     "best_single_value", "runner_up_label", "runner_up_value", "separated", "n_candidates", "n_boundary", "note",
     "quality_rel_lo", "quality_rel_hi", "kld", "quality_evidence", "speed_evidence", "calib_provenance", "evidence",
     "lat_rel_err", "weights_cost", "n_projected", "projected_label", "projected_hardware", "projected_value", "projected_evidence",
-    "confirm_command",
+    "confirm_command", "verdict", "verdict_note", "overlap",
 )
+# More than this share of the narrower interval shared with the runner-up's: a tie, not a winner.
+TIE_OVERLAP = 0.5
+# A latency or throughput bar wider than this (relative half-width): the winner is low-confidence.
+LOW_CONFIDENCE_BAR = 0.5
+
+
+def interval_overlap(lo0: float, hi0: float, lo1: float, hi1: float) -> float:
+    """The share of the narrower of two intervals that the other covers (0 to 1); two points that
+    coincide overlap fully, two distinct points not at all."""
+    shared = min(hi0, hi1) - max(lo0, lo1)
+    narrow = min(hi0 - lo0, hi1 - lo1)
+    if narrow <= 0:
+        return 1.0 if shared >= 0 else 0.0
+    return float(min(max(shared / narrow, 0.0), 1.0))
+
+
+def verdict(row: dict, lat_err: float, thr_err: float) -> tuple[str, str]:
+    """(verdict, the words printed beside the winner) for a cell with a winner (see the module)."""
+    if row.get("runner_up_label") and (row.get("overlap") or 0.0) > TIE_OVERLAP:
+        return "tie", (f"tie with {row['runner_up_label']} (intervals overlap {row['overlap']:.0%}, "
+                       f"more than {TIE_OVERLAP:.0%})")
+    bars = [e for e in (lat_err, thr_err) if e == e]
+    if bars and max(bars) > LOW_CONFIDENCE_BAR:
+        return "low-confidence", f"low confidence (bar ±{max(bars):.0%}, wider than ±{LOW_CONFIDENCE_BAR:.0%})"
+    return "winner", ""
 
 
 def _rank(sub: pd.DataFrame, regime: Regime) -> np.ndarray:
@@ -89,7 +122,8 @@ def _cell(sub: pd.DataFrame, adm: pd.DataFrame, regime: Regime, workload: str, h
                "none of the configurations that meet the constraints is in on the quality guard with evidence "
                "(see the boundary and projected cases)" if np.isin(guard, ("in", "boundary")).any() else
                "every configuration that meets the constraints fails the quality guard")
-        row.update(point_id="", label="", note=why, stacked=False, stack_beats_singles=False, separated=False)
+        row.update(point_id="", label="", note=why, stacked=False, stack_beats_singles=False, separated=False,
+                   verdict="", verdict_note="")
         _projected(sub, adm, regime, row, study_ref)
         return row
     order = _rank(cand, regime)
@@ -112,8 +146,10 @@ def _cell(sub: pd.DataFrame, adm: pd.DataFrame, regime: Regime, workload: str, h
         row.update(runner_up_label=ru["label"], runner_up_value=float(ru[regime.objective]))
         # Separated: the winner's pessimistic bound still beats the runner-up's optimistic one.
         row["separated"] = bool(hi[0] < lo[1]) if regime.direction == "min" else bool(lo[0] > hi[1])
+        row["overlap"] = interval_overlap(float(lo[0]), float(hi[0]), float(lo[1]), float(hi[1]))
     else:
         row["separated"] = True
+    row["verdict"], row["verdict_note"] = verdict(row, _err(best, "lat_rel_err"), _err(best, "thr_rel_err"))
     singles = cand[cand["n_opts"] <= 1]
     if len(singles):
         s = singles.iloc[_rank(singles, regime)[0]]
@@ -122,6 +158,11 @@ def _cell(sub: pd.DataFrame, adm: pd.DataFrame, regime: Regime, workload: str, h
     row["stack_beats_singles"] = bool(row["stacked"] and (singles.empty or _better(row["value"], row["best_single_value"], regime.direction)))
     _projected(sub, adm, regime, row, study_ref)
     return row
+
+
+def _err(point: pd.Series, column: str) -> float:
+    v = point.get(column)
+    return float(v) if v is not None and v == v else float("nan")
 
 
 def winners(points: pd.DataFrame, regimes: Sequence[Regime], *, per_hardware: bool = True,
