@@ -10,9 +10,17 @@ import pytest
 from rich.console import Console
 
 from pareto_atlas.quality.kv_method import kv_method
-from pareto_atlas.quality.published import guard_choice, load_published_quality, published_for
+from pareto_atlas.quality.published import (
+    guard_choice,
+    load_published_quality,
+    published_for,
+)
 from pareto_atlas.quality.published_pool import guard_interval
-from pareto_atlas.quality.published_table import COLUMNS, PublishedQualityError, read_quality_table
+from pareto_atlas.quality.published_table import (
+    COLUMNS,
+    PublishedQualityError,
+    read_quality_table,
+)
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 ROW = dict(source_date="2025-01", publisher="P", model="llama-3.1-8b", checkpoint="c", baseline_checkpoint="b",
@@ -58,8 +66,8 @@ def test_one_source_keeps_its_own_interval(tmp_path):
 
 
 def test_the_ladder_uses_the_envelope(tmp_path):
-    from pareto_atlas.spec.cards import shipped_models
     from pareto_atlas.simulate.targets import Target
+    from pareto_atlas.spec.cards import shipped_models
     from pareto_atlas.spec.knobs import Knobs
     from pareto_atlas.store.ladder import published_quality
 
@@ -123,3 +131,14 @@ def test_a_llama_study_on_vllm_with_no_arms_admits_no_fp8_kv_on_calibrated_evide
         assert "neural-compressor" not in q.provenance and q.evidence not in ("published", "measured", "carried")
     # the same knobs with an f16 cache still rest on their own published score
     assert target_quality(Knobs(weights="FP8"), t, "gpu", s, {}, "gsm8k").evidence == "published"
+
+
+def test_the_command_says_the_calibrated_score_is_not_vllm_s_method():
+    from pareto_atlas.stages.run import published_quality
+
+    con = Console(record=True, width=400)
+    published_quality(con, [], "llama-3.1-8b", "gsm8k")
+    text = con.export_text()
+    assert "KV method: calibrated scales" in text
+    assert "vLLM kv=fp8 runs vLLM fp8 KV, default per-tensor scales" in text
+    assert "0 of these score(s) are that method: the atlas's vLLM configurations with this KV cache do not rest" in text

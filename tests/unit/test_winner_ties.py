@@ -7,12 +7,12 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 from rich.console import Console
+from test_atlas_regimes import cfg
 
 from pareto_atlas.atlas.answer import Answer
 from pareto_atlas.atlas.objectives import with_derived
 from pareto_atlas.atlas.regimes import Regime
 from pareto_atlas.atlas.winners import interval_overlap, winners
-from test_atlas_regimes import cfg
 
 FAST = Regime("fast", "tpot_p99_ms", "min")
 

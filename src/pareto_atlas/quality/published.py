@@ -172,7 +172,7 @@ def evidence(r: pd.Series, baseline_as: str = "") -> PublishedQuality:
         source=r["source"], publisher=r["publisher"], provenance=_provenance(r), informational=bool(why),
         shots=r["shots"], scale=r["scale"], proxy_for=r["proxy_for"], reason=why,
         kv_method="" if baseline_as or r["kv"] in OWN_KV else
-        f"{r['kv_scales']} {r['kv_granularity']} scales, {r['kv_engine']}")
+        f"{r['kv_scales']} scales ({r['kv_granularity']}), {r['kv_engine']}")
 
 
 def _budget_matches(budget: str, kv_keep: float) -> bool:

@@ -144,7 +144,7 @@ def published(ctx: Context, tables: list[Path] | None = None, engines: list[str]
 
 
 def published_quality(console: Console, tables: list[Path], model: str | None, task: str) -> None:
-    from pareto_atlas.quality.published import guard_choice, load_published_quality, summary_lines
+    from pareto_atlas.quality.published import load_published_quality, summary_lines
 
     tab = load_published_quality(tables)
     for line in summary_lines(tab):
@@ -154,9 +154,8 @@ def published_quality(console: Console, tables: list[Path], model: str | None, t
     rows = tab[tab.model == model]
     if rows.empty:
         raise ValueError(f"--model {model!r}: no published scores; models: {', '.join(sorted(set(tab.model)))}")
-    from pareto_atlas.quality.published import published_for
-
     from pareto_atlas.quality.kv_method import kv_method
+    from pareto_atlas.quality.published import published_for
     from pareto_atlas.quality.published_pool import guard_interval, per_source
 
     for (w, kv, ev), _ in rows.groupby(["weights", "kv", "eviction"], dropna=False):
@@ -174,8 +173,10 @@ def published_quality(console: Console, tables: list[Path], model: str | None, t
                               highlight=False, soft_wrap=True)
         if str(kv or "f16") not in ("f16", "bf16") and (m := kv_method("vllm", str(kv))) is not None:
             same = [r for r in hits if r.kv_method.startswith(m.kv_scales + " ")]
-            console.print(f"    vLLM's kv={kv} runs {m.describe()}: {len(same)} of these score(s) are that method; "
-                          f"the ladder uses no other", highlight=False, soft_wrap=True)
+            verdict = ("the ladder uses those alone" if same else
+                       "the atlas's vLLM configurations with this KV cache do not rest on these scores")
+            console.print(f"    the atlas's vLLM kv={kv} runs {m.describe()}: {len(same)} of these score(s) are "
+                          f"that method: {verdict}", highlight=False, soft_wrap=True)
 
 
 def simulate(ctx: Context) -> None:
