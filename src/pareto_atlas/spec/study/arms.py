@@ -97,7 +97,7 @@ class ArmSpec(_ArmKnobs):
         P, N = self.prompt_tokens or wl.prompt_tokens, self.output_tokens or wl.output_tokens
         if (P, N) == (wl.prompt_tokens, wl.output_tokens):
             return wl
-        return WorkloadSpec(name=f"p{P}-n{N}", prompt_tokens=P, output_tokens=N, api=wl.api)
+        return WorkloadSpec(name=f"p{P}-n{N}", prompt_tokens=P, output_tokens=N, api=wl.api, share=wl.share)
 
     def n_requests(self, load: "LoadSpec", workload: WorkloadSpec | None = None) -> int:
         """Measured requests: this arm's or the load's count; a trace's rows (its first `requests` if set)."""
