@@ -88,10 +88,9 @@ def anchor_id(study: Study, arm: ArmSpec, repeat: int) -> str:
 
 def workload_ident(wl: WorkloadSpec) -> dict:
     """A workload as it keys and describes an anchor: a trace by its name and sha256, never its path
-    (a workload without one as before traces existed, so earlier ids stay)."""
-    if not wl.trace:
-        return wl.model_dump(exclude={"trace"})
-    return wl.model_dump(exclude={"trace"}) | trace_identity(wl.trace)
+    (a workload without one as before traces existed, so earlier ids stay; likewise one that shares nothing)."""
+    out = wl.model_dump(exclude={"trace"} | ({"share"} if wl.share is None else set()))
+    return out | trace_identity(wl.trace) if wl.trace else out
 
 
 def plan(study: Study, arms: list[str] | None = None) -> list[AnchorPlan]:
