@@ -110,3 +110,36 @@ def test_trace_with_hash_ids_shares_and_excludes_share(tmp_path):
     assert _study({"trace": str(p)}).workload.shares()
     with pytest.raises(StudyError, match="share: a trace states"):
         _study({"trace": str(p), "share": "system-prompt"})
+
+
+def _study_arms(arms):
+    return study_from_dict({"name": "x", "model": {"name": "m"},
+                            "workload": {"prompt_tokens": 256, "share": "system-prompt"}, "arms": arms})
+
+
+def test_arms_measure_their_own_sharing_level():
+    from pareto_atlas.simulate.stage import measured_workloads
+
+    s = _study_arms([{"name": "a", "prefix_cache": True}, {"name": "b", "share": {"prefix_tokens": 200}}])
+    wls = {w.name: w.share for w in measured_workloads(s)}
+    assert wls == {"chat-128-32": Sharing(prefix_tokens=128), "p256-n32-prefix200": Sharing(prefix_tokens=200)}
+    with pytest.raises(StudyError, match=r"arms\.b\.share\.prefix_tokens: 300 is not allowed"):
+        _study_arms([{"name": "b", "share": {"prefix_tokens": 300}}])
+
+
+def test_anchor_ids_of_studies_that_share_nothing_are_unchanged():
+    from pareto_atlas.measure.campaign import workload_ident
+
+    assert "share" not in workload_ident(_study({"prompt_tokens": 128}).workload)
+    assert workload_ident(_study({"prompt_tokens": 128, "share": "system-prompt"}).workload)["share"] == "system-prompt"
+
+
+def test_the_prompt_cache_follows_the_knob_and_unbuilt_measurements_say_so(tmp_path):
+    from pareto_atlas.measure.campaign import anchor_prompts, request_extra
+    from pareto_atlas.spec.knobs import Knobs
+
+    assert request_extra({"cache_prompt": False}, "llamacpp", Knobs()) == {"cache_prompt": False}
+    assert request_extra({"cache_prompt": False}, "llamacpp", Knobs(prefix_cache=True)) == {"cache_prompt": True}
+    wl = _study({"prompt_tokens": 256, "share": "chat-multiturn"}).workload
+    with pytest.raises(ValueError, match="share.turns = 4: sessions of several turns are simulated, not yet measured"):
+        anchor_prompts(None, wl, 256, 4, 0)

@@ -68,7 +68,8 @@ def anchor_id(study: Study, arm: ArmSpec, repeat: int) -> str:
     # (and so are fields added later while they hold their defaults: batching, chunk_tokens, engine options)
     unset = {"requests"} if arm.requests is None else set()
     unset |= {k for k, default in (("engine_options", {}), ("prompt_tokens", None), ("output_tokens", None),
-                                   ("trace", None), ("hardware", None), ("model", None))
+                                   ("trace", None), ("hardware", None), ("model", None),
+                                   ("share", None))
               if getattr(arm, k) == default}
     # knobs an arm gained after the first five (batching, chunk_tokens, and whatever Knobs adds: the arm's
     # knob fields are derived from it) likewise, while at their defaults
@@ -214,15 +215,15 @@ def anchor_prompts(running, wl: WorkloadSpec, P, n: int | None, seed: int) -> li
     from pareto_atlas.measure.contract import build_contract_prompts, build_shared_prompts
 
     share = wl.sharing()
-    kw = {"api": wl.api, "model": running.model, "headers": running.headers()}
-    if share is None or share.prefix_tokens == 0 and share.turns == 1:
-        if wl.shares():
-            raise ValueError(f"workload {wl.name}: replaying a trace's hash_ids on an engine is not built; its "
-                             f"sharing is simulated (simulate.prefix_cache)")
-        return build_contract_prompts(running.base_url, P, n, seed=seed, **kw)
-    if share.turns > 1:
+    if share is not None and share.turns > 1:
         raise ValueError(f"workload {wl.name}: share.turns = {share.turns}: sessions of several turns are simulated, "
                          f"not yet measured; measure a shared prefix (turns = 1)")
+    if share is None and wl.shares():
+        raise ValueError(f"workload {wl.name}: replaying a trace's hash_ids on an engine is not built; its "
+                         f"sharing is simulated (simulate.prefix_cache)")
+    kw = {"api": wl.api, "model": running.model, "headers": running.headers()}
+    if share is None or share.prefix_tokens == 0:
+        return build_contract_prompts(running.base_url, P, n, seed=seed, **kw)
     return build_shared_prompts(running.base_url, P, n, share.prefix_tokens, share.groups, seed=seed, **kw)
 
 
