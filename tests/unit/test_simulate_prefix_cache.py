@@ -87,3 +87,18 @@ def test_knob_key_and_grid_variants():
     assert "prefix_cache" in compatible(Knobs(batching="disagg", decode_workers=2, prefix_cache=True), hw)
     with pytest.raises(ValueError, match="knobs.prefix_cache"):
         Knobs(prefix_cache=1)
+
+
+def test_the_atlas_says_what_caching_is_worth_and_where_it_moves_the_winner():
+    from pareto_atlas.atlas.prefix import caching_worth, worth_lines
+
+    knobs = [Knobs(weights="FP8", kv=kv, slots=s, prefix_cache=pc) for kv in ("f16", "fp8") for s in (32, 128)
+             for pc in (False, True)]
+    df = _sweep(knobs, [CHAT, Workload("plain", 1024, 128)]).assign(model="llama-3.1-8b")
+    t = caching_worth(df)
+    assert set(t.workload) == {"chat"}                      # a workload that shares nothing has no row
+    thr = t[t.criterion == "throughput_per_device_tok_s"].iloc[0]
+    assert thr.best_with.endswith("+pcache") and thr.gain > 1.0 and thr.hit_rate > 0
+    lines = worth_lines(t)
+    assert lines and "hit rate" in lines[0]
+    assert worth_lines(caching_worth(df[df.workload == "plain"]))[0].startswith("prefix caching: no workload")
