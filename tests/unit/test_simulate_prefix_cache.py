@@ -102,3 +102,18 @@ def test_the_atlas_says_what_caching_is_worth_and_where_it_moves_the_winner():
     lines = worth_lines(t)
     assert lines and "hit rate" in lines[0]
     assert worth_lines(caching_worth(df[df.workload == "plain"]))[0].startswith("prefix caching: no workload")
+
+
+def test_calibration_replays_an_anchors_measured_hits():
+    import pandas as pd
+
+    from pareto_atlas.calibrate.fit import _anchors, predict
+    from pareto_atlas.simulate.params import default_params
+
+    hw, m = shipped_hardware()["L4"], shipped_models()["llama-3.1-8b"]
+    row = {**Knobs(weights="FP8", slots=4, prefix_cache=True).as_row(), "prompt_tokens": 2048, "output_tokens": 32,
+           "concurrency": 1, "n_requests": 16}
+    anchors = _anchors(pd.DataFrame([row, {**row, "prefix_hit_rate": 0.8}]))
+    assert anchors[0].hit == 0.0 and anchors[1].hit == 0.8
+    ttft = predict(anchors, m, hw, default_params(hw, "vllm"))[:, 0]
+    assert ttft[1] < 0.5 * ttft[0]
