@@ -57,7 +57,9 @@ def worth_lines(table: pd.DataFrame, limit: int = 12) -> list[str]:
     lines = []
     for r in table.head(limit).itertuples():
         moved = f"; the winner moves from {r.best_without}" if r.winner_moved else "; same configuration"
-        lines.append(f"{r.model} {r.hardware} {r.workload}: best {r.criterion} {r.value_with:.4g} with the cache "
+        load = (f", {int(r.concurrency)} clients" if getattr(r, "concurrency", 0) == getattr(r, "concurrency", 0)
+                and getattr(r, "concurrency", 0) > 0 else f", {getattr(r, 'rate_rps', float('nan')):.3g} req/s")
+        lines.append(f"{r.model} {r.hardware} {r.workload}{load}: best {r.criterion} {r.value_with:.4g} with the cache "
                      f"({r.best_with}, hit rate {r.hit_rate:.0%}) vs {r.value_without:.4g} without "
                      f"(with/without x{r.gain:.2f}){moved}")
     if not table.winner_moved.any():
