@@ -58,6 +58,9 @@ class _Anchor:
     # trace's differ request by request); None: every request has `prompt` and `output`.
     prompts: tuple[int, ...] | None = None
     outputs: tuple[int, ...] | None = None
+    # The share of prompt tokens the server reported serving from its prefix cache (measured, 0: none):
+    # replayed as each request's cached tokens, so a cache hit is not fitted as a fast prefill.
+    hit: float = 0.0
 
     @property
     def drafts(self) -> bool:
@@ -98,7 +101,8 @@ def _anchors(df: pd.DataFrame) -> list[_Anchor]:
         lengths = _lengths(r, sends) if conc <= 0 else (None, None)
         out.append(_Anchor(Knobs.from_row(r), int(r["prompt_tokens"]), int(r["output_tokens"]), conc, rate, n,
                            _opt(r, "spec_accept_measured"), _opt(r, "spec_drafted_per_token"),
-                           None if conc > 0 else sends, think if conc > 0 else None, *lengths))
+                           None if conc > 0 else sends, think if conc > 0 else None, *lengths,
+                           _opt(r, "prefix_hit_rate") or 0.0))
     return out
 
 
@@ -122,7 +126,9 @@ def predict(anchors: list[_Anchor], model: ModelCard | Sequence[ModelCard], hw: 
         else:
             arr = des.poisson(a.rate, a.n, a.prompt, a.output, seed=i)
         cap = plan.kv_cap_tokens if plan.kv_cap_tokens > 0 else np.inf
-        s = des.run(c, arr, a.knobs.batching, a.knobs.slots, a.knobs.chunk_tokens, cap, None, seed=i).summary
+        cached = (np.minimum(np.round(a.hit * arr.prompt), arr.prompt - 1).astype(np.int64) if a.hit > 0 else None)
+        s = des.run(c, arr, a.knobs.batching, a.knobs.slots, a.knobs.chunk_tokens, cap, None, seed=i,
+                    cached=cached).summary
         out[i] = [s[t] for t in TARGETS]
     return out
 

@@ -68,7 +68,8 @@ def anchor_id(study: Study, arm: ArmSpec, repeat: int) -> str:
     # (and so are fields added later while they hold their defaults: batching, chunk_tokens, engine options)
     unset = {"requests"} if arm.requests is None else set()
     unset |= {k for k, default in (("engine_options", {}), ("prompt_tokens", None), ("output_tokens", None),
-                                   ("trace", None), ("hardware", None), ("model", None))
+                                   ("trace", None), ("hardware", None), ("model", None),
+                                   ("share", None))
               if getattr(arm, k) == default}
     # knobs an arm gained after the first five (batching, chunk_tokens, and whatever Knobs adds: the arm's
     # knob fields are derived from it) likewise, while at their defaults
@@ -88,10 +89,9 @@ def anchor_id(study: Study, arm: ArmSpec, repeat: int) -> str:
 
 def workload_ident(wl: WorkloadSpec) -> dict:
     """A workload as it keys and describes an anchor: a trace by its name and sha256, never its path
-    (a workload without one as before traces existed, so earlier ids stay)."""
-    if not wl.trace:
-        return wl.model_dump(exclude={"trace"})
-    return wl.model_dump(exclude={"trace"}) | trace_identity(wl.trace)
+    (a workload without one as before traces existed, so earlier ids stay; likewise one that shares nothing)."""
+    out = wl.model_dump(exclude={"trace"} | ({"share"} if wl.share is None else set()))
+    return out | trace_identity(wl.trace) if wl.trace else out
 
 
 def plan(study: Study, arms: list[str] | None = None) -> list[AnchorPlan]:
@@ -209,6 +209,32 @@ def request_lengths(wl: WorkloadSpec, rows, warmup: int) -> tuple[int | list[int
     return [r.prompt_tokens for r in sent], [r.output_tokens for r in sent]
 
 
+def anchor_prompts(running, wl: WorkloadSpec, P, n: int | None, seed: int) -> list[str]:
+    """The anchor's contract prompts: each unique (a nonce first), or, for a workload that states what
+    it shares, sharing exactly its prefix (contract.build_shared_prompts)."""
+    from pareto_atlas.measure.contract import build_contract_prompts, build_shared_prompts
+
+    share = wl.sharing()
+    if share is not None and share.turns > 1:
+        raise ValueError(f"workload {wl.name}: share.turns = {share.turns}: sessions of several turns are simulated, "
+                         f"not yet measured; measure a shared prefix (turns = 1)")
+    if share is None and wl.shares():
+        raise ValueError(f"workload {wl.name}: replaying a trace's hash_ids on an engine is not built; its "
+                         f"sharing is simulated (simulate.prefix_cache)")
+    kw = {"api": wl.api, "model": running.model, "headers": running.headers()}
+    if share is None or share.prefix_tokens == 0:
+        return build_contract_prompts(running.base_url, P, n, seed=seed, **kw)
+    return build_shared_prompts(running.base_url, P, n, share.prefix_tokens, share.groups, seed=seed, **kw)
+
+
+def request_extra(extra: dict, engine: str, knobs) -> dict:
+    """Per-request engine fields: llama.cpp's prompt cache follows the arm's prefix_cache knob (off by
+    default: unique prompts could only cost)."""
+    if engine == "llamacpp" and knobs.prefix_cache:
+        return {**extra, "cache_prompt": True}
+    return dict(extra)
+
+
 def measure_anchor(study: Study, p: AnchorPlan, on_progress: Progress,
                    bandwidth_gbs: float | None = None) -> tuple[dict, list[dict]]:
     """Measure one anchor; returns the store row and raw records. Never raises for engine trouble."""
@@ -243,8 +269,7 @@ def measure_anchor(study: Study, p: AnchorPlan, on_progress: Progress,
                 row["hardware_json"] = dumps({"card": study.hardware_of(arm), "client": host_description(),
                                               "endpoint": endpoint_description(running.base_url, running.headers())})
             n = load.warmup + arm.n_requests(load, wl)
-            prompts = build_contract_prompts(running.base_url, P, None if rows else n, seed=int(p.anchor_id[:8], 16),
-                                             api=wl.api, model=running.model, headers=running.headers())
+            prompts = anchor_prompts(running, wl, P, None if rows else n, int(p.anchor_id[:8], 16))
             done = [0]
             # the server's own counters (vLLM's /metrics) from the end of the warm-up to the end of the run
             counters = [running.counters() if load.warmup == 0 else None]
@@ -264,7 +289,8 @@ def measure_anchor(study: Study, p: AnchorPlan, on_progress: Progress,
                                      warmup=load.warmup, api=wl.api, timeout_s=load.timeout_s,
                                      prompt_tokens=P, on_record=tick, seed=0,
                                      think=load.think_for(arm),
-                                     model=running.model, headers=running.headers(), extra_body=running.extra_body)
+                                     model=running.model, headers=running.headers(),
+                                     extra_body=request_extra(running.extra_body, study.engine.name, arm.knobs()))
             after = running.counters()
             records = [r.to_dict() for r in recs]
             # a trace's per-request lengths were checked as each record came (None trusts that verdict)

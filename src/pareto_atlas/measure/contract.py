@@ -213,3 +213,26 @@ def build_contract_prompts(base_url: str, P: int | Sequence[int], n: int | None 
             out.append(exact_prompt(count, target, prefix, rng, hint=hints.get(target)))
             hints[target] = len(out[-1][len(prefix):].split())
         return out
+
+
+def build_shared_prompts(base_url: str, P: int, n: int, prefix_tokens: int, groups: int = 1, seed: int = 0, *,
+                         api: str = "completions", model: str | None = None,
+                         headers: Mapping[str, str] | None = None, timeout_s: float = 60.0) -> list[str]:
+    """Prompts of exactly `P` server tokens (`n` of them) that share exactly what a workload states
+    (spec.sharing): request i opens with group i % groups' prefix text of `prefix_tokens` server
+    tokens (its BOS included), then a unique nonce and words. Nothing else is shared; what a cache
+    really reused is the server's to report (RequestRecord.cached_tokens), never assumed from this."""
+    if not 0 < prefix_tokens < P or groups < 1 or n < 0:
+        raise ValueError(f"build_shared_prompts: prefix_tokens={prefix_tokens} must be in 1..P-1 (P={P}), "
+                         f"groups={groups} >= 1, n={n} >= 0")
+    rng = random.Random(seed)
+    with httpx.Client(base_url=base_url, timeout=timeout_s, headers=dict(headers or {})) as client:
+        count = TokenCounter(client, api=api, model=model)
+        shared = [exact_prompt(count, prefix_tokens, f"System {seed}-{g}: ", rng) for g in range(groups)]
+        out: list[str] = []
+        hint: int | None = None
+        for i in range(n):
+            prefix = f"{shared[i % groups]} Request {seed}-{i} {rng.randrange(16**6):06x}: "
+            out.append(exact_prompt(count, P, prefix, rng, hint=hint))
+            hint = len(out[-1][len(prefix):].split())
+        return out

@@ -138,7 +138,8 @@ async def _request(client: httpx.AsyncClient, path: str, body: dict, idx: int, w
         idx=idx, warmup=warmup, send_ts=send_ts, chunk_ts=tuple(chunks),
         first_token_ts=chunks[0] if chunks else None, end_ts=end_ts,
         prompt_tokens=(usage or {}).get("prompt_tokens"), completion_tokens=(usage or {}).get("completion_tokens"),
-        error=error, server_timings=timings, think_s=think_s)
+        error=error, server_timings=timings, think_s=think_s,
+        cached_tokens=RequestRecord.cached_of(usage, timings))
 
 
 def _per_request(value: int | Sequence[int] | None, n: int, name: str) -> list[int | None]:

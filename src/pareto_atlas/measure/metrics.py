@@ -87,6 +87,9 @@ class Metrics:
     spec_draft_n: int | None
     spec_draft_accepted: int | None
     spec_acceptance: float | None
+    # share of the accepted requests' prompt tokens the server reports it served from its prefix
+    # cache (measured, never assumed); None where no response reports cached tokens
+    prefix_hit_rate: float | None = None
     percentile_method: str = PERCENTILE_METHOD
     ci_method: str = CI_METHOD
 
@@ -174,4 +177,12 @@ def derive_metrics(records: Sequence[RequestRecord], P: int | None = None, N: in
         server_tpot_ms_p50=_median(srv_tpot), tpot_minus_server_tpot_ms_p50=_median(tpot_diff),
         spec_draft_n=draft_n, spec_draft_accepted=draft_ok,
         spec_acceptance=(draft_ok / draft_n) if draft_n else None,
+        prefix_hit_rate=_hit_rate(ok),
     )
+
+
+def _hit_rate(ok: Sequence[RequestRecord]) -> float | None:
+    reported = [r for r in ok if r.cached_tokens is not None and r.prompt_tokens]
+    if not reported:
+        return None
+    return sum(r.cached_tokens for r in reported) / sum(r.prompt_tokens for r in reported)

@@ -25,6 +25,9 @@ class RequestRecord:
     error: str | None = None                   # transport/HTTP/timeout failure (one line)
     server_timings: dict | None = field(default=None, compare=False)
     think_s: float = 0.0                       # closed loop: the client waited this long before sending
+    # prompt tokens the server served from its prefix cache, as it reports them (llama.cpp's
+    # timings.cache_n, vLLM's usage.prompt_tokens_details.cached_tokens); None where it reports none
+    cached_tokens: int | None = None
 
     @property
     def ttft_s(self) -> float | None:
@@ -40,6 +43,15 @@ class RequestRecord:
         if self.ttft_s is None or self.e2e_s is None or not self.completion_tokens or self.completion_tokens < 2:
             return None
         return (self.e2e_s - self.ttft_s) / (self.completion_tokens - 1)
+
+    @staticmethod
+    def cached_of(usage: dict | None, timings: dict | None) -> int | None:
+        """The cached prompt tokens a response reports, in either engine's words."""
+        details = (usage or {}).get("prompt_tokens_details") or {}
+        for v in ((timings or {}).get("cache_n"), details.get("cached_tokens") if isinstance(details, dict) else None):
+            if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
+                return v
+        return None
 
     def with_verdict(self, ok: bool, reject_reason: str | None) -> "RequestRecord":
         return replace(self, ok=ok, reject_reason=reject_reason)

@@ -92,13 +92,15 @@ class DesResult:
 
 def run(c: np.ndarray, arrivals: Arrivals, batching: str = "continuous", slots: int = 1, chunk_tokens: int = 0,
         kv_cap_tokens: float = np.inf, slo: dict | None = None, seed: int = 0, *, prefill_c: np.ndarray | None = None,
-        prefill_workers: int = 1, decode_workers: int = 1) -> DesResult:
+        prefill_workers: int = 1, decode_workers: int = 1, cached: np.ndarray | None = None) -> DesResult:
     """Simulate one configuration. slo: {"ttft_ms": .., "tpot_ms": ..}; its TPOT also drives batching="slo".
 
     batching="disagg": `prefill_workers` prefill workers, each running the coefficient vector
     `prefill_c` (its own parallelism; default c), before the decode engine c; one worker is the
     prefill/decode pair. `decode_workers` > 1: that many decode engines of `slots` sequences and
-    `kv_cap_tokens` each, each request to the least loaded (kernels.pool: one step at a time)."""
+    `kv_cap_tokens` each, each request to the least loaded (kernels.pool: one step at a time).
+    `cached`: per request (in arrivals' order), prompt tokens a prefix cache serves (simulate.prefix_cache);
+    not modelled for a pool of decode engines."""
     if batching not in POLICIES:
         raise ValueError(f"batching: {batching!r} is not one of {', '.join(POLICIES)}")
     if prefill_workers < 1:
@@ -121,6 +123,11 @@ def run(c: np.ndarray, arrivals: Arrivals, batching: str = "continuous", slots: 
     # Copies: a closed loop with think times reorders requests into the order they arrive.
     prompt, output = arrivals.prompt.astype(np.int64), arrivals.output.astype(np.int64)
     think = np.empty(0) if arrivals.think is None else np.asarray(arrivals.think, float)
+    hits = np.empty(0, np.int64) if cached is None else np.asarray(cached, np.int64)
+    if len(hits) and (len(hits) != len(prompt) or (hits < 0).any() or (hits >= prompt).any()):
+        raise ValueError("cached: one count per request, >= 0 and below its prompt (its last token is always computed)")
+    if len(hits) and decode_workers > 1:
+        raise ValueError("cached: a prefix cache is not modelled for a pool of decode engines (decode_workers > 1)")
     if decode_workers > 1:
         steps, peak, pre = run_pool_kernel(c, arrival, prompt, output, int(slots), int(arrivals.concurrency),
                                            float(kv_cap_tokens), int(seed), first_t, finish_t, think, c_pf,
@@ -128,7 +135,7 @@ def run(c: np.ndarray, arrivals: Arrivals, batching: str = "continuous", slots: 
     else:
         steps, peak, pre = run_kernel(c, arrival, prompt, output, POLICIES.index(batching), int(slots),
                                       int(chunk_tokens), tpot_slo, int(arrivals.concurrency), float(kv_cap_tokens),
-                                      int(seed), first_t, finish_t, think, c_pf, int(prefill_workers))
+                                      int(seed), first_t, finish_t, think, c_pf, int(prefill_workers), hits)
     out = np.empty(len(SUMMARY))
     summarize(arrival, first_t, finish_t, output, ttft_slo, tpot_slo, out)
     return DesResult(arrival, first_t, finish_t, output, dict(zip(SUMMARY, out.tolist())),

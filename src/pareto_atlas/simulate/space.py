@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 
 from pareto_atlas.spec.cards import HardwareCard, ModelCard
 from pareto_atlas.spec.knobs import Knobs
+from pareto_atlas.spec.sharing import Sharing
 from pareto_atlas.spec.think import check_think
 
 # What each engine family can serve. GGUF types and q8_0/q4_0 KV are llama.cpp's (CPU); vLLM on
@@ -58,6 +59,8 @@ def compatible(knobs: Knobs, hw: HardwareCard, engine: str = "llamacpp", model: 
         return f"disagg needs a link between pools; {hw.name} has none"
     if knobs.spec != "none" and knobs.spec_k <= 0:
         return "spec needs spec_k >= 1"
+    if knobs.prefix_cache and knobs.decode_workers > 1:
+        return "prefix_cache: not modelled for a pool of decode engines (decode_workers > 1)"
     return ""
 
 
@@ -69,11 +72,20 @@ class Workload:
     # A trace's rows (arrival s, prompt, output), replayed by a Load(trace=True); the lengths above then
     # stand for it in the points table (spec.trace.typical_lengths).
     trace: tuple[tuple[float, int, int], ...] = ()
+    # What the requests share (spec.sharing): a pattern, or per trace row its prompt's block ids
+    share: Sharing | None = None
+    trace_blocks: tuple[tuple[int, ...], ...] = ()
+
+    @property
+    def shares(self) -> bool:
+        return self.share is not None or bool(self.trace_blocks)
 
     @property
     def longest(self) -> tuple[int, int]:
-        """(prompt, output) tokens memory must hold for one request: a trace's longest."""
+        """(prompt, output) tokens memory must hold for one request: a trace's longest, a session's last turn."""
         if not self.trace:
+            if self.share is not None:
+                return self.share.longest(self.prompt_tokens, self.output_tokens), self.output_tokens
             return self.prompt_tokens, self.output_tokens
         return max(p for _, p, _ in self.trace), max(o for _, _, o in self.trace)
 
@@ -182,6 +194,13 @@ def parallel_variants(knobs: list[Knobs], layouts: dict[str, tuple[int, ...]] | 
             if layouts is None or all(getattr(v, f) in vals for f, vals in layouts.items() if vals is not None):
                 out.append(v)
     return out
+
+
+def prefix_variants(knobs: list[Knobs]) -> list[Knobs]:
+    """The knobs with prefix caching on, beside their own (off), for a workload that shares: every knob
+    whose KV keeps whole prefixes (no eviction) on one decode engine."""
+    return [replace(k, prefix_cache=True) for k in knobs
+            if not k.prefix_cache and k.eviction == "none" and k.kv_keep == 1.0 and k.decode_workers == 1]
 
 
 def default_knobs(kind: str, engine: str = "llamacpp",

@@ -19,7 +19,7 @@ from pareto_atlas.simulate.params import CalibParams, default_params
 from pareto_atlas.simulate.resume import resumable_sweep
 from pareto_atlas.simulate.shards import sweep_on
 from pareto_atlas.simulate.space import (GPU_WEIGHTS, Load, Space, Workload, compatible, default_knobs, load_label,
-                                        parallel_variants)
+                                        parallel_variants, prefix_variants)
 from pareto_atlas.simulate.targets import Target, carried_params, study_targets
 from pareto_atlas.spec.cards import HardwareCard, shipped_hardware
 from pareto_atlas.spec.knobs import PARALLEL_FIELDS, Knobs
@@ -70,12 +70,13 @@ def measured_workloads(study: Study) -> list[Workload]:
     """The study's workload and every other shape its arms measured (each simulated across the hardware)."""
     wl = study.workload
     rows = tuple((r.arrival_s, r.prompt_tokens, r.output_tokens) for r in wl.trace_rows())
-    workloads = [Workload(wl.name, wl.prompt_tokens, wl.output_tokens, rows)]
+    blocks = tuple(r.hash_ids for r in wl.trace_rows()) if wl.shares() else ()
+    workloads = [Workload(wl.name, wl.prompt_tokens, wl.output_tokens, rows, wl.sharing(), blocks)]
     if not wl.trace:
         for a in study.arms:
             aw = a.workload(wl)
             if not aw.trace and aw.name not in {w.name for w in workloads}:
-                workloads.append(Workload(aw.name, aw.prompt_tokens, aw.output_tokens, ()))
+                workloads.append(Workload(aw.name, aw.prompt_tokens, aw.output_tokens, (), aw.sharing()))
     return workloads
 
 
@@ -95,7 +96,12 @@ def study_space(study: Study, hardware: list[HardwareCard], model, workloads: li
     kinds = sorted({h.kind for h in hardware})
     arms = [a.knobs() for a in study.arms]
     swept = study_evictions(study)
-    grid = [k for kind in kinds for k in default_knobs(kind, study.engine.name, swept) if study.simulate.grid.keeps(k)]
+    grid = [k for kind in kinds for k in default_knobs(kind, study.engine.name, swept)]
+    # a workload that shares prefixes: every knob with its prefix cache on beside off (what caching is
+    # worth); one that shares nothing keeps its grid
+    if any(w.shares for w in (workloads or measured_workloads(study))):
+        grid += prefix_variants(grid)
+    grid = [k for k in grid if study.simulate.grid.keeps(k)]
     # Parallel layouts where the study's grid names any (tp = [1, 2, 4, 8], ...): a study that does not
     # keeps its one-GPU space, thinning and winners exactly as before parallelism existed
     layouts = {f: getattr(study.simulate.grid, f, None) for f in PARALLEL_FIELDS}

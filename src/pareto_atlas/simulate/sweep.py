@@ -52,6 +52,7 @@ def sweep(space: Space, params: dict[str, CalibParams] | None = None, n_requests
     output = np.empty(n, np.int64)
     kv_cap = np.empty(n)
     replay = np.zeros(n, bool)        # the point replays its workload's trace
+    shared = np.zeros(n, bool)        # its workload shares prefixes: requests of their own, outside the batch kernel
     pair_idx = np.empty(n, np.int64)
     wl_idx = np.empty(n, np.int64)
     load_idx = np.empty(n, np.int64)
@@ -77,6 +78,7 @@ def sweep(space: Space, params: dict[str, CalibParams] | None = None, n_requests
                 if ld.trace and not wl.trace:
                     raise ValueError(f"load: trace=True replays the workload's trace; workload {wl.name!r} has none")
                 replay[r] = ld.trace
+                shared[r] = wl.shares and decoders == 1
                 C[r], C_pf[r], n_pf[r], n_dw[r] = c, c_pf, workers, decoders
                 policy[r] = POLICIES.index(batching)
                 slots[r], chunk[r] = k.slots, chunk_tokens
@@ -100,15 +102,21 @@ def sweep(space: Space, params: dict[str, CalibParams] | None = None, n_requests
                                             n_dw)
         rate_total[util > 0] = rate[util > 0] * busy[util > 0]
     pooled = (n_dw > 1) & ~replay & np.isfinite(kv_cap)    # a pool of decode engines: outside the batch kernel
-    # the batch kernel draws closed and Poisson loads itself and passes over infinite caps: traces go below
-    run_batch(C, policy, slots, chunk, conc, rate, prompt, output, np.where(replay | pooled, np.inf, kv_cap),
+    hits = np.full(n, np.nan)
+    # the batch kernel draws closed and Poisson loads itself and passes over infinite caps: traces and
+    # workloads that share prefixes go below
+    run_batch(C, policy, slots, chunk, conc, rate, prompt, output, np.where(replay | pooled | shared, np.inf, kv_cap),
               int(n_requests), slo.get("ttft_ms", math.inf) / 1e3, slo.get("tpot_ms", math.inf) / 1e3, int(seed),
               out, peak, think, think_times(1.0, int(n_requests), SEED), C_pf, n_pf)
     for r in np.flatnonzero(pooled):
         out[r], peak[r] = _pooled(C[r], C_pf[r], int(n_pf[r]), int(n_dw[r]), int(slots[r]), kv_cap[r], int(conc[r]),
                                   rate[r], think[r], int(prompt[r]), int(output[r]), int(n_requests), slo,
                                   int(seed) + int(r))
-    for r in np.flatnonzero(replay & np.isfinite(kv_cap)):
+    for r in np.flatnonzero(shared & np.isfinite(kv_cap)):
+        out[r], peak[r], hits[r] = _shared(C[r], C_pf[r], int(n_pf[r]), W[wl_idx[r]], pairs[pair_idx[r]][0],
+                                           int(policy[r]), kv_cap[r], int(conc[r]), rate[r], think[r], bool(replay[r]),
+                                           int(n_requests), slo, int(seed) + int(r), int(chunk[r]))
+    for r in np.flatnonzero(replay & ~shared & np.isfinite(kv_cap)):
         out[r], peak[r] = _replay(C[r], W[wl_idx[r]], int(policy[r]), int(slots[r]), int(chunk[r]), kv_cap[r], slo,
                                   int(seed) + int(r), C_pf[r], int(n_pf[r]), pairs[pair_idx[r]][0].replicas)
     for m in ("throughput_tok_s", "goodput_rps"):          # replicas add up; latencies are one replica's
@@ -116,7 +124,42 @@ def sweep(space: Space, params: dict[str, CalibParams] | None = None, n_requests
     df = _frame(space, pairs, params, pair_idx, wl_idx, load_idx, out, peak, weights_b, kvb_tok, kv_cap, reasons,
                 prior_src, rate_total)
     df["scheduler"] = np.array(schedulers, dtype=object)[pair_idx]
+    # share of prompt tokens the prefix cache served (0 with it off); NaN where the workload shares nothing
+    df["prefix_hit_rate"] = hits
     return df
+
+
+def _shared(c, c_pf, n_pf: int, wl: Workload, k: Knobs, policy: int, kv_cap: float, conc: int, rate: float,
+            think: float, replay: bool, n_requests: int, slo: dict, seed: int,
+            chunk: int) -> tuple[np.ndarray, float, float]:
+    """One point of a workload that shares prefixes: its requests (simulate.prefix_cache.shared_load),
+    the tokens its prefix cache serves where the knobs turn one on, and one run of the DES under the
+    row's load (one replica's share of a trace). Returns METRICS, peak KV tokens and the hit rate."""
+    from pareto_atlas.simulate.prefix_cache import cache_tokens, cached_tokens, hit_rate, shared_load
+
+    if replay:
+        idx = np.arange(0, len(wl.trace), k.replicas)
+        trace = tuple(wl.trace[i] for i in idx)
+        blocks = tuple(wl.trace_blocks[i] for i in idx) if wl.trace_blocks else ()
+        load = shared_load(wl.share, blocks, wl.prompt_tokens, wl.output_tokens, len(trace), 1, trace)
+        arrivals = des.trace(np.array([t for t, _, _ in trace]), load.prompt, load.output)
+    else:
+        load = shared_load(wl.share, (), wl.prompt_tokens, wl.output_tokens, n_requests, max(conc, k.slots))
+        if conc > 0:
+            mean = lone_prefill_s(c_pf, float(wl.prompt_tokens)) if think < 0 else think
+            pauses = think_times(1.0, n_requests, SEED) * mean if conc >= 2 and mean > 0 else None
+            arrivals = des.Arrivals(np.zeros(n_requests), load.prompt, load.output, conc, pauses)
+        else:
+            gaps = np.random.default_rng(seed).exponential(1.0 / rate, n_requests)
+            arrivals = des.Arrivals(np.cumsum(gaps) - gaps[0], load.prompt, load.output)
+    cached = None
+    if k.prefix_cache and k.eviction == "none" and k.kv_keep == 1.0:
+        room = cache_tokens(kv_cap, k.slots, float(np.mean(load.prompt) + np.mean(load.output)))
+        cached = cached_tokens(load, room)
+    res = des.run(c, arrivals, POLICIES[policy], k.slots, chunk, kv_cap, slo, seed, prefill_c=c_pf,
+                  prefill_workers=n_pf, cached=cached)
+    rate_hit = hit_rate(cached, load.prompt) if cached is not None else 0.0
+    return np.array([res.summary[m] for m in METRICS]), res.peak_kv_tokens, rate_hit
 
 
 def pools(model, hw, k: Knobs, p: CalibParams, accept: float, c: np.ndarray) -> tuple[np.ndarray, int, int]:

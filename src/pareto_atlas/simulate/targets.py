@@ -16,6 +16,7 @@ from pathlib import Path
 from pareto_atlas.simulate.params import CalibParams
 from pareto_atlas.simulate.space import Workload
 from pareto_atlas.spec.cards import HardwareCard, ModelCard, resolve_model_card
+from pareto_atlas.spec.sharing import sharing
 from pareto_atlas.spec.study import Study
 
 # Where a card's calibration never saw the target's size and no transfer error was measured, the
@@ -63,7 +64,8 @@ def study_targets(study: Study, measured_card: ModelCard, hardware: list[Hardwar
             if not card.family and t.family is None:
                 card = replace(card, family=_shipped_family(t.card))
         hw = tuple(by_name[h] for h in (t.hardware or [h.name for h in hardware]))
-        wls = (tuple(Workload(w.name, w.prompt_tokens, w.output_tokens) for w in t.workloads) if t.workloads
+        wls = (tuple(Workload(w.name, w.prompt_tokens, w.output_tokens, (), sharing(w.share, w.prompt_tokens))
+                     for w in t.workloads) if t.workloads
                else tuple(measured_workloads))
         tasks = tuple(w.task or default for w in t.workloads) if t.workloads else (default,) * len(wls)
         out.append(Target(t.name, card, hw, wls, measured, tasks))

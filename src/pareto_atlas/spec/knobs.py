@@ -62,6 +62,13 @@ class Knobs:
     ep: int = 1                   # expert-parallel degree: the routed experts split over ep GPUs
     attn_dp: int = 1              # attention data-parallel groups: the batch split for attention
 
+    # Prefix caching (speed only: exact reuse yields the same tokens): a request's prefix whose KV is
+    # still cached from an earlier request skips its prefill. Off by default, so every key made before
+    # the field existed stays the same (left out of a key while off) and a workload whose prompts are
+    # unique is simulated as before; the grid carries it on beside off where the workload shares
+    # (simulate.space.prefix_variants), which is where engines that turn it on by default (vLLM) stand.
+    prefix_cache: bool = False
+
     def __post_init__(self) -> None:
         for name, allowed in (("weights", WEIGHT_TYPES), ("kv", KV_TYPES), ("eviction", EVICTION),
                               ("spec", SPEC), ("batching", BATCHING)):
@@ -76,6 +83,8 @@ class Knobs:
             raise ValueError(f"knobs.slots: {self.slots} must be >= 1")
         if not 0.0 <= self.spec_accept < 1.0:
             raise ValueError(f"knobs.spec_accept: {self.spec_accept} must be in [0, 1)")
+        if not isinstance(self.prefix_cache, bool):
+            raise ValueError(f"knobs.prefix_cache: {self.prefix_cache!r} must be true or false")
         for name in PARALLEL_FIELDS:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int):
@@ -140,6 +149,8 @@ class Knobs:
             on.append("sparse-attn")
         if not self.is_default_parallelism():
             on.append("parallelism")
+        if self.prefix_cache:
+            on.append("prefix-cache")
         return tuple(on)
 
     def quality_key(self) -> str:
@@ -159,6 +170,8 @@ class Knobs:
         for name, default in PARALLEL_DEFAULTS.items():
             if d[name] == default:
                 del d[name]
+        if not d["prefix_cache"]:
+            del d["prefix_cache"]
         return d
 
     def as_row(self) -> dict:
@@ -201,6 +214,8 @@ class Knobs:
             parts.append(self.batching)
         parts.append(f"x{self.slots}")
         parts.extend(self.parallel_label_parts())
+        if self.prefix_cache:
+            parts.append("pcache")
         return "+".join(parts)
 
     def layout_words(self, hardware: str = "") -> str:

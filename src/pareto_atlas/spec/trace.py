@@ -19,9 +19,13 @@ from pathlib import Path
 import numpy as np
 
 COLUMNS = {"arrival_s": ("arrival_s", "arrival", "timestamp", "time"),
-           "prompt_tokens": ("prompt_tokens", "input_tokens", "input_len", "prompt_len"),
-           "output_tokens": ("output_tokens", "output_len", "max_tokens", "completion_tokens")}
+           "prompt_tokens": ("prompt_tokens", "input_tokens", "input_len", "prompt_len", "input_length"),
+           "output_tokens": ("output_tokens", "output_len", "max_tokens", "completion_tokens", "output_length")}
 SUFFIXES = (".csv", ".jsonl", ".json")
+# A row may name its prompt's blocks (the Mooncake trace format, kvcache-ai/Mooncake FAST25-release/traces:
+# `hash_ids`, one id per block of this many prompt tokens, the last one partial; equal ids, equal tokens).
+HASH_BLOCK_TOKENS = 512
+HASH_COLUMN = "hash_ids"
 
 
 class TraceError(ValueError):
@@ -33,6 +37,7 @@ class TraceRow:
     arrival_s: float
     prompt_tokens: int
     output_tokens: int
+    hash_ids: tuple[int, ...] = ()      # the prompt's blocks of HASH_BLOCK_TOKENS, where the trace names them
 
 
 MAX_ROWS = 100_000                 # requests one trace replays (spec.bounds.MAX_REQUESTS)
@@ -105,11 +110,38 @@ def load_trace(path: str | Path) -> list[TraceRow]:
             if key is None:
                 raise TraceError(f"trace {path.name} line {lineno}: missing column {field!r} "
                                  f"(also accepted: {', '.join(aliases[1:])})")
-            vals[field] = _value(path, lineno, field, r[key])
+            raw = r[key]
+            if field == "arrival_s" and key == "timestamp" and "input_length" in r and isinstance(raw, (int, float)):
+                raw = raw / 1e3         # the Mooncake format's timestamps are milliseconds
+            vals[field] = _value(path, lineno, field, raw)
+        if r.get(HASH_COLUMN) is not None:
+            vals["hash_ids"] = _hash_ids(path, lineno, r[HASH_COLUMN], vals["prompt_tokens"])
         rows.append(TraceRow(**vals))
+    if 0 < sum(1 for r in rows if r.hash_ids) < len(rows):
+        raise TraceError(f"trace {path.name}: {HASH_COLUMN} on some rows only; give it on every row or none")
     rows.sort(key=lambda t: t.arrival_s)
     t0 = rows[0].arrival_s if rows else 0.0
-    return [TraceRow(r.arrival_s - t0, r.prompt_tokens, r.output_tokens) for r in rows]
+    return [TraceRow(r.arrival_s - t0, r.prompt_tokens, r.output_tokens, r.hash_ids) for r in rows]
+
+
+def _hash_ids(path: Path, lineno: int, raw, prompt_tokens: int) -> tuple[int, ...]:
+    """A row's block ids: integers >= 0, one per HASH_BLOCK_TOKENS prompt tokens (the last partial). A
+    CSV cell holds them separated by spaces or semicolons."""
+    where = f"trace {path.name} line {lineno}: {HASH_COLUMN}"
+    if isinstance(raw, str):
+        raw = [x for x in raw.replace(";", " ").replace(",", " ").strip("[] ").split() if x]
+    try:
+        ids = tuple(int(x) for x in raw if not isinstance(x, bool) and float(x) == int(x) and int(x) >= 0)
+        ok = len(ids) == len(raw)
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise TraceError(f"{where} is not allowed: a list of integer block ids >= 0")
+    need = -(-prompt_tokens // HASH_BLOCK_TOKENS)
+    if len(ids) != need:
+        raise TraceError(f"{where}: {len(ids)} block ids is not allowed: the prompt's {prompt_tokens} tokens are "
+                         f"{need} block(s) of {HASH_BLOCK_TOKENS} (the last one partial)")
+    return ids
 
 
 def shipped_traces() -> dict[str, Path]:

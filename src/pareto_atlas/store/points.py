@@ -111,6 +111,8 @@ def _measured_rows(study: Study, store: Store) -> pd.DataFrame:
             "concurrency": conc, "rate_rps": load.get("rate_rps") or NAN, "n_requests": load["requests"],
             **knobs.as_row(),
             "spec_drafted_per_token": drafted, "spec_accept_measured": accept,
+            # the share of prompt tokens the server reported cached (measured; NaN where none reported)
+            "prefix_hit_rate": NAN if m.get("prefix_hit_rate") is None else m["prefix_hit_rate"],
             "optimizations": "+".join(knobs.optimizations()), "n_opts": len(knobs.optimizations()),
             "provenance": "measured", "origin": prov["source"] if imported else "measured",
             "ttft_p50_ms": m["ttft"]["p50"], "ttft_p99_ms": m["ttft"]["p99"],

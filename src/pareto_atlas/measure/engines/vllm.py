@@ -78,7 +78,12 @@ def vllm_argv(launch: ArmLaunch, port: int, binary: str = "vllm", python: str | 
         argv += ["--gpu-memory-utilization", str(float(extra["gpu_memory_utilization"]))]
     # Off unless the arm asks: every contract request opens with a unique nonce, so a prefix cache
     # can only cost (hashing blocks), never serve one request from another's work.
-    argv += ["--enable-prefix-caching" if extra.get("prefix_caching") else "--no-enable-prefix-caching"]
+    # The arm's prefix_cache knob turns it on too (a workload that states what it shares), and asks the
+    # server to report each request's cached tokens (usage.prompt_tokens_details.cached_tokens).
+    caching = bool(extra.get("prefix_caching", k.prefix_cache))
+    argv += ["--enable-prefix-caching" if caching else "--no-enable-prefix-caching"]
+    if caching:
+        argv += ["--enable-prompt-tokens-details"]
     # a checkpoint stored quantized (AWQ, GPTQ, FP8, compressed-tensors) says so in its config, which
     # vLLM reads; a --quantization beside it that names another method is refused at start-up
     if not extra.get("checkpoint_quantized"):

@@ -37,6 +37,6 @@ def run_batch(C, policy, slots, chunk, conc, rate, prompt, output, kv_cap, n_req
             mean = lone_prefill_s(C_pf[j], float(prompt[j]))
         th = pauses * mean if conc[j] >= 2 and mean > 0.0 else np.empty(0)
         _, pk, _ = run_kernel(C[j], arrival, p, o, policy[j], slots[j], chunk[j], tpot_slo, conc[j], kv_cap[j],
-                              seed + j, first_t, finish_t, th, C_pf[j], prefill_workers[j])
+                              seed + j, first_t, finish_t, th, C_pf[j], prefill_workers[j], np.empty(0, np.int64))
         peak[j] = pk
         summarize(arrival, first_t, finish_t, o, ttft_slo, tpot_slo, out[j])

@@ -38,7 +38,7 @@ def _enqueue(arrival, ready, prompt, output, need_pf, lo, at, t):
 
 @njit(cache=CACHE)
 def run_kernel(c, arrival, prompt, output, policy, slots, chunk, tpot_target, concurrency, kv_cap, seed,
-               first_t, finish_t, think, c_pf, prefill_workers):
+               first_t, finish_t, think, c_pf, prefill_workers, cached):
     """Simulate all requests; fills first_t / finish_t (seconds). Closed loop when concurrency > 0:
     arrival[] is then written as requests complete, each client sending its next request think[i]
     seconds after its last one finished (its first at think[i] from the start; think may be empty:
@@ -49,7 +49,11 @@ def run_kernel(c, arrival, prompt, output, policy, slots, chunk, tpot_target, co
     Disaggregated (policy DISAGG): a pool of `prefill_workers` prefill workers, each running the
     coefficient vector c_pf (its own parallelism), one prompt at a time; a request goes to the worker
     free first (the least loaded), its first token leaves from there and its KV follows over the link
-    (c[XFER] per prompt token) before the decode engine (vector c) can take it."""
+    (c[XFER] per prompt token) before the decode engine (vector c) can take it.
+
+    cached[i] (empty: none): prompt tokens of request i whose KV a prefix cache holds when it arrives
+    (simulate.prefix_cache): its prefill starts after them, attending to them, and its context
+    holds them; a preempted request recomputes its whole prompt (its blocks may be gone by then)."""
     np.random.seed(seed)
     n = arrival.shape[0]
     o_req = c[O_REQ]
@@ -64,6 +68,9 @@ def run_kernel(c, arrival, prompt, output, policy, slots, chunk, tpot_target, co
     # A request waiting for a slot (new, preempted, or out of the disaggregated prefill pool):
     # the prompt tokens it will prefill, the KV it brings, the tokens it has generated.
     need_pf = prompt.copy()
+    if cached.shape[0] > 0:
+        for i in range(n):
+            need_pf[i] -= cached[i]
     kv = np.zeros(n, np.int64)
     gen = np.zeros(n, np.int64)
     # The running batch, slot by slot in admission order: request, tokens left to generate, KV
@@ -121,7 +128,7 @@ def run_kernel(c, arrival, prompt, output, policy, slots, chunk, tpot_target, co
                     # Not yet sent: a client that pauses may still send an earlier request.
                     break
                 w = _least_loaded(pf_free)
-                end = _prefill_alone(c_pf, float(prompt[i]), max(arrival[i], pf_free[w]))
+                end = _prefill_alone(c_pf, float(need_pf[i]), max(arrival[i], pf_free[w]))
                 pf_free[w] = end
                 first_t[i] = end
                 ready[i] = end + c[XFER] * float(prompt[i])
@@ -141,8 +148,11 @@ def run_kernel(c, arrival, prompt, output, policy, slots, chunk, tpot_target, co
                     from_pre = False
                 else:
                     break
+                # A new request's cached prefix: prompt tokens it need not prefill (a preempted one
+                # recomputes prompt and output, need_pf >= prompt; a disaggregated one brings its KV).
+                hit = prompt[i] - need_pf[i] if kv[i] == 0 and need_pf[i] < prompt[i] else 0
                 # Reserve one step's growth for every sequence, so admission never forces a preemption.
-                if float(kv_used + pending + need_pf[i] + kv[i]) + (nrun + 1) * q > kv_cap and nrun > 0:
+                if float(kv_used + pending + need_pf[i] + kv[i] + hit) + (nrun + 1) * q > kv_cap and nrun > 0:
                     break
                 if from_pre:
                     npre -= 1
@@ -158,11 +168,11 @@ def run_kernel(c, arrival, prompt, output, policy, slots, chunk, tpot_target, co
                     continue
                 run[nrun] = i
                 s_left[nrun] = output[i] - gen[i]
-                s_kv[nrun] = kv[i]
-                s_pf[nrun] = 0
+                s_kv[nrun] = kv[i] + hit
+                s_pf[nrun] = hit
                 s_to_pf[nrun] = need_pf[i]
                 min_left = min(min_left, s_left[nrun])
-                kv_used += kv[i]
+                kv_used += kv[i] + hit
                 pending += need_pf[i]
                 if need_pf[i] == 0:
                     n_dec += 1

@@ -6,7 +6,7 @@ from __future__ import annotations
 import typing
 from dataclasses import MISSING, fields
 
-from pydantic import BaseModel, Field, ValidationInfo, create_model, field_validator, model_validator
+from pydantic import ValidationError, BaseModel, Field, ValidationInfo, create_model, field_validator, model_validator
 
 from pareto_atlas.spec import bounds as B
 from pareto_atlas.spec.bounds import Bool, Int, Name, Real
@@ -49,6 +49,14 @@ def _arm_knob_fields() -> dict[str, tuple]:
     return out
 
 
+def _share_name(share: str | dict) -> str:
+    """A sharing pattern in a workload's name: a preset's name, or its fields (prefix64-g2-t1)."""
+    if isinstance(share, str):
+        return share
+    short = {"prefix_tokens": "prefix", "prefix_share": "share", "groups": "g", "turns": "t", "turn_tokens": "u"}
+    return "-".join(f"{short.get(k, k)}{v:g}" for k, v in sorted(share.items()))
+
+
 class _Named(Frozen):
     name: Name
 
@@ -73,6 +81,9 @@ class ArmSpec(_ArmKnobs):
     prompt_tokens: Int(8, B.MAX_CTX, "tokens; with output_tokens within engine.n_ctx", optional=True) = None
     output_tokens: Int(2, B.MAX_CTX, "tokens; with prompt_tokens within engine.n_ctx", optional=True) = None
     trace: str | None = None
+    # This arm's own sharing pattern instead of the workload's (WorkloadSpec.share): anchors at two or
+    # more sharing levels, with prefix_cache on and off, in one study.
+    share: str | dict[str, int | float] | None = None
     hardware: str | None = None                 # the card this arm measures on; default: engine.hardware
     # Another model than the study's [model] for this arm's speed anchors (`Study.model_for`): anchors
     # of several sizes in one fit split a step's fixed cost from the cost per weight streamed. Its
@@ -95,9 +106,15 @@ class ArmSpec(_ArmKnobs):
         if self.trace:
             return WorkloadSpec(name=trace_name(self.trace), trace=self.trace, api=wl.api)
         P, N = self.prompt_tokens or wl.prompt_tokens, self.output_tokens or wl.output_tokens
-        if (P, N) == (wl.prompt_tokens, wl.output_tokens):
+        share = self.share if self.share is not None else wl.share
+        if (P, N, share) == (wl.prompt_tokens, wl.output_tokens, wl.share):
             return wl
-        return WorkloadSpec(name=f"p{P}-n{N}", prompt_tokens=P, output_tokens=N, api=wl.api)
+        name = f"p{P}-n{N}" if share is None or share == wl.share else f"p{P}-n{N}-{_share_name(share)}"
+        try:
+            return WorkloadSpec(name=name, prompt_tokens=P, output_tokens=N, api=wl.api, share=share)
+        except ValidationError as e:
+            # one line naming the arm: its share (or lengths) against its prompt
+            raise ValueError(f"arms.{self.name}.{e.errors()[0]['msg'].removeprefix('Value error, ')}") from None
 
     def n_requests(self, load: "LoadSpec", workload: WorkloadSpec | None = None) -> int:
         """Measured requests: this arm's or the load's count; a trace's rows (its first `requests` if set)."""
@@ -112,6 +129,9 @@ class ArmSpec(_ArmKnobs):
     @model_validator(mode="after")
     def _check(self) -> "ArmSpec":
         self.knobs()    # raises ValueError naming the knob and its allowed values
+        if self.share is not None and self.trace:
+            raise ValueError(f"arms.{self.name}.share: a trace states what it shares by its rows' hash_ids; "
+                             f"leave share out beside trace")
         if self.model is not None and self.quality:
             raise ValueError(f"arms.{self.name}.quality: an arm with its own model measures speed only (quality "
                              f"runs score the study's [model]); set quality = false or measure it in its own study")

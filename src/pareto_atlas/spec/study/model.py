@@ -86,9 +86,10 @@ class Study(Frozen):
                                                           for a in self.arms]:
             rows = wl.trace_rows()
             p, n = (max((r.prompt_tokens + r.output_tokens, r.prompt_tokens, r.output_tokens) for r in rows)[1:]
-                    if rows else (wl.prompt_tokens, wl.output_tokens))
+                    if rows else (wl.longest_prompt(), wl.output_tokens))
             if p + n > ctx:
-                what = "its trace's longest request" if rows else "prompt_tokens + output_tokens"
+                what = ("its trace's longest request" if rows else "a session's last turn" if wl.share is not None
+                        and p > wl.prompt_tokens else "prompt_tokens + output_tokens")
                 raise ValueError(f"{where}: {what} = {p} + {n} tokens is not allowed: within engine.n_ctx = {ctx}")
         for a in self.arms:
             if a.chunk_tokens > ctx:

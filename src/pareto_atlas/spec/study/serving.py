@@ -12,6 +12,7 @@ from pareto_atlas.spec import bounds as B
 from pareto_atlas.spec.bounds import Bool, Int, Name, Real
 from pareto_atlas.spec.cards import CardError, inline_model_card
 from pareto_atlas.spec.study.base import Frozen, check_hardware
+from pareto_atlas.spec.sharing import Sharing, sharing
 from pareto_atlas.spec.think import check_think
 from pareto_atlas.spec.trace import TraceRow, trace_rows, with_trace
 
@@ -96,11 +97,34 @@ class WorkloadSpec(Frozen):
     # CSV/JSONL path (relative to the study file) of arrival_s, prompt_tokens, output_tokens. Its
     # rounded mean lengths then fill prompt_tokens/output_tokens, which the study must leave out.
     trace: str | None = None
+    # What the requests share (spec.sharing): a shipped pattern (system-prompt, agent-shared-preamble,
+    # chat-multiturn) or a table of prefix_tokens (or prefix_share), groups, turns, turn_tokens. Unset:
+    # every prompt unique. A trace states its own sharing by its rows' hash_ids.
+    share: str | dict[str, int | float] | None = None
 
     @model_validator(mode="before")
     @classmethod
     def _trace(cls, data, info: ValidationInfo):
         return with_trace(data, info)
+
+    @model_validator(mode="after")
+    def _share(self) -> "WorkloadSpec":
+        if self.share is not None and self.trace:
+            raise ValueError("share: a trace states what it shares by its rows' hash_ids; leave share out beside trace")
+        self.sharing()      # one-line ValueError naming the field
+        return self
+
+    def sharing(self) -> Sharing | None:
+        return sharing(self.share, self.prompt_tokens)
+
+    def shares(self) -> bool:
+        """Whether the requests share anything a prefix cache can reuse."""
+        return self.share is not None or any(r.hash_ids for r in self.trace_rows()[:1])
+
+    def longest_prompt(self) -> int:
+        """The longest prompt of one request: a session's last turn where turns grow it."""
+        s = self.sharing()
+        return s.longest(self.prompt_tokens, self.output_tokens) if s else self.prompt_tokens
 
     def trace_rows(self) -> tuple[TraceRow, ...]:
         return trace_rows(self.trace) if self.trace else ()

@@ -14,6 +14,7 @@ from pareto_atlas.spec import bounds as B
 from pareto_atlas.spec.bounds import Int, Name, Real
 from pareto_atlas.spec.knobs import (BATCHING, DISAGG_FIELDS, EVICTION, KV_TYPES, PARALLEL_FIELDS, SPEC, WEIGHT_TYPES,
                                      Knobs)
+from pareto_atlas.spec.sharing import sharing
 from pareto_atlas.spec.study.base import Frozen, known_hardware
 from pareto_atlas.spec.study.quality import QualityTask
 
@@ -97,6 +98,13 @@ class ShapeSpec(Frozen):
     # The quality task that guards this workload's winners (code: humaneval; instruction following:
     # ifeval; long context: retrieval; math: gsm8k); default: the study's [quality] task.
     task: QualityTask | None = None
+    # What its requests share (spec.sharing; WorkloadSpec.share): a shipped pattern or a table
+    share: str | dict[str, int | float] | None = None
+
+    @model_validator(mode="after")
+    def _share(self) -> "ShapeSpec":
+        sharing(self.share, self.prompt_tokens)      # one-line ValueError naming the field
+        return self
 
 
 class TargetSpec(Frozen):

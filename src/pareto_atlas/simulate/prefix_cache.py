@@ -1,0 +1,91 @@
+"""The prefix cache: which prompt tokens of each request a block cache already holds when it arrives.
+
+Engines keep the KV blocks of what they have computed after a request leaves (vLLM's automatic
+prefix caching, SGLang's radix cache, llama.cpp's slot prompt cache) and a later request whose
+prompt starts with the same blocks skips their prefill. Modelled here as a block-level LRU cache:
+
+- capacity: the KV tokens the configuration's memory holds (simulate.memory: after the weights, at
+  its KV dtype, so a quantized KV cache holds more blocks) less what a full running batch holds
+  (slots x the workload's mean sequence), so more slots leave less room; never below zero;
+- a request's hit: its leading prompt blocks present, in a chain (a block counts only after every
+  block before it hit), at most its prompt less one token (the last one is always computed, for its
+  logits); its blocks (prompt and answer) then enter the cache as the most recent, evicting the
+  least recently used;
+- KV eviction (kv_keep < 1) keeps a subset of each prefix's entries: not the prefix's KV, so not
+  reusable exactly: no hits (the same model of memory, not a rule per pair).
+
+What it approximates: the cache is consulted in send order, before the engine runs, so a request
+sees every block of the requests sent before it, even one still prefilling (vLLM shares such blocks
+too; llama.cpp waits for nothing and may miss them); and running sequences' own blocks are
+counted as the reserved batch, not tracked one by one.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+from pareto_atlas.spec.sharing import BLOCK_TOKENS, Sharing, requests
+from pareto_atlas.spec.trace import HASH_BLOCK_TOKENS
+
+
+@dataclass(frozen=True)
+class SharedLoad:
+    """A sharing workload's requests in send order: lengths, block ids, the tokens one block holds."""
+
+    prompt: np.ndarray            # int64
+    output: np.ndarray            # int64
+    blocks: tuple[tuple[int, ...], ...]
+    block: int
+
+
+def shared_load(share: Sharing | None, trace_blocks: tuple[tuple[int, ...], ...], prompt: int, output: int, n: int,
+                width: int = 1, trace: tuple[tuple[float, int, int], ...] = ()) -> SharedLoad:
+    """The first n requests of a workload that shares: its trace's rows with their hash_ids (blocks
+    of HASH_BLOCK_TOKENS), or its sharing pattern with `width` sessions side by side."""
+    if trace_blocks:
+        rows = trace[:n]
+        return SharedLoad(np.array([p for _, p, _ in rows], np.int64), np.array([o for _, _, o in rows], np.int64),
+                          tuple(trace_blocks[:n]), HASH_BLOCK_TOKENS)
+    if share is None:
+        raise ValueError("shared_load: the workload states no sharing (no share, no hash_ids)")
+    r = requests(share, prompt, output, n, width, BLOCK_TOKENS)
+    return SharedLoad(np.array(r.prompt, np.int64), np.array(r.output, np.int64), r.blocks, r.block)
+
+
+def cache_tokens(kv_cap_tokens: float, slots: int, mean_seq_tokens: float) -> float:
+    """KV tokens left for cached prefixes: the configuration's KV capacity less a full running batch."""
+    if not np.isfinite(kv_cap_tokens):
+        return 0.0
+    return max(0.0, float(kv_cap_tokens) - slots * float(mean_seq_tokens))
+
+
+def cached_tokens(load: SharedLoad, capacity_tokens: float) -> np.ndarray:
+    """Per request (send order): prompt tokens served from an LRU cache of capacity_tokens."""
+    cap = int(capacity_tokens // load.block)
+    lru: OrderedDict[int, None] = OrderedDict()
+    out = np.zeros(len(load.prompt), np.int64)
+    for i, (p, blocks) in enumerate(zip(load.prompt.tolist(), load.blocks)):
+        hit = 0
+        for b in blocks:
+            if b not in lru:
+                break
+            hit += 1
+        out[i] = min(hit * load.block, p - 1)
+        if cap <= 0:
+            continue
+        for b in blocks:
+            if b in lru:
+                lru.move_to_end(b)
+            else:
+                lru[b] = None
+                if len(lru) > cap:
+                    lru.popitem(last=False)
+    return out
+
+
+def hit_rate(cached: np.ndarray, prompt: np.ndarray) -> float:
+    """Share of prompt tokens served from the cache."""
+    return float(np.sum(cached) / max(1, np.sum(prompt)))

@@ -1,0 +1,119 @@
+"""The simulated prefix cache: an LRU of blocks whose room is the KV memory a full batch leaves."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pareto_atlas.simulate import des
+from pareto_atlas.simulate.prefix_cache import SharedLoad, cache_tokens, cached_tokens, shared_load
+from pareto_atlas.simulate.space import Load, Space, Workload, compatible, prefix_variants
+from pareto_atlas.simulate.sweep import sweep
+from pareto_atlas.spec.cards import shipped_hardware, shipped_models
+from pareto_atlas.spec.knobs import Knobs
+from pareto_atlas.spec.sharing import Sharing
+
+
+def _load(blocks, prompt, block=16):
+    return SharedLoad(np.array(prompt, np.int64), np.ones(len(prompt), np.int64), tuple(blocks), block)
+
+
+def test_lru_hits_a_chain_of_leading_blocks_and_evicts_the_oldest():
+    load = _load([(1, 2, 3), (1, 2, 9), (1, 5, 3), (7, 8, 6), (1, 2, 3)], [48] * 5)
+    assert cached_tokens(load, 0).tolist() == [0] * 5                      # no room: nothing cached
+    # a block counts only after every block before it hit; the last prompt token is always computed
+    assert cached_tokens(load, 10 * 16).tolist() == [0, 32, 16, 0, 47]
+    # room for 4 blocks: (7, 8, 6) pushes out 1, 2's older neighbours, then 1 itself is gone
+    assert cached_tokens(load, 4 * 16).tolist()[-1] < 47
+
+
+def test_cache_room_is_what_a_full_batch_leaves():
+    assert cache_tokens(10_000, 8, 1000) == 2000
+    assert cache_tokens(10_000, 32, 1000) == 0.0
+    assert cache_tokens(np.inf, 1, 10) == 0.0
+
+
+def test_shared_load_of_a_trace_uses_its_blocks():
+    trace = ((0.0, 600, 4), (1.0, 600, 4))
+    sl = shared_load(None, ((5, 6), (5, 7)), 600, 4, 2, 1, trace)
+    assert sl.block == 512 and cached_tokens(sl, 1e6).tolist() == [0, 512]
+
+
+def test_des_checks_cached_counts():
+    a = des.closed_loop(1, 3, 100, 8)
+    with pytest.raises(ValueError, match="cached: one count per request"):
+        des.run(np.ones(40) * 1e-4, a, cached=np.array([0, 100, 0]))
+
+
+def _sweep(knobs, workloads, loads=(Load(concurrency=16),)):
+    hw = shipped_hardware()["L4"]
+    m = shipped_models()["llama-3.1-8b"]
+    return sweep(Space(m, (hw,), tuple(knobs), tuple(workloads), tuple(loads)), n_requests=120)
+
+
+AGENT = Workload("agent", 2048, 64, share=Sharing(prefix_tokens=1536, groups=4))
+CHAT = Workload("chat", 1024, 128, share=Sharing(prefix_tokens=256, turns=4))
+
+
+def test_a_cached_prefix_skips_its_prefill():
+    df = _sweep([Knobs(weights="FP8", slots=16), Knobs(weights="FP8", slots=16, prefix_cache=True)],
+                [AGENT, Workload("plain", 2048, 64)])
+    on = df[(df.prefix_cache) & (df.workload == "agent")].iloc[0]
+    off = df[(~df.prefix_cache) & (df.workload == "agent")].iloc[0]
+    assert off.prefix_hit_rate == 0.0 and on.prefix_hit_rate > 0.6
+    assert on.ttft_p50_ms < 0.7 * off.ttft_p50_ms
+    assert df[df.workload == "plain"].prefix_hit_rate.isna().all()     # shares nothing: no hit rate
+
+
+def test_quantized_kv_holds_more_and_more_slots_leave_less_room():
+    knobs = [Knobs(weights="FP8", kv=kv, slots=s, prefix_cache=True) for kv in ("f16", "fp8") for s in (32, 128)]
+    df = _sweep(knobs, [CHAT]).set_index(["kv", "slots"]).prefix_hit_rate
+    assert df["fp8", 32] > df["f16", 32]
+    assert df["f16", 128] < df["f16", 32] and df["fp8", 128] < df["fp8", 32]
+
+
+def test_evicted_kv_is_not_reused():
+    df = _sweep([Knobs(weights="FP8", slots=16, prefix_cache=True, eviction="h2o", kv_keep=0.5)], [AGENT])
+    assert df.prefix_hit_rate.iloc[0] == 0.0
+
+
+def test_knob_key_and_grid_variants():
+    assert "prefix_cache" not in Knobs().to_dict() and Knobs(prefix_cache=True).to_dict()["prefix_cache"] is True
+    assert Knobs().key() != Knobs(prefix_cache=True).key()
+    assert "prefix-cache" in Knobs(prefix_cache=True).optimizations()
+    v = prefix_variants([Knobs(), Knobs(eviction="h2o", kv_keep=0.5)])
+    assert v == [Knobs(prefix_cache=True)]
+    hw = shipped_hardware()["H200"]
+    assert "prefix_cache" in compatible(Knobs(batching="disagg", decode_workers=2, prefix_cache=True), hw)
+    with pytest.raises(ValueError, match="knobs.prefix_cache"):
+        Knobs(prefix_cache=1)
+
+
+def test_the_atlas_says_what_caching_is_worth_and_where_it_moves_the_winner():
+    from pareto_atlas.atlas.prefix import caching_worth, worth_lines
+
+    knobs = [Knobs(weights="FP8", kv=kv, slots=s, prefix_cache=pc) for kv in ("f16", "fp8") for s in (32, 128)
+             for pc in (False, True)]
+    df = _sweep(knobs, [CHAT, Workload("plain", 1024, 128)]).assign(model="llama-3.1-8b")
+    t = caching_worth(df)
+    assert set(t.workload) == {"chat"}                      # a workload that shares nothing has no row
+    thr = t[t.criterion == "throughput_per_device_tok_s"].iloc[0]
+    assert thr.best_with.endswith("+pcache") and thr.gain > 1.0 and thr.hit_rate > 0
+    lines = worth_lines(t)
+    assert lines and "hit rate" in lines[0]
+    assert worth_lines(caching_worth(df[df.workload == "plain"]))[0].startswith("prefix caching: no workload")
+
+
+def test_calibration_replays_an_anchors_measured_hits():
+    import pandas as pd
+
+    from pareto_atlas.calibrate.fit import _anchors, predict
+    from pareto_atlas.simulate.params import default_params
+
+    hw, m = shipped_hardware()["L4"], shipped_models()["llama-3.1-8b"]
+    row = {**Knobs(weights="FP8", slots=4, prefix_cache=True).as_row(), "prompt_tokens": 2048, "output_tokens": 32,
+           "concurrency": 1, "n_requests": 16}
+    anchors = _anchors(pd.DataFrame([row, {**row, "prefix_hit_rate": 0.8}]))
+    assert anchors[0].hit == 0.0 and anchors[1].hit == 0.8
+    ttft = predict(anchors, m, hw, default_params(hw, "vllm"))[:, 0]
+    assert ttft[1] < 0.5 * ttft[0]
