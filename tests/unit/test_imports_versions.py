@@ -88,6 +88,7 @@ def test_guidellm_v0_2_report_strategy_under_args_totals_beside_metrics(name):
 def test_aiperf_unversioned_export_with_loadgen():
     f = read("aiperf_2025-11_qwen3-0.6b_concurrency1.json")
     assert (f.tool, f.version) == ("aiperf", "unversioned")      # no aiperf_version, input_config says aiperf
+    assert f.model_published == "Qwen/Qwen3-0.6B"
     (a,) = f.anchors
     assert (a.load, a.load_value, a.n_requests) == ("concurrency", 1.0, 64)
     assert a.metrics["tpot"]["p50"] == pytest.approx(18.158001085427134)

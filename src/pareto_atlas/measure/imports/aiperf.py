@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from pareto_atlas.measure.imports.parse import Fields
+from pareto_atlas.measure.imports.parse import CEILING, Fields
 from pareto_atlas.measure.imports.result import ImportedAnchor, Original, reject
 
 METHOD = "numpy.percentile (linear), AIPerf/genai-perf"
@@ -67,6 +67,14 @@ def tool_of(obj: dict) -> tuple[str, str]:
     if isinstance(cfg.get("endpoint"), dict) or "loadgen" in cfg or str(cfg.get("cli_command", "")).startswith("aiperf"):
         return "aiperf", "unversioned"
     return "genai-perf", "unknown"
+
+
+def model_of(obj: dict) -> str | None:
+    """The model the run named (`input_config.endpoint.model_names`, AIPerf), where it is text."""
+    cfg = obj.get("input_config")
+    end = cfg.get("endpoint") if isinstance(cfg, dict) else None
+    names = end.get("model_names") if isinstance(end, dict) else None
+    return names[0] if isinstance(names, list) and len(names) == 1 and isinstance(names[0], str) else None
 
 
 def _slug(name: str) -> str:
@@ -136,7 +144,7 @@ def _asked(f: Fields) -> float | None:
     except (KeyError, TypeError):
         return None
     mean, spread = (out.get("mean"), out.get("stddev") or 0) if isinstance(out, dict) else (None, None)
-    ok = isinstance(mean, (int, float)) and not isinstance(mean, bool) and mean > 0 and spread == 0
+    ok = isinstance(mean, (int, float)) and not isinstance(mean, bool) and 0 < mean < CEILING and spread == 0
     return float(mean) if ok else None
 
 

@@ -83,6 +83,7 @@ def read(path: str | Path, raw: bytes | None = None, requested_output: int | Non
         out.model_published = args.get("model") if isinstance(args.get("model"), str) else None
     elif tool in ("aiperf", "genai-perf"):
         _, out.version, out.anchors = aiperf.parse(path, data)
+        out.model_published = aiperf.model_of(data)
     elif tool == "llama-bench":
         out.version, out.anchors = llama_bench.parse(path, data)
         first = data[0] if isinstance(data[0], dict) else {}
