@@ -63,7 +63,8 @@ def test_lm_eval_0_4_9_model_args_object_names_the_model():
     g = read("lm_eval_0.4.10.dev0_gemma-2b_masakhaner.json")
     assert g.model_published == "google/gemma-2b" and g.quality[0].metric == "f1,flexible-extract"
     # 0.4.8 writes the text form, kept as it was read
-    assert read("lm_eval_0.4.8_gpt2_xstorycloze.json").model_published == "pretrained=gpt2,device=mps,trust_remote_code=True"
+    old = read("lm_eval_0.4.8_gpt2_xstorycloze.json")
+    assert old.model_published == "pretrained=gpt2,device=mps,trust_remote_code=True"
     with pytest.raises(ImportFileError, match=r"limit20.json: field 'n-samples.negotiationtom_belief.effective': 20 of "
                        r"13812 items: a partial evaluation"):
         read("lm_eval_0.4.13.dev0_qwen3-8b_limit20.json")

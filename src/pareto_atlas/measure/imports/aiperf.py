@@ -64,7 +64,8 @@ def tool_of(obj: dict) -> tuple[str, str]:
     if isinstance(obj.get("records"), dict):
         by_tag = all(isinstance(b, dict) and "tag" in b for b in obj["records"].values())
         return "aiperf", f"unversioned (pre-release, records by {'tag' if by_tag else 'name'})"
-    if isinstance(cfg.get("endpoint"), dict) or "loadgen" in cfg or str(cfg.get("cli_command", "")).startswith("aiperf"):
+    aiperf_cli = str(cfg.get("cli_command", "")).startswith("aiperf")
+    if isinstance(cfg.get("endpoint"), dict) or "loadgen" in cfg or aiperf_cli:
         return "aiperf", "unversioned"
     return "genai-perf", "unknown"
 

@@ -42,7 +42,8 @@ def detect(path: str, text: str) -> tuple[str, object, str]:
     first = rows[0]
     if aiperf.is_request_record(first):
         raise reject(path, "metadata", "AIPerf per-request records (profile_export.jsonl): they do not say the "
-                     "run's load (concurrency or request rate); import the profile_export_aiperf.json written beside them")
+                     "run's load (concurrency or request rate); import the profile_export_aiperf.json written beside "
+                     "them")
     if isinstance(data, dict):
         if lm_eval.is_results(data):
             return "lm-eval", data, container

@@ -39,7 +39,9 @@ def is_report(obj: object) -> bool:
 
 def _totals(f: Fields) -> Fields:
     m = f.sub("metrics")
-    return m.sub("request_totals") if m.has("request_totals") or not f.has("request_totals") else f.sub("request_totals")
+    if m.has("request_totals") or not f.has("request_totals"):
+        return m.sub("request_totals")
+    return f.sub("request_totals")
 
 
 def _load(f: Fields) -> tuple[str, float]:
