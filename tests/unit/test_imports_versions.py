@@ -128,7 +128,8 @@ def test_aiperf_pre_release_records_by_name_without_a_load_is_refused():
 
 
 def test_aiperf_csv_and_per_request_exports_are_refused_for_not_saying_the_load():
-    with pytest.raises(ImportFileError, match=r"gpt-oss-20b.csv: field 'Metric': an AIPerf CSV export.*load"):
+    with pytest.raises(ImportFileError, match=r"gpt-oss-20b.csv: field 'Metric': an AIPerf \(or genai-perf\) CSV "
+                       r"export.*load"):
         read("aiperf_2025-10_gpt-oss-20b.csv")
     with pytest.raises(ImportFileError, match=r"first20.jsonl: field 'metadata': AIPerf per-request records.*load"):
         read("aiperf_2025-10_gpt-oss-20b_per_request_first20.jsonl")
