@@ -25,7 +25,8 @@ def detect(path: str, text: str) -> tuple[str, object, str]:
         return "mlperf-loadgen", text, "detail"
     if aiperf.is_csv(text):
         raise reject(path, "Metric", "an AIPerf (or genai-perf) CSV export: it does not say the run's load "
-                     "(concurrency or request rate) nor the length asked for; import the profile_export_aiperf.json written beside it")
+                     "(concurrency or request rate) nor the length asked for; import the profile_export_aiperf.json "
+                     "written beside it")
     if looks_like_yaml_report(text):
         data, container = load_yaml(path, text), "object"
         if not guidellm.is_report(data):
