@@ -19,7 +19,10 @@ D = Path(__file__).resolve().parents[1] / "data" / "imports"
 FILES = ("vllm_0.25.1_bench_serve.json", "vllm_legacy_detailed_llama3-8b_h100sxm_len2048.json",
          "vllm_0.25.1_sweep_summary.json", "guidellm_v0.5_qwen3-4b_concurrent4.json", "aiperf_0.10_qwen36_chatbot_c4.json",
          "sglang_llama33_70b_online_h200.jsonl", "llama_bench_readme_3090ti.json", "llama_bench_readme_3090ti.jsonl",
-         "mlperf_sdxl_offline_summary.txt", "mlperf_sdxl_offline_detail.txt", "lm_eval_results_mmlu_abstract_algebra.json")
+         "mlperf_sdxl_offline_summary.txt", "mlperf_sdxl_offline_detail.txt", "lm_eval_results_mmlu_abstract_algebra.json",
+         # other versions' layouts (issue 34)
+         "aiperf_2025-10_gpt-oss-20b_records_by_tag.json", "aiperf_2025-11_qwen3-0.6b_concurrency1.json",
+         "guidellm_v0.2.1+32_benchmarks_stripped.json", "lm_eval_0.4.9.2_nl2foam_perplexity.json")
 # values a broken writer or a truncated edit leaves where a number, text or object was
 ODD = [None, "", "abc", "inf", -1, 0, 0.0, 1, 2**63, -1e308, 1e308, math.nan, math.inf, -math.inf, True, False,
        [], [None], {}, {"unit": "ms"}, [[]], "0.0", {"avg": "x"}]

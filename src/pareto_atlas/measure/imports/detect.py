@@ -9,7 +9,7 @@ from pathlib import Path
 from pareto_atlas.measure.imports import aiperf, guidellm, llama_bench, lm_eval, mlperf, sglang, vllm
 from pareto_atlas.measure.imports.parse import (decode, load_json, load_json_lines, load_yaml, looks_like_json_lines,
                                                 looks_like_yaml_report)
-from pareto_atlas.measure.imports.result import ImportedFile, ImportFileError
+from pareto_atlas.measure.imports.result import ImportedFile, ImportFileError, reject
 
 TOOLS = ("vllm-bench", "sglang-bench-serving", "guidellm", "aiperf", "genai-perf", "llama-bench", "mlperf-loadgen",
          "lm-eval")
@@ -23,6 +23,10 @@ def detect(path: str, text: str) -> tuple[str, object, str]:
         return "mlperf-loadgen", text, "summary"
     if mlperf.is_detail(text):
         return "mlperf-loadgen", text, "detail"
+    if aiperf.is_csv(text):
+        raise reject(path, "Metric", "an AIPerf (or genai-perf) CSV export: it does not say the run's load "
+                     "(concurrency or request rate) nor the length asked for; import the profile_export_aiperf.json "
+                     "written beside it")
     if looks_like_yaml_report(text):
         data, container = load_yaml(path, text), "object"
         if not guidellm.is_report(data):
@@ -37,6 +41,10 @@ def detect(path: str, text: str) -> tuple[str, object, str]:
     if not rows:
         raise ImportFileError(f"{path}: empty: no result in the file")
     first = rows[0]
+    if aiperf.is_request_record(first):
+        raise reject(path, "metadata", "AIPerf per-request records (profile_export.jsonl): they do not say the "
+                     "run's load (concurrency or request rate); import the profile_export_aiperf.json written beside "
+                     "them")
     if isinstance(data, dict):
         if lm_eval.is_results(data):
             return "lm-eval", data, container
@@ -77,6 +85,7 @@ def read(path: str | Path, raw: bytes | None = None, requested_output: int | Non
         out.model_published = args.get("model") if isinstance(args.get("model"), str) else None
     elif tool in ("aiperf", "genai-perf"):
         _, out.version, out.anchors = aiperf.parse(path, data)
+        out.model_published = aiperf.model_of(data)
     elif tool == "llama-bench":
         out.version, out.anchors = llama_bench.parse(path, data)
         first = data[0] if isinstance(data[0], dict) else {}

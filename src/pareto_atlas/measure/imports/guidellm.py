@@ -7,6 +7,11 @@ is (latency - TTFT) / (output tokens - 1) per request, which is the project's (a
 different quantity under a similar name, kept as the tool's figure and never mapped to TPOT.
 `request_latency` is in seconds, the `_ms` metrics in ms. Distributions report GuideLLM's own
 percentiles (its DistributionSummary over the request values).
+
+Layouts: from v0.4 a benchmark's strategy is `config.strategy`, its totals `metrics.request_totals`,
+a request's start `request_start_time`, and the report has `metadata.guidellm_version`. Up to v0.3
+(no metadata) the strategy is `args.strategy`, the totals `request_totals` beside `metrics`, and a
+request's start `start_time`; the metrics are the same.
 """
 
 from __future__ import annotations
@@ -32,8 +37,15 @@ def is_report(obj: object) -> bool:
             isinstance(b, dict) and b.get("type_") == "generative_benchmark" for b in obj["benchmarks"]))
 
 
+def _totals(f: Fields) -> Fields:
+    m = f.sub("metrics")
+    if m.has("request_totals") or not f.has("request_totals"):
+        return m.sub("request_totals")
+    return f.sub("request_totals")
+
+
 def _load(f: Fields) -> tuple[str, float]:
-    s = f.sub("config").sub("strategy")
+    s = (f.sub("config") if f.has("config") or not f.has("args") else f.sub("args")).sub("strategy")
     kind = s.text("type_", required=True)
     if kind == "synchronous":
         return "concurrency", 1.0
@@ -44,7 +56,7 @@ def _load(f: Fields) -> tuple[str, float]:
         if kind == "concurrent":
             raise reject(f.path, s.name("max_concurrency"), "strategy 'concurrent' without a concurrency")
         # throughput with no cap: every request sent at once
-        totals = f.sub("metrics").sub("request_totals")
+        totals = _totals(f)
         return "burst", float(totals.integer("total") or totals.integer("successful", required=True))
     if kind in ("constant", "poisson", "async_constant", "async_poisson"):
         return "rate", s.number("rate", required=True, minimum=1e-9)
@@ -63,7 +75,8 @@ def _records(f: Fields) -> tuple[list[dict], list[float | None]]:
     recs, asked = [], []
     for i, r in enumerate(items):
         q = Fields(f.path, r, f"{f.name('requests.successful')}[{i}]")
-        t0 = q.number("request_start_time", required=True)
+        t0 = q.number("request_start_time" if q.has("request_start_time") or not q.has("start_time")
+                      else "start_time", required=True)
         ttft = q.number("time_to_first_token_ms", required=True) / 1e3
         lat = q.number("request_latency", required=True)
         n_out = q.integer("output_tokens", required=True)
@@ -92,7 +105,7 @@ def _asked(q: Fields) -> float | None:
 
 def parse_benchmark(f: Fields) -> ImportedAnchor:
     m = f.sub("metrics")
-    totals = m.sub("request_totals")
+    totals = _totals(f)
     ok, err = totals.integer("successful", required=True), totals.integer("errored") or 0
     inc = totals.integer("incomplete") or 0
     if ok == 0:

@@ -4,7 +4,9 @@ and the generation settings), for the configuration the importer names.
 Metric keys are the harness's `metric,filter` (e.g. `acc,none`, `exact_match,strict-match`), kept
 as written; the stderr beside each is the harness's (`acc_stderr,none`, "N/A" where none). A task
 scored on fewer items than it has (`n-samples` effective < original, i.e. `--limit`) is a partial
-evaluation and rejects the file.
+evaluation and rejects the file. `config.model_args` is the `--model_args` text ("pretrained=x,...")
+up to 0.4.8, and an object ({"pretrained": "x", ...}) from 0.4.9 on (and whenever the harness is
+called from Python with a dict); both are kept as written, the model named from `pretrained`.
 """
 
 from __future__ import annotations
@@ -26,6 +28,15 @@ def version(obj: dict) -> str:
     return f"git {h}" if isinstance(h, str) and h else "unknown"
 
 
+def _model(cfg: Fields) -> str | None:
+    """The model the run names: the model_args text, or its `pretrained` (`model`) entry when an object."""
+    args = cfg.raw("model_args")
+    if isinstance(args, dict):
+        sub = Fields(cfg.path, args, cfg.name("model_args"))
+        return sub.text("pretrained") or sub.text("model") or cfg.text("model")
+    return cfg.text("model_args") or cfg.text("model")
+
+
 def parse(path: str, data: dict) -> tuple[str, list[QualityEvidence], str | None]:
     f = Fields(path, data)
     results = f.sub("results")
@@ -33,7 +44,7 @@ def parse(path: str, data: dict) -> tuple[str, list[QualityEvidence], str | None
     shots = f.sub("n-shot", required=False)
     configs = f.sub("configs", required=False)
     cfg = f.sub("config", required=False)
-    model = (cfg.text("model_args") or cfg.text("model")) if cfg else None
+    model = _model(cfg) if cfg else None
     run = {k: cfg.raw(k) for k in ("model", "model_args", "batch_size", "limit", "gen_kwargs", "random_seed")
            if cfg and cfg.has(k)} if cfg else {}
     out = []
