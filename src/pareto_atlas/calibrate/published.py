@@ -15,6 +15,7 @@ from pareto_atlas.calibrate.published_table import (UNSTATED_KV, PublishedTable,
                                                     parallel_knobs, published_metrics)
 from pareto_atlas.simulate.memory import plan_memory
 from pareto_atlas.simulate.params import CalibParams, default_params, with_error_bars
+from pareto_atlas.simulate.schedulers import SCHEDULERS, default_policy
 from pareto_atlas.spec.cards import HardwareCard, ModelCard, shipped_hardware, shipped_models
 from pareto_atlas.spec.knobs import Knobs
 
@@ -51,11 +52,18 @@ def _max_seqs(r: pd.Series, model: ModelCard, hw: HardwareCard, start: CalibPara
     return max(1, plan_memory(model, hw, knobs, int(r["prompt_tokens"]), int(r["output_tokens"]), start).max_seqs)
 
 
+def _policy(r: pd.Series, hw: HardwareCard) -> tuple[str, int, int] | None:
+    # the row's engine's default scheduler (the one the atlas's GPU points run); None: not modelled
+    engine = str(r.get("engine", ""))
+    return default_policy(engine, hw) if engine in SCHEDULERS and hw.kind != "cpu" else None
+
+
 def card_frame(rows: pd.DataFrame, hw: HardwareCard) -> tuple[pd.DataFrame, list[ModelCard]]:
     """The fit's anchor rows for one card's published rows, and each row's model card."""
     cards, start = shipped_models(), default_params(hw, SERVED_ENGINE)
     models = [cards[m] for m in rows.model]
-    frame = pd.DataFrame([anchor_row(r, _max_seqs(r, m, hw, start)) for (_, r), m in zip(rows.iterrows(), models)])
+    frame = pd.DataFrame([anchor_row(r, _max_seqs(r, m, hw, start), _policy(r, hw))
+                          for (_, r), m in zip(rows.iterrows(), models)])
     # On a GPU, F16 and BF16 weights run the same tensor-core GEMMs at the same rate: one 16-bit
     # float cost, fitted on both (apart, a card's F16 batches fitted their GEMM at a quarter of its
     # BF16 one, and the atlas's F16 points inherited it). A format without a cost of its own borrows
