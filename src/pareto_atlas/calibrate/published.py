@@ -72,11 +72,49 @@ def card_frame(rows: pd.DataFrame, hw: HardwareCard) -> tuple[pd.DataFrame, list
     return frame.reindex(columns=list(frame.columns) + [t for t in TARGETS if t not in frame]), models
 
 
+def attn_flops_share(frame: pd.DataFrame, models: list[ModelCard]) -> dict[str, float]:
+    """Per KV dtype, the largest share of a prompt's FLOPs its attention matmuls (QK^T, PV: 4 FLOPs per
+    head dimension per (query, key) pair, P^2 / 2 pairs causal) take among the anchors, against the
+    linear layers' 2 FLOPs per weight per token: how much the anchors can see of attention's speed."""
+    out: dict[str, float] = {}
+    for (_, r), m in zip(frame.iterrows(), models):
+        p = float(r["prompt_tokens"])
+        attn = 4.0 * m.n_layers * m.n_heads * m.head_dim * p * p / 2.0
+        out[r["kv"]] = max(out.get(r["kv"], 0.0), attn / (attn + 2.0 * m.matmul_params * p))
+    return out
+
+
+# A prompt's attention must take at least this share of some anchor's prefill FLOPs for the anchors
+# to fit its efficiency: below it, the term moves no prediction by more than the anchors' own spread,
+# and a free fit of it drifted where it pleased (H200's vLLM fit, on 32- and 512-token prompts where
+# attention is ~1 % of the FLOPs, put it at 16 % of peak: an 8,000-token prompt then spent 105 ms on
+# attention alone).
+ATTN_IDENTIFIED = 0.1
+
+
+def gemm_efficiency(p: CalibParams, hw: HardwareCard) -> float | None:
+    """The fitted 16-bit GEMM's fraction of the card's 16-bit peak (None where it was not fitted)."""
+    s = p.gemm_s_per_weight.get("BF16") or p.gemm_s_per_weight.get("F16")
+    return min(1.0, 2.0 / (hw.peak_flops("fp16") * s)) if s else None
+
+
 def fit_card(frame: pd.DataFrame, models: list[ModelCard], hw: HardwareCard) -> tuple[CalibParams, np.ndarray]:
     """Least-squares CalibParams for one card from the serving engine's GPU defaults. One head-ratio
-    start: on a GPU every batch runs as GEMM, so the lm_head only scales with the shared GEMV term."""
-    return fit_params(frame, models, hw, start=default_params(hw, SERVED_ENGINE), fit_cv=False,
-                      head_ratio_starts=(1.0,))
+    start: on a GPU every batch runs as GEMM, so the lm_head only scales with the shared GEMV term.
+
+    A prompt's attention efficiency is fitted only where an anchor's prompt is long enough to show it
+    (ATTN_IDENTIFIED); elsewhere it is the card's fitted 16-bit GEMM efficiency: FlashAttention's
+    QK^T and PV run on the same tensor cores in 16 bits (with no 16-bit GEMM fitted, its default)."""
+    unseen = tuple(f"attn_flops:{kv}" for kv, share in attn_flops_share(frame, models).items()
+                   if share < ATTN_IDENTIFIED) if hw.kind == "gpu" else ()
+    params, pred = fit_params(frame, models, hw, start=default_params(hw, SERVED_ENGINE), fit_cv=False,
+                              head_ratio_starts=(1.0,), fixed=unseen)
+    eff = gemm_efficiency(params, hw)
+    if not unseen or eff is None:
+        return params, pred
+    tied = {**params.eff_attn_flops_by_kv, **{n.partition(":")[2]: eff for n in unseen}}
+    params = replace(params, eff_attn_flops_by_kv=tied)
+    return params, predict(_anchors(frame), models, hw, params)
 
 
 def _rel(pred: np.ndarray, meas: np.ndarray) -> np.ndarray:
