@@ -69,10 +69,13 @@ def stored_published(store: Store, study: str, shipped_key: str | None = None) -
     return {**auto, **asked}
 
 
-def published_params(study: str, store: Store, console: Console, cards: list[str]) -> dict[str, CalibParams]:
+def published_params(study: str, store: Store, console: Console, cards: list[str],
+                     links: bool = False) -> dict[str, CalibParams]:
     """The published calibrations of these GPU cards for `simulate`: stored ones (see
     stored_published); cards that have none but have shipped anchors are fitted now, once, and
-    kept in the store under the shipped table's hash (seconds, then free until it changes)."""
+    kept in the store under the shipped table's hash (seconds, then free until it changes).
+    links: each card's link fitted on the published multi-GPU rows too (with_links), for a space
+    with parallel points (minutes once, then from the fit cache)."""
     shipped = load_published()
     have = stored_published(store, study, fit_key(shipped))
     missing = [c for c in cards if c not in have and c in set(shipped.rows.gpu)]
@@ -92,6 +95,8 @@ def published_params(study: str, store: Store, console: Console, cards: list[str
                           f"({published_cache.cache_dir()}; same table, fit and code)", highlight=False)
         store_published(store, study, shipped, cals, by="simulate")
         have.update({g: c.params for g, c in for_atlas(cals).items()})
+    if not links:
+        return {c: have[c] for c in cards if c in have}
     return with_links(have, cards, console, cals)
 
 
