@@ -85,11 +85,11 @@ def attn_flops_share(frame: pd.DataFrame, models: list[ModelCard]) -> dict[str, 
 
 
 # A prompt's attention must take at least this share of some anchor's prefill FLOPs for the anchors
-# to fit its efficiency: below it, the term moves no prediction by more than the anchors' own spread,
-# and a free fit of it drifted where it pleased (H200's vLLM fit, on 32- and 512-token prompts where
-# attention is ~1 % of the FLOPs, put it at 16 % of peak: an 8,000-token prompt then spent 105 ms on
-# attention alone).
-ATTN_IDENTIFIED = 0.1
+# to fit its efficiency: below it, even halving the efficiency moves no prediction by more than the
+# spread of an anchor's repeats (~5 %), and a free fit of it drifted where it pleased (H200's vLLM fit,
+# on 32- and 512-token prompts where attention is ~1 % of the FLOPs, put it at 16 % of peak: an
+# 8,000-token prompt then spent 105 ms on attention alone).
+ATTN_IDENTIFIED = 0.05
 
 
 def gemm_efficiency(p: CalibParams, hw: HardwareCard) -> float | None:

@@ -42,8 +42,8 @@ from pareto_atlas.spec.cards import shipped_hardware
 # The grid searched: link_eff from a congested fifth of the link to all of it (NCCL reaches ~70-80 %
 # of NVLink's bus bandwidth on large messages), latency from free to 8x the card's per-hop figure
 # (a kernel launch a hop is ~5 us: NCCL's own figure is the wire's).
-LINK_EFFS = (0.25, 0.5, 0.75, 1.0)
-LATENCY_SCALES = (0.0, 1.0, 3.0, 9.0)
+LINK_EFFS = (0.25, 0.4, 0.55, 0.7, 0.85, 1.0)
+LATENCY_SCALES = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0)
 SAMPLE = 2
 SCHEMES = ("LOSO", "LOMO", "LOEO")
 LABEL = {"LOSO": "source_id", "LOMO": "model", "LOEO": "engine"}
@@ -66,7 +66,7 @@ class LinkCalibration:
         srcs = ", ".join(f"{s} {n}" for s, n in self.anchors.source_id.value_counts(sort=False).items())
         bar = (f"p90 of {self.bar_from}" if self.bar_from != "none" else "none held out: the default's")
         return (f"link fitted on {len(self.anchors)} published multi-GPU rows ({srcs}; "
-                f"{self.anchors.model.nunique()} models): link_eff {self.link_eff:.2f}, latency x{self.link_latency_scale:g}; "
+                f"{self.anchors.model.nunique()} model{'s' if self.anchors.model.nunique() > 1 else ''}): link_eff {self.link_eff:.2f}, latency x{self.link_latency_scale:g}; "
                 f"parallel error bar: {bar} (latency ±{self.lat_bar:.0%}, throughput ±{self.thr_bar:.0%}); "
                 f"per-GPU costs: {self.base}")
 
@@ -110,7 +110,7 @@ def calibrate_link(table: PublishedTable, card: str, one_gpu: dict[tuple[str, st
         return None
     hw = shipped_hardware()[card]
     frame, models = card_frame(rows, hw)
-    # a closed loop's sample: two waves of its clients, at least MAX_REQUESTS (the grid runs each row 16 times)
+    # a closed loop's sample: two waves of its clients, at least MAX_REQUESTS (the grid runs each row 36 times)
     conc = frame["concurrency"].astype(int)
     frame["n_requests"] = np.where(conc > 0, np.minimum(frame["n_requests"].astype(int), np.maximum(MAX_REQUESTS, 2 * conc)),
                                    frame["n_requests"].astype(int))
