@@ -106,3 +106,14 @@ def test_a_prompts_attention_is_fitted_only_where_an_anchor_shows_it():
     assert gemm_efficiency(p, h200) is None
     fitted = replace(p, gemm_s_per_weight={"BF16": 2.0 / (h200.peak_flops("fp16") * 0.65)})
     assert gemm_efficiency(fitted, h200) == pytest.approx(0.65)
+
+
+def test_an_allreduce_through_a_switch_pays_two_crossings_whatever_tp_and_a_ring_pays_2_tp_minus_1():
+    from pareto_atlas.simulate.parallel import allreduce_s
+
+    pcie = next(h for h in shipped_hardware().values() if h.kind == "gpu" and h.link == "pcie")
+    assert allreduce_s(0.0, 8, H100) == allreduce_s(0.0, 2, H100) == pytest.approx(2 * H100.link_latency_us * 1e-6)
+    assert allreduce_s(0.0, 8, pcie) == pytest.approx(14 * pcie.link_latency_us * 1e-6)
+    # the bytes cross each device's link 2 (tp - 1) / tp times either way
+    n = 1e9
+    assert allreduce_s(n, 8, H100, 0.5) - allreduce_s(0.0, 8, H100, 0.5) == pytest.approx(2 * 7 / 8 * n / (H100.link_gbs * 1e9 * 0.5))
