@@ -13,7 +13,7 @@ import pytest
 
 from pareto_atlas.calibrate import published_link
 from pareto_atlas.calibrate.fit import TARGETS
-from pareto_atlas.calibrate.published import ATTN_IDENTIFIED, attn_flops_share, card_frame, gemm_efficiency
+from pareto_atlas.calibrate.published import ATTN_IDENTIFIED, attn_flops_share, card_frame
 from pareto_atlas.calibrate.published_table import COLUMNS, PARALLEL, PARALLEL_DEFAULT, PublishedTable, anchor_row
 from pareto_atlas.simulate.api import simulate_point
 from pareto_atlas.simulate.params import CalibParams, default_params
@@ -101,11 +101,6 @@ def test_a_prompts_attention_is_fitted_only_where_an_anchor_shows_it():
     share = attn_flops_share(pd.DataFrame([{"prompt_tokens": 32, "kv": "f16"}, {"prompt_tokens": 512, "kv": "f16"},
                                            {"prompt_tokens": 20000, "kv": "fp8"}]), [m, m, m])
     assert share["f16"] < 0.01 < ATTN_IDENTIFIED < share["fp8"] < 0.5     # ~1 % at 512 tokens, a quarter at 20K
-    h200 = shipped_hardware()["H200"]
-    p = default_params(h200, "vllm")
-    assert gemm_efficiency(p, h200) is None
-    fitted = replace(p, gemm_s_per_weight={"BF16": 2.0 / (h200.peak_flops("fp16") * 0.65)})
-    assert gemm_efficiency(fitted, h200) == pytest.approx(0.65)
 
 
 def test_an_allreduce_through_a_switch_pays_two_crossings_whatever_tp_and_a_ring_pays_2_tp_minus_1():

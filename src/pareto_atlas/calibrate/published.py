@@ -92,29 +92,17 @@ def attn_flops_share(frame: pd.DataFrame, models: list[ModelCard]) -> dict[str, 
 ATTN_IDENTIFIED = 0.05
 
 
-def gemm_efficiency(p: CalibParams, hw: HardwareCard) -> float | None:
-    """The fitted 16-bit GEMM's fraction of the card's 16-bit peak (None where it was not fitted)."""
-    s = p.gemm_s_per_weight.get("BF16") or p.gemm_s_per_weight.get("F16")
-    return min(1.0, 2.0 / (hw.peak_flops("fp16") * s)) if s else None
-
-
 def fit_card(frame: pd.DataFrame, models: list[ModelCard], hw: HardwareCard) -> tuple[CalibParams, np.ndarray]:
     """Least-squares CalibParams for one card from the serving engine's GPU defaults. One head-ratio
     start: on a GPU every batch runs as GEMM, so the lm_head only scales with the shared GEMV term.
 
     A prompt's attention efficiency is fitted only where an anchor's prompt is long enough to show it
-    (ATTN_IDENTIFIED); elsewhere it is the card's fitted 16-bit GEMM efficiency: FlashAttention's
-    QK^T and PV run on the same tensor cores in 16 bits (with no 16-bit GEMM fitted, its default)."""
+    (ATTN_IDENTIFIED); elsewhere it is left out of the fit and follows the fitted decode attention's
+    efficiency (CalibParams.attn_flops_eff: a KV dtype without its own figure uses its eff_attn)."""
     unseen = tuple(f"attn_flops:{kv}" for kv, share in attn_flops_share(frame, models).items()
                    if share < ATTN_IDENTIFIED) if hw.kind == "gpu" else ()
-    params, pred = fit_params(frame, models, hw, start=default_params(hw, SERVED_ENGINE), fit_cv=False,
-                              head_ratio_starts=(1.0,), fixed=unseen)
-    eff = gemm_efficiency(params, hw)
-    if not unseen or eff is None:
-        return params, pred
-    tied = {**params.eff_attn_flops_by_kv, **{n.partition(":")[2]: eff for n in unseen}}
-    params = replace(params, eff_attn_flops_by_kv=tied)
-    return params, predict(_anchors(frame), models, hw, params)
+    return fit_params(frame, models, hw, start=default_params(hw, SERVED_ENGINE), fit_cv=False,
+                      head_ratio_starts=(1.0,), fixed=unseen)
 
 
 def _rel(pred: np.ndarray, meas: np.ndarray) -> np.ndarray:

@@ -39,11 +39,11 @@ from pareto_atlas.calibrate.published_table import PublishedTable
 from pareto_atlas.simulate.params import CalibParams, default_params
 from pareto_atlas.spec.cards import shipped_hardware
 
-# The grid searched: link_eff from a congested fifth of the link to all of it (NCCL reaches ~70-80 %
-# of NVLink's bus bandwidth on large messages), latency from free to 8x the card's per-hop figure
-# (a kernel launch a hop is ~5 us: NCCL's own figure is the wire's).
+# The grid searched: link_eff from a congested quarter of the link to all of it (NCCL reaches ~70-80 %
+# of NVLink's bus bandwidth on large messages), latency from free to 16x the card's per-hop figure
+# (a kernel launch and a barrier a crossing are several us: NCCL's own figure is the wire's).
 LINK_EFFS = (0.25, 0.4, 0.55, 0.7, 0.85, 1.0)
-LATENCY_SCALES = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0)
+LATENCY_SCALES = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 SAMPLE = 2
 SCHEMES = ("LOSO", "LOMO", "LOEO")
 LABEL = {"LOSO": "source_id", "LOMO": "model", "LOEO": "engine"}
@@ -110,7 +110,7 @@ def calibrate_link(table: PublishedTable, card: str, one_gpu: dict[tuple[str, st
         return None
     hw = shipped_hardware()[card]
     frame, models = card_frame(rows, hw)
-    # a closed loop's sample: two waves of its clients, at least MAX_REQUESTS (the grid runs each row 36 times)
+    # a closed loop's sample: two waves of its clients, at least MAX_REQUESTS (the grid runs each row 42 times)
     conc = frame["concurrency"].astype(int)
     frame["n_requests"] = np.where(conc > 0, np.minimum(frame["n_requests"].astype(int), np.maximum(MAX_REQUESTS, 2 * conc)),
                                    frame["n_requests"].astype(int))
