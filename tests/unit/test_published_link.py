@@ -83,16 +83,16 @@ def _measured_table(truth: CalibParams) -> PublishedTable:
 
 def test_the_link_fit_finds_the_link_that_made_its_rows_and_holds_sources_and_models_out():
     base = default_params(H100, "vllm")
-    truth = replace(base, link_eff=0.25, link_latency_scale=9.0)
+    truth = replace(base, link_eff=0.4, link_latency_scale=8.0)
     table = _measured_table(truth)
     cal = published_link.calibrate_link(table, "H100-SXM", {("H100-SXM", "vllm"): base}, {})
-    assert (cal.link_eff, cal.link_latency_scale) == (0.25, 9.0)
+    assert (cal.link_eff, cal.link_latency_scale) == (0.4, 8.0)
     assert cal.bar_from == "LOSO" and np.isfinite(cal.anchors.filter(like="_LOMO").to_numpy(float)).any()
     # the rows were made by a grid point: a fold re-finds it or a neighbour, so little held out is off
     loso = np.abs(cal.anchors.filter(like="_LOSO").to_numpy(float))
-    assert np.nanmax(loso) < 0.05 and np.nanmedian(loso) < 1e-3
+    assert np.nanmax(loso) < 0.05 and np.nanmedian(loso) < 0.01
     p = published_link.with_link(base, cal)
-    assert (p.link_eff, p.link_latency_scale) == (0.25, 9.0) and p.par_lat_rel_err >= base.lat_rel_err
+    assert (p.link_eff, p.link_latency_scale) == (0.4, 8.0) and p.par_lat_rel_err >= base.lat_rel_err
     assert "2 models" in cal.provenance() and "a 3" in cal.provenance()
 
 
