@@ -108,7 +108,7 @@ def with_links(have: dict[str, CalibParams], cards: list[str], console: Console,
     from pareto_atlas.calibrate.published_link import link_calibrations, with_link
 
     hw = shipped_hardware()
-    links = link_calibrations([c for c in cards if hw[c].kind != "cpu"], one_gpu=cals)
+    links = link_calibrations([c for c in cards if c in hw and hw[c].kind != "cpu"], one_gpu=cals)
     out = {c: have[c] for c in cards if c in have}
     for c, link in links.items():
         out[c] = with_link(out.get(c) or default_params(hw[c], "vllm"), link)
