@@ -112,3 +112,23 @@ def test_an_allreduce_through_a_switch_pays_two_crossings_whatever_tp_and_a_ring
     # the bytes cross each device's link 2 (tp - 1) / tp times either way
     n = 1e9
     assert allreduce_s(n, 8, H100, 0.5) - allreduce_s(0.0, 8, H100, 0.5) == pytest.approx(2 * 7 / 8 * n / (H100.link_gbs * 1e9 * 0.5))
+
+
+def test_simulate_takes_each_cards_link_and_a_card_without_a_one_gpu_fit_gets_its_default_with_it(monkeypatch):
+    import io
+
+    from rich.console import Console
+
+    from pareto_atlas.calibrate import published_stage
+
+    anchors = pd.DataFrame({"source_id": ["a", "b"], "model": ["m", "m"]})
+    fake = {c: published_link.LinkCalibration(c, 0.4, 8.0, anchors, 0.5, 0.3, "LOSO", "test") for c in ("H200", "B200")}
+    asked = []
+    monkeypatch.setattr(published_link, "link_calibrations", lambda cards, **k: asked.append(cards) or
+                        {c: fake[c] for c in cards if c in fake})
+    h200 = default_params(shipped_hardware()["H200"], "vllm")
+    out = published_stage.with_links({"H200": h200}, ["H200", "B200", "L4", "my-own-card"], Console(file=io.StringIO()))
+    assert asked == [["H200", "B200", "L4"]]
+    assert (out["H200"].link_eff, out["H200"].par_lat_rel_err, out["H200"].par_thr_rel_err) == (0.4, 0.5, 0.3)
+    assert out["B200"].provenance == "uncalibrated default" and out["B200"].link_latency_scale == 8.0
+    assert set(out) == {"H200", "B200"} and "link fitted on 2 published multi-GPU rows" in out["H200"].link_provenance
