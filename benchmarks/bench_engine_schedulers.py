@@ -1,31 +1,32 @@
 """Each engine's default scheduler against aiconfigurator's measured single-GPU Llama-3.1-8B rows (issue 31).
 
 Every TP1, aggregated Llama-3.1-8B row of ai-dynamo/aiconfigurator's silicon_sample.csv (TRT-LLM on
-H100-SXM, SGLang and vLLM on H200, 1K-4K prompts, 100-512 outputs, 8-352 clients) is simulated with
-the project's own published calibration of the card (`pareto-atlas published`: fitted on the shipped
-published table, which does not hold these rows), as a closed loop of the row's clients, twice:
-with `continuous` (what a GPU point ran before issue 31) and with the engine's default scheduler
-(simulate.schedulers). Nothing is fitted on these rows.
+H100-SXM, SGLang and vLLM on H200, 1K-4K prompts, 100-512 outputs, 8-352 clients), as the shipped
+multi-GPU table holds them (spec/published_multigpu.csv, read by the product's reader
+calibrate.published_table.load_multigpu), is simulated with the project's own published calibration
+of the card (`pareto-atlas published`: fitted on the shipped one-GPU table, which does not hold these
+rows; any aiconfigurator row it came to hold is left out of the fit), as a closed loop of the row's
+clients, twice: with `continuous` as it ran before issue 31 (one prefill a step) and with the engine's
+default scheduler (simulate.schedulers). Nothing is fitted on these rows.
 
-    python benchmarks/bench_engine_schedulers.py --csv silicon_sample.csv
+    python benchmarks/bench_engine_schedulers.py [--table more_rows.csv]
 
-The csv: `git show <commit>:aic-core/src/aiconfigurator_core/systems/silicon_sample.csv` in a clone
-of ai-dynamo/aiconfigurator (Apache-2.0; read at commit 095f58a51c4ca8e61b66ec108d86f223f8d559ce).
-Its figures do not say whether they are means or medians; they are compared with the simulation's
-means over the requests after the first wave (a closed loop's start sends every client at once,
-which a benchmark's warm-up absorbs), and the per-row statistic is printed beside the median error.
+The rows' figures do not say whether they are means or medians; they are compared with the
+simulation's means over the requests after the first wave (a closed loop's start sends every client
+at once, which a benchmark's warm-up absorbs), and the other readings are printed beside the median
+error.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from pareto_atlas.calibrate.published_table import load_multigpu
 from pareto_atlas.simulate import des
 from pareto_atlas.simulate.cost_model import coeffs
 from pareto_atlas.simulate.memory import plan_memory
@@ -34,10 +35,9 @@ from pareto_atlas.simulate.schedulers import scheduler
 from pareto_atlas.spec.cards import shipped_hardware, shipped_models
 from pareto_atlas.spec.knobs import Knobs
 
-SOURCE = "ai-dynamo/aiconfigurator aic-core/src/aiconfigurator_core/systems/silicon_sample.csv"
-CARDS = {"h100_sxm": "H100-SXM", "h200_sxm": "H200"}
-# the checkpoints' weights as the simulator names them: no precision is BF16 (TRT-LLM's default dtype)
-WEIGHTS = {"": "BF16", "bf16": "BF16", "fp16": "F16", "fp8": "FP8"}
+SOURCE = "aiconfigurator"      # the rows compared: this source's (source_id contains it)
+MODEL = "llama-3.1-8b"
+CARDS = ("H100-SXM", "H200")
 
 
 @dataclass(frozen=True)
@@ -53,24 +53,23 @@ class Row:
     tpot_ms: float
 
 
-def read_rows(path: Path) -> list[Row]:
-    """The TP1, aggregated Llama-3.1-8B rows (one per configuration: a repeated row keeps its first)."""
+def read_rows(tables: list[Path] | None = None) -> list[Row]:
+    """The TP1, aggregated, closed-loop Llama-3.1-8B rows of aiconfigurator's source in the shipped
+    multi-GPU table (and `tables`), through the product's reader (one per configuration: a repeated
+    row keeps its first)."""
+    rows = load_multigpu(tables).rows
+    keep = rows[rows.source_id.str.contains(SOURCE, case=False) & (rows.model == MODEL) & (rows.n_gpus == "1")
+                & (rows.load == "concurrency") & rows.gpu.isin(CARDS) & (rows.ttft_ms != "") & (rows.tpot_ms != "")]
     out, seen = [], set()
-    with open(path, newline="") as f:
-        for r in csv.DictReader(f):
-            if "llama-3.1-8b" not in r["model_path"].lower() or r["mode"] != "agg" or float(r["tp_size"] or 0) != 1:
-                continue
-            if r["system"] not in CARDS:
-                continue
-            row = Row(r["backend"], r["backend_version"], CARDS[r["system"]], WEIGHTS[r["precision"].lower()],
-                      int(r["isl"]), int(r["osl"]), int(float(r["batch_size"])), float(r["silicon_ttft_ms"]),
-                      float(r["silicon_tpot_ms"]))
-            key = (row.engine, row.version, row.card, row.weights, row.isl, row.osl, row.clients)
-            if key not in seen:
-                seen.add(key)
-                out.append(row)
+    for _, r in keep.iterrows():
+        row = Row(r.engine, r.engine_version, r.gpu, r.weights, int(r.prompt_tokens), int(r.output_tokens),
+                  int(r.load_value), float(r.ttft_ms), float(r.tpot_ms))
+        key = (row.engine, row.version, row.card, row.weights, row.isl, row.osl, row.clients)
+        if key not in seen:
+            seen.add(key)
+            out.append(row)
     if not out:
-        raise ValueError(f"{path}: no TP1 aggregated Llama-3.1-8B rows on {', '.join(CARDS)}")
+        raise ValueError(f"no TP1 aggregated {MODEL} rows of {SOURCE} on {', '.join(CARDS)} in the multi-GPU table")
     return out
 
 
@@ -119,13 +118,14 @@ def simulate(row: Row, params: CalibParams, batching: str, chunk: int, max_seqs:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--csv", required=True, type=Path, help="aiconfigurator's silicon_sample.csv")
+    ap.add_argument("--table", action="append", type=Path, help="another multi-GPU table in the format of "
+                    "spec/published_multigpu.csv (repeatable)")
     ap.add_argument("--rows", action="store_true", help="print every row")
     a = ap.parse_args()
-    rows = read_rows(a.csv)
+    rows = read_rows(a.table)
     t = time.perf_counter()
     params, left_out = published_params(sorted({r.card for r in rows}))
-    print(f"{len(rows)} rows of {SOURCE}; published fits of {', '.join(sorted(params))} "
+    print(f"{len(rows)} rows of {SOURCE} (spec/published_multigpu.csv); published fits of {', '.join(sorted(params))} "
           f"({time.perf_counter() - t:.0f} s; {left_out} aiconfigurator rows of the shipped table left out of them): "
           + "; ".join(f"{g}: {p.provenance}" for g, p in params.items()))
     err: dict[tuple[str, str, str], list[tuple[float, float]]] = {}

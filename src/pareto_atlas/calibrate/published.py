@@ -15,6 +15,7 @@ from pareto_atlas.calibrate.published_table import (UNSTATED_KV, PublishedTable,
                                                     parallel_knobs, published_metrics)
 from pareto_atlas.simulate.memory import plan_memory
 from pareto_atlas.simulate.params import CalibParams, default_params, with_error_bars
+from pareto_atlas.simulate.schedulers import SCHEDULERS, default_policy
 from pareto_atlas.spec.cards import HardwareCard, ModelCard, shipped_hardware, shipped_models
 from pareto_atlas.spec.knobs import Knobs
 
@@ -51,11 +52,18 @@ def _max_seqs(r: pd.Series, model: ModelCard, hw: HardwareCard, start: CalibPara
     return max(1, plan_memory(model, hw, knobs, int(r["prompt_tokens"]), int(r["output_tokens"]), start).max_seqs)
 
 
+def _policy(r: pd.Series, hw: HardwareCard) -> tuple[str, int, int] | None:
+    # the row's engine's default scheduler (the one the atlas's GPU points run); None: not modelled
+    engine = str(r.get("engine", ""))
+    return default_policy(engine, hw) if engine in SCHEDULERS and hw.kind != "cpu" else None
+
+
 def card_frame(rows: pd.DataFrame, hw: HardwareCard) -> tuple[pd.DataFrame, list[ModelCard]]:
     """The fit's anchor rows for one card's published rows, and each row's model card."""
     cards, start = shipped_models(), default_params(hw, SERVED_ENGINE)
     models = [cards[m] for m in rows.model]
-    frame = pd.DataFrame([anchor_row(r, _max_seqs(r, m, hw, start)) for (_, r), m in zip(rows.iterrows(), models)])
+    frame = pd.DataFrame([anchor_row(r, _max_seqs(r, m, hw, start), _policy(r, hw))
+                          for (_, r), m in zip(rows.iterrows(), models)])
     # On a GPU, F16 and BF16 weights run the same tensor-core GEMMs at the same rate: one 16-bit
     # float cost, fitted on both (apart, a card's F16 batches fitted their GEMM at a quarter of its
     # BF16 one, and the atlas's F16 points inherited it). A format without a cost of its own borrows
@@ -64,11 +72,37 @@ def card_frame(rows: pd.DataFrame, hw: HardwareCard) -> tuple[pd.DataFrame, list
     return frame.reindex(columns=list(frame.columns) + [t for t in TARGETS if t not in frame]), models
 
 
+def attn_flops_share(frame: pd.DataFrame, models: list[ModelCard]) -> dict[str, float]:
+    """Per KV dtype, the largest share of a prompt's FLOPs its attention matmuls (QK^T, PV: 4 FLOPs per
+    head dimension per (query, key) pair, P^2 / 2 pairs causal) take among the anchors, against the
+    linear layers' 2 FLOPs per weight per token: how much the anchors can see of attention's speed."""
+    out: dict[str, float] = {}
+    for (_, r), m in zip(frame.iterrows(), models):
+        p = float(r["prompt_tokens"])
+        attn = 4.0 * m.n_layers * m.n_heads * m.head_dim * p * p / 2.0
+        out[r["kv"]] = max(out.get(r["kv"], 0.0), attn / (attn + 2.0 * m.matmul_params * p))
+    return out
+
+
+# A prompt's attention must take at least this share of some anchor's prefill FLOPs for the anchors
+# to fit its efficiency: below it, even halving the efficiency moves no prediction by more than the
+# spread of an anchor's repeats (~5 %), and a free fit of it drifted where it pleased (H200's vLLM fit,
+# on 32- and 512-token prompts where attention is ~1 % of the FLOPs, put it at 16 % of peak: an
+# 8,000-token prompt then spent 105 ms on attention alone).
+ATTN_IDENTIFIED = 0.05
+
+
 def fit_card(frame: pd.DataFrame, models: list[ModelCard], hw: HardwareCard) -> tuple[CalibParams, np.ndarray]:
     """Least-squares CalibParams for one card from the serving engine's GPU defaults. One head-ratio
-    start: on a GPU every batch runs as GEMM, so the lm_head only scales with the shared GEMV term."""
+    start: on a GPU every batch runs as GEMM, so the lm_head only scales with the shared GEMV term.
+
+    A prompt's attention efficiency is fitted only where an anchor's prompt is long enough to show it
+    (ATTN_IDENTIFIED); elsewhere it is left out of the fit and follows the fitted decode attention's
+    efficiency (CalibParams.attn_flops_eff: a KV dtype without its own figure uses its eff_attn)."""
+    unseen = tuple(f"attn_flops:{kv}" for kv, share in attn_flops_share(frame, models).items()
+                   if share < ATTN_IDENTIFIED) if hw.kind == "gpu" else ()
     return fit_params(frame, models, hw, start=default_params(hw, SERVED_ENGINE), fit_cv=False,
-                      head_ratio_starts=(1.0,))
+                      head_ratio_starts=(1.0,), fixed=unseen)
 
 
 def _rel(pred: np.ndarray, meas: np.ndarray) -> np.ndarray:

@@ -27,7 +27,7 @@ from pareto_atlas.store import Store
 from pareto_atlas.store.db import dumps
 
 PREFIX = "published-"          # calib_id prefix of published calibrations in the store
-FIT_VERSION = "4"              # bump when the published fit's setup changes: stored fits are then redone
+FIT_VERSION = "5"              # bump when the published fit's setup changes: stored fits are then redone
 GOAL = 0.15                    # held-out median |error| a card should reach
 BAR_CARDS = 4                  # GPU cards that should have a leave-one-source-out TPOT error
 # The seed paper's setup (Qwen2.5-7B, 512/128, batch 1), at which the ratios are projected; its
@@ -69,13 +69,17 @@ def stored_published(store: Store, study: str, shipped_key: str | None = None) -
     return {**auto, **asked}
 
 
-def published_params(study: str, store: Store, console: Console, cards: list[str]) -> dict[str, CalibParams]:
+def published_params(study: str, store: Store, console: Console, cards: list[str],
+                     links: bool = False) -> dict[str, CalibParams]:
     """The published calibrations of these GPU cards for `simulate`: stored ones (see
     stored_published); cards that have none but have shipped anchors are fitted now, once, and
-    kept in the store under the shipped table's hash (seconds, then free until it changes)."""
+    kept in the store under the shipped table's hash (seconds, then free until it changes).
+    links: each card's link fitted on the published multi-GPU rows too (with_links), for a space
+    with parallel points (minutes once, then from the fit cache)."""
     shipped = load_published()
     have = stored_published(store, study, fit_key(shipped))
     missing = [c for c in cards if c not in have and c in set(shipped.rows.gpu)]
+    cals: list[CardCalibration] = []
     if missing:
         from pareto_atlas.calibrate import published_cache
 
@@ -91,7 +95,25 @@ def published_params(study: str, store: Store, console: Console, cards: list[str
                           f"({published_cache.cache_dir()}; same table, fit and code)", highlight=False)
         store_published(store, study, shipped, cals, by="simulate")
         have.update({g: c.params for g, c in for_atlas(cals).items()})
-    return {c: have[c] for c in cards if c in have}
+    if not links:
+        return {c: have[c] for c in cards if c in have}
+    return with_links(have, cards, console, cals)
+
+
+def with_links(have: dict[str, CalibParams], cards: list[str], console: Console,
+               cals: list[CardCalibration] | None = None) -> dict[str, CalibParams]:
+    """The cards' calibrations with each card's link fitted on the published multi-GPU rows
+    (calibrate.published_link; a card with such rows but no one-GPU fit gets its default's), so the
+    parallel points use it and carry its held-out bar."""
+    from pareto_atlas.calibrate.published_link import link_calibrations, with_link
+
+    hw = shipped_hardware()
+    links = link_calibrations([c for c in cards if c in hw and hw[c].kind != "cpu"], one_gpu=cals)
+    out = {c: have[c] for c in cards if c in have}
+    for c, link in links.items():
+        out[c] = with_link(out.get(c) or default_params(hw[c], "vllm"), link)
+        console.print(f"  {c}: {link.provenance()}", highlight=False, soft_wrap=True)
+    return out
 
 
 def _tpot(hw: HardwareCard, params: CalibParams, knobs: Knobs) -> float:
@@ -249,7 +271,8 @@ def published_study(study: str, store: Store, console: Console, tables: list[Pat
     return cals
 
 
-def multigpu_study(console: Console, engines: list[str] | None = None, hardware: list[str] | None = None) -> list:
+def multigpu_study(console: Console, engines: list[str] | None = None, hardware: list[str] | None = None,
+                   one_gpu: list[CardCalibration] | None = None) -> list:
     """Fit the shipped multi-GPU table per (card, engine) and print its held-out error per parallelism
     (calibrate.published_multigpu): leave one source, one model, one engine out."""
     from pareto_atlas.calibrate.published_multigpu import calibrate_multigpu, report_lines
@@ -265,5 +288,10 @@ def multigpu_study(console: Console, engines: list[str] | None = None, hardware:
              f"{tps}) published:{g.source.iloc[0]}", highlight=False, soft_wrap=True)
     cals = calibrate_multigpu(table, hardware, engines)
     show("\n".join(report_lines(cals)), markup=False, highlight=False, soft_wrap=True)
+    from pareto_atlas.calibrate import published_link
+
+    cards = [g for g in dict.fromkeys(table.rows.gpu) if not hardware or g in hardware]
+    links = published_link.link_calibrations(cards, table, one_gpu)
+    show("\n".join(published_link.report_lines(list(links.values()))), markup=False, highlight=False, soft_wrap=True)
     return cals
 

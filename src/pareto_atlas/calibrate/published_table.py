@@ -253,8 +253,13 @@ def parallel_knobs(r: pd.Series | dict) -> dict:
     return out
 
 
-def anchor_row(r: pd.Series, max_seqs: int | None = None) -> dict:
+def anchor_row(r: pd.Series, max_seqs: int | None = None, policy: tuple[str, int, int] | None = None) -> dict:
     """One published row as an anchor row of the fit: knobs, lengths, load and targets.
+
+    policy: the engine's default scheduler on the card (simulate.schedulers.default_policy: batching,
+    prefill token budget, sequences it runs together). A served row (clients, a rate, an offline
+    queue) runs under it, as the atlas's GPU points do, so what is fitted is what is predicted; a
+    static batch stays one batch. None: `continuous` (an engine without a modelled scheduler).
 
     A batch, and an offline run, send every request at once: they are replayed as sends at t = 0
     (a closed loop would start its clients a moment apart, and a static batch would then leave
@@ -267,17 +272,20 @@ def anchor_row(r: pd.Series, max_seqs: int | None = None) -> dict:
     load, v = r["load"], float(r["load_value"])
     n = int(r["n_requests"]) if r["n_requests"] else 0
     kv = "f16" if r["kv"] == UNSTATED_KV else r["kv"]
-    row = {"weights": r["weights"], "kv": kv, "batching": "static" if load == "batch" else "continuous",
+    batching, chunk, cap = policy or ("continuous", 0, 1 << 30)
+    if load == "batch":
+        batching, chunk, cap = "static", 0, 1 << 30
+    row = {"weights": r["weights"], "kv": kv, "batching": batching, "chunk_tokens": chunk,
            "prompt_tokens": int(r["prompt_tokens"]), "output_tokens": int(r["output_tokens"]),
            "concurrency": 0, "rate_rps": np.nan, "send_offsets": None}
     if load == "rate":
-        row.update(slots=1024, rate_rps=v, n_requests=n or 200)
+        row.update(slots=min(1024, cap), rate_rps=v, n_requests=n or 200)
     elif load == "concurrency":
         # a closed loop's sample: the published count, or enough requests per client for a median
-        row.update(slots=int(v), concurrency=int(v), n_requests=n or max(8 * int(v), 32))
+        row.update(slots=min(int(v), cap), concurrency=int(v), n_requests=n or max(8 * int(v), 32))
     elif load == "offline" and max_seqs:
         k = min(int(v), OFFLINE_WAVES * max_seqs)
-        row.update(slots=min(k, max_seqs), n_requests=k, send_offsets=[0.0] * k)
+        row.update(slots=min(k, max_seqs, cap), n_requests=k, send_offsets=[0.0] * k)
     else:
-        row.update(slots=int(v), n_requests=int(v), send_offsets=[0.0] * int(v))
+        row.update(slots=min(int(v), cap), n_requests=int(v), send_offsets=[0.0] * int(v))
     return {**row, **parallel_knobs(r), **target_values(r)}

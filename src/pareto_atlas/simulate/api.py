@@ -61,12 +61,14 @@ def simulate_point(model: ModelCard, hw: HardwareCard, knobs: Knobs, prompt_toke
         raise ValueError(why)
     accept, prior_label = resolve_acceptance(knobs)
     plan = plan_memory(model, hw, knobs, prompt_tokens, output_tokens, params, draft)
+    lat_err, thr_err, calib = (params.parallel_bars() if knobs.gpus() > 1
+                               else (params.lat_rel_err, params.thr_rel_err, params.provenance))
     row = {"hardware": hw.name, "concurrency": int(concurrency or 0),
            "rate_rps": float(rate_rps) if rate_rps is not None else math.nan,
            "provenance": "prior" if prior_label else "simulated", "prior_source": prior_label,
-           "calib_provenance": params.provenance, "percentile_method": PERCENTILE_METHOD,
+           "calib_provenance": calib, "percentile_method": PERCENTILE_METHOD,
            "n_devices": knobs.gpus(), "gpus": knobs.gpus(),
-           "lat_rel_err": params.lat_rel_err, "thr_rel_err": params.thr_rel_err,
+           "lat_rel_err": lat_err, "thr_rel_err": thr_err,
            "feasible": plan.feasible, "infeasible_reason": plan.reason}
     if not plan.feasible:
         row.update({m: math.nan for m in METRICS}, mem_gb=plan.mem_gb(0.0))

@@ -88,13 +88,23 @@ def check_moe_layout(model: ModelCard, tp: int, ep: int, attn_dp: int) -> str:
     return ""
 
 
+# Links whose GPUs all sit one switch crossing apart (NVLink through NVSwitch on HGX boards). There the
+# engines' own all-reduce within a node (vLLM's custom_all_reduce, TensorRT-LLM's one-shot / two-shot
+# AllReduce) reduce-scatters and all-gathers through the switch: two crossings of latency whatever tp
+# is, where a ring over point-to-point links pays 2 (tp - 1).
+SWITCHED = ("nvlink",)
+SWITCH_HOPS = 2.0
+
+
 def allreduce_s(n_bytes: float, tp: int, hw: HardwareCard, link_eff: float = 1.0, latency_scale: float = 1.0) -> float:
-    """Seconds of one ring all-reduce of n_bytes over tp devices: 2 (tp - 1) hops of the link's latency,
-    and 2 (tp - 1) / tp of the bytes through each device's link at link_eff of its bandwidth."""
+    """Seconds of one all-reduce of n_bytes over tp devices: 2 (tp - 1) / tp of the bytes through each
+    device's link at link_eff of its bandwidth (ring or two-shot alike), and the link's latency per
+    crossing: 2 (tp - 1) crossings of a ring, SWITCH_HOPS through a switch (SWITCHED)."""
     if tp <= 1:
         return 0.0
-    hops = 2.0 * (tp - 1)
-    return hops * hw.link_latency_us * 1e-6 * latency_scale + hops / tp * n_bytes / (hw.link_gbs * 1e9 * link_eff)
+    ring = 2.0 * (tp - 1)
+    hops = SWITCH_HOPS if hw.link in SWITCHED else ring
+    return hops * hw.link_latency_us * 1e-6 * latency_scale + ring / tp * n_bytes / (hw.link_gbs * 1e9 * link_eff)
 
 
 def comm_terms(model: ModelCard, hw: HardwareCard, tp: int, pp: int, link_eff: float = 1.0,

@@ -51,7 +51,8 @@ def format_family(fmt: str) -> str:
 
 
 MAX_EFF_BW = 2.0
-LINK_DEFAULTS = {"link_eff": 0.75, "link_latency_scale": 1.0}
+LINK_DEFAULTS = {"link_eff": 0.75, "link_latency_scale": 1.0, "par_lat_rel_err": float("nan"),
+                 "par_thr_rel_err": float("nan"), "link_provenance": ""}
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,12 @@ class CalibParams:
     # fitted where published multi-GPU rows cover a card). Left out of to_dict at these defaults.
     link_eff: float = 0.75
     link_latency_scale: float = 1.0
+    # The error bar of a point on several GPUs and what it rests on: the held-out error of the card's
+    # link fit on published multi-GPU rows (calibrate.published_link). NaN / "": not fitted, a
+    # parallel point carries the one-GPU bar. Left out of to_dict at these defaults.
+    par_lat_rel_err: float = float("nan")
+    par_thr_rel_err: float = float("nan")
+    link_provenance: str = ""
 
     def __post_init__(self) -> None:
         # eff_bw may exceed 1: a CPU card's bandwidth is a one-thread numpy copy, and the engine's
@@ -131,7 +138,7 @@ class CalibParams:
             raise ValueError(f"calib.kv_pad: {self.kv_pad} must be >= 0 cells")
         if self.gemm_tile < 0 or self.head_ratio <= 0:
             raise ValueError(f"calib.gemm_tile {self.gemm_tile} must be >= 0 and head_ratio {self.head_ratio} > 0")
-        for name in ("xfer_lat_rel_err", "xfer_thr_rel_err"):
+        for name in ("xfer_lat_rel_err", "xfer_thr_rel_err", "par_lat_rel_err", "par_thr_rel_err"):
             v = getattr(self, name)
             if v == v and not v >= 0.0:
                 raise ValueError(f"calib.{name}: {v} must be >= 0 (a relative error) or NaN (not measured)")
@@ -174,12 +181,23 @@ class CalibParams:
         # the link's parameters only where they differ from their defaults: calibrations stored and
         # keyed before they existed keep their keys
         return {f.name: getattr(self, f.name) for f in fields(self)
-                if f.name not in LINK_DEFAULTS or getattr(self, f.name) != LINK_DEFAULTS[f.name]}
+                if f.name not in LINK_DEFAULTS or not _same(getattr(self, f.name), LINK_DEFAULTS[f.name])}
+
+    def parallel_bars(self) -> tuple[float, float, str]:
+        """(latency bar, throughput bar, provenance) of a point on several GPUs: the link fit's where
+        the card has one, else the one-GPU bar with the provenance saying the link is not fitted."""
+        if self.par_lat_rel_err == self.par_lat_rel_err and self.par_thr_rel_err == self.par_thr_rel_err:
+            return self.par_lat_rel_err, self.par_thr_rel_err, f"{self.provenance}; {self.link_provenance}"
+        return self.lat_rel_err, self.thr_rel_err, f"{self.provenance}; link not fitted (default link_eff {self.link_eff:g})"
 
     @classmethod
     def from_dict(cls, d: dict) -> "CalibParams":
         check_fields(cls, d, "calib")
         return cls(**d)
+
+
+def _same(a, b) -> bool:
+    return a == b or (isinstance(a, float) and isinstance(b, float) and a != a and b != b)
 
 
 def default_params(hw: HardwareCard, engine: str = "") -> CalibParams:

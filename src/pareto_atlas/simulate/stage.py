@@ -159,7 +159,7 @@ def simulate_study(study: Study, store: Store, console: Console, executor: Execu
     if gpus := [h.name for h in hardware if h.kind != "cpu" and h.name not in calibrated]:
         from pareto_atlas.calibrate.published_stage import published_params
 
-        published = published_params(study.name, store, console, gpus)
+        published = published_params(study.name, store, console, gpus, links=True)
     for h in hardware:
         if h.name in calibrated:
             continue

@@ -253,9 +253,12 @@ def _frame(space, pairs, params, pair_idx, wl_idx, load_idx, out, peak, weights_
     df["mem_gb"] = (weights_b + np.where(feasible, peak, 0.0) * kvb_tok) / 1e9
     df["feasible"] = feasible
     df["infeasible_reason"] = reasons
-    df["lat_rel_err"] = np.array([p.lat_rel_err for p in hp])[pair_idx]
-    df["thr_rel_err"] = np.array([p.thr_rel_err for p in hp])[pair_idx]
-    df["calib_provenance"] = np.array([p.provenance for p in hp], dtype=object)[pair_idx]
+    # a point on several GPUs carries its card's link fit's held-out bar (CalibParams.parallel_bars)
+    bars = [p.parallel_bars() if k.gpus() > 1 else (p.lat_rel_err, p.thr_rel_err, p.provenance)
+            for (k, _), p in zip(pairs, hp)]
+    df["lat_rel_err"] = np.array([b[0] for b in bars])[pair_idx]
+    df["thr_rel_err"] = np.array([b[1] for b in bars])[pair_idx]
+    df["calib_provenance"] = np.array([b[2] for b in bars], dtype=object)[pair_idx]
     # where the weight format's kernel cost came from on this card: fitted on its anchors, borrowed from
     # its family's, or derived from the roofline (no anchor of the format or its family: an extrapolation)
     df["weights_cost"] = np.array([p.weight_cost(k.weights, "gemv", space.model)[1] for (k, _), p in zip(pairs, hp)],

@@ -1,0 +1,262 @@
+"""Each GPU card's link between its GPUs, calibrated on the published multi-GPU rows
+(spec/published_multigpu.csv) and held out, so the atlas's parallel points rest on measurements.
+
+What is fitted is the link alone: `CalibParams.link_eff` (the achieved fraction of the card's
+link_gbs in an all-reduce) and `link_latency_scale` (a factor on its per-hop latency), the two terms
+simulate.parallel adds to a step of a tensor- or pipeline-parallel worker. Everything else stays the
+card's one-GPU published fit (calibrate.published: the row's engine's fit where the card has one,
+else the fit the atlas uses for the card, else the uncalibrated default), and each row runs under its
+engine's default scheduler, as a simulated point does. So a row's error is the error of what the
+atlas predicts for that deployment, its one-GPU calibration's transfer to the row's model and engine
+included.
+
+The fit is a search over a grid of the two terms (LINK_EFFS x LATENCY_SCALES), each row simulated once
+per grid point: every held-out fold then re-chooses the grid point on its training rows from the same
+predictions, so leaving one source out (LOSO), one model out (LOMO) or one engine out (LOEO) costs
+no simulation more. Rows: the card's aggregated rows on more than one GPU per worker (tp x pp > 1),
+SAMPLE per (source, engine, model, weights, parallelism) spread over their setups.
+
+The parallel points' bar is the p90 of the LOSO errors (LOMO's where the card has one source, LOEO's
+where it has one model too), latency and throughput apart; what it covers is counted on the other
+schemes' figures.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass, replace
+
+import numpy as np
+import pandas as pd
+
+from pareto_atlas.calibrate.fidelity import _error_bars
+from pareto_atlas.calibrate.fit import TARGETS, WEIGHTS, _anchors, predict
+from pareto_atlas.calibrate.published import _rel, card_frame
+from pareto_atlas.calibrate.published_multigpu import parallelism, sample_rows
+from pareto_atlas.calibrate.published_table import PublishedTable
+from pareto_atlas.simulate.params import CalibParams, default_params
+from pareto_atlas.spec.cards import shipped_hardware
+
+# The grid searched: link_eff from a congested quarter of the link to all of it (NCCL reaches ~70-80 %
+# of NVLink's bus bandwidth on large messages), latency from free to 16x the card's per-hop figure
+# (a kernel launch and a barrier a crossing are several us: NCCL's own figure is the wire's).
+LINK_EFFS = (0.25, 0.4, 0.55, 0.7, 0.85, 1.0)
+LATENCY_SCALES = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
+SAMPLE = 2
+SCHEMES = ("LOSO", "LOMO", "LOEO")
+LABEL = {"LOSO": "source_id", "LOMO": "model", "LOEO": "engine"}
+THR = "throughput_tok_s"
+MAX_REQUESTS = 256       # requests a closed-loop row simulates, or two waves of its clients where more
+
+
+@dataclass(frozen=True)
+class LinkCalibration:
+    hardware: str
+    link_eff: float
+    link_latency_scale: float
+    anchors: pd.DataFrame       # per row: setup, parallelism, measured, fitted and held-out errors per scheme
+    lat_bar: float              # the parallel points' bar (relative), p90 of bar_from's latency errors
+    thr_bar: float
+    bar_from: str               # the scheme the bar rests on, "none" where nothing is held out
+    base: str                   # which one-GPU fit each engine's rows ran on
+
+    def provenance(self) -> str:
+        srcs = ", ".join(f"{s} {n}" for s, n in self.anchors.source_id.value_counts(sort=False).items())
+        bar = (f"p90 of {self.bar_from}" if self.bar_from != "none" else "none held out: the default's")
+        return (f"link fitted on {len(self.anchors)} published multi-GPU rows ({srcs}; "
+                f"{self.anchors.model.nunique()} model{'s' if self.anchors.model.nunique() > 1 else ''}): link_eff {self.link_eff:.2f}, latency x{self.link_latency_scale:g}; "
+                f"parallel error bar: {bar} (latency ±{self.lat_bar:.0%}, throughput ±{self.thr_bar:.0%}); "
+                f"per-GPU costs: {self.base}")
+
+
+def link_rows(table: PublishedTable, card: str, k: int = SAMPLE) -> pd.DataFrame:
+    """The card's aggregated rows on several GPUs per worker, sampled (sample_rows)."""
+    r = table.rows
+    tp, pp = r.tp.astype(int), r.pp.astype(int)
+    rows = r[(r.gpu == card) & (r.prefill_workers.astype(int) == 0) & (tp * pp > 1)]
+    return sample_rows(rows, k) if len(rows) else rows.reset_index(drop=True)
+
+
+def _base_params(card: str, engines: list[str], one_gpu: dict[tuple[str, str], CalibParams],
+                 atlas: dict[str, CalibParams]) -> tuple[dict[str, CalibParams], str]:
+    hw, out, said = shipped_hardware()[card], {}, []
+    for e in engines:
+        if (card, e) in one_gpu:
+            out[e], how = one_gpu[(card, e)], f"{e}'s one-GPU published fit"
+        elif card in atlas:
+            out[e], how = atlas[card], f"the atlas's one-GPU fit ({atlas[card].engine}) for {e}"
+        else:
+            out[e], how = default_params(hw, e), f"uncalibrated default for {e}"
+        said.append(how)
+    return out, "; ".join(said)
+
+
+def _loss(err: np.ndarray) -> np.ndarray:
+    """Per grid point, the weighted sum of squared log ratios over rows (NaN targets skipped): err is
+    (grid, rows, targets) of predicted / measured - 1."""
+    w = np.array([WEIGHTS[t] for t in TARGETS])
+    lr = np.log1p(np.clip(err, -0.999, None))
+    return np.nansum(w * lr ** 2, axis=(1, 2))
+
+
+def calibrate_link(table: PublishedTable, card: str, one_gpu: dict[tuple[str, str], CalibParams],
+                   atlas: dict[str, CalibParams], k: int = SAMPLE) -> LinkCalibration | None:
+    """The card's link fitted on its multi-GPU rows, with LOSO/LOMO/LOEO errors per row; None where
+    the card has no such row."""
+    rows = link_rows(table, card, k)
+    if rows.empty:
+        return None
+    hw = shipped_hardware()[card]
+    frame, models = card_frame(rows, hw)
+    # a closed loop's sample: two waves of its clients, at least MAX_REQUESTS (the grid runs each row 42 times)
+    conc = frame["concurrency"].astype(int)
+    frame["n_requests"] = np.where(conc > 0, np.minimum(frame["n_requests"].astype(int), np.maximum(MAX_REQUESTS, 2 * conc)),
+                                   frame["n_requests"].astype(int))
+    engines = list(dict.fromkeys(rows.engine))
+    base, said = _base_params(card, engines, one_gpu, atlas)
+    meas = frame[list(TARGETS)].to_numpy(float)
+    grid = [(e, s) for e in LINK_EFFS for s in LATENCY_SCALES]
+    err = np.full((len(grid), len(rows)) + meas.shape[1:], np.nan)
+    eng = rows.engine.to_numpy()
+    for g, (eff, scale) in enumerate(grid):
+        for e in engines:
+            on = eng == e
+            p = replace(base[e], link_eff=eff, link_latency_scale=scale)
+            err[g, on] = _rel(predict(_anchors(frame[on]), [m for m, t in zip(models, on) if t], hw, p), meas[on])
+    best = int(np.argmin(_loss(err)))
+    held = {}
+    for sc in SCHEMES:
+        labels = rows[LABEL[sc]].to_numpy()
+        h = np.full(meas.shape, np.nan)
+        if len(set(labels)) >= 2:
+            for lab in dict.fromkeys(labels):
+                test = labels == lab
+                h[test] = err[int(np.argmin(_loss(err[:, ~test]))), test]
+        held[sc] = h
+    bar_from = next((sc for sc in SCHEMES if np.isfinite(held[sc]).any()), "none")
+    empty = pd.DataFrame(columns=list(TARGETS))
+    lat_bar, thr_bar = _error_bars(pd.DataFrame(held[bar_from], columns=list(TARGETS)) if bar_from != "none"
+                                   else empty, empty, {})
+    anchors = rows[["source_id", "engine", "model", "weights", "prompt_tokens", "output_tokens", "load", "load_value",
+                    "stat", "tp", "pp", "replicas", "prefill_workers", "prefill_tp", "decode_workers", "n_gpus"]].copy()
+    for i, t in enumerate(TARGETS):
+        anchors[f"{t}_measured"] = meas[:, i]
+        anchors[f"{t}_fitted"] = err[best, :, i]
+        for sc in SCHEMES:
+            anchors[f"{t}_{sc}"] = held[sc][:, i]
+    eff, scale = grid[best]
+    return LinkCalibration(card, eff, scale, anchors, lat_bar, thr_bar, bar_from, said)
+
+
+def with_link(params: CalibParams, cal: LinkCalibration) -> CalibParams:
+    """The card's calibration with its fitted link, and the parallel points' bar and provenance."""
+    return replace(params, link_eff=cal.link_eff, link_latency_scale=cal.link_latency_scale,
+                   par_lat_rel_err=max(cal.lat_bar, params.lat_rel_err),
+                   par_thr_rel_err=max(cal.thr_bar, params.thr_rel_err), link_provenance=cal.provenance())
+
+
+def _med(a: pd.DataFrame, cols: list[str]) -> float:
+    v = np.abs(a[cols].to_numpy(float)).ravel()
+    return float(np.nanmedian(v)) if np.isfinite(v).any() else np.nan
+
+
+def _pct(v: float) -> str:
+    return "n/a" if v != v else f"{100 * v:.0f} %"
+
+
+def coverage(cal: LinkCalibration, schemes: tuple[str, ...]) -> tuple[float, int]:
+    """Share of the held-out figures of `schemes` inside the carried bar, and how many there are."""
+    inside = n = 0
+    for sc in schemes:
+        for t in TARGETS:
+            v = np.abs(cal.anchors[f"{t}_{sc}"].to_numpy(float))
+            v = v[np.isfinite(v)]
+            inside += int((v <= (cal.thr_bar if t == THR else cal.lat_bar)).sum())
+            n += len(v)
+    return (inside / n if n else np.nan), n
+
+
+def report_lines(cals: list[LinkCalibration]) -> list[str]:
+    """Per card: the fitted link, its bar and coverage; per parallelism, the median |held-out error| of
+    TTFT / TPOT / throughput under each scheme."""
+    out = ["multi-GPU link fit per card (what `simulate` uses for parallel points), held-out median |error| "
+           "TTFT / TPOT / throughput: LOSO leaves a document out, LOMO a model, LOEO an engine"]
+    for c in cals:
+        cov, n = coverage(c, tuple(s for s in SCHEMES if s != c.bar_from))
+        out.append(f"  {c.hardware}: {c.provenance()}; inside the bar: {_pct(cov)} of {n} figures held out by the "
+                   f"other schemes")
+        for sc in SCHEMES:
+            out.append(f"    {sc}: all {len(c.anchors)} rows  "
+                       f"{_pct(_med(c.anchors, [f'ttft_p50_ms_{sc}', f'ttft_p99_ms_{sc}']))} / "
+                       f"{_pct(_med(c.anchors, [f'tpot_p50_ms_{sc}', f'tpot_p99_ms_{sc}']))} / "
+                       f"{_pct(_med(c.anchors, [f'{THR}_{sc}']))}")
+        par = c.anchors.apply(parallelism, axis=1)
+        for p, g in c.anchors.groupby(par, sort=False):
+            cells = "  ".join(f"{sc} {_pct(_med(g, [f'ttft_p50_ms_{sc}', f'ttft_p99_ms_{sc}']))} / "
+                              f"{_pct(_med(g, [f'tpot_p50_ms_{sc}', f'tpot_p99_ms_{sc}']))} / "
+                              f"{_pct(_med(g, [f'{THR}_{sc}']))}" for sc in SCHEMES)
+            out.append(f"      {p:<10} {len(g):>3} rows  {cells}")
+    return out
+
+
+def _encode(c: LinkCalibration) -> dict:
+    d = asdict(c)
+    d["anchors"] = c.anchors.to_dict(orient="split")
+    return d
+
+
+def _decode(d: dict) -> LinkCalibration:
+    a = d["anchors"]
+    return LinkCalibration(**{**d, "anchors": pd.DataFrame(a["data"], columns=a["columns"], index=a["index"])})
+
+
+def _key(table: PublishedTable, one_gpu_key: str, card: str) -> str:
+    from pareto_atlas.calibrate import published_cache
+
+    grid = f"{LINK_EFFS}{LATENCY_SCALES}{SAMPLE}{MAX_REQUESTS}"
+    return "link-" + hashlib.sha256(f"{table.sha256}|{one_gpu_key}|{published_cache.code_hash()}|{card}|{grid}"
+                                    .encode()).hexdigest()[:20]
+
+
+def link_calibrations(cards: list[str], table: PublishedTable | None = None,
+                      one_gpu: list | None = None) -> dict[str, LinkCalibration]:
+    """Per card of `cards` with multi-GPU rows in the shipped table (or `table`), its link fit, from
+    the fit cache when table, one-GPU fits and code are unchanged (minutes otherwise, once). The
+    per-GPU costs are the shipped one-GPU table's fits (`one_gpu`: those already made, else cached or
+    fitted here)."""
+    from pareto_atlas.calibrate import published_cache
+    from pareto_atlas.calibrate.published import calibrate_published, for_atlas
+    from pareto_atlas.calibrate.published_stage import fit_key
+    from pareto_atlas.calibrate.published_table import load_multigpu, load_published
+
+    table = table or load_multigpu()
+    shipped, out = load_published(), {}
+    for card in [c for c in cards if c in set(table.rows.gpu)]:
+        path = published_cache.cache_dir() / f"{_key(table, fit_key(shipped), card)}.json"
+        try:
+            out[card] = _decode(json.loads(path.read_text()))
+            continue
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        one = [c for c in one_gpu or [] if c.hardware == card]
+        if not one and card in set(shipped.rows.gpu):
+            ckey = published_cache.cache_key(fit_key(shipped), [card])
+            one = published_cache.load(ckey)
+            if one is None:
+                one = calibrate_published(shipped, [card])
+                published_cache.save(ckey, one)
+        cal = calibrate_link(table, card, {(c.hardware, c.engine): c.params for c in one},
+                             {g: c.params for g, c in for_atlas(one).items()})
+        if cal is None:
+            continue
+        out[card] = cal
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(_encode(cal), default=lambda v: v.item()))
+            os.replace(tmp, path)
+        except OSError:
+            pass
+    return out
