@@ -21,10 +21,11 @@ from pareto_atlas.atlas.evidence import StudyRef, confirm_command, evidence_labe
 from pareto_atlas.atlas.objectives import interval, with_derived
 from pareto_atlas.atlas.regimes import Regime, admission
 from pareto_atlas.simulate.space import load_label
+from pareto_atlas.spec.knobs import Knobs
 
 ALL = "all"
 WINNER_COLUMNS = (
-    "regime", "model", "workload", "quality_task", "hardware", "point_id", "label", "load", "concurrency", "rate_rps", "utilization", "provenance", "quality_provenance",
+    "regime", "model", "workload", "quality_task", "hardware", "point_id", "label", "deployment", "load", "concurrency", "rate_rps", "utilization", "provenance", "quality_provenance",
     "objective",
     "direction", "value", "value_lo", "value_hi", "quality", "quality_rel", "cost_per_mtok", "tpot_p99_ms", "ttft_p99_ms",
     "throughput_tok_s", "n_opts", "optimizations", "stacked", "stack_beats_singles", "best_single_label",
@@ -100,6 +101,7 @@ def _cell(sub: pd.DataFrame, adm: pd.DataFrame, regime: Regime, workload: str, h
               "weights_cost"):
         row[c] = best.get(c)
     row["load"] = load_label(best)
+    row["deployment"] = deployment_words(best)
     one = cand.iloc[order[:1]]
     row.update(quality_rel_lo=float(adm.loc[best.name, "quality_rel_lo"]),
                quality_rel_hi=float(adm.loc[best.name, "quality_rel_hi"]),
@@ -122,6 +124,13 @@ def _cell(sub: pd.DataFrame, adm: pd.DataFrame, regime: Regime, workload: str, h
     row["stack_beats_singles"] = bool(row["stacked"] and (singles.empty or _better(row["value"], row["best_single_value"], regime.direction)))
     _projected(sub, adm, regime, row, study_ref)
     return row
+
+
+def deployment_words(point: pd.Series) -> str:
+    """A point's deployment in words where it holds more than one GPU ("FP8, TP4 × 2 replicas, 8 × H100-SXM"),
+    else "": the GPUs per replica and the parallelism, which the compact label abbreviates."""
+    k = Knobs.from_row(point)
+    return f"{k.weights}, {k.layout_words(str(point.get('hardware', '')))}" if k.gpus() > 1 else ""
 
 
 def winners(points: pd.DataFrame, regimes: Sequence[Regime], *, per_hardware: bool = True,
