@@ -74,6 +74,13 @@ def test_the_infeasible_summary_counts_configurations_per_reason_from_the_simula
     lines = entry.lines()
     assert lines[0] == f"2 of 4 configurations infeasible ({m.name} on H100-SXM)" and lines[1].startswith("  2 \u00d7 ")
     assert infeasible_summary(df[df.feasible]) == []
+    # on 24 GiB cards F16 fits at no TP up to 4: one shortfall, counted once for every layout tried
+    l4 = sweep(Space(m, (shipped_hardware()["L4"],), ks, (Workload("w", 512, 64),), (Load(concurrency=1),), {}),
+               n_requests=20)
+    [entry] = infeasible_summary(l4)
+    assert entry.n_infeasible == entry.n_configs == 4
+    assert entry.reasons == ((f"{m.name} F16 needs 141 GB of weights, over 90% of L4's 24 GiB: TP x PP >= 8 on 24 GiB "
+                              "cards", 4),)
 
 
 def test_the_atlas_prints_why_configurations_were_infeasible(tmp_path, monkeypatch):

@@ -6,9 +6,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import re
+
 import pandas as pd
 
 from pareto_atlas.atlas.winners import model_column
+
+
+# simulate.memory names the layout that was tried ("... weights at tp 2 x pp 1 (70.6 GB per GPU), over ...");
+# the summary counts the weights that do not fit once, whatever layouts were tried, its fix names the least
+_LAYOUT_TRIED = re.compile(r" at tp \d+ x pp \d+ \([\d.]+ GB per GPU\)")
+
+
+def general(reason: str) -> str:
+    """A reason without the layout it was found at, so one shortfall is one line."""
+    return _LAYOUT_TRIED.sub("", reason)
 
 
 @dataclass(frozen=True)
@@ -45,7 +57,7 @@ def infeasible_summary(points: pd.DataFrame) -> list[Infeasible]:
         bad = g[~g.feasible]
         if bad.empty:
             continue
-        why = bad.assign(reason=bad.reason.where(bad.reason != "", "no reason recorded"))
+        why = bad.assign(reason=bad.reason.where(bad.reason != "", "no reason recorded").map(general))
         counts = why.drop_duplicates(["reason", "label"]).reason.value_counts()
         reasons = tuple(sorted(((str(r), int(n)) for r, n in counts.items()), key=lambda rn: (-rn[1], rn[0])))
         out.append(Infeasible(str(m), str(hw), int(bad.label.nunique()), int(g.label.nunique()), reasons))
