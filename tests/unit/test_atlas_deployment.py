@@ -107,3 +107,14 @@ def test_the_answer_carries_the_deployment_into_winners_json(tmp_path, monkeypat
     answer.cells.to_json(path, orient="records")
     back = pd.read_json(path, orient="records", dtype=False)
     assert back.deployment.fillna("").str.contains("8 \u00d7 H100-PCIe").any()
+
+
+def test_pick_names_the_deployment_of_a_winner_on_several_gpus():
+    from pareto_atlas.atlas.pick import pick
+    from pareto_atlas.atlas.question import Question
+
+    pts = _parallel_points()
+    res = pick(pts[pts.hardware == PCIE], question=Question.make("tpot_p99_ms<=1e9"))
+    assert res.winner is not None and f"TP4 \u00d7 2 replicas, 8 \u00d7 {PCIE})" in res.summary()
+    one = pick(pts[pts.hardware == "L4"], question=Question.make("tpot_p99_ms<=1e9"))
+    assert one.winner["deployment"] == "" and "replicas" not in one.summary()
