@@ -64,7 +64,6 @@ class Calibration:
         lines += report_lines(self.lomo, self.params.xfer_lat_rel_err, self.params.xfer_thr_rel_err)
         return "\n".join(lines)
 
-
     def parallelism_lines(self) -> list[str]:
         """Where the anchors hold more than one parallelism: each one's anchors and median |error| (fit, and
         leave-one-out where run), so a layout the others cannot predict shows instead of averaging in."""
