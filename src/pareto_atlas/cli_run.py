@@ -19,7 +19,8 @@ from pareto_atlas.measure.consent import Consent
 console = Console(stderr=True, width=max(shutil.get_terminal_size((160, 40)).columns, 140))
 
 BUILTINS = ("default, full (the default and more: same store), tiny, ladder, vllm-cpu, sizes (three model sizes), workloads (a task per workload), "
-            "paper (the seed paper's setup on published evidence, no engine)")
+            "paper (the seed paper's setup on published evidence, no engine), "
+            "llama70b (Llama-3.1-70B on 1-8 H100-SXM / H200 GPUs a replica, on published evidence, no engine)")
 # Every verb that takes a study takes it as STUDY, and as --study / -s (the older spelling).
 STUDY = typer.Argument(None, metavar="STUDY", show_default=False,
                        help=f"Study TOML path, or a built-in: {BUILTINS} (default: default).")

@@ -53,7 +53,7 @@ def test_a_prior_only_stack_cannot_win_by_default_and_is_projected_with_its_comm
     assert cell["quality_evidence"] == "inherited" and cell["speed_evidence"] == "calibrated"
     assert cell["projected_label"] == PRIOR_STACK.label() and cell["n_projected"] == 2
     cmd = cell["confirm_command"]
-    assert "pareto-atlas evict default --policies topk --keeps 0.25" in cmd      # the sparse prior
+    assert "pareto-atlas quality default --kind evict --policies topk --keeps 0.25" in cmd      # the sparse prior
     assert 'weights = "FP8"' in cmd and "vllm" in cmd                              # the weight prior, on a GPU
     assert 'spec = "eagle"' in cmd                                                 # the speed prior
     proj = projected_cases(pts, [Regime("cheap", "cost_per_mtok")], winners(pts, [Regime("cheap", "cost_per_mtok")]))
@@ -118,7 +118,7 @@ def test_evidence_is_read_from_old_tables_without_the_column():
 def test_confirm_command_for_an_eviction_prior_names_policy_and_keep():
     row = pd.Series(point("x", Knobs(weights="Q4_K_M", eviction="h2o", kv_keep=0.5), cost=1.0,
                           qprov="prior:cai2024pyramidkv", qev="prior"))
-    assert confirm_command(row, "default") == "pareto-atlas evict default --policies h2o --keeps 0.5 --task retrieval"
+    assert confirm_command(row, "default") == "pareto-atlas quality default --kind evict --policies h2o --keeps 0.5 --task retrieval"
 
 
 def test_paired_difference_matches_newcombes_published_example():
@@ -146,7 +146,7 @@ def test_a_configuration_an_arm_already_serves_is_confirmed_by_measuring_that_ar
     row = pd.Series(point("q8", Knobs(weights="Q8_0", slots=8), cost=1.0,
                           qprov="prior:lossless re-encoding of the Q4_K_M source", qev="prior"))
     ref = StudyRef("default", {Knobs(weights="Q8_0").quality_key(): "q8_0"})
-    assert confirm_command(row, ref).startswith("pareto-atlas kld default --arm q8_0")
+    assert confirm_command(row, ref).startswith("pareto-atlas quality default --kind kld --arm q8_0")
     assert confirm_command(row, "default").startswith('add [[arms]] name = "confirm", weights = "Q8_0"')
 
 
@@ -175,7 +175,7 @@ def test_a_projected_point_of_a_target_model_is_not_confirmed_by_measuring_the_s
     knobs = Knobs(weights="F16", eviction="snapkv", kv_keep=0.25)
     row = pd.Series(point("e", knobs, cost=1.0, qprov="prior:snapkv (li2024snapkv)", qev="prior"))
     own = confirm_command(pd.concat([row, pd.Series({"model": "qwen2.5-coder-0.5b-instruct"})]), ref)
-    assert own.startswith("pareto-atlas evict default --policies snapkv --keeps 0.25")
+    assert own.startswith("pareto-atlas quality default --kind evict --policies snapkv --keeps 0.25")
     target = confirm_command(pd.concat([row, pd.Series({"model": "qwen2.5-7b-instruct"})]), ref)
-    assert "pareto-atlas evict default" not in target
+    assert "pareto-atlas quality default --kind evict" not in target
     assert target.startswith("measure qwen2.5-7b-instruct itself") and "snapkv effect at keep 0.25" in target

@@ -56,19 +56,19 @@ def test_this_process_is_the_measurements_own_work():
 
 
 class _Tries:
-    """An executor whose anchors come out with the given other-work figures, try after try."""
+    """What measures one anchor (run_campaign's measure_fn): each comes out with the given other-work
+    figures, try after try."""
 
     def __init__(self, study, others: dict[str, list[float]]):
         self.study, self.others, self.calls = study, others, []
 
-    def measure(self, study, pending, n, on_progress, bandwidth_gbs):
-        for i, p in pending:
-            cores = self.others[p.arm.name].pop(0)
-            self.calls.append(p.arm.name)
-            row = anchor_row(study, p)
-            m = {"ttft": {"p50": 100.0 * (1 + cores)}, "other_cpu_cores": cores, "contended": cores > CONTENDED_CORES}
-            row.update(status="ok", metrics_json=json.dumps(m))
-            yield i, p, finish_row(row, time.monotonic()), []
+    def __call__(self, study, p, on_progress, bandwidth_gbs):
+        cores = self.others[p.arm.name].pop(0)
+        self.calls.append(p.arm.name)
+        row = anchor_row(study, p)
+        m = {"ttft": {"p50": 100.0 * (1 + cores)}, "other_cpu_cores": cores, "contended": cores > CONTENDED_CORES}
+        row.update(status="ok", metrics_json=json.dumps(m))
+        return finish_row(row, time.monotonic()), []
 
 
 def test_a_contended_anchor_is_measured_again_and_the_quieter_try_kept(tmp_path):
@@ -80,7 +80,7 @@ def test_a_contended_anchor_is_measured_again_and_the_quieter_try_kept(tmp_path)
     ex = _Tries(study, others)
     events = []
     with Store(tmp_path / "s.duckdb") as s:
-        summary = run_campaign(study, s, arms=arms, executor=ex, on_progress=lambda ev, info: events.append((ev, info)))
+        summary = run_campaign(study, s, arms=arms, measure_fn=ex, on_progress=lambda ev, info: events.append((ev, info)))
         kept = {r.arm: json.loads(r.metrics_json)["other_cpu_cores"] for r in s.anchors(study.name).itertuples()}
     assert ex.calls == [arms[0], arms[1], arms[2], arms[0], arms[2]]
     assert summary.measured == 3 and summary.remeasured == 2

@@ -9,12 +9,15 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from pareto_atlas.atlas.frontier import frontier
-from pareto_atlas.atlas.regimes import Regime, default_regimes
 from synthetic import synthetic_points
-from pareto_atlas.atlas.winners import boundary_cases, winners
+
+from pareto_atlas.atlas.answer import Answer
+from pareto_atlas.atlas.frontier import frontier
+from pareto_atlas.atlas.objectives import with_derived
+from pareto_atlas.atlas.regimes import Regime, default_regimes
+from pareto_atlas.atlas.winners import winners
 from pareto_atlas.report import build_report
+from pareto_atlas.report.bundle import plotly_js
 from pareto_atlas.report.export import winners_markdown
 from pareto_atlas.report.figures import fidelity_long
 from pareto_atlas.report.html import embed_json, render_html
@@ -73,10 +76,14 @@ def test_page_is_self_contained_and_escapes_user_strings(built):
     _, paths = built
     page = paths["atlas_html"].read_text()
     assert "<img src=x" not in page and "<script>alert" not in page and "<script>x</script>" not in page
-    assert not re.search(r"(src|href)=[\"']?(https?:)?//", page), "page must not load anything from the network"
+    # plotly.js is inlined whole: its map styles name tile servers it never reaches (no map is drawn,
+    # and the page's CSP, default-src 'none', would refuse them); the page's own text names none
+    assert plotly_js() in page and "default-src 'none'" in page
+    own = page.replace(plotly_js(), "")
+    assert not re.search(r"(src|href)=[\"']?(https?:)?//", own), "page must not load anything from the network"
     data = re.search(r'<script type="application/json" id="atlas-data">(.*?)</script>', page, re.S).group(1)
     payload = json.loads(data)
-    assert EVIL in {p["label"] for p in payload["points"]}
+    assert EVIL in payload["points"]["text"]["label"]["values"]
     assert "linear interpolation" in page and "2026-07" in page  # percentile method, price date stated
 
 
@@ -102,6 +109,11 @@ def test_winners_say_the_load_they_won_at():
     assert "| 0.3 req/s |" in line
 
 
+def point_ids(payload: dict) -> list[str]:
+    t = payload["points"]["text"]["point_id"]
+    return [t["values"][c] for c in t["codes"]]
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.text())
 def test_embedded_json_never_contains_markup_and_round_trips(s):
@@ -112,11 +124,11 @@ def test_embedded_json_never_contains_markup_and_round_trips(s):
 
 def test_render_html_embeds_only_a_sample_of_dominated_points_but_all_winners():
     pts = synthetic_points(n_configs=2000)
-    regs = default_regimes(pts)
-    cells = winners(pts, regs)
-    page = render_html(frontier(pts), cells, boundary_cases(pts, regs, cells), list(regs), {}, max_points=500)
+    answer = Answer.of(with_derived(pts), default_regimes(pts))
+    cells = answer.cells
+    page = render_html(answer, {}, max_points=500)
     payload = json.loads(re.search(r'id="atlas-data">(.*?)</script>', page, re.S).group(1))
-    ids = {p["point_id"] for p in payload["points"]}
+    ids = set(point_ids(payload))
     assert payload["n_points_total"] == len(pts) and payload["n_points_drawn"] == len(ids)
     assert {pid for pid in cells["point_id"] if pid} <= ids
 
@@ -137,3 +149,29 @@ def test_a_table_with_no_scored_point_still_reports(tmp_path):
     paths = build_report(pts, tmp_path, regimes=[Regime("cheap", "cost_per_mtok")])
     md = paths["winners_md"].read_text()
     assert "no configuration that meets the constraints has a quality measurement" in md and "nan on nan" not in md
+
+
+def test_the_page_stays_one_file_under_10_mb_for_a_large_table():
+    """20,000 configurations: the page embeds a bounded sample (every point a line or table needs
+    kept) beside the inlined plotly.js, and stays under the 10 MB the page promises."""
+    from synthetic import random_points
+
+    pts = random_points(20000)
+    answer = Answer.of(with_derived(pts), default_regimes(pts))
+    page = render_html(answer, {})
+    payload = json.loads(re.search(r'id="atlas-data">(.*?)</script>', page, re.S).group(1))
+    assert payload["n_points_total"] == 20000 and payload["n_points_drawn"] < 20000
+    assert {pid for pid in answer.cells["point_id"] if pid} <= set(point_ids(payload))
+    assert len(page.encode()) < 10_000_000
+
+
+def test_figures_write_plain_units_and_the_guards_verdict_where_quality_takes_few_values(tmp_path):
+    from pareto_atlas.report.regime_figure import _num
+
+    assert [_num(5840.3), _num(0.1712), _num(12.34), _num(250.0)] == ["5,840", "0.171", "12.3", "250"]
+    pts = synthetic_points()
+    three = pts["quality_rel"].rank(method="dense", pct=True).map(lambda r: 1.0 if r > 0.6 else 0.96 if r > 0.3 else 0.5)
+    pts = pts.assign(quality_rel=three, quality_rel_lo=three - 0.02, quality_rel_hi=three + 0.02)
+    paths = build_report(pts, tmp_path, regimes=[Regime("fast", "tpot_p99_ms", quality_floor=0.95)])
+    svg = paths["fig_frontier_quality_latency_svg"].read_text()
+    assert "guard of fast" in svg and ">boundary<" in svg.replace("</tspan>", "<")

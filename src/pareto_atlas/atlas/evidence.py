@@ -105,22 +105,22 @@ def confirm_command(row: pd.Series, ref: str | StudyRef) -> str:
     prov = str(row.get("quality_provenance", ""))
     if "prior:" in prov:
         if k.eviction != "none" and "measured-effect:" + k.eviction not in prov:
-            cmds.append(f"pareto-atlas evict {study_ref} --policies {k.eviction} --keeps {k.kv_keep:g} --task retrieval")
+            cmds.append(f"pareto-atlas quality {study_ref} --kind evict --policies {k.eviction} --keeps {k.kv_keep:g} --task retrieval")
         if k.sparse_budget < 1.0 and "measured-effect:topk" not in prov:
-            cmds.append(f"pareto-atlas evict {study_ref} --policies topk --keeps {k.sparse_budget:g} --task retrieval")
+            cmds.append(f"pareto-atlas quality {study_ref} --kind evict --policies topk --keeps {k.sparse_budget:g} --task retrieval")
         if ("re-encoding" in prov or " weights of " in prov) and core.quality_key() in ref.arms:
             name = ref.arms[core.quality_key()]
-            cmds.append(f"pareto-atlas kld {study_ref} --arm {name} (and pareto-atlas quality --study {study_ref} "
+            cmds.append(f"pareto-atlas quality {study_ref} --kind kld --arm {name} (and pareto-atlas quality {study_ref} "
                         f"--arm {name} for its task score)")
         elif "re-encoding" in prov or " weights of " in prov:
             arm = f"weights = \"{k.weights}\"" + (f", kv = \"{k.kv}\"" if k.kv != "f16" else "")
             where = ("" if k.weights in CPU_ENGINE_WEIGHTS else
                      " on a GPU host with [engine] name = \"vllm\"")
             cmds.append(f"add [[arms]] name = \"confirm\", {arm}, quality = true to {study_ref}{where}, then "
-                        f"pareto-atlas quality --study {study_ref} --arm confirm && pareto-atlas kld {study_ref}")
+                        f"pareto-atlas quality {study_ref} --arm confirm && pareto-atlas quality {study_ref} --kind kld")
     if str(row.get("provenance", "")) == "prior":
         cmds.append(f"measure an arm spec = \"{k.spec}\" on {row.get('hardware', '')} "
-                    f"(pareto-atlas measure --study {study_ref} --arm NAME): its speed rests on "
+                    f"(pareto-atlas measure {study_ref} --arm NAME): its speed rests on "
                     f"{row.get('prior_source', '') or 'a prior'}")
     return " ; ".join(cmds)
 
@@ -133,12 +133,12 @@ def other_model_command(row: pd.Series, k: Knobs, model: str) -> str:
     prov = str(row.get("quality_provenance", ""))
     if "prior:" in prov or "carried" in prov:
         if k.eviction != "none":
-            wants.append(f"its {k.eviction} effect at keep {k.kv_keep:g} (pareto-atlas evict on that study)")
+            wants.append(f"its {k.eviction} effect at keep {k.kv_keep:g} (pareto-atlas quality --kind evict on that study)")
         if k.sparse_budget < 1.0:
-            wants.append(f"its top-k effect at {k.sparse_budget:g} (pareto-atlas evict on that study)")
+            wants.append(f"its top-k effect at {k.sparse_budget:g} (pareto-atlas quality --kind evict on that study)")
         if k.eviction == "none" and k.sparse_budget >= 1.0:
             wants.append(f"its quality with weights = \"{k.weights}\"" + (f", kv = \"{k.kv}\"" if k.kv != "f16" else "")
-                         + " (pareto-atlas quality and kld on that study), or a published score of it")
+                         + " (pareto-atlas quality, and --kind kld, on that study), or a published score of it")
     if str(row.get("provenance", "")) == "prior":
         wants.append(f"its speed with spec = \"{k.spec}\" on {row.get('hardware', '')}")
     if not wants:

@@ -6,23 +6,34 @@ import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from pareto_atlas.atlas.answer import Answer
 from pareto_atlas.atlas.evidence import StudyRef
 from pareto_atlas.atlas.objectives import DEFAULT_OBJECTIVES, Objective, with_derived
-from pareto_atlas.atlas.regimes import Regime, default_regimes
+from pareto_atlas.atlas.regimes import Regime, admission, default_regimes
 from pareto_atlas.atlas.summary import frontier_frequency, stacked_vs_single
 from pareto_atlas.report import figures as F
 from pareto_atlas.report.definitions import METRIC_DEFINITIONS, PERCENTILE_METHOD
 from pareto_atlas.report.export import export_all, winners_markdown
 from pareto_atlas.report.html import write_html
+from pareto_atlas.report.regime_figure import fig_atlas_grid
 
 
 def _regimes(regimes: Sequence[Regime | Mapping] | None, points: pd.DataFrame) -> tuple[Regime, ...]:
     if regimes is None:
         return default_regimes(points)
     return tuple(r if isinstance(r, Regime) else Regime.from_dict(r) for r in regimes)
+
+
+def _guard(points: pd.DataFrame, regimes: Sequence[Regime]) -> tuple[np.ndarray, str, float] | None:
+    """Each point's verdict under the first regime with a quality floor (the figures draw it where
+    quality takes few values), with that regime's name and floor; None where no regime has a floor."""
+    r = next((r for r in regimes if r.quality_floor is not None), None)
+    if r is None or "quality_rel" not in points.columns:
+        return None
+    return admission(points, r)["guard"].astype(str).to_numpy(), r.name, float(r.quality_floor)
 
 
 def build_report(
@@ -55,9 +66,12 @@ def build_report(
 
 def write_report(answer: Answer, out_dir: Path, *, fidelity: pd.DataFrame | None = None,
                  meta: Mapping[str, object] | None = None, latency: str = "tpot_p99_ms",
-                 figures: bool = True) -> dict[str, Path]:
+                 figures: bool = True, claims: Sequence[Mapping] | None = None,
+                 quality_table: pd.DataFrame | None = None) -> dict[str, Path]:
     """`build_report` of an atlas already answered (atlas.answer): the page, the tables and the
-    figures read its points, frontier marks, winners, boundary and projected cases."""
+    figures read its points, frontier marks, winners, boundary and projected cases. `claims`: the
+    paper's claims table rows (report.claims) and `quality_table` the measured quality evidence
+    (store.quality.arm_quality_table), shown on the page where given."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     meta = dict(meta or {})
@@ -105,9 +119,11 @@ def write_report(answer: Answer, out_dir: Path, *, fidelity: pd.DataFrame | None
         for m, wl in groups:     # one set of frontier figures per (model, workload), as the frontier is
             sub = points[(models == m).to_numpy() & (points["workload"].astype(str) == wl).to_numpy()]
             sfx = f"__{F.slug(f'{m}__{wl}' if m else wl)}" if len(groups) > 1 else ""
+            guard = _guard(sub, regs)
             made = {
-                "frontier_quality_latency": F.fig_quality_latency(sub, fig_dir, latency=latency, name=f"frontier_quality_latency{sfx}"),
-                "frontier_cost_quality": F.fig_cost_quality(sub, fig_dir, name=f"frontier_cost_quality{sfx}"),
+                "frontier_quality_latency": F.fig_quality_latency(sub, fig_dir, latency=latency, name=f"frontier_quality_latency{sfx}",
+                                                                  guard=guard),
+                "frontier_cost_quality": F.fig_cost_quality(sub, fig_dir, name=f"frontier_cost_quality{sfx}", guard=guard),
                 "frontier_per_hardware": F.fig_hardware_frontiers(sub, fig_dir, latency=latency, name=f"frontier_per_hardware{sfx}"),
                 "constraint_winners": F.fig_constraint_winners(sub, fig_dir, latency=latency, name=f"constraint_winners{sfx}"),
             }
@@ -115,7 +131,7 @@ def write_report(answer: Answer, out_dir: Path, *, fidelity: pd.DataFrame | None
                 for ext, p in ps.items():
                     paths[f"fig_{key}{sfx}_{ext}"] = p
         for key, ps in {
-            "atlas_grid": F.fig_atlas_grid(cells, fig_dir),
+            "atlas_grid": fig_atlas_grid(cells, fig_dir),
             "frontier_frequency": F.fig_frontier_frequency(freq, fig_dir),
             "combos_vs_singles": F.fig_combos_vs_singles(svs, fig_dir),
             **({"simulator_fidelity": F.fig_fidelity(fidelity, fig_dir)} if fidelity is not None and len(fidelity) else {}),
@@ -123,7 +139,8 @@ def write_report(answer: Answer, out_dir: Path, *, fidelity: pd.DataFrame | None
             for ext, p in ps.items():
                 paths[f"fig_{key}_{ext}"] = p
 
-    paths["atlas_html"] = write_html(out_dir / "atlas.html", marked, cells, boundary, list(regs), meta, projected=projected)
+    paths["atlas_html"] = write_html(out_dir / "atlas.html", answer, meta, claims=claims,
+                                     quality_table=quality_table)
     exports = export_all({"points": points.reset_index(drop=True), "frontier": marked, "frontier_per_hardware": per_hw,
                           "winners": cells, "boundary_cases": boundary, "projected": projected, "frontier_frequency": freq,
                           "stacked_vs_single": svs}, out_dir / "exports")

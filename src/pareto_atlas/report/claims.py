@@ -57,6 +57,24 @@ def claims_markdown(rows: list[ClaimRow], refs: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def claim_table(study, answer, refs: dict) -> tuple[list[ClaimRow], object]:
+    """The claims table of a study's answer (atlas.answer.Answer) against the references `refs`
+    (load_references, read by a printer): its rows and the (model, workload) view they read."""
+    from pareto_atlas.calibrate.stage import model_card
+
+    target = study.targets[0] if study.targets else None
+    model = target.name if target else study.model.name
+    workload = target.workloads[0].name if target and target.workloads else study.workload.name
+    view = A.atlas_view(answer.points, answer.regimes, model, workload, answer.study_ref, answer.allow_priors)
+    rows = claim_rows(view, refs, {"model": model, "card": model_card(study).name, "task": study.quality.task})
+    return rows, view
+
+
+def page_claims(study, answer) -> list[dict]:
+    """The claims table as the HTML atlas prints it: one dict per row (ClaimRow's fields)."""
+    return [asdict(r) for r in claim_table(study, answer, load_references())[0]]
+
+
 def claims_study(study, store, out: Path, console: Console) -> dict[str, Path]:
     """Print the claims table of a study's atlas (`claims = "paper"`) and write it under `out`."""
     import time
@@ -66,12 +84,8 @@ def claims_study(study, store, out: Path, console: Console) -> dict[str, Path]:
 
     t0 = time.monotonic()
     answer = study_answer(study, store)        # the atlas's own answer, its points derived once
-    target = study.targets[0] if study.targets else None
-    model = target.name if target else study.model.name
-    workload = target.workloads[0].name if target and target.workloads else study.workload.name
-    view = A.atlas_view(answer.points, answer.regimes, model, workload, answer.study_ref, answer.allow_priors)
     refs = load_references()
-    rows = claim_rows(view, refs, {"model": model, "card": model_card(study).name, "task": study.quality.task})
+    rows, view = claim_table(study, answer, refs)
     print_claims(rows, refs, console)
     A.check_winner_evidence(view, console)
     paths = {"claims_md": Path(out) / "paper_claims.md", "claims_csv": Path(out) / "paper_claims.csv"}

@@ -15,7 +15,6 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.patches import Rectangle
 
 from pareto_atlas.atlas.constraints import Constraint
 from pareto_atlas.atlas.frontier import frontier_line, projection
@@ -78,7 +77,60 @@ def scatter_points(ax, marked: pd.DataFrame, x: str, y: str, *, error_bars: bool
                         ecolor=STATUS_COLOR["frontier"], elinewidth=0.7, alpha=0.5, zorder=3)
 
 
-def _two_axis(points: pd.DataFrame, out_dir: Path, name: str, x: str, y: str, title: str, logx: bool) -> dict[str, Path]:
+VERDICTS = ("out", "boundary", "in")
+
+
+def _verdict_axis(points: pd.DataFrame, out_dir: Path, name: str, x: str, title: str, guard: np.ndarray,
+                  regime_name: str, floor: float) -> dict[str, Path]:
+    """Quality as the guard's verdict (in / boundary / out) against x, where quality takes so few
+    values that a continuous axis would show three rows of dots: colour by card, the frontier of
+    (lower x, better verdict) as a labelled staircase."""
+    rank = pd.Series(guard).map({v: i for i, v in enumerate(VERDICTS)}).fillna(0).to_numpy(dtype=float)
+    xv = points[x].to_numpy(dtype=float, na_value=np.nan)
+    ok = np.isfinite(xv) & (xv > 0)
+    fig = Figure(figsize=(7.5, 4.6))
+    ax = fig.add_subplot()
+    jitter = (np.arange(len(points)) * 0.6180339887 % 1.0 - 0.5) * 0.4
+    cards = sorted(pd.unique(points["hardware"].astype(str)))
+    colors = mpl.colormaps["tab10"]
+    prov = points["provenance"].astype(str).to_numpy()
+    for k, hw in enumerate(cards):
+        m = ok & (points["hardware"].astype(str).to_numpy() == hw)
+        for kind, marker, size in (("prior", "s", 10), ("simulated", "o", 10), ("measured", "D", 30)):
+            mk = m & ((prov == kind) if kind != "simulated" else ~np.isin(prov, ("measured", "prior")))
+            if mk.any():
+                ax.scatter(xv[mk], rank[mk] + jitter[mk], s=size, marker=marker, color=colors(k % 10), alpha=0.35,
+                           edgecolors="black" if kind == "measured" else "none", linewidths=0.8,
+                           label=f"{hw} · {kind}")
+    order = np.lexsort((-rank[ok], xv[ok]))
+    idx = np.flatnonzero(ok)[order]
+    best, line = -1.0, []
+    for i in idx:
+        if rank[i] > best:
+            line.append(i)
+            best = rank[i]
+    if line:
+        lx, ly = xv[line], rank[line]
+        ax.step(lx, ly, where="post", color="#222", lw=1.2, zorder=5)
+        ax.scatter(lx, ly, s=40, color="#222", zorder=6)
+        label_frontier(ax, pd.DataFrame({x: lx, "v": ly, "label": points["label"].astype(str).to_numpy()[line]}), x, "v")
+    ax.set_xscale("log")
+    ax.set_yticks(range(len(VERDICTS)), VERDICTS)
+    ax.set_ylim(-0.6, 2.6)
+    ax.set_xlabel(axis_label(x))
+    ax.set_ylabel(f"quality guard of {regime_name} (floor {floor:g})")
+    n = points["quality_rel"].round(3).nunique()
+    ax.set_title(f"{title}{view_title(points)}\nquality takes {n} value{'s' if n != 1 else ''}: "
+                 "drawn as the guard's verdict on its 95 % interval", fontsize=9)
+    ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3, frameon=False)
+    ax.grid(alpha=0.3)
+    return save(fig, out_dir, name)
+
+
+def _two_axis(points: pd.DataFrame, out_dir: Path, name: str, x: str, y: str, title: str, logx: bool,
+              guard: tuple[np.ndarray, str, float] | None = None) -> dict[str, Path]:
+    if guard is not None and y == "quality_rel" and points["quality_rel"].round(3).nunique() <= 4:
+        return _verdict_axis(points, out_dir, name, x, title, *guard)
     marked = projection(points, x, y, by=(), dominators=False)     # the statuses are what a figure draws
     fig = Figure(figsize=(7.5, 5.0))
     ax = fig.add_subplot()
@@ -89,22 +141,58 @@ def _two_axis(points: pd.DataFrame, out_dir: Path, name: str, x: str, y: str, ti
     drawn = marked[[x, y]].apply(pd.to_numeric, errors="coerce").dropna()
     if logx and (drawn[x] > 0).any():      # a table with no scored point draws nothing to log-scale
         ax.set_xscale("log")
+    label_frontier(ax, line, x, y)
     ax.set_xlabel(axis_label(x))
     ax.set_ylabel(axis_label(y))
-    ax.set_title(f"{title}\n{SIM_NOTE}", fontsize=9)
+    ax.set_title(f"{title}{view_title(points)}\n{SIM_NOTE}", fontsize=9)
     ax.legend(handles=_legend_handles(["frontier", "tied", "dominated"]), fontsize=7, loc="best")
     ax.grid(alpha=0.3)
     return save(fig, out_dir, name)
 
 
-def fig_quality_latency(points: pd.DataFrame, out_dir: Path, *, latency: str = "tpot_p99_ms", name: str = "frontier_quality_latency") -> dict[str, Path]:
-    """Quality vs latency with the 2-D Pareto frontier; tied = not separable within error bars."""
+def view_title(points: pd.DataFrame) -> str:
+    """ ": model · workload" where the table is one (model, workload) view."""
+    parts = [str(points[c].iloc[0]) for c in ("model", "workload")
+             if c in points.columns and len(points) and points[c].nunique() == 1 and str(points[c].iloc[0])]
+    return ": " + " · ".join(parts) if parts else ""
+
+
+def label_frontier(ax, line: pd.DataFrame, x: str, y: str, *, most: int = 8) -> None:
+    """Name the frontier points that have room: at most `most`, each at least ~8 % of the axes from
+    the last named one (in the axes' own scale, log or linear), the label cut at 26 characters."""
+    if not len(line) or "label" not in line.columns:
+        return
+    to_axes = ax.transData + ax.transAxes.inverted()
+    ax.figure.canvas.draw_idle()
+    named: list[tuple[float, float]] = []
+    for _, r in line.iterrows():
+        try:
+            u, v = to_axes.transform((float(r[x]), float(r[y])))
+        except (TypeError, ValueError):
+            continue
+        if not (np.isfinite(u) and np.isfinite(v)) or any(abs(u - a) < 0.08 and abs(v - b) < 0.08 for a, b in named):
+            continue
+        named.append((u, v))
+        text = str(r["label"]) if len(str(r["label"])) <= 26 else str(r["label"])[:25] + "…"
+        ax.annotate(text, (float(r[x]), float(r[y])), fontsize=6.5, xytext=(4, -9 if len(named) % 2 else 4),
+                    textcoords="offset points", ha="left" if u < 0.7 else "right", color="#123", zorder=6,
+                    annotation_clip=True)
+        if len(named) >= most:
+            break
+
+
+def fig_quality_latency(points: pd.DataFrame, out_dir: Path, *, latency: str = "tpot_p99_ms", name: str = "frontier_quality_latency",
+                        guard: tuple[np.ndarray, str, float] | None = None) -> dict[str, Path]:
+    """Quality vs latency with the 2-D Pareto frontier; tied = not separable within error bars.
+    `guard`: (each point's verdict, the regime's name, its floor), drawn instead of quality_rel
+    where quality takes at most 4 values."""
     # log latency: a few slow configurations would otherwise squeeze the frontier into one column
-    return _two_axis(points, out_dir, name, latency, "quality_rel", "Quality-latency frontier (all hardware)", True)
+    return _two_axis(points, out_dir, name, latency, "quality_rel", "Quality-latency frontier (all hardware)", True, guard)
 
 
-def fig_cost_quality(points: pd.DataFrame, out_dir: Path, *, name: str = "frontier_cost_quality") -> dict[str, Path]:
-    return _two_axis(points, out_dir, name, "cost_per_mtok", "quality_rel", "Cost-quality frontier (all hardware)", True)
+def fig_cost_quality(points: pd.DataFrame, out_dir: Path, *, name: str = "frontier_cost_quality",
+                     guard: tuple[np.ndarray, str, float] | None = None) -> dict[str, Path]:
+    return _two_axis(points, out_dir, name, "cost_per_mtok", "quality_rel", "Cost-quality frontier (all hardware)", True, guard)
 
 
 def fig_hardware_frontiers(points: pd.DataFrame, out_dir: Path, *, latency: str = "tpot_p99_ms", name: str = "frontier_per_hardware") -> dict[str, Path]:
@@ -123,75 +211,6 @@ def fig_hardware_frontiers(points: pd.DataFrame, out_dir: Path, *, latency: str 
     axes[0].set_ylabel(axis_label("quality_rel"))
     axes[0].legend(handles=_legend_handles(["frontier", "tied", "dominated"]), fontsize=7)
     fig.suptitle(f"Quality-latency frontier per hardware\n{SIM_NOTE}", fontsize=9)
-    return save(fig, out_dir, name)
-
-
-SHORT_OBJECTIVE = {"tpot_p99_ms": ("TPOT p99", "ms"), "tpot_p50_ms": ("TPOT p50", "ms"), "ttft_p99_ms": ("TTFT p99", "ms"),
-                   "ttft_p50_ms": ("TTFT p50", "ms"), "e2e_p99_ms": ("E2E p99", "ms"), "e2e_p50_ms": ("E2E p50", "ms"),
-                   "throughput_tok_s": ("", "tok/s"), "throughput_per_device_tok_s": ("", "tok/s/dev"),
-                   "goodput_rps": ("goodput", "req/s"), "cost_per_mtok": ("$", "/Mtok"), "quality": ("score", ""),
-                   "quality_rel": ("quality", "x base"), "mem_gb": ("", "GB")}
-
-
-def _num(v: float) -> str:
-    """A figure in at most 3 significant digits with a k/M suffix, never an exponent."""
-    a = abs(v)
-    if a >= 1e6:
-        return f"{v / 1e6:.3g}M"
-    if a >= 1e4:
-        return f"{v / 1e3:.3g}k"
-    return f"{v:.3g}"
-
-
-def _wrap_label(label: str, width: int = 18) -> str:
-    """A configuration label over two lines at a '+' when it is long (cells are narrow)."""
-    if len(label) <= width or "+" not in label:
-        return label
-    parts = label.split("+")
-    cut = max(1, min(range(1, len(parts)), key=lambda i: abs(len("+".join(parts[:i])) - len(label) / 2)))
-    return "+".join(parts[:cut]) + "+\n" + "+".join(parts[cut:])
-
-
-def fig_atlas_grid(cells: pd.DataFrame, out_dir: Path, *, name: str = "atlas_grid") -> dict[str, Path]:
-    """Regime (per model and workload) x hardware; each cell names the winner, its objective in short
-    with its unit and error; boxed where a stack beats every single method."""
-    model = cells["model"].fillna("").astype(str) if "model" in cells.columns else pd.Series("", index=cells.index)
-    rows = list(dict.fromkeys(zip(cells["regime"], model, cells["workload"])))
-    multi = len({(m, w) for _, m, w in rows}) > 1
-    cols = [h for h in dict.fromkeys(cells["hardware"]) if h != "all"] + ["all"]
-    fig = Figure(figsize=(2.3 * len(cols) + 2.6, 0.95 * len(rows) + 1.4))
-    ax = fig.add_subplot()
-    ax.set_xlim(0, len(cols))
-    ax.set_ylim(len(rows), 0)
-    for i, (reg, m, wl) in enumerate(rows):
-        for j, hw in enumerate(cols):
-            c = cells[(cells["regime"] == reg) & (model == m) & (cells["workload"] == wl) & (cells["hardware"] == hw)]
-            if c.empty:
-                continue
-            c = c.iloc[0]
-            boxed = bool(c["stack_beats_singles"])
-            won = bool(c["point_id"])
-            face = "#dbe9f6" if won and c["provenance"] == "measured" else ("#f4f4f4" if won else "white")
-            ax.add_patch(Rectangle((j + 0.04, i + 0.06), 0.92, 0.88, facecolor=face,
-                                   edgecolor="black" if boxed else "#cccccc", lw=2.4 if boxed else 0.6))
-            if won:
-                what, unit = SHORT_OBJECTIVE.get(c["objective"], (c["objective"], ""))
-                err = "" if c["provenance"] == "measured" else \
-                    f" ±{_num(max(c['value'] - c['value_lo'], c['value_hi'] - c['value']))}"
-                value = f"{what} {_num(c['value'])}{err} {unit}".strip() if what != "$" else f"${_num(c['value'])}{err}{unit}"
-                text = f"{_wrap_label(str(c['label']))}\n{value}\n[{c['provenance']}]"
-            else:
-                text = "no admissible\nconfiguration"
-            ax.text(j + 0.5, i + 0.5, text, ha="center", va="center", fontsize=6.5)
-    ax.set_xticks(np.arange(len(cols)) + 0.5, cols, fontsize=8)
-    ax.set_yticks(np.arange(len(rows)) + 0.5, [f"{r}\n{m}\n{w}" if multi else r for r, m, w in rows], fontsize=7)
-    ax.tick_params(length=0)
-    for s in ax.spines.values():
-        s.set_visible(False)
-    ax.xaxis.tick_top()
-    ax.set_title("The atlas: winner per regime, model and workload, per card ('all': the best card; boxed: a stack\n"
-                 "beats every single method; blue: winner measured, grey: simulated or prior; ± the calibrated error)",
-                 fontsize=9, pad=28)
     return save(fig, out_dir, name)
 
 

@@ -42,16 +42,22 @@ def report_study(study: Study, store: Store, out: Path, console: Console) -> dic
                           if study.quality.kld_max else ""),
             "price_source": f"GPU prices: spec/hardware.toml (seed paper, {study.price_date}) with study overrides; "
                             f"this CPU: ${study.cpu_price_per_hour}/h (assumed)"}
-    paths = write_report(answer, out, fidelity=fidelity_table(study, store), meta=meta)
+    from pareto_atlas.store.quality import arm_quality_table
+
+    evidence = arm_quality_table(study, store)
+    claims = None
+    if study.claims:
+        from pareto_atlas.report.claims import page_claims
+
+        claims = page_claims(study, answer)
+    paths = write_report(answer, out, fidelity=fidelity_table(study, store), meta=meta, claims=claims,
+                         quality_table=evidence if len(evidence) else None)
     from pareto_atlas.quality.campaign import agreement_table
 
     agree = agreement_table(study, store)
     if len(agree):
         paths["agreement_csv"] = out / "quality_agreement.csv"
         agree.to_csv(paths["agreement_csv"], index=False)
-    from pareto_atlas.store.quality import arm_quality_table
-
-    evidence = arm_quality_table(study, store)
     if len(evidence):
         paths["quality_evidence_csv"] = out / "quality_evidence.csv"
         evidence.to_csv(paths["quality_evidence_csv"], index=False)

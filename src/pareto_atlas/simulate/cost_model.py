@@ -12,8 +12,9 @@ from functools import lru_cache
 import numpy as np
 
 from pareto_atlas.simulate.kernels import (ACC, AT, COMM_STEP, COMM_TOK, CTX_SCALE, CV, D_FL, D_KVR, D_O, D_W, DRAFT_P,
-                                          FL, FL_H, FL_V, K, KV_PAD, KVR, KVW, N_COEFFS, O_REQ, O_SEQ, O_STEP, P, Q, TILE,
-                                          PP_STAGES, W_T, XFER, step_time)
+                                          FL, FL_H, FL_V, K, KV_PAD, KVR, KVW, ATTN_DP, MOE_E, MOE_K, MOE_SKEW, MOE_W, N_COEFFS,
+                                          O_REQ, O_SEQ, O_STEP, P, Q, TILE, PP_STAGES, W_T, XFER, step_time)
+from pareto_atlas.simulate import moe
 from pareto_atlas.simulate.parallel import comm_terms, kv_share
 from pareto_atlas.simulate.params import CalibParams, base_format
 from pareto_atlas.spec.cards import HardwareCard, ModelCard, shipped_models
@@ -71,7 +72,8 @@ def draft_card(model: ModelCard, spec: str, draft: ModelCard | None = None) -> M
     if spec == "eagle":
         # An EAGLE head is one decoder layer of the target's width plus its lm_head.
         from dataclasses import replace
-        return replace(model, name=f"{model.name}-eagle-head", n_layers=1, source="derived: one target layer")
+        return replace(model, name=f"{model.name}-eagle-head", n_layers=1, source="derived: one target layer",
+                       **({"dense_layers": 0} if model.dense_layers else {}))
     if draft is not None:
         return draft
     return _default_draft(model)
@@ -100,7 +102,8 @@ def per_weight_costs(hw: HardwareCard, weights: str, params: CalibParams, model:
 
 def coeffs(model: ModelCard, hw: HardwareCard, knobs: Knobs, params: CalibParams,
            accept: float | None = None, draft: ModelCard | None = None,
-           drafted_per_token: float | None = None, *, tp: int | None = None, pp: int | None = None) -> np.ndarray:
+           drafted_per_token: float | None = None, *, tp: int | None = None, pp: int | None = None,
+           ep: int | None = None, attn_dp: int | None = None, skew: float | None = None) -> np.ndarray:
     """The per-unit times of one step of ONE worker of this configuration (see the layout in
     kernels/layout.py): a tp x pp worker (knobs.tp, knobs.pp unless given; the decode pool's for "disagg",
     `prefill_coeffs` gives the prefill pool's). Replicas are not in it (simulate.parallel.replica_load).
@@ -111,9 +114,16 @@ def coeffs(model: ModelCard, hw: HardwareCard, knobs: Knobs, params: CalibParams
 
     drafted_per_token: drafts the engine actually proposed per generated token (measured); with 0,
     speculation never drafts and the step is a plain decode step.
+
+    A mixture of experts (simulate.moe): W_T streams the always-run weights, MOE_W the routed experts
+    of which a step reads the share its tokens touch (`skew`: the routing exponent, default
+    moe.ROUTING_SKEW); FLOPs follow the active parameters; attention-DP (attn_dp) splits the step's
+    sequences over its groups (ATTN_DP), EP (ep) adds the all-to-all.
     """
     tp = knobs.tp if tp is None else tp
     pp = knobs.pp if pp is None else pp
+    ep = knobs.ep if ep is None else ep
+    dp = knobs.attn_dp if attn_dp is None else attn_dp
     c = np.zeros(N_COEFFS)
     bw = hw.mem_bw_gbs * 1e9
     attn_peak = hw.peak_flops("fp16")
@@ -128,7 +138,7 @@ def coeffs(model: ModelCard, hw: HardwareCard, knobs: Knobs, params: CalibParams
     c[KVR] = kvb_dev / (bw * eff_a)
     c[KVW] = kvb_dev * knobs.kv_keep / (bw * eff_a)
     gemv, gemm = per_weight_costs(hw, knobs.weights, params, model)
-    body = model.matmul_params - head_params(model)
+    body = model.active_params - head_params(model)
     c[FL] = body * gemm / split
     c[FL_V] = body * gemv / split
     c[FL_H] = head_params(model) * gemv * params.head_ratio / split
@@ -136,6 +146,8 @@ def coeffs(model: ModelCard, hw: HardwareCard, knobs: Knobs, params: CalibParams
     # QK^T and PV: 2 matmuls x 2 FLOPs per multiply-add, per (query, key) pair, per head and layer.
     c[AT] = 4.0 * model.n_layers * model.n_heads * model.head_dim / (attn_peak * params.attn_flops_eff(knobs.kv)) / split
     c[COMM_STEP], c[COMM_TOK] = comm_terms(model, hw, tp, pp, params.link_eff, params.link_latency_scale)
+    if model.is_moe or model.is_mla:
+        _moe_terms(c, model, hw, knobs, params, tp, ep, dp, skew)
     # Eviction stores keep x ctx; sparse attention then reads only a budget of what is stored.
     c[CTX_SCALE] = knobs.kv_keep * knobs.sparse_budget
     c[KV_PAD] = params.kv_pad / 2.0
@@ -170,6 +182,32 @@ def coeffs(model: ModelCard, hw: HardwareCard, knobs: Knobs, params: CalibParams
     return c
 
 
+def _moe_terms(c: np.ndarray, model: ModelCard, hw: HardwareCard, knobs: Knobs, params: CalibParams, tp: int,
+               ep: int, dp: int, skew: float | None) -> None:
+    """The mixture-of-experts and latent-attention parts of `coeffs` (simulate.moe for the model)."""
+    if model.is_mla:
+        # absorbed MLA: per head, QK^T over the latent and rotary key, PV over the latent
+        width = 2 * model.kv_lora_rank + model.qk_rope_head_dim
+        c[AT] = 2.0 * model.n_layers * model.n_heads * width / (hw.peak_flops("fp16") * params.attn_flops_eff(knobs.kv)) / tp
+    if not model.is_moe:
+        return
+    bw = hw.mem_bw_gbs * 1e9 * params.bw_eff(knobs.weights)
+    routed = moe.routed_bytes(model, knobs.weights)
+    c[W_T] = (weight_bytes(model, knobs.weights) - routed) / tp / bw
+    c[MOE_W] = routed / (tp * dp) / bw
+    c[MOE_E], c[MOE_K] = model.n_experts, model.experts_per_token
+    c[MOE_SKEW] = moe.ROUTING_SKEW if skew is None else skew
+    if dp > 1:
+        # each attention-DP group runs its own sequences: the body's compute and attention divide
+        # over the groups a step's sequences fill (kernels._step_time), and each all-reduces its own
+        # tokens, the groups side by side
+        c[ATTN_DP] = dp
+        c[COMM_TOK] /= dp
+    a2a_step, a2a_tok = moe.all_to_all_terms(model, hw, ep, tp * dp, params.link_eff, params.link_latency_scale)
+    c[COMM_STEP] += a2a_step
+    c[COMM_TOK] += a2a_tok
+
+
 def prefill_coeffs(model: ModelCard, hw: HardwareCard, knobs: Knobs, params: CalibParams,
                    accept: float | None = None, draft: ModelCard | None = None,
                    drafted_per_token: float | None = None) -> np.ndarray:
@@ -177,7 +215,8 @@ def prefill_coeffs(model: ModelCard, hw: HardwareCard, knobs: Knobs, params: Cal
     devices (tp where 0), one stage. For any other batching, the worker's own vector."""
     if knobs.batching != "disagg":
         return coeffs(model, hw, knobs, params, accept, draft, drafted_per_token)
-    return coeffs(model, hw, knobs, params, accept, draft, drafted_per_token, tp=knobs.prefill_tp_resolved, pp=1)
+    return coeffs(model, hw, knobs, params, accept, draft, drafted_per_token, tp=knobs.prefill_tp_resolved, pp=1,
+                  ep=1, attn_dp=1)
 
 
 def decode_tokens_per_s(c: np.ndarray, batch: int, ctx: float) -> float:

@@ -1,7 +1,9 @@
 """Memory capacity: weights plus KV per sequence decide how many sequences fit, or none.
 
 Per GPU: a tp x pp worker's device holds 1 / (tp pp) of the weights and its share of the KV
-(simulate.parallel.kv_share over 1 / pp of the layers); a disaggregated configuration's prefill
+(simulate.parallel.kv_share over 1 / pp of the layers); a mixture of experts' routed experts split
+over tp x attn_dp GPUs and each attention-DP group keeps its own sequences' KV (simulate.moe);
+a disaggregated configuration's prefill
 workers (prefill_tp devices) must hold the weights and one prompt's KV too."""
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pareto_atlas.simulate.cost_model import draft_card, weight_bytes
+from pareto_atlas.simulate.moe import weights_per_gpu
 from pareto_atlas.simulate.parallel import kv_share, min_gpus_for_weights
 from pareto_atlas.simulate.params import CalibParams
 from pareto_atlas.spec.cards import HardwareCard, ModelCard
@@ -40,6 +43,12 @@ def plan_memory(model: ModelCard, hw: HardwareCard, knobs: Knobs, prompt_tokens:
     # kv_keep is the share kept over all layers: PyramidKV's uneven layers keep the same total as a
     # uniform policy at the same keep, so the same memory
     share = kv_share(model, tp) / pp if tp * pp > 1 else 1.0
+    if model.is_moe:
+        # all experts held, split over the worker's tp x attn_dp GPUs (simulate.moe)
+        w = weights_per_gpu(model, knobs.weights, tp, pp, knobs.attn_dp)
+    if knobs.attn_dp > 1:
+        # each attention-DP group holds the KV of its own share of the sequences
+        share = share / knobs.attn_dp
     per_tok = model.kv_bytes_per_token(bits) * knobs.kv_keep * share
     dc = draft_card(model, knobs.spec, draft) if knobs.spec != "none" else None
     if dc is not None:

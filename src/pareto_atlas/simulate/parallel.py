@@ -34,7 +34,10 @@ def kv_heads_per_device(model: ModelCard, tp: int) -> int:
 
 
 def kv_share(model: ModelCard, tp: int) -> float:
-    """Fraction of a layer's KV cache one device holds and reads (1 / tp until the KV heads run out)."""
+    """Fraction of a layer's KV cache one device holds and reads (1 / tp until the KV heads run out).
+    Latent attention's cache is one latent for all heads: every device of the group holds all of it."""
+    if model.is_mla:
+        return 1.0
     return kv_heads_per_device(model, tp) / model.n_kv_heads
 
 
@@ -53,15 +56,35 @@ def check_layout(model: ModelCard, hw: HardwareCard, knobs: Knobs) -> str:
                     f"of them (each KV head would be replicated unevenly)")
         if tp <= model.n_kv_heads and model.n_kv_heads % tp:
             return f"knobs.{name}: {tp} does not divide {model.name}'s {model.n_kv_heads} KV heads"
+    moe = check_moe_layout(model, knobs.tp, knobs.ep, knobs.attn_dp)
+    if moe:
+        return moe
     if knobs.pp > model.n_layers:
         return f"knobs.pp: {knobs.pp} stages exceed {model.name}'s {model.n_layers} layers"
     per_worker = max(knobs.gpus_per_worker(), knobs.prefill_tp_resolved if knobs.batching == "disagg" else 1)
     if per_worker > hw.gpus_per_node:
-        what = "tp x pp" if knobs.gpus_per_worker() >= per_worker else "prefill_tp"
+        what = ("tp x attn_dp x pp" if knobs.attn_dp > 1 else "tp x pp") if knobs.gpus_per_worker() >= per_worker else "prefill_tp"
         return (f"knobs.{what}: {per_worker} GPUs per worker exceed {hw.name}'s {hw.gpus_per_node} per node "
                 f"(gpus_per_node; multi-node workers are out of scope, replicas may span nodes)")
     if per_worker > 1 and (hw.link == "none" or hw.link_gbs <= 0):
         return f"knobs.tp: {hw.name} has no link between devices (link = {hw.link!r}, link_gbs = {hw.link_gbs:g})"
+    return ""
+
+
+def check_moe_layout(model: ModelCard, tp: int, ep: int, attn_dp: int) -> str:
+    """"" where an expert/attention-DP layout fits the card, else one line naming the field."""
+    if ep == 1 and attn_dp == 1:
+        return ""
+    if not model.is_moe:
+        field = "ep" if ep > 1 else "attn_dp"
+        return (f"knobs.{field}: {model.name} is a dense model (no experts to split); ep and attn_dp are "
+                f"for mixture-of-experts cards")
+    if model.n_experts % ep:
+        return f"knobs.ep: {ep} does not divide {model.name}'s {model.n_experts} experts"
+    moe_tp = tp * attn_dp // ep
+    if model.expert_intermediate % moe_tp:
+        return (f"knobs.ep: MoE-TP = tp x attn_dp / ep = {moe_tp} does not divide {model.name}'s expert "
+                f"width {model.expert_intermediate}")
     return ""
 
 

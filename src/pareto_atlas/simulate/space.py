@@ -158,16 +158,21 @@ DISAGG_LAYOUTS = ({"tp": 2}, {"tp": 4}, {"decode_workers": 2}, {"prefill_workers
                   {"tp": 2, "prefill_tp": 2, "decode_workers": 3}, {"tp": 4, "prefill_tp": 2, "decode_workers": 1})
 
 
-def parallel_variants(knobs: list[Knobs], layouts: dict[str, tuple[int, ...]] | None = None) -> list[Knobs]:
+def parallel_variants(knobs: list[Knobs], layouts: dict[str, tuple[int, ...]] | None = None,
+                      moe: bool = False) -> list[Knobs]:
     """The parallel layouts of the knobs that parallelism matters for: full KV, dense attention, no
     speculation, continuous or chunked batching (aggregated layouts) or disaggregated (xPyD pools).
-    `layouts`: a parallel field -> the values allowed (a study's grid), None: the shipped layouts."""
+    `layouts`: a parallel field -> the values allowed (a study's grid), None: the shipped layouts.
+    `moe`: a mixture of experts' card, whose aggregated layouts add expert and attention-DP ones
+    (simulate.moe.MOE_LAYOUTS)."""
+    from pareto_atlas.simulate.moe import MOE_LAYOUTS
+
     out = []
     for k in knobs:
         if k.eviction != "none" or k.sparse_budget < 1.0 or k.spec != "none" or not k.is_default_parallelism():
             continue
         if k.batching in ("continuous", "chunked"):
-            shapes = AGG_LAYOUTS
+            shapes = AGG_LAYOUTS + (MOE_LAYOUTS if moe else ())
         elif k.batching == "disagg":
             shapes = DISAGG_LAYOUTS
         else:

@@ -100,7 +100,7 @@ def study_space(study: Study, hardware: list[HardwareCard], model, workloads: li
     # keeps its one-GPU space, thinning and winners exactly as before parallelism existed
     layouts = {f: getattr(study.simulate.grid, f, None) for f in PARALLEL_FIELDS}
     if "gpu" in kinds and any(v is not None for v in layouts.values()):
-        grid += parallel_variants([k for k in grid if k.weights in GPU_WEIGHTS], layouts)
+        grid += parallel_variants([k for k in grid if k.weights in GPU_WEIGHTS], layouts, getattr(model, "is_moe", False))
     # each arm under each eviction the study sweeps carries a measured effect: always simulated,
     # like the arms themselves (a few dozen knobs; the grid's own variants of them compete as usual)
     kept = arms + [replace(a, eviction=p, kv_keep=k) for a in arms if a.eviction == "none" for p, k in swept]

@@ -13,6 +13,8 @@ from functools import cached_property, lru_cache
 from importlib import resources
 from pathlib import Path
 
+from pareto_atlas.spec.hf_config import _HF_BOUNDS, CardError, hf_card_fields
+
 
 @dataclass(frozen=True)
 class ModelCard:
@@ -33,6 +35,44 @@ class ModelCard:
     # per-tensor mixes and its fallbacks for rows that blocks do not divide make a file's bits
     # differ from the format's nominal ones (a "Q2_K" of a 896-wide model is mostly Q4_0).
     file_bits: tuple[tuple[str, float], ...] = ()
+    # Mixture of experts (all 0: a dense model, every number below as before). Of the n_layers,
+    # dense_layers have a dense MLP of `intermediate`; the others route each token to
+    # experts_per_token of n_experts experts (SwiGLU MLPs of expert_intermediate) and run
+    # n_shared_experts shared ones (of shared_intermediate; 0: expert_intermediate) for every token.
+    n_experts: int = 0
+    experts_per_token: int = 0
+    expert_intermediate: int = 0
+    n_shared_experts: int = 0
+    shared_intermediate: int = 0
+    dense_layers: int = 0
+    # Multi-head latent attention (DeepSeek's MLA; all 0: none). The cache holds one latent of
+    # kv_lora_rank plus a shared rotary key of qk_rope_head_dim per token and layer, for all heads;
+    # queries go through a q_lora_rank bottleneck (0: a full projection).
+    kv_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    qk_nope_head_dim: int = 0
+    v_head_dim: int = 0
+    q_lora_rank: int = 0
+
+    def __post_init__(self) -> None:
+        if self.n_experts or self.experts_per_token or self.expert_intermediate or self.n_shared_experts \
+                or self.shared_intermediate or self.dense_layers:
+            bad = moe_fields_error(self)
+            if bad:
+                raise CardError(f"model card {self.name}: {bad}")
+        if self.kv_lora_rank or self.qk_rope_head_dim or self.qk_nope_head_dim or self.v_head_dim or self.q_lora_rank:
+            if min(self.kv_lora_rank, self.qk_rope_head_dim, self.qk_nope_head_dim, self.v_head_dim) < 1:
+                raise CardError(f"model card {self.name}: latent attention needs kv_lora_rank, qk_rope_head_dim, "
+                                 f"qk_nope_head_dim and v_head_dim all >= 1 ({self.kv_lora_rank}, "
+                                 f"{self.qk_rope_head_dim}, {self.qk_nope_head_dim}, {self.v_head_dim} given)")
+
+    @property
+    def is_moe(self) -> bool:
+        return self.n_experts > 0
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
 
     def bits_per_weight(self, weights: str) -> float:
         from pareto_atlas.spec.knobs import BITS_PER_WEIGHT
@@ -41,9 +81,47 @@ class ModelCard:
 
     @cached_property
     def params_per_layer(self) -> int:
-        attn = self.hidden * (self.n_heads * self.head_dim) * 2 + self.hidden * (self.n_kv_heads * self.head_dim) * 2
-        mlp = 3 * self.hidden * self.intermediate
-        return attn + mlp
+        """A dense layer's parameters: attention and the dense MLP (an MoE layer's are moe_layer_params)."""
+        return self.attn_params_per_layer + 3 * self.hidden * self.intermediate
+
+    @cached_property
+    def attn_params_per_layer(self) -> int:
+        if self.is_mla:
+            h, rope = self.n_heads, self.qk_rope_head_dim
+            q_out = h * (self.qk_nope_head_dim + rope)
+            q = self.hidden * self.q_lora_rank + self.q_lora_rank * q_out if self.q_lora_rank else self.hidden * q_out
+            kv = self.hidden * (self.kv_lora_rank + rope) + self.kv_lora_rank * h * (self.qk_nope_head_dim + self.v_head_dim)
+            return q + kv + h * self.v_head_dim * self.hidden
+        return self.hidden * (self.n_heads * self.head_dim) * 2 + self.hidden * (self.n_kv_heads * self.head_dim) * 2
+
+    @cached_property
+    def expert_params(self) -> int:
+        """One routed expert (gate, up and down projections)."""
+        return 3 * self.hidden * self.expert_intermediate
+
+    @cached_property
+    def moe_always_params(self) -> int:
+        """Weights of an MoE layer every token runs: attention, the router and the shared experts."""
+        shared = 3 * self.hidden * (self.shared_intermediate or self.expert_intermediate) * self.n_shared_experts
+        return self.attn_params_per_layer + self.hidden * self.n_experts + shared
+
+    @property
+    def moe_layers(self) -> int:
+        return self.n_layers - self.dense_layers if self.is_moe else 0
+
+    @cached_property
+    def routed_params(self) -> int:
+        """All routed experts' weights over all MoE layers: what a step reads in part (the experts its
+        tokens touch), what memory holds whole."""
+        return self.moe_layers * self.n_experts * self.expert_params
+
+    @cached_property
+    def active_params(self) -> int:
+        """Matmul parameters one token runs through (embedding lookup excluded, lm_head included): a
+        dense model's matmul_params; an MoE's always-run weights plus experts_per_token experts a layer."""
+        if not self.is_moe:
+            return self.matmul_params
+        return self.matmul_params - self.routed_params + self.moe_layers * self.experts_per_token * self.expert_params
 
     @cached_property
     def embedding_params(self) -> int:
@@ -53,16 +131,46 @@ class ModelCard:
     def n_params(self) -> int:
         """Total parameters (embedding counted once when tied)."""
         out = 0 if self.tied_embeddings else self.embedding_params
-        return self.n_layers * self.params_per_layer + self.embedding_params + out
+        return self._layer_params + self.embedding_params + out
 
     @cached_property
     def matmul_params(self) -> int:
-        """Parameters read by the matrix multiplies of one decode step (embedding lookup excluded)."""
-        return self.n_layers * self.params_per_layer + self.embedding_params  # lm_head reads vocab x hidden
+        """Parameters the matrix multiplies hold (embedding lookup excluded): what one decode step of a
+        dense model reads; an MoE step reads only the experts its batch touches (simulate.moe)."""
+        return self._layer_params + self.embedding_params  # lm_head reads vocab x hidden
+
+    @cached_property
+    def _layer_params(self) -> int:
+        if not self.is_moe:
+            return self.n_layers * self.params_per_layer
+        return (self.dense_layers * self.params_per_layer + self.moe_layers * self.moe_always_params
+                + self.routed_params)
 
     def kv_bytes_per_token(self, bits: float) -> float:
-        """K and V for one token across all layers."""
+        """K and V for one token across all layers; under latent attention, its latent and rotary key."""
+        if self.is_mla:
+            return self.n_layers * (self.kv_lora_rank + self.qk_rope_head_dim) * bits / 8
         return 2 * self.n_layers * self.n_kv_heads * self.head_dim * bits / 8
+
+
+def moe_fields_error(card: ModelCard) -> str:
+    """"" where a card's expert fields agree, else the first disagreement, naming the field."""
+    for f in ("n_experts", "experts_per_token", "expert_intermediate", "n_shared_experts", "shared_intermediate",
+              "dense_layers"):
+        v = getattr(card, f)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            return f"{f} = {v!r} must be an integer >= 0"
+    if card.n_experts < 2:
+        return f"n_experts = {card.n_experts}: an MoE card needs >= 2 experts (all expert fields 0: dense)"
+    if not 1 <= card.experts_per_token <= card.n_experts:
+        return f"experts_per_token = {card.experts_per_token} must be in 1..n_experts ({card.n_experts})"
+    if card.expert_intermediate < 1:
+        return "expert_intermediate: an MoE card needs the experts' MLP width (>= 1)"
+    if card.shared_intermediate and not card.n_shared_experts:
+        return f"shared_intermediate = {card.shared_intermediate} without n_shared_experts"
+    if card.dense_layers >= card.n_layers:
+        return f"dense_layers = {card.dense_layers} must be < n_layers ({card.n_layers}): an MoE needs an MoE layer"
+    return ""
 
 
 LINKS = ("nvlink", "pcie", "xgmi", "none")
@@ -135,74 +243,16 @@ def shipped_models() -> dict[str, ModelCard]:
 def same_architecture_cards(card: ModelCard) -> list[str]:
     """The shipped cards of the same architecture as `card` (layers, widths, heads, head size): an
     instruct model and its base under other names, whose published rows and fits stand for it."""
-    shape = lambda c: (c.n_layers, c.hidden, c.n_heads, c.n_kv_heads, c.head_dim, c.intermediate)  # noqa: E731
+    shape = lambda c: (c.n_layers, c.hidden, c.n_heads, c.n_kv_heads, c.head_dim, c.intermediate,  # noqa: E731
+                       c.n_experts, c.experts_per_token, c.expert_intermediate, c.kv_lora_rank)
     return [n for n, c in shipped_models().items() if shape(c) == shape(card)]
 
 
-class CardError(ValueError):
-    """A model card cannot be read: a missing or malformed config.json / GGUF, or an unknown name."""
-
-
-# Hugging Face config.json keys per card field, first found wins (Llama, Qwen2, Mistral, Gemma, Phi
-# and GPT-NeoX style names).
-_HF_KEYS = {
-    "n_layers": ("num_hidden_layers", "n_layer", "num_layers"),
-    "hidden": ("hidden_size", "n_embd", "d_model"),
-    "n_heads": ("num_attention_heads", "n_head"),
-    "intermediate": ("intermediate_size", "n_inner", "ffn_dim"),
-    "vocab": ("vocab_size",),
-}
-# Bounds a real decoder's config stays within: a typo (hidden = 40960000) is an error, not a card.
-_HF_BOUNDS = {"n_layers": (1, 1024), "hidden": (16, 131072), "n_heads": (1, 1024), "n_kv_heads": (1, 1024),
-              "head_dim": (8, 1024), "intermediate": (16, 1048576), "vocab": (16, 4_194_304)}
-
-
 def model_card_from_hf_config(path: str | Path, name: str | None = None, family: str = "") -> ModelCard:
-    """A card from a Hugging Face `config.json` (or a directory holding one). Multimodal configs
-    nest the language model under `text_config`; that part is read."""
-    import json
-
-    p = Path(path)
-    if p.is_dir():
-        p = p / "config.json"
-    try:
-        raw = json.loads(p.read_text())
-    except FileNotFoundError:
-        raise CardError(f"model card {str(path)!r}: no such config.json") from None
-    except (OSError, UnicodeDecodeError, ValueError) as e:
-        raise CardError(f"model card {str(path)!r}: not a readable JSON config ({type(e).__name__}: "
-                        f"{str(e).splitlines()[0][:120]})") from None
-    if not isinstance(raw, dict):
-        raise CardError(f"model card {str(path)!r}: config.json must hold a JSON object, not {type(raw).__name__}")
-    cfg = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else raw
-
-    def get(field: str, keys: tuple[str, ...], default=None):
-        for k in keys:
-            if k in cfg and cfg[k] is not None:
-                v = cfg[k]
-                break
-        else:
-            if default is None:
-                raise CardError(f"model card {str(path)!r}: config.json has none of {', '.join(keys)} (the {field})")
-            v = default
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise CardError(f"model card {str(path)!r}: {keys[0]} = {v!r} must be an integer")
-        lo, hi = _HF_BOUNDS[field]
-        if not lo <= v <= hi:
-            raise CardError(f"model card {str(path)!r}: {keys[0]} = {v} is outside {lo}..{hi}")
-        return v
-
-    vals = {f: get(f, keys) for f, keys in _HF_KEYS.items()}
-    vals["n_kv_heads"] = get("n_kv_heads", ("num_key_value_heads", "num_kv_heads"), vals["n_heads"])
-    vals["head_dim"] = get("head_dim", ("head_dim",), max(vals["hidden"] // vals["n_heads"], 8))
-    if vals["n_heads"] % vals["n_kv_heads"]:
-        raise CardError(f"model card {str(path)!r}: {vals['n_heads']} attention heads are not a multiple of "
-                        f"{vals['n_kv_heads']} KV heads")
-    tied = cfg.get("tie_word_embeddings", raw.get("tie_word_embeddings", False))
-    if not isinstance(tied, bool):
-        raise CardError(f"model card {str(path)!r}: tie_word_embeddings = {tied!r} must be true or false")
-    label = name or str(raw.get("_name_or_path") or cfg.get("model_type") or p.parent.name)
-    return ModelCard(name=label, tied_embeddings=tied, source=f"config:{p}", family=family, **vals)
+    """A card from a Hugging Face `config.json` (or a directory holding one); spec.hf_config reads the
+    fields (multimodal configs nest the language model under `text_config`: that part is read)."""
+    fields, label, p = hf_card_fields(path)
+    return ModelCard(name=name or label, source=f"config:{p}", family=family, **fields)
 
 
 def resolve_model_card(ref: str, base: Path | None = None, name: str | None = None, family: str = "") -> ModelCard:
@@ -266,15 +316,53 @@ def model_card_from_gguf(path: str, name: str | None = None) -> ModelCard:
     head_dim = val(f"{arch}.attention.key_length") or hidden // n_heads
     vocab = int(val("tokenizer.ggml.tokens") or 0) or int(val(f"{arch}.vocab_size") or 0)
     names = {t.name for t in header.tensors}
+    extra = _gguf_moe_fields(val, arch, names)
+    ffn = extra.pop("_dense_ffn", None) or val(f"{arch}.feed_forward_length")
+    if extra.get("kv_lora_rank"):
+        head_dim = extra["qk_nope_head_dim"] + extra["qk_rope_head_dim"]
     return ModelCard(
+        **extra,
         name=name or str(val("general.name") or arch),
         n_layers=int(val(f"{arch}.block_count")),
         hidden=hidden,
         n_heads=n_heads,
         n_kv_heads=int(n_kv if n_kv is not None else n_heads),
         head_dim=int(head_dim),
-        intermediate=int(val(f"{arch}.feed_forward_length")),
+        intermediate=int(ffn),
         vocab=int(vocab),
         tied_embeddings="output.weight" not in names,
         source=f"gguf:{path}",
     )
+
+
+def _gguf_moe_fields(val, arch: str, names: set[str]) -> dict:
+    """llama.cpp's expert and latent-attention keys (qwen3moe, qwen2moe, mixtral as "llama", olmoe,
+    deepseek2, gpt-oss): the card's MoE fields, {} for a dense file. `_dense_ffn`: the dense layers'
+    MLP width where the file's feed_forward_length names it and the experts have their own."""
+    n = int(val(f"{arch}.expert_count") or 0)
+    out: dict = {}
+    if n:
+        ffn = val(f"{arch}.feed_forward_length")
+        expert_w = val(f"{arch}.expert_feed_forward_length") or ffn
+        out = {"n_experts": n, "experts_per_token": int(val(f"{arch}.expert_used_count") or 0),
+               "expert_intermediate": int(expert_w)}
+        shared = int(val(f"{arch}.expert_shared_count") or 0)
+        shared_w = int(val(f"{arch}.expert_shared_feed_forward_length") or 0)
+        if shared or shared_w:
+            out.update(n_shared_experts=shared or 1, shared_intermediate=0 if shared_w == expert_w else shared_w)
+        # dense layers: deepseek2's leading ones, else any layer whose MLP is not routed
+        lead = val(f"{arch}.leading_dense_block_count")
+        blocks = int(val(f"{arch}.block_count"))
+        routed = {i for i in range(blocks) if f"blk.{i}.ffn_gate_inp.weight" in names}
+        dense = int(lead) if lead is not None else (blocks - len(routed) if routed else 0)
+        out["dense_layers"] = dense
+        if dense and ffn:
+            out["_dense_ffn"] = int(ffn)
+    rank = val(f"{arch}.attention.kv_lora_rank")
+    if rank:
+        rope = int(val(f"{arch}.rope.dimension_count") or 0)
+        key = int(val(f"{arch}.attention.key_length") or 0)
+        out.update(kv_lora_rank=int(rank), qk_rope_head_dim=rope, qk_nope_head_dim=key - rope,
+                   v_head_dim=int(val(f"{arch}.attention.value_length") or 0),
+                   q_lora_rank=int(val(f"{arch}.attention.q_lora_rank") or 0))
+    return out

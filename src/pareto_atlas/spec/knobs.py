@@ -26,7 +26,8 @@ BITS_PER_WEIGHT = {
 }
 BITS_PER_KV = {"f16": 16.0, "q8_0": 8.5, "fp8": 8.0, "q4_0": 4.5}
 # Parallelism fields and their defaults (one GPU, one copy): left out of a key where default.
-PARALLEL_DEFAULTS = {"tp": 1, "pp": 1, "replicas": 1, "prefill_workers": 1, "prefill_tp": 0, "decode_workers": 1}
+PARALLEL_DEFAULTS = {"tp": 1, "pp": 1, "replicas": 1, "prefill_workers": 1, "prefill_tp": 0, "decode_workers": 1,
+                     "ep": 1, "attn_dp": 1}
 PARALLEL_FIELDS = tuple(PARALLEL_DEFAULTS)
 DISAGG_FIELDS = ("prefill_workers", "prefill_tp", "decode_workers")
 
@@ -55,6 +56,11 @@ class Knobs:
     prefill_workers: int = 1
     prefill_tp: int = 0
     decode_workers: int = 1
+    # Mixture-of-experts layouts (simulate.moe): a (decode) worker's tp x attn_dp GPUs run attention as
+    # attn_dp data-parallel groups of tp, and the experts over the same GPUs as ep expert-parallel
+    # groups of MoE-TP = tp x attn_dp / ep (TP x attention-DP = MoE-TP x EP).
+    ep: int = 1                   # expert-parallel degree: the routed experts split over ep GPUs
+    attn_dp: int = 1              # attention data-parallel groups: the batch split for attention
 
     def __post_init__(self) -> None:
         for name, allowed in (("weights", WEIGHT_TYPES), ("kv", KV_TYPES), ("eviction", EVICTION),
@@ -74,7 +80,7 @@ class Knobs:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int):
                 raise ValueError(f"knobs.{name}: {v!r} must be an integer")
-        for name in ("tp", "prefill_tp"):
+        for name in ("tp", "prefill_tp", "ep", "attn_dp"):
             v = getattr(self, name)
             lo = 0 if name == "prefill_tp" else 1
             if v < lo or (v > 0 and v & (v - 1)):
@@ -82,6 +88,9 @@ class Knobs:
         for name in ("pp", "replicas", "prefill_workers", "decode_workers"):
             if getattr(self, name) < 1:
                 raise ValueError(f"knobs.{name}: {getattr(self, name)} must be >= 1")
+        if (self.tp * self.attn_dp) % self.ep:
+            raise ValueError(f"knobs.ep: {self.ep} does not divide tp x attn_dp = {self.tp * self.attn_dp} "
+                             f"(TP x attention-DP = MoE-TP x EP over one worker's GPUs)")
         if self.batching != "disagg":
             for name in DISAGG_FIELDS:
                 if getattr(self, name) != PARALLEL_DEFAULTS[name]:
@@ -93,15 +102,21 @@ class Knobs:
         """GPUs of one prefill worker (disagg): prefill_tp, or tp where it is 0."""
         return self.prefill_tp or self.tp
 
+    @property
+    def moe_tp(self) -> int:
+        """Tensor-parallel degree of each expert: tp x attn_dp / ep."""
+        return self.tp * self.attn_dp // self.ep
+
     def gpus_per_worker(self) -> int:
-        """GPUs of one (decode, for disagg) worker: tp x pp, all on one node."""
-        return self.tp * self.pp
+        """GPUs of one (decode, for disagg) worker: tp x attn_dp x pp, all on one node."""
+        return self.tp * self.attn_dp * self.pp
 
     def gpus(self) -> int:
         """GPUs the configuration occupies: every replica, every stage and both pools of a disaggregated one."""
         if self.batching == "disagg":
-            return self.replicas * (self.prefill_workers * self.prefill_tp_resolved + self.decode_workers * self.tp * self.pp)
-        return self.replicas * self.tp * self.pp
+            return self.replicas * (self.prefill_workers * self.prefill_tp_resolved
+                                    + self.decode_workers * self.gpus_per_worker())
+        return self.replicas * self.gpus_per_worker()
 
     def is_default_parallelism(self) -> bool:
         return all(getattr(self, f) == d for f, d in PARALLEL_DEFAULTS.items())
@@ -195,6 +210,9 @@ class Knobs:
             unit = f"{self.prefill_workers}P(TP{self.prefill_tp_resolved}) + {self.decode_workers}D({dec})"
         else:
             unit = " ".join(p for p in (f"TP{self.tp}" if self.tp > 1 else "", f"PP{self.pp}" if self.pp > 1 else "") if p)
+        moe = " ".join(p for p in (f"attention-DP{self.attn_dp}" if self.attn_dp > 1 else "",
+                                   f"EP{self.ep}" if self.ep > 1 else "") if p)
+        unit = " ".join(p for p in (unit, moe) if p)
         parts = [p for p in (unit, f"{self.replicas} replicas" if self.replicas > 1 else "") if p]
         words = " \u00d7 ".join(parts) or "one GPU"
         n = self.gpus()
@@ -212,6 +230,10 @@ class Knobs:
                 out.append(f"tp{self.tp}")
             if self.pp > 1:
                 out.append(f"pp{self.pp}")
+        if self.attn_dp > 1:
+            out.append(f"adp{self.attn_dp}")
+        if self.ep > 1:
+            out.append(f"ep{self.ep}")
         if self.replicas > 1:
             out.append(f"x{self.replicas}rep")
         return out

@@ -36,7 +36,15 @@ KV_PAD = 22
 O_REQ = 23
 COMM_STEP, COMM_TOK = 24, 25
 PP_STAGES = 26
-N_COEFFS = 27
+# MOE_W    s per step to stream ALL the routed experts one device holds (a mixture of experts; 0:
+#          dense): a step streams the share its tokens touch, 1 - (1 - MOE_K / MOE_E)^(tokens^MOE_SKEW)
+#          (simulate.moe), beside W_T's always-read weights
+# MOE_E, MOE_K, MOE_SKEW   experts per MoE layer, experts per token, the routing skew exponent
+# ATTN_DP  attention data-parallel groups (0 or 1: none): a step's sequences spread over
+#          min(groups, sequences) of them, and the body's compute and attention divide over those
+MOE_W, MOE_E, MOE_K, MOE_SKEW = 27, 28, 29, 30
+ATTN_DP = 31
+N_COEFFS = 32
 
 # Closed-loop clients never land in the same instant: an idle engine starts a step for the first
 # request and the others wait for the next one (llama.cpp's slot loop, vLLM's scheduler alike);

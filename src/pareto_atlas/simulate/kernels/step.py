@@ -6,9 +6,9 @@ import numpy as np
 from numba import njit
 
 from pareto_atlas.simulate.kernels._cache import CACHE
-from pareto_atlas.simulate.kernels.layout import (AT, COMM_STEP, COMM_TOK, CTX_SCALE, D_FL, D_KVR, D_O, D_W, DRAFT_P,
-                                                  FL, FL_H, FL_V, K, KV_PAD, KVR, KVW, O_REQ, O_SEQ, O_STEP, P,
-                                                  PP_STAGES, Q, TILE, W_T)
+from pareto_atlas.simulate.kernels.layout import (ATTN_DP, AT, COMM_STEP, COMM_TOK, CTX_SCALE, D_FL, D_KVR, D_O, D_W, DRAFT_P,
+                                                  FL, FL_H, FL_V, K, KV_PAD, KVR, KVW, MOE_E, MOE_K, MOE_SKEW, MOE_W,
+                                                  O_REQ, O_SEQ, O_STEP, P, PP_STAGES, Q, TILE, W_T)
 
 
 @njit(cache=CACHE)
@@ -70,6 +70,7 @@ def _step_time(c: np.ndarray, n_dec: float, ctx_dec: float, n_pf: float, pf_pair
     # and multiplies each query by what it reads. A step is never both kinds at once, so a long
     # context's attention adds to a weight-bound step instead of hiding under it.
     mem = weights_s
+    routed = tokens                 # tokens each pass through the experts routes (a micro-batch's under PP)
     # Logits: every decode (and verify) row, but only the last token of a prompt (n_seqs - n_dec
     # sequences are prefilling in this step).
     logits = n_dec * rows + max(n_seqs - n_dec, 0.0)
@@ -78,10 +79,18 @@ def _step_time(c: np.ndarray, n_dec: float, ctx_dec: float, n_pf: float, pf_pair
     a_mem = kv_read_s * (ctx_eff + pf_ctx) + kv_write_s * tokens
     a_cmp = pair_s * (rows * ctx_eff + pf_pairs)
     comm_tok = c[COMM_TOK]
+    if c[ATTN_DP] > 1.0:
+        # attention-DP: each group runs its own sequences; a step with fewer than the groups leaves some idle
+        g = min(c[ATTN_DP], max(n_seqs, 1.0))
+        cmp, a_mem, a_cmp = cmp / g, a_mem / g, a_cmp / g
     if c[PP_STAGES] > 1.0:
         # one pipeline round: the sequences fill min(stages, sequences) micro-batches
         m = min(c[PP_STAGES], max(n_seqs, 1.0))
         cmp, a_mem, a_cmp, comm_tok = cmp / m, a_mem / m, a_cmp / m, comm_tok / m
+        routed = tokens / m
+    if c[MOE_W] > 0.0:
+        # a mixture of experts streams the share of its experts the step's tokens touch
+        mem += c[MOE_W] * touched_share(routed, c[MOE_E], c[MOE_K], c[MOE_SKEW])
     # k sequential draft forwards on the steps that draft (prefill of the draft is folded into
     # its compute term below).
     drafting = k > 0.0 and n_dec > 0.0 and draft_p > 0.0
@@ -98,6 +107,16 @@ def _step_time(c: np.ndarray, n_dec: float, ctx_dec: float, n_pf: float, pf_pair
     if k > 0.0 and n_pf > 0.0 and c[D_FL] > 0.0:
         t += c[D_FL] * n_pf
     return t
+
+
+@njit(cache=CACHE)
+def touched_share(tokens: float, experts: float, per_token: float, skew: float) -> float:
+    """Expected share of a layer's experts that `tokens` tokens touch, routing per_token of `experts`
+    each: 1 - (1 - k/E)^(B^skew). skew 1 is uniform routing (E (1 - (1 - k/E)^B) experts); below 1,
+    skewed routing lands more tokens on the same experts. One token: k/E; many: all (simulate.moe)."""
+    if tokens <= 0.0:
+        return 0.0
+    return 1.0 - (1.0 - per_token / experts) ** (tokens ** skew)
 
 
 @njit(cache=CACHE)

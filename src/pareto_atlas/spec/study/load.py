@@ -53,12 +53,12 @@ def study_from_dict(raw: dict, origin: str = "<study>", base: Path | None = None
 
 BUILTIN = {"default": "default_study.toml", "full": "full_study.toml", "tiny": "tiny_study.toml", "ladder": "ladder_study.toml",
            "vllm-cpu": "vllm_cpu_study.toml", "sizes": "sizes_study.toml", "paper": "paper_study.toml",
-           "workloads": "workloads_study.toml"}
+           "workloads": "workloads_study.toml", "llama70b": "llama70b_study.toml"}
 
 
 def load_study(path_or_name: str | Path | None = None, host: HostChecks | None = None) -> Study:
     """A study from a TOML path, or a built-in by name (`default`, `full`, `tiny`, `ladder`, `vllm-cpu`, `sizes`,
-    `workloads`, `paper`)."""
+    `workloads`, `paper`, `llama70b`)."""
     if path_or_name is None or str(path_or_name) in BUILTIN:
         fname = BUILTIN[str(path_or_name or "default")]
         return parse_study(resources.files("pareto_atlas.spec").joinpath(fname).read_text(), f"built-in:{fname}",

@@ -12,7 +12,8 @@ from pydantic import BaseModel, Field, ValidationInfo, create_model, field_valid
 
 from pareto_atlas.spec import bounds as B
 from pareto_atlas.spec.bounds import Int, Name, Real
-from pareto_atlas.spec.knobs import BATCHING, EVICTION, KV_TYPES, SPEC, WEIGHT_TYPES, Knobs
+from pareto_atlas.spec.knobs import (BATCHING, DISAGG_FIELDS, EVICTION, KV_TYPES, PARALLEL_FIELDS, SPEC, WEIGHT_TYPES,
+                                     Knobs)
 from pareto_atlas.spec.study.base import Frozen, known_hardware
 from pareto_atlas.spec.study.quality import QualityTask
 
@@ -53,6 +54,14 @@ class GridSpec(_GridKnobs):
             bad = [v for v in values or () if allowed is not None and v not in allowed]
             if bad:
                 raise ValueError(f"{name}: {bad[0]!r} is not one of {', '.join(allowed)}")
+            if allowed is None and name in PARALLEL_FIELDS:
+                for v in values or ():      # each value as Knobs itself would take it (tp a power of two, ...)
+                    try:
+                        # ep alone must divide tp x attn_dp: taken beside an attention-DP of its own size
+                        Knobs(**{name: v, **({"batching": "disagg"} if name in DISAGG_FIELDS else
+                                             {"attn_dp": v} if name == "ep" and isinstance(v, int) and v > 0 else {})})
+                    except ValueError as e:
+                        raise ValueError(f"{name}: {str(e).split(': ', 1)[-1]}") from None
         return self
 
     def keeps(self, knobs: Knobs) -> bool:
