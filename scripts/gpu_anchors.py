@@ -12,6 +12,7 @@ host's Python has and writes anchors for the host's hardware card that the proje
   batching anchor: TTFT = the batch's prefill, TPOT = the median decode step.
 
     python scripts/gpu_anchors.py --hardware H200 --out gpu_anchors.json   # on the GPU host, < 8 minutes
+    python scripts/gpu_anchors.py --hardware H100-SXM --tp 4 --out tp4.json # vLLM at TP4: the anchors record it
     python scripts/gpu_anchors.py --dry-run --out /tmp/dry.json            # this CPU, tiny model, seconds
     python scripts/gpu_anchors.py load gpu_anchors.json --study my.toml    # here: into the study's store,
     pareto-atlas calibrate --study my.toml                                 # then one fit for (H200, engine)
@@ -350,6 +351,28 @@ def build_checkpoint(card: dict, card_name: str, out: Path) -> tuple[Path, Path]
     return weights, tokenizer
 
 
+def parallel_knobs(args: argparse.Namespace) -> dict[str, int]:
+    """The parallelism the campaign's arms state (only what differs from one GPU): knobs tp, pp, replicas."""
+    return {k: v for k, v in (("tp", args.tp), ("pp", args.pp), ("replicas", args.replicas)) if v > 1}
+
+
+def check_parallel(args: argparse.Namespace, host: dict, use_vllm: bool) -> None:
+    """Refuse, in one line, a parallelism this host or path cannot run."""
+    for name in ("tp", "pp", "replicas"):
+        v = getattr(args, name)
+        if v < 1 or (name == "tp" and v & (v - 1)):
+            sys.exit(f"gpu_anchors: --{name} {v}: allowed: an integer >= 1" + (", a power of two" if name == "tp" else ""))
+    n = args.tp * args.pp * args.replicas
+    if n == 1:
+        return
+    if not use_vllm:
+        sys.exit(f"gpu_anchors: --tp/--pp/--replicas ({n} devices) need the vLLM path (--path vllm); the torch path "
+                 f"times one device")
+    gpus = len(host.get("gpus") or [])
+    if gpus and n > gpus:
+        sys.exit(f"gpu_anchors: tp {args.tp} x pp {args.pp} x replicas {args.replicas} = {n} GPUs; this host has {gpus}")
+
+
 def vllm_study_toml(args: argparse.Namespace, card_name: str, ckpt: Path, tokenizer: Path, gpu: bool) -> str:
     """The campaign as a study: vLLM on the random checkpoint, measured on this host's card. On a GPU
     bf16 at one and eight clients and FP8 (vLLM quantizes the bf16 weights at load); on vLLM's CPU
@@ -359,9 +382,13 @@ def vllm_study_toml(args: argparse.Namespace, card_name: str, ckpt: Path, tokeni
         f"{k} = {str(v).lower() if isinstance(v, bool) else v}" for k, v in card.items()))
     w = "BF16" if gpu else "F32"
     opts = f'python = "{sys.executable}", tokenizer = "{tokenizer}"' + ("" if gpu else ", enforce_eager = true")
-    arms = (f'[[arms]]\nname = "{w.lower()}-c1"\nweights = "{w}"\n'
-            f'[[arms]]\nname = "{w.lower()}-c8"\nweights = "{w}"\nslots = 8\nconcurrency = 8\nrequests = 32\n'
-            + ('[[arms]]\nname = "fp8-c1"\nweights = "FP8"\n' if gpu else ""))
+    # the parallelism the arms state: vLLM is launched with it (measure.engines.vllm.parallel_argv) and
+    # every anchor's knobs record it, so a TP4 anchor calibrates TP4
+    par = "".join(f"{k} = {v}\n" for k, v in parallel_knobs(args).items())
+    tag = "".join(f"-{k}{v}" for k, v in parallel_knobs(args).items())
+    arms = (f'[[arms]]\nname = "{w.lower()}{tag}-c1"\nweights = "{w}"\n{par}'
+            f'[[arms]]\nname = "{w.lower()}{tag}-c8"\nweights = "{w}"\nslots = 8\nconcurrency = 8\nrequests = 32\n{par}'
+            + (f'[[arms]]\nname = "fp8{tag}-c1"\nweights = "FP8"\n{par}' if gpu else ""))
     P, N, n = (PREFILL_TOKENS, 64, 16) if gpu else (32, 8, 4)
     return (f'name = "gpu-anchors"\n[engine]\nname = "vllm"\nhardware = "{args.hardware}"\nn_ctx = 2048\n'
             f'options = {{{opts}}}\n[workload]\nprompt_tokens = {P}\noutput_tokens = {N}\n[load]\nrequests = {n}\n'
@@ -431,6 +458,9 @@ def main() -> None:
     ap.add_argument("--path", choices=("auto", "vllm", "torch"), default="auto",
                     help="auto: vLLM where it and the project's dependencies import, else torch")
     ap.add_argument("--workdir", default=".", help="where the random checkpoint is built (vLLM path)")
+    ap.add_argument("--tp", type=int, default=1, help="tensor-parallel degree the arms state (vLLM --tensor-parallel-size)")
+    ap.add_argument("--pp", type=int, default=1, help="pipeline stages the arms state (vLLM --pipeline-parallel-size)")
+    ap.add_argument("--replicas", type=int, default=1, help="data-parallel copies the arms state (vLLM --data-parallel-size)")
     ap.add_argument("--dry-run", action="store_true", help="CPU, tiny model, seconds: checks the code path")
     ap.add_argument("--budget-s", type=float, default=420.0, help="stop starting new runs after this many seconds")
     args = ap.parse_args()
@@ -447,8 +477,10 @@ def main() -> None:
                  f"dependencies (missing: {', '.join(host['project_deps_missing']) or 'none'})")
     # a dry run takes the torch path unless told otherwise (--path vllm: vLLM's CPU build, minutes)
     use_vllm = args.path == "vllm" or (args.path == "auto" and vllm_ok and not args.dry_run)
+    check_parallel(args, host, use_vllm)
     result = run_vllm(args, host) if use_vllm else run_torch(args, host)
     result |= {"format": FORMAT, "hardware": args.hardware, "host": host, "dry_run": args.dry_run,
+               "parallelism": parallel_knobs(args),
                "wall_s": round(time.monotonic() - t0, 1)}
     Path(args.out).write_text(json.dumps(result, indent=1, default=str))
     print(f"gpu_anchors: {len(result['anchors'])} anchors ({result['engine']}) for {args.hardware} in "

@@ -20,7 +20,7 @@ from pareto_atlas.atlas.evidence import StudyRef, confirm_command, evidence_labe
 from pareto_atlas.atlas.objectives import gpus_of, with_derived
 from pareto_atlas.atlas.regimes import DEFAULT_QUALITY_FLOOR, Regime, admission
 from pareto_atlas.atlas.question import Question
-from pareto_atlas.atlas.winners import _rank, projected_beating
+from pareto_atlas.atlas.winners import _rank, deployment_words, projected_beating
 
 SHOW_COLUMNS = ("point_id", "label", "hardware", "workload", "provenance", "quality_provenance", "quality_rel",
                 "quality_lo", "quality_hi", "quality_evidence", "kld", "calib_provenance", "prior_source", "tpot_p99_ms", "ttft_p99_ms", "throughput_tok_s", "cost_per_mtok",
@@ -79,7 +79,8 @@ class PickResult:
         if self.winner is None:
             return head + "\nno configuration satisfies the constraints"
         w = self.winner
-        lines = [head, f"winner: {w['label']} on {w['hardware']} ({w['workload']}), {self.objective} = "
+        dep = w.get("deployment", "")
+        lines = [head, f"winner: {w['label']}{f' ({dep})' if dep else ''} on {w['hardware']} ({w['workload']}), {self.objective} = "
                        f"{w[self.objective]:.4g}, provenance {w['provenance']}, quality_rel {w['quality_rel']:.3f}"
                        f" [{w.get('quality_rel_lo', float('nan')):.3f}, {w.get('quality_rel_hi', float('nan')):.3f}]",
                  f"  rests on: {w.get('evidence', '')} (quality: {w.get('quality_provenance', '')})"]
@@ -167,7 +168,7 @@ def best_under(pts: pd.DataFrame, q: Question, *, prices: Mapping[str, float] | 
     if len(ranked):
         best = cand.iloc[order[:1]]
         winner = ranked.iloc[0].to_dict() | {
-            "evidence": str(evidence_label(best)[0]),
+            "evidence": str(evidence_label(best)[0]), "deployment": deployment_words(best.iloc[0]),
             "quality_rel_lo": float(adm.loc[best.index[0], "quality_rel_lo"]),
             "quality_rel_hi": float(adm.loc[best.index[0], "quality_rel_hi"])}
     projected = _projected(pts, adm, regime, winner, show, study_ref, top)

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from pareto_atlas.atlas.answer import Answer
+from pareto_atlas.atlas.infeasible import infeasible_summary
 from pareto_atlas.atlas.pick import PickResult
 from pareto_atlas.spec.study import Study
 
@@ -70,8 +71,10 @@ def print_winners(cells: pd.DataFrame, console: Console, hardware: str = "all") 
                 continue
             kl = c.get("kld")
             kl = "" if kl is None or kl != kl else f" KL {kl:.2g}"
+            dep = c.get("deployment")
+            dep = f"\n{dep}" if isinstance(dep, str) and dep else ""      # the GPUs and parallelism, in words
             t.add_row(c.regime, f"{c.label}{' ▣' if c.stack_beats_singles else ''}"
-                      + (f" — {c.verdict_note}" if c.get("verdict_note") else ""),
+                      + (f" — {c.verdict_note}" if c.get("verdict_note") else "") + dep,
                       str(c.get("win_hardware", "") or c.hardware), _load_short(c),
                       f"{_v(c.quality_rel, 3)} [{_v(c.quality_rel_lo, 2)}–{_v(c.quality_rel_hi, 2)}]{kl}",
                       short_evidence(c), _v(c.tpot_p99_ms), _v(c.throughput_tok_s), _v(c.cost_per_mtok, 3))
@@ -212,6 +215,7 @@ def print_atlas(study: Study, answer: Answer, quality: pd.DataFrame, console: Co
                      "; winners need measured evidence (priors are listed as projected)"))
     print_quality_evidence(study, quality, console)
     print_guard_by_workload(study, points, console)
+    print_infeasible(points, console)
     print_winners(cells, console, "all")
     models = answer.models
     on_cpu = set(models[(points.hardware == "this-cpu").to_numpy()])
@@ -219,6 +223,13 @@ def print_atlas(study: Study, answer: Answer, quality: pd.DataFrame, console: Co
         print_winners(cells, console, "this-cpu")
     print_models_side_by_side(cells, console)
     return cells
+
+
+def print_infeasible(points: pd.DataFrame, console: Console) -> None:
+    """Per (model, card), how many configurations were infeasible and why (atlas.infeasible)."""
+    for entry in infeasible_summary(points):
+        for line in entry.lines():
+            console.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
 def print_pick(result: PickResult, model: str, workload: str, console: Console) -> None:

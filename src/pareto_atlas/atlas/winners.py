@@ -29,10 +29,11 @@ from pareto_atlas.atlas.evidence import StudyRef, confirm_command, evidence_labe
 from pareto_atlas.atlas.objectives import interval, with_derived
 from pareto_atlas.atlas.regimes import Regime, admission
 from pareto_atlas.simulate.space import load_label
+from pareto_atlas.spec.knobs import Knobs
 
 ALL = "all"
 WINNER_COLUMNS = (
-    "regime", "model", "workload", "quality_task", "hardware", "point_id", "label", "load", "concurrency", "rate_rps", "utilization", "provenance", "quality_provenance",
+    "regime", "model", "workload", "quality_task", "hardware", "point_id", "label", "deployment", "load", "concurrency", "rate_rps", "utilization", "provenance", "quality_provenance",
     "objective",
     "direction", "value", "value_lo", "value_hi", "quality", "quality_rel", "cost_per_mtok", "tpot_p99_ms", "ttft_p99_ms",
     "throughput_tok_s", "n_opts", "optimizations", "stacked", "stack_beats_singles", "best_single_label",
@@ -134,6 +135,7 @@ def _cell(sub: pd.DataFrame, adm: pd.DataFrame, regime: Regime, workload: str, h
               "weights_cost"):
         row[c] = best.get(c)
     row["load"] = load_label(best)
+    row["deployment"] = deployment_words(best)
     one = cand.iloc[order[:1]]
     row.update(quality_rel_lo=float(adm.loc[best.name, "quality_rel_lo"]),
                quality_rel_hi=float(adm.loc[best.name, "quality_rel_hi"]),
@@ -163,6 +165,13 @@ def _cell(sub: pd.DataFrame, adm: pd.DataFrame, regime: Regime, workload: str, h
 def _err(point: pd.Series, column: str) -> float:
     v = point.get(column)
     return float(v) if v is not None and v == v else float("nan")
+
+
+def deployment_words(point: pd.Series) -> str:
+    """A point's deployment in words where it holds more than one GPU ("FP8, TP4 × 2 replicas, 8 × H100-SXM"),
+    else "": the GPUs per replica and the parallelism, which the compact label abbreviates."""
+    k = Knobs.from_row(point)
+    return f"{k.weights}, {k.layout_words(str(point.get('hardware', '')))}" if k.gpus() > 1 else ""
 
 
 def winners(points: pd.DataFrame, regimes: Sequence[Regime], *, per_hardware: bool = True,

@@ -14,6 +14,7 @@ from pareto_atlas.calibrate.sizes import (CARD, HELD, cards_of, cpu_fit_fn, leav
                                          report_lines, with_cards)
 from pareto_atlas.simulate.params import CalibParams, with_error_bars
 from pareto_atlas.spec.cards import HardwareCard, ModelCard
+from pareto_atlas.spec.knobs import Knobs
 
 LATENCY = ("ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms")
 # what makes two anchors repeats of one arm (the model too: one study can measure several sizes)
@@ -48,6 +49,7 @@ class Calibration:
         for t in TARGETS:
             lines.append(f"{t:16s} {_pct(s['fit'].get(t))} {_pct(s['loo'].get(t))} "
                          f"{_pct(held.get(t), 9)} {_pct(self.repeat_spread.get(t))}")
+        lines += self.parallelism_lines()
         if n_ext:
             ext = self.loo[self.loo["extrapolated"].ne("")]
             for i, r in ext.iterrows():
@@ -62,9 +64,29 @@ class Calibration:
         lines += report_lines(self.lomo, self.params.xfer_lat_rel_err, self.params.xfer_thr_rel_err)
         return "\n".join(lines)
 
+    def parallelism_lines(self) -> list[str]:
+        """Where the anchors hold more than one parallelism: each one's anchors and median |error| (fit, and
+        leave-one-out where run), so a layout the others cannot predict shows instead of averaging in."""
+        res = self.residuals
+        if "parallelism" not in res or res["parallelism"].nunique() < 2:
+            return []
+        out = ["per parallelism (median |relative error| of TTFT p50 / TPOT p50: fit; LOO):"]
+        for layout, g in res.groupby("parallelism", sort=True):
+            loo = self.loo.loc[g.index] if self.loo is not None else None
+            fit_e, loo_e = _median_abs(g), _median_abs(loo)
+            out.append(f"  {layout}: {len(g)} anchors, {_pct(fit_e.get('ttft_p50_ms'), 0)} / "
+                       f"{_pct(fit_e.get('tpot_p50_ms'), 0)}; {_pct(loo_e.get('ttft_p50_ms'), 0)} / "
+                       f"{_pct(loo_e.get('tpot_p50_ms'), 0)}")
+        return out
+
 
 def _pct(v: float | None, width: int = 7) -> str:
     return f"{v:{width}.1%}" if v is not None and v == v else f"{'n/a':>{width}s}"
+
+
+def layout_of(row: pd.Series) -> str:
+    """An anchor's parallelism in words ("one GPU", "TP4 × 2 replicas"), from its knob columns."""
+    return Knobs.from_row(row).layout_words()
 
 
 def support(train: pd.DataFrame, row: pd.Series) -> str:
@@ -87,6 +109,8 @@ def support(train: pd.DataFrame, row: pd.Series) -> str:
             why.append(f"prompt {int(row['prompt_tokens'])}")
     if CARD in train and CARD in row and row[CARD].name not in {c.name for c in train[CARD]}:
         why.append(f"model {row[CARD].name}")
+    if len(train) and layout_of(row) not in {layout_of(r) for _, r in train.iterrows()}:
+        why.append(f"parallelism {layout_of(row)}")      # a TP4 anchor is predicted from TP4 ones, or flagged
     drafted = row.get("spec_drafted_per_token", np.nan)
     if row.get("spec", "none") != "none" and not drafted == 0.0:
         tr = train[(train.get("spec", "none") == row["spec"])] if "spec" in train else train.iloc[0:0]
@@ -197,6 +221,7 @@ def fit(anchors: pd.DataFrame, model: ModelCard | Sequence[ModelCard], hw: Hardw
     for i, t in enumerate(TARGETS):
         resid[f"{t}_measured"], resid[f"{t}_predicted"], resid[t] = meas[:, i], pred[:, i], rel[:, i]
     resid["model"] = [c.name for c in train[CARD]]
+    resid["parallelism"] = [layout_of(r) for _, r in train.iterrows()]
 
     loo_df = None
     if resid_arm is not None:

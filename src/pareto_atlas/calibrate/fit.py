@@ -18,6 +18,7 @@ from pareto_atlas.simulate import des
 from pareto_atlas.simulate.api import resolve_acceptance
 from pareto_atlas.simulate.cost_model import coeffs, compute_dtype
 from pareto_atlas.simulate.memory import plan_memory
+from pareto_atlas.simulate.parallel import replica_load
 from pareto_atlas.simulate.params import MAX_EFF_BW, CalibParams, base_format, default_params, kernel_format
 from pareto_atlas.spec.cards import HardwareCard, ModelCard
 from pareto_atlas.spec.knobs import Knobs
@@ -117,19 +118,23 @@ def predict(anchors: list[_Anchor], model: ModelCard | Sequence[ModelCard], hw: 
         c = coeffs(model_i, hw, a.knobs, params, accept=accept, drafted_per_token=a.drafted_per_token)
         # memory for the longest request a replay holds (a trace's lengths vary)
         plan = plan_memory(model_i, hw, a.knobs, max(a.prompts or (a.prompt,)), max(a.outputs or (a.output,)), params)
+        # a deployment of several replicas: one replica under its share of the load, as simulate_point
+        # runs it (simulate.parallel.replica_load); a replay sends each replica every r-th request (round robin)
+        conc, rate, busy = replica_load(a.concurrency, a.rate, a.knobs.replicas)
         if a.sends is not None:
-            k = len(a.sends)
-            arr = des.trace(np.array(a.sends), np.array(a.prompts or (a.prompt,) * k),
-                            np.array(a.outputs or (a.output,) * k))
-        elif a.concurrency > 0:
-            arr = des.closed_loop(a.concurrency, a.n, a.prompt, a.output, a.think)
+            r, k = a.knobs.replicas, len(a.sends)
+            busy = float(min(r, k))
+            arr = des.trace(np.array(a.sends)[::r], np.array(a.prompts or (a.prompt,) * k)[::r],
+                            np.array(a.outputs or (a.output,) * k)[::r])
+        elif conc > 0:
+            arr = des.closed_loop(conc, a.n, a.prompt, a.output, a.think)
         else:
-            arr = des.poisson(a.rate, a.n, a.prompt, a.output, seed=i)
+            arr = des.poisson(rate, a.n, a.prompt, a.output, seed=i)
         cap = plan.kv_cap_tokens if plan.kv_cap_tokens > 0 else np.inf
         cached = (np.minimum(np.round(a.hit * arr.prompt), arr.prompt - 1).astype(np.int64) if a.hit > 0 else None)
         s = des.run(c, arr, a.knobs.batching, a.knobs.slots, a.knobs.chunk_tokens, cap, None, seed=i,
                     cached=cached).summary
-        out[i] = [s[t] for t in TARGETS]
+        out[i] = [s[t] * (busy if t == "throughput_tok_s" else 1.0) for t in TARGETS]
     return out
 
 

@@ -71,7 +71,9 @@ def winners_markdown(cells: pd.DataFrame) -> str:
         if isinstance(getattr(r, "projected_label", None), str) and r.projected_label:
             note += (f"{'; ' if note else ''}projected — measure to confirm: {r.projected_label} on "
                      f"{r.projected_hardware} ({r.projected_value:.4g}); {r.confirm_command}")
-        lines.append("| " + " | ".join(esc(x) for x in (r.regime, getattr(r, "model", "") or "", r.workload, r.hardware, r.label, getattr(r, "load", "") or "", r.provenance,
+        lines.append("| " + " | ".join(esc(x) for x in (r.regime, getattr(r, "model", "") or "", r.workload, r.hardware,
+                                                           r.label + (f" ({r.deployment})" if getattr(r, "deployment", "") else ""),
+                                                           getattr(r, "load", "") or "", r.provenance,
                                                            f"{r.direction} {r.objective}", val, q,
                                                            getattr(r, "evidence", "") or "",
                                                            "yes" if r.stack_beats_singles else "", note)) + " |")

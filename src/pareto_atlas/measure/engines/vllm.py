@@ -103,13 +103,38 @@ def vllm_argv(launch: ArmLaunch, port: int, binary: str = "vllm", python: str | 
     spec = speculative_config(launch)
     if spec is not None:
         argv += ["--speculative-config", json.dumps(spec, sort_keys=True)]
-    if extra.get("tensor_parallel_size"):
-        argv += ["--tensor-parallel-size", str(int(extra["tensor_parallel_size"]))]
+    argv += parallel_argv(launch)
     if extra.get("enforce_eager"):
         argv += ["--enforce-eager"]
     if extra.get("tokenizer"):       # a tokenizer kept apart from the weights (scripts/gpu_anchors.py's random model)
         argv += ["--tokenizer", str(extra["tokenizer"])]
     return argv
+
+
+def parallel_argv(launch: ArmLaunch) -> list[str]:
+    """The arm's parallelism as vLLM's flags: knobs tp, pp and replicas (data parallel), so the anchor's
+    knobs record the layout it was measured on. `tensor_parallel_size` in the engine's options is the
+    older spelling: allowed only where it says what knobs.tp says."""
+    k, extra = launch.knobs, launch.extra
+    if extra.get("tensor_parallel_size") and int(extra["tensor_parallel_size"]) != k.tp:
+        raise ValueError(f"launch.extra.tensor_parallel_size: {extra['tensor_parallel_size']} differs from the arm's "
+                         f"tp {k.tp}; state the parallelism as the arm's tp (the anchor records it)")
+    out = []
+    for flag, v in (("--tensor-parallel-size", k.tp), ("--pipeline-parallel-size", k.pp),
+                    ("--data-parallel-size", k.replicas)):
+        if v > 1:
+            out += [flag, str(v)]
+    return out
+
+
+def cpu_threads_bind(threads: int, ranks: int) -> str:
+    """vLLM's CPU core binding: every core to the one rank ("0-1"), or each of tp x pp ranks its own
+    share, ranks separated by "|" ("0|1": two ranks, one core each)."""
+    threads = max(threads, 1)
+    if ranks <= 1:
+        return f"0-{threads - 1}"
+    per = max(threads // ranks, 1)
+    return "|".join(f"{r * per}" if per == 1 else f"{r * per}-{r * per + per - 1}" for r in range(ranks))
 
 
 def vllm_env(launch: ArmLaunch) -> dict[str, str]:
@@ -120,7 +145,7 @@ def vllm_env(launch: ArmLaunch) -> dict[str, str]:
         # GiB of KV cache on a CPU (GPU: ignored, gpu_memory_utilization decides)
         "VLLM_CPU_KVCACHE_SPACE": str(launch.extra.get("kv_cache_space_gib", 2)),
         # by default vLLM keeps a core for its front end; the model gets all `threads` cores instead
-        "VLLM_CPU_OMP_THREADS_BIND": f"0-{max(launch.threads, 1) - 1}",
+        "VLLM_CPU_OMP_THREADS_BIND": cpu_threads_bind(launch.threads, launch.knobs.tp * launch.knobs.pp),
         "PYTHONPATH": "",     # never our venv's packages inside vLLM's
     }
 

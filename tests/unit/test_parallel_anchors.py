@@ -1,0 +1,123 @@
+"""Anchors of a parallel deployment: the parallelism an arm states reaches vLLM's flags and the anchor's
+knobs, an endpoint study names the layout of the server it measures, and calibration predicts each
+anchor on its own layout (replicas share the load) and reports its error per parallelism."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from rich.console import Console
+
+from pareto_atlas import stages
+from pareto_atlas.calibrate.fidelity import support
+from pareto_atlas.calibrate.fit import TARGETS, _Anchor, predict
+from pareto_atlas.measure.engines.base import ArmLaunch
+from pareto_atlas.measure.engines.vllm import cpu_threads_bind, vllm_argv
+from pareto_atlas.measure.fakeserver import FakeBehaviour, FakeOpenAIServer
+from pareto_atlas.measure.resolve import parse_study
+from pareto_atlas.simulate.params import default_params
+from pareto_atlas.spec.cards import shipped_hardware, shipped_models
+from pareto_atlas.spec.knobs import Knobs
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "gpu_anchors.py"
+LLAMA_ID = "meta-llama/Llama-3.1-8B-Instruct"
+
+
+def _flag(argv: list[str], name: str) -> str | None:
+    return argv[argv.index(name) + 1] if name in argv else None
+
+
+def test_the_arms_parallelism_becomes_vllms_flags_and_a_second_spelling_must_agree():
+    argv = vllm_argv(ArmLaunch(model_path="m", knobs=Knobs(weights="BF16", tp=4, pp=2, replicas=2)), 1)
+    assert (_flag(argv, "--tensor-parallel-size"), _flag(argv, "--pipeline-parallel-size"),
+            _flag(argv, "--data-parallel-size")) == ("4", "2", "2")
+    one = vllm_argv(ArmLaunch(model_path="m", knobs=Knobs(weights="BF16")), 1)
+    assert not {"--tensor-parallel-size", "--pipeline-parallel-size", "--data-parallel-size"} & set(one)
+    same = ArmLaunch(model_path="m", knobs=Knobs(weights="BF16", tp=2), extra={"tensor_parallel_size": 2})
+    assert _flag(vllm_argv(same, 1), "--tensor-parallel-size") == "2"
+    with pytest.raises(ValueError, match=r"^launch.extra.tensor_parallel_size: 2 differs from the arm's tp 1"):
+        vllm_argv(ArmLaunch(model_path="m", knobs=Knobs(weights="BF16"), extra={"tensor_parallel_size": 2}), 1)
+
+
+def test_on_a_cpu_each_rank_gets_its_own_cores():
+    assert cpu_threads_bind(2, 1) == "0-1" and cpu_threads_bind(2, 2) == "0|1" and cpu_threads_bind(8, 2) == "0-3|4-7"
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("gpu_anchors", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_gpu_anchors_states_the_parallelism_in_every_arm_and_refuses_what_the_host_cannot_run(tmp_path):
+    g = _script()
+    args = argparse.Namespace(tp=4, pp=1, replicas=2, hardware="H100-SXM", model_label=None)
+    study = parse_study(g.vllm_study_toml(args, "llama-3.1-8b", tmp_path / "ckpt", tmp_path / "tok", True), "x")
+    assert [a.name for a in study.arms] == ["bf16-tp4-replicas2-c1", "bf16-tp4-replicas2-c8", "fp8-tp4-replicas2-c1"]
+    assert all((a.knobs().tp, a.knobs().pp, a.knobs().replicas) == (4, 1, 2) for a in study.arms)
+    # the parallelism keys the anchor: a TP4 anchor is never taken for a TP1 one
+    assert json.loads(json.dumps(study.arms[0].knobs().to_dict()))["tp"] == 4
+    eight = {"gpus": [{"name": "H100"}] * 8}
+    g.check_parallel(args, eight, use_vllm=True)
+    with pytest.raises(SystemExit, match=r"= 8 GPUs; this host has 4"):
+        g.check_parallel(args, {"gpus": [{"name": "H100"}] * 4}, use_vllm=True)
+    with pytest.raises(SystemExit, match=r"need the vLLM path"):
+        g.check_parallel(args, eight, use_vllm=False)
+    with pytest.raises(SystemExit, match=r"--tp 3: allowed: an integer >= 1, a power of two"):
+        g.check_parallel(argparse.Namespace(tp=3, pp=1, replicas=1), eight, use_vllm=True)
+
+
+def test_calibration_predicts_a_replicated_anchor_as_one_replica_under_its_share():
+    m, hw = shipped_models()["llama-3.1-8b"], shipped_hardware()["H100-SXM"]
+    p = default_params(hw)
+    two = predict([_Anchor(Knobs(weights="BF16", slots=8, replicas=2), 512, 64, 8, 0.0, 32)], m, hw, p)[0]
+    one = predict([_Anchor(Knobs(weights="BF16", slots=8), 512, 64, 4, 0.0, 32)], m, hw, p)[0]
+    thr = TARGETS.index("throughput_tok_s")
+    assert np.allclose(np.delete(two, thr), np.delete(one, thr)) and two[thr] == pytest.approx(2 * one[thr])
+    tp4 = predict([_Anchor(Knobs(weights="BF16", slots=8, tp=4), 512, 64, 4, 0.0, 32)], m, hw, p)[0]
+    assert tp4[TARGETS.index("tpot_p50_ms")] < one[TARGETS.index("tpot_p50_ms")]      # its own layout, not TP1's
+
+
+def test_an_endpoint_study_names_its_servers_parallelism_and_calibration_keeps_layouts_apart(tmp_path: Path):
+    """A user's own TP4 x 2 server measured through its endpoint beside a one-GPU one: the anchors record
+    their layout, the fit predicts each on it, and the report gives each layout its own error; a layout
+    no other anchor shares is an extrapolation in leave-one-out, never averaged in as supported."""
+    srv = FakeOpenAIServer(FakeBehaviour(prefill_s=0.01, token_s=0.002, model_id=LLAMA_ID)).start()
+    arms = ('[[arms]]\nname = "tp1-c1"\nweights = "BF16"\n'
+            '[[arms]]\nname = "tp1-c2"\nweights = "BF16"\nslots = 2\nconcurrency = 2\n'
+            '[[arms]]\nname = "tp4x2-c1"\nweights = "BF16"\ntp = 4\nreplicas = 2\n'
+            '[[arms]]\nname = "tp4x2-c4"\nweights = "BF16"\ntp = 4\nreplicas = 2\nslots = 2\nconcurrency = 4\n')
+    study_file = tmp_path / "ep.toml"
+    study_file.write_text(f'name = "ep"\n[model]\nname = "m"\nserved = "{LLAMA_ID}"\ncard = "llama-3.1-8b"\n'
+                          f'[engine]\nname = "openai"\nbase_url = "{srv.base_url}"\nhardware = "H100-SXM"\n'
+                          f'[workload]\nprompt_tokens = 24\noutput_tokens = 8\n[load]\nrequests = 4\nwarmup = 1\n{arms}')
+    console = Console(record=True, width=240)
+    try:
+        with stages.Context.open(str(study_file), tmp_path / "out", console) as ctx:
+            stages.measure(ctx)
+            stages.calibrate(ctx)
+            anchors = ctx.store.anchors("ep")
+            cal = ctx.store.calibrations("ep")
+    finally:
+        srv.stop()
+    knobs = {a.arm: json.loads(a.knobs_json) for a in anchors.itertuples()}
+    assert (knobs["tp4x2-c4"]["tp"], knobs["tp4x2-c4"]["replicas"]) == (4, 2) and "tp" not in knobs["tp1-c1"]
+    out = console.export_text()
+    assert "per parallelism" in out and "  one GPU: 2 anchors" in out and "  TP4 × 2 replicas: 2 anchors" in out
+    fid = json.loads(cal.fidelity_json.iloc[0])
+    assert {r["arm"] for r in fid["anchors"]} == {"tp1-c1", "tp1-c2", "tp4x2-c1", "tp4x2-c4"}
+
+
+def test_a_layout_the_training_anchors_lack_is_an_extrapolation():
+    import pandas as pd
+
+    train = pd.DataFrame([{**Knobs(weights="BF16").as_row(), "prompt_tokens": 24}])
+    row = pd.Series({**Knobs(weights="BF16", tp=4).as_row(), "prompt_tokens": 24})
+    assert support(train, row) == "parallelism TP4"
+    assert support(train, pd.Series({**Knobs(weights="BF16").as_row(), "prompt_tokens": 24})) == ""
