@@ -18,11 +18,21 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from pareto_atlas import __version__
 from pareto_atlas.calibrate.published import CardCalibration
+from pareto_atlas.calibrate.published_table import PublishedTable
 from pareto_atlas.measure.weights import cache_root
 from pareto_atlas.simulate.params import CalibParams
 
 _CODE = ("calibrate", "simulate")
+
+
+FIT_VERSION = "5"              # bump when the published fit's setup changes: stored fits are then redone
+
+
+def fit_key(table: PublishedTable) -> str:
+    """What a stored fit is keyed by: the table's content, this fit's version and the tool's."""
+    return hashlib.sha256(f"{table.sha256}|{FIT_VERSION}|{__version__}".encode()).hexdigest()[:12]
 
 
 def cache_dir() -> Path:

@@ -228,7 +228,7 @@ def link_calibrations(cards: list[str], table: PublishedTable | None = None,
     fitted here)."""
     from pareto_atlas.calibrate import published_cache
     from pareto_atlas.calibrate.published import calibrate_published, for_atlas
-    from pareto_atlas.calibrate.published_stage import fit_key
+    from pareto_atlas.calibrate.published_cache import fit_key
     from pareto_atlas.calibrate.published_table import load_multigpu, load_published
 
     table = table or load_multigpu()

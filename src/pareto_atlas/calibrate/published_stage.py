@@ -3,7 +3,6 @@ how well it predicts sources it never saw, and keep the fit in the store for `si
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Callable
@@ -12,7 +11,6 @@ import numpy as np
 import pandas as pd
 from rich.console import Console
 
-from pareto_atlas import __version__
 from pareto_atlas.calibrate.fit import TARGETS
 from pareto_atlas.calibrate.published import (B1, GROUPS, SERVED_ENGINE, CardCalibration, calibrate_published,
                                                for_atlas, tpot_held_out_by_source)
@@ -23,21 +21,17 @@ from pareto_atlas.simulate.params import CalibParams, default_params
 from pareto_atlas.simulate.space import default_knobs
 from pareto_atlas.spec.cards import HardwareCard, shipped_hardware, shipped_models
 from pareto_atlas.spec.knobs import Knobs
+from pareto_atlas.calibrate.published_cache import FIT_VERSION, fit_key   # noqa: F401 (their home)
 from pareto_atlas.store import Store
 from pareto_atlas.store.db import dumps
 
 PREFIX = "published-"          # calib_id prefix of published calibrations in the store
-FIT_VERSION = "5"              # bump when the published fit's setup changes: stored fits are then redone
 GOAL = 0.15                    # held-out median |error| a card should reach
 BAR_CARDS = 4                  # GPU cards that should have a leave-one-source-out TPOT error
 # The seed paper's setup (Qwen2.5-7B, 512/128, batch 1), at which the ratios are projected; its
 # measured ratios are references in report/paper_claims.toml, printed beside them (report.claims.ratio_lines).
 PAPER_MODEL, PAPER_PROMPT, PAPER_OUTPUT = "qwen2.5-7b", 512, 128
 
-
-def fit_key(table: PublishedTable) -> str:
-    """What a stored fit is keyed by: the table's content, this fit's version and the tool's."""
-    return hashlib.sha256(f"{table.sha256}|{FIT_VERSION}|{__version__}".encode()).hexdigest()[:12]
 
 
 def store_published(store: Store, study: str, table: PublishedTable, cals: list[CardCalibration], by: str) -> str:
