@@ -1,6 +1,6 @@
 # The two commands of the README, and the slower targets. `make atlas` is the whole pipeline up to
 # the atlas (`pareto-atlas build`); `pareto-atlas atlas` alone re-prints the atlas from the store.
-.PHONY: atlas atlas-full test test-slow bench ladder llama-tools quantizer kld setup-vllm atlas-vllm atlas-workloads atlas-sizes cli-docs
+.PHONY: atlas atlas-full test format test-slow bench ladder llama-tools quantizer kld setup-vllm atlas-vllm atlas-workloads atlas-sizes cli-docs
 
 atlas:
 	scripts/setup.sh && .venv/bin/pareto-atlas build
@@ -11,7 +11,11 @@ atlas-full:
 	scripts/setup.sh && .venv/bin/pareto-atlas build --study full
 
 test:
-	scripts/setup.sh test && .venv/bin/python -m pytest -q
+	scripts/setup.sh test && .venv/bin/ruff check . && .venv/bin/ruff format --check . && .venv/bin/python -m pytest -q
+
+# ruff's fixes and layout, in place (make test checks them)
+format:
+	.venv/bin/ruff check --fix . && .venv/bin/ruff format .
 
 # its setup installs what the slow tests serve: the built-in model and vLLM's venv (the real-vLLM
 # test), torch + transformers (eviction), llama.cpp's tools (the K-quants, KL divergence)

@@ -30,8 +30,11 @@ from pareto_atlas.spec.study import Study, load_study
 from pareto_atlas.store import Store
 from pareto_atlas.store.quality import kld_table, quality_table
 
-KNOBS = {"Q4_0": Knobs(weights="Q4_0"), "KV q8_0": Knobs(weights="Q4_K_M", kv="q8_0"),
-         "KV q4_0": Knobs(weights="Q4_K_M", kv="q4_0")}    # each against the Q4_K_M source with an f16 cache
+KNOBS = {
+    "Q4_0": Knobs(weights="Q4_0"),
+    "KV q8_0": Knobs(weights="Q4_K_M", kv="q8_0"),
+    "KV q4_0": Knobs(weights="Q4_K_M", kv="q4_0"),
+}  # each against the Q4_K_M source with an f16 cache
 ARMS = {"full": ["q4km", "q4_0", "kv-q8_0", "kv-q4_0"], "sizes": ["q4km", "q4_0", "kv-q8_0", "kv-q4_0"]}
 
 
@@ -53,8 +56,11 @@ def gsm8k_damage(study: Study, store: Store) -> dict[str, tuple[float, float, fl
 def rel_intervals(study: Study, store: Store) -> dict[str, tuple[float, float, float]]:
     """GSM8K accuracy relative to the baseline, paired, per knob: (rel, lo, hi)."""
     qt = quality_table(study, store)
-    return {name: (qt[k.quality_key()]["rel"], qt[k.quality_key()]["rel_lo"], qt[k.quality_key()]["rel_hi"])
-            for name, k in KNOBS.items() if k.quality_key() in qt and qt[k.quality_key()].get("rel") == qt[k.quality_key()].get("rel")}
+    return {
+        name: (qt[k.quality_key()]["rel"], qt[k.quality_key()]["rel_lo"], qt[k.quality_key()]["rel_hi"])
+        for name, k in KNOBS.items()
+        if k.quality_key() in qt and qt[k.quality_key()].get("rel") == qt[k.quality_key()].get("rel")
+    }
 
 
 def scaling_rows(small: dict, large: dict, studies: tuple[Study, Study]) -> list:
@@ -68,17 +74,30 @@ def scaling_rows(small: dict, large: dict, studies: tuple[Study, Study]) -> list
     out = []
     for name, k in KNOBS.items():
         if name in small and name in large:
-            out.append(DamageScaling(
-                cards[0].family, "Q4_K_M", "f16", k.weights, k.kv, "mean KL divergence (nats/token)",
-                studies[0].model.name, float(cards[0].n_params), tuple(small[name]), studies[1].model.name,
-                float(cards[1].n_params), tuple(large[name]),
-                f"measured: benchmarks/bench_damage.py {datetime.date.today().isoformat()}, llama-perplexity "
-                f"--kl-divergence over 2,040 tokens, the {studies[0].name} and {studies[1].name} studies' stores"))
+            out.append(
+                DamageScaling(
+                    cards[0].family,
+                    "Q4_K_M",
+                    "f16",
+                    k.weights,
+                    k.kv,
+                    "mean KL divergence (nats/token)",
+                    studies[0].model.name,
+                    float(cards[0].n_params),
+                    tuple(small[name]),
+                    studies[1].model.name,
+                    float(cards[1].n_params),
+                    tuple(large[name]),
+                    f"measured: benchmarks/bench_damage.py {datetime.date.today().isoformat()}, llama-perplexity "
+                    f"--kl-divergence over 2,040 tokens, the {studies[0].name} and {studies[1].name} studies' stores",
+                )
+            )
     return out
 
 
-def coverage_lines(small: dict, large: dict, scalings: dict | None = None, n_from: float = 0.0,
-                   n_to: float = 0.0) -> list[str]:
+def coverage_lines(
+    small: dict, large: dict, scalings: dict | None = None, n_from: float = 0.0, n_to: float = 0.0
+) -> list[str]:
     """Whether the interval the quality ladder carries from the 0.5B (rung (c): its measured
     relative effect, widened x CARRY_WIDENING and by the knob's damage scaling where it grows)
     covers what the 1.5B measured; `scalings`: knob name -> DamageScaling (None: the x2 rule alone)."""
@@ -86,19 +105,29 @@ def coverage_lines(small: dict, large: dict, scalings: dict | None = None, n_fro
     from pareto_atlas.store.quality import Quality
 
     rule = "and the damage scaling" if scalings else "alone"
-    out = [f"carried to the 1.5B from the 0.5B (GSM8K relative to the baseline, interval x{CARRY_WIDENING:g} {rule}) "
-           "against the 1.5B's measured relative score"]
+    out = [
+        f"carried to the 1.5B from the 0.5B (GSM8K relative to the baseline, interval x{CARRY_WIDENING:g} {rule}) "
+        "against the 1.5B's measured relative score"
+    ]
     for name in KNOBS:
         if name not in small or name not in large:
             out.append(f"  {name:8s} not measured on both")
             continue
         s = small[name]
-        c = carried(Quality(math.nan, math.nan, math.nan, s[0], s[1], s[2], "", "measured"), "0.5B", name,
-                    (scalings or {}).get(name), n_from, n_to)
+        c = carried(
+            Quality(math.nan, math.nan, math.nan, s[0], s[1], s[2], "", "measured"),
+            "0.5B",
+            name,
+            (scalings or {}).get(name),
+            n_from,
+            n_to,
+        )
         g = large[name]
         inside = c.rel_lo <= g[0] <= c.rel_hi
-        out.append(f"  {name:8s} carried {c.rel:.2f} [{c.rel_lo:.2f}, {c.rel_hi:.2f}]   measured {g[0]:.2f} "
-                   f"[{g[1]:.2f}, {g[2]:.2f}]   {'covered' if inside else 'NOT covered'}")
+        out.append(
+            f"  {name:8s} carried {c.rel:.2f} [{c.rel_lo:.2f}, {c.rel_hi:.2f}]   measured {g[0]:.2f} "
+            f"[{g[1]:.2f}, {g[2]:.2f}]   {'covered' if inside else 'NOT covered'}"
+        )
     return out
 
 
@@ -107,6 +136,7 @@ def ratio(small: tuple, large: tuple) -> tuple[float, float, float]:
 
     def div(a: float, b: float) -> float:
         return a / b if b > 0 else math.inf if a > 0 else math.nan
+
     return div(g, s), div(max(g_lo, 0.0), s_hi), div(g_hi, max(s_lo, 0.0))
 
 
@@ -119,8 +149,10 @@ def lines(what: str, small: dict, large: dict, fmt: str) -> list[str]:
             continue
         r = ratio(small[name], large[name])
         s, g = small[name], large[name]
-        out.append(f"  {name:8s} {s[0]:{fmt}} [{s[1]:{fmt}}, {s[2]:{fmt}}]   {g[0]:{fmt}} [{g[1]:{fmt}}, {g[2]:{fmt}}]"
-                   f"   {r[0]:.2f} [{r[1]:.2f}, {r[2]:.2f}]")
+        out.append(
+            f"  {name:8s} {s[0]:{fmt}} [{s[1]:{fmt}}, {s[2]:{fmt}}]   {g[0]:{fmt}} [{g[1]:{fmt}}, {g[2]:{fmt}}]"
+            f"   {r[0]:.2f} [{r[1]:.2f}, {r[2]:.2f}]"
+        )
     return out
 
 
@@ -130,8 +162,13 @@ def main() -> None:
     ap.add_argument("--large", type=Path, default=Path("atlas-out/sizes-cpu/store.duckdb"))
     ap.add_argument("--measure", action="store_true", help="score what the stores lack first")
     ap.add_argument("--gsm8k", action="store_true", help="with --measure, also GSM8K (tens of minutes on 2 cores)")
-    ap.add_argument("--write", type=Path, nargs="?", const=Path("src/pareto_atlas/spec/damage_scaling.csv"),
-                    help="rewrite the damage-scaling table the ladder reads (default: the shipped one)")
+    ap.add_argument(
+        "--write",
+        type=Path,
+        nargs="?",
+        const=Path("src/pareto_atlas/spec/damage_scaling.csv"),
+        help="rewrite the damage-scaling table the ladder reads (default: the shipped one)",
+    )
     args = ap.parse_args()
     console = Console(stderr=True)
     found: dict[str, tuple[dict, dict]] = {}
@@ -141,9 +178,11 @@ def main() -> None:
         with Store(path) as store:
             if args.measure:
                 from pareto_atlas.quality.kld_stage import kld_study
+
                 kld_study(study, store, console, arms=ARMS[key], workdir=path.parent / "kld")
                 if args.gsm8k:
                     from pareto_atlas.quality.campaign import run_quality_campaign
+
                     run_quality_campaign(study, store, arms=ARMS[key])
             found[key] = (kld_damage(study, store), gsm8k_damage(study, store), rel_intervals(study, store))
     (k05, g05, r05), (k15, g15, r15) = found["full"], found["sizes"]
@@ -156,9 +195,14 @@ def main() -> None:
     print("\n".join(coverage_lines(r05, r15, scalings, n_from, n_to)))
     if args.write and rows:
         from pareto_atlas.quality.damage_scaling import write_table
-        write_table(rows, args.write, "How each knob's damage scales with model size, measured on this project's CPU "
-                    "(quality.damage_scaling;\nrewritten by benchmarks/bench_damage.py --write). Values: "
-                    "value, 95 % low, 95 % high; larger is worse.")
+
+        write_table(
+            rows,
+            args.write,
+            "How each knob's damage scales with model size, measured on this project's CPU "
+            "(quality.damage_scaling;\nrewritten by benchmarks/bench_damage.py --write). Values: "
+            "value, 95 % low, 95 % high; larger is worse.",
+        )
         print(f"wrote {len(rows)} rows to {args.write}")
 
 

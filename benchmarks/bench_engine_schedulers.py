@@ -35,7 +35,7 @@ from pareto_atlas.simulate.schedulers import scheduler
 from pareto_atlas.spec.cards import shipped_hardware, shipped_models
 from pareto_atlas.spec.knobs import Knobs
 
-SOURCE = "aiconfigurator"      # the rows compared: this source's (source_id contains it)
+SOURCE = "aiconfigurator"  # the rows compared: this source's (source_id contains it)
 MODEL = "llama-3.1-8b"
 CARDS = ("H100-SXM", "H200")
 
@@ -58,12 +58,28 @@ def read_rows(tables: list[Path] | None = None) -> list[Row]:
     multi-GPU table (and `tables`), through the product's reader (one per configuration: a repeated
     row keeps its first)."""
     rows = load_multigpu(tables).rows
-    keep = rows[rows.source_id.str.contains(SOURCE, case=False) & (rows.model == MODEL) & (rows.n_gpus == "1")
-                & (rows.load == "concurrency") & rows.gpu.isin(CARDS) & (rows.ttft_ms != "") & (rows.tpot_ms != "")]
+    keep = rows[
+        rows.source_id.str.contains(SOURCE, case=False)
+        & (rows.model == MODEL)
+        & (rows.n_gpus == "1")
+        & (rows.load == "concurrency")
+        & rows.gpu.isin(CARDS)
+        & (rows.ttft_ms != "")
+        & (rows.tpot_ms != "")
+    ]
     out, seen = [], set()
     for _, r in keep.iterrows():
-        row = Row(r.engine, r.engine_version, r.gpu, r.weights, int(r.prompt_tokens), int(r.output_tokens),
-                  int(r.load_value), float(r.ttft_ms), float(r.tpot_ms))
+        row = Row(
+            r.engine,
+            r.engine_version,
+            r.gpu,
+            r.weights,
+            int(r.prompt_tokens),
+            int(r.output_tokens),
+            int(r.load_value),
+            float(r.ttft_ms),
+            float(r.tpot_ms),
+        )
         key = (row.engine, row.version, row.card, row.weights, row.isl, row.osl, row.clients)
         if key not in seen:
             seen.add(key)
@@ -83,10 +99,14 @@ def published_params(cards: list[str]) -> tuple[dict[str, CalibParams], int]:
     from pareto_atlas.calibrate.published_table import PublishedTable, _sha, load_published
 
     table = load_published()
-    theirs = table.rows.source_id.astype(str).str.contains("aiconfigurator", case=False) | \
-        table.rows.source.astype(str).str.contains("aiconfigurator", case=False)
-    shipped = table if not theirs.any() else PublishedTable(table.rows[~theirs].reset_index(drop=True), table.paths,
-                                                             _sha(table.rows[~theirs]))
+    theirs = table.rows.source_id.astype(str).str.contains("aiconfigurator", case=False) | table.rows.source.astype(
+        str
+    ).str.contains("aiconfigurator", case=False)
+    shipped = (
+        table
+        if not theirs.any()
+        else PublishedTable(table.rows[~theirs].reset_index(drop=True), table.paths, _sha(table.rows[~theirs]))
+    )
     key = published_cache.cache_key(fit_key(shipped), cards)
     cals = published_cache.load(key)
     if cals is None:
@@ -106,10 +126,9 @@ def simulate(row: Row, params: CalibParams, batching: str, chunk: int, max_seqs:
     plan = plan_memory(m, hw, k, row.isl, row.osl, params)
     c = coeffs(m, hw, k, params)
     n = max(8 * row.clients, 400)
-    res = des.run(c, des.closed_loop(row.clients, n, row.isl, row.osl), batching, max_seqs, chunk,
-                  plan.kv_cap_tokens)
+    res = des.run(c, des.closed_loop(row.clients, n, row.isl, row.osl), batching, max_seqs, chunk, plan.kv_cap_tokens)
     tpot = (res.finish_t - res.first_t) / np.maximum(res.output - 1, 1)
-    after = np.argsort(res.arrival, kind="stable")[row.clients:]
+    after = np.argsort(res.arrival, kind="stable")[row.clients :]
     out = {}
     for name, idx, stat in zip(READINGS, (after, after, slice(None)), (np.mean, np.median, np.mean)):
         out[name] = (1e3 * float(stat(res.ttft[idx])), 1e3 * float(stat(tpot[idx])))
@@ -118,16 +137,22 @@ def simulate(row: Row, params: CalibParams, batching: str, chunk: int, max_seqs:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--table", action="append", type=Path, help="another multi-GPU table in the format of "
-                    "spec/published_multigpu.csv (repeatable)")
+    ap.add_argument(
+        "--table",
+        action="append",
+        type=Path,
+        help="another multi-GPU table in the format of spec/published_multigpu.csv (repeatable)",
+    )
     ap.add_argument("--rows", action="store_true", help="print every row")
     a = ap.parse_args()
     rows = read_rows(a.table)
     t = time.perf_counter()
     params, left_out = published_params(sorted({r.card for r in rows}))
-    print(f"{len(rows)} rows of {SOURCE} (spec/published_multigpu.csv); published fits of {', '.join(sorted(params))} "
-          f"({time.perf_counter() - t:.0f} s; {left_out} aiconfigurator rows of the shipped table left out of them): "
-          + "; ".join(f"{g}: {p.provenance}" for g, p in params.items()))
+    print(
+        f"{len(rows)} rows of {SOURCE} (spec/published_multigpu.csv); published fits of {', '.join(sorted(params))} "
+        f"({time.perf_counter() - t:.0f} s; {left_out} aiconfigurator rows of the shipped table left out of them): "
+        + "; ".join(f"{g}: {p.provenance}" for g, p in params.items())
+    )
     err: dict[tuple[str, str, str], list[tuple[float, float]]] = {}
     for r in rows:
         s = scheduler(r.engine, shipped_hardware()[r.card])
@@ -140,9 +165,11 @@ def main() -> None:
             ttft, tpot = sims[READINGS[0]]
             if a.rows:
                 e = err[(r.engine, name, READINGS[0])][-1]
-                print(f"  {r.engine:7s} {r.card:8s} {r.weights:4s} {r.isl:5d}/{r.osl:<4d} x{r.clients:<4d} {name:10s} "
-                      f"TTFT {ttft:8.1f} vs {r.ttft_ms:8.1f} ms ({e[0]:+7.0%})  TPOT {tpot:6.2f} vs {r.tpot_ms:6.2f} "
-                      f"ms ({e[1]:+5.0%})")
+                print(
+                    f"  {r.engine:7s} {r.card:8s} {r.weights:4s} {r.isl:5d}/{r.osl:<4d} x{r.clients:<4d} {name:10s} "
+                    f"TTFT {ttft:8.1f} vs {r.ttft_ms:8.1f} ms ({e[0]:+7.0%})  TPOT {tpot:6.2f} vs {r.tpot_ms:6.2f} "
+                    f"ms ({e[1]:+5.0%})"
+                )
     print(f"\nsimulated {READINGS[0]} against the measured figure:")
     print(f"{'engine':8s} {'rows':>4s} {'scheduler':32s} {'median |TTFT err|':>18s} {'median |TPOT err|':>18s}")
     for engine in ("trtllm", "sglang", "vllm", "all"):
@@ -152,8 +179,11 @@ def main() -> None:
                 continue
             e = np.abs(np.array(es))
             card = next((r.card for r in rows if r.engine == engine), "")
-            label = "continuous (before issue 31)" if name == "continuous" else (
-                scheduler(engine, shipped_hardware()[card]).label if card else "each engine's default")
+            label = (
+                "continuous (before issue 31)"
+                if name == "continuous"
+                else (scheduler(engine, shipped_hardware()[card]).label if card else "each engine's default")
+            )
             print(f"{engine:8s} {len(es):4d} {label:32s} {np.median(e[:, 0]):18.0%} {np.median(e[:, 1]):18.0%}")
     print("\nthe engine defaults over all rows, as other readings of the measured figures would have them:")
     for reading in READINGS[1:]:

@@ -28,8 +28,10 @@ from pareto_atlas.measure.metrics import derive_metrics
 from pareto_atlas.spec.knobs import Knobs
 
 GOAL_MS = 2.0
-FAKE = ("import sys, time; from pareto_atlas.measure.fakeserver import FakeOpenAIServer, FakeBehaviour; "
-        "s = FakeOpenAIServer(FakeBehaviour(empty_first_chunk=False)).start(); print(s.port, flush=True); time.sleep(1e9)")
+FAKE = (
+    "import sys, time; from pareto_atlas.measure.fakeserver import FakeOpenAIServer, FakeBehaviour; "
+    "s = FakeOpenAIServer(FakeBehaviour(empty_first_chunk=False)).start(); print(s.port, flush=True); time.sleep(1e9)"
+)
 
 
 def smollm2() -> Path:
@@ -42,14 +44,22 @@ def harness_overhead(n: int) -> dict:
     arm = {"model_path": str(smollm2()), "knobs": Knobs(weights="Q4_0", slots=1), "n_ctx": 2048, "threads": 2}
     with get_engine("llamacpp").start(arm) as eng:
         prompts = build_contract_prompts(eng.base_url, 64, n + 1, seed=0)
-        recs = run_load_sync(eng.base_url, prompts, 4, concurrency=1, warmup=1, prompt_tokens=64,
-                             extra_body=eng.extra_body)
+        recs = run_load_sync(
+            eng.base_url, prompts, 4, concurrency=1, warmup=1, prompt_tokens=64, extra_body=eng.extra_body
+        )
         version = eng.version
     m = derive_metrics(recs, 64, 4)
     diffs = [r.ttft_s * 1e3 - r.server_timings["prompt_ms"] for r in recs if r.ok and not r.warmup]
-    return {"median_ms": m.ttft_minus_server_prompt_ms_p50, "p90_ms": float(np.percentile(diffs, 90)),
-            "n": len(diffs), "ttft_p50_ms": m.ttft.p50, "prompt_ms_p50": m.server_prompt_ms_p50,
-            "rejected": m.n_rejected, "errors": m.n_errors, "version": version}
+    return {
+        "median_ms": m.ttft_minus_server_prompt_ms_p50,
+        "p90_ms": float(np.percentile(diffs, 90)),
+        "n": len(diffs),
+        "ttft_p50_ms": m.ttft.p50,
+        "prompt_ms_p50": m.server_prompt_ms_p50,
+        "rejected": m.n_rejected,
+        "errors": m.n_errors,
+        "version": version,
+    }
 
 
 def rate_sweep(rates: list[float], seconds: float) -> list[dict]:
@@ -69,8 +79,15 @@ def rate_sweep(rates: list[float], seconds: float) -> list[dict]:
             planned = (n - 1) / (sched[-1] - sched[0])  # the seeded schedule's own rate (Poisson noise)
             done = sum(r.ok for r in recs)
             e2e = np.median([r.e2e_s for r in recs if r.ok]) * 1e3 if done else float("nan")
-            row = {"target_rps": rate, "planned_rps": planned, "achieved_rps": achieved, "lag_p99_ms": float(np.percentile(lag_ms, 99)),
-                   "ok": done, "n": n, "e2e_p50_ms": e2e}
+            row = {
+                "target_rps": rate,
+                "planned_rps": planned,
+                "achieved_rps": achieved,
+                "lag_p99_ms": float(np.percentile(lag_ms, 99)),
+                "ok": done,
+                "n": n,
+                "e2e_p50_ms": e2e,
+            }
             row["sustained"] = bool(done == n and row["lag_p99_ms"] <= 10.0 and achieved >= 0.95 * planned)
             out.append(row)
             if not row["sustained"]:
@@ -94,15 +111,23 @@ def main() -> None:
 
     print(f"\npareto-atlas harness benchmark ({time.monotonic() - t0:.0f} s; percentiles: linear interpolation)")
     print(f"{'figure':<44}{'measured':>14}   reference")
-    print(f"{'harness overhead: TTFT - server prompt_ms':<44}{ov['median_ms']:>11.2f} ms   goal <= {GOAL_MS:g} ms "
-          f"({'met' if ov['median_ms'] <= GOAL_MS else 'NOT met'}); median of {ov['n']}, p90 {ov['p90_ms']:.2f} ms")
-    print(f"{'  client TTFT / server prompt_ms (P50)':<44}{ov['ttft_p50_ms']:>8.1f} / {ov['prompt_ms_p50']:.1f} ms"
-          f"   {ov['version']}, SmolLM2-135M Q4_1, P=64 N=4, 1 slot; rejected {ov['rejected']}, errors {ov['errors']}")
-    print(f"{'max sustained Poisson rate (fake SSE server)':<44}{best:>10.0f} rps   "
-          f"criterion: all complete, send lag p99 <= 10 ms, achieved >= 95 % of the schedule's rate")
+    print(
+        f"{'harness overhead: TTFT - server prompt_ms':<44}{ov['median_ms']:>11.2f} ms   goal <= {GOAL_MS:g} ms "
+        f"({'met' if ov['median_ms'] <= GOAL_MS else 'NOT met'}); median of {ov['n']}, p90 {ov['p90_ms']:.2f} ms"
+    )
+    print(
+        f"{'  client TTFT / server prompt_ms (P50)':<44}{ov['ttft_p50_ms']:>8.1f} / {ov['prompt_ms_p50']:.1f} ms"
+        f"   {ov['version']}, SmolLM2-135M Q4_1, P=64 N=4, 1 slot; rejected {ov['rejected']}, errors {ov['errors']}"
+    )
+    print(
+        f"{'max sustained Poisson rate (fake SSE server)':<44}{best:>10.0f} rps   "
+        f"criterion: all complete, send lag p99 <= 10 ms, achieved >= 95 % of the schedule's rate"
+    )
     for r in sweep:
-        print(f"    target {r['target_rps']:>6.0f} rps: planned {r['planned_rps']:7.1f}, achieved {r['achieved_rps']:7.1f}, lag p99 {r['lag_p99_ms']:7.2f} ms,"
-              f" ok {r['ok']}/{r['n']}, E2E P50 {r['e2e_p50_ms']:.2f} ms -> {'sustained' if r['sustained'] else 'NOT sustained'}")
+        print(
+            f"    target {r['target_rps']:>6.0f} rps: planned {r['planned_rps']:7.1f}, achieved {r['achieved_rps']:7.1f}, lag p99 {r['lag_p99_ms']:7.2f} ms,"
+            f" ok {r['ok']}/{r['n']}, E2E P50 {r['e2e_p50_ms']:.2f} ms -> {'sustained' if r['sustained'] else 'NOT sustained'}"
+        )
 
 
 if __name__ == "__main__":

@@ -40,10 +40,10 @@ from pareto_atlas.store import Store
 from pareto_atlas.store.points import measured_points
 
 GOALS = {"ttft_p50_ms": 0.05, "tpot_p50_ms": 0.05, "ttft_p99_ms": 0.10, "tpot_p99_ms": 0.10, "throughput_tok_s": None}
-COVERAGE_GOAL = 0.90      # share of held-out figures inside the error bar the atlas carries
+COVERAGE_GOAL = 0.90  # share of held-out figures inside the error bar the atlas carries
 REFERENCES = "Vidur < 9 %, LLMServingSim ~3 % on means"
 HELDOUT = Path(__file__).with_name("heldout_study.toml")
-KEY = ("label", "concurrency", "prompt_tokens", "output_tokens")     # one configuration under one load
+KEY = ("label", "concurrency", "prompt_tokens", "output_tokens")  # one configuration under one load
 
 
 def interleaved(held: Study, ref: str) -> list[AnchorPlan]:
@@ -80,20 +80,30 @@ def error_bar(params: CalibParams, target: str) -> float:
 
 
 def summary_rows(raw: pd.DataFrame, corr: pd.DataFrame, params: CalibParams) -> list[str]:
-    lines = [f"  {'target':16s} {'median |err|':>19s} {'P90 |err|':>19s} {'coverage':>17s}  {'goal':>5s}  verdict "
-             f"(corrected)",
-             f"  {'':16s} {'raw':>9s} {'corr.':>9s} {'raw':>9s} {'corr.':>9s} {'raw':>8s} {'corr.':>8s}"]
+    lines = [
+        f"  {'target':16s} {'median |err|':>19s} {'P90 |err|':>19s} {'coverage':>17s}  {'goal':>5s}  verdict "
+        f"(corrected)",
+        f"  {'':16s} {'raw':>9s} {'corr.':>9s} {'raw':>9s} {'corr.':>9s} {'raw':>8s} {'corr.':>8s}",
+    ]
     for t, goal in GOALS.items():
         bar = error_bar(params, t)
         r, c = raw[t].abs().dropna(), corr[t].abs().dropna()
         med_c = float(np.median(c)) if len(c) else np.nan
         cov_c = float(np.mean(c <= bar)) if len(c) else np.nan
-        verdict = ("(no goal)" if goal is None else
-                   "meets the goal" if med_c <= goal and cov_c >= COVERAGE_GOAL else
-                   "misses the median" if med_c > goal else f"misses coverage ({COVERAGE_GOAL:.0%})")
+        verdict = (
+            "(no goal)"
+            if goal is None
+            else "meets the goal"
+            if med_c <= goal and cov_c >= COVERAGE_GOAL
+            else "misses the median"
+            if med_c > goal
+            else f"misses coverage ({COVERAGE_GOAL:.0%})"
+        )
         g = f"{goal:5.0%}" if goal else f"{'-':>5s}"
-        lines.append(f"  {t:16s} {np.median(r):9.1%} {med_c:9.1%} {np.percentile(r, 90):9.1%} "
-                     f"{np.percentile(c, 90):9.1%} {np.mean(r <= bar):8.0%} {np.mean(c <= bar):8.0%}  {g}  {verdict}")
+        lines.append(
+            f"  {t:16s} {np.median(r):9.1%} {med_c:9.1%} {np.percentile(r, 90):9.1%} "
+            f"{np.percentile(c, 90):9.1%} {np.mean(r <= bar):8.0%} {np.mean(c <= bar):8.0%}  {g}  {verdict}"
+        )
     return lines
 
 
@@ -104,14 +114,18 @@ def score(df: pd.DataFrame, trained: pd.DataFrame, reference: str):
     is_ref = df.arm.eq(reference)
     seen = set(config_key(trained))
     if not is_ref.any() or not config_key(df[is_ref]).isin(seen).all():
-        raise SystemExit(f"--reference {reference}: no anchor of a configuration the calibration measured; it cannot show drift")
+        raise SystemExit(
+            f"--reference {reference}: no anchor of a configuration the calibration measured; it cannot show drift"
+        )
     also = ~is_ref & config_key(df).isin(seen)
     if also.any():
         print(f"  not scored (the calibration measured them too): {', '.join(sorted(set(df.arm[also])))}")
     busy = contention_flags(df)
-    if busy.any():        # measured beside other work on the machine (measure.contention): not scored
-        print("  left out, measured beside other work on the machine: "
-              + ", ".join(f"{a} ({c:.2f} cores)" for a, c in zip(df.arm[busy], df.other_cpu_cores[busy])))
+    if busy.any():  # measured beside other work on the machine (measure.contention): not scored
+        print(
+            "  left out, measured beside other work on the machine: "
+            + ", ".join(f"{a} ({c:.2f} cores)" for a, c in zip(df.arm[busy], df.other_cpu_cores[busy]))
+        )
     ref, held = df[is_ref & ~busy].sort_values("t"), df[~is_ref & ~also & ~busy].reset_index(drop=True)
     if held.empty:
         raise SystemExit("every held-out configuration is also in the calibration; nothing held out")
@@ -121,9 +135,11 @@ def score(df: pd.DataFrame, trained: pd.DataFrame, reference: str):
     same = trained[config_key(trained).isin(set(config_key(ref)))]
     ratio = ref[list(TARGETS)].to_numpy(float) / same[list(TARGETS)].to_numpy(float).mean(axis=0)
     outside = held.arm[(held.t < ref.t.min()) | (held.t > ref.t.max())]
-    if len(outside):       # kept from an earlier run: no reference brackets them
-        print(f"  measured outside the reference's span (an earlier run), corrected by the nearest reference only: "
-              f"{', '.join(sorted(set(outside)))}")
+    if len(outside):  # kept from an earlier run: no reference brackets them
+        print(
+            f"  measured outside the reference's span (an earlier run), corrected by the nearest reference only: "
+            f"{', '.join(sorted(set(outside)))}"
+        )
     drift = np.column_stack([drift_at(held.t.to_numpy(), ref.t.to_numpy(), ratio[:, j]) for j in range(len(TARGETS))])
     # an open loop's throughput is set by its arrivals, not by how fast the machine runs that day
     drift[held.concurrency.to_numpy() == 0, TARGETS.index("throughput_tok_s")] = 1.0
@@ -138,23 +154,35 @@ def main() -> None:
     ap.add_argument("--store", default="atlas-out/default-cpu/store.duckdb")
     ap.add_argument("--study", default="default", help="the calibrated study (built-in name or TOML)")
     ap.add_argument("--heldout", default=str(HELDOUT), help="the study of held-out configurations")
-    ap.add_argument("--reference", default="drift-ref",
-                    help="the held-out study's arm that repeats a configuration the calibration measured")
+    ap.add_argument(
+        "--reference",
+        default="drift-ref",
+        help="the held-out study's arm that repeats a configuration the calibration measured",
+    )
     a = ap.parse_args()
     if not Path(a.store).exists():
         raise SystemExit(f"--store {a.store}: no such store; run `make atlas` first")
     study, held_study = load_study(a.study), load_study(a.heldout)
-    held_study.arm(a.reference)        # a StudyError naming the arms if it is not one
+    held_study.arm(a.reference)  # a StudyError naming the arms if it is not one
     with Store(a.store) as store:
         params = latest_params(study, store)[0].get(THIS)
         if params is None:
-            raise SystemExit(f"--store {a.store}: no calibration of {study.name!r} on {THIS}; run `pareto-atlas calibrate`")
+            raise SystemExit(
+                f"--store {a.store}: no calibration of {study.name!r} on {THIS}; run `pareto-atlas calibrate`"
+            )
         trained = measured_points(study, store)
         order = interleaved(held_study, a.reference)
         t0 = time.monotonic()
-        s = run_campaign(held_study, store, plans=order, bandwidth_gbs=this_machine(held_study, store).mem_bw_gbs,
-                         on_progress=lambda ev, info: ev == "done" and print(f"  measured {info['arm']}: {info['status']}"))
-        print(f"measured {s.measured}, kept {s.skipped} from earlier runs, failed {s.failed} ({time.monotonic() - t0:.0f} s)")
+        s = run_campaign(
+            held_study,
+            store,
+            plans=order,
+            bandwidth_gbs=this_machine(held_study, store).mem_bw_gbs,
+            on_progress=lambda ev, info: ev == "done" and print(f"  measured {info['arm']}: {info['status']}"),
+        )
+        print(
+            f"measured {s.measured}, kept {s.skipped} from earlier runs, failed {s.failed} ({time.monotonic() - t0:.0f} s)"
+        )
         df = measured_points(held_study, store)
         df = df[df.hardware.eq(THIS) & df.anchor_id.isin({p.anchor_id for p in order})].reset_index(drop=True)
         # the clients' recorded pauses and an open loop's sends are the load (like a trace's rows), not its outcome
@@ -164,22 +192,34 @@ def main() -> None:
         df["pred"] = list(predict(_anchors(df), model_card(study, trained), hw, params))
 
     ref, held, raw, corr, ratio = score(df, trained, a.reference)
-    print(f"\n== Held-out: {len(held)} anchors of {held.arm.nunique()} configurations the calibration of "
-          f"{study.name!r} ({len(trained)} anchors) never saw, predicted by its fit ({params.provenance})")
+    print(
+        f"\n== Held-out: {len(held)} anchors of {held.arm.nunique()} configurations the calibration of "
+        f"{study.name!r} ({len(trained)} anchors) never saw, predicted by its fit ({params.provenance})"
+    )
     print(f"   references: {REFERENCES}")
-    print(f"   drift: {a.reference} measured {len(ref)} times around them; its ratio to the calibration's anchors of it over "
-          f"{(ref.t.max() - ref.t.min()) / 60:.0f} min:")
+    print(
+        f"   drift: {a.reference} measured {len(ref)} times around them; its ratio to the calibration's anchors of it over "
+        f"{(ref.t.max() - ref.t.min()) / 60:.0f} min:"
+    )
     for j, t in enumerate(TARGETS):
         r = ratio[:, j]
         print(f"     {t:16s} first {r[0]:.3f}  last {r[-1]:.3f}  range {np.nanmin(r):.3f}..{np.nanmax(r):.3f}")
-    table = pd.concat([held[["arm", "workload", "concurrency"]], raw.add_suffix(" raw"), corr.add_suffix(" corr")], axis=1)
+    table = pd.concat(
+        [held[["arm", "workload", "concurrency"]], raw.add_suffix(" raw"), corr.add_suffix(" corr")], axis=1
+    )
     cols = ["arm", "workload", "concurrency"] + [f"{t} {k}" for t in TARGETS for k in ("raw", "corr")]
     with pd.option_context("display.width", 250, "display.max_columns", 20, "display.float_format", "{:+.1%}".format):
-        print(table[cols].rename(columns=lambda c: c.replace("_ms", "").replace("throughput_tok_s", "thr")).to_string(index=False))
-    print(f"\n  error = predicted / measured - 1; corrected: measured divided by the reference's interpolated ratio "
-          f"(not an open loop's throughput, which its arrivals set); "
-          f"coverage: |error| within the bar simulated points carry (latency ±{params.lat_rel_err:.1%}, "
-          f"throughput ±{params.thr_rel_err:.1%})")
+        print(
+            table[cols]
+            .rename(columns=lambda c: c.replace("_ms", "").replace("throughput_tok_s", "thr"))
+            .to_string(index=False)
+        )
+    print(
+        f"\n  error = predicted / measured - 1; corrected: measured divided by the reference's interpolated ratio "
+        f"(not an open loop's throughput, which its arrivals set); "
+        f"coverage: |error| within the bar simulated points carry (latency ±{params.lat_rel_err:.1%}, "
+        f"throughput ±{params.thr_rel_err:.1%})"
+    )
     print("\n".join(summary_rows(raw, corr, params)))
 
 

@@ -44,21 +44,41 @@ def main() -> None:
     fit = {c.name: plan_memory(c, hw, knobs, int(a.ctx), 0, params).max_seqs for c in (m, d)}
     lo, hi = moe.ROUTING_SKEW_INTERVAL
     con = Console()
-    con.print(f"{a.moe} ({m.n_params / 1e9:.1f}B total, {m.active_params / 1e9:.2f}B active, {m.n_experts} experts, "
-              f"{m.experts_per_token} per token) vs {a.dense} ({d.n_params / 1e9:.1f}B dense) on one {a.hw}, "
-              f"{a.weights}, {a.ctx:g} tokens of context; routing skew prior {moe.ROUTING_SKEW} [{lo}, {hi}]; "
-              f"sequences that fit: {fit[m.name]} vs {fit[d.name]}")
-    t = Table("batch", "touched (prior)", "touched [interval]", "MoE GB/step", "dense GB/step", "MoE ms/step",
-              "dense ms/step", "MoE us/tok", "dense us/tok", "MoE / dense")
+    con.print(
+        f"{a.moe} ({m.n_params / 1e9:.1f}B total, {m.active_params / 1e9:.2f}B active, {m.n_experts} experts, "
+        f"{m.experts_per_token} per token) vs {a.dense} ({d.n_params / 1e9:.1f}B dense) on one {a.hw}, "
+        f"{a.weights}, {a.ctx:g} tokens of context; routing skew prior {moe.ROUTING_SKEW} [{lo}, {hi}]; "
+        f"sequences that fit: {fit[m.name]} vs {fit[d.name]}"
+    )
+    t = Table(
+        "batch",
+        "touched (prior)",
+        "touched [interval]",
+        "MoE GB/step",
+        "dense GB/step",
+        "MoE ms/step",
+        "dense ms/step",
+        "MoE us/tok",
+        "dense us/tok",
+        "MoE / dense",
+    )
     for b in BATCHES:
         tm = step_time(cm, float(b), b * a.ctx, 0.0, 0.0, 0.0, float(b))
         td = step_time(cd, float(b), b * a.ctx, 0.0, 0.0, 0.0, float(b))
         over = [n for n, c in (("MoE", m), ("dense", d)) if b > fit[c.name]]
         flag = f" ({' and '.join(over)} over memory)" if over else ""
-        t.add_row(f"{b}{flag}", f"{moe.experts_touched(b, m):.1f}",
-                  f"{moe.experts_touched(b, m, lo):.1f}-{moe.experts_touched(b, m, hi):.1f}",
-                  f"{moe.step_weight_bytes(m, a.weights, b) / 1e9:.2f}", f"{moe.step_weight_bytes(d, a.weights, b) / 1e9:.2f}",
-                  f"{tm * 1e3:.2f}", f"{td * 1e3:.2f}", f"{tm / b * 1e6:.0f}", f"{td / b * 1e6:.0f}", f"{tm / td:.2f}")
+        t.add_row(
+            f"{b}{flag}",
+            f"{moe.experts_touched(b, m):.1f}",
+            f"{moe.experts_touched(b, m, lo):.1f}-{moe.experts_touched(b, m, hi):.1f}",
+            f"{moe.step_weight_bytes(m, a.weights, b) / 1e9:.2f}",
+            f"{moe.step_weight_bytes(d, a.weights, b) / 1e9:.2f}",
+            f"{tm * 1e3:.2f}",
+            f"{td * 1e3:.2f}",
+            f"{tm / b * 1e6:.0f}",
+            f"{td / b * 1e6:.0f}",
+            f"{tm / td:.2f}",
+        )
     con.print(t)
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from pareto_atlas.atlas.frontier import frontier
 from pareto_atlas.atlas.pick import pick
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))   # the synthetic table is a test fixture
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the synthetic table is a test fixture
 from synthetic import random_points  # noqa: E402
 
 TARGET_S = 1.0
@@ -31,8 +31,12 @@ def main() -> None:
     pts = random_points(args.n, seed=0)
     cases = {
         "constraint only": dict(constraints="tpot_p99_ms<=40, quality_rel>=0.95", objective="cost_per_mtok"),
-        "price change": dict(constraints="tpot_p99_ms<=40, quality_rel>=0.95", objective="cost_per_mtok",
-                             prices={"A100-80G-PCIe": 2.085}, price_date="2026-08"),
+        "price change": dict(
+            constraints="tpot_p99_ms<=40, quality_rel>=0.95",
+            objective="cost_per_mtok",
+            prices={"A100-80G-PCIe": 2.085},
+            price_date="2026-08",
+        ),
         "throughput, text filter": dict(constraints="ttft_p99_ms<=400 and hardware!=L4", objective="throughput_tok_s"),
     }
     print(f"pick over {args.n:,} points, {args.repeat} runs per case (target < {TARGET_S:.1f} s)")
@@ -46,8 +50,10 @@ def main() -> None:
         best, med = min(times), statistics.median(times)
         worst = max(worst, med)
         w = r.winner
-        print(f"  {name:<24} best {best * 1e3:7.1f} ms  median {med * 1e3:7.1f} ms  "
-              f"[{'ok' if med < TARGET_S else 'OVER'} vs {TARGET_S:.0f} s]  winner {w['label'] if w else '-'}")
+        print(
+            f"  {name:<24} best {best * 1e3:7.1f} ms  median {med * 1e3:7.1f} ms  "
+            f"[{'ok' if med < TARGET_S else 'OVER'} vs {TARGET_S:.0f} s]  winner {w['label'] if w else '-'}"
+        )
     t = time.perf_counter()
     frontier(pts)
     print(f"  (for scale: the full 3-D frontier with error bars over the same table: {time.perf_counter() - t:.2f} s)")

@@ -39,16 +39,20 @@ def main() -> None:
     hw, model = shipped_hardware()[a.card], shipped_models()[a.model]
     ctx = model.max_context if hasattr(model, "max_context") and model.max_context else 131072
     kept = [r for r in rows if r.prompt_tokens + r.output_tokens <= ctx]
-    print(f"trace {a.trace}: {len(rows)} requests, {len(rows) - len(kept)} beyond {ctx} tokens dropped; "
-          f"mean prompt {np.mean([r.prompt_tokens for r in kept]):.0f}, output {np.mean([r.output_tokens for r in kept]):.0f} "
-          f"tokens; blocks of {HASH_BLOCK_TOKENS}")
+    print(
+        f"trace {a.trace}: {len(rows)} requests, {len(rows) - len(kept)} beyond {ctx} tokens dropped; "
+        f"mean prompt {np.mean([r.prompt_tokens for r in kept]):.0f}, output {np.mean([r.output_tokens for r in kept]):.0f} "
+        f"tokens; blocks of {HASH_BLOCK_TOKENS}"
+    )
     t = np.array([r.arrival_s for r in kept]) / a.speedup
     p = np.array([r.prompt_tokens for r in kept], np.int64)
     o = np.array([r.output_tokens for r in kept], np.int64)
     load = SharedLoad(p, o, tuple(r.hash_ids for r in kept), HASH_BLOCK_TOKENS)
     params = default_params(hw, "vllm")
-    print(f"{a.model} {a.weights} on one {a.card}, {a.slots} slots, continuous batching (uncalibrated defaults: "
-          f"{params.provenance}); percentiles: linear interpolation")
+    print(
+        f"{a.model} {a.weights} on one {a.card}, {a.slots} slots, continuous batching (uncalibrated defaults: "
+        f"{params.provenance}); percentiles: linear interpolation"
+    )
     for kv in ("f16", "fp8"):
         for on in (False, True):
             k = Knobs(weights=a.weights, kv=kv, slots=a.slots, prefix_cache=on)
@@ -66,10 +70,12 @@ def main() -> None:
             t2 = time.perf_counter()
             s = res.summary
             hr = hit_rate(cached, p) if cached is not None else 0.0
-            print(f"  {k.label():28s} hit rate {hr:6.1%}  TTFT p50 {s['ttft_p50_ms']:9.1f} ms  p99 "
-                  f"{s['ttft_p99_ms']:9.1f} ms  TPOT p50 {s['tpot_p50_ms']:6.1f} ms  "
-                  f"(KV room {plan.kv_cap_tokens:,.0f} tokens; cache {t1 - t0:.2f} s, DES {len(p) / (t2 - t1):,.0f} req/s, "
-                  f"both {len(p) / (t2 - t0):,.0f} req/s)")
+            print(
+                f"  {k.label():28s} hit rate {hr:6.1%}  TTFT p50 {s['ttft_p50_ms']:9.1f} ms  p99 "
+                f"{s['ttft_p99_ms']:9.1f} ms  TPOT p50 {s['tpot_p50_ms']:6.1f} ms  "
+                f"(KV room {plan.kv_cap_tokens:,.0f} tokens; cache {t1 - t0:.2f} s, DES {len(p) / (t2 - t1):,.0f} req/s, "
+                f"both {len(p) / (t2 - t0):,.0f} req/s)"
+            )
 
 
 if __name__ == "__main__":

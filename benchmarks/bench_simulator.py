@@ -15,7 +15,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from pareto_atlas.report.claims import paper_ratio_refs   # the seed paper's ratios (references)
+from pareto_atlas.report.claims import paper_ratio_refs  # the seed paper's ratios (references)
 from pareto_atlas.simulate import des
 from pareto_atlas.simulate.api import simulate_point
 from pareto_atlas.simulate.cost_model import coeffs
@@ -36,22 +36,42 @@ SWEEP_TARGET_CONFIGS, SWEEP_TARGET_S = 100_000, 60.0
 
 def bench_des(n: int) -> None:
     ref = "; ".join(f"{r} req/CPU-s at a mean batch of ~{b}" for b, r in SPLITWISESIM)
-    print(f"\n== Discrete-event simulation speed, one core (target >= {DES_TARGET:,} requests/s; references: "
-          f"SplitwiseSim {ref} (Poisson, 512/128, measured here); DistServe simulator ~{DISTSERVE_SIM} req/s)")
+    print(
+        f"\n== Discrete-event simulation speed, one core (target >= {DES_TARGET:,} requests/s; references: "
+        f"SplitwiseSim {ref} (Poisson, 512/128, measured here); DistServe simulator ~{DISTSERVE_SIM} req/s)"
+    )
     m, hw = shipped_models()["qwen2.5-7b"], shipped_hardware()["H100-PCIe"]
     p = default_params(hw)
-    cases = [("continuous", 1, None, "none"), ("continuous", 32, None, "none"), ("continuous", 32, None, "ngram"),
-             ("chunked", 32, None, "none"), ("slo", 32, None, "none"), ("static", 32, None, "none"),
-             ("disagg", 32, None, "none"), ("continuous", 32, 8.0, "none"), ("chunked", 32, 8.0, "draft")]
+    cases = [
+        ("continuous", 1, None, "none"),
+        ("continuous", 32, None, "none"),
+        ("continuous", 32, None, "ngram"),
+        ("chunked", 32, None, "none"),
+        ("slo", 32, None, "none"),
+        ("static", 32, None, "none"),
+        ("disagg", 32, None, "none"),
+        ("continuous", 32, 8.0, "none"),
+        ("chunked", 32, 8.0, "draft"),
+    ]
     rates = []
     for batching, slots, rate, spec in cases:
-        k = Knobs(batching=batching, slots=slots, chunk_tokens=256, spec=spec, spec_k=4 if spec != "none" else 0,
-                  spec_accept=0.6 if spec != "none" else 0.0)
+        k = Knobs(
+            batching=batching,
+            slots=slots,
+            chunk_tokens=256,
+            spec=spec,
+            spec_k=4 if spec != "none" else 0,
+            spec_accept=0.6 if spec != "none" else 0.0,
+        )
         c = coeffs(m, hw, k, p)
-        make = (lambda nn: des.poisson(rate, nn, 512, 128, 0)) if rate else (lambda nn: des.closed_loop(slots, nn, 512, 128))
-        des.run(c, make(100), batching, slots, 256, slo={"tpot_ms": 50.0})          # compile / warm
+        make = (
+            (lambda nn: des.poisson(rate, nn, 512, 128, 0))
+            if rate
+            else (lambda nn: des.closed_loop(slots, nn, 512, 128))
+        )
+        des.run(c, make(100), batching, slots, 256, slo={"tpot_ms": 50.0})  # compile / warm
         a = make(n)
-        t, cpu = time.perf_counter(), time.process_time()
+        cpu = time.process_time()
         res = des.run(c, a, batching, slots, 256, slo={"tpot_ms": 50.0})
         # CPU time, not wall: the box is shared, and this is a one-core figure.
         r = n / max(time.process_time() - cpu, 1e-9)
@@ -59,8 +79,10 @@ def bench_des(n: int) -> None:
         load = f"poisson {rate:g} rps" if rate else f"closed loop {slots}"
         # mean requests in flight (Little's law: total time in system / makespan), the occupancy
         in_flight = float(np.sum(res.e2e) / max(res.finish_t.max() - res.arrival.min(), 1e-12))
-        print(f"  {batching:10s} spec={spec:5s} {load:18s} {r:>12,.0f} req/s  ({r / DES_TARGET:.2f}x target)  "
-              f"mean in flight {in_flight:5.1f}")
+        print(
+            f"  {batching:10s} spec={spec:5s} {load:18s} {r:>12,.0f} req/s  ({r / DES_TARGET:.2f}x target)  "
+            f"mean in flight {in_flight:5.1f}"
+        )
     print(f"  median over cases: {np.median(rates):,.0f} req/s; min {min(rates):,.0f}")
 
 
@@ -70,19 +92,23 @@ def bench_cold(n: int = 5000) -> None:
     import subprocess
     import sys
 
-    code = ("from pareto_atlas.simulate import des; from pareto_atlas.simulate.cost_model import coeffs; "
-            "from pareto_atlas.simulate.params import default_params; "
-            "from pareto_atlas.spec.cards import shipped_hardware, shipped_models; from pareto_atlas.spec.knobs import Knobs; "
-            "m, hw = shipped_models()['qwen2.5-7b'], shipped_hardware()['H100-PCIe']; "
-            "c = coeffs(m, hw, Knobs(slots=32), default_params(hw)); "
-            f"des.run(c, des.poisson(8.0, {n}, 512, 128, 0), 'continuous', 32, 256)")
+    code = (
+        "from pareto_atlas.simulate import des; from pareto_atlas.simulate.cost_model import coeffs; "
+        "from pareto_atlas.simulate.params import default_params; "
+        "from pareto_atlas.spec.cards import shipped_hardware, shipped_models; from pareto_atlas.spec.knobs import Knobs; "
+        "m, hw = shipped_models()['qwen2.5-7b'], shipped_hardware()['H100-PCIe']; "
+        "c = coeffs(m, hw, Knobs(slots=32), default_params(hw)); "
+        f"des.run(c, des.poisson(8.0, {n}, 512, 128, 0), 'continuous', 32, 256)"
+    )
     t = time.perf_counter()
     subprocess.run([sys.executable, "-c", code], check=True)
     dt = time.perf_counter() - t
     best = max(r for _, r in SPLITWISESIM)
-    print(f"\n== Cold process, imports and compilation included: {n:,} requests (Poisson 8 rps, 512/128, 32 slots) "
-          f"in {dt:.1f} s wall = {n / dt:,.0f} req/s; SplitwiseSim's best reference {best} req/CPU-s is "
-          f"{n / dt / best:,.1f}x slower (its own start-up not counted)")
+    print(
+        f"\n== Cold process, imports and compilation included: {n:,} requests (Poisson 8 rps, 512/128, 32 slots) "
+        f"in {dt:.1f} s wall = {n / dt:,.0f} req/s; SplitwiseSim's best reference {best} req/CPU-s is "
+        f"{n / dt / best:,.1f}x slower (its own start-up not counted)"
+    )
 
 
 # The one-GPU sweep's speed an earlier session measured on 2 cores (issue 31): printed beside this run's
@@ -102,38 +128,53 @@ def bench_sweep(n_requests: int, quick: bool) -> None:
 
     gpus = [h for h in shipped_hardware().values() if h.kind == "gpu"]
     gpus = gpus[:1] if quick else gpus
-    spaces = [("one GPU per configuration (today's space)", default_space(shipped_models()["qwen2.5-7b"], gpus, parallel=False)),
-              ("with parallel layouts (tp, pp, replicas, xPyD)", default_space(shipped_models()["qwen2.5-7b"], gpus)),
-              ("Llama-3.1-70B with parallel layouts", default_space(shipped_models()["llama-3.1-70b"], gpus))]
-    print(f"\n== Sweep: configurations x {n_requests} requests each, P99 from the simulation (target >= "
-          f"{SWEEP_TARGET_CONFIGS:,} configurations in <= {SWEEP_TARGET_S:.0f} s on 2 cores; reference: "
-          f"{SWEEP_REF_CONFIGS_S:,} configs/s on 2 cores for the one-GPU space, an earlier session)")
+    spaces = [
+        (
+            "one GPU per configuration (today's space)",
+            default_space(shipped_models()["qwen2.5-7b"], gpus, parallel=False),
+        ),
+        ("with parallel layouts (tp, pp, replicas, xPyD)", default_space(shipped_models()["qwen2.5-7b"], gpus)),
+        ("Llama-3.1-70B with parallel layouts", default_space(shipped_models()["llama-3.1-70b"], gpus)),
+    ]
+    print(
+        f"\n== Sweep: configurations x {n_requests} requests each, P99 from the simulation (target >= "
+        f"{SWEEP_TARGET_CONFIGS:,} configurations in <= {SWEEP_TARGET_S:.0f} s on 2 cores; reference: "
+        f"{SWEEP_REF_CONFIGS_S:,} configs/s on 2 cores for the one-GPU space, an earlier session)"
+    )
     warm = spaces[1][1]
     warm_knobs = tuple(k for k in warm.knobs if k.tp == 2)[:2] + warm.knobs[:2]
-    sweep(replace(warm, knobs=warm_knobs, hardware=warm.hardware[:1]), n_requests=20)   # compile / warm
+    sweep(replace(warm, knobs=warm_knobs, hardware=warm.hardware[:1]), n_requests=20)  # compile / warm
     for name, space in spaces:
         n, dt, dcpu, feas = _time_sweep(space, n_requests)
-        print(f"  {name}: {n:,} configurations in {dt:.1f} s wall ({dcpu:.1f} CPU-s; {dcpu / 2:.1f} s if both cores "
-              f"were free) = {n / dt:,.0f} configs/s, {n * n_requests / dt:,.0f} simulated requests/s wall; "
-              f"feasible {feas:.0%}")
+        print(
+            f"  {name}: {n:,} configurations in {dt:.1f} s wall ({dcpu:.1f} CPU-s; {dcpu / 2:.1f} s if both cores "
+            f"were free) = {n / dt:,.0f} configs/s, {n * n_requests / dt:,.0f} simulated requests/s wall; "
+            f"feasible {feas:.0%}"
+        )
 
 
 def bench_projection() -> None:
     print("\n== Seed-paper projection: Qwen2.5-7B, 512-token prompt, 128 output tokens, batch 1, TPOT ratio vs FP16")
-    print("   (uncalibrated GPU defaults: derived from the cards, not fitted to the paper; "
-          "`pareto-atlas published` prints the projection calibrated on published anchors)")
+    print(
+        "   (uncalibrated GPU defaults: derived from the cards, not fitted to the paper; "
+        "`pareto-atlas published` prints the projection calibrated on published anchors)"
+    )
     m = shipped_models()["qwen2.5-7b"]
     PAPER_AWQ, PAPER_FP8, _ = paper_ratio_refs()
     print(f"  {'hardware':16s} {'FP16 TPOT':>10s} {'AWQ4':>7s} {'paper':>6s} {'FP8':>7s} {'paper':>18s}")
     for name, hw in shipped_hardware().items():
         if hw.kind != "gpu":
             continue
-        tp = {w: simulate_point(m, hw, Knobs(weights=w), 512, 128, concurrency=1, n_requests=20)["tpot_p50_ms"]
-              for w in ("F16", "AWQ4", "FP8")}
+        tp = {
+            w: simulate_point(m, hw, Knobs(weights=w), 512, 128, concurrency=1, n_requests=20)["tpot_p50_ms"]
+            for w in ("F16", "AWQ4", "FP8")
+        }
         paper_awq = f"{PAPER_AWQ[name]:.2f}" if name in PAPER_AWQ else "-"
         paper_fp8 = f"{PAPER_FP8[0]:.2f}-{PAPER_FP8[1]:.2f} (all three)" if name in PAPER_AWQ else "-"
-        print(f"  {name:16s} {tp['F16']:8.2f}ms {tp['AWQ4'] / tp['F16']:7.2f} {paper_awq:>6s} "
-              f"{tp['FP8'] / tp['F16']:7.2f} {paper_fp8:>18s}")
+        print(
+            f"  {name:16s} {tp['F16']:8.2f}ms {tp['AWQ4'] / tp['F16']:7.2f} {paper_awq:>6s} "
+            f"{tp['FP8'] / tp['F16']:7.2f} {paper_fp8:>18s}"
+        )
 
 
 HELDOUT_TARGETS = {"ttft_p50_ms": 0.03, "tpot_p50_ms": 0.03, "ttft_p99_ms": 0.08, "tpot_p99_ms": 0.08}
@@ -148,6 +189,7 @@ def load_anchors(path: str, model: str, hardware: str):
         from pareto_atlas.spec.study import load_study
         from pareto_atlas.store import Store
         from pareto_atlas.store.points import measured_points
+
         study, store = load_study("default"), Store(path)
         anchors = measured_points(study, store)
         anchors = anchors[anchors.hardware == THIS].reset_index(drop=True)
@@ -155,6 +197,7 @@ def load_anchors(path: str, model: str, hardware: str):
         anchors = attach_load(anchors, store)
         return anchors, model_card(study, anchors), HardwareCard(**store.latest_probe(THIS))
     from pareto_atlas.calibrate.hwprobe import measure_this_machine
+
     anchors = pd.read_parquet(path) if path.endswith(".parquet") else pd.read_csv(path)
     hw = measure_this_machine() if hardware == "this-cpu" else shipped_hardware()[hardware]
     return anchors, shipped_models()[model], hw
@@ -162,14 +205,19 @@ def load_anchors(path: str, model: str, hardware: str):
 
 def bench_heldout(path: str, model: str, hardware: str) -> None:
     from pareto_atlas.calibrate import fit
+
     anchors, m, hw = load_anchors(path, model, hardware)
     t = time.perf_counter()
     cal = fit(anchors, m, hw, loo=True)
-    print(f"\n== Held-out error on {len(anchors)} real anchors, each predicted by a fit that did not see it "
-          f"({time.perf_counter() - t:.0f} s)\n   targets: median <= 3% TTFT/TPOT P50, <= 8% P99, or within the "
-          "anchors' repeat spread (Vidur < 9%, LLMServingSim ~3% on means)")
+    print(
+        f"\n== Held-out error on {len(anchors)} real anchors, each predicted by a fit that did not see it "
+        f"({time.perf_counter() - t:.0f} s)\n   targets: median <= 3% TTFT/TPOT P50, <= 8% P99, or within the "
+        "anchors' repeat spread (Vidur < 9%, LLMServingSim ~3% on means)"
+    )
     held, allo, n_ext = cal.summary["loo_supported"], cal.summary["loo"], int(cal.loo["extrapolated"].ne("").sum())
-    print(f"  {'target':16s} {'held-out':>9s} {'target':>7s} {'repeat':>7s} {'verdict':>8s} {'LOO incl. ' + str(n_ext) + ' extrap.':>20s}")
+    print(
+        f"  {'target':16s} {'held-out':>9s} {'target':>7s} {'repeat':>7s} {'verdict':>8s} {'LOO incl. ' + str(n_ext) + ' extrap.':>20s}"
+    )
     for tgt, goal in HELDOUT_TARGETS.items():
         h, r = held.get(tgt, np.nan), cal.repeat_spread.get(tgt, np.nan)
         ok = h <= goal or (r == r and h <= r)

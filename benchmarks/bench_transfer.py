@@ -40,8 +40,8 @@ from pareto_atlas.store import Store
 from pareto_atlas.store.points import measured_points
 
 SCORED = ("ttft_p50_ms", "tpot_p50_ms", "tpot_p99_ms", "throughput_tok_s")
-GOAL_MEDIAN = 0.10        # median |error| a carried prediction should reach (TTFT p50, TPOT p50, TPOT p99)
-GOAL_COVERAGE = 0.90      # share of carried figures inside the error bar they carry
+GOAL_MEDIAN = 0.10  # median |error| a carried prediction should reach (TTFT p50, TPOT p50, TPOT p99)
+GOAL_COVERAGE = 0.90  # share of carried figures inside the error bar they carry
 TODAY = "+58 % TPOT p50, +90 % TTFT p50, -41 % throughput, 6 % inside ±27 % (issue 20, before this fit)"
 SMALL, LARGE = "qwen2.5-0.5b", "qwen2.5-1.5b"
 
@@ -50,8 +50,10 @@ def load_anchors(store: Store, study) -> tuple[pd.DataFrame, list]:
     a = measured_points(study, store)
     a = a[a.hardware == THIS].reset_index(drop=True) if len(a) else a
     if a.empty:
-        raise SystemExit(f"no anchors of study {study.name!r} in the store; run with --measure or "
-                         f"`pareto-atlas build --study sizes --skip-quality`")
+        raise SystemExit(
+            f"no anchors of study {study.name!r} in the store; run with --measure or "
+            f"`pareto-atlas build --study sizes --skip-quality`"
+        )
     a = attach_load(a, store)
     return a, anchor_cards(study, a)
 
@@ -70,27 +72,46 @@ def errors(held: pd.DataFrame, cards: list, hw, p: CalibParams) -> pd.DataFrame:
 
 def row(scenario: str, target: str, err: pd.Series, b: float) -> dict:
     """One scored line: the errors, which of them fall inside the bar `b` carried, and its label."""
-    return {"scenario": scenario, "target": target, "err": err, "inside": err.abs() <= b if b == b else None,
-            "bar": f"±{b:.0%}" if b == b else "n/a"}
+    return {
+        "scenario": scenario,
+        "target": target,
+        "err": err,
+        "inside": err.abs() <= b if b == b else None,
+        "bar": f"±{b:.0%}" if b == b else "n/a",
+    }
 
 
 def table(rows: list[dict]) -> list[str]:
     """One line per (scenario, target): median |err| and the coverage of the bar carried, goals beside."""
-    out = [f"  {'scenario':34s} {'target':16s} {'n':>3s} {'median |err|':>12s} {'goal':>5s} {'bar':>8s} "
-           f"{'coverage':>8s} {'goal':>5s}  verdict"]
+    out = [
+        f"  {'scenario':34s} {'target':16s} {'n':>3s} {'median |err|':>12s} {'goal':>5s} {'bar':>8s} "
+        f"{'coverage':>8s} {'goal':>5s}  verdict"
+    ]
     for r in rows:
         e = r["err"].dropna()
         med = float(np.median(np.abs(e))) if len(e) else math.nan
         cov = float(r["inside"][e.index].mean()) if r["inside"] is not None and len(e) else math.nan
         goal = GOAL_MEDIAN if r["target"] != "throughput_tok_s" else None
         ok_med, ok_cov = goal is None or med <= goal, cov == cov and cov >= GOAL_COVERAGE
-        verdict = ("n/a" if med != med else "meets both" if ok_med and ok_cov and goal else
-                   "meets coverage (no median goal)" if ok_cov else "misses both" if not ok_med else
-                   "misses coverage" if ok_med else "misses the median")
+        verdict = (
+            "n/a"
+            if med != med
+            else "meets both"
+            if ok_med and ok_cov and goal
+            else "meets coverage (no median goal)"
+            if ok_cov
+            else "misses both"
+            if not ok_med
+            else "misses coverage"
+            if ok_med
+            else "misses the median"
+        )
         if goal is not None and ok_cov and not ok_med:
             verdict = "misses the median"
-        out.append(f"  {r['scenario']:34s} {r['target']:16s} {len(e):3d} {med:12.1%} "
-                   f"{(f'{goal:.0%}' if goal else '-'):>5s} {r['bar']:>8s} {cov:8.0%} {GOAL_COVERAGE:5.0%}  {verdict}")
+        out.append(
+            f"  {r['scenario']:34s} {r['target']:16s} {len(e):3d} {med:12.1%} "
+            f"{(f'{goal:.0%}' if goal else '-'):>5s} {r['bar']:>8s} {cov:8.0%} {GOAL_COVERAGE:5.0%}  {verdict}"
+        )
     return out
 
 
@@ -101,12 +122,15 @@ def pooled_lines(rows: list[dict]) -> list[str]:
     for sc in dict.fromkeys(r["scenario"] for r in rows):
         rs = [r for r in rows if r["scenario"] == sc and r["target"] != "throughput_tok_s"]
         err = pd.concat([r["err"].dropna().reset_index(drop=True) for r in rs])
-        inside = pd.concat([r["inside"][r["err"].dropna().index].reset_index(drop=True) for r in rs
-                            if r["inside"] is not None])
+        inside = pd.concat(
+            [r["inside"][r["err"].dropna().index].reset_index(drop=True) for r in rs if r["inside"] is not None]
+        )
         med, cov = float(np.median(np.abs(err))), float(inside.mean()) if len(inside) else math.nan
         ok = med <= GOAL_MEDIAN and cov >= GOAL_COVERAGE
-        out.append(f"  {sc:34s} n {len(err):3d}  median |err| {med:6.1%}  coverage {cov:5.0%}  "
-                   f"{'meets both' if ok else 'misses'}")
+        out.append(
+            f"  {sc:34s} n {len(err):3d}  median |err| {med:6.1%}  coverage {cov:5.0%}  "
+            f"{'meets both' if ok else 'misses'}"
+        )
     return out
 
 
@@ -125,20 +149,25 @@ def main() -> None:
     with Store(args.store) as store:
         if args.measure:
             from pareto_atlas.measure.campaign import run_campaign
+
             s = run_campaign(study, store)
             print(f"measured {s.measured}, kept {s.skipped}, failed {s.failed}, re-measured (contended) {s.remeasured}")
         hw = this_machine(study, store)
         anchors, cards = load_anchors(store, study)
     names = pd.Series([c.name for c in cards], index=anchors.index)
     busy = contention_flags(anchors)
-    print(f"bench_transfer: {len(anchors)} anchors of {names.nunique()} models from {args.store} "
-          f"({hw.name}: {hw.mem_bw_gbs:.1f} GB/s probed)")
+    print(
+        f"bench_transfer: {len(anchors)} anchors of {names.nunique()} models from {args.store} "
+        f"({hw.name}: {hw.mem_bw_gbs:.1f} GB/s probed)"
+    )
     print("contention (measure.contention: other work on the machine during each anchor, in cores):")
     for m in dict.fromkeys(names):
         mine = anchors[names == m]
         c = mine.other_cpu_cores
-        print(f"  {m:14s} {len(mine):2d} anchors, {int(busy[names == m].sum()):2d} contended (> 0.25 cores); "
-              f"other work median {np.nanmedian(c):.2f}, max {np.nanmax(c):.2f} cores; arms: {', '.join(mine.arm)}")
+        print(
+            f"  {m:14s} {len(mine):2d} anchors, {int(busy[names == m].sum()):2d} contended (> 0.25 cores); "
+            f"other work median {np.nanmedian(c):.2f}, max {np.nanmax(c):.2f} cores; arms: {', '.join(mine.arm)}"
+        )
     missing = sorted({a.name for a in study.arms} - set(anchors.arm))
     if missing:
         print(f"  not measured yet: {', '.join(missing)} (--measure measures them)")
@@ -149,10 +178,12 @@ def main() -> None:
     if len(small) >= 2 and len(large):
         cal = fit(small, [cards[i] for i in small.index], hw, engine="llamacpp", loo=len(small) >= 3, lomo=False)
         err = errors(large, [cards[i] for i in large.index], hw, cal.params)
-        print(f"\n0.5B alone -> 1.5B: fit on {len(cal.residuals)} anchors; signed median error on the 1.5B: "
-              f"{signed(err)} "
-              f"(today: {TODAY}); bar carried: the within-model ±{cal.params.lat_rel_err:.0%} latency, "
-              f"±{cal.params.thr_rel_err:.0%} throughput")
+        print(
+            f"\n0.5B alone -> 1.5B: fit on {len(cal.residuals)} anchors; signed median error on the 1.5B: "
+            f"{signed(err)} "
+            f"(today: {TODAY}); bar carried: the within-model ±{cal.params.lat_rel_err:.0%} latency, "
+            f"±{cal.params.thr_rel_err:.0%} throughput"
+        )
         rows += [row("0.5B alone -> 1.5B", t, err[t], bar(cal.params, t, False)) for t in SCORED]
     # 2. each size from a fit on the others, its bar measured without it
     pooled: dict[str, list[dict]] = {t: [] for t in SCORED}
@@ -165,11 +196,16 @@ def main() -> None:
         err = errors(held, [cards[i] for i in held.index], hw, cal.params)
         xfer = cal.params.xfer_lat_rel_err
         carried = xfer == xfer
-        print(f"held out {m}: fit on {', '.join(sorted(set(names[names != m])))} ({len(cal.residuals)} anchors, "
-              f"overhead {cal.params.overhead_step_s * 1e3:.1f} ms/step, eff_bw {cal.params.eff_bw:.2f}); "
-              f"signed median error: {signed(err)}; its bar, from leave-one-model-out among the others: "
-              + (f"±{xfer:.0%} latency, ±{cal.params.xfer_thr_rel_err:.0%} throughput" if carried
-                 else "not measured (one model left): the within-model bar stands in"))
+        print(
+            f"held out {m}: fit on {', '.join(sorted(set(names[names != m])))} ({len(cal.residuals)} anchors, "
+            f"overhead {cal.params.overhead_step_s * 1e3:.1f} ms/step, eff_bw {cal.params.eff_bw:.2f}); "
+            f"signed median error: {signed(err)}; its bar, from leave-one-model-out among the others: "
+            + (
+                f"±{xfer:.0%} latency, ±{cal.params.xfer_thr_rel_err:.0%} throughput"
+                if carried
+                else "not measured (one model left): the within-model bar stands in"
+            )
+        )
         for t in SCORED:
             r = row(f"LOMO: {m} held out", t, err[t], bar(cal.params, t, carried))
             rows.append(r)
@@ -178,19 +214,27 @@ def main() -> None:
         for t in SCORED:
             rs = pooled[t]
             inside = pd.concat([r["inside"] if r["inside"] is not None else r["err"] * np.nan for r in rs])
-            rows.append({"scenario": "LOMO: every size held out", "target": t, "bar": "per fold",
-                         "err": pd.concat([r["err"] for r in rs]).reset_index(drop=True),
-                         "inside": inside.reset_index(drop=True).astype(float) > 0.5})
+            rows.append(
+                {
+                    "scenario": "LOMO: every size held out",
+                    "target": t,
+                    "bar": "per fold",
+                    "err": pd.concat([r["err"] for r in rs]).reset_index(drop=True),
+                    "inside": inside.reset_index(drop=True).astype(float) > 0.5,
+                }
+            )
     print("\nheld-out error of a model the fit did not see (relative: predicted / measured - 1)")
     print("\n".join(table(rows)))
     print("\n".join(pooled_lines(rows)))
     # 3. what the atlas carries: the fit on every size, its leave-one-model-out bar
     if names.nunique() >= 2:
         cal = fit(anchors, cards, hw, engine="llamacpp", loo=False, lomo=True)
-        print(f"\nfit on every size ({', '.join(sorted(set(names)))}): overhead {cal.params.overhead_step_s * 1e3:.1f} "
-              f"ms/step, eff_bw {cal.params.eff_bw:.2f}; error bar carried to a model it did not see: latency "
-              f"±{cal.params.xfer_lat_rel_err:.0%}, throughput ±{cal.params.xfer_thr_rel_err:.0%} "
-              f"(CalibParams.xfer_*; within-model ±{cal.params.lat_rel_err:.0%} / ±{cal.params.thr_rel_err:.0%})")
+        print(
+            f"\nfit on every size ({', '.join(sorted(set(names)))}): overhead {cal.params.overhead_step_s * 1e3:.1f} "
+            f"ms/step, eff_bw {cal.params.eff_bw:.2f}; error bar carried to a model it did not see: latency "
+            f"±{cal.params.xfer_lat_rel_err:.0%}, throughput ±{cal.params.xfer_thr_rel_err:.0%} "
+            f"(CalibParams.xfer_*; within-model ±{cal.params.lat_rel_err:.0%} / ±{cal.params.thr_rel_err:.0%})"
+        )
     print(f"\n{time.monotonic() - t0:.0f} s")
 
 

@@ -1,7 +1,7 @@
 """Write docs/cli.md from the typer app itself, so the reference cannot drift from the commands.
 
-    python scripts/gen_cli_docs.py            # rewrite docs/cli.md
-    python scripts/gen_cli_docs.py --check    # exit 1 when docs/cli.md is stale (tests/unit/test_cli_docs.py)
+python scripts/gen_cli_docs.py            # rewrite docs/cli.md
+python scripts/gen_cli_docs.py --check    # exit 1 when docs/cli.md is stale (tests/unit/test_cli_docs.py)
 """
 
 from __future__ import annotations
@@ -44,26 +44,48 @@ def render(app: typer.Typer) -> str:
     group = typer.main.get_command(app)
     ctx = typer.Context(group, info_name="pareto-atlas")
     shown = [(n, c) for n, c in group.commands.items() if not c.hidden]
-    lines = ["# Command reference", "",
-             "Generated from the command line itself by `scripts/gen_cli_docs.py`; "
-             "`tests/unit/test_cli_docs.py` fails when it is stale. Every command that reads a study takes "
-             "it as the positional `STUDY` (a TOML path or a built-in name; default: `default`) "
-             "or as `--study` / `-s`.", "",
-             _text(group.help), "",
-             "| command | what it does |", "|---|---|"]
+    lines = [
+        "# Command reference",
+        "",
+        "Generated from the command line itself by `scripts/gen_cli_docs.py`; "
+        "`tests/unit/test_cli_docs.py` fails when it is stale. Every command that reads a study takes "
+        "it as the positional `STUDY` (a TOML path or a built-in name; default: `default`) "
+        "or as `--study` / `-s`.",
+        "",
+        _text(group.help),
+        "",
+        "| command | what it does |",
+        "|---|---|",
+    ]
     lines += [f"| [`{n}`](#{n}) | {_text(c.short_help or (c.help or '').split('.')[0] + '.')} |" for n, c in shown]
     for name, cmd in shown:
         sub = typer.Context(cmd, info_name=name, parent=ctx)
         usage = " ".join(cmd.collect_usage_pieces(sub))
-        lines += ["", f"## {name}", "", f"    pareto-atlas {name} {usage}", "", _text(cmd.help), "",
-                  "| argument or option | default | meaning |", "|---|---|---|"]
+        lines += [
+            "",
+            f"## {name}",
+            "",
+            f"    pareto-atlas {name} {usage}",
+            "",
+            _text(cmd.help),
+            "",
+            "| argument or option | default | meaning |",
+            "|---|---|---|",
+        ]
         for p in cmd.params:
             if getattr(p, "hidden", False) or p.name == "help":
                 continue
             lines.append(f"| {_names(p)} | {_default(p)} | {_text(getattr(p, 'help', None))} |")
-    lines += ["", "## Earlier names", "",
-              "These still work for one release, hidden from `--help`: each prints its new name on stderr "
-              "and then does what it did.", "", "| earlier name | now |", "|---|---|"]
+    lines += [
+        "",
+        "## Earlier names",
+        "",
+        "These still work for one release, hidden from `--help`: each prints its new name on stderr "
+        "and then does what it did.",
+        "",
+        "| earlier name | now |",
+        "|---|---|",
+    ]
     lines += [f"| `pareto-atlas {old}` | `{new}` |" for old, new in RENAMED.items()]
     return "\n".join(lines) + "\n"
 

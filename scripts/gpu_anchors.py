@@ -39,9 +39,17 @@ SPEC = ROOT / "src" / "pareto_atlas" / "spec"
 FORMAT = "pareto-atlas-anchors/1"
 BATCHES = (1, 8, 32, 64)
 PREFILL_TOKENS = 512
-DECODE_STEPS = 16        # timed decode steps per batch, the KV cache growing by one token each
-TINY = {"n_layers": 2, "hidden": 64, "n_heads": 4, "n_kv_heads": 2, "head_dim": 16, "intermediate": 128,
-        "vocab": 512, "tied_embeddings": True}
+DECODE_STEPS = 16  # timed decode steps per batch, the KV cache growing by one token each
+TINY = {
+    "n_layers": 2,
+    "hidden": 64,
+    "n_heads": 4,
+    "n_kv_heads": 2,
+    "head_dim": 16,
+    "intermediate": 128,
+    "vocab": 512,
+    "tied_embeddings": True,
+}
 PROJECT_DEPS = ("pydantic", "httpx", "numpy", "scipy", "pandas", "duckdb", "rich")
 
 
@@ -64,9 +72,17 @@ def probe_host() -> dict:
         import torch
 
         out["cuda"] = torch.version.cuda
-        out["gpus"] = [{"name": torch.cuda.get_device_name(i),
-                        "memory_gib": round(torch.cuda.get_device_properties(i).total_memory / 2**30, 1)}
-                       for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
+        out["gpus"] = (
+            [
+                {
+                    "name": torch.cuda.get_device_name(i),
+                    "memory_gib": round(torch.cuda.get_device_properties(i).total_memory / 2**30, 1),
+                }
+                for i in range(torch.cuda.device_count())
+            ]
+            if torch.cuda.is_available()
+            else []
+        )
     sys.path.insert(0, str(ROOT / "src"))
     out["project_deps_missing"] = [m for m in PROJECT_DEPS if not has(m)]
     return out
@@ -86,10 +102,20 @@ def hf_config(card: dict, name: str):
     from transformers import LlamaConfig, Qwen2Config
 
     cls = Qwen2Config if name.startswith("qwen") or name == "tiny" else LlamaConfig
-    return cls(vocab_size=card["vocab"], hidden_size=card["hidden"], intermediate_size=card["intermediate"],
-               num_hidden_layers=card["n_layers"], num_attention_heads=card["n_heads"], head_dim=card["head_dim"],
-               num_key_value_heads=card["n_kv_heads"], tie_word_embeddings=card["tied_embeddings"],
-               max_position_embeddings=4096, use_cache=True, bos_token_id=1, eos_token_id=2)
+    return cls(
+        vocab_size=card["vocab"],
+        hidden_size=card["hidden"],
+        intermediate_size=card["intermediate"],
+        num_hidden_layers=card["n_layers"],
+        num_attention_heads=card["n_heads"],
+        head_dim=card["head_dim"],
+        num_key_value_heads=card["n_kv_heads"],
+        tie_word_embeddings=card["tied_embeddings"],
+        max_position_embeddings=4096,
+        use_cache=True,
+        bos_token_id=1,
+        eos_token_id=2,
+    )
 
 
 def random_model(cfg, device: str, dtype):
@@ -104,6 +130,7 @@ def random_model(cfg, device: str, dtype):
 
 
 # ---------------------------------------------------------------------------------- torch path
+
 
 def to_fp8(model) -> int:
     """Swap every decoder linear (not the lm_head) for an FP8 one (torch._scaled_mm, per-tensor
@@ -123,7 +150,7 @@ def to_fp8(model) -> int:
             shape = x.shape
             x2 = x.reshape(-1, shape[-1])
             m = x2.shape[0]
-            pad = (-m) % 16                    # FP8 GEMMs want every dimension a multiple of 16
+            pad = (-m) % 16  # FP8 GEMMs want every dimension a multiple of 16
             if pad:
                 x2 = torch.nn.functional.pad(x2, (0, 0, 0, pad))
             x_scale = (x2.abs().max().float() / 448.0).clamp(min=1e-12)
@@ -147,7 +174,7 @@ def fp8_available(device: str) -> bool:
 
     if device != "cuda" or not hasattr(torch, "_scaled_mm"):
         return False
-    return torch.cuda.get_device_capability() >= (8, 9)      # Ada / Hopper FP8 tensor cores
+    return torch.cuda.get_device_capability() >= (8, 9)  # Ada / Hopper FP8 tensor cores
 
 
 def sync(device: str) -> None:
@@ -157,8 +184,9 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def time_model(model, vocab: int, device: str, batches: tuple[int, ...], prompt: int, steps: int,
-               deadline: float) -> list[dict]:
+def time_model(
+    model, vocab: int, device: str, batches: tuple[int, ...], prompt: int, steps: int, deadline: float
+) -> list[dict]:
     """Prefill of `prompt` tokens per sequence, then `steps` decode steps, per batch size."""
     import torch
     from transformers.cache_utils import DynamicCache
@@ -172,7 +200,7 @@ def time_model(model, vocab: int, device: str, batches: tuple[int, ...], prompt:
             ids = torch.randint(0, vocab, (b, prompt), device=device)
             cache = DynamicCache()
             # logits of the last position only: a 64 x 512 prefill would otherwise make 10 GB of logits
-            model(ids[:, :8], past_key_values=DynamicCache(), use_cache=True, logits_to_keep=1)     # warm-up
+            model(ids[:, :8], past_key_values=DynamicCache(), use_cache=True, logits_to_keep=1)  # warm-up
             sync(device)
             t0 = time.perf_counter()
             logits = model(ids, past_key_values=cache, use_cache=True, logits_to_keep=1).logits
@@ -186,9 +214,17 @@ def time_model(model, vocab: int, device: str, batches: tuple[int, ...], prompt:
                 nxt = model(nxt, past_key_values=cache, use_cache=True, logits_to_keep=1).logits[:, -1:].argmax(-1)
                 sync(device)
                 step_s.append(time.perf_counter() - t0)
-            out.append({"batch": b, "prefill_tokens": prompt, "prefill_s": prefill_s,
-                        "decode_step_s_median": statistics.median(step_s[1:] or step_s), "decode_step_s": step_s,
-                        "decode_ctx_first": prompt, "decode_ctx_last": prompt + steps})
+            out.append(
+                {
+                    "batch": b,
+                    "prefill_tokens": prompt,
+                    "prefill_s": prefill_s,
+                    "decode_step_s_median": statistics.median(step_s[1:] or step_s),
+                    "decode_step_s": step_s,
+                    "decode_ctx_first": prompt,
+                    "decode_ctx_last": prompt + steps,
+                }
+            )
             del cache, ids, logits
             if device == "cuda":
                 torch.cuda.empty_cache()
@@ -200,8 +236,13 @@ def time_gemms(card: dict, device: str, dtype, batches: tuple[int, ...], peaks: 
     import torch
 
     h, kv = card["hidden"], card["n_kv_heads"] * card["head_dim"]
-    shapes = {"qkv": (h, card["n_heads"] * card["head_dim"] + 2 * kv), "o": (card["n_heads"] * card["head_dim"], h),
-              "gate_up": (h, 2 * card["intermediate"]), "down": (card["intermediate"], h), "lm_head": (h, card["vocab"])}
+    shapes = {
+        "qkv": (h, card["n_heads"] * card["head_dim"] + 2 * kv),
+        "o": (card["n_heads"] * card["head_dim"], h),
+        "gate_up": (h, 2 * card["intermediate"]),
+        "down": (card["intermediate"], h),
+        "lm_head": (h, card["vocab"]),
+    }
     out = []
     with torch.inference_mode():
         for name, (k, n) in shapes.items():
@@ -217,8 +258,17 @@ def time_gemms(card: dict, device: str, dtype, batches: tuple[int, ...], peaks: 
                 s = (time.perf_counter() - t0) / reps
                 flops = 2.0 * m * k * n
                 peak = (peaks.get("tflops") or {}).get("fp16")
-                out.append({"gemm": name, "m": m, "k": k, "n": n, "s": s, "achieved_tflops": flops / s / 1e12,
-                            "of_peak": flops / s / 1e12 / peak if peak else None})
+                out.append(
+                    {
+                        "gemm": name,
+                        "m": m,
+                        "k": k,
+                        "n": n,
+                        "s": s,
+                        "achieved_tflops": flops / s / 1e12,
+                        "of_peak": flops / s / 1e12 / peak if peak else None,
+                    }
+                )
             del w
     return out
 
@@ -239,40 +289,97 @@ def dist(values_ms: list[float]) -> dict:
 
     v = np.asarray(values_ms, dtype=float)
     p50, p90, p99 = np.percentile(v, [50, 90, 99], method="linear")
-    return {"n": int(v.size), "mean": float(v.mean()), "p50": float(p50), "p90": float(p90), "p99": float(p99),
-            "p99_lo": float("nan"), "p99_hi": float("nan")}
+    return {
+        "n": int(v.size),
+        "mean": float(v.mean()),
+        "p50": float(p50),
+        "p90": float(p90),
+        "p99": float(p99),
+        "p99_lo": float("nan"),
+        "p99_hi": float("nan"),
+    }
 
 
 def torch_anchor(r: dict, model: str, card_name: str, hardware: str, matmuls: str, host: dict, steps: int) -> dict:
     """One timed batch as a static-batching anchor in the store's shape (no per-request records: every
     sequence of the batch shares the one prefill and the same decode steps)."""
     b, prompt = r["batch"], r["prefill_tokens"]
-    knobs = {"weights": "FP8" if matmuls == "fp8" else "BF16", "kv": "f16", "kv_keep": 1.0, "eviction": "none",
-             "spec": "none", "spec_k": 0, "spec_accept": 0.0, "batching": "static", "slots": b, "chunk_tokens": 0,
-             "sparse_budget": 1.0}
-    workload = {"name": f"p{prompt}-n{steps + 1}", "prompt_tokens": prompt, "output_tokens": steps + 1,
-                "api": "completions", "trace": None}
-    load = {"requests": b, "warmup": 0, "timeout_s": 120.0, "repeats": 1, "think_ms": 0, "concurrency": b,
-            "rate_rps": None}
+    knobs = {
+        "weights": "FP8" if matmuls == "fp8" else "BF16",
+        "kv": "f16",
+        "kv_keep": 1.0,
+        "eviction": "none",
+        "spec": "none",
+        "spec_k": 0,
+        "spec_accept": 0.0,
+        "batching": "static",
+        "slots": b,
+        "chunk_tokens": 0,
+        "sparse_budget": 1.0,
+    }
+    workload = {
+        "name": f"p{prompt}-n{steps + 1}",
+        "prompt_tokens": prompt,
+        "output_tokens": steps + 1,
+        "api": "completions",
+        "trace": None,
+    }
+    load = {
+        "requests": b,
+        "warmup": 0,
+        "timeout_s": 120.0,
+        "repeats": 1,
+        "think_ms": 0,
+        "concurrency": b,
+        "rate_rps": None,
+    }
     e2e_s = r["prefill_s"] + sum(r["decode_step_s"])
-    metrics = {"n_measured": b, "n_ok": b, "n_rejected": 0, "n_errors": 0, "ttft": dist([r["prefill_s"] * 1e3]),
-               "tpot": dist([s * 1e3 for s in r["decode_step_s"][1:] or r["decode_step_s"]]),
-               "e2e": dist([e2e_s * 1e3]), "itl": dist([s * 1e3 for s in r["decode_step_s"]]),
-               "throughput_tok_s": b * (steps + 1) / e2e_s, "duration_s": e2e_s, "error_share": 0.0, "errored": False,
-               "basis": "torch eager step timings: TTFT = the batch's prefill, TPOT = its decode steps (the first "
-                        "left out of the median's tail), one static batch of b sequences"}
+    metrics = {
+        "n_measured": b,
+        "n_ok": b,
+        "n_rejected": 0,
+        "n_errors": 0,
+        "ttft": dist([r["prefill_s"] * 1e3]),
+        "tpot": dist([s * 1e3 for s in r["decode_step_s"][1:] or r["decode_step_s"]]),
+        "e2e": dist([e2e_s * 1e3]),
+        "itl": dist([s * 1e3 for s in r["decode_step_s"]]),
+        "throughput_tok_s": b * (steps + 1) / e2e_s,
+        "duration_s": e2e_s,
+        "error_share": 0.0,
+        "errored": False,
+        "basis": "torch eager step timings: TTFT = the batch's prefill, TPOT = its decode steps (the first "
+        "left out of the median's tail), one static batch of b sequences",
+    }
     ident = [hardware, "torch-eager", card_name, knobs, workload, load, host.get("gpus")]
     aid = hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:20]
-    return {"row": {"anchor_id": aid, "study": "", "arm": f"torch-{matmuls}-b{b}", "repeat": 0, "campaign_id": None,
-                    "status": "ok", "reason": None, "knobs_json": json.dumps(knobs, sort_keys=True),
-                    "workload_json": json.dumps(workload, sort_keys=True), "load_json": json.dumps(load, sort_keys=True),
-                    "model": model, "model_file": f"random weights ({card_name} card)", "model_sha256": None,
-                    "engine": "torch-eager", "engine_version": f"torch {host.get('torch')}", "hardware": hardware,
-                    "hardware_json": json.dumps({"card": hardware, **host}, sort_keys=True, default=str),
-                    "provenance_json": json.dumps({"script": "scripts/gpu_anchors.py", "weights_bpw":
-                                                   8.0 if matmuls == "fp8" else 16.0}),
-                    "metrics_json": json.dumps(metrics, sort_keys=True), "started_at": now(), "finished_at": now()},
-            "records": []}
+    return {
+        "row": {
+            "anchor_id": aid,
+            "study": "",
+            "arm": f"torch-{matmuls}-b{b}",
+            "repeat": 0,
+            "campaign_id": None,
+            "status": "ok",
+            "reason": None,
+            "knobs_json": json.dumps(knobs, sort_keys=True),
+            "workload_json": json.dumps(workload, sort_keys=True),
+            "load_json": json.dumps(load, sort_keys=True),
+            "model": model,
+            "model_file": f"random weights ({card_name} card)",
+            "model_sha256": None,
+            "engine": "torch-eager",
+            "engine_version": f"torch {host.get('torch')}",
+            "hardware": hardware,
+            "hardware_json": json.dumps({"card": hardware, **host}, sort_keys=True, default=str),
+            "provenance_json": json.dumps(
+                {"script": "scripts/gpu_anchors.py", "weights_bpw": 8.0 if matmuls == "fp8" else 16.0}
+            ),
+            "metrics_json": json.dumps(metrics, sort_keys=True),
+            "started_at": now(),
+            "finished_at": now(),
+        },
+        "records": [],
+    }
 
 
 def run_torch(args: argparse.Namespace, host: dict) -> dict:
@@ -296,30 +403,51 @@ def run_torch(args: argparse.Namespace, host: dict) -> dict:
         t0 = time.monotonic()
         model = random_model(cfg, device, dtype)
         n_params = sum(p.numel() for p in model.parameters())
-        swapped = to_fp8(model) if path == "fp8" else 0     # the dry run takes this path too: CPUs have _scaled_mm
+        swapped = to_fp8(model) if path == "fp8" else 0  # the dry run takes this path too: CPUs have _scaled_mm
         built_s = time.monotonic() - t0
         for r in time_model(model, cfg.vocab_size, device, batches, prompt, steps, deadline):
             if "skipped" not in r:
                 wb = 1.0 if path == "fp8" else (4.0 if args.dry_run else 2.0)
                 bytes_, flops = step_cost(card, n_params, wb, r["batch"], prompt + steps // 2)
-                r |= {"step_bytes": bytes_, "step_flops": flops,
-                      "achieved_gbs": bytes_ / r["decode_step_s_median"] / 1e9,
-                      "achieved_tflops": flops / r["decode_step_s_median"] / 1e12,
-                      "of_bandwidth": bytes_ / r["decode_step_s_median"] / 1e9 / peaks["mem_bw_gbs"]
-                      if peaks.get("mem_bw_gbs") else None}
-                anchors.append(torch_anchor(r, args.model_label or card_name, card_name, args.hardware, path, host,
-                                            steps))
-            records.append({"model": card_name, "matmuls": path, "fp8_linears": swapped, "params": n_params,
-                            "build_s": round(built_s, 2), **r})
+                r |= {
+                    "step_bytes": bytes_,
+                    "step_flops": flops,
+                    "achieved_gbs": bytes_ / r["decode_step_s_median"] / 1e9,
+                    "achieved_tflops": flops / r["decode_step_s_median"] / 1e12,
+                    "of_bandwidth": bytes_ / r["decode_step_s_median"] / 1e9 / peaks["mem_bw_gbs"]
+                    if peaks.get("mem_bw_gbs")
+                    else None,
+                }
+                anchors.append(
+                    torch_anchor(r, args.model_label or card_name, card_name, args.hardware, path, host, steps)
+                )
+            records.append(
+                {
+                    "model": card_name,
+                    "matmuls": path,
+                    "fp8_linears": swapped,
+                    "params": n_params,
+                    "build_s": round(built_s, 2),
+                    **r,
+                }
+            )
             print(json.dumps({k: v for k, v in records[-1].items() if k != "decode_step_s"}), flush=True)
         del model
     gemms = time_gemms(card, device, dtype, batches, peaks) if time.monotonic() < deadline else []
-    return {"engine": "torch-eager", "card": card_name, "card_fields": card, "records": records, "gemms": gemms,
-            "anchors": anchors, "torch": torch.__version__,
-            "timing": "wall clock around each forward, CUDA synchronized; decode medians skip the first step"}
+    return {
+        "engine": "torch-eager",
+        "card": card_name,
+        "card_fields": card,
+        "records": records,
+        "gemms": gemms,
+        "anchors": anchors,
+        "torch": torch.__version__,
+        "timing": "wall clock around each forward, CUDA synchronized; decode medians skip the first step",
+    }
 
 
 # ---------------------------------------------------------------------------------- vLLM path
+
 
 def build_checkpoint(card: dict, card_name: str, out: Path) -> tuple[Path, Path]:
     """A random-weight checkpoint of the card's shapes (bf16 safetensors) and, in a folder of its own,
@@ -338,15 +466,16 @@ def build_checkpoint(card: dict, card_name: str, out: Path) -> tuple[Path, Path]
     model.save_pretrained(weights, safe_serialization=True)
     del model
     sys.path.insert(0, str(ROOT / "src"))
-    from pareto_atlas.measure.contract import _WORDS        # the prompt builder's words: each one token
+    from pareto_atlas.measure.contract import _WORDS  # the prompt builder's words: each one token
 
     words = list(dict.fromkeys(["<unk>", "<s>", "</s>", *_WORDS]))
     words += [f"w{i}" for i in range(card["vocab"] - len(words))]
     tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>",
-                            eos_token="</s>").save_pretrained(tokenizer)
-    conf = tokenizer / "tokenizer_config.json"     # a class every transformers version knows
+    PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>").save_pretrained(
+        tokenizer
+    )
+    conf = tokenizer / "tokenizer_config.json"  # a class every transformers version knows
     conf.write_text(json.dumps({**json.loads(conf.read_text()), "tokenizer_class": "PreTrainedTokenizerFast"}))
     return weights, tokenizer
 
@@ -361,16 +490,22 @@ def check_parallel(args: argparse.Namespace, host: dict, use_vllm: bool) -> None
     for name in ("tp", "pp", "replicas"):
         v = getattr(args, name)
         if v < 1 or (name == "tp" and v & (v - 1)):
-            sys.exit(f"gpu_anchors: --{name} {v}: allowed: an integer >= 1" + (", a power of two" if name == "tp" else ""))
+            sys.exit(
+                f"gpu_anchors: --{name} {v}: allowed: an integer >= 1" + (", a power of two" if name == "tp" else "")
+            )
     n = args.tp * args.pp * args.replicas
     if n == 1:
         return
     if not use_vllm:
-        sys.exit(f"gpu_anchors: --tp/--pp/--replicas ({n} devices) need the vLLM path (--path vllm); the torch path "
-                 f"times one device")
+        sys.exit(
+            f"gpu_anchors: --tp/--pp/--replicas ({n} devices) need the vLLM path (--path vllm); the torch path "
+            f"times one device"
+        )
     gpus = len(host.get("gpus") or [])
     if gpus and n > gpus:
-        sys.exit(f"gpu_anchors: tp {args.tp} x pp {args.pp} x replicas {args.replicas} = {n} GPUs; this host has {gpus}")
+        sys.exit(
+            f"gpu_anchors: tp {args.tp} x pp {args.pp} x replicas {args.replicas} = {n} GPUs; this host has {gpus}"
+        )
 
 
 def vllm_study_toml(args: argparse.Namespace, card_name: str, ckpt: Path, tokenizer: Path, gpu: bool) -> str:
@@ -378,21 +513,29 @@ def vllm_study_toml(args: argparse.Namespace, card_name: str, ckpt: Path, tokeni
     bf16 at one and eight clients and FP8 (vLLM quantizes the bf16 weights at load); on vLLM's CPU
     build (a dry run) float32 in eager mode, as it runs there."""
     card = load_card(card_name)
-    card_toml = (f'card = "{card_name}"' if card_name != "tiny" else "[model.card]\n" + "\n".join(
-        f"{k} = {str(v).lower() if isinstance(v, bool) else v}" for k, v in card.items()))
+    card_toml = (
+        f'card = "{card_name}"'
+        if card_name != "tiny"
+        else "[model.card]\n"
+        + "\n".join(f"{k} = {str(v).lower() if isinstance(v, bool) else v}" for k, v in card.items())
+    )
     w = "BF16" if gpu else "F32"
     opts = f'python = "{sys.executable}", tokenizer = "{tokenizer}"' + ("" if gpu else ", enforce_eager = true")
     # the parallelism the arms state: vLLM is launched with it (measure.engines.vllm.parallel_argv) and
     # every anchor's knobs record it, so a TP4 anchor calibrates TP4
     par = "".join(f"{k} = {v}\n" for k, v in parallel_knobs(args).items())
     tag = "".join(f"-{k}{v}" for k, v in parallel_knobs(args).items())
-    arms = (f'[[arms]]\nname = "{w.lower()}{tag}-c1"\nweights = "{w}"\n{par}'
-            f'[[arms]]\nname = "{w.lower()}{tag}-c8"\nweights = "{w}"\nslots = 8\nconcurrency = 8\nrequests = 32\n{par}'
-            + (f'[[arms]]\nname = "fp8{tag}-c1"\nweights = "FP8"\n{par}' if gpu else ""))
+    arms = (
+        f'[[arms]]\nname = "{w.lower()}{tag}-c1"\nweights = "{w}"\n{par}'
+        f'[[arms]]\nname = "{w.lower()}{tag}-c8"\nweights = "{w}"\nslots = 8\nconcurrency = 8\nrequests = 32\n{par}'
+        + (f'[[arms]]\nname = "fp8{tag}-c1"\nweights = "FP8"\n{par}' if gpu else "")
+    )
     P, N, n = (PREFILL_TOKENS, 64, 16) if gpu else (32, 8, 4)
-    return (f'name = "gpu-anchors"\n[engine]\nname = "vllm"\nhardware = "{args.hardware}"\nn_ctx = 2048\n'
-            f'options = {{{opts}}}\n[workload]\nprompt_tokens = {P}\noutput_tokens = {N}\n[load]\nrequests = {n}\n'
-            f'{arms}[model]\nname = "{args.model_label or card_name}"\nhf_dir = "{ckpt}"\n{card_toml}\n')
+    return (
+        f'name = "gpu-anchors"\n[engine]\nname = "vllm"\nhardware = "{args.hardware}"\nn_ctx = 2048\n'
+        f'options = {{{opts}}}\n[workload]\nprompt_tokens = {P}\noutput_tokens = {N}\n[load]\nrequests = {n}\n'
+        f'{arms}[model]\nname = "{args.model_label or card_name}"\nhf_dir = "{ckpt}"\n{card_toml}\n'
+    )
 
 
 def run_vllm(args: argparse.Namespace, host: dict) -> dict:
@@ -411,11 +554,17 @@ def run_vllm(args: argparse.Namespace, host: dict) -> dict:
         row = {k: (v.isoformat(sep=" ") if hasattr(v, "isoformat") else v) for k, v in row.items()}
         print(json.dumps({"arm": arm.name, "status": row["status"], "reason": row["reason"]}), flush=True)
         anchors.append({"row": row, "records": records})
-    return {"engine": "vllm", "card": card_name, "card_fields": load_card(card_name), "anchors": anchors,
-            "checkpoint": str(ckpt)}
+    return {
+        "engine": "vllm",
+        "card": card_name,
+        "card_fields": load_card(card_name),
+        "anchors": anchors,
+        "checkpoint": str(ckpt),
+    }
 
 
 # ---------------------------------------------------------------------------------- back here
+
 
 def load(path: Path, study_ref: str, out: Path | None) -> None:
     """Put a file's anchors into the study's store, after checking the study names the same model card."""
@@ -433,13 +582,17 @@ def load(path: Path, study_ref: str, out: Path | None) -> None:
         have = {k: getattr(card, k) for k in want}
         if have != want:
             diff = sorted(k for k in want if have[k] != want[k])
-            sys.exit(f"gpu_anchors load: the study's model card differs from the anchors' ({data['card']}) in "
-                     f"{', '.join(diff)}; name card = {data['card']!r} in [model]")
+            sys.exit(
+                f"gpu_anchors load: the study's model card differs from the anchors' ({data['card']}) in "
+                f"{', '.join(diff)}; name card = {data['card']!r} in [model]"
+            )
         for a in data["anchors"]:
             ctx.store.put_anchor({**a["row"], "study": ctx.study.name}, a["records"])
-        print(f"gpu_anchors: {len(data['anchors'])} anchors on {data['hardware']} ({data['engine']}) in "
-              f"{ctx.store.path if hasattr(ctx.store, 'path') else 'the store'}; next: pareto-atlas calibrate "
-              f"--study {study_ref}")
+        print(
+            f"gpu_anchors: {len(data['anchors'])} anchors on {data['hardware']} ({data['engine']}) in "
+            f"{ctx.store.path if hasattr(ctx.store, 'path') else 'the store'}; next: pareto-atlas calibrate "
+            f"--study {study_ref}"
+        )
 
 
 def main() -> None:
@@ -455,17 +608,25 @@ def main() -> None:
     ap.add_argument("--hardware", default="H200", help="hardware card of this host (spec/hardware.toml)")
     ap.add_argument("--model", default="llama-3.1-8b", help="model card whose shapes are measured (spec/models.toml)")
     ap.add_argument("--model-label", default=None, help="the model name the anchors carry (default: the card's)")
-    ap.add_argument("--path", choices=("auto", "vllm", "torch"), default="auto",
-                    help="auto: vLLM where it and the project's dependencies import, else torch")
+    ap.add_argument(
+        "--path",
+        choices=("auto", "vllm", "torch"),
+        default="auto",
+        help="auto: vLLM where it and the project's dependencies import, else torch",
+    )
     ap.add_argument("--workdir", default=".", help="where the random checkpoint is built (vLLM path)")
-    ap.add_argument("--tp", type=int, default=1, help="tensor-parallel degree the arms state (vLLM --tensor-parallel-size)")
+    ap.add_argument(
+        "--tp", type=int, default=1, help="tensor-parallel degree the arms state (vLLM --tensor-parallel-size)"
+    )
     ap.add_argument("--pp", type=int, default=1, help="pipeline stages the arms state (vLLM --pipeline-parallel-size)")
-    ap.add_argument("--replicas", type=int, default=1, help="data-parallel copies the arms state (vLLM --data-parallel-size)")
+    ap.add_argument(
+        "--replicas", type=int, default=1, help="data-parallel copies the arms state (vLLM --data-parallel-size)"
+    )
     ap.add_argument("--dry-run", action="store_true", help="CPU, tiny model, seconds: checks the code path")
     ap.add_argument("--budget-s", type=float, default=420.0, help="stop starting new runs after this many seconds")
     args = ap.parse_args()
     if args.dry_run:
-        args.hardware = "this-cpu"        # a CPU's timings are never written under a GPU's name
+        args.hardware = "this-cpu"  # a CPU's timings are never written under a GPU's name
     t0 = time.monotonic()
     host = probe_host()
     print(json.dumps({"host": host}), flush=True)
@@ -473,18 +634,27 @@ def main() -> None:
         sys.exit("gpu_anchors: this Python has no torch; both paths need it")
     vllm_ok = bool(host["vllm"]) and not host["project_deps_missing"]
     if args.path == "vllm" and not vllm_ok:
-        sys.exit(f"gpu_anchors: the vLLM path needs vllm ({host['vllm'] or 'missing'}) and the project's "
-                 f"dependencies (missing: {', '.join(host['project_deps_missing']) or 'none'})")
+        sys.exit(
+            f"gpu_anchors: the vLLM path needs vllm ({host['vllm'] or 'missing'}) and the project's "
+            f"dependencies (missing: {', '.join(host['project_deps_missing']) or 'none'})"
+        )
     # a dry run takes the torch path unless told otherwise (--path vllm: vLLM's CPU build, minutes)
     use_vllm = args.path == "vllm" or (args.path == "auto" and vllm_ok and not args.dry_run)
     check_parallel(args, host, use_vllm)
     result = run_vllm(args, host) if use_vllm else run_torch(args, host)
-    result |= {"format": FORMAT, "hardware": args.hardware, "host": host, "dry_run": args.dry_run,
-               "parallelism": parallel_knobs(args),
-               "wall_s": round(time.monotonic() - t0, 1)}
+    result |= {
+        "format": FORMAT,
+        "hardware": args.hardware,
+        "host": host,
+        "dry_run": args.dry_run,
+        "parallelism": parallel_knobs(args),
+        "wall_s": round(time.monotonic() - t0, 1),
+    }
     Path(args.out).write_text(json.dumps(result, indent=1, default=str))
-    print(f"gpu_anchors: {len(result['anchors'])} anchors ({result['engine']}) for {args.hardware} in "
-          f"{result['wall_s']} s -> {args.out}")
+    print(
+        f"gpu_anchors: {len(result['anchors'])} anchors ({result['engine']}) for {args.hardware} in "
+        f"{result['wall_s']} s -> {args.out}"
+    )
 
 
 if __name__ == "__main__":

@@ -33,9 +33,9 @@ from pathlib import Path
 import numpy as np
 
 LEVELS = (0.01, 0.05, 0.10, 0.25, 0.50, 0.75, 0.90, 0.95, 0.99)
-PROMPT_Q = (29.0, 181.0, 207.0, 396.0, 1020.0, 1189.0, 2734.5, 4083.0, 4142.0)       # ContextTokens
-OUTPUT_Q = (16.0, 41.0, 54.0, 85.0, 129.0, 395.0, 424.0, 451.0, 601.0)               # GeneratedTokens
-GAP_Q = (0.0005, 0.0063, 0.0161, 0.0483, 0.1184, 0.2467, 0.4207, 0.5652, 0.8897)     # seconds (mean 0.1808)
+PROMPT_Q = (29.0, 181.0, 207.0, 396.0, 1020.0, 1189.0, 2734.5, 4083.0, 4142.0)  # ContextTokens
+OUTPUT_Q = (16.0, 41.0, 54.0, 85.0, 129.0, 395.0, 424.0, 451.0, 601.0)  # GeneratedTokens
+GAP_Q = (0.0005, 0.0063, 0.0161, 0.0483, 0.1184, 0.2467, 0.4207, 0.5652, 0.8897)  # seconds (mean 0.1808)
 
 N_REQUESTS = 48
 RATE_RPS = 0.3
@@ -96,8 +96,10 @@ def main() -> None:
     a.out.write_text(text)
     rows = make_rows()
     p, o = np.array([r[1] for r in rows]), np.array([r[2] for r in rows])
-    print(f"wrote {a.out}: {len(rows)} requests over {rows[-1][0]:.0f} s ({len(rows) / rows[-1][0]:.2f}/s); "
-          f"prompt median {np.median(p):.0f} [{p.min()}..{p.max()}], output median {np.median(o):.0f} [{o.min()}..{o.max()}]")
+    print(
+        f"wrote {a.out}: {len(rows)} requests over {rows[-1][0]:.0f} s ({len(rows) / rows[-1][0]:.2f}/s); "
+        f"prompt median {np.median(p):.0f} [{p.min()}..{p.max()}], output median {np.median(o):.0f} [{o.min()}..{o.max()}]"
+    )
 
 
 if __name__ == "__main__":

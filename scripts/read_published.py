@@ -29,8 +29,10 @@ from pareto_atlas.calibrate.published_table import COLUMNS, PARALLEL, SHIPPED_MU
 AIC = ("ai-dynamo/aiconfigurator", "aic-core/src/aiconfigurator_core/systems/silicon_sample.csv")
 TRT_PATH = "docs/source/performance/perf-overview.md"
 # (commit, source_id, release printed nowhere in the v1.0 layout)
-TRT = (("258c7540c03517def55d9a5aadfa9288af474e1b", "trtllm-perf-overview-v0.17", "unstated"),
-       ("00f37686aa854010d68bcbd0f4ab000221541ca6", "trtllm-perf-overview-v1.0", "1.0 (PyTorch backend, trtllm-bench)"))
+TRT = (
+    ("258c7540c03517def55d9a5aadfa9288af474e1b", "trtllm-perf-overview-v0.17", "unstated"),
+    ("00f37686aa854010d68bcbd0f4ab000221541ca6", "trtllm-perf-overview-v1.0", "1.0 (PyTorch backend, trtllm-bench)"),
+)
 KEY = ("source", "gpu", "model", "weights", "prompt_tokens", "output_tokens", "load", "load_value")
 SPEC = Path(__file__).resolve().parents[1] / "src" / "pareto_atlas" / "spec"
 
@@ -60,10 +62,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--aiconfigurator-git", type=Path, required=True, help="git directory of ai-dynamo/aiconfigurator")
     ap.add_argument("--trtllm-git", type=Path, help="git directory of NVIDIA/TensorRT-LLM")
-    ap.add_argument("--raw", type=Path, default=Path(".published_raw"), help="saved files, RAW/<owner+name>/<commit>/<path>")
+    ap.add_argument(
+        "--raw", type=Path, default=Path(".published_raw"), help="saved files, RAW/<owner+name>/<commit>/<path>"
+    )
     ap.add_argument("--out", type=Path, default=SPEC / SHIPPED_MULTIGPU)
     a = ap.parse_args(argv)
-    results: list[tuple[str, ReadResult]] = [("aiconfigurator", aiconfigurator.read(aiconfigurator_file(a.aiconfigurator_git)))]
+    results: list[tuple[str, ReadResult]] = [
+        ("aiconfigurator", aiconfigurator.read(aiconfigurator_file(a.aiconfigurator_git)))
+    ]
     for commit, sid, version in TRT:
         results.append((sid, trtllm_perf.read(trtllm_file(commit, a.trtllm_git, a.raw), sid, version)))
     known = {tuple(r[k] for k in KEY) for r in read_table()}
@@ -77,9 +83,21 @@ def main(argv: list[str] | None = None) -> int:
     for i, r in enumerate(rows):
         if err := row_error(r):
             sys.exit(f"row {i} ({r['source_id']}, {r['model']}, {r['gpu']}): {err}")
-    rows.sort(key=lambda r: (r["source_id"], r["model"], r["gpu"], r["engine"], r["weights"], int(r["n_gpus"]),
-                             int(r["tp"]), int(r["prompt_tokens"]), int(r["output_tokens"]), r["load"],
-                             float(r["load_value"])))
+    rows.sort(
+        key=lambda r: (
+            r["source_id"],
+            r["model"],
+            r["gpu"],
+            r["engine"],
+            r["weights"],
+            int(r["n_gpus"]),
+            int(r["tp"]),
+            int(r["prompt_tokens"]),
+            int(r["output_tokens"]),
+            r["load"],
+            float(r["load_value"]),
+        )
+    )
     with a.out.open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(COLUMNS[:-1]) + list(PARALLEL) + ["notes"], lineterminator="\n")
         w.writeheader()

@@ -14,7 +14,7 @@ def smollm2_server(n_ctx: int, n_parallel: int = 2) -> Iterator[str]:
     """Yield the base URL of a server with `n_parallel` slots sharing `n_ctx` tokens; stop it after."""
     xllamacpp = pytest.importorskip("xllamacpp", reason="xllamacpp (the llama.cpp server wheel) is not installed")
     p = xllamacpp.CommonParams()
-    p.model.path = str(smollm2_gguf())      # the test command installs the model: never a skip
+    p.model.path = str(smollm2_gguf())  # the test command installs the model: never a skip
     p.n_parallel = n_parallel
     p.n_ctx = n_ctx
     p.cpuparams.n_threads = 2

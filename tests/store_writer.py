@@ -1,14 +1,14 @@
 """Processes that write a store, for the damage and contention tests (run as a script):
 
-  store_writer.py campaign OUT ARMS [TOKEN_S [GATE]]
-                                                `pareto-atlas measure` through the CLI against an
-                                                OpenAI-compatible test server (measure.fakeserver; the
-                                                model file is not needed: served_model is replaced);
-                                                with GATE, every arm after the first waits until that
-                                                file exists, so the store stays open for writing while
-                                                a test does what it must beside it
-  store_writer.py anchors STORE N RECORDS       N anchors of RECORDS request records each, straight
-                                                through Store.put_anchor, printing "saved i" after each
+store_writer.py campaign OUT ARMS [TOKEN_S [GATE]]
+                                              `pareto-atlas measure` through the CLI against an
+                                              OpenAI-compatible test server (measure.fakeserver; the
+                                              model file is not needed: served_model is replaced);
+                                              with GATE, every arm after the first waits until that
+                                              file exists, so the store stays open for writing while
+                                              a test does what it must beside it
+store_writer.py anchors STORE N RECORDS       N anchors of RECORDS request records each, straight
+                                              through Store.put_anchor, printing "saved i" after each
 """
 
 from __future__ import annotations
@@ -51,8 +51,10 @@ def campaign(out: Path, arms: int, token_s: float, gate: Path | None = None) -> 
     with FakeOpenAIServer(FakeBehaviour(prefill_s=0.002, token_s=token_s)) as srv:
         study = out / "faults.toml"
         out.mkdir(parents=True, exist_ok=True)
-        study.write_text(STUDY.format(url=srv.base_url) + "".join(
-            f'[[arms]]\nname = "a{i}"\nweights = "Q4_1"\n' for i in range(arms)))
+        study.write_text(
+            STUDY.format(url=srv.base_url)
+            + "".join(f'[[arms]]\nname = "a{i}"\nweights = "Q4_1"\n' for i in range(arms))
+        )
         # the CLI as a user runs it; without standalone mode click returns the exit code of typer.Exit
         return int(cli.app(["measure", "--study", str(study), "--out", str(out)], standalone_mode=False) or 0)
 
@@ -63,8 +65,18 @@ def anchors(store: Path, n: int, records: int) -> int:
 
     with Store(store) as s:
         for i in range(n):
-            row = {"anchor_id": f"w{i}", "study": "faults", "arm": f"a{i}", "repeat": 0, "status": "ok",
-                   "reason": None, "knobs_json": "{}", "metrics_json": "{}", "started_at": now(), "finished_at": now()}
+            row = {
+                "anchor_id": f"w{i}",
+                "study": "faults",
+                "arm": f"a{i}",
+                "repeat": 0,
+                "status": "ok",
+                "reason": None,
+                "knobs_json": "{}",
+                "metrics_json": "{}",
+                "started_at": now(),
+                "finished_at": now(),
+            }
             s.put_anchor(row, [{"idx": j, "ok": True, "text": "x" * 200} for j in range(records)])
             print(f"saved {i}", flush=True)
     return 0
@@ -73,6 +85,12 @@ def anchors(store: Path, n: int, records: int) -> int:
 if __name__ == "__main__":
     kind, args = sys.argv[1], sys.argv[2:]
     if kind == "campaign":
-        sys.exit(campaign(Path(args[0]), int(args[1]), float(args[2]) if len(args) > 2 else 0.0,
-                          Path(args[3]) if len(args) > 3 else None))
+        sys.exit(
+            campaign(
+                Path(args[0]),
+                int(args[1]),
+                float(args[2]) if len(args) > 2 else 0.0,
+                Path(args[3]) if len(args) > 3 else None,
+            )
+        )
     sys.exit(anchors(Path(args[0]), int(args[1]), int(args[2])))

@@ -16,14 +16,55 @@ import pandas as pd
 
 from pareto_atlas.spec.knobs import BITS_PER_KV, BITS_PER_WEIGHT, Knobs
 
-KNOB_COLUMNS = ("weights", "kv", "kv_keep", "eviction", "spec", "spec_k", "spec_accept", "batching", "slots",
-                "chunk_tokens", "sparse_budget")
+KNOB_COLUMNS = (
+    "weights",
+    "kv",
+    "kv_keep",
+    "eviction",
+    "spec",
+    "spec_k",
+    "spec_accept",
+    "batching",
+    "slots",
+    "chunk_tokens",
+    "sparse_budget",
+)
 POINT_COLUMNS = (
-    "point_id", "label", "hardware", "workload", "concurrency", "rate_rps", *KNOB_COLUMNS, "optimizations", "n_opts",
-    "provenance", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "e2e_p50_ms", "e2e_p99_ms",
-    "throughput_tok_s", "n_devices", "throughput_per_device_tok_s", "goodput_rps", "mem_gb", "lat_rel_err", "thr_rel_err", "price_per_hour", "price_date",
-    "cost_per_mtok", "quality", "quality_lo", "quality_hi", "quality_rel", "quality_rel_lo", "quality_rel_hi",
-    "quality_provenance", "feasible", "infeasible_reason",
+    "point_id",
+    "label",
+    "hardware",
+    "workload",
+    "concurrency",
+    "rate_rps",
+    *KNOB_COLUMNS,
+    "optimizations",
+    "n_opts",
+    "provenance",
+    "ttft_p50_ms",
+    "ttft_p99_ms",
+    "tpot_p50_ms",
+    "tpot_p99_ms",
+    "e2e_p50_ms",
+    "e2e_p99_ms",
+    "throughput_tok_s",
+    "n_devices",
+    "throughput_per_device_tok_s",
+    "goodput_rps",
+    "mem_gb",
+    "lat_rel_err",
+    "thr_rel_err",
+    "price_per_hour",
+    "price_date",
+    "cost_per_mtok",
+    "quality",
+    "quality_lo",
+    "quality_hi",
+    "quality_rel",
+    "quality_rel_lo",
+    "quality_rel_hi",
+    "quality_provenance",
+    "feasible",
+    "infeasible_reason",
 )
 # Half-width of quality_rel's paired interval (arms answer the same items, so it is much tighter
 # than two independent scores' intervals); the baseline's own quality is exactly 1.
@@ -33,8 +74,17 @@ PAIRED_HALF = 0.02
 DEFAULT_HARDWARE = (("L4", 1.0, 0.39), ("A100-80G-PCIe", 6.4, 1.39), ("H100-PCIe", 6.7, 2.89))
 BASE_QUALITY = 0.765
 # Quality kept per weight type (toy numbers shaped like the seed's GSM8K arm).
-WEIGHT_QUALITY = {"F16": 1.0, "FP8": 0.994, "Q8_0": 0.995, "Q5_0": 0.985, "Q4_K_M": 0.975, "Q4_0": 0.96,
-                  "AWQ4": 0.941, "Q3_K": 0.90, "Q2_K": 0.75}
+WEIGHT_QUALITY = {
+    "F16": 1.0,
+    "FP8": 0.994,
+    "Q8_0": 0.995,
+    "Q5_0": 0.985,
+    "Q4_K_M": 0.975,
+    "Q4_0": 0.96,
+    "AWQ4": 0.941,
+    "Q3_K": 0.90,
+    "Q2_K": 0.75,
+}
 
 
 def knob_grid() -> list[Knobs]:
@@ -45,9 +95,17 @@ def knob_grid() -> list[Knobs]:
             for spec in ("none", "ngram"):
                 for slots in (1, 8):
                     for sparse in (1.0, 0.5):
-                        out.append(Knobs(weights=w, kv=kv, spec=spec, spec_k=4 if spec != "none" else 0,
-                                         spec_accept=0.5 if spec != "none" else 0.0, slots=slots,
-                                         sparse_budget=sparse))
+                        out.append(
+                            Knobs(
+                                weights=w,
+                                kv=kv,
+                                spec=spec,
+                                spec_k=4 if spec != "none" else 0,
+                                spec_accept=0.5 if spec != "none" else 0.0,
+                                slots=slots,
+                                sparse_budget=sparse,
+                            )
+                        )
     return out
 
 
@@ -89,32 +147,57 @@ def synthetic_points(
                         step *= 0.95  # n-gram speculation at near parity, as the seed measured
                     tpot50 = step * (1 + 0.15 * (k.slots - 1) / 7)
                     ttft50 = tpot50 * 12 * (1 + 0.5 * (k.slots - 1) / 7)
-                    thr = 1000.0 / tpot50 * k.slots * conc ** 0.5
-                    q = BASE_QUALITY * WEIGHT_QUALITY[k.weights] * {"f16": 1.0, "q8_0": 0.997, "q4_0": 0.97, "fp8": 0.0}[k.kv]
+                    thr = 1000.0 / tpot50 * k.slots * conc**0.5
+                    q = (
+                        BASE_QUALITY
+                        * WEIGHT_QUALITY[k.weights]
+                        * {"f16": 1.0, "q8_0": 0.997, "q4_0": 0.97, "fp8": 0.0}[k.kv]
+                    )
                     q *= 0.99 if k.sparse_budget < 1 else 1.0
                     half = 1.96 * np.sqrt(max(q * (1 - q), 1e-4) / 200)
                     is_meas = bool(meas[j])
                     err = 0.0 if is_meas else lat_rel_err
-                    rows.append({
-                        "point_id": _pid(k.key(), label, hw, wl, conc), "label": label, "hardware": hw,
-                        "workload": wl, "concurrency": conc, "rate_rps": np.nan, **k.to_dict(),
-                        "optimizations": opts, "n_opts": n_opts,
-                        "provenance": "measured" if is_meas else "simulated",
-                        "ttft_p50_ms": ttft50, "ttft_p99_ms": ttft50 * 1.6, "tpot_p50_ms": tpot50,
-                        "tpot_p99_ms": tpot50 * 1.3, "e2e_p50_ms": ttft50 + 127 * tpot50,
-                        "e2e_p99_ms": 1.6 * ttft50 + 127 * 1.3 * tpot50, "throughput_tok_s": thr,
-                        "n_devices": 2 if k.batching == "disagg" else 1,
-                        "throughput_per_device_tok_s": thr / (2 if k.batching == "disagg" else 1),
-                        "goodput_rps": np.nan, "mem_gb": 16.0 * wbytes + 2.0 * kvbytes * k.slots,
-                        "lat_rel_err": err, "thr_rel_err": err, "price_per_hour": price, "price_date": price_date,
-                        "cost_per_mtok": price / (thr * 3600) * 1e6, "quality": q,
-                        "quality_lo": max(0.0, q - half) if q > 0 else 0.0, "quality_hi": min(1.0, q + half),
-                        "quality_rel": q / BASE_QUALITY,
-                        "quality_rel_lo": q / BASE_QUALITY - (PAIRED_HALF if q != BASE_QUALITY else 0.0),
-                        "quality_rel_hi": q / BASE_QUALITY + (PAIRED_HALF if q != BASE_QUALITY else 0.0),
-                        "quality_provenance": "measured" if k.spec == "none" and k.slots == 1 else "inherited:quality-arm",
-                        "feasible": True, "infeasible_reason": "",
-                    })
+                    rows.append(
+                        {
+                            "point_id": _pid(k.key(), label, hw, wl, conc),
+                            "label": label,
+                            "hardware": hw,
+                            "workload": wl,
+                            "concurrency": conc,
+                            "rate_rps": np.nan,
+                            **k.to_dict(),
+                            "optimizations": opts,
+                            "n_opts": n_opts,
+                            "provenance": "measured" if is_meas else "simulated",
+                            "ttft_p50_ms": ttft50,
+                            "ttft_p99_ms": ttft50 * 1.6,
+                            "tpot_p50_ms": tpot50,
+                            "tpot_p99_ms": tpot50 * 1.3,
+                            "e2e_p50_ms": ttft50 + 127 * tpot50,
+                            "e2e_p99_ms": 1.6 * ttft50 + 127 * 1.3 * tpot50,
+                            "throughput_tok_s": thr,
+                            "n_devices": 2 if k.batching == "disagg" else 1,
+                            "throughput_per_device_tok_s": thr / (2 if k.batching == "disagg" else 1),
+                            "goodput_rps": np.nan,
+                            "mem_gb": 16.0 * wbytes + 2.0 * kvbytes * k.slots,
+                            "lat_rel_err": err,
+                            "thr_rel_err": err,
+                            "price_per_hour": price,
+                            "price_date": price_date,
+                            "cost_per_mtok": price / (thr * 3600) * 1e6,
+                            "quality": q,
+                            "quality_lo": max(0.0, q - half) if q > 0 else 0.0,
+                            "quality_hi": min(1.0, q + half),
+                            "quality_rel": q / BASE_QUALITY,
+                            "quality_rel_lo": q / BASE_QUALITY - (PAIRED_HALF if q != BASE_QUALITY else 0.0),
+                            "quality_rel_hi": q / BASE_QUALITY + (PAIRED_HALF if q != BASE_QUALITY else 0.0),
+                            "quality_provenance": "measured"
+                            if k.spec == "none" and k.slots == 1
+                            else "inherited:quality-arm",
+                            "feasible": True,
+                            "infeasible_reason": "",
+                        }
+                    )
     return pd.DataFrame(rows, columns=list(POINT_COLUMNS))
 
 
@@ -132,10 +215,16 @@ def random_points(n: int, *, seed: int = 0, hardware: Sequence[str] = ("L4", "A1
     tpot = rng.lognormal(np.log(20), 0.5, size=n)
     thr = rng.lognormal(np.log(500), 0.7, size=n)
     q = np.clip(rng.normal(0.74, 0.05, size=n), 0, 1)
-    df = pd.DataFrame({
-        "point_id": [f"p{i:07d}" for i in range(n)], "label": labels, "hardware": hw, "workload": "chat-512-128",
-        "concurrency": 1, "rate_rps": np.nan,
-    })
+    df = pd.DataFrame(
+        {
+            "point_id": [f"p{i:07d}" for i in range(n)],
+            "label": labels,
+            "hardware": hw,
+            "workload": "chat-512-128",
+            "concurrency": 1,
+            "rate_rps": np.nan,
+        }
+    )
     df = pd.concat([df, knob_df], axis=1)
     df["optimizations"] = np.array(["+".join(o) for o in opts], dtype=object)[pick]
     df["n_opts"] = np.array([len(o) for o in opts])[pick]

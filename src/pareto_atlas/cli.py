@@ -17,20 +17,54 @@ from typing import Optional
 import typer
 
 from pareto_atlas import cli_aliases, stages
-from pareto_atlas.cli_run import (ALLOW_AGG, ALLOW_UNV, ARMS, HOSTS, KEYS, OUT, PROGRAMS, RAY, STORE, STUDY, STUDY_OPT,
-                                  allowed_contracts, consent_of, console, guarded, open_context, refuse_unread,
-                                  run_check, run_evict, run_import, run_kld, run_published, run_published_quality,
-                                  run_quality_tasks, study_name)
+from pareto_atlas.cli_run import (
+    ALLOW_AGG,
+    ALLOW_UNV,
+    ARMS,
+    HOSTS,
+    KEYS,
+    OUT,
+    PROGRAMS,
+    RAY,
+    STORE,
+    STUDY,
+    STUDY_OPT,
+    allowed_contracts,
+    consent_of,
+    console,
+    guarded,
+    open_context,
+    refuse_unread,
+    run_check,
+    run_evict,
+    run_import,
+    run_kld,
+    run_published,
+    run_published_quality,
+    run_quality_tasks,
+    study_name,
+)
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="Which inference optimization stack to deploy: anchors on a real engine, a calibrated "
-                       "simulator, and the cost-quality-latency Pareto atlas.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Which inference optimization stack to deploy: anchors on a real engine, a calibrated "
+    "simulator, and the cost-quality-latency Pareto atlas.",
+)
 
 
 @app.command()
-def build(study: Optional[str] = STUDY, study_opt: Optional[str] = STUDY_OPT, out: Optional[Path] = OUT,
-          skip_quality: bool = typer.Option(False, help="Measure speed only."), ray: Optional[str] = RAY,
-          endpoint_host: list[str] = HOSTS, allow_key_env: list[str] = KEYS, allow_program: list[str] = PROGRAMS) -> None:
+def build(
+    study: Optional[str] = STUDY,
+    study_opt: Optional[str] = STUDY_OPT,
+    out: Optional[Path] = OUT,
+    skip_quality: bool = typer.Option(False, help="Measure speed only."),
+    ray: Optional[str] = RAY,
+    endpoint_host: list[str] = HOSTS,
+    allow_key_env: list[str] = KEYS,
+    allow_program: list[str] = PROGRAMS,
+) -> None:
     """Run the whole pipeline: measure, quality, calibrate, simulate, atlas, report (a study without
     arms: simulate, atlas and report on published evidence; `paper` then prints its claims table)."""
     name = study_name(study, study_opt)
@@ -38,83 +72,151 @@ def build(study: Optional[str] = STUDY, study_opt: Optional[str] = STUDY_OPT, ou
     def go():
         with open_context(name, out, ray, consent=consent_of(endpoint_host, allow_key_env, allow_program)) as ctx:
             stages.build(ctx, with_quality=not skip_quality)
+
     guarded(go)
 
 
 @app.command()
-def measure(study: Optional[str] = STUDY, study_opt: Optional[str] = STUDY_OPT, out: Optional[Path] = OUT,
-            arm: list[str] = typer.Option(None, "--arm", help="Only these arms (repeatable)."),
-            ray: Optional[str] = RAY, endpoint_host: list[str] = HOSTS, allow_key_env: list[str] = KEYS,
-            allow_program: list[str] = PROGRAMS) -> None:
+def measure(
+    study: Optional[str] = STUDY,
+    study_opt: Optional[str] = STUDY_OPT,
+    out: Optional[Path] = OUT,
+    arm: list[str] = typer.Option(None, "--arm", help="Only these arms (repeatable)."),
+    ray: Optional[str] = RAY,
+    endpoint_host: list[str] = HOSTS,
+    allow_key_env: list[str] = KEYS,
+    allow_program: list[str] = PROGRAMS,
+) -> None:
     """Measure the study's anchors on the engine (finished anchors are never re-measured)."""
     name = study_name(study, study_opt)
 
     def go():
         with open_context(name, out, ray, consent=consent_of(endpoint_host, allow_key_env, allow_program)) as ctx:
             stages.measure(ctx, arms=arm or None)
+
     guarded(go)
 
 
 QUALITY_KINDS = ("task", "kld", "evict", "published")
 # which --kind reads which option: any other is refused, never silently ignored
-QUALITY_OPTIONS = {"--arm": ("task", "kld"), "--n": ("task", "evict"), "--task": ("task", "evict", "published"),
-                   "--max-tokens": ("task",), "--ray": ("task",), "--tokens": ("kld",), "--keep-base": ("kld",),
-                   "--policies": ("evict",), "--keeps": ("evict",), "--store": ("kld", "evict"),
-                   "--table": ("published",), "--model": ("published",), "--endpoint-host": ("task",),
-                   "--allow-key-env": ("task",), "--allow-program": ("task",)}
+QUALITY_OPTIONS = {
+    "--arm": ("task", "kld"),
+    "--n": ("task", "evict"),
+    "--task": ("task", "evict", "published"),
+    "--max-tokens": ("task",),
+    "--ray": ("task",),
+    "--tokens": ("kld",),
+    "--keep-base": ("kld",),
+    "--policies": ("evict",),
+    "--keeps": ("evict",),
+    "--store": ("kld", "evict"),
+    "--table": ("published",),
+    "--model": ("published",),
+    "--endpoint-host": ("task",),
+    "--allow-key-env": ("task",),
+    "--allow-program": ("task",),
+}
 
 
 @app.command()
-def quality(study: Optional[str] = STUDY, study_opt: Optional[str] = STUDY_OPT, out: Optional[Path] = OUT,
-            kind: str = typer.Option("task", "--kind", help="task: score the quality arms on the study's tasks; "
-                                     "kld: token-level KL divergence and top-1 agreement against the baseline "
-                                     "(llama-perplexity; `make llama-tools` builds it); evict: KV eviction and top-k "
-                                     "sparse attention in transformers (extra: pip install 'pareto-atlas\\[eviction]'); "
-                                     "published: the published quality of deployed checkpoints (no study read)."),
-            arm: list[str] = ARMS,
-            n: Optional[str] = typer.Option(None, help="task: items per arm, or 'all' (overrides the study; retrieval "
-                                                       "and ruler: items per cell); evict: GSM8K items, or retrieval "
-                                                       "items per length and depth."),
-            task: Optional[str] = typer.Option(None, help="task: gsm8k, retrieval, humaneval, ifeval or ruler (default: "
-                                                          "the study's task, then each of its [quality] tasks); evict: "
-                                                          "retrieval, ruler or gsm8k (default: the study's [eviction] "
-                                                          "task, else its quality task); published: the task the "
-                                                          "guard prefers (default: gsm8k)."),
-            max_tokens: Optional[int] = typer.Option(None, "--max-tokens",
-                                                     help="task: tokens per answer (overrides the study; humaneval, "
-                                                          "ifeval and each ruler subtask have their own default "
-                                                          "when the study sets none)."),
-            ray: Optional[str] = RAY, endpoint_host: list[str] = HOSTS, allow_key_env: list[str] = KEYS,
-            allow_program: list[str] = PROGRAMS,
-            tokens: Optional[int] = typer.Option(None, help="kld: tokens scored per configuration (overrides the "
-                                                            "study's \\[quality] kld_tokens; whole chunks of 255)."),
-            keep_base: bool = typer.Option(False, help="kld: keep the baseline's logits file (~300 kB a token)."),
-            policies: Optional[str] = typer.Option(None, help="evict: comma-separated streamingllm (= streaming), h2o, "
-                                                              "snapkv, pyramidkv (= pyramid), topk (= sparse: oracle "
-                                                              "top-k sparse attention) (overrides the study's \\[eviction])."),
-            keeps: Optional[str] = typer.Option(None, help="evict: comma-separated KV keep ratios in (0, 1), e.g. "
-                                                           "0.5,0.25 (topk: the share of the keys each decode step reads)."),
-            store: Optional[Path] = STORE,
-            table: list[Path] = typer.Option(None, "--table", help="published: another published-quality CSV in the "
-                                                                    "shipped table's columns (repeatable)."),
-            model: Optional[str] = typer.Option(None, help="published: also list this model card's scores, e.g. "
-                                                            "qwen2.5-7b.")) -> None:
+def quality(
+    study: Optional[str] = STUDY,
+    study_opt: Optional[str] = STUDY_OPT,
+    out: Optional[Path] = OUT,
+    kind: str = typer.Option(
+        "task",
+        "--kind",
+        help="task: score the quality arms on the study's tasks; "
+        "kld: token-level KL divergence and top-1 agreement against the baseline "
+        "(llama-perplexity; `make llama-tools` builds it); evict: KV eviction and top-k "
+        "sparse attention in transformers (extra: pip install 'pareto-atlas\\[eviction]'); "
+        "published: the published quality of deployed checkpoints (no study read).",
+    ),
+    arm: list[str] = ARMS,
+    n: Optional[str] = typer.Option(
+        None,
+        help="task: items per arm, or 'all' (overrides the study; retrieval "
+        "and ruler: items per cell); evict: GSM8K items, or retrieval "
+        "items per length and depth.",
+    ),
+    task: Optional[str] = typer.Option(
+        None,
+        help="task: gsm8k, retrieval, humaneval, ifeval or ruler (default: "
+        "the study's task, then each of its [quality] tasks); evict: "
+        "retrieval, ruler or gsm8k (default: the study's [eviction] "
+        "task, else its quality task); published: the task the "
+        "guard prefers (default: gsm8k).",
+    ),
+    max_tokens: Optional[int] = typer.Option(
+        None,
+        "--max-tokens",
+        help="task: tokens per answer (overrides the study; humaneval, "
+        "ifeval and each ruler subtask have their own default "
+        "when the study sets none).",
+    ),
+    ray: Optional[str] = RAY,
+    endpoint_host: list[str] = HOSTS,
+    allow_key_env: list[str] = KEYS,
+    allow_program: list[str] = PROGRAMS,
+    tokens: Optional[int] = typer.Option(
+        None,
+        help="kld: tokens scored per configuration (overrides the "
+        "study's \\[quality] kld_tokens; whole chunks of 255).",
+    ),
+    keep_base: bool = typer.Option(False, help="kld: keep the baseline's logits file (~300 kB a token)."),
+    policies: Optional[str] = typer.Option(
+        None,
+        help="evict: comma-separated streamingllm (= streaming), h2o, "
+        "snapkv, pyramidkv (= pyramid), topk (= sparse: oracle "
+        "top-k sparse attention) (overrides the study's \\[eviction]).",
+    ),
+    keeps: Optional[str] = typer.Option(
+        None,
+        help="evict: comma-separated KV keep ratios in (0, 1), e.g. "
+        "0.5,0.25 (topk: the share of the keys each decode step reads).",
+    ),
+    store: Optional[Path] = STORE,
+    table: list[Path] = typer.Option(
+        None, "--table", help="published: another published-quality CSV in the shipped table's columns (repeatable)."
+    ),
+    model: Optional[str] = typer.Option(None, help="published: also list this model card's scores, e.g. qwen2.5-7b."),
+) -> None:
     """Quality evidence, by kind: the study's tasks scored through the engine (GSM8K, needle retrieval,
     HumanEval in a sandbox, IFEval, RULER), KL divergence against the baseline, KV eviction, or the
     published scores of deployed checkpoints; saved items and configurations are kept on a rerun."""
     if kind not in QUALITY_KINDS:
         raise typer.BadParameter(f"{kind!r}; allowed: {', '.join(QUALITY_KINDS)}", param_hint="--kind")
-    refuse_unread("--kind", kind, {"--arm": arm, "--n": n, "--task": task, "--max-tokens": max_tokens, "--ray": ray,
-                           "--tokens": tokens, "--keep-base": keep_base, "--policies": policies, "--keeps": keeps,
-                           "--store": store, "--table": table, "--model": model, "--endpoint-host": endpoint_host,
-                           "--allow-key-env": allow_key_env, "--allow-program": allow_program}, QUALITY_OPTIONS)
+    refuse_unread(
+        "--kind",
+        kind,
+        {
+            "--arm": arm,
+            "--n": n,
+            "--task": task,
+            "--max-tokens": max_tokens,
+            "--ray": ray,
+            "--tokens": tokens,
+            "--keep-base": keep_base,
+            "--policies": policies,
+            "--keeps": keeps,
+            "--store": store,
+            "--table": table,
+            "--model": model,
+            "--endpoint-host": endpoint_host,
+            "--allow-key-env": allow_key_env,
+            "--allow-program": allow_program,
+        },
+        QUALITY_OPTIONS,
+    )
     name = study_name(study, study_opt)
     if kind == "published" and (study or study_opt):
-        raise typer.BadParameter(f"{name!r}: --kind published reads no study (the shipped table and --table)",
-                                 param_hint="study")
+        raise typer.BadParameter(
+            f"{name!r}: --kind published reads no study (the shipped table and --table)", param_hint="study"
+        )
     if kind == "task":
-        run_quality_tasks(name, out, arm, n, task, max_tokens, ray,
-                          consent_of(endpoint_host, allow_key_env, allow_program))
+        run_quality_tasks(
+            name, out, arm, n, task, max_tokens, ray, consent_of(endpoint_host, allow_key_env, allow_program)
+        )
     elif kind == "kld":
         run_kld(name, out, store, arm, tokens, keep_base)
     elif kind == "evict":
@@ -126,34 +228,66 @@ def quality(study: Optional[str] = STUDY, study_opt: Optional[str] = STUDY_OPT, 
 
 
 @app.command()
-def calibrate(study: Optional[str] = STUDY, study_opt: Optional[str] = STUDY_OPT, out: Optional[Path] = OUT,
-              published: bool = typer.Option(False, "--published", help="Calibrate the GPU cards on published "
-                                             "measurements (spec/published_anchors.csv plus --table) instead: the "
-                                             "anchors, the fit, its leave-one-source-out error and the seed paper's "
-                                             "ratios beside the projection; `simulate` uses the stored fit."),
-              import_: list[Path] = typer.Option(None, "--import", show_default=False, help="Import another tool's "
-                                                 "result file as anchors first (repeatable): vllm bench serve / "
-                                                 "benchmark_serving.py JSON or JSON lines, vllm bench sweep, GuideLLM, "
-                                                 "AIPerf, genai-perf, SGLang bench_serving, llama-bench, MLPerf loadgen "
-                                                 "logs, lm-eval results (told by shape); then the card they name is "
-                                                 "calibrated."),
-              hardware: list[str] = typer.Option(None, "--hardware", help="--import: the GPU card the runs used (a "
-                                                 "shipped card, e.g. H100-SXM); --published: only this card "
-                                                 "(repeatable)."),
-              engine: list[str] = typer.Option(None, "--engine", help="--import: the serving engine, where the file "
-                                               "does not say; --published: only this engine's anchors (repeatable)."),
-              model: Optional[str] = typer.Option(None, "--model", help="--import: the model card (a shipped one, "
-                                                                         "e.g. llama-3-8b)."),
-              knobs: Optional[str] = typer.Option(None, "--knobs", help='--import: the configuration served, e.g. '
-                                                                        '"weights=FP8,kv=fp8" (default: the baseline).'),
-              output_tokens: Optional[int] = typer.Option(None, "--output-tokens", help="--import: the output length "
-                                                          "every request asked for, to check the token-count contract."),
-              table: list[Path] = typer.Option(None, "--table", help="--published: another published-anchor CSV in "
-                                                                      "the shipped table's columns (repeatable)."),
-              multi_gpu: bool = typer.Option(False, "--multi-gpu", help="--published: also fit "
-                                             "spec/published_multigpu.csv per card and engine and print its held-out "
-                                             "error per parallelism (one source, model, engine left out); minutes."),
-              allow_aggregate: bool = ALLOW_AGG, allow_unverified: bool = ALLOW_UNV) -> None:
+def calibrate(
+    study: Optional[str] = STUDY,
+    study_opt: Optional[str] = STUDY_OPT,
+    out: Optional[Path] = OUT,
+    published: bool = typer.Option(
+        False,
+        "--published",
+        help="Calibrate the GPU cards on published "
+        "measurements (spec/published_anchors.csv plus --table) instead: the "
+        "anchors, the fit, its leave-one-source-out error and the seed paper's "
+        "ratios beside the projection; `simulate` uses the stored fit.",
+    ),
+    import_: list[Path] = typer.Option(
+        None,
+        "--import",
+        show_default=False,
+        help="Import another tool's "
+        "result file as anchors first (repeatable): vllm bench serve / "
+        "benchmark_serving.py JSON or JSON lines, vllm bench sweep, GuideLLM, "
+        "AIPerf, genai-perf, SGLang bench_serving, llama-bench, MLPerf loadgen "
+        "logs, lm-eval results (told by shape); then the card they name is "
+        "calibrated.",
+    ),
+    hardware: list[str] = typer.Option(
+        None,
+        "--hardware",
+        help="--import: the GPU card the runs used (a "
+        "shipped card, e.g. H100-SXM); --published: only this card "
+        "(repeatable).",
+    ),
+    engine: list[str] = typer.Option(
+        None,
+        "--engine",
+        help="--import: the serving engine, where the file "
+        "does not say; --published: only this engine's anchors (repeatable).",
+    ),
+    model: Optional[str] = typer.Option(
+        None, "--model", help="--import: the model card (a shipped one, e.g. llama-3-8b)."
+    ),
+    knobs: Optional[str] = typer.Option(
+        None, "--knobs", help='--import: the configuration served, e.g. "weights=FP8,kv=fp8" (default: the baseline).'
+    ),
+    output_tokens: Optional[int] = typer.Option(
+        None,
+        "--output-tokens",
+        help="--import: the output length every request asked for, to check the token-count contract.",
+    ),
+    table: list[Path] = typer.Option(
+        None, "--table", help="--published: another published-anchor CSV in the shipped table's columns (repeatable)."
+    ),
+    multi_gpu: bool = typer.Option(
+        False,
+        "--multi-gpu",
+        help="--published: also fit "
+        "spec/published_multigpu.csv per card and engine and print its held-out "
+        "error per parallelism (one source, model, engine left out); minutes.",
+    ),
+    allow_aggregate: bool = ALLOW_AGG,
+    allow_unverified: bool = ALLOW_UNV,
+) -> None:
     """Fit the simulator to the anchors in the store and print its fidelity; with --import, to other
     tools' result files first (one transaction, provenance imported:<tool>@<version>:<sha256>, the
     files kept in the store); with --published, the GPU cards to published measurements."""
@@ -161,37 +295,72 @@ def calibrate(study: Optional[str] = STUDY, study_opt: Optional[str] = STUDY_OPT
     if published and import_:
         raise typer.BadParameter("give --published or --import, not both", param_hint="--published")
     mode = "--published" if published else "--import" if import_ else "(the store's anchors)"
-    refuse_unread("calibrate", mode, {"--hardware": hardware, "--engine": engine, "--model": model, "--knobs": knobs,
-                              "--output-tokens": output_tokens, "--table": table, "--multi-gpu": multi_gpu,
-                              "--allow-aggregate": allow_aggregate, "--allow-unverified": allow_unverified},
-          {"--hardware": ("--import", "--published"), "--engine": ("--import", "--published"), "--model": ("--import",),
-           "--knobs": ("--import",), "--output-tokens": ("--import",), "--table": ("--published",),
-           "--multi-gpu": ("--published",), "--allow-aggregate": ("--import", "(the store's anchors)"),
-           "--allow-unverified": ("--import", "(the store's anchors)")})
+    refuse_unread(
+        "calibrate",
+        mode,
+        {
+            "--hardware": hardware,
+            "--engine": engine,
+            "--model": model,
+            "--knobs": knobs,
+            "--output-tokens": output_tokens,
+            "--table": table,
+            "--multi-gpu": multi_gpu,
+            "--allow-aggregate": allow_aggregate,
+            "--allow-unverified": allow_unverified,
+        },
+        {
+            "--hardware": ("--import", "--published"),
+            "--engine": ("--import", "--published"),
+            "--model": ("--import",),
+            "--knobs": ("--import",),
+            "--output-tokens": ("--import",),
+            "--table": ("--published",),
+            "--multi-gpu": ("--published",),
+            "--allow-aggregate": ("--import", "(the store's anchors)"),
+            "--allow-unverified": ("--import", "(the store's anchors)"),
+        },
+    )
     if published:
         run_published(name, out, table, engine, hardware, multi_gpu)
     elif import_:
         for option, values in (("--hardware", hardware), ("--engine", engine)):
             if values and len(values) > 1:
                 raise typer.BadParameter(f"one value with --import, got {len(values)}", param_hint=option)
-        run_import(name, out, import_, hardware[0] if hardware else None, model, engine[0] if engine else None,
-                   knobs, output_tokens, allowed_contracts(allow_aggregate, allow_unverified))
+        run_import(
+            name,
+            out,
+            import_,
+            hardware[0] if hardware else None,
+            model,
+            engine[0] if engine else None,
+            knobs,
+            output_tokens,
+            allowed_contracts(allow_aggregate, allow_unverified),
+        )
     else:
+
         def go():
             with open_context(name, out) as ctx:
                 stages.calibrate(ctx, allow=allowed_contracts(allow_aggregate, allow_unverified))
+
         guarded(go)
 
 
 @app.command()
-def simulate(study: Optional[str] = STUDY, study_opt: Optional[str] = STUDY_OPT, out: Optional[Path] = OUT,
-             ray: Optional[str] = RAY) -> None:
+def simulate(
+    study: Optional[str] = STUDY,
+    study_opt: Optional[str] = STUDY_OPT,
+    out: Optional[Path] = OUT,
+    ray: Optional[str] = RAY,
+) -> None:
     """Simulate the configuration space across hardware with the latest calibration."""
     name = study_name(study, study_opt)
 
     def go():
         with open_context(name, out, ray) as ctx:
             stages.simulate(ctx)
+
     guarded(go)
 
 
@@ -203,6 +372,7 @@ def atlas(study: Optional[str] = STUDY, study_opt: Optional[str] = STUDY_OPT, ou
     def go():
         with open_context(name, out) as ctx:
             stages.atlas(ctx)
+
     guarded(go)
 
 
@@ -212,31 +382,41 @@ def _looks_like_constraint(text: str) -> bool:
 
 
 @app.command()
-def pick(study: Optional[str] = STUDY,
-         constraint: Optional[str] = typer.Argument(None, metavar="CONSTRAINT", show_default=False,
-                                                    help='e.g. "tpot_p99_ms<=40, quality_rel>=0.95" (given alone, '
-                                                         'it is the constraint and STUDY is the default).'),
-         study_opt: Optional[str] = STUDY_OPT,
-         objective: str = typer.Option("cost_per_mtok", help="Column to optimise."),
-         maximize: bool = typer.Option(False, help="Maximise the objective instead of minimising it."),
-         price: list[str] = typer.Option(None, help='Re-price hardware, e.g. "A100-80G-PCIe=2.085" (repeatable).'),
-         allow_priors: bool = typer.Option(False, "--allow-priors",
-                                           help="Let configurations whose quality or speed rests only on priors "
-                                                "win (default: they are listed as projected, with the command that "
-                                                "would measure them)."),
-         model: Optional[str] = typer.Option(None, help="Answer for this model only (default: each model the "
-                                                         "atlas answers for)."),
-         workload: Optional[str] = typer.Option(None, help="Answer for this workload only (default: each)."),
-         out: Optional[Path] = OUT) -> None:
+def pick(
+    study: Optional[str] = STUDY,
+    constraint: Optional[str] = typer.Argument(
+        None,
+        metavar="CONSTRAINT",
+        show_default=False,
+        help='e.g. "tpot_p99_ms<=40, quality_rel>=0.95" (given alone, it is the constraint and STUDY is the default).',
+    ),
+    study_opt: Optional[str] = STUDY_OPT,
+    objective: str = typer.Option("cost_per_mtok", help="Column to optimise."),
+    maximize: bool = typer.Option(False, help="Maximise the objective instead of minimising it."),
+    price: list[str] = typer.Option(None, help='Re-price hardware, e.g. "A100-80G-PCIe=2.085" (repeatable).'),
+    allow_priors: bool = typer.Option(
+        False,
+        "--allow-priors",
+        help="Let configurations whose quality or speed rests only on priors "
+        "win (default: they are listed as projected, with the command that "
+        "would measure them).",
+    ),
+    model: Optional[str] = typer.Option(
+        None, help="Answer for this model only (default: each model the atlas answers for)."
+    ),
+    workload: Optional[str] = typer.Option(None, help="Answer for this workload only (default: each)."),
+    out: Optional[Path] = OUT,
+) -> None:
     """Re-plan without re-measuring: the best configuration under a constraint and prices, per model
     and workload; with --price, where the regime winners move."""
     if constraint is None and study is not None and _looks_like_constraint(study):
-        study, constraint = None, study          # `pick "tpot_p99_ms<=40"`, as before STUDY came first
+        study, constraint = None, study  # `pick "tpot_p99_ms<=40"`, as before STUDY came first
     name = study_name(study, study_opt)
 
     def go():
         with open_context(name, out) as ctx:
             stages.pick(ctx, constraint or "", objective, maximize, price or [], allow_priors, model, workload)
+
     guarded(go)
 
 
@@ -248,14 +428,23 @@ def report(study: Optional[str] = STUDY, study_opt: Optional[str] = STUDY_OPT, o
     def go():
         with open_context(name, out) as ctx:
             stages.report(ctx)
+
     guarded(go)
 
 
 @app.command()
-def export(study: Optional[str] = STUDY, study_opt: Optional[str] = STUDY_OPT, out: Optional[Path] = OUT,
-           fmt: str = typer.Option("parquet", "--format", help="parquet, csv or json (every table of the store); "
-                                                               "vllm-bench or guidellm (the study's anchors in that "
-                                                               "tool's result format, one file each)")) -> None:
+def export(
+    study: Optional[str] = STUDY,
+    study_opt: Optional[str] = STUDY_OPT,
+    out: Optional[Path] = OUT,
+    fmt: str = typer.Option(
+        "parquet",
+        "--format",
+        help="parquet, csv or json (every table of the store); "
+        "vllm-bench or guidellm (the study's anchors in that "
+        "tool's result format, one file each)",
+    ),
+) -> None:
     """Export every table of the store, or the study's anchors in a peer tool's format."""
     name = study_name(study, study_opt)
 
@@ -266,12 +455,17 @@ def export(study: Optional[str] = STUDY, study_opt: Optional[str] = STUDY_OPT, o
                 return
             paths = ctx.store.export(ctx.out / "export", fmt)
             console.print(f"exported {len(paths)} tables to {ctx.out / 'export'}")
+
     guarded(go)
 
 
 @app.command()
-def check(study: Optional[str] = STUDY, study_opt: Optional[str] = STUDY_OPT, out: Optional[Path] = OUT,
-          store: Optional[Path] = typer.Option(None, help="Store file (default: the study's <out>/store.duckdb).")) -> None:
+def check(
+    study: Optional[str] = STUDY,
+    study_opt: Optional[str] = STUDY_OPT,
+    out: Optional[Path] = OUT,
+    store: Optional[Path] = typer.Option(None, help="Store file (default: the study's <out>/store.duckdb)."),
+) -> None:
     """Report a store's integrity, read-only: migrations applied or unknown, tables readable to
     their end, orphaned rows, anchors without request records. Exit 1 when it finds a problem."""
     run_check(study_name(study, study_opt), out, store)

@@ -31,7 +31,7 @@ def atlas_points() -> pd.DataFrame:
     one with three quality levels (drawn as the guard's verdict) and a multi-GPU layout."""
     small = synthetic_points(hardware=(("L4", 1.0, 0.39), (EVIL_HW, 6.4, 1.39)))
     cheapest = small[small["quality_rel_lo"] >= 0.95]["cost_per_mtok"].idxmin()
-    small.loc[cheapest, "label"] = EVIL_LABEL            # the low-cost winner: it must appear as text
+    small.loc[cheapest, "label"] = EVIL_LABEL  # the low-cost winner: it must appear as text
     prior = small.index[small["provenance"].eq("simulated") & small["hardware"].eq("L4")][:7]
     small.loc[prior, "quality_provenance"] = "prior:micikevicius2022fp8 (FP8 weights of the Q4_K_M source)"
     small["model"] = SMALL
@@ -40,7 +40,10 @@ def atlas_points() -> pd.DataFrame:
     big["model"] = BIG
     levels = np.select([big["quality_rel"] > 0.995, big["quality_rel"] > 0.9], [1.0, 0.96], 0.5)
     big["quality_rel"] = levels
-    big["quality_rel_lo"], big["quality_rel_hi"] = levels - np.where(levels == 1.0, 0, 0.02), levels + np.where(levels == 1.0, 0, 0.02)
+    big["quality_rel_lo"], big["quality_rel_hi"] = (
+        levels - np.where(levels == 1.0, 0, 0.02),
+        levels + np.where(levels == 1.0, 0, 0.02),
+    )
     big["quality"] = 0.8 * levels
     multi = big.index[:40]
     big.loc[multi, ["tp", "replicas"]] = [4, 2]
@@ -50,7 +53,9 @@ def atlas_points() -> pd.DataFrame:
 
 
 def load(browser, path: Path) -> None:
-    browser.send("Emulation.setDeviceMetricsOverride", {"width": WIDTH, "height": 1000, "deviceScaleFactor": 1, "mobile": False})
+    browser.send(
+        "Emulation.setDeviceMetricsOverride", {"width": WIDTH, "height": 1000, "deviceScaleFactor": 1, "mobile": False}
+    )
     browser.send("Page.navigate", {"url": path.as_uri()})
     deadline = time.monotonic() + 30
     while browser.evaluate("document.body && document.body.getAttribute('data-ready')") != "1":
@@ -145,8 +150,14 @@ def hover(browser, chart: str, point_id: str) -> str:
 def screenshot(browser, tmp_path: Path, name: str, selector: str) -> Path:
     box = browser.evaluate(f"""(function () {{ var r = document.querySelector({selector!r}).getBoundingClientRect();
         return [r.top + window.scrollY, r.height]; }})()""")
-    shot = browser.send("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True,
-                                                  "clip": {"x": 0, "y": box[0], "width": WIDTH, "height": max(1, min(box[1], 4000)), "scale": 1}})
+    shot = browser.send(
+        "Page.captureScreenshot",
+        {
+            "format": "png",
+            "captureBeyondViewport": True,
+            "clip": {"x": 0, "y": box[0], "width": WIDTH, "height": max(1, min(box[1], 4000)), "scale": 1},
+        },
+    )
     data = base64.b64decode(shot["data"])
     path = tmp_path / f"{name}.png"
     path.write_bytes(data)
@@ -160,15 +171,42 @@ def screenshot(browser, tmp_path: Path, name: str, selector: str) -> Path:
 def test_atlas_page_in_headless_chromium(browser, tmp_path):
     pts = atlas_points()
     answer = Answer.of(with_derived(pts), default_regimes(pts))
-    claims = [{"id": "fp8-winners", "claim": "FP8 weights are part of 3 of the 4 regime winners. " * 3,
-               "answer": "FP8 is in 0 of 4 winners " * 12, "verdict": "differs", "evidence": "the winner rests on " * 60}]
-    quality = pd.DataFrame({"task": ["gsm8k", "gsm8k"], "arm": ["f16", "q4"], "baseline": [True, False], "k": [150, 141],
-                            "n": [200, 200], "rel": [1.0, 0.94], "rel_lo": [1.0, 0.9], "rel_hi": [1.0, 0.98],
-                            "diff": [0.0, -0.045], "diff_lo": [np.nan, -0.08], "diff_hi": [np.nan, -0.01],
-                            "mcnemar_p": [np.nan, 0.01], "kld": [np.nan, 0.03], "kld_lo": [np.nan, 0.02],
-                            "kld_hi": [np.nan, 0.04], "top1": [np.nan, 0.97]})
-    page = write_html(tmp_path / "atlas.html", answer, {"title": "browser test", "study": EVIL_LABEL},
-                      claims=claims, quality_table=quality)
+    claims = [
+        {
+            "id": "fp8-winners",
+            "claim": "FP8 weights are part of 3 of the 4 regime winners. " * 3,
+            "answer": "FP8 is in 0 of 4 winners " * 12,
+            "verdict": "differs",
+            "evidence": "the winner rests on " * 60,
+        }
+    ]
+    quality = pd.DataFrame(
+        {
+            "task": ["gsm8k", "gsm8k"],
+            "arm": ["f16", "q4"],
+            "baseline": [True, False],
+            "k": [150, 141],
+            "n": [200, 200],
+            "rel": [1.0, 0.94],
+            "rel_lo": [1.0, 0.9],
+            "rel_hi": [1.0, 0.98],
+            "diff": [0.0, -0.045],
+            "diff_lo": [np.nan, -0.08],
+            "diff_hi": [np.nan, -0.01],
+            "mcnemar_p": [np.nan, 0.01],
+            "kld": [np.nan, 0.03],
+            "kld_lo": [np.nan, 0.02],
+            "kld_hi": [np.nan, 0.04],
+            "top1": [np.nan, 0.97],
+        }
+    )
+    page = write_html(
+        tmp_path / "atlas.html",
+        answer,
+        {"title": "browser test", "study": EVIL_LABEL},
+        claims=claims,
+        quality_table=quality,
+    )
     browser.send("Network.enable")
     load(browser, page)
     assert browser.errors() == []
@@ -177,25 +215,35 @@ def test_atlas_page_in_headless_chromium(browser, tmp_path):
     assert fetched and all(u.startswith(("file:", "data:", "blob:")) for u in fetched), fetched
 
     # One view per (model, workload) and one comparison on the shared workload; the first is open.
-    views = browser.evaluate("Array.from(document.getElementById('f-view').options).map(function (o) { return o.textContent; })")
-    assert views == [f"{SMALL} · chat-512-128", f"{BIG} · chat-512-128", "compare models on chat-512-128 (absolute score)"]
+    views = browser.evaluate(
+        "Array.from(document.getElementById('f-view').options).map(function (o) { return o.textContent; })"
+    )
+    assert views == [
+        f"{SMALL} · chat-512-128",
+        f"{BIG} · chat-512-128",
+        "compare models on chat-512-128 (absolute score)",
+    ]
     small_ids = set(pts.loc[pts["model"] == SMALL, "point_id"])
     for chart in ("chart-latency", "chart-cost", "chart-tput"):
         ids = drawn_ids(browser, chart)
         assert ids and set(ids) <= small_ids, chart
         assert browser.evaluate(f"document.querySelectorAll('#{chart} .scatterlayer .point').length") > 0
     # the frontier is a line whose points are labelled
-    labels = browser.evaluate("Array.from(document.querySelectorAll('#chart-latency .annotation-text')).map(function (t) { return t.textContent; })")
+    labels = browser.evaluate(
+        "Array.from(document.querySelectorAll('#chart-latency .annotation-text')).map(function (t) { return t.textContent; })"
+    )
     assert sum(1 for t in labels if t) >= 2
     assert mixed_quality_axes(browser) == []
     screenshot(browser, tmp_path, "frontier", "#view-frontier")
     screenshot(browser, tmp_path, "throughput_interactivity", "#view-tput")
 
     # Shape says what a point rests on: the prior-quality points are the open squares, never winners.
-    squares = set(browser.evaluate("""(function () { var out = [];
+    squares = set(
+        browser.evaluate("""(function () { var out = [];
         document.getElementById('chart-latency').data.forEach(function (t) {
           var s = t.marker.symbol; (t.customdata || []).forEach(function (c, i) {
-            if ((Array.isArray(s) ? s[i] : s) === 'square-open') out.push(c); }); }); return out; })()"""))
+            if ((Array.isArray(s) ? s[i] : s) === 'square-open') out.push(c); }); }); return out; })()""")
+    )
     assert squares == set(pts.loc[pts["quality_provenance"].str.startswith("prior:"), "point_id"])
     assert not squares & set(answer.cells["point_id"])
 
@@ -209,16 +257,22 @@ def test_atlas_page_in_headless_chromium(browser, tmp_path):
     assert browser.evaluate("document.getElementById('evidence-legend').textContent").count("Q-") >= 5
     assert cells_over_three_lines(browser) == []
     # the paper's claims and the quality evidence are tables too: a long claim is clamped, whole on hover
-    claim_cells = browser.evaluate("Array.from(document.querySelectorAll('#claims-table td')).map(function (t) { return t.textContent; })")
+    claim_cells = browser.evaluate(
+        "Array.from(document.querySelectorAll('#claims-table td')).map(function (t) { return t.textContent; })"
+    )
     assert claim_cells[0] == "fp8-winners" and claim_cells[3] == "differs"
     assert browser.evaluate("document.querySelectorAll('#claims-table td[title]').length") >= 2
     assert browser.evaluate("document.querySelectorAll('#quality-table tbody tr').length") == 2
     assert "0.94 [0.9, 0.98]" in browser.evaluate("document.getElementById('quality-table').textContent")
 
     # The regime map: rows regimes, columns this view's cards, plain units, no text out of its cell.
-    heads = browser.evaluate("Array.from(document.querySelectorAll('#regime-map th')).map(function (t) { return t.textContent; })")
+    heads = browser.evaluate(
+        "Array.from(document.querySelectorAll('#regime-map th')).map(function (t) { return t.textContent; })"
+    )
     assert heads[:4] == ["regime", EVIL_HW, "L4", "best card"] and "H100" not in heads
-    figs = browser.evaluate("Array.from(document.querySelectorAll('#regime-map .fig')).map(function (t) { return t.textContent; })")
+    figs = browser.evaluate(
+        "Array.from(document.querySelectorAll('#regime-map .fig')).map(function (t) { return t.textContent; })"
+    )
     assert figs and all(any(u in f for u in (" ms", "tok/s", "/Mtok", "× baseline")) for f in figs)
     assert not any("e+" in f for f in figs)
     assert grid_overflow(browser) == []
@@ -248,7 +302,11 @@ def test_atlas_page_in_headless_chromium(browser, tmp_path):
     l4 = set(pts.loc[(pts["model"] == SMALL) & (pts["hardware"] == "L4"), "point_id"])
     after = drawn_ids(browser, "chart-latency")
     assert after and set(after) <= l4 and len(after) < before
-    hws = set(browser.evaluate("Array.from(document.querySelectorAll('#winners-body tr')).map(function (t) { return t.dataset.hardware; })"))
+    hws = set(
+        browser.evaluate(
+            "Array.from(document.querySelectorAll('#winners-body tr')).map(function (t) { return t.dataset.hardware; })"
+        )
+    )
     assert hws == {"L4", "all"}
     choose(browser, "f-hardware", "all")
 
@@ -256,8 +314,9 @@ def test_atlas_page_in_headless_chromium(browser, tmp_path):
     choose(browser, "f-view", browser.evaluate("document.getElementById('f-view').options[1].value"))
     assert set(drawn_ids(browser, "chart-latency")) <= set(pts.loc[pts["model"] == BIG, "point_id"])
     assert browser.evaluate("document.getElementById('chart-latency').dataset.y") == "verdict"
-    assert browser.evaluate("Array.from(document.querySelectorAll('#chart-latency .ytick text')).map(function (t) { return t.textContent; })") \
-        == ["out", "boundary", "in"]
+    assert browser.evaluate(
+        "Array.from(document.querySelectorAll('#chart-latency .ytick text')).map(function (t) { return t.textContent; })"
+    ) == ["out", "boundary", "in"]
     assert mixed_quality_axes(browser) == []
     multi = pts.loc[pts["model"].eq(BIG) & pts["tp"].eq(4), "point_id"].iloc[0]
     assert "layout: TP4 × 2 replicas, 8 × H100" in hover(browser, "chart-latency", multi)
@@ -269,8 +328,10 @@ def test_atlas_page_in_headless_chromium(browser, tmp_path):
     cmp_models = set(pts.set_index("point_id").loc[drawn_ids(browser, "chart-compare"), "model"])
     assert cmp_models == {SMALL, BIG}
     assert "absolute" in browser.evaluate("document.querySelector('#chart-compare .ytitle').textContent")
-    heads = browser.evaluate("Array.from(document.querySelectorAll('#regime-map th')).map(function (t) { return t.textContent; })")
-    assert heads[:3] == ["regime", SMALL, BIG]      # the regime map's columns are the models here
+    heads = browser.evaluate(
+        "Array.from(document.querySelectorAll('#regime-map th')).map(function (t) { return t.textContent; })"
+    )
+    assert heads[:3] == ["regime", SMALL, BIG]  # the regime map's columns are the models here
     assert grid_overflow(browser) == []
     screenshot(browser, tmp_path, "compare", "#view-compare")
     screenshot(browser, tmp_path, "regime_map_models", "#view-regimes")
@@ -281,7 +342,9 @@ def test_atlas_page_in_headless_chromium(browser, tmp_path):
     # The rule can fail: a second model's points on a relative-quality chart are caught.
     choose(browser, "f-view", browser.evaluate("document.getElementById('f-view').options[0].value"))
     big_id = pts.loc[pts["model"] == BIG, "point_id"].iloc[0]
-    browser.evaluate(f"""Plotly.addTraces('chart-latency', {{type: 'scatter', x: [1], y: [1], customdata: [{big_id!r}]}}).then(function () {{ return 1; }})""")
+    browser.evaluate(
+        f"""Plotly.addTraces('chart-latency', {{type: 'scatter', x: [1], y: [1], customdata: [{big_id!r}]}}).then(function () {{ return 1; }})"""
+    )
     assert mixed_quality_axes(browser) == ["chart-latency"]
     # and so is a cell that wraps: a long unbreakable-free text in a narrow column
     browser.evaluate("""(function () { var tr = document.querySelector('#winners-body tr');
@@ -292,8 +355,10 @@ def test_atlas_page_in_headless_chromium(browser, tmp_path):
 def test_the_error_probe_itself_sees_console_errors_and_dialogs(browser, tmp_path):
     """Guard against a silent probe: a page that errs must be reported."""
     bad = tmp_path / "bad.html"
-    bad.write_text("<!DOCTYPE html><body><script>console.error('boom'); document.body.setAttribute('data-ready','1');"
-                   "setTimeout(function () { throw new Error('late'); }, 0);</script></body>")
+    bad.write_text(
+        "<!DOCTYPE html><body><script>console.error('boom'); document.body.setAttribute('data-ready','1');"
+        "setTimeout(function () { throw new Error('late'); }, 0);</script></body>"
+    )
     before = len(browser.errors())
     load(browser, bad)
     time.sleep(0.3)

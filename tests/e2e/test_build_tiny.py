@@ -53,7 +53,7 @@ def test_store_keeps_every_stage_with_provenance(built: Path):
         anchors = s.anchors("tiny")
         assert len(anchors) == 3 and set(anchors.status) == {"ok"}
         assert anchors.model_sha256.str.len().min() == 64 and anchors.engine_version.notna().all()
-        assert len(s.requests(anchors.anchor_id.iloc[0])) == 5   # 4 measured + 1 warm-up, raw
+        assert len(s.requests(anchors.anchor_id.iloc[0])) == 5  # 4 measured + 1 warm-up, raw
         assert len(s.quality_runs("tiny")) >= 1
         # the measured anchors calibrated this CPU (the published GPU fits alone would fill the table)
         cals = s.calibrations("tiny")
@@ -82,8 +82,12 @@ def test_corrupt_study_is_one_line(tmp_path: Path):
 
 def test_engine_killed_mid_campaign_fails_that_anchor_and_rerun_resumes(tmp_path: Path):
     out = tmp_path / "kill"
-    proc = subprocess.Popen(CLI + ["measure", "--study", "tiny", "--out", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        CLI + ["measure", "--study", "tiny", "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     # kill the first engine worker we catch alive, a moment after it appears (an arm of the
     # tiny study lasts only seconds, so a worker may finish before we reach it: try the next)
     killed = False
@@ -112,14 +116,18 @@ def test_engine_killed_mid_campaign_fails_that_anchor_and_rerun_resumes(tmp_path
 
 def test_campaign_killed_with_sigkill_resumes_without_remeasuring(tmp_path: Path):
     out = tmp_path / "sigkill"
-    proc = subprocess.Popen(CLI + ["measure", "--study", "tiny", "--out", str(out)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        CLI + ["measure", "--study", "tiny", "--out", str(out)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     first_ok = ""
-    for line in proc.stderr:          # the first anchor's line ends when it is written to the store
+    for line in proc.stderr:  # the first anchor's line ends when it is written to the store
         if " ok " in line:
             first_ok = line
             break
-    proc.kill()                       # SIGKILL: no cleanup, no atexit, nothing flushed on the way out
+    proc.kill()  # SIGKILL: no cleanup, no atexit, nothing flushed on the way out
     proc.wait(timeout=30)
     assert first_ok, "no anchor finished before the kill"
     p = run(["measure", "--study", "tiny", "--out", str(out)], timeout=300)
@@ -140,15 +148,15 @@ def test_quality_arm_stopped_midway_keeps_its_finished_items(tmp_path: Path):
         pass
 
     def stop_after_first_item(ev: str, info: dict) -> None:
-        if ev == "item":              # fires after the item's record was handed over to be saved
+        if ev == "item":  # fires after the item's record was handed over to be saved
             raise Stop
 
     with Store(tmp_path / "store.duckdb") as s:
         with pytest.raises(Stop):
             run_quality_campaign(study, s, on_progress=stop_after_first_item)
-        assert s.quality_runs("tiny", status=None).empty          # the arm did not finish...
+        assert s.quality_runs("tiny", status=None).empty  # the arm did not finish...
         saved = s.con.execute("SELECT count(*) FROM quality_items").fetchone()[0]
-        assert saved >= 1                                          # ...but what it scored is kept
+        assert saved >= 1  # ...but what it scored is kept
         run_quality_campaign(study, s)
         run = s.quality_runs("tiny")
         summary = json.loads(run.summary_json.iloc[0])

@@ -30,8 +30,7 @@ def server():
 
 
 def _run(url: str, prompts: list[str], cache: bool):
-    recs = run_load_sync(url, prompts, N, concurrency=1, warmup=1, prompt_tokens=P,
-                         extra_body={"cache_prompt": cache})
+    recs = run_load_sync(url, prompts, N, concurrency=1, warmup=1, prompt_tokens=P, extra_body={"cache_prompt": cache})
     return recs, derive_metrics(recs, P, N)
 
 
@@ -42,14 +41,16 @@ def test_a_shared_prefix_is_served_from_the_cache_and_the_contract_holds(server)
     on, m_on = _run(server, shared, cache=True)
     _, m_unique = _run(server, unique, cache=True)
     for m in (m_off, m_on, m_unique):
-        assert m.n_ok == REQUESTS, (m.reject_reasons, m.error_reasons)       # the contract holds
+        assert m.n_ok == REQUESTS, (m.reject_reasons, m.error_reasons)  # the contract holds
     cached = [r.cached_tokens for r in on if not r.warmup]
     assert all(c is not None and PREFIX - 16 <= c < P for c in cached), cached
     assert all((r.cached_tokens or 0) == 0 for r in off if not r.warmup)
     assert m_on.prefix_hit_rate > 0.8 and m_off.prefix_hit_rate == 0.0
-    assert m_unique.prefix_hit_rate < 0.05          # unique prompts: the nonce first, nothing to reuse
-    print(f"hit rate on {m_on.prefix_hit_rate:.2f} off {m_off.prefix_hit_rate:.2f}; TTFT p50 on "
-          f"{m_on.ttft.p50:.1f} ms, off {m_off.ttft.p50:.1f} ms")
+    assert m_unique.prefix_hit_rate < 0.05  # unique prompts: the nonce first, nothing to reuse
+    print(
+        f"hit rate on {m_on.prefix_hit_rate:.2f} off {m_off.prefix_hit_rate:.2f}; TTFT p50 on "
+        f"{m_on.ttft.p50:.1f} ms, off {m_off.ttft.p50:.1f} ms"
+    )
     assert m_on.ttft.p50 < 0.8 * m_off.ttft.p50
 
 
@@ -64,7 +65,7 @@ def test_the_uncached_answer_is_deterministic_and_a_cached_one_is_served_from_th
     with httpx.Client(base_url=server, timeout=120) as c:
         a, n_a = _answer(c, second, False)
         b, n_b = _answer(c, second, False)
-        _answer(c, first, True)             # the slot now holds the shared prefix
+        _answer(c, first, True)  # the slot now holds the shared prefix
         cached, n_on = _answer(c, second, True)
     assert a == b and not n_a and not n_b
     assert n_on and n_on >= PREFIX - 16

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.engine
 
 @pytest.fixture(scope="module")
 def base_url():
-    yield from smollm2_server(n_ctx=4096)      # 2048 per slot: the 5-shot prompts are ~1000-1400 tokens
+    yield from smollm2_server(n_ctx=4096)  # 2048 per slot: the 5-shot prompts are ~1000-1400 tokens
 
 
 def _check_complete(records, items):

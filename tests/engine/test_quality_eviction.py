@@ -8,13 +8,14 @@ import pytest
 pytestmark = [pytest.mark.slow, pytest.mark.engine]
 
 
-
 @pytest.fixture(scope="module")
 def eviction_extra():
     # `make test-slow` installs the eviction extra; checked here, not at import, so that the
     # default run (which deselects slow tests) does not report a skip.
     pytest.importorskip("torch", reason="KV eviction needs the optional extra: pip install 'pareto-atlas[eviction]'")
-    pytest.importorskip("transformers", reason="KV eviction needs the optional extra: pip install 'pareto-atlas[eviction]'")
+    pytest.importorskip(
+        "transformers", reason="KV eviction needs the optional extra: pip install 'pareto-atlas[eviction]'"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +36,7 @@ def test_full_cache_matches_plain_greedy_and_eviction_bounds_memory(smollm2):
     full = generate(model, tok, item.prompt, EvictionConfig(), max_new_tokens=8)
     # The manual chunked loop must reproduce HF's own greedy decoding with a full cache.
     ids = tok(item.prompt, return_tensors="pt").input_ids
-    ref = model.generate(ids, max_new_tokens=len(full.token_ids), do_sample=False)[0, ids.shape[1]:].tolist()
+    ref = model.generate(ids, max_new_tokens=len(full.token_ids), do_sample=False)[0, ids.shape[1] :].tolist()
     assert list(full.token_ids) == ref
     cfg = EvictionConfig("h2o", 0.25, chunk=64)
     ev = generate(model, tok, item.prompt, cfg, max_new_tokens=8)
@@ -74,22 +75,23 @@ def test_top_k_at_budget_one_is_the_full_cache_and_below_it_reads_a_share_of_the
     full, _ = last_step(None)
     one, read_all = last_step(1.0)
     quarter, read_quarter = last_step(0.25)
-    assert model.config._attn_implementation == "eager"        # restored after each sparse block
+    assert model.config._attn_implementation == "eager"  # restored after each sparse block
     assert read_all.rows == model.config.num_hidden_layers and read_all.fraction() == 1.0
-    assert torch.equal(one, full)                               # every key read: exactly the full cache
+    assert torch.equal(one, full)  # every key read: exactly the full cache
     assert read_quarter.fraction() == pytest.approx(math.ceil(0.25 * n) / n)
-    assert (quarter - full).abs().max() > 1e-3                 # a quarter of the keys: attention changed
+    assert (quarter - full).abs().max() > 1e-3  # a quarter of the keys: attention changed
 
     cfg = EvictionConfig("topk", 0.25)
     g_full = generate(model, tok, item.prompt, EvictionConfig(), 8)
     assert generate(model, tok, item.prompt, EvictionConfig("topk", 1.0), 8).token_ids == g_full.token_ids
     g = generate(model, tok, item.prompt, cfg, 8)
-    assert g.peak_kv_tokens == g_full.peak_kv_tokens               # nothing evicted
-    assert g.sparse_steps >= 1 and g_full.sparse_steps == 0        # the first token comes from the dense prefill
+    assert g.peak_kv_tokens == g_full.peak_kv_tokens  # nothing evicted
+    assert g.sparse_steps >= 1 and g_full.sparse_steps == 0  # the first token comes from the dense prefill
     assert 0.25 <= g.kv_keep < 0.27
 
-    p_full, p_one, p_q = (perplexity(model, tok, item.prompt, c)
-                          for c in (EvictionConfig(), EvictionConfig("topk", 1.0), cfg))
+    p_full, p_one, p_q = (
+        perplexity(model, tok, item.prompt, c) for c in (EvictionConfig(), EvictionConfig("topk", 1.0), cfg)
+    )
     assert p_one.nll == p_full.nll and p_one.kv_keep == 1.0
     # every teacher-forced token reads its own top quarter, at least 16 keys: the early ones read all
     assert p_q.nll != p_full.nll and 0.25 < p_q.kv_keep < 0.45
@@ -111,7 +113,7 @@ def check_stored_sweep(store_path) -> None:
         assert full.kv_keep == 1.0 and full.keep == 1.0 and full.ppl == full.ppl_full > 1
         assert full.model_sha256 == SOURCES[study.model.name].sha256 and full.engine == "transformers-dense-gguf"
         ids = [it["item_id"] for it in s.eviction_items(full.evict_id)]
-        assert len(ids) == full.n_items == 3          # one needle per depth at 256 tokens
+        assert len(ids) == full.n_items == 3  # one needle per depth at 256 tokens
         for policy in ("h2o", "snapkv"):
             ev = pts.loc[policy]
             assert ev.ref_id == full.evict_id and ev.ppl_full == full.ppl and ev.keep == 0.5
@@ -135,8 +137,22 @@ def test_evict_subcommand_stores_each_point_and_a_rerun_keeps_them(eviction_extr
     from pareto_atlas.cli import app
 
     store = tmp_path / "store.duckdb"
-    args = ["evict", "tiny", "--policies", "h2o,snapkv,topk", "--keeps", "0.5", "--task", "retrieval", "--n", "1",
-            "--store", str(store), "--out", str(tmp_path)]
+    args = [
+        "evict",
+        "tiny",
+        "--policies",
+        "h2o,snapkv,topk",
+        "--keeps",
+        "0.5",
+        "--task",
+        "retrieval",
+        "--n",
+        "1",
+        "--store",
+        str(store),
+        "--out",
+        str(tmp_path),
+    ]
     first = CliRunner().invoke(app, args)
     assert first.exit_code == 0, first.output
     check_stored_sweep(store)
@@ -174,7 +190,7 @@ def test_pyramidkv_cuts_each_layer_to_its_budget_and_masks_each_layer_causally(s
 
     assert model.config._attn_implementation == "eager"
     state, whole = prefill(n)
-    assert state.ragged and model.config._attn_implementation == "eager"       # restored after the block
+    assert state.ragged and model.config._attn_implementation == "eager"  # restored after the block
     # before the last chunk is compressed, each layer holds its budget plus the 64 new tokens
     assert state.lengths() == [b + 64 for b in budgets]
     assert [lay.keys.shape[-2] for lay in state.cache.layers] == state.lengths()

@@ -45,10 +45,10 @@ def _arm(exe: Path, base: Path, weights: str, kv: str) -> K.KldResult:
 
 
 def test_kld_orders_arms_by_their_damage(exe, base):
-    same = _arm(exe, base, "Q4_1", "f16")          # the baseline against itself
-    q8 = _arm(exe, base, "Q8_0", "f16")            # a re-encoding above the Q4_1 source
-    kvq4 = _arm(exe, base, "Q4_1", "q4_0")         # 4-bit KV cache
-    rand = _arm(exe, base, "RANDOM", "f16")        # the deliberately broken arm
+    same = _arm(exe, base, "Q4_1", "f16")  # the baseline against itself
+    q8 = _arm(exe, base, "Q8_0", "f16")  # a re-encoding above the Q4_1 source
+    kvq4 = _arm(exe, base, "Q4_1", "q4_0")  # 4-bit KV cache
+    rand = _arm(exe, base, "RANDOM", "f16")  # the deliberately broken arm
     assert same.kld.value < 1e-3 and same.top1.value > 0.99
     assert q8.kld.hi < kvq4.kld.lo and kvq4.kld.hi < rand.kld.lo
     assert rand.top1.hi < kvq4.top1.lo and kvq4.top1.value < q8.top1.value
@@ -63,7 +63,7 @@ def test_stage_on_the_tiny_study_stores_every_configuration_once(exe, tmp_path):
         assert [r["role"] for r in rows] == ["base", "arm"] and rows[1]["weights"] == "Q8_0"
         assert 0.0 <= rows[1]["kld_lo"] <= rows[1]["kld"] <= rows[1]["kld_hi"] < 0.05
         assert rows[1]["engine_version"].startswith("llama.cpp 11434.0.0")
-        assert not list((tmp_path / "w").glob("*.kld"))         # the baseline's logits are gone
+        assert not list((tmp_path / "w").glob("*.kld"))  # the baseline's logits are gone
         assert len(store.kld_points(study.name)) == 2
         t = len(list((tmp_path / "w").iterdir()))
         S.kld_study(study, store, console, tokens=255, workdir=tmp_path / "w")

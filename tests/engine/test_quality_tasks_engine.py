@@ -28,7 +28,7 @@ def test_humaneval_through_the_real_server_and_the_sandbox(base_url):
     run = run_items(base_url, items, concurrency=2)
     for r in run.records:
         assert r.error is None, r.error
-        assert r.output.startswith(he.PREFILL)          # the server continued our assistant turn
+        assert r.output.startswith(he.PREFILL)  # the server continued our assistant turn
         assert r.extracted_flexible.split(":")[0] in sb.STATUSES
         assert r.completion_tokens and r.completion_tokens <= 48
     again = rescore(run.records)
@@ -39,8 +39,9 @@ def test_humaneval_through_the_real_server_and_the_sandbox(base_url):
 def test_ifeval_through_the_real_server(base_url):
     items = ifeval_items(2, seed=3, max_tokens=32)
     run = run_items(base_url, items, concurrency=2)
-    assert all(r.error is None and len(r.extracted_strict) == len(it.meta["instructions"])
-               for r, it in zip(run.records, items))
+    assert all(
+        r.error is None and len(r.extracted_strict) == len(it.meta["instructions"]) for r, it in zip(run.records, items)
+    )
     s = task_extras(run.records)
     assert s["prompt_strict"]["n"] == 2 and s["instruction_loose"]["k"] >= s["instruction_strict"]["k"]
     again = rescore(run.records).summary

@@ -27,14 +27,14 @@ def test_ruler_through_the_real_server(base_url):
     count = server_token_counter(base_url)
     assert count is not None
     items = R.ruler_items((L,), per_cell=1, seed=5, count_tokens=count)
-    for it in items:      # the guess without a tokenizer comes out short of this one
+    for it in items:  # the guess without a tokenizer comes out short of this one
         text = it.messages[0][1] + it.messages[1][1]
         cpt = R.CHARS_PER_TOKEN[it.meta["subtask"]]
         assert len(text) / cpt >= it.meta["prompt_tokens"], (it.item_id, len(text) / it.meta["prompt_tokens"])
     run = run_items(base_url, items, concurrency=2)
     for r, it in zip(run.records, items):
         assert r.error is None, r.error
-        assert r.prompt_tokens + it.max_tokens <= L, (it.item_id, r.prompt_tokens)   # template included
+        assert r.prompt_tokens + it.max_tokens <= L, (it.item_id, r.prompt_tokens)  # template included
         assert r.prompt_tokens > 0.8 * L - it.max_tokens
         assert r.completion_tokens <= it.max_tokens
         assert len(r.extracted_strict) == len(R.references(it.target)[0]) and set(r.extracted_strict) <= {"0", "1"}

@@ -48,7 +48,7 @@ def study():
 def _provenance(js: str) -> dict:
     p = json.loads(js)
     p.pop("wall_s", None)
-    p.pop("argv", None)                          # carries the engine's port
+    p.pop("argv", None)  # carries the engine's port
     launch = p.get("launch")
     if isinstance(launch, dict):
         p["launch"] = {k: v for k, v in launch.items() if k not in ("port", "host")}

@@ -35,8 +35,10 @@ NODE_ARGS = {"object_store_memory": 80 * 2**20}
 @pytest.fixture(scope="module")
 def cluster():
     t0 = time.monotonic()
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "resources": {"hw:this-cpu": 1},
-                                                      "include_dashboard": False, **NODE_ARGS})
+    c = Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": 1, "resources": {"hw:this-cpu": 1}, "include_dashboard": False, **NODE_ARGS},
+    )
     h100 = c.add_node(num_cpus=1, resources={"hw:H100-SXM": 1}, **NODE_ARGS)
     ray.init(address=c.address, logging_level=30)
     c.wait_for_nodes()
@@ -53,23 +55,29 @@ def endpoint():
 
 
 def write_study(path: Path, url: str, hardware: str = "H100-SXM", arms: str | None = None) -> Path:
-    arms = arms or ('[[arms]]\nname = "bf16-c1"\nweights = "BF16"\n'
-                    '[[arms]]\nname = "bf16-c2"\nweights = "BF16"\nslots = 2\nconcurrency = 2\nrequests = 8\n'
-                    '[[arms]]\nname = "fp8-c1"\nweights = "FP8"\n')
-    path.write_text(f'name = "h100"\n[model]\nname = "llama-3.1-8b-instruct"\nserved = "{LLAMA_ID}"\n'
-                    f'card = "llama-3.1-8b"\n[engine]\nname = "openai"\nbase_url = "{url}"\nhardware = "{hardware}"\n'
-                    f'[workload]\nprompt_tokens = 32\noutput_tokens = 8\n[load]\nrequests = 4\nwarmup = 1\n'
-                    f'[simulate]\nhardware = ["H100-SXM"]\nconcurrency = [1, 4]\nn_requests = 20\nmax_configs = 40\n'
-                    f'{arms}')
+    arms = arms or (
+        '[[arms]]\nname = "bf16-c1"\nweights = "BF16"\n'
+        '[[arms]]\nname = "bf16-c2"\nweights = "BF16"\nslots = 2\nconcurrency = 2\nrequests = 8\n'
+        '[[arms]]\nname = "fp8-c1"\nweights = "FP8"\n'
+    )
+    path.write_text(
+        f'name = "h100"\n[model]\nname = "llama-3.1-8b-instruct"\nserved = "{LLAMA_ID}"\n'
+        f'card = "llama-3.1-8b"\n[engine]\nname = "openai"\nbase_url = "{url}"\nhardware = "{hardware}"\n'
+        f'[workload]\nprompt_tokens = 32\noutput_tokens = 8\n[load]\nrequests = 4\nwarmup = 1\n'
+        f'[simulate]\nhardware = ["H100-SXM"]\nconcurrency = [1, 4]\nn_requests = 20\nmax_configs = 40\n'
+        f'{arms}'
+    )
     return path
 
 
-def test_a_study_on_h100_runs_on_the_h100_node_and_is_calibrated_and_simulated_as_h100(cluster, endpoint,
-                                                                                      tmp_path: Path):
+def test_a_study_on_h100_runs_on_the_h100_node_and_is_calibrated_and_simulated_as_h100(
+    cluster, endpoint, tmp_path: Path
+):
     c, h100 = cluster
     console = Console(record=True, width=240)
-    with stages.Context.open(str(write_study(tmp_path / "h100.toml", endpoint.base_url)), tmp_path / "out",
-                             console, ray=c.address) as ctx:
+    with stages.Context.open(
+        str(write_study(tmp_path / "h100.toml", endpoint.base_url)), tmp_path / "out", console, ray=c.address
+    ) as ctx:
         stages.measure(ctx)
         anchors = ctx.store.anchors("h100")
         assert len(anchors) == 3 and set(anchors.status) == {"ok"} and set(anchors.hardware) == {"H100-SXM"}
@@ -81,7 +89,7 @@ def test_a_study_on_h100_runs_on_the_h100_node_and_is_calibrated_and_simulated_a
         cal = ctx.store.calibrations("h100")
         mine = cal[~cal.calib_id.str.startswith("published-")]
         assert list(mine.hardware) == ["H100-SXM"] and list(mine.engine) == ["openai"]
-        n = len(json.loads(mine.fidelity_json.iloc[0])["anchors"]) // 5      # a row per anchor and target
+        n = len(json.loads(mine.fidelity_json.iloc[0])["anchors"]) // 5  # a row per anchor and target
         out = console.export_text()
         assert "published fit on the measured anchors: TTFT" in out and "measured fit on the published anchors" in out
         stages.simulate(ctx)
@@ -105,18 +113,18 @@ def test_a_card_no_node_offers_is_a_one_line_error_within_seconds(cluster, endpo
     assert "\n" not in msg and "no node offers hardware H200 (resource 'hw:H200'" in msg and "hw:H100-SXM" in msg
 
 
-def test_a_node_lost_mid_anchor_fails_that_anchor_with_its_reason_and_the_rest_goes_on(cluster, endpoint,
-                                                                                       tmp_path: Path):
+def test_a_node_lost_mid_anchor_fails_that_anchor_with_its_reason_and_the_rest_goes_on(
+    cluster, endpoint, tmp_path: Path
+):
     c, _ = cluster
     l4 = c.add_node(num_cpus=1, resources={"hw:L4": 1}, **NODE_ARGS)
     c.wait_for_nodes()
     started = tmp_path / "started"
-    arms = ('[[arms]]\nname = "on-l4"\nweights = "BF16"\nhardware = "L4"\n'
-            '[[arms]]\nname = "on-h100"\nweights = "BF16"\n')
+    arms = '[[arms]]\nname = "on-l4"\nweights = "BF16"\nhardware = "L4"\n[[arms]]\nname = "on-h100"\nweights = "BF16"\n'
     study = load_study(write_study(tmp_path / "lost.toml", endpoint.base_url, arms=arms))
 
     def measure(study, p, on_progress, bandwidth_gbs):
-        if p.arm.hardware == "L4":       # the L4 anchor is under way when its node goes
+        if p.arm.hardware == "L4":  # the L4 anchor is under way when its node goes
             started.touch()
             time.sleep(300)
         return measure_anchor(study, p, on_progress, bandwidth_gbs)

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.engine
 
 # The test command installs the model; a missing one is an error here, never a skip.
 GGUF = smollm2_gguf()
-N_ROWS = 6        # the shipped example's first rows: its burst at the start, a few seconds of arrivals
+N_ROWS = 6  # the shipped example's first rows: its burst at the start, a few seconds of arrivals
 
 STUDY = """
 name = "trace-tiny"
@@ -49,8 +49,10 @@ slots = 2
 def test_a_trace_arm_measured_and_simulated_replays_the_same_requests(tmp_path):
     head = trace_rows("chat_small")[:N_ROWS]
     trace = tmp_path / "head.csv"
-    trace.write_text("arrival_s,prompt_tokens,output_tokens\n" +
-                     "".join(f"{r.arrival_s},{r.prompt_tokens},{r.output_tokens}\n" for r in head))
+    trace.write_text(
+        "arrival_s,prompt_tokens,output_tokens\n"
+        + "".join(f"{r.arrival_s},{r.prompt_tokens},{r.output_tokens}\n" for r in head)
+    )
     study = parse_study(STUDY.format(trace=trace), "trace-tiny.toml")
     with Store(tmp_path / "store.duckdb") as store:
         summary = run_campaign(study, store)
@@ -62,7 +64,9 @@ def test_a_trace_arm_measured_and_simulated_replays_the_same_requests(tmp_path):
 
     # the contract, request by request: every row's own P and N, as the server counted them
     assert len(recs) == N_ROWS and all(r["ok"] for r in recs), [r.get("reject_reason") or r.get("error") for r in recs]
-    assert [(r["prompt_tokens"], r["completion_tokens"]) for r in recs] == [(r.prompt_tokens, r.output_tokens) for r in head]
+    assert [(r["prompt_tokens"], r["completion_tokens"]) for r in recs] == [
+        (r.prompt_tokens, r.output_tokens) for r in head
+    ]
     metrics = json.loads(anchor.metrics_json)
     assert metrics["n_ok"] == N_ROWS and metrics["n_rejected"] == 0
     wl = json.loads(anchor.workload_json)

@@ -25,8 +25,12 @@ def study():
     except ModelError as e:
         pytest.skip(f"the study's model is not installed: {e}")
     # a short run: 1 warm-up and 3 measured requests of 64 prompt / 8 output tokens, one client
-    return s.model_copy(update={"workload": s.workload.model_copy(update={"prompt_tokens": 64, "output_tokens": 8}),
-                                "load": s.load.model_copy(update={"requests": 3})})
+    return s.model_copy(
+        update={
+            "workload": s.workload.model_copy(update={"prompt_tokens": 64, "output_tokens": 8}),
+            "load": s.load.model_copy(update={"requests": 3}),
+        }
+    )
 
 
 def test_one_vllm_anchor_end_to_end(study):
@@ -38,7 +42,7 @@ def test_one_vllm_anchor_end_to_end(study):
     assert prov["engine"] == "vllm" and prov["startup_s"] > 0 and "--enforce-eager" in prov["argv"]
     measured = [r for r in records if not r["warmup"]]
     assert len(measured) == 3
-    for r in measured:      # the contract, as vLLM's usage counts it
+    for r in measured:  # the contract, as vLLM's usage counts it
         assert r["ok"], r["reject_reason"] or r["error"]
         assert (r["prompt_tokens"], r["completion_tokens"]) == (64, 8)
     m = json.loads(row["metrics_json"])
@@ -46,6 +50,8 @@ def test_one_vllm_anchor_end_to_end(study):
     # vLLM's /metrics over the measured requests: 3 x 8 generated tokens, its TTFT below the client's
     assert m["server_generation_tokens"] == 24
     assert 0 < m["server_ttft_ms_mean"] <= m["ttft"]["mean"]
-    print(f"\nvLLM fp32 on this CPU: start-up {prov['startup_s']:.0f} s, TTFT p50 {m['ttft']['p50']:.0f} ms "
-          f"(server {m['server_ttft_ms_mean']:.0f} ms), TPOT p50 {m['tpot']['p50']:.0f} ms, "
-          f"{m['throughput_tok_s']:.1f} tok/s")
+    print(
+        f"\nvLLM fp32 on this CPU: start-up {prov['startup_s']:.0f} s, TTFT p50 {m['ttft']['p50']:.0f} ms "
+        f"(server {m['server_ttft_ms_mean']:.0f} ms), TPOT p50 {m['tpot']['p50']:.0f} ms, "
+        f"{m['throughput_tok_s']:.1f} tok/s"
+    )

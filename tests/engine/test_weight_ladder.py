@@ -33,11 +33,18 @@ def test_k_quant_variant_is_llama_cpps_mix_and_serves_the_contract(quantizer, we
     # 32-block type. The file is llama.cpp's mix, and smaller than the source.
     assert any(t.endswith("_K") for t in types.values()) and "Q4_0" in types.values(), types
     assert W.matmul_bits_per_weight(out) < W.matmul_bits_per_weight(src)
-    assert W.variant_file("smollm2-135m-instruct", weights) == (out, sha)       # made once, cached
-    launch = {"model_path": str(out), "knobs": Knobs(weights=weights), "n_ctx": 1024, "threads": 2,
-              "startup_timeout_s": 60, "extra": {}}
+    assert W.variant_file("smollm2-135m-instruct", weights) == (out, sha)  # made once, cached
+    launch = {
+        "model_path": str(out),
+        "knobs": Knobs(weights=weights),
+        "n_ctx": 1024,
+        "threads": 2,
+        "startup_timeout_s": 60,
+        "extra": {},
+    }
     with get_engine("llamacpp").start(launch) as eng:
         prompts = build_contract_prompts(eng.base_url, 32, 3, seed=5)
-        recs = run_load_sync(eng.base_url, prompts, 8, concurrency=1, warmup=1, prompt_tokens=32,
-                             extra_body=eng.extra_body, timeout_s=60)
+        recs = run_load_sync(
+            eng.base_url, prompts, 8, concurrency=1, warmup=1, prompt_tokens=32, extra_body=eng.extra_body, timeout_s=60
+        )
     assert all(r.ok and (r.prompt_tokens, r.completion_tokens) == (32, 8) for r in recs if not r.warmup)

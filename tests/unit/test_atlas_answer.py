@@ -22,7 +22,7 @@ from pareto_atlas.store import Store
 from synthetic import synthetic_points
 
 POINTS = synthetic_points(seed=3, workloads=("chat-512-128", "rag-2048-128"), measured_fraction=0.3)
-POINTS = POINTS.assign(quality_evidence=quality_evidence(POINTS))      # as the store's points table has it
+POINTS = POINTS.assign(quality_evidence=quality_evidence(POINTS))  # as the store's points table has it
 
 
 @pytest.fixture()
@@ -91,12 +91,14 @@ def test_the_answer_holds_what_the_functions_compute_one_by_one():
     pd.testing.assert_frame_equal(answer.boundary, boundary_cases(POINTS, regs, answer.cells))
     pd.testing.assert_frame_equal(answer.projected, projected_cases(POINTS, regs, answer.cells))
     best = answer.cells[answer.cells.hardware == "all"].reset_index(drop=True)
-    pd.testing.assert_frame_equal(Answer.of(pts, regs).best_cells, best)       # computed alone, the same cells
+    pd.testing.assert_frame_equal(Answer.of(pts, regs).best_cells, best)  # computed alone, the same cells
     q = Question.make("tpot_p99_ms<=200", workload="rag-2048-128")
     from pareto_atlas.atlas.pick import pick
 
     assert answer.pick(q).winner == pick(POINTS, question=q).winner
     cheaper = answer.repriced({"L4": 0.01}, "test")
-    assert (cheaper.points.loc[cheaper.points.hardware == "L4", "cost_per_mtok"]
-            < answer.points.loc[answer.points.hardware == "L4", "cost_per_mtok"]).all()
+    assert (
+        cheaper.points.loc[cheaper.points.hardware == "L4", "cost_per_mtok"]
+        < answer.points.loc[answer.points.hardware == "L4", "cost_per_mtok"]
+    ).all()
     assert answer.points is not cheaper.points and (answer.points.price_per_hour != 0.01).all()

@@ -35,7 +35,7 @@ def _parallel_points() -> pd.DataFrame:
     pts["prefill_tp"] = 0
     on = pts.hardware == PCIE
     pts.loc[on, "tp"], pts.loc[on, "replicas"] = 4, 2
-    return pts.assign(quality_evidence=quality_evidence(pts))      # as the store's points table has it
+    return pts.assign(quality_evidence=quality_evidence(pts))  # as the store's points table has it
 
 
 def _console() -> tuple[io.StringIO, Console]:
@@ -64,8 +64,9 @@ def test_the_infeasible_summary_counts_configurations_per_reason_from_the_simula
     m, h100 = shipped_models()["llama-3.1-70b"], shipped_hardware()["H100-SXM"]
     ks = (Knobs(), Knobs(slots=4), Knobs(tp=2), Knobs(tp=4))
     # two loads: a configuration counts once whatever it was simulated under
-    df = sweep(Space(m, (h100,), ks, (Workload("w", 512, 64),), (Load(concurrency=1), Load(concurrency=4)), {}),
-               n_requests=20)
+    df = sweep(
+        Space(m, (h100,), ks, (Workload("w", 512, 64),), (Load(concurrency=1), Load(concurrency=4)), {}), n_requests=20
+    )
     df["model"] = m.name
     [entry] = infeasible_summary(df)
     assert (entry.model, entry.hardware, entry.n_infeasible, entry.n_configs) == (m.name, "H100-SXM", 2, 4)
@@ -75,19 +76,23 @@ def test_the_infeasible_summary_counts_configurations_per_reason_from_the_simula
     assert lines[0] == f"2 of 4 configurations infeasible ({m.name} on H100-SXM)" and lines[1].startswith("  2 \u00d7 ")
     assert infeasible_summary(df[df.feasible]) == []
     # on 24 GiB cards F16 fits at no TP up to 4: one shortfall, counted once for every layout tried
-    l4 = sweep(Space(m, (shipped_hardware()["L4"],), ks, (Workload("w", 512, 64),), (Load(concurrency=1),), {}),
-               n_requests=20)
+    l4 = sweep(
+        Space(m, (shipped_hardware()["L4"],), ks, (Workload("w", 512, 64),), (Load(concurrency=1),), {}), n_requests=20
+    )
     [entry] = infeasible_summary(l4)
     assert entry.n_infeasible == entry.n_configs == 4
-    assert entry.reasons == ((f"{m.name} F16 needs 141 GB of weights, over 90% of L4's 24 GiB: TP x PP >= 8 on 24 GiB "
-                              "cards", 4),)
+    assert entry.reasons == (
+        (f"{m.name} F16 needs 141 GB of weights, over 90% of L4's 24 GiB: TP x PP >= 8 on 24 GiB cards", 4),
+    )
 
 
 def test_the_atlas_prints_why_configurations_were_infeasible(tmp_path, monkeypatch):
     pts = _parallel_points()
     bad = pts.hardware == "L4"
     pts.loc[bad, "feasible"] = False
-    pts.loc[bad, "infeasible_reason"] = "m F16 needs 141 GB of weights, over 90% of L4's 24 GiB: TP x PP >= 8 on 24 GiB cards"
+    pts.loc[bad, "infeasible_reason"] = (
+        "m F16 needs 141 GB of weights, over 90% of L4's 24 GiB: TP x PP >= 8 on 24 GiB cards"
+    )
     monkeypatch.setattr(S, "all_points", lambda study, store: pts.copy())
     buf, con = _console()
     with Store(tmp_path / "store.duckdb") as store:

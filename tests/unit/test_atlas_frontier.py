@@ -19,13 +19,26 @@ OBJ = ("quality_rel", "tpot_p99_ms", "cost_per_mtok")
 def table(rows: list[tuple[float, float, float, float, float]]) -> pd.DataFrame:
     """Rows of (quality, quality half-width, tpot, cost, relative error)."""
     q, h, tpot, cost, err = (np.array(c, dtype=float) for c in zip(*rows))
-    return pd.DataFrame({
-        "point_id": [f"p{i}" for i in range(len(rows))], "label": [f"cfg{i}" for i in range(len(rows))],
-        "workload": "w", "hardware": "hw", "quality": q, "quality_lo": q - h, "quality_hi": q + h,
-        "quality_rel": q / 0.8, "tpot_p99_ms": tpot, "cost_per_mtok": cost, "lat_rel_err": err, "thr_rel_err": err,
-        "feasible": True, "provenance": np.where(err == 0, "measured", "simulated"),
-        "optimizations": "", "n_opts": 0,
-    })
+    return pd.DataFrame(
+        {
+            "point_id": [f"p{i}" for i in range(len(rows))],
+            "label": [f"cfg{i}" for i in range(len(rows))],
+            "workload": "w",
+            "hardware": "hw",
+            "quality": q,
+            "quality_lo": q - h,
+            "quality_hi": q + h,
+            "quality_rel": q / 0.8,
+            "tpot_p99_ms": tpot,
+            "cost_per_mtok": cost,
+            "lat_rel_err": err,
+            "thr_rel_err": err,
+            "feasible": True,
+            "provenance": np.where(err == 0, "measured", "simulated"),
+            "optimizations": "",
+            "n_opts": 0,
+        }
+    )
 
 
 def minimised(df: pd.DataFrame) -> np.ndarray:
@@ -37,9 +50,13 @@ def dominates(a: np.ndarray, b: np.ndarray) -> bool:
 
 
 # Small value sets so that ties and exact duplicates happen often.
-row = st.tuples(st.sampled_from([0.0, 0.5, 0.7, 0.75, 0.8]), st.sampled_from([0.0, 0.02, 0.06]),
-                st.sampled_from([5.0, 6.0, 8.0, 10.0, 20.0]), st.sampled_from([0.1, 0.2, 0.25, 0.5]),
-                st.sampled_from([0.0, 0.05, 0.2]))
+row = st.tuples(
+    st.sampled_from([0.0, 0.5, 0.7, 0.75, 0.8]),
+    st.sampled_from([0.0, 0.02, 0.06]),
+    st.sampled_from([5.0, 6.0, 8.0, 10.0, 20.0]),
+    st.sampled_from([0.1, 0.2, 0.25, 0.5]),
+    st.sampled_from([0.0, 0.05, 0.2]),
+)
 
 
 @settings(max_examples=80, deadline=None)
@@ -119,7 +136,9 @@ def test_infeasible_and_missing_points_are_excluded_not_dropped():
 
 
 def test_frontier_is_computed_per_group():
-    df = pd.concat([table([(0.8, 0.0, 5.0, 0.1, 0.0)]), table([(0.8, 0.0, 9.0, 0.9, 0.0)]).assign(workload="w2", point_id="q0")])
+    df = pd.concat(
+        [table([(0.8, 0.0, 5.0, 0.1, 0.0)]), table([(0.8, 0.0, 9.0, 0.9, 0.0)]).assign(workload="w2", point_id="q0")]
+    )
     assert frontier(df, OBJ)["raw_frontier"].all()
     assert frontier(df, OBJ, by=())["raw_frontier"].sum() == 1
 
@@ -148,22 +167,33 @@ def test_hundred_thousand_points_get_a_status_each():
 def test_an_error_bar_never_takes_a_latency_or_throughput_below_zero():
     from pareto_atlas.atlas.objectives import interval
 
-    pts = pd.DataFrame({"tpot_p99_ms": [10.0, 10.0, 10.0], "lat_rel_err": [0.0, 0.2, 1.5],
-                        "throughput_tok_s": [100.0] * 3, "cost_per_mtok": [2.0] * 3, "thr_rel_err": [0.0, 0.25, 2.0]})
+    pts = pd.DataFrame(
+        {
+            "tpot_p99_ms": [10.0, 10.0, 10.0],
+            "lat_rel_err": [0.0, 0.2, 1.5],
+            "throughput_tok_s": [100.0] * 3,
+            "cost_per_mtok": [2.0] * 3,
+            "thr_rel_err": [0.0, 0.25, 2.0],
+        }
+    )
     lo, hi = interval(pts, "tpot_p99_ms")
-    np.testing.assert_allclose(lo, [10.0, 8.0, 0.0])            # ±150 %: bounded below by 0, not -5
+    np.testing.assert_allclose(lo, [10.0, 8.0, 0.0])  # ±150 %: bounded below by 0, not -5
     np.testing.assert_allclose(hi, [10.0, 12.0, 25.0])
     lo, hi = interval(pts, "throughput_tok_s")
     np.testing.assert_allclose(lo, [100.0, 75.0, 0.0])
     np.testing.assert_allclose(hi, [100.0, 125.0, 300.0])
-    lo, hi = interval(pts, "cost_per_mtok")                         # price / throughput's bounds
+    lo, hi = interval(pts, "cost_per_mtok")  # price / throughput's bounds
     np.testing.assert_allclose(lo, [2.0, 2.0 / 1.25, 2.0 / 1.99])
     np.testing.assert_allclose(hi, [2.0, 2.0 / 0.75, 2.0 / 0.01])
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(row, min_size=1, max_size=40),
-       st.sampled_from([("tpot_p99_ms", "quality_rel"), ("cost_per_mtok", "quality_rel"), ("cost_per_mtok", "tpot_p99_ms")]))
+@given(
+    st.lists(row, min_size=1, max_size=40),
+    st.sampled_from(
+        [("tpot_p99_ms", "quality_rel"), ("cost_per_mtok", "quality_rel"), ("cost_per_mtok", "tpot_p99_ms")]
+    ),
+)
 def test_a_figures_fast_statuses_equal_the_full_frontiers(rows, axes):
     # the figures ask for statuses only (dominators=False: a sorted lookup instead of targets x
     # candidates on two axes); every point's status must be the one the full computation gives,
@@ -177,9 +207,16 @@ def test_a_figures_fast_statuses_equal_the_full_frontiers(rows, axes):
 def test_the_fast_statuses_hold_on_a_large_table_with_wide_error_bars():
     rng = np.random.default_rng(3)
     n = 3000
-    q = rng.choice([0.6, 0.7, 0.75, 0.8], n)          # few quality values: many exact ties
-    rows = list(zip(q, rng.choice([0.0, 0.03], n), rng.lognormal(3, 0.6, n), rng.lognormal(-1, 0.8, n),
-                    rng.choice([0.05, 0.2, 0.6], n)))
+    q = rng.choice([0.6, 0.7, 0.75, 0.8], n)  # few quality values: many exact ties
+    rows = list(
+        zip(
+            q,
+            rng.choice([0.0, 0.03], n),
+            rng.lognormal(3, 0.6, n),
+            rng.lognormal(-1, 0.8, n),
+            rng.choice([0.05, 0.2, 0.6], n),
+        )
+    )
     for axes in (("tpot_p99_ms", "quality_rel"), ("cost_per_mtok", "quality_rel")):
         full = projection(table(rows), *axes, by=())
         fast = projection(table(rows), *axes, by=(), dominators=False)

@@ -29,7 +29,9 @@ def test_repricing_derives_cost_from_throughput_not_by_scaling():
     l4 = out["hardware"] == "L4"
     assert np.allclose(out.loc[l4, "cost_per_mtok"], 0.5 / (out.loc[l4, "throughput_tok_s"] * 3600) * 1e6)
     assert (out.loc[l4, "price_date"] == "2026-08").all()
-    assert np.allclose(out.loc[~l4, "cost_per_mtok"], out.loc[~l4, "price_per_hour"] / (out.loc[~l4, "throughput_tok_s"] * 3600) * 1e6)
+    assert np.allclose(
+        out.loc[~l4, "cost_per_mtok"], out.loc[~l4, "price_per_hour"] / (out.loc[~l4, "throughput_tok_s"] * 3600) * 1e6
+    )
     with pytest.raises(ValueError, match="no such hardware.*known: A100-80G-PCIe, H100-PCIe, L4"):
         reprice(pts, {"B200": 5.0})
 
@@ -41,11 +43,18 @@ def test_pick_respects_constraints_guard_and_ranking():
     assert r.direction == "max" and len(rows) == 4
     for row in rows:
         assert row["tpot_p99_ms"] <= 6 and row["hardware"] != "L4" and row["quality_rel"] >= 0.95
-        assert pts.set_index("point_id").loc[row["point_id"], "quality_rel_lo"] >= 0.95   # the interval decides
+        assert pts.set_index("point_id").loc[row["point_id"], "quality_rel_lo"] >= 0.95  # the interval decides
     vals = [row["throughput_tok_s"] for row in rows]
     assert vals == sorted(vals, reverse=True)
-    assert r.winner["throughput_tok_s"] == pts[(pts["tpot_p99_ms"] <= 6) & (pts["ttft_p99_ms"] < 100) & (pts["hardware"] != "L4")
-                                               & (pts["quality_rel_lo"] >= 0.95)]["throughput_tok_s"].max()
+    assert (
+        r.winner["throughput_tok_s"]
+        == pts[
+            (pts["tpot_p99_ms"] <= 6)
+            & (pts["ttft_p99_ms"] < 100)
+            & (pts["hardware"] != "L4")
+            & (pts["quality_rel_lo"] >= 0.95)
+        ]["throughput_tok_s"].max()
+    )
     # Switching the guard off admits the fast zero-quality configurations.
     off = pick(pts, "tpot_p99_ms<=6", "tpot_p99_ms", quality_floor=None)
     assert off.winner["quality_rel"] == 0.0
@@ -59,7 +68,11 @@ def test_stated_quality_floor_replaces_the_default_and_boundary_cases_come_back(
     assert r.quality_floor == pytest.approx(0.94)
     assert r.winner["quality_rel"] >= 0.94
     # 0.9288 .. 0.96 with a paired half-width of 0.02 straddle 0.94: on record, never admitted
-    assert len(r.boundary) > 0 and not r.boundary["admitted"].any() and {"admitted", "quality_rel_lo", "quality_rel_hi"} <= set(r.boundary.columns)
+    assert (
+        len(r.boundary) > 0
+        and not r.boundary["admitted"].any()
+        and {"admitted", "quality_rel_lo", "quality_rel_hi"} <= set(r.boundary.columns)
+    )
 
 
 def test_no_admissible_point_is_an_answer_not_an_error():
@@ -70,19 +83,24 @@ def test_no_admissible_point_is_an_answer_not_an_error():
 
 def test_extra_hardware_rows_join_the_choice():
     pts = synthetic_points()
-    new = pts[pts["hardware"] == "L4"].assign(hardware="L40S", price_per_hour=0.01, point_id=lambda d: d["point_id"] + "-l40s")
+    new = pts[pts["hardware"] == "L4"].assign(
+        hardware="L40S", price_per_hour=0.01, point_id=lambda d: d["point_id"] + "-l40s"
+    )
     r = pick(pts, None, "cost_per_mtok", extra_hardware=new, prices={"L40S": 0.01})
     assert r.winner["hardware"] == "L40S"
 
 
-@pytest.mark.parametrize("text, message", [
-    ("tpot_p99<=40", "unknown column 'tpot_p99'; allowed: .*tpot_p99_ms"),
-    ("tpot_p99_ms=>40", "bad operator '=>'; allowed: <=, <, >=, >, ==, !="),
-    ("tpot_p99_ms 40", "missing operator"),
-    ("tpot_p99_ms<=fast", "value 'fast' is not a number"),
-    ("hardware<L4", "text column takes == or !="),
-    ("tpot_p99_ms<=", "value '' is not a number"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("tpot_p99<=40", "unknown column 'tpot_p99'; allowed: .*tpot_p99_ms"),
+        ("tpot_p99_ms=>40", "bad operator '=>'; allowed: <=, <, >=, >, ==, !="),
+        ("tpot_p99_ms 40", "missing operator"),
+        ("tpot_p99_ms<=fast", "value 'fast' is not a number"),
+        ("hardware<L4", "text column takes == or !="),
+        ("tpot_p99_ms<=", "value '' is not a number"),
+    ],
+)
 def test_constraint_parser_errors_name_the_bad_token(text, message):
     with pytest.raises(ConstraintError, match=message) as e:
         parse_constraints(text)
@@ -92,7 +110,10 @@ def test_constraint_parser_errors_name_the_bad_token(text, message):
 def test_constraint_parser_reads_percent_and_lists():
     cons = parse_constraints("quality_rel>=95%, tpot_p99_ms<=40 and hardware==A100-80G-PCIe")
     assert [(c.column, c.op, c.value) for c in cons] == [
-        ("quality_rel", ">=", 0.95), ("tpot_p99_ms", "<=", 40.0), ("hardware", "==", "A100-80G-PCIe")]
+        ("quality_rel", ">=", 0.95),
+        ("tpot_p99_ms", "<=", 40.0),
+        ("hardware", "==", "A100-80G-PCIe"),
+    ]
     assert parse_constraints(["cost_per_mtok<1"])[0].value == 1.0
     with pytest.raises(ConstraintError, match="objective 'speed'"):
         pick(synthetic_points(), None, "speed")

@@ -19,23 +19,42 @@ BASE_Q = 0.765
 
 
 def cfg(pid, label, opts, *, q, half=0.03, tpot, thr, hw="A100", price=1.39, prov="measured", ttft=None):
-    return {"point_id": pid, "label": label, "hardware": hw, "workload": "chat", "optimizations": "+".join(opts),
-            "n_opts": len(opts), "provenance": prov, "quality_provenance": "measured", "quality": q,
-            "quality_lo": max(0.0, q - half), "quality_hi": min(1.0, q + half), "quality_rel": q / BASE_Q,
-            "tpot_p99_ms": tpot, "ttft_p99_ms": ttft if ttft is not None else 10 * tpot, "throughput_tok_s": thr,
-            "price_per_hour": price, "price_date": "2026-07", "cost_per_mtok": price / (thr * 3600) * 1e6,
-            "lat_rel_err": 0.0, "thr_rel_err": 0.0, "feasible": True}
+    return {
+        "point_id": pid,
+        "label": label,
+        "hardware": hw,
+        "workload": "chat",
+        "optimizations": "+".join(opts),
+        "n_opts": len(opts),
+        "provenance": prov,
+        "quality_provenance": "measured",
+        "quality": q,
+        "quality_lo": max(0.0, q - half),
+        "quality_hi": min(1.0, q + half),
+        "quality_rel": q / BASE_Q,
+        "tpot_p99_ms": tpot,
+        "ttft_p99_ms": ttft if ttft is not None else 10 * tpot,
+        "throughput_tok_s": thr,
+        "price_per_hour": price,
+        "price_date": "2026-07",
+        "cost_per_mtok": price / (thr * 3600) * 1e6,
+        "lat_rel_err": 0.0,
+        "thr_rel_err": 0.0,
+        "feasible": True,
+    }
 
 
 def seed_paper_like() -> pd.DataFrame:
     """FP16 baseline, FP8 weights, AWQ just under the floor, a naive FP8 KV cache at 0/200, and a stack."""
-    return pd.DataFrame([
-        cfg("fp16", "FP16", [], q=0.765, tpot=40.0, thr=800),
-        cfg("fp8w", "FP8", ["weight-quant"], q=0.760, tpot=25.0, thr=1300),
-        cfg("awq", "AWQ4", ["weight-quant"], q=0.720, half=0.06, tpot=14.0, thr=2300),
-        cfg("fp8kv", "FP8-KV", ["kv-quant"], q=0.0, half=0.0, tpot=13.0, thr=2400),
-        cfg("stack", "FP8+batch+sparse", ["weight-quant", "batching", "sparse-attn"], q=0.757, tpot=22.0, thr=2000),
-    ])
+    return pd.DataFrame(
+        [
+            cfg("fp16", "FP16", [], q=0.765, tpot=40.0, thr=800),
+            cfg("fp8w", "FP8", ["weight-quant"], q=0.760, tpot=25.0, thr=1300),
+            cfg("awq", "AWQ4", ["weight-quant"], q=0.720, half=0.06, tpot=14.0, thr=2300),
+            cfg("fp8kv", "FP8-KV", ["kv-quant"], q=0.0, half=0.0, tpot=13.0, thr=2400),
+            cfg("stack", "FP8+batch+sparse", ["weight-quant", "batching", "sparse-attn"], q=0.757, tpot=22.0, thr=2000),
+        ]
+    )
 
 
 def test_zero_quality_fast_point_is_on_the_raw_frontier_but_wins_no_regime():
@@ -68,7 +87,7 @@ def test_point_estimate_above_floor_with_straddling_interval_is_a_boundary_case_
     a = admission(pts, r).set_index(pts["point_id"])
     # the guard decides on the interval: 0.961 on the point estimate, but [0.88, 1.04] straddles 0.95
     assert not a.loc["awq", "admitted"] and a.loc["awq", "boundary"] and a.loc["awq", "guard"] == "boundary"
-    assert a.loc["fp8w", "admitted"] and a.loc["fp8w", "guard"] == "in"       # [0.954, 1.03]: clearly in
+    assert a.loc["fp8w", "admitted"] and a.loc["fp8w", "guard"] == "in"  # [0.954, 1.03]: clearly in
     b = boundary_cases(pts, [r])
     assert b.set_index("point_id").loc["awq", "effect"] == "would win if admitted"
 
@@ -96,8 +115,9 @@ def test_regime_winners_satisfy_constraints_and_quality_guard(seed, ttft_cap, tp
     pts["tpot_p99_ms"] *= rng.uniform(0.2, 5, len(pts))
     pts["ttft_p99_ms"] *= rng.uniform(0.2, 5, len(pts))
     pts.loc[rng.random(len(pts)) < 0.1, "feasible"] = False
-    regs = default_regimes(pts, ttft_p99_ms=ttft_cap * 10, tpot_p99_ms=tpot_cap, cost_cap_per_mtok=cost_cap,
-                           quality_floor=floor)
+    regs = default_regimes(
+        pts, ttft_p99_ms=ttft_cap * 10, tpot_p99_ms=tpot_cap, cost_cap_per_mtok=cost_cap, quality_floor=floor
+    )
     cells = winners(pts, regs)
     by_id = pts.set_index("point_id")
     for c in cells.itertuples(index=False):
@@ -117,12 +137,20 @@ def test_regime_winners_satisfy_constraints_and_quality_guard(seed, ttft_cap, tp
 
 
 def test_regime_from_study_dict_and_its_errors():
-    r = Regime.from_dict({"name": "chat-slo", "objective": "cost_per_mtok",
-                          "constraints": {"tpot_p99_ms": ["<=", 40], "ttft_p99_ms": ["<=", 800]}, "quality_floor": 0.97})
+    r = Regime.from_dict(
+        {
+            "name": "chat-slo",
+            "objective": "cost_per_mtok",
+            "constraints": {"tpot_p99_ms": ["<=", 40], "ttft_p99_ms": ["<=", 800]},
+            "quality_floor": 0.97,
+        }
+    )
     assert r.direction == "min" and r.quality_floor == 0.97
     assert [str(c) for c in r.constraints] == ["tpot_p99_ms<=40", "ttft_p99_ms<=800"]
     assert "quality_rel>=0.97" in r.describe()
-    assert Regime.from_dict({"name": "x", "objective": "throughput_tok_s", "constraints": "mem_gb<=24"}).direction == "max"
+    assert (
+        Regime.from_dict({"name": "x", "objective": "throughput_tok_s", "constraints": "mem_gb<=24"}).direction == "max"
+    )
     with pytest.raises(ValueError, match="unknown key 'objectve'"):
         Regime.from_dict({"name": "x", "objectve": "cost_per_mtok"})
     with pytest.raises(ConstraintError, match="bad operator '=<'"):
@@ -133,8 +161,12 @@ def test_regime_from_study_dict_and_its_errors():
         Regime.from_dict({"name": "x", "objective": "speed"})
     with pytest.raises(ValueError, match="used twice"):
         regimes_from_study([{"name": "a", "objective": "cost_per_mtok"}] * 2)
-    assert [r.name for r in regimes_from_study(None, synthetic_points())] == \
-        ["tight-latency", "high-throughput", "low-cost", "quality-floor"]
+    assert [r.name for r in regimes_from_study(None, synthetic_points())] == [
+        "tight-latency",
+        "high-throughput",
+        "low-cost",
+        "quality-floor",
+    ]
 
 
 def test_auto_thresholds_bind_on_the_study_scale():
@@ -163,14 +195,14 @@ def test_high_throughput_is_per_device_so_two_disaggregated_pools_do_not_win_on_
     best = pts.loc[pts["quality_rel"] >= 0.99].sort_values("throughput_tok_s").iloc[-1]
     disagg = best.copy()
     disagg["point_id"], disagg["batching"], disagg["label"] = "disagg-1", "disagg", best["label"] + "+disagg"
-    disagg["throughput_tok_s"] = best["throughput_tok_s"] * 1.5            # more in total, on two devices
+    disagg["throughput_tok_s"] = best["throughput_tok_s"] * 1.5  # more in total, on two devices
     rows = pd.DataFrame([disagg]).drop(columns=["n_devices", "throughput_per_device_tok_s"])
     with_it = pd.concat([pts.drop(columns=["n_devices", "throughput_per_device_tok_s"]), rows], ignore_index=True)
     with_it["n_devices"] = np.where(with_it["batching"] == "disagg", 2, 1)
     reg = next(r for r in default_regimes(with_it) if r.name == "high-throughput")
     assert reg.objective == "throughput_per_device_tok_s"
     cell = winners(with_it, [reg], per_hardware=False)
-    assert cell.iloc[0]["point_id"] != "disagg-1"                          # 0.75x per device
+    assert cell.iloc[0]["point_id"] != "disagg-1"  # 0.75x per device
     # a table without the column derives it: two devices for disaggregation, one for the rest
     no_col = with_it.drop(columns=["n_devices"])
     assert winners(no_col, [reg], per_hardware=False).iloc[0]["point_id"] == cell.iloc[0]["point_id"]

@@ -19,8 +19,8 @@ def test_the_default_build_runs_an_eviction_stage_after_the_quality_stages():
     assert names.index("quality") < names.index("kld") < names.index("evict") < names.index("calibrate")
     assert "evict" not in stages.build_stages(default, with_quality=False)
     assert default.eviction.task == "retrieval" and default.eviction.policies and default.eviction.keeps
-    assert "evict" not in stages.build_stages(load_study("sizes"))                   # it does not ask
-    paper = stages.build_stages(load_study("paper"))                                  # no arms: nothing measured
+    assert "evict" not in stages.build_stages(load_study("sizes"))  # it does not ask
+    paper = stages.build_stages(load_study("paper"))  # no arms: nothing measured
     assert paper == ["simulate", "atlas", "report"]
 
 
@@ -32,7 +32,9 @@ def test_without_torch_the_build_stage_skips_with_a_note(tmp_path: Path, monkeyp
 
     monkeypatch.setattr(model, "require_torch", no_torch)
     buf = io.StringIO()
-    ctx = stages.Context(load_study("default"), tmp_path, Store(tmp_path / "store.duckdb"), Console(file=buf, width=200))
+    ctx = stages.Context(
+        load_study("default"), tmp_path, Store(tmp_path / "store.duckdb"), Console(file=buf, width=200)
+    )
     with ctx:
         stages.evict(ctx, required=False)
         assert ctx.store.eviction_points(ctx.study.name).empty

@@ -18,16 +18,34 @@ from pareto_atlas.spec.cards import HardwareCard, shipped_models
 
 M = shipped_models()["qwen2.5-0.5b"]
 CPU = HardwareCard("this-cpu", "cpu", 20.0, {"fp32": 0.1}, 24.0, price_per_hour=0.05, price_date="2026-11")
-QK = kernel_format("Q4_K_M", M)     # the 0.5B's rows (hidden 896) do not fit K-quant blocks
-TRUTH = replace(default_params(CPU), eff_bw=1.2, gemv_s_per_weight={QK: 50e-12, "F16": 30e-12},
-                gemm_s_per_weight={QK: 18e-12, "F16": 28e-12}, head_ratio=2.0, overhead_step_s=3e-3,
-                step_cv=0.05)
+QK = kernel_format("Q4_K_M", M)  # the 0.5B's rows (hidden 896) do not fit K-quant blocks
+TRUTH = replace(
+    default_params(CPU),
+    eff_bw=1.2,
+    gemv_s_per_weight={QK: 50e-12, "F16": 30e-12},
+    gemm_s_per_weight={QK: 18e-12, "F16": 28e-12},
+    head_ratio=2.0,
+    overhead_step_s=3e-3,
+    step_cv=0.05,
+)
 
 
 def synthetic_anchors(noise: float, seed: int = 1) -> pd.DataFrame:
-    rows = [dict(weights=w, slots=c, concurrency=c, prompt_tokens=p, output_tokens=o, n_requests=16,
-                 campaign_id="c1", engine_version="b1")
-            for w in ("Q4_K_M", "F16") for c in (1, 2, 4) for p, o in ((128, 32), (512, 64))]
+    rows = [
+        dict(
+            weights=w,
+            slots=c,
+            concurrency=c,
+            prompt_tokens=p,
+            output_tokens=o,
+            n_requests=16,
+            campaign_id="c1",
+            engine_version="b1",
+        )
+        for w in ("Q4_K_M", "F16")
+        for c in (1, 2, 4)
+        for p, o in ((128, 32), (512, 64))
+    ]
     df = pd.DataFrame(rows)
     pred = predict(_anchors(df), M, CPU, TRUTH)
     rng = np.random.default_rng(seed)
@@ -45,8 +63,9 @@ def test_fit_recovers_known_parameters_from_noisy_synthetic_anchors():
         assert p.gemm_s_per_weight[d] == pytest.approx(TRUTH.gemm_s_per_weight[d], rel=0.1)
     # Per-step and per-sequence overheads trade off against each other; what they must get right
     # together is an unseen configuration.
-    unseen = pd.DataFrame([dict(weights="Q4_K_M", slots=3, concurrency=3, prompt_tokens=300, output_tokens=48,
-                                n_requests=16)])
+    unseen = pd.DataFrame(
+        [dict(weights="Q4_K_M", slots=3, concurrency=3, prompt_tokens=300, output_tokens=48, n_requests=16)]
+    )
     truth, got = predict(_anchors(unseen), M, CPU, TRUTH), predict(_anchors(unseen), M, CPU, p)
     assert np.abs(got / truth - 1).max() < 0.05
     assert cal.summary["fit"]["tpot_p50_ms"] < 0.03
@@ -77,7 +96,7 @@ def test_leave_one_out_error_is_reported_and_sets_the_error_bar():
 
 def test_leave_one_out_flags_extrapolations_and_keeps_them_out_of_the_error_bar():
     df = synthetic_anchors(0.01)
-    df = pd.concat([df, df.iloc[[0]].assign(weights="Q8_0")], ignore_index=True)   # the only Q8_0 anchor
+    df = pd.concat([df, df.iloc[[0]].assign(weights="Q8_0")], ignore_index=True)  # the only Q8_0 anchor
     cal = fit(df, M, CPU, loo=True)
     assert cal.loo["extrapolated"].iloc[-1] == "format Q8_0"
     assert (cal.loo["extrapolated"].iloc[:-1] == "").all()
@@ -88,13 +107,14 @@ def test_unseen_format_borrows_its_family_cost_never_a_typed_in_one():
     p = replace(TRUTH, gemv_s_per_weight={"Q4_0": 20e-12, "Q8_0": 45e-12})
     got, how = p.weight_cost("Q5_0", "gemv")
     assert how == "family" and got == pytest.approx(np.sqrt(20e-12 * 45e-12))
-    assert p.weight_cost("RANDOM", "gemv") == (20e-12, "fitted")          # stored as Q4_0
+    assert p.weight_cost("RANDOM", "gemv") == (20e-12, "fitted")  # stored as Q4_0
     assert p.weight_cost("F16", "gemv")[1] == "derived"
 
 
 def test_propose_next_anchor_picks_a_contested_unmeasured_point():
-    anchors = synthetic_anchors(0.01).assign(kv="f16", kv_keep=1.0, sparse_budget=1.0, spec="none", spec_k=0,
-                                             batching="continuous")
+    anchors = synthetic_anchors(0.01).assign(
+        kv="f16", kv_keep=1.0, sparse_budget=1.0, spec="none", spec_k=0, batching="continuous"
+    )
     sp = default_space(M, [CPU], [Workload("w", 128, 32)], [Load(concurrency=2)])
     pts = sweep(replace(sp, knobs=sp.knobs[::7]), {CPU.name: TRUTH}, n_requests=16)
     best = propose_next_anchor(pts, anchors, 0.05)
@@ -113,21 +133,46 @@ def test_replayed_sends_group_requests_the_server_prefilled_in_one_step(tmp_path
     from pareto_atlas.store.db import now
 
     def rec(idx, send, first, prompt_ms, warmup=False):
-        return {"idx": idx, "ok": True, "warmup": warmup, "send_ts": send, "first_token_ts": first,
-                "server_timings": {"prompt_ms": prompt_ms}}
+        return {
+            "idx": idx,
+            "ok": True,
+            "warmup": warmup,
+            "send_ts": send,
+            "first_token_ts": first,
+            "server_timings": {"prompt_ms": prompt_ms},
+        }
 
     # two clients send at once (0.2 ms apart); in run "a" the server prefilled both in one 2.3 s
     # step, in run "b" the first alone and the second after it; a third request comes much later
-    runs = {"a": [rec(0, 99.0, 99.5, 400, warmup=True), rec(1, 100.0, 102.33, 2326), rec(2, 100.0002, 102.33, 2328),
-                  rec(3, 104.5, 105.9, 1377)],
-            "b": [rec(1, 100.0, 100.83, 826), rec(2, 100.0002, 101.67, 844), rec(3, 103.3, 104.2, 850)]}
+    runs = {
+        "a": [
+            rec(0, 99.0, 99.5, 400, warmup=True),
+            rec(1, 100.0, 102.33, 2326),
+            rec(2, 100.0002, 102.33, 2328),
+            rec(3, 104.5, 105.9, 1377),
+        ],
+        "b": [rec(1, 100.0, 100.83, 826), rec(2, 100.0002, 101.67, 844), rec(3, 103.3, 104.2, 850)],
+    }
     with Store(tmp_path / "s.duckdb") as s:
         for aid, recs in runs.items():
-            s.put_anchor({"anchor_id": aid, "study": "s", "arm": aid, "repeat": 0, "status": "ok", "reason": None,
-                          "knobs_json": "{}", "metrics_json": "{}", "started_at": now(), "finished_at": now()}, recs)
+            s.put_anchor(
+                {
+                    "anchor_id": aid,
+                    "study": "s",
+                    "arm": aid,
+                    "repeat": 0,
+                    "status": "ok",
+                    "reason": None,
+                    "knobs_json": "{}",
+                    "metrics_json": "{}",
+                    "started_at": now(),
+                    "finished_at": now(),
+                },
+                recs,
+            )
         (a, _), (b, _) = anchor_load(s, "a"), anchor_load(s, "b")
-    assert a == [0.0, 0.0, pytest.approx(4.5)]                      # replayed together: one prefill step
-    assert b[0] == 0.0 and b[1] == pytest.approx(0.0002) and b[2] == pytest.approx(3.3)   # the second waited
+    assert a == [0.0, 0.0, pytest.approx(4.5)]  # replayed together: one prefill step
+    assert b[0] == 0.0 and b[1] == pytest.approx(0.0002) and b[2] == pytest.approx(3.3)  # the second waited
 
 
 def test_closed_loops_are_simulated_with_their_pauses_and_open_loops_replayed():
@@ -135,17 +180,21 @@ def test_closed_loops_are_simulated_with_their_pauses_and_open_loops_replayed():
     # replaying them would queue requests behind a slightly slower simulation. So a closed-loop
     # anchor runs the closed loop with its clients' recorded pauses; an open-loop one its sends.
     base = dict(weights="Q4_K_M", slots=2, prompt_tokens=128, output_tokens=32, n_requests=6)
-    sends = [0.0] * 6                       # all at once: a replay would queue five of them
+    sends = [0.0] * 6  # all at once: a replay would queue five of them
     think = [0.3, 0.1, 0.2, 0.5, 0.4, 0.6]
-    df = pd.DataFrame([{**base, "concurrency": 2, "send_offsets": sends, "think_s": think},
-                       {**base, "concurrency": 2, "send_offsets": [], "think_s": think},
-                       {**base, "concurrency": 0, "rate_rps": 1.0, "send_offsets": sends, "think_s": []}])
+    df = pd.DataFrame(
+        [
+            {**base, "concurrency": 2, "send_offsets": sends, "think_s": think},
+            {**base, "concurrency": 2, "send_offsets": [], "think_s": think},
+            {**base, "concurrency": 0, "rate_rps": 1.0, "send_offsets": sends, "think_s": []},
+        ]
+    )
     closed, same, opened = _anchors(df)
     assert closed.sends is None and closed.think == tuple(think) and opened.think is None
     assert opened.sends == tuple(sends)
     pred = predict([closed, same, opened], M, CPU, replace(TRUTH, step_cv=0.0))
     assert (pred[0] == pred[1]).all()
-    assert pred[2][0] > 2 * pred[0][0]      # replayed at once, the open loop queues: TTFT p50 far higher
+    assert pred[2][0] > 2 * pred[0][0]  # replayed at once, the open loop queues: TTFT p50 far higher
 
 
 # llama.cpp on this CPU: reading f16 KV in a decode step is slow (~6 us per cached cell), yet a
@@ -154,9 +203,22 @@ ATTN_TRUTH = replace(TRUTH, eff_attn_by_kv={"f16": 0.02, "q8_0": 0.03}, eff_attn
 
 
 def _shaped(shapes, kvs=("f16", "q8_0")) -> pd.DataFrame:
-    rows = [dict(weights="Q4_K_M", kv=kv, slots=c, concurrency=c, prompt_tokens=p, output_tokens=o, n_requests=12,
-                 campaign_id="c1", engine_version="b1")
-            for kv in kvs for c in (1, 2) for p, o in shapes]
+    rows = [
+        dict(
+            weights="Q4_K_M",
+            kv=kv,
+            slots=c,
+            concurrency=c,
+            prompt_tokens=p,
+            output_tokens=o,
+            n_requests=12,
+            campaign_id="c1",
+            engine_version="b1",
+        )
+        for kv in kvs
+        for c in (1, 2)
+        for p, o in shapes
+    ]
     df = pd.DataFrame(rows)
     pred = predict(_anchors(df), M, CPU, ATTN_TRUTH)
     for i, t in enumerate(TARGETS):
@@ -165,8 +227,12 @@ def _shaped(shapes, kvs=("f16", "q8_0")) -> pd.DataFrame:
 
 
 def test_attention_cost_against_context_is_learnt_from_two_shapes_and_only_then():
-    long = pd.DataFrame([dict(weights="Q4_K_M", kv=kv, slots=1, concurrency=1, prompt_tokens=1024, output_tokens=64,
-                              n_requests=8) for kv in ("f16", "q8_0")])
+    long = pd.DataFrame(
+        [
+            dict(weights="Q4_K_M", kv=kv, slots=1, concurrency=1, prompt_tokens=1024, output_tokens=64, n_requests=8)
+            for kv in ("f16", "q8_0")
+        ]
+    )
     truth = predict(_anchors(long), M, CPU, ATTN_TRUTH)
     two = fit(_shaped(((128, 32), (512, 64))), M, CPU, loo=False).params
     one = fit(_shaped(((128, 32),)), M, CPU, loo=False).params
@@ -174,7 +240,7 @@ def test_attention_cost_against_context_is_learnt_from_two_shapes_and_only_then(
     assert two.eff_attn_flops_by_kv and set(two.eff_attn_flops_by_kv) == {"f16", "q8_0"}
     assert two.eff_attn_flops_by_kv["q8_0"] < 0.5 * two.eff_attn_flops_by_kv["f16"]
     got = predict(_anchors(long), M, CPU, two)
-    assert np.abs(got[:, [0, 2]] / truth[:, [0, 2]] - 1).max() < 0.05    # TTFT and TPOT p50, twice the longest prompt
+    assert np.abs(got[:, [0, 2]] / truth[:, [0, 2]] - 1).max() < 0.05  # TTFT and TPOT p50, twice the longest prompt
     # ... with one, the prompt's attention is confounded with the weights' cost: not fitted, and a
     # 1024-token prompt is mispredicted by far more
     assert one.eff_attn_flops_by_kv == {}
@@ -199,6 +265,7 @@ def test_padded_kv_costs_a_short_context_its_whole_pad():
 
 def test_a_prompt_longer_than_any_calibrated_one_is_an_extrapolation():
     from pareto_atlas.calibrate.fidelity import support
+
     train = _shaped(((128, 32), (512, 64)))
     assert support(train, train.iloc[0].copy()) == ""
     row = train.iloc[0].copy()
@@ -208,18 +275,20 @@ def test_a_prompt_longer_than_any_calibrated_one_is_an_extrapolation():
 
 def test_one_anchor_a_neighbour_slowed_cannot_drag_the_fit():
     df = synthetic_anchors(0.01)
-    df.loc[3, ["tpot_p50_ms", "tpot_p99_ms"]] *= 5.0          # a job beside it, unnoticed
+    df.loc[3, ["tpot_p50_ms", "tpot_p99_ms"]] *= 5.0  # a job beside it, unnoticed
     df.loc[3, "throughput_tok_s"] /= 4.0
     p = fit(df, M, CPU, loo=False).params
-    unseen = pd.DataFrame([dict(weights="Q4_K_M", slots=3, concurrency=3, prompt_tokens=300, output_tokens=48,
-                                n_requests=16)])
+    unseen = pd.DataFrame(
+        [dict(weights="Q4_K_M", slots=3, concurrency=3, prompt_tokens=300, output_tokens=48, n_requests=16)]
+    )
     truth, got = predict(_anchors(unseen), M, CPU, TRUTH), predict(_anchors(unseen), M, CPU, p)
-    assert np.abs(got / truth - 1).max() < 0.10      # an unweighted least squares: 48 % off in TPOT
+    assert np.abs(got / truth - 1).max() < 0.10  # an unweighted least squares: 48 % off in TPOT
 
 
 def test_contended_anchors_are_left_out_of_the_fit_and_named():
-    df = synthetic_anchors(0.01).assign(arm=lambda d: [f"a{i}" for i in range(len(d))], contended=False,
-                                        other_cpu_cores=0.02)
+    df = synthetic_anchors(0.01).assign(
+        arm=lambda d: [f"a{i}" for i in range(len(d))], contended=False, other_cpu_cores=0.02
+    )
     df.loc[5, ["tpot_p50_ms", "contended", "other_cpu_cores"]] = [df.loc[5, "tpot_p50_ms"] * 3, True, 0.9]
     cal = fit(df, M, CPU, loo=False)
     assert len(cal.residuals) == len(df) - 1 and "a5" not in set(cal.residuals["arm"])

@@ -16,20 +16,56 @@ from typer.testing import CliRunner
 
 from pareto_atlas.calibrate import published, published_stage
 from pareto_atlas.calibrate.fit import TARGETS, _anchors, predict
-from pareto_atlas.calibrate.published import (B1, LOAO, LOSO, calibrate_card, calibrate_published, card_frame,
-                                              fit_card, tpot_held_out_by_source)
-from pareto_atlas.calibrate.published_table import (COLUMNS, PublishedTable, PublishedTableError, anchor_row,
-                                                    batch1_speed, load_published, read_table)
+from pareto_atlas.calibrate.published import (
+    B1,
+    LOAO,
+    LOSO,
+    calibrate_card,
+    calibrate_published,
+    card_frame,
+    fit_card,
+    tpot_held_out_by_source,
+)
+from pareto_atlas.calibrate.published_table import (
+    COLUMNS,
+    PublishedTable,
+    PublishedTableError,
+    anchor_row,
+    batch1_speed,
+    load_published,
+    read_table,
+)
 from pareto_atlas.cli import app
 from pareto_atlas.simulate.params import CalibParams, default_params
 from pareto_atlas.spec.cards import shipped_hardware, shipped_models
 from pareto_atlas.store import Store
 
-GOOD = {"source_id": "s1", "source": "https://example.org/bench", "date": "2025-03", "engine": "vllm",
-        "engine_version": "0.8", "gpu": "L4", "gpu_published": "L4", "model": "qwen2.5-7b", "model_published": "Qwen",
-        "weights": "BF16", "weights_published": "bf16", "kv": "f16", "prompt_tokens": "512", "output_tokens": "128",
-        "load": "concurrency", "load_value": "4", "n_requests": "", "stat": "p50", "ttft_ms": "80", "tpot_ms": "50",
-        "itl_ms": "", "e2e_ms": "", "out_tok_s": "75", "notes": ""}
+GOOD = {
+    "source_id": "s1",
+    "source": "https://example.org/bench",
+    "date": "2025-03",
+    "engine": "vllm",
+    "engine_version": "0.8",
+    "gpu": "L4",
+    "gpu_published": "L4",
+    "model": "qwen2.5-7b",
+    "model_published": "Qwen",
+    "weights": "BF16",
+    "weights_published": "bf16",
+    "kv": "f16",
+    "prompt_tokens": "512",
+    "output_tokens": "128",
+    "load": "concurrency",
+    "load_value": "4",
+    "n_requests": "",
+    "stat": "p50",
+    "ttft_ms": "80",
+    "tpot_ms": "50",
+    "itl_ms": "",
+    "e2e_ms": "",
+    "out_tok_s": "75",
+    "notes": "",
+}
 L4 = shipped_hardware()["L4"]
 
 
@@ -42,20 +78,23 @@ def _write(path, rows: list[dict]) -> str:
     return str(path)
 
 
-@pytest.mark.parametrize("field, value, message", [
-    ("engine", "triton", "field 'engine': 'triton' is not allowed; allowed: vllm, trtllm"),
-    ("gpu", "A100", "field 'gpu': 'A100' is not allowed; allowed: A100-80G-PCIe"),
-    ("model", "falcon-180b", "field 'model': 'falcon-180b' is not allowed; allowed: "),
-    ("weights", "Q4_K_M", "field 'weights': 'Q4_K_M' is not allowed; allowed: F16, BF16, FP8, AWQ4"),
-    ("kv", "q8_0", "field 'kv': 'q8_0' is not allowed; allowed: f16, fp8, unstated"),
-    ("load", "burst", "field 'load': 'burst' is not allowed; allowed: batch, concurrency, rate, offline"),
-    ("date", "March 2025", "field 'date': 'March 2025' is not YYYY, YYYY-MM, YYYY-MM-DD or undated"),
-    ("prompt_tokens", "-5", "field 'prompt_tokens': '-5' must be > 0"),
-    ("load_value", "4.5", "field 'load_value': '4.5' is not an integer"),
-    ("source", "", "field 'source' is empty (required: "),
-    ("stat", "-", "field 'stat': '-' but ttft_ms, tpot_ms given; say which statistic"),
-    ("e2e_ms", "900", "field 'e2e_ms': only for load 'batch'"),
-])
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("engine", "triton", "field 'engine': 'triton' is not allowed; allowed: vllm, trtllm"),
+        ("gpu", "A100", "field 'gpu': 'A100' is not allowed; allowed: A100-80G-PCIe"),
+        ("model", "falcon-180b", "field 'model': 'falcon-180b' is not allowed; allowed: "),
+        ("weights", "Q4_K_M", "field 'weights': 'Q4_K_M' is not allowed; allowed: F16, BF16, FP8, AWQ4"),
+        ("kv", "q8_0", "field 'kv': 'q8_0' is not allowed; allowed: f16, fp8, unstated"),
+        ("load", "burst", "field 'load': 'burst' is not allowed; allowed: batch, concurrency, rate, offline"),
+        ("date", "March 2025", "field 'date': 'March 2025' is not YYYY, YYYY-MM, YYYY-MM-DD or undated"),
+        ("prompt_tokens", "-5", "field 'prompt_tokens': '-5' must be > 0"),
+        ("load_value", "4.5", "field 'load_value': '4.5' is not an integer"),
+        ("source", "", "field 'source' is empty (required: "),
+        ("stat", "-", "field 'stat': '-' but ttft_ms, tpot_ms given; say which statistic"),
+        ("e2e_ms", "900", "field 'e2e_ms': only for load 'batch'"),
+    ],
+)
 def test_a_bad_row_is_one_line_naming_file_line_field_and_what_is_allowed(tmp_path, field, value, message):
     path = _write(tmp_path / "mine.csv", [GOOD, {**GOOD, field: value}])
     with pytest.raises(PublishedTableError) as e:
@@ -130,20 +169,63 @@ def test_the_fit_reduces_error_against_the_defaults_on_every_shipped_card_and_en
 
 # A synthetic card calibrated by the simulator itself: three "sources" (batch-1 decode at several
 # contexts, a closed-loop sweep, a static batch) on two models, generated with known parameters.
-TRUTH = replace(default_params(L4, "vllm"), eff_bw=0.55, overhead_step_s=3.0e-3, overhead_seq_s=2.0e-5,
-                gemm_s_per_weight={"BF16": 2.0 / (121e12 * 0.35)})
+TRUTH = replace(
+    default_params(L4, "vllm"),
+    eff_bw=0.55,
+    overhead_step_s=3.0e-3,
+    overhead_seq_s=2.0e-5,
+    gemm_s_per_weight={"BF16": 2.0 / (121e12 * 0.35)},
+)
 
 
 def _synthetic_rows(truth: CalibParams = TRUTH) -> pd.DataFrame:
     base = {**GOOD, "engine": "vllm", "gpu": "L4", "kv": "f16", "weights": "BF16", "n_requests": ""}
-    rows = [{**base, "source_id": "a", "model": m, "prompt_tokens": str(p), "output_tokens": "256", "load": "batch",
-             "load_value": "1", "stat": "-", "ttft_ms": "", "tpot_ms": "", "out_tok_s": "1"}
-            for m in ("qwen2.5-7b", "qwen2.5-0.5b") for p in (1, 2048)]
-    rows += [{**base, "source_id": "b", "model": "qwen2.5-0.5b", "prompt_tokens": "256", "output_tokens": "128",
-              "load": "concurrency", "load_value": str(c), "stat": "p50"} for c in (1, 4, 16)]
-    rows += [{**base, "source_id": "c", "model": "qwen2.5-7b", "prompt_tokens": "512", "output_tokens": "64",
-              "load": "batch", "load_value": str(b), "stat": "-", "ttft_ms": "", "tpot_ms": "", "out_tok_s": "1"}
-             for b in (4, 16)]
+    rows = [
+        {
+            **base,
+            "source_id": "a",
+            "model": m,
+            "prompt_tokens": str(p),
+            "output_tokens": "256",
+            "load": "batch",
+            "load_value": "1",
+            "stat": "-",
+            "ttft_ms": "",
+            "tpot_ms": "",
+            "out_tok_s": "1",
+        }
+        for m in ("qwen2.5-7b", "qwen2.5-0.5b")
+        for p in (1, 2048)
+    ]
+    rows += [
+        {
+            **base,
+            "source_id": "b",
+            "model": "qwen2.5-0.5b",
+            "prompt_tokens": "256",
+            "output_tokens": "128",
+            "load": "concurrency",
+            "load_value": str(c),
+            "stat": "p50",
+        }
+        for c in (1, 4, 16)
+    ]
+    rows += [
+        {
+            **base,
+            "source_id": "c",
+            "model": "qwen2.5-7b",
+            "prompt_tokens": "512",
+            "output_tokens": "64",
+            "load": "batch",
+            "load_value": str(b),
+            "stat": "-",
+            "ttft_ms": "",
+            "tpot_ms": "",
+            "out_tok_s": "1",
+        }
+        for b in (4, 16)
+    ]
     df = pd.DataFrame(rows).assign(origin="synthetic")
     frame, models = card_frame(df, L4)
     truth = predict(_anchors(frame), models, L4, truth)
@@ -182,7 +264,9 @@ def test_a_requests_overhead_outside_the_steps_is_fitted_on_a_gpu_from_the_ttft_
     fitted = predict(_anchors(frame), models, L4, cal.params)[b, TARGETS.index("ttft_p50_ms")]
     np.testing.assert_allclose(fitted, ttft, rtol=0.05)
     # without it (the default's 5 ms) every TTFT of b comes out short by about the missing 20 ms
-    short = predict(_anchors(frame), models, L4, replace(cal.params, overhead_req_s=0.005))[b, TARGETS.index("ttft_p50_ms")]
+    short = predict(_anchors(frame), models, L4, replace(cal.params, overhead_req_s=0.005))[
+        b, TARGETS.index("ttft_p50_ms")
+    ]
     assert (ttft - short > 15).all()
 
 
@@ -213,13 +297,13 @@ def test_a_card_with_two_sources_is_held_out_by_source(monkeypatch):
     assert cal.held_out == LOSO and cal.n_sources == sources.nunique() >= 2
     n_src, models = sources.nunique(), list(dict.fromkeys(rows.model))
     assert seen[0] == list(rows.index) and len(seen) == 1 + n_src + len(models)
-    for train, held in zip(seen[1:1 + n_src], dict.fromkeys(sources)):
+    for train, held in zip(seen[1 : 1 + n_src], dict.fromkeys(sources)):
         # each fold trains on every source but one, and no row of that one
         assert train == list(rows.index[sources != held]), held
     assert np.isfinite(cal.anchors.throughput_tok_s_held_out).all()
     # then leave-one-model-out: each model's rows predicted by a fit on the card's other models only
     assert len(models) >= 2
-    for train, held in zip(seen[1 + n_src:], models):
+    for train, held in zip(seen[1 + n_src :], models):
         assert train == list(rows.index[rows.model != held]), held
     assert set(cal.lomo_errors) == set(models) and np.isfinite(cal.anchors.throughput_tok_s_lomo).all()
     p = cal.params
@@ -228,18 +312,20 @@ def test_a_card_with_two_sources_is_held_out_by_source(monkeypatch):
 
 def test_a_card_with_one_source_is_held_out_by_anchor_and_says_so(monkeypatch):
     rows = load_published().rows
-    rows = rows[(rows.gpu == "L4") & (rows.engine == "vllm") & (rows.source_id == "wmx-l4-sweep")].reset_index(drop=True)
+    rows = rows[(rows.gpu == "L4") & (rows.engine == "vllm") & (rows.source_id == "wmx-l4-sweep")].reset_index(
+        drop=True
+    )
     assert len(rows) >= 3
     cal, seen = _folds(monkeypatch, rows, "L4")
     assert cal.held_out == LOAO and LOSO not in cal.params.provenance
     assert [len(t) for t in seen[1:]] == [len(rows) - 1] * len(rows)
-    assert tpot_held_out_by_source([cal]) == []          # by anchor is not by source
+    assert tpot_held_out_by_source([cal]) == []  # by anchor is not by source
 
 
 def test_the_summary_counts_the_cards_whose_tpot_is_held_out_by_source():
     rows = _synthetic_rows()
-    three = calibrate_card(rows, L4)                        # three sources, TPOT in one, batch-1 speed in another
-    one = calibrate_card(rows[rows.source_id == "b"], L4)   # TPOT, one source: by anchor
+    three = calibrate_card(rows, L4)  # three sources, TPOT in one, batch-1 speed in another
+    one = calibrate_card(rows[rows.source_id == "b"], L4)  # TPOT, one source: by anchor
     assert tpot_held_out_by_source([three]) == ["L4"] and tpot_held_out_by_source([one]) == []
     assert tpot_held_out_by_source([three], engine="trtllm") == []
     assert three.tpot_basis == ("TPOT/ITL", B1) and one.tpot_basis == ("TPOT/ITL",)
@@ -254,17 +340,28 @@ def test_the_summary_counts_the_cards_whose_tpot_is_held_out_by_source():
 
 
 def _b1_row(**kw) -> pd.Series:
-    return pd.Series({**GOOD, "load": "batch", "load_value": "1", "stat": "mean", "ttft_ms": "", "tpot_ms": "",
-                      "out_tok_s": "", "e2e_ms": "1500", **kw})
+    return pd.Series(
+        {
+            **GOOD,
+            "load": "batch",
+            "load_value": "1",
+            "stat": "mean",
+            "ttft_ms": "",
+            "tpot_ms": "",
+            "out_tok_s": "",
+            "e2e_ms": "1500",
+            **kw,
+        }
+    )
 
 
 def test_batch1_speed_is_one_request_publishing_e2e_or_speed_and_no_tpot():
     assert batch1_speed(_b1_row()) and batch1_speed(_b1_row(e2e_ms="", out_tok_s="84.28", stat="-"))
-    assert not batch1_speed(_b1_row(tpot_ms="11"))              # a published TPOT is TPOT itself
+    assert not batch1_speed(_b1_row(tpot_ms="11"))  # a published TPOT is TPOT itself
     assert not batch1_speed(_b1_row(itl_ms="11"))
-    assert not batch1_speed(_b1_row(load_value="8"))            # a batch of 8 shares its steps
+    assert not batch1_speed(_b1_row(load_value="8"))  # a batch of 8 shares its steps
     assert not batch1_speed(_b1_row(load="concurrency"))
-    assert not batch1_speed(_b1_row(output_tokens="1", e2e_ms="", ttft_ms="16"))   # a prefill, not a speed
+    assert not batch1_speed(_b1_row(output_tokens="1", e2e_ms="", ttft_ms="16"))  # a prefill, not a speed
     # its fit target stays the throughput of that request: output tokens / e2e
     a = anchor_row(_b1_row(), max_seqs=64)
     assert a["throughput_tok_s"] == pytest.approx(128 / 1.5) and "tpot_p50_ms" not in a
@@ -286,7 +383,7 @@ def test_batch1_speed_is_held_out_as_latency_per_output_token_with_its_label():
     np.testing.assert_allclose(thr[a.to_numpy()], 0.25, atol=0.04)
     # the TPOT median runs over b's TPOT (near 0) and a's per-token errors (0.2): 3 against 4
     assert cal.errors["TPOT"] == pytest.approx(0.2, abs=0.03) and B1 in cal.tpot_basis
-    assert cal.params.lat_rel_err >= 0.17              # the latency error bar carries them too
+    assert cal.params.lat_rel_err >= 0.17  # the latency error bar carries them too
     assert "per output token (e2e / output) -2" in "\n".join(published_stage.card_lines(cal, used=True))
 
 
@@ -300,7 +397,7 @@ def test_the_shipped_table_holds_out_batch1_decode_speed_by_source_on_a100_and_h
     assert {"A100-80G-PCIe", "H100-SXM"} <= set(held)
     for c in shipped_vllm:
         if c.hardware in ("A100-80G-PCIe", "H100-SXM"):
-            assert c.tpot_basis == (B1,) and c.held_out == LOSO     # no TPOT or ITL published there: labelled
+            assert c.tpot_basis == (B1,) and c.held_out == LOSO  # no TPOT or ITL published there: labelled
             assert np.isfinite(c.anchors.per_token_held_out).sum() >= 28
 
 
@@ -318,15 +415,15 @@ def test_the_shipped_table_holds_out_vllm_tpot_by_source_on_four_cards_and_calib
     # every card the one-GPU table covers (B200's published rows are multi-GPU: spec/published_multigpu.csv)
     gpus = set(load_published().rows.gpu) & {n for n, h in shipped_hardware().items() if h.kind == "gpu"}
     assert len(gpus) == 5
-    assert {c.hardware for c in shipped_vllm} == gpus              # no card left an uncalibrated default
-    assert all(np.isfinite(c.errors["TPOT"]) for c in shipped_vllm)   # each with a held-out TPOT error
+    assert {c.hardware for c in shipped_vllm} == gpus  # no card left an uncalibrated default
+    assert all(np.isfinite(c.errors["TPOT"]) for c in shipped_vllm)  # each with a held-out TPOT error
 
 
 def test_simulate_fits_the_shipped_table_once_and_a_users_run_takes_precedence(tmp_path, monkeypatch):
     shipped = load_published()
     calls = []
 
-    def fake(table, hardware=None):         # the real fit, counted
+    def fake(table, hardware=None):  # the real fit, counted
         calls.append((table.sha256, tuple(hardware)))
         return calibrate_published(table, hardware)
 
@@ -335,14 +432,14 @@ def test_simulate_fits_the_shipped_table_once_and_a_users_run_takes_precedence(t
     with Store(tmp_path / "s.duckdb") as store:
         first = published_stage.published_params("st", store, con, ["L4", "H100-PCIe"])
         again = published_stage.published_params("st", store, con, ["L4", "H100-PCIe"])
-        assert calls == [(shipped.sha256, ("L4", "H100-PCIe"))]      # fitted once, then read back
+        assert calls == [(shipped.sha256, ("L4", "H100-PCIe"))]  # fitted once, then read back
         assert set(first) == set(again) == {"L4", "H100-PCIe"} and again["L4"] == first["L4"]
         # a user's own run (another table: here the shipped rows re-keyed) is what simulate uses from then on
         mine = PublishedTable(shipped.rows, shipped.paths, "mine")
         cals = [replace(c, params=replace(c.params, provenance="mine")) for c in calibrate_published(mine, ["L4"])]
         published_stage.store_published(store, "st", mine, cals, by="command")
         assert published_stage.published_params("st", store, con, ["L4"])["L4"].provenance == "mine"
-        assert len(calls) == 1                               # nothing refitted
+        assert len(calls) == 1  # nothing refitted
 
 
 def test_the_published_command_exits_0_on_the_shipped_table(tmp_path):
@@ -376,14 +473,16 @@ def test_a_fresh_store_reads_the_fit_from_the_cache_and_a_damaged_cache_file_is_
     monkeypatch.setattr(published_stage, "calibrate_published", fake)
     out = io.StringIO()
     con = Console(file=out, width=200)
-    stored = []
-    for name in ("a", "b"):                 # two stores, same table and code: the second reads the cache
+    stored, first = [], None
+    for name in ("a", "b"):  # two stores, same table and code: the second reads the cache
         with Store(tmp_path / f"{name}.duckdb") as st:
             got = published_stage.published_params("st", st, con, ["H100-PCIe", "H200"])
             first = got if name == "a" else first
             second = got
-            stored.append(sorted((r.calib_id, r.params_json, r.fidelity_json) for r in st.calibrations("st").itertuples()))
-    assert stored[0] == stored[1]           # what the store keeps, bit for bit (NaN and float repr included)
+            stored.append(
+                sorted((r.calib_id, r.params_json, r.fidelity_json) for r in st.calibrations("st").itertuples())
+            )
+    assert stored[0] == stored[1]  # what the store keeps, bit for bit (NaN and float repr included)
     assert calls == [("H100-PCIe", "H200")] and "from the cache" in out.getvalue()
     assert all(first[c].to_dict() == second[c].to_dict() for c in first)
     # the cards asked for are part of the key; a damaged file is ignored and refitted

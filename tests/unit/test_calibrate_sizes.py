@@ -21,14 +21,34 @@ CARDS = shipped_models()
 SMALL, MID, BIG = CARDS["smollm2-135m"], CARDS["qwen2.5-0.5b"], CARDS["qwen2.5-1.5b"]
 CPU = HardwareCard("this-cpu", "cpu", 20.0, {"fp32": 0.1}, 24.0, price_per_hour=0.05, price_date="2026-11")
 # A machine whose fixed cost per step is large (8 ms), as llama.cpp's turned out to be here.
-TRUTH = replace(default_params(CPU), eff_bw=0.9, gemv_s_per_weight={"Q4_0": 40e-12}, gemm_s_per_weight={"Q4_0": 15e-12},
-                overhead_step_s=8e-3, step_cv=0.03)
+TRUTH = replace(
+    default_params(CPU),
+    eff_bw=0.9,
+    gemv_s_per_weight={"Q4_0": 40e-12},
+    gemm_s_per_weight={"Q4_0": 15e-12},
+    overhead_step_s=8e-3,
+    step_cv=0.03,
+)
 
 
 def anchors_of(card, noise: float = 0.01, seed: int = 0) -> pd.DataFrame:
-    df = pd.DataFrame([dict(weights="Q4_0", slots=c, concurrency=c, prompt_tokens=128, output_tokens=32, n_requests=8,
-                            campaign_id="c1", engine_version="b1", arm=f"{card.name}-{c}", model=card.name)
-                       for c in (1, 2)])
+    df = pd.DataFrame(
+        [
+            dict(
+                weights="Q4_0",
+                slots=c,
+                concurrency=c,
+                prompt_tokens=128,
+                output_tokens=32,
+                n_requests=8,
+                campaign_id="c1",
+                engine_version="b1",
+                arm=f"{card.name}-{c}",
+                model=card.name,
+            )
+            for c in (1, 2)
+        ]
+    )
     pred = predict(_anchors(df), card, CPU, TRUTH)
     rng = np.random.default_rng(seed)
     for i, t in enumerate(TARGETS):
@@ -41,7 +61,7 @@ def test_each_anchor_is_predicted_with_its_own_card():
     own = predict(_anchors(df), [MID, MID, BIG, BIG], CPU, TRUTH)
     one = predict(_anchors(df), MID, CPU, TRUTH)
     tpot = TARGETS.index("tpot_p50_ms")
-    assert own[2, tpot] > 1.5 * one[2, tpot]        # the 1.5B streams ~3x the weights of the 0.5B
+    assert own[2, tpot] > 1.5 * one[2, tpot]  # the 1.5B streams ~3x the weights of the 0.5B
     assert own[0, tpot] == pytest.approx(one[0, tpot])
     with pytest.raises(ValueError, match="2 model cards for 4 anchors"):
         with_cards(df, [MID, BIG])
@@ -85,7 +105,7 @@ def test_leave_one_model_out_needs_two_models_and_holds_out_only_those_named():
 
     out = leave_one_model_out(df, CPU, fake_fit, models=[BIG.name])
     assert calls == [{MID.name}] and set(out[HELD]) == {BIG.name} and len(out) == 2
-    assert np.abs(out[list(TARGETS)].to_numpy()).max() < 0.05      # the truth predicts within the noise
+    assert np.abs(out[list(TARGETS)].to_numpy()).max() < 0.05  # the truth predicts within the noise
     assert leave_one_model_out(with_cards(anchors_of(MID), MID), CPU, fake_fit) is None
 
 
@@ -100,10 +120,14 @@ def test_each_anchor_of_a_study_gets_its_own_models_card_and_measured_bits():
     from pareto_atlas.spec.study import load_study
 
     study = load_study("sizes")
-    a = pd.DataFrame([dict(model="qwen2.5-coder-1.5b-instruct", weights="Q4_K_M", weights_bpw=5.0),
-                      dict(model="qwen2.5-coder-0.5b-instruct", weights="Q4_K_M", weights_bpw=5.5),
-                      dict(model="smollm2-135m-instruct", weights="Q4_0", weights_bpw=4.5),
-                      dict(model=None, weights="Q4_K_M", weights_bpw=5.0)])     # stored before the column
+    a = pd.DataFrame(
+        [
+            dict(model="qwen2.5-coder-1.5b-instruct", weights="Q4_K_M", weights_bpw=5.0),
+            dict(model="qwen2.5-coder-0.5b-instruct", weights="Q4_K_M", weights_bpw=5.5),
+            dict(model="smollm2-135m-instruct", weights="Q4_0", weights_bpw=4.5),
+            dict(model=None, weights="Q4_K_M", weights_bpw=5.0),
+        ]
+    )  # stored before the column
     cards = anchor_cards(study, a)
     assert [c.name for c in cards] == ["qwen2.5-1.5b", "qwen2.5-0.5b", "smollm2-135m", "qwen2.5-1.5b"]
     assert cards[1].bits_per_weight("Q4_K_M") == 5.5 and cards[0].bits_per_weight("Q4_K_M") == 5.0
@@ -117,6 +141,6 @@ def test_the_same_knobs_on_two_models_are_not_repeats_of_one_arm():
     from pareto_atlas.calibrate.fidelity import repeat_spread
 
     df = pd.concat([anchors_of(MID), anchors_of(SMALL)], ignore_index=True)
-    assert all(v != v for v in repeat_spread(df).values())          # no arm was measured twice
+    assert all(v != v for v in repeat_spread(df).values())  # no arm was measured twice
     twice = pd.concat([df, anchors_of(MID, seed=3)], ignore_index=True)
     assert 0 < repeat_spread(twice)["tpot_p50_ms"] < 0.1

@@ -25,8 +25,15 @@ def small_paper(slots: tuple[int, ...] = (1, 8)):
     """The paper study on a grid small enough for the default suite: its three cards, weights and KV
     types, n-gram speculation, one and eight slots (as many clients), 20 requests a point."""
     s = load_study("paper")
-    grid = s.simulate.grid.model_copy(update={"eviction": ["none"], "spec": ["none", "ngram"], "batching": ["continuous"],
-                                              "slots": list(slots), "sparse_budget": [1.0]})
+    grid = s.simulate.grid.model_copy(
+        update={
+            "eviction": ["none"],
+            "spec": ["none", "ngram"],
+            "batching": ["continuous"],
+            "slots": list(slots),
+            "sparse_budget": [1.0],
+        }
+    )
     sim = s.simulate.model_copy(update={"concurrency": list(slots), "utilization": [], "n_requests": 20, "grid": grid})
     return s.model_copy(update={"simulate": sim})
 
@@ -58,8 +65,7 @@ def _view(study, store, points=None):
     from pareto_atlas.atlas.stage import confirm_ref, study_points, study_regimes
 
     points = study_points(study, store) if points is None else points
-    return A.atlas_view(points, study_regimes(study, points), study.model.name, study.workload.name,
-                        confirm_ref(study))
+    return A.atlas_view(points, study_regimes(study, points), study.model.name, study.workload.name, confirm_ref(study))
 
 
 CTX = {"model": "qwen2.5-7b-instruct", "card": "qwen2.5-7b", "task": "gsm8k"}
@@ -87,9 +93,14 @@ def test_paper_study_is_builtin_without_arms_and_its_grid_is_the_papers():
     assert len(kept) == 3 * 2 * 2 * 3 * 2 * 4 * 2
 
 
-@pytest.mark.parametrize("grid, msg", [('weights = ["FP4"]', "simulate.grid: weights: 'FP4' is not one of"),
-                                       ("kv = []", "simulate.grid: kv: an empty list keeps no configuration"),
-                                       ("slots = [0]", "simulate.grid.slots.0")])
+@pytest.mark.parametrize(
+    "grid, msg",
+    [
+        ('weights = ["FP4"]', "simulate.grid: weights: 'FP4' is not one of"),
+        ("kv = []", "simulate.grid: kv: an empty list keeps no configuration"),
+        ("slots = [0]", "simulate.grid.slots.0"),
+    ],
+)
 def test_bad_grid_is_one_line_naming_the_field(grid, msg):
     text = f'name = "g"\n[model]\nname = "m"\ncard = "qwen2.5-7b"\n[simulate.grid]\n{grid}\n'
     with pytest.raises(StudyError) as e:
@@ -99,7 +110,9 @@ def test_bad_grid_is_one_line_naming_the_field(grid, msg):
 
 def test_build_of_a_study_without_arms_skips_measuring_and_prints_the_claims(tmp_path, uncalibrated):
     buf = io.StringIO()
-    ctx = stages.Context(small_paper(slots=(1,)), tmp_path, Store(tmp_path / "store.duckdb"), Console(file=buf, width=200))
+    ctx = stages.Context(
+        small_paper(slots=(1,)), tmp_path, Store(tmp_path / "store.duckdb"), Console(file=buf, width=200)
+    )
     with ctx:
         stages.build(ctx)
     out = buf.getvalue()
@@ -171,9 +184,13 @@ def test_the_references_are_read_by_no_computation(tmp_path, uncalibrated, monke
 
 
 READERS = {"load_references", "paper_ratio_refs"}
-PRINTERS = {("report/claims.py", "claims_study"), ("report/claims.py", "load_references"),
-            ("report/claims.py", "paper_ratio_refs"), ("report/claims.py", "ratio_lines"),
-            ("report/claims.py", "page_claims")}          # the HTML atlas prints the table too
+PRINTERS = {
+    ("report/claims.py", "claims_study"),
+    ("report/claims.py", "load_references"),
+    ("report/claims.py", "paper_ratio_refs"),
+    ("report/claims.py", "ratio_lines"),
+    ("report/claims.py", "page_claims"),
+}  # the HTML atlas prints the table too
 
 
 def test_only_the_printers_name_the_references():
@@ -183,7 +200,7 @@ def test_only_the_printers_name_the_references():
     for path in SRC.rglob("*.py"):
         rel = str(path.relative_to(SRC))
         tree = ast.parse(path.read_text())
-        for node in ast.walk(tree):     # code that could open the file names it in a string
+        for node in ast.walk(tree):  # code that could open the file names it in a string
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and "paper_claims.toml" in node.value:
                 assert rel == "report/claims.py", f"{rel} names the references file"
         for fn in ast.walk(tree):
@@ -237,7 +254,7 @@ def test_measuring_stages_of_a_study_without_arms_say_so_in_one_line(tmp_path, s
 
 
 def test_stacked_vs_single_rates_are_compared_on_an_interval():
-    lo, hi = K.rate_difference(11, 126, 10, 144)       # 8.7 % vs 6.9 %: not separated
+    lo, hi = K.rate_difference(11, 126, 10, 144)  # 8.7 % vs 6.9 %: not separated
     assert lo < 0 < hi
     lo, hi = K.rate_difference(60, 100, 10, 100)
     assert 0 < lo < 0.5 < hi < 0.65

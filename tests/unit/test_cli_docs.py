@@ -19,8 +19,9 @@ def test_docs_cli_md_is_what_the_app_generates():
     from pareto_atlas.cli import app
 
     gen = _generator()
-    assert (ROOT / "docs" / "cli.md").read_text(encoding="utf-8") == gen.render(app), \
+    assert (ROOT / "docs" / "cli.md").read_text(encoding="utf-8") == gen.render(app), (
         "docs/cli.md is stale: run python scripts/gen_cli_docs.py"
+    )
 
 
 def test_the_reference_names_every_visible_command_and_option():
@@ -31,7 +32,7 @@ def test_the_reference_names_every_visible_command_and_option():
     text = _generator().render(app)
     for name, cmd in typer.main.get_command(app).commands.items():
         if cmd.hidden:
-            assert f"`pareto-atlas {name}`" in text          # listed under the earlier names
+            assert f"`pareto-atlas {name}`" in text  # listed under the earlier names
             continue
         assert f"\n## {name}\n" in text
         for p in cmd.params:

@@ -17,7 +17,7 @@ def test_the_study_is_an_argument_or_an_option(cmd: str, how: list[str], tmp_pat
     missing = str(tmp_path / "nowhere.toml")
     res = CliRunner().invoke(app, [cmd, *how, missing, "--out", str(tmp_path)])
     assert res.exit_code != 0
-    assert "nowhere.toml" in res.output            # the study it was given, whichever way, is the one read
+    assert "nowhere.toml" in res.output  # the study it was given, whichever way, is the one read
 
 
 @pytest.mark.parametrize("cmd", ["evict", "kld"])

@@ -69,22 +69,36 @@ def test_each_earlier_name_says_its_new_name_then_does_what_the_new_command_does
     files = [str(tmp_path / "bench.json")]
     _same(["import", *files, "--study", missing, *out], ["calibrate", missing, "--import", *files, *out], "import")
     _same(["published", "--study", missing, *out], ["calibrate", missing, "--published", *out], "published")
-    _same(["doctor", "--store", str(tmp_path / "no.duckdb")], ["check", "--store", str(tmp_path / "no.duckdb")], "doctor")
-    _same(["published-quality", "--model", "qwen2.5-7b"], ["quality", "--kind", "published", "--model", "qwen2.5-7b"],
-          "published-quality")
+    _same(
+        ["doctor", "--store", str(tmp_path / "no.duckdb")], ["check", "--store", str(tmp_path / "no.duckdb")], "doctor"
+    )
+    _same(
+        ["published-quality", "--model", "qwen2.5-7b"],
+        ["quality", "--kind", "published", "--model", "qwen2.5-7b"],
+        "published-quality",
+    )
 
 
-@pytest.mark.parametrize("args, says", [
-    (["quality", "--kind", "kld", "--policies", "h2o"], "--policies applies to --kind evict, not kld"),
-    (["quality", "--kind", "task", "--tokens", "100"], "--tokens applies to --kind kld, not task"),
-    (["quality", "--kind", "evict", "--n", "all"], "--kind evict takes a whole number"),
-    (["quality", "--kind", "kld", "--allow-program", "llama-server"], "--allow-program applies to --kind task, not kld"),
-    (["quality", "--kind", "poetry"], "allowed: task, kld, evict, published"),
-    (["quality", "tiny", "--kind", "published"], "--kind published reads no study"),
-    (["calibrate", "--published", "--import", "x.json"], "not both"),
-    (["calibrate", "--published", "--knobs", "weights=FP8"], "--knobs applies to calibrate --import, not --published"),
-    (["calibrate", "--import", "x.json", "--hardware", "L4", "--hardware", "H100-SXM"], "one value with --import"),
-])
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["quality", "--kind", "kld", "--policies", "h2o"], "--policies applies to --kind evict, not kld"),
+        (["quality", "--kind", "task", "--tokens", "100"], "--tokens applies to --kind kld, not task"),
+        (["quality", "--kind", "evict", "--n", "all"], "--kind evict takes a whole number"),
+        (
+            ["quality", "--kind", "kld", "--allow-program", "llama-server"],
+            "--allow-program applies to --kind task, not kld",
+        ),
+        (["quality", "--kind", "poetry"], "allowed: task, kld, evict, published"),
+        (["quality", "tiny", "--kind", "published"], "--kind published reads no study"),
+        (["calibrate", "--published", "--import", "x.json"], "not both"),
+        (
+            ["calibrate", "--published", "--knobs", "weights=FP8"],
+            "--knobs applies to calibrate --import, not --published",
+        ),
+        (["calibrate", "--import", "x.json", "--hardware", "L4", "--hardware", "H100-SXM"], "one value with --import"),
+    ],
+)
 def test_an_option_the_chosen_job_does_not_read_is_refused_in_one_line(args: list[str], says: str):
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 2 and says in " ".join(res.output.replace("│", " ").split()), res.output

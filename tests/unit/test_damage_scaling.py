@@ -29,16 +29,16 @@ def _q(rel: float, lo: float, hi: float) -> Quality:
 
 
 def test_growth_is_applied_on_the_measured_step_and_extrapolated_past_it():
-    grows = _scaling((1.0, 0.5, 1.5), (5.0, 4.5, 5.5))        # x5 [3, 11]
+    grows = _scaling((1.0, 0.5, 1.5), (5.0, 4.5, 5.5))  # x5 [3, 11]
     c15, u15 = grows.factors(N05, N15)
     assert math.isclose(c15, 5.0) and math.isclose(u15, 11.0)
     c7, u7 = grows.factors(N05, N7)
-    assert c7 > c15 and u7 > u15                                # past the largest size measured: more
-    mid = grows.factors(N05, math.sqrt(N05 * N15))              # halfway (in log size): the square root
+    assert c7 > c15 and u7 > u15  # past the largest size measured: more
+    mid = grows.factors(N05, math.sqrt(N05 * N15))  # halfway (in log size): the square root
     assert math.isclose(mid[1], math.sqrt(11.0))
-    shrinks = _scaling((1.0, 0.8, 1.2), (0.4, 0.3, 0.5))        # x0.4 [0.25, 0.625]
-    assert shrinks.factors(N05, N15) == (1.0, 1.0)              # upward: no growth, nothing to widen
-    down_c, down_u = shrinks.factors(N15, N05)                  # carried down it grows
+    shrinks = _scaling((1.0, 0.8, 1.2), (0.4, 0.3, 0.5))  # x0.4 [0.25, 0.625]
+    assert shrinks.factors(N05, N15) == (1.0, 1.0)  # upward: no growth, nothing to widen
+    down_c, down_u = shrinks.factors(N15, N05)  # carried down it grows
     assert math.isclose(down_c, 2.5) and math.isclose(down_u, 4.0)
     # an interval that straddles 1 has no established centre growth, only a wider bound
     unsure = _scaling((1.0, 0.5, 1.5), (1.2, 0.9, 1.5))
@@ -51,7 +51,7 @@ def test_a_growing_knob_is_carried_with_its_growth_and_a_shrinking_one_with_the_
     plain = carried(measured, "0.5B", "kv-q4_0")
     assert math.isclose(plain.rel_lo, 0.8 - CARRY_WIDENING * 0.2) and "not measured" in plain.provenance
     grows = carried(measured, "0.5B", "kv-q4_0", _scaling((1.0, 0.5, 1.5), (5.0, 4.5, 5.5)), N05, N15)
-    assert grows.rel == pytest.approx(1 - 0.2 * 5.0)            # the centre's damage x5: 0
+    assert grows.rel == pytest.approx(1 - 0.2 * 5.0)  # the centre's damage x5: 0
     assert grows.rel_lo == 0.0 and grows.rel_lo <= plain.rel_lo
     assert "grows with size" in grows.provenance
     shrinks = carried(measured, "0.5B", "q4_0", _scaling((1.0, 0.8, 1.2), (0.4, 0.3, 0.5)), N05, N15)
@@ -82,9 +82,9 @@ def test_the_ladder_reads_the_shipped_scaling_for_the_measured_family():
     q_kv7 = target_quality(Knobs(weights="Q4_K_M", kv="q4_0"), t7, "cpu", study, qt, "gsm8k")
     q_w15 = target_quality(Knobs(weights="Q4_0"), t15, "cpu", study, qt, "gsm8k")
     assert q_kv15.evidence == q_w15.evidence == "carried"
-    if kv.ratio[2] > 1:     # the measured KV q4_0 damage grows with size: wider than the x2 rule
+    if kv.ratio[2] > 1:  # the measured KV q4_0 damage grows with size: wider than the x2 rule
         assert q_kv15.rel_lo < 0.9 - CARRY_WIDENING * 0.1 and q_kv7.rel_lo <= q_kv15.rel_lo
-    if wq.ratio[2] <= 1:    # Q4_0's shrinks: the x2 rule
+    if wq.ratio[2] <= 1:  # Q4_0's shrinks: the x2 rule
         assert math.isclose(q_w15.rel_lo, 0.9 - CARRY_WIDENING * 0.1)
 
 
@@ -92,12 +92,16 @@ def test_a_bad_table_is_refused_in_one_line(tmp_path: Path):
     good = tmp_path / "ok.csv"
     rows = list(read_table())
     from pareto_atlas.quality.damage_scaling import write_table
+
     write_table(rows, good, "test")
     assert read_table(good) == tuple(rows)
     bad = tmp_path / "bad.csv"
-    bad.write_text(good.read_text().replace(",0.", ",zero", 1) if rows else
-                   "family,ref_weights,ref_kv,weights,kv,metric,small_model,small_params,small,small_lo,small_hi,"
-                   "large_model,large_params,large,large_lo,large_hi,source\nq,a,b,c,d,m,s,x,1,1,1,l,2,1,1,1,src\n")
+    bad.write_text(
+        good.read_text().replace(",0.", ",zero", 1)
+        if rows
+        else "family,ref_weights,ref_kv,weights,kv,metric,small_model,small_params,small,small_lo,small_hi,"
+        "large_model,large_params,large,large_lo,large_hi,source\nq,a,b,c,d,m,s,x,1,1,1,l,2,1,1,1,src\n"
+    )
     with pytest.raises(ValueError, match=r"damage_scaling.csv: field '\w+' must be a number"):
         read_table(bad)
     (tmp_path / "short.csv").write_text("family,weights\nq,Q4_0\n")

@@ -71,7 +71,7 @@ def test_relative_links_resolve():
     broken = []
     for page in [ROOT / "README.md", *DOCS.rglob("*.md")]:
         for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text()):
-            if "://" in target or target == "docs/cli.md":   # docs/cli.md is generated from the CLI
+            if "://" in target or target == "docs/cli.md":  # docs/cli.md is generated from the CLI
                 continue
             if not (page.parent / target).exists():
                 broken.append(f"{page.relative_to(ROOT)} -> {target}")

@@ -27,8 +27,8 @@ def test_vllm_overheads_carry_to_a_gpu_and_widen_its_error_bar():
     gpu = default_params(H200, "vllm")
     cpu = CalibParams(hardware="this-cpu", engine="vllm", overhead_step_s=0.030, overhead_seq_s=0.002)
     p = carry_overheads(gpu, cpu, QWEN05, H200)
-    assert p.overhead_step_s == 0.015 and p.overhead_seq_s == 0.001        # halved: the assumed host speed-up
-    assert p.eff_bw == gpu.eff_bw and p.eff_flops == gpu.eff_flops          # kernels do not carry
+    assert p.overhead_step_s == 0.015 and p.overhead_seq_s == 0.001  # halved: the assumed host speed-up
+    assert p.eff_bw == gpu.eff_bw and p.eff_flops == gpu.eff_flops  # kernels do not carry
     assert p.lat_rel_err > gpu.lat_rel_err and p.thr_rel_err > gpu.thr_rel_err
     assert "30.0 ms/step" in p.provenance and "kernel efficiencies not carried" in p.provenance
     # a smaller overhead leaves less to be unsure about
@@ -40,8 +40,8 @@ def test_vllm_cpu_grid_is_what_vllm_serves_on_a_cpu():
     grid = default_knobs("cpu", "vllm")
     assert grid and all(not compatible(k, CPU, "vllm") for k in grid)
     assert {k.weights for k in grid} == {"F32", "BF16"} and {k.eviction for k in grid} == {"none"}
-    assert compatible(Knobs(weights="Q4_K_M"), CPU, "vllm")           # GGUF is llama.cpp's
-    assert compatible(Knobs(weights="F32"), CPU)                        # and float32 is vLLM's here
+    assert compatible(Knobs(weights="Q4_K_M"), CPU, "vllm")  # GGUF is llama.cpp's
+    assert compatible(Knobs(weights="F32"), CPU)  # and float32 is vLLM's here
     assert not compatible(Knobs(weights="Q4_K_M"), CPU)
 
 
@@ -50,16 +50,25 @@ def test_calibrations_are_read_back_for_the_studys_own_engine(tmp_path):
     with Store(tmp_path / "s.duckdb") as store:
         for engine, step in (("vllm", 0.03), ("llamacpp", 0.001)):
             p = CalibParams(hardware="this-cpu", engine=engine, overhead_step_s=step)
-            store.put_calibration({"calib_id": engine, "study": study.name, "hardware": "this-cpu", "engine": engine,
-                                   "engine_version": None, "params_json": dumps(p.to_dict()), "fidelity_json": "{}",
-                                   "n_anchors": 2})
+            store.put_calibration(
+                {
+                    "calib_id": engine,
+                    "study": study.name,
+                    "hardware": "this-cpu",
+                    "engine": engine,
+                    "engine_version": None,
+                    "params_json": dumps(p.to_dict()),
+                    "fidelity_json": "{}",
+                    "n_anchors": 2,
+                }
+            )
         params, calib_id = latest_params(study, store)
     assert params["this-cpu"].engine == "vllm" and calib_id == "vllm"
 
 
 def test_engines_are_fitted_apart_llamacpp_first():
     anchors = pd.DataFrame({"engine": ["llamacpp", "vllm", None, "vllm"]})
-    assert engines_of(anchors, "vllm") == ["llamacpp", "vllm"]      # the bandwidth reference first
+    assert engines_of(anchors, "vllm") == ["llamacpp", "vllm"]  # the bandwidth reference first
 
 
 def test_the_comparing_study_shares_quality_and_labels_its_engine():
@@ -76,13 +85,27 @@ def test_the_comparing_study_shares_quality_and_labels_its_engine():
 def test_quality_comes_from_the_own_baseline_once_scored_else_from_the_compared_study(tmp_path):
     study = load_study("vllm-cpu")
     with Store(tmp_path / "s.duckdb") as store:
-        assert quality_study(study, store).name == "default-cpu"      # nothing scored on vLLM yet
+        assert quality_study(study, store).name == "default-cpu"  # nothing scored on vLLM yet
         summary = {"strict": {"p": 0.3, "lo": 0.1, "hi": 0.6, "n": 10, "k": 3}}
-        store.put_quality_run({"qrun_id": "q1", "study": study.name, "arm": "vllm-fp32",
-                               "quality_key": study.baseline.knobs().quality_key(), "task": "gsm8k",
-                               "mode": "chat-0shot", "n": 10, "seed": 1, "model_sha256": "x", "engine": "vllm",
-                               "engine_version": "vllm 0.32.0", "status": "ok", "reason": None,
-                               "summary_json": dumps(summary)}, [])
+        store.put_quality_run(
+            {
+                "qrun_id": "q1",
+                "study": study.name,
+                "arm": "vllm-fp32",
+                "quality_key": study.baseline.knobs().quality_key(),
+                "task": "gsm8k",
+                "mode": "chat-0shot",
+                "n": 10,
+                "seed": 1,
+                "model_sha256": "x",
+                "engine": "vllm",
+                "engine_version": "vllm 0.32.0",
+                "status": "ok",
+                "reason": None,
+                "summary_json": dumps(summary),
+            },
+            [],
+        )
         assert quality_study(study, store).name == "vllm-cpu"
 
 
@@ -94,8 +117,12 @@ def test_a_fixed_parameter_stays_where_the_other_engine_put_it():
     from pareto_atlas.calibrate.fit import TARGETS, _anchors, fit_params, predict
 
     truth = replace(default_params(CPU, "vllm"), eff_bw=1.1, overhead_step_s=0.02)
-    df = pd.DataFrame([dict(weights="F32", slots=c, concurrency=c, prompt_tokens=128, output_tokens=32, n_requests=8)
-                       for c in (1, 2, 4)])
+    df = pd.DataFrame(
+        [
+            dict(weights="F32", slots=c, concurrency=c, prompt_tokens=128, output_tokens=32, n_requests=8)
+            for c in (1, 2, 4)
+        ]
+    )
     pred = predict(_anchors(df), QWEN05, CPU, truth)
     for i, t in enumerate(TARGETS):
         df[t] = pred[:, i]

@@ -39,12 +39,43 @@ def builtin_text(name: str) -> str:
 
 # values a hostile or careless file holds: huge, negative, non-finite, the wrong type
 NASTY = st.one_of(
-    st.integers(), st.integers(min_value=-2, max_value=2), st.just(99999999999), st.just(2**70), st.just(10**400),
-    st.floats(allow_nan=True, allow_infinity=True), st.booleans(), st.none(),
-    st.text(max_size=20), st.just(""), st.just("../../etc/passwd"), st.just("a\nb"),
-    st.lists(st.integers(), max_size=3), st.dictionaries(st.text(max_size=5), st.integers(), max_size=2))
-TOML_VALUES = ["0", "-1", "99999999999", "1e308", "inf", "nan", "-inf", "true", "false", '""', '"x"',
-               "[]", "[0]", "{}", "1.5", "2.0", '"../../x"', "[1, 99999999999]", "0.0001", "9" * 5000]
+    st.integers(),
+    st.integers(min_value=-2, max_value=2),
+    st.just(99999999999),
+    st.just(2**70),
+    st.just(10**400),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.booleans(),
+    st.none(),
+    st.text(max_size=20),
+    st.just(""),
+    st.just("../../etc/passwd"),
+    st.just("a\nb"),
+    st.lists(st.integers(), max_size=3),
+    st.dictionaries(st.text(max_size=5), st.integers(), max_size=2),
+)
+TOML_VALUES = [
+    "0",
+    "-1",
+    "99999999999",
+    "1e308",
+    "inf",
+    "nan",
+    "-inf",
+    "true",
+    "false",
+    '""',
+    '"x"',
+    "[]",
+    "[0]",
+    "{}",
+    "1.5",
+    "2.0",
+    '"../../x"',
+    "[1, 99999999999]",
+    "0.0001",
+    "9" * 5000,
+]
 
 
 def _leaves(d, path=()):
@@ -88,7 +119,7 @@ def test_study_text_mutations_load_or_fail_in_one_line(name: str, data):
         s = parse_study("\n".join(lines), "mutated.toml")
     except StudyError as e:
         assert one_line(e).startswith("mutated.toml: ")
-    else:     # a study without arms is valid (it simulates on published evidence alone: the paper study)
+    else:  # a study without arms is valid (it simulates on published evidence alone: the paper study)
         assert isinstance(s, Study) and s.baseline is not None
 
 
@@ -106,11 +137,14 @@ def test_study_value_mutations_load_or_fail_in_one_line_naming_the_field(name: s
         assert any(str(p) in msg for p in path), (path, msg)
 
 
-@pytest.mark.parametrize("patch, field", [
-    ("concurrency = 99999999999", "arms.0.concurrency: 99999999999"),
-    ("think", "load.think_ms: 99999999999"),
-    ("chat", "model.chat: 0"),
-])
+@pytest.mark.parametrize(
+    "patch, field",
+    [
+        ("concurrency = 99999999999", "arms.0.concurrency: 99999999999"),
+        ("think", "load.think_ms: 99999999999"),
+        ("chat", "model.chat: 0"),
+    ],
+)
 def test_the_mutations_that_were_accepted_are_rejected_in_one_line(patch: str, field: str):
     text = builtin_text("tiny")
     if patch == "think":
@@ -128,28 +162,59 @@ def test_the_mutations_that_were_accepted_are_rejected_in_one_line(patch: str, f
 
 # -- what a study asks of the user: a key to a host, a program to run (measure.consent) --------------------
 LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "LOCALHOST", "[::1]", "127.8.9.10"]
-OTHER_HOSTS = ["remote.example", "localhost.example", "localhost.", "127.0.0.1.nip.io", "2130706433", "0x7f.0.0.1",
-               "[::ffff:127.0.0.1]", "10.0.0.1", "0.0.0.0", "127.0.0.1@remote.example", "remote.example\\@127.0.0.1",
-               "u:p@127.0.0.1"]
-KEY_ENVS = ["OPENAI_API_KEY", "HF_TOKEN", "X_API_KEY", "HOME", "PATH", "AWS_SECRET_ACCESS_KEY", "GITHUB_TOKEN",
-            "GITHUB_API_TOKEN", "openai_api_key", ""]
+OTHER_HOSTS = [
+    "remote.example",
+    "localhost.example",
+    "localhost.",
+    "127.0.0.1.nip.io",
+    "2130706433",
+    "0x7f.0.0.1",
+    "[::ffff:127.0.0.1]",
+    "10.0.0.1",
+    "0.0.0.0",
+    "127.0.0.1@remote.example",
+    "remote.example\\@127.0.0.1",
+    "u:p@127.0.0.1",
+]
+KEY_ENVS = [
+    "OPENAI_API_KEY",
+    "HF_TOKEN",
+    "X_API_KEY",
+    "HOME",
+    "PATH",
+    "AWS_SECRET_ACCESS_KEY",
+    "GITHUB_TOKEN",
+    "GITHUB_API_TOKEN",
+    "openai_api_key",
+    "",
+]
 
 
 def _endpoint_raw(url: str, env, in_arm: bool) -> dict:
     engine = {"name": "openai", "base_url": "http://127.0.0.1:9"}
     arm = {"name": "a", "weights": "BF16"}
     (arm.setdefault("engine_options", {}) if in_arm else engine).update(base_url=url, api_key_env=env)
-    return {"name": "ep", "model": {"name": "m", "card": "llama-3.1-8b"}, "engine": engine,
-            "workload": {"prompt_tokens": 24, "output_tokens": 8}, "load": {"requests": 2, "warmup": 0}, "arms": [arm]}
+    return {
+        "name": "ep",
+        "model": {"name": "m", "card": "llama-3.1-8b"},
+        "engine": engine,
+        "workload": {"prompt_tokens": 24, "output_tokens": 8},
+        "load": {"requests": 2, "warmup": 0},
+        "arms": [arm],
+    }
 
 
 @FUZZ
-@given(host=st.one_of(st.sampled_from(LOOPBACK_HOSTS + OTHER_HOSTS), st.text(max_size=20)),
-       port=st.sampled_from(["", ":8000", ":0", ":99999"]), path=st.sampled_from(["", "/v1", "/a/b?c#d"]),
-       env=st.one_of(st.sampled_from(KEY_ENVS), st.text(max_size=20), st.integers(), st.booleans()),
-       in_arm=st.booleans())
-def test_a_key_goes_only_to_loopback_from_a_key_like_name_or_the_study_is_refused_in_one_line(host, port, path, env,
-                                                                                              in_arm):
+@given(
+    host=st.one_of(st.sampled_from(LOOPBACK_HOSTS + OTHER_HOSTS), st.text(max_size=20)),
+    port=st.sampled_from(["", ":8000", ":0", ":99999"]),
+    path=st.sampled_from(["", "/v1", "/a/b?c#d"]),
+    env=st.one_of(st.sampled_from(KEY_ENVS), st.text(max_size=20), st.integers(), st.booleans()),
+    in_arm=st.booleans(),
+)
+def test_a_key_goes_only_to_loopback_from_a_key_like_name_or_the_study_is_refused_in_one_line(
+    host, port, path, env, in_arm
+):
     from pareto_atlas.measure.consent import Consent, ConsentError, authorize, key_like
 
     try:
@@ -164,38 +229,58 @@ def test_a_key_goes_only_to_loopback_from_a_key_like_name_or_the_study_is_refuse
         msg = one_line(e)
         assert msg.startswith((f"{where}base_url: ", f"{where}api_key_env: ")), msg
         return
-    if env:       # a key is sent: only to a loopback host, only from a key-like name
+    if env:  # a key is sent: only to a loopback host, only from a key-like name
         assert host in LOOPBACK_HOSTS and (env in ("OPENAI_API_KEY", "HF_TOKEN", "X_API_KEY") or key_like(env))
         assert len(said) == 1 and f"${env} goes as the bearer token to " in said[0]
 
 
-PROGRAMS = ["/bin/sh", "sh", "python3", "vllm", "llama-server", "../../bin/sh", "/nonexistent/x", "", "a\nb", "a\x00b", "/bin/\x00sh"]
+PROGRAMS = [
+    "/bin/sh",
+    "sh",
+    "python3",
+    "vllm",
+    "llama-server",
+    "../../bin/sh",
+    "/nonexistent/x",
+    "",
+    "a\nb",
+    "a\x00b",
+    "/bin/\x00sh",
+]
 
 
 @FUZZ
-@given(key=st.sampled_from(["binary", "python"]), in_arm=st.booleans(),
-       value=st.one_of(st.sampled_from(PROGRAMS), st.text(max_size=30), st.integers(), st.booleans(), st.floats()))
+@given(
+    key=st.sampled_from(["binary", "python"]),
+    in_arm=st.booleans(),
+    value=st.one_of(st.sampled_from(PROGRAMS), st.text(max_size=30), st.integers(), st.booleans(), st.floats()),
+)
 def test_a_program_a_study_names_runs_only_when_the_user_names_that_program(key, in_arm, value):
     from pareto_atlas.measure.consent import Consent, ConsentError, authorize, resolve_program
 
     arm = {"name": "a", "weights": "FP8"} | ({"engine_options": {key: value}} if in_arm else {})
-    raw = {"name": "p", "model": {"name": "m", "hf_dir": "org/elsewhere"},
-           "engine": {"name": "vllm"} | ({} if in_arm else {"options": {key: value}}), "arms": [arm]}
+    raw = {
+        "name": "p",
+        "model": {"name": "m", "hf_dir": "org/elsewhere"},
+        "engine": {"name": "vllm"} | ({} if in_arm else {"options": {key: value}}),
+        "arms": [arm],
+    }
     try:
         study = study_from_dict(raw, "p.toml")
     except StudyError as e:
         one_line(e)
         return
-    if not value:           # empty or false: the engine's own default runs, nothing the study named
+    if not value:  # empty or false: the engine's own default runs, nothing the study named
         assert authorize(study, Consent()) == ()
         return
     with pytest.raises(ConsentError) as e:
         authorize(study, Consent())
     assert one_line(e.value).startswith(f"arms.a.engine_options.{key}: " if in_arm else f"engine.options.{key}: ")
     found = resolve_program(str(value))
-    if found is not None:      # the user names that very program: it may run, and the run says which
-        assert authorize(study, Consent(programs=frozenset({found}))) == \
-            (f"vllm: runs {found} ({'arms.a.engine_options' if in_arm else 'engine.options'}.{key}, a program you allowed)",)
+    if found is not None:  # the user names that very program: it may run, and the run says which
+        assert authorize(study, Consent(programs=frozenset({found}))) == (
+            f"vllm: runs {found} ({'arms.a.engine_options' if in_arm else 'engine.options'}.{key}, a program you allowed)",
+        )
 
 
 # -- the published speed table --------------------------------------------------------------------------
@@ -213,14 +298,20 @@ def test_published_rows_load_or_fail_in_one_line_naming_file_and_line(data):
     row = dict(data.draw(st.sampled_from(ROWS)))
     for _ in range(data.draw(st.integers(1, 3))):
         col = data.draw(st.sampled_from(list(COLUMNS)))
-        row[col] = data.draw(st.one_of(st.sampled_from(["", "0", "-1", "nan", "inf", "1e400", "99999999999",
-                                                        "batch", "rate", "p99", "-", "x"]), st.text(max_size=12)))
+        row[col] = data.draw(
+            st.one_of(
+                st.sampled_from(
+                    ["", "0", "-1", "nan", "inf", "1e400", "99999999999", "batch", "rate", "p99", "-", "x"]
+                ),
+                st.text(max_size=12),
+            )
+        )
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=list(COLUMNS))
     w.writeheader()
     w.writerow(row)
     text = buf.getvalue()
-    if data.draw(st.booleans()):             # damage the file itself too
+    if data.draw(st.booleans()):  # damage the file itself too
         cut = data.draw(st.integers(0, len(text)))
         text = text[:cut] + data.draw(st.text(max_size=8)) + text[cut:]
     p = TMP / "published.csv"
@@ -235,22 +326,48 @@ def test_published_rows_load_or_fail_in_one_line_naming_file_and_line(data):
 
 
 # -- traces ---------------------------------------------------------------------------------------------
-CELL = st.one_of(st.integers(-5, 10**7), st.floats(allow_nan=True, allow_infinity=True), st.just(99999999999),
-                 st.text(max_size=6), st.none(), st.booleans())
+CELL = st.one_of(
+    st.integers(-5, 10**7),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.just(99999999999),
+    st.text(max_size=6),
+    st.none(),
+    st.booleans(),
+)
 
 
 @FUZZ
 @given(kind=st.sampled_from(["csv", "jsonl"]), data=st.data())
 def test_traces_load_or_fail_in_one_line(kind: str, data):
-    cols = data.draw(st.lists(st.sampled_from(["arrival_s", "timestamp", "prompt_tokens", "input_len",
-                                               "output_tokens", "output_len", "junk"]), min_size=0, max_size=4))
+    cols = data.draw(
+        st.lists(
+            st.sampled_from(
+                ["arrival_s", "timestamp", "prompt_tokens", "input_len", "output_tokens", "output_len", "junk"]
+            ),
+            min_size=0,
+            max_size=4,
+        )
+    )
     rows = data.draw(st.lists(st.dictionaries(st.sampled_from(cols or ["x"]), CELL), max_size=6))
     p = TMP / f"trace.{kind}"
     if kind == "jsonl":
         lines = [json.dumps(r) for r in rows]
         if data.draw(st.booleans()):
-            lines.append(data.draw(st.sampled_from(["[1, 2]", "5", "{", '"x"', "null", "{}",
-                                                    '{"arrival_s": 0, "prompt_tokens": ' + "9" * 5000 + "}"])))
+            lines.append(
+                data.draw(
+                    st.sampled_from(
+                        [
+                            "[1, 2]",
+                            "5",
+                            "{",
+                            '"x"',
+                            "null",
+                            "{}",
+                            '{"arrival_s": 0, "prompt_tokens": ' + "9" * 5000 + "}",
+                        ]
+                    )
+                )
+            )
         p.write_text("\n".join(lines))
     else:
         buf = io.StringIO()
@@ -269,11 +386,19 @@ def test_traces_load_or_fail_in_one_line(kind: str, data):
 
 # -- price strings ---------------------------------------------------------------------------------------
 @FUZZ
-@given(items=st.lists(st.one_of(
-    st.text(max_size=20),
-    st.builds(lambda h, v: f"{h}={v}", st.sampled_from(["A100-80G-PCIe", "L4", "", " "]),
-              st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-10, 10**6), st.text(max_size=5)))),
-    max_size=4))
+@given(
+    items=st.lists(
+        st.one_of(
+            st.text(max_size=20),
+            st.builds(
+                lambda h, v: f"{h}={v}",
+                st.sampled_from(["A100-80G-PCIe", "L4", "", " "]),
+                st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-10, 10**6), st.text(max_size=5)),
+            ),
+        ),
+        max_size=4,
+    )
+)
 def test_price_strings_parse_or_fail_in_one_line(items: list[str]):
     try:
         prices = parse_prices(items)
@@ -289,9 +414,16 @@ def test_study_prices_are_bounded_too():
 
 
 # -- model config.json files -----------------------------------------------------------------------------
-BASE_CONFIG = {"num_hidden_layers": 24, "hidden_size": 896, "num_attention_heads": 14, "num_key_value_heads": 2,
-               "intermediate_size": 4864, "vocab_size": 151936, "tie_word_embeddings": True,
-               "model_type": "qwen2"}
+BASE_CONFIG = {
+    "num_hidden_layers": 24,
+    "hidden_size": 896,
+    "num_attention_heads": 14,
+    "num_key_value_heads": 2,
+    "intermediate_size": 4864,
+    "vocab_size": 151936,
+    "tie_word_embeddings": True,
+    "model_type": "qwen2",
+}
 
 
 @FUZZ
@@ -308,10 +440,10 @@ def test_model_configs_load_or_fail_in_one_line(data):
     mode = data.draw(st.sampled_from(["ok", "cut", "bytes", "array", "bigint"]))
     p = TMP / "config.json"
     if mode == "cut":
-        text = text[:data.draw(st.integers(0, len(text)))]
+        text = text[: data.draw(st.integers(0, len(text)))]
     if mode == "array":
         text = "[" + text + "]"
-    if mode == "bigint":             # past Python's 4300-digit limit for integers read from text
+    if mode == "bigint":  # past Python's 4300-digit limit for integers read from text
         text = text.replace('"num_hidden_layers": ', '"num_hidden_layers": ' + "9" * 5000 + ", \"x\": ", 1)
     if mode == "bytes":
         p.write_bytes(text.encode()[:20] + data.draw(st.binary(max_size=8)) + text.encode()[20:])

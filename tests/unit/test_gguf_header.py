@@ -40,11 +40,13 @@ def test_the_header_matches_gguf_py(tmp_path: Path):
     _write(p)
     h, r = read_header(p), gguf.GGUFReader(str(p))
     assert [(t.name, t.shape, t.type_id, t.n_elements, t.n_bytes) for t in h.tensors] == [
-        (t.name, tuple(int(d) for d in t.shape), int(t.tensor_type), int(t.n_elements), int(t.n_bytes)) for t in r.tensors]
+        (t.name, tuple(int(d) for d in t.shape), int(t.tensor_type), int(t.n_elements), int(t.n_bytes))
+        for t in r.tensors
+    ]
     assert h.metadata["general.architecture"] == "llama" and h.metadata["llama.block_count"] == 2
     assert h.metadata["llama.custom.u32"] == 7 and h.metadata["llama.custom.f32"] == 0.5
     assert h.metadata["llama.custom.flag"] is True
-    assert h.metadata["tokenizer.ggml.tokens"] == 300 and h.metadata["llama.custom.ints"] == 3   # arrays: lengths
+    assert h.metadata["tokenizer.ggml.tokens"] == 300 and h.metadata["llama.custom.ints"] == 3  # arrays: lengths
     # bits per weight of the matrices: f16 (16) and q8_0 (8.5), norms left out
     assert matmul_bits_per_weight(p) == pytest.approx((64 * 64 * 16 + 32 * 64 * 8.5) / (64 * 64 + 32 * 64))
 
@@ -59,7 +61,7 @@ def test_a_damaged_header_is_refused_in_one_line(tmp_path: Path, damage: str):
     elif damage == "truncated":
         data = data[:200]
     elif damage == "huge-length":
-        data[24:32] = (2**62).to_bytes(8, "little")      # the first key's length
+        data[24:32] = (2**62).to_bytes(8, "little")  # the first key's length
     else:
         data[4:8] = (9).to_bytes(4, "little")
     bad = tmp_path / f"{damage}.gguf"

@@ -69,7 +69,7 @@ def test_vllm_legacy_detailed_recomputes_ttft_and_tpot_from_the_requests():
 
 
 def test_vllm_legacy_json_lines_of_appended_runs():
-    raw = b"\n".join((D / n).read_bytes().strip() for n in LAMBDA)   # as --append-result writes them
+    raw = b"\n".join((D / n).read_bytes().strip() for n in LAMBDA)  # as --append-result writes them
     f = read_result("appended.json", raw, strict=True)
     assert f.version == "benchmark_serving+detailed+lines" and len(f.anchors) == 2
     assert [a.output_tokens for a in f.anchors] == [pytest.approx(186.7), pytest.approx(183.1)]
@@ -95,7 +95,7 @@ def test_guidellm_report_maps_its_itl_to_tpot_never_its_tpot():
     # first token included) is kept as the tool's figure only
     assert a.metrics["tpot"]["p50"] == pytest.approx(24.18, abs=0.01)
     assert a.settings["time_per_output_token_ms.median"] == pytest.approx(24.3225, abs=1e-3)
-    assert a.metrics["e2e"]["p50"] == pytest.approx(24908.5, abs=1.0)    # request_latency is in s
+    assert a.metrics["e2e"]["p50"] == pytest.approx(24908.5, abs=1.0)  # request_latency is in s
     assert a.throughput_tok_s == pytest.approx(4096 / 24.909644603729248)
 
 
@@ -123,7 +123,7 @@ def test_aiperf_export_units_and_itl_definition():
     assert (f.tool, f.version) == ("aiperf", "0.10.0")
     (a,) = f.anchors
     assert (a.load, a.load_value, a.contract) == ("concurrency", 4.0, "aggregate")
-    assert a.metrics["tpot"]["p50"] == pytest.approx(6.67227350899312)       # AIPerf ITL = the project's TPOT
+    assert a.metrics["tpot"]["p50"] == pytest.approx(6.67227350899312)  # AIPerf ITL = the project's TPOT
     assert a.metrics["itl_chunk"]["p50"] == pytest.approx(5.6854911050476185)
     assert a.duration_s == pytest.approx(36.504791444000006)
     doc["request_latency"]["unit"] = "fortnights"
@@ -131,7 +131,7 @@ def test_aiperf_export_units_and_itl_definition():
         read_result("aiperf.json", json.dumps(doc).encode())
     doc["request_latency"]["unit"] = "sec"
     f = read_result("aiperf.json", json.dumps(doc).encode())
-    assert f.anchors[0].metrics["e2e"]["p50"] == pytest.approx(1218.97092 * 1e3)   # seconds converted to ms
+    assert f.anchors[0].metrics["e2e"]["p50"] == pytest.approx(1218.97092 * 1e3)  # seconds converted to ms
 
 
 def test_sglang_ranged_lengths_are_rejected():
@@ -146,8 +146,11 @@ def test_sglang_bare_infinity_is_parsed_then_judged():
     assert b"Infinity" in raw
     with pytest.raises(ImportFileError, match="random_range_ratio"):
         read("sglang_llama33_70b_offline_h200.jsonl")
-    fixed = raw.splitlines()[0].replace(b'"random_range_ratio": 0.0', b'"random_range_ratio": 1.0').replace(
-        b'"total_output_tokens": 1544818', b'"total_output_tokens": 3072000')
+    fixed = (
+        raw.splitlines()[0]
+        .replace(b'"random_range_ratio": 0.0', b'"random_range_ratio": 1.0')
+        .replace(b'"total_output_tokens": 1544818', b'"total_output_tokens": 3072000')
+    )
     f = read_result("offline.jsonl", fixed, strict=True)
     a = f.anchors[0]
     assert (a.load, a.contract) == ("burst", "aggregate") and any("Infinity" in n for n in a.notes)
@@ -165,7 +168,7 @@ def test_llama_bench_tests_are_kernel_times_not_request_latencies(name):
     assert pp.label == "pp 512" and pp.settings["prefill_ms"] == pytest.approx(212.365953)
     assert tg.label == "tg 128" and tg.throughput_tok_s == pytest.approx(130.965708)
     assert tg.settings["batch1_decode_ms_per_token"] == pytest.approx(977.425219 / 128)
-    assert not pp.metrics and not tg.metrics       # no TTFT, no TPOT: never offered as a request's
+    assert not pp.metrics and not tg.metrics  # no TTFT, no TPOT: never offered as a request's
 
 
 @pytest.mark.parametrize("name", ["mlperf_sdxl_offline_summary.txt", "mlperf_sdxl_offline_detail.txt"])
@@ -174,7 +177,7 @@ def test_mlperf_offline_latency_is_not_a_request_latency(name):
     assert f.tool == "mlperf-loadgen"
     (a,) = f.anchors
     assert a.request_rate_rps == pytest.approx(0.165037) and a.throughput_tok_s is None
-    assert not a.metrics                                 # the Offline query's latency is kept apart
+    assert not a.metrics  # the Offline query's latency is kept apart
     assert a.settings["offline_query_latency_50.00_ms"] == pytest.approx(36448.535095)
     if "detail" in name:
         assert f.version == "4.0 @ fa4fe53e53"
@@ -217,12 +220,12 @@ def test_warm_prefix_cache_is_rejected_where_the_file_says_so():
     doc.update(enable_prefix_caching=True, dataset_name="prefix_repetition")
     with pytest.raises(ImportFileError, match="enable_prefix_caching.*warm-cache"):
         read_result("w.json", json.dumps(doc).encode())
-    doc["dataset_name"] = "random"          # caching on, prompts not repeated: imported
+    doc["dataset_name"] = "random"  # caching on, prompts not repeated: imported
     assert read_result("w.json", json.dumps(doc).encode()).anchors
 
 
 def test_the_tool_is_told_by_shape_not_name(tmp_path):
-    p = tmp_path / "guidellm_results.json"     # a vLLM file under a misleading name
+    p = tmp_path / "guidellm_results.json"  # a vLLM file under a misleading name
     p.write_bytes((D / "vllm_0.25.1_bench_serve.json").read_bytes())
     assert read_result(p).tool == "vllm-bench"
     with pytest.raises(ImportFileError, match="not a result file of a known tool"):

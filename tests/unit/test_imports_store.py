@@ -20,19 +20,31 @@ from pareto_atlas.store import Store
 from pareto_atlas.store.db import dumps, now
 
 D = Path(__file__).resolve().parents[1] / "data" / "imports"
-LAMBDA = [D / n for n in ("vllm_legacy_detailed_llama3-8b_h100sxm_len2048.json",
-                          "vllm_legacy_detailed_llama3-8b_h100sxm_len4096.json")]
+LAMBDA = [
+    D / n
+    for n in (
+        "vllm_legacy_detailed_llama3-8b_h100sxm_len2048.json",
+        "vllm_legacy_detailed_llama3-8b_h100sxm_len4096.json",
+    )
+]
 
 
 def _counts(s: Store) -> tuple[int, int, int, int]:
-    return tuple(s.con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-                 for t in ("anchors", "requests", "import_files", "imported_quality"))
+    return tuple(
+        s.con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+        for t in ("anchors", "requests", "import_files", "imported_quality")
+    )
 
 
 def test_import_writes_anchors_provenance_and_the_file_once(tmp_path):
     with Store(tmp_path / "s.duckdb") as s:
-        out = import_paths(s, "peer", LAMBDA + [D / "lm_eval_results_mmlu_abstract_algebra.json"],
-                           hardware="H100-SXM", model="llama-3-8b")
+        out = import_paths(
+            s,
+            "peer",
+            LAMBDA + [D / "lm_eval_results_mmlu_abstract_algebra.json"],
+            hardware="H100-SXM",
+            model="llama-3-8b",
+        )
         assert [o.status for o in out] == ["imported"] * 3
         assert _counts(s) == (2, 20, 3, 1)
         a = s.anchors("peer").iloc[0]
@@ -87,7 +99,7 @@ def test_imported_anchors_are_points_flagged_by_origin(tmp_path):
     (p,) = pts.itertuples()
     assert p.provenance == "measured" and p.origin.startswith("imported:vllm-bench@")
     assert p.hardware == "H100-SXM" and p.ttft_p50_ms == pytest.approx(62.1947320032632)
-    assert "H100" in p.price_date or p.price_per_hour > 1.0       # the card's price, not this CPU's
+    assert "H100" in p.price_date or p.price_per_hour > 1.0  # the card's price, not this CPU's
     # the study's model is not the peer's: no quality of the study's attaches to the peer's point
     assert p.quality != p.quality and p.quality_provenance == "none: imported anchor of llama-3-8b"
 
@@ -99,18 +111,43 @@ def _own_anchor(s: Store, rng: np.random.Generator, conc: int) -> str:
         send = t + rng.uniform(0, 0.2)
         first = send + rng.uniform(0.05, 0.3)
         chunks = first + np.cumsum(np.r_[0.0, rng.uniform(0.01, 0.03, 31)])
-        recs.append(RequestRecord(idx=i, warmup=False, send_ts=send, chunk_ts=tuple(chunks), first_token_ts=first,
-                                  end_ts=chunks[-1] + rng.uniform(0, 0.004), prompt_tokens=128, completion_tokens=32,
-                                  ok=True))
+        recs.append(
+            RequestRecord(
+                idx=i,
+                warmup=False,
+                send_ts=send,
+                chunk_ts=tuple(chunks),
+                first_token_ts=first,
+                end_ts=chunks[-1] + rng.uniform(0, 0.004),
+                prompt_tokens=128,
+                completion_tokens=32,
+                ok=True,
+            )
+        )
         t = send
     m = derive_metrics(recs, 128, 32)
     aid = f"own{conc}"
-    s.put_anchor({"anchor_id": aid, "study": "own", "arm": f"c{conc}", "repeat": 0, "status": "ok", "reason": None,
-                  "knobs_json": dumps({}), "workload_json": dumps({"name": "w", "prompt_tokens": 128, "output_tokens": 32}),
-                  "load_json": dumps({"requests": 40, "concurrency": conc, "rate_rps": None}), "model": "qwen2.5-0.5b",
-                  "engine": "llama.cpp", "hardware": "this-cpu", "metrics_json": dumps(m.to_dict()),
-                  "provenance_json": dumps({}), "started_at": now(), "finished_at": now()},
-                 [r.to_dict() for r in recs])
+    s.put_anchor(
+        {
+            "anchor_id": aid,
+            "study": "own",
+            "arm": f"c{conc}",
+            "repeat": 0,
+            "status": "ok",
+            "reason": None,
+            "knobs_json": dumps({}),
+            "workload_json": dumps({"name": "w", "prompt_tokens": 128, "output_tokens": 32}),
+            "load_json": dumps({"requests": 40, "concurrency": conc, "rate_rps": None}),
+            "model": "qwen2.5-0.5b",
+            "engine": "llama.cpp",
+            "hardware": "this-cpu",
+            "metrics_json": dumps(m.to_dict()),
+            "provenance_json": dumps({}),
+            "started_at": now(),
+            "finished_at": now(),
+        },
+        [r.to_dict() for r in recs],
+    )
     return aid
 
 
@@ -127,7 +164,7 @@ def test_own_anchors_exported_and_imported_back_keep_ttft_and_tpot(tmp_path, fmt
             for metric in ("ttft", "tpot"):
                 for stat in ("p50", "p90", "p99", "mean"):
                     assert a.metrics[metric][stat] == pytest.approx(m[metric][stat], rel=1e-9), (fmt, metric, stat)
-            if fmt == "guidellm":      # the project's own export states the contract it ran under
+            if fmt == "guidellm":  # the project's own export states the contract it ran under
                 assert a.contract == "verified"
 
 
@@ -171,27 +208,39 @@ def test_cli_import_then_export_in_a_peer_format(tmp_path):
     from pareto_atlas.cli import app
 
     out = tmp_path / "out"
-    args = ["import", *map(str, LAMBDA), "--study", "tiny", "--out", str(out), "--hardware", "H100-SXM",
-            "--model", "llama-3-8b", "--allow-unverified"]
+    args = [
+        "import",
+        *map(str, LAMBDA),
+        "--study",
+        "tiny",
+        "--out",
+        str(out),
+        "--hardware",
+        "H100-SXM",
+        "--model",
+        "llama-3-8b",
+        "--allow-unverified",
+    ]
     r = CliRunner().invoke(app, args)
     assert r.exit_code == 0, r.output
     assert "vllm-bench@benchmark_serving+detailed" in r.output and "calibrated on 2 imported anchors" in r.output
     again = CliRunner().invoke(app, args)
     assert again.exit_code == 0 and again.output.count("already imported") == 2
-    bad = CliRunner().invoke(app, ["import", str(D / "sglang_llama33_70b_online_h200.jsonl"), "--study", "tiny",
-                                   "--out", str(out)])
+    bad = CliRunner().invoke(
+        app, ["import", str(D / "sglang_llama33_70b_online_h200.jsonl"), "--study", "tiny", "--out", str(out)]
+    )
     assert bad.exit_code == 2 and "random_range_ratio" in bad.output and "Traceback" not in bad.output
     # the calibrate stage fits the imported card too; a study with no anchors of this machine stops there
     r = CliRunner().invoke(app, ["calibrate", "--study", "tiny", "--out", str(out), "--allow-unverified"])
     assert r.exit_code == 0 and "H100-SXM / vllm: calibrated on 2 imported anchors" in r.output, r.output
     r = CliRunner().invoke(app, ["calibrate", "--study", "tiny", "--out", str(out)])
     assert r.exit_code == 2 and "left out of the fit, contract unverified" in r.output, r.output
-    with Store(out / "store.duckdb") as s:       # one anchor of the study's own beside the imported ones
+    with Store(out / "store.duckdb") as s:  # one anchor of the study's own beside the imported ones
         _own_anchor(s, np.random.default_rng(3), 2)
         s.con.execute("UPDATE anchors SET study = 'tiny' WHERE anchor_id = 'own2'")
     r = CliRunner().invoke(app, ["export", "--study", "tiny", "--out", str(out), "--format", "vllm-bench"])
     assert r.exit_code == 0, r.output
-    files = sorted((out / "export" / "vllm-bench").glob("*.json"))     # the own anchor only, not the peer's
+    files = sorted((out / "export" / "vllm-bench").glob("*.json"))  # the own anchor only, not the peer's
     assert [p.name for p in files] == ["own2.vllm-bench.json"] and read_result(files[0]).tool == "vllm-bench"
 
 

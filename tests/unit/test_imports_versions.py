@@ -34,9 +34,15 @@ def test_every_real_file_is_read_or_refused_in_one_line(name):
 
 def test_every_file_is_cited_in_the_readme():
     readme = (D / "README.md").read_text()
-    missing = [n for n in FILES if n not in readme and not any(
-        n.startswith(stem) and stem in readme for stem in ("vllm_0.25.1_sweep_", "llama_bench_readme_3090ti.",
-                                                           "mlperf_sdxl_offline_"))]
+    missing = [
+        n
+        for n in FILES
+        if n not in readme
+        and not any(
+            n.startswith(stem) and stem in readme
+            for stem in ("vllm_0.25.1_sweep_", "llama_bench_readme_3090ti.", "mlperf_sdxl_offline_")
+        )
+    ]
     assert not missing, missing
 
 
@@ -57,21 +63,27 @@ def test_lm_eval_0_4_9_model_args_object_names_the_model():
     assert (f.version, f.model_published) == ("0.4.9.2", "YYgroup/AutoCFD-7B")
     q = {e.metric: e for e in f.quality}
     assert q["word_perplexity,none"].value == pytest.approx(3.5651701303672425)
-    assert q["word_perplexity,none"].stderr is None and q["word_perplexity,none"].n == 2849   # "N/A" in the file
-    assert q["word_perplexity,none"].settings["model_args"] == {"pretrained": "YYgroup/AutoCFD-7B",
-                                                                 "tensor_parallel_size": 4}
+    assert q["word_perplexity,none"].stderr is None and q["word_perplexity,none"].n == 2849  # "N/A" in the file
+    assert q["word_perplexity,none"].settings["model_args"] == {
+        "pretrained": "YYgroup/AutoCFD-7B",
+        "tensor_parallel_size": 4,
+    }
     g = read("lm_eval_0.4.10.dev0_gemma-2b_masakhaner.json")
     assert g.model_published == "google/gemma-2b" and g.quality[0].metric == "f1,flexible-extract"
     # 0.4.8 writes the text form, kept as it was read
     old = read("lm_eval_0.4.8_gpt2_xstorycloze.json")
     assert old.model_published == "pretrained=gpt2,device=mps,trust_remote_code=True"
-    with pytest.raises(ImportFileError, match=r"limit20.json: field 'n-samples.negotiationtom_belief.effective': 20 of "
-                       r"13812 items: a partial evaluation"):
+    with pytest.raises(
+        ImportFileError,
+        match=r"limit20.json: field 'n-samples.negotiationtom_belief.effective': 20 of "
+        r"13812 items: a partial evaluation",
+    ):
         read("lm_eval_0.4.13.dev0_qwen3-8b_limit20.json")
 
 
-@pytest.mark.parametrize("name", ["guidellm_v0.2.1+32_benchmarks_stripped.json",
-                                  "guidellm_v0.2.1+41_benchmarks_stripped.yaml"])
+@pytest.mark.parametrize(
+    "name", ["guidellm_v0.2.1+32_benchmarks_stripped.json", "guidellm_v0.2.1+41_benchmarks_stripped.yaml"]
+)
 def test_guidellm_v0_2_report_strategy_under_args_totals_beside_metrics(name):
     f = read(name)
     assert (f.tool, f.version) == ("guidellm", "pre-0.4")
@@ -79,16 +91,16 @@ def test_guidellm_v0_2_report_strategy_under_args_totals_beside_metrics(name):
     # synchronous: one request at a time; 46 successful and 1 incomplete (request_totals beside metrics)
     assert (a.load, a.load_value, a.n_requests, a.n_failed) == ("concurrency", 1.0, 47, 1)
     assert a.metrics["ttft"]["p50"] == pytest.approx(16.38054847717285)
-    assert a.metrics["tpot"]["p50"] == pytest.approx(4.9241227427805505)          # its inter_token_latency_ms
+    assert a.metrics["tpot"]["p50"] == pytest.approx(4.9241227427805505)  # its inter_token_latency_ms
     assert a.original["tpot.p50"].name == "inter_token_latency_ms.successful.median"
-    assert a.metrics["e2e"]["p50"] == pytest.approx(642.4565315246582)             # request_latency in s
+    assert a.metrics["e2e"]["p50"] == pytest.approx(642.4565315246582)  # request_latency in s
     # the authors kept one of the 46 requests: the aggregates stay the tool's, the sample its record
     assert len(a.records) == 1 and a.contract == "unverified"
 
 
 def test_aiperf_unversioned_export_with_loadgen():
     f = read("aiperf_2025-11_qwen3-0.6b_concurrency1.json")
-    assert (f.tool, f.version) == ("aiperf", "unversioned")      # no aiperf_version, input_config says aiperf
+    assert (f.tool, f.version) == ("aiperf", "unversioned")  # no aiperf_version, input_config says aiperf
     assert f.model_published == "Qwen/Qwen3-0.6B"
     (a,) = f.anchors
     assert (a.load, a.load_value, a.n_requests) == ("concurrency", 1.0, 64)
@@ -100,8 +112,11 @@ def test_aiperf_unversioned_export_with_loadgen():
 
 def test_aiperf_pre_release_records_by_tag():
     name = "aiperf_2025-10_gpt-oss-20b_records_by_tag.json"
-    with pytest.raises(ImportFileError, match=r"field 'records.output_sequence_length.max': 247 tokens at most "
-                       r"against 250 asked.*stopped early"):
+    with pytest.raises(
+        ImportFileError,
+        match=r"field 'records.output_sequence_length.max': 247 tokens at most "
+        r"against 250 asked.*stopped early",
+    ):
         read(name)
     # a derived copy that does not say the asked length (not a real file): read from `records`
     doc = json.loads((D / name).read_bytes())
@@ -110,7 +125,7 @@ def test_aiperf_pre_release_records_by_tag():
     assert (f.tool, f.version) == ("aiperf", "unversioned (pre-release, records by tag)")
     (a,) = f.anchors
     assert (a.load, a.load_value, a.n_requests, a.n_failed) == ("concurrency", 100.0, 100, 11)
-    assert a.metrics["ttft"]["p50"] == pytest.approx(2369.317693)                 # tag "ttft"
+    assert a.metrics["ttft"]["p50"] == pytest.approx(2369.317693)  # tag "ttft"
     assert a.original["ttft.p50"].name == "records.ttft.p50"
     assert a.metrics["tpot"]["p99"] == pytest.approx(doc["records"]["inter_token_latency"]["p99"])
 
@@ -128,8 +143,11 @@ def test_aiperf_pre_release_records_by_name_without_a_load_is_refused():
 
 
 def test_aiperf_csv_and_per_request_exports_are_refused_for_not_saying_the_load():
-    with pytest.raises(ImportFileError, match=r"gpt-oss-20b.csv: field 'Metric': an AIPerf \(or genai-perf\) CSV "
-                       r"export.*load"):
+    with pytest.raises(
+        ImportFileError,
+        match=r"gpt-oss-20b.csv: field 'Metric': an AIPerf \(or genai-perf\) CSV "
+        r"export.*load",
+    ):
         read("aiperf_2025-10_gpt-oss-20b.csv")
     with pytest.raises(ImportFileError, match=r"first20.jsonl: field 'metadata': AIPerf per-request records.*load"):
         read("aiperf_2025-10_gpt-oss-20b_per_request_first20.jsonl")

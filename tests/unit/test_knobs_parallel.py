@@ -11,12 +11,21 @@ from pareto_atlas.spec.knobs import Knobs
 MAIN_KEYS = [
     (Knobs(), "48605c55b0306cae", "F16+x1"),
     (Knobs(batching="disagg"), "62cb386efe2dbacb", "F16+disagg+x1"),
-    (Knobs(weights="FP8", kv="fp8", slots=32, batching="chunked", chunk_tokens=256), "45139e683790eff5",
-     "FP8+kvfp8+chunked+x32"),
-    (Knobs(weights="Q4_0", kv="q8_0", spec="ngram", spec_k=4, spec_accept=0.1, slots=4), "2fa49f2d7a78b115",
-     "Q4_0+kvq8_0+ngram4+x4"),
-    (Knobs(weights="AWQ4", eviction="snapkv", kv_keep=0.25, sparse_budget=0.25, slots=128, batching="disagg"),
-     "8db62adde31ff8d1", "AWQ4+snapkv@0.25+sparse@0.25+disagg+x128"),
+    (
+        Knobs(weights="FP8", kv="fp8", slots=32, batching="chunked", chunk_tokens=256),
+        "45139e683790eff5",
+        "FP8+kvfp8+chunked+x32",
+    ),
+    (
+        Knobs(weights="Q4_0", kv="q8_0", spec="ngram", spec_k=4, spec_accept=0.1, slots=4),
+        "2fa49f2d7a78b115",
+        "Q4_0+kvq8_0+ngram4+x4",
+    ),
+    (
+        Knobs(weights="AWQ4", eviction="snapkv", kv_keep=0.25, sparse_budget=0.25, slots=128, batching="disagg"),
+        "8db62adde31ff8d1",
+        "AWQ4+snapkv@0.25+sparse@0.25+disagg+x128",
+    ),
 ]
 
 
@@ -36,17 +45,20 @@ def test_parallelism_is_speed_only_and_keyed_where_set():
     assert par.label() == "FP8+x1+tp4+x2rep"
     assert "parallelism" in par.optimizations()
     assert Knobs.from_dict(par.to_dict()) == par
-    assert Knobs.from_row(par.as_row() | {"tp": 4.0}) == par    # a float column reads back as an int
+    assert Knobs.from_row(par.as_row() | {"tp": 4.0}) == par  # a float column reads back as an int
 
 
-@pytest.mark.parametrize("knobs,gpus", [
-    (Knobs(), 1),
-    (Knobs(tp=4), 4),
-    (Knobs(tp=2, pp=2, replicas=3), 12),
-    (Knobs(batching="disagg"), 2),
-    (Knobs(batching="disagg", tp=4, prefill_tp=2, decode_workers=3), 1 * 2 + 3 * 4),
-    (Knobs(batching="disagg", tp=2, pp=2, prefill_workers=2, replicas=2), 2 * (2 * 2 + 1 * 4)),
-])
+@pytest.mark.parametrize(
+    "knobs,gpus",
+    [
+        (Knobs(), 1),
+        (Knobs(tp=4), 4),
+        (Knobs(tp=2, pp=2, replicas=3), 12),
+        (Knobs(batching="disagg"), 2),
+        (Knobs(batching="disagg", tp=4, prefill_tp=2, decode_workers=3), 1 * 2 + 3 * 4),
+        (Knobs(batching="disagg", tp=2, pp=2, prefill_workers=2, replicas=2), 2 * (2 * 2 + 1 * 4)),
+    ],
+)
 def test_gpus_counts_every_device(knobs, gpus):
     assert knobs.gpus() == gpus
 
@@ -56,11 +68,19 @@ def test_disagg_label_names_the_pools():
     assert k.label() == "F16+disagg+x1+1P(tp2)3D(tp4)"
 
 
-@pytest.mark.parametrize("bad,field", [
-    (dict(tp=3), "knobs.tp"), (dict(tp=0), "knobs.tp"), (dict(pp=0), "knobs.pp"), (dict(replicas=0), "knobs.replicas"),
-    (dict(prefill_workers=2), "knobs.prefill_workers"), (dict(prefill_tp=2), "knobs.prefill_tp"),
-    (dict(batching="disagg", prefill_tp=3), "knobs.prefill_tp"), (dict(tp=2.0), "knobs.tp"),
-])
+@pytest.mark.parametrize(
+    "bad,field",
+    [
+        (dict(tp=3), "knobs.tp"),
+        (dict(tp=0), "knobs.tp"),
+        (dict(pp=0), "knobs.pp"),
+        (dict(replicas=0), "knobs.replicas"),
+        (dict(prefill_workers=2), "knobs.prefill_workers"),
+        (dict(prefill_tp=2), "knobs.prefill_tp"),
+        (dict(batching="disagg", prefill_tp=3), "knobs.prefill_tp"),
+        (dict(tp=2.0), "knobs.tp"),
+    ],
+)
 def test_bad_parallelism_is_a_one_line_error_naming_the_field(bad, field):
     with pytest.raises(ValueError) as e:
         Knobs(**bad)

@@ -34,8 +34,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("measure", (f"{PKG}.measure",)),
     ("quality", (f"{PKG}.quality",)),
     ("simulator", (f"{PKG}.simulate",)),
-    ("store readers", (f"{PKG}.store.quality", f"{PKG}.store.compare", f"{PKG}.store.points",
-                       f"{PKG}.store.ladder")),
+    ("store readers", (f"{PKG}.store.quality", f"{PKG}.store.compare", f"{PKG}.store.points", f"{PKG}.store.ladder")),
     ("calibrate", (f"{PKG}.calibrate",)),
     ("simulate stage", (f"{PKG}.simulate.stage", f"{PKG}.simulate.resume")),
     ("atlas", (f"{PKG}.atlas",)),
@@ -72,8 +71,7 @@ def _typing_only(tree: ast.Module) -> set[int]:
     return out
 
 
-def imports_of(module: str, path: Path, known: dict[str, Path],
-               runtime_only: bool = False) -> list[tuple[str, int]]:
+def imports_of(module: str, path: Path, known: dict[str, Path], runtime_only: bool = False) -> list[tuple[str, int]]:
     """(imported module of this package, line) for every import in the file, at any depth (`runtime_only`:
     not those under `if TYPE_CHECKING:`). `from pkg import name` is an edge to `pkg.name` where that is a
     module, else to `pkg`."""
@@ -100,7 +98,7 @@ def imports_of(module: str, path: Path, known: dict[str, Path],
         for t in targets:
             if t != PKG and not t.startswith(PKG + "."):
                 continue
-            while t not in known:   # `import pkg.mod.name` of a name: the module that holds it
+            while t not in known:  # `import pkg.mod.name` of a name: the module that holds it
                 t = t.rsplit(".", 1)[0]
             if t != module:
                 out.append((t, node.lineno))

@@ -26,7 +26,7 @@ def test_a_busy_neighbour_is_other_work_and_the_engines_work_is_not():
     # the same for both, so their difference is that process alone.
     child = subprocess.Popen([sys.executable, "-c", BUSY.format(s=3.0)])
     try:
-        time.sleep(0.3)           # interpreter start-up
+        time.sleep(0.3)  # interpreter start-up
         with ContentionMeter(None) as blind, ContentionMeter(child.pid) as aware:
             time.sleep(1.5)
     finally:
@@ -80,7 +80,9 @@ def test_a_contended_anchor_is_measured_again_and_the_quieter_try_kept(tmp_path)
     ex = _Tries(study, others)
     events = []
     with Store(tmp_path / "s.duckdb") as s:
-        summary = run_campaign(study, s, arms=arms, measure_fn=ex, on_progress=lambda ev, info: events.append((ev, info)))
+        summary = run_campaign(
+            study, s, arms=arms, measure_fn=ex, on_progress=lambda ev, info: events.append((ev, info))
+        )
         kept = {r.arm: json.loads(r.metrics_json)["other_cpu_cores"] for r in s.anchors(study.name).itertuples()}
     assert ex.calls == [arms[0], arms[1], arms[2], arms[0], arms[2]]
     assert summary.measured == 3 and summary.remeasured == 2

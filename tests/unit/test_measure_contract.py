@@ -6,8 +6,13 @@ import random
 
 import pytest
 
-from pareto_atlas.measure.contract import (apply_contract, build_contract_prompts, check_contract, contract_body,
-                                           exact_prompt)
+from pareto_atlas.measure.contract import (
+    apply_contract,
+    build_contract_prompts,
+    check_contract,
+    contract_body,
+    exact_prompt,
+)
 from pareto_atlas.measure.fakeserver import FakeBehaviour, FakeOpenAIServer
 from pareto_atlas.measure.loadgen import run_load_sync
 from pareto_atlas.measure.metrics import derive_metrics
@@ -25,7 +30,9 @@ def test_body_asks_for_exactly_n_tokens_without_stops():
 
 
 def test_check_contract_names_what_broke():
-    r = RequestRecord(idx=0, warmup=False, send_ts=0.0, chunk_ts=(0.1,), end_ts=0.2, prompt_tokens=64, completion_tokens=8)
+    r = RequestRecord(
+        idx=0, warmup=False, send_ts=0.0, chunk_ts=(0.1,), end_ts=0.2, prompt_tokens=64, completion_tokens=8
+    )
     assert check_contract(r, 64, 8) is None
     assert check_contract(r, 65, 8) == "prompt_tokens 64 != contract P=65"
     assert check_contract(r, 64, 9) == "completion_tokens 8 != contract N=9"
@@ -38,6 +45,7 @@ def test_exact_prompt_converges_with_a_merging_tokenizer():
     # a tokenizer that merges "the of" into one token: counts jump, the search must still land exactly
     def count(text: str) -> int:
         return len(text.replace("the of", "theof").split()) + 1  # + BOS
+
     for target in (12, 13, 40):
         p = exact_prompt(count, target, "Request 7 abc: ", random.Random(target))
         assert p.startswith("Request 7 abc: ") and count(p) == target
@@ -72,5 +80,6 @@ def test_a_good_hint_needs_one_count():
     def count(text: str) -> int:
         calls.append(text)
         return len(text.split())
+
     p = exact_prompt(count, 20, "Request 1 ab: ", random.Random(0), hint=17)
     assert count(p) == 20 and len(calls) == 2  # the hinted try, then our own check

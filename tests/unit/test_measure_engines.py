@@ -28,9 +28,12 @@ def test_registry_error_lists_valid_names():
 
 
 def test_vllm_fp8_kv_awq_and_batching_flags():
-    launch = ArmLaunch(model_path="Qwen/Qwen2.5-0.5B-AWQ", n_ctx=4096,
-                       knobs=Knobs(weights="AWQ4", kv="fp8", slots=64, batching="chunked", chunk_tokens=512),
-                       extra={"gpu_memory_utilization": 0.8, "seed": 7})
+    launch = ArmLaunch(
+        model_path="Qwen/Qwen2.5-0.5B-AWQ",
+        n_ctx=4096,
+        knobs=Knobs(weights="AWQ4", kv="fp8", slots=64, batching="chunked", chunk_tokens=512),
+        extra={"gpu_memory_utilization": 0.8, "seed": 7},
+    )
     argv = vllm_argv(launch, 8123, "vllm")
     assert argv[:3] == ["vllm", "serve", "Qwen/Qwen2.5-0.5B-AWQ"]
     assert flag(argv, "--quantization") == "awq" and flag(argv, "--kv-cache-dtype") == "fp8"
@@ -46,17 +49,24 @@ def test_vllm_fp8_kv_awq_and_batching_flags():
 def test_vllm_speculative_configs():
     ngram = vllm_argv(ArmLaunch(model_path="m", knobs=Knobs(spec="ngram", spec_k=5), extra={"prompt_lookup_max": 3}), 1)
     assert json.loads(flag(ngram, "--speculative-config")) == {
-        "method": "ngram", "num_speculative_tokens": 5, "prompt_lookup_max": 3, "prompt_lookup_min": 1}
+        "method": "ngram",
+        "num_speculative_tokens": 5,
+        "prompt_lookup_max": 3,
+        "prompt_lookup_min": 1,
+    }
     draft = vllm_argv(ArmLaunch(model_path="m", knobs=Knobs(spec="draft", spec_k=4), draft_model_path="d"), 1)
     assert json.loads(flag(draft, "--speculative-config")) == {"model": "d", "num_speculative_tokens": 4}
 
 
-@pytest.mark.parametrize("knobs,match", [
-    (Knobs(weights="Q4_0"), "knobs.weights: 'Q4_0' is not served by vllm; allowed: F32, F16, BF16, FP8, AWQ4"),
-    (Knobs(kv="q8_0"), "knobs.kv: 'q8_0' is not served by vllm; allowed: f16, fp8"),
-    (Knobs(spec="draft", spec_k=3), "draft_model_path: required"),
-    (Knobs(batching="static"), "knobs.batching: 'static'"),
-])
+@pytest.mark.parametrize(
+    "knobs,match",
+    [
+        (Knobs(weights="Q4_0"), "knobs.weights: 'Q4_0' is not served by vllm; allowed: F32, F16, BF16, FP8, AWQ4"),
+        (Knobs(kv="q8_0"), "knobs.kv: 'q8_0' is not served by vllm; allowed: f16, fp8"),
+        (Knobs(spec="draft", spec_k=3), "draft_model_path: required"),
+        (Knobs(batching="static"), "knobs.batching: 'static'"),
+    ],
+)
 def test_vllm_rejects_what_it_cannot_serve(knobs, match):
     with pytest.raises(ValueError, match=match):
         vllm_argv(ArmLaunch(model_path="m", knobs=knobs), 1)
@@ -87,7 +97,9 @@ def fake_binary(tmp_path, body: str) -> str:
 
 
 def test_process_management_with_a_fake_vllm(tmp_path):
-    binary = fake_binary(tmp_path, """
+    binary = fake_binary(
+        tmp_path,
+        """
         import sys, json, http.server
         port = int(sys.argv[sys.argv.index("--port") + 1])
         class H(http.server.BaseHTTPRequestHandler):
@@ -97,7 +109,8 @@ def test_process_management_with_a_fake_vllm(tmp_path):
                 self.wfile.write(body)
             def log_message(self, *a): pass
         http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
-    """)
+    """,
+    )
     with get_engine("vllm", binary=binary).start({"model_path": "org/model", "startup_timeout_s": 20}) as eng:
         pid = eng.pid
         assert eng.alive() and eng.version == "vllm 0.0-fake" and eng.model == "model"
@@ -107,12 +120,15 @@ def test_process_management_with_a_fake_vllm(tmp_path):
 
 
 def test_failed_start_gives_the_last_stderr_line(tmp_path):
-    binary = fake_binary(tmp_path, """
+    binary = fake_binary(
+        tmp_path,
+        """
         import sys
         print("loading...", file=sys.stderr)
         print("ValueError: Unknown quantization method: awq", file=sys.stderr)
         sys.exit(1)
-    """)
+    """,
+    )
     with pytest.raises(EngineStartError) as e:
         get_engine("vllm", binary=binary).start({"model_path": "org/model", "startup_timeout_s": 20})
     assert "Unknown quantization method: awq" in str(e.value) and "\n" not in str(e.value)
@@ -122,15 +138,16 @@ def test_api_key_never_in_describe_repr_or_errors(monkeypatch):
     secret = "sk-test-7f3a9c1e5b2d4680"
     monkeypatch.setenv("MY_KEY", secret)
     with FakeOpenAIServer() as srv:
-        eng = get_engine("openai").start({"extra": {"base_url": srv.base_url + "/v1", "api_key_env": "MY_KEY",
-                                                    "check": False}})
+        eng = get_engine("openai").start(
+            {"extra": {"base_url": srv.base_url + "/v1", "api_key_env": "MY_KEY", "check": False}}
+        )
         assert eng.headers() == {"Authorization": f"Bearer {secret}"}
         assert secret not in json.dumps(eng.describe()) + repr(eng) + str(vars(eng))
         assert eng.describe()["api_key_env"] == "MY_KEY" and eng.base_url == srv.base_url
     from pareto_atlas.measure.loadgen import run_load_sync
+
     # an endpoint that echoes the key back in its error must not get it into our records
-    recs = run_load_sync("http://127.0.0.1:9", ["a b"], 1, concurrency=1, warmup=0, timeout_s=1,
-                         headers=eng.headers())
+    recs = run_load_sync("http://127.0.0.1:9", ["a b"], 1, concurrency=1, warmup=0, timeout_s=1, headers=eng.headers())
     assert secret not in recs[0].error
     with pytest.raises(EngineStartError) as e:
         get_engine("openai").start({"extra": {"base_url": "http://127.0.0.1:9", "api_key_env": "MY_KEY"}})
@@ -141,6 +158,7 @@ def test_api_key_never_in_describe_repr_or_errors(monkeypatch):
 
 def test_redact_scrubs_bearer_tokens():
     from pareto_atlas.measure.contract import header_secrets, redact
+
     s = header_secrets({"Authorization": "Bearer sk-abcdef123456"})
     assert redact("Incorrect API key provided: sk-abcdef123456.", s) == "Incorrect API key provided: ***."
 
@@ -153,7 +171,9 @@ def test_missing_model_is_one_line():
 def test_native_llama_server_is_chosen_when_given(tmp_path):
     model = tmp_path / "m.gguf"
     model.write_bytes(b"GGUF")
-    binary = fake_binary(tmp_path, """
+    binary = fake_binary(
+        tmp_path,
+        """
         import sys, json, http.server
         argv = sys.argv
         port = int(argv[argv.index("--port") + 1])
@@ -164,7 +184,8 @@ def test_native_llama_server_is_chosen_when_given(tmp_path):
                 self.wfile.write(body)
             def log_message(self, *a): pass
         http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
-    """)
+    """,
+    )
     arm = {"model_path": str(model), "knobs": Knobs(kv="q4_0", slots=3), "startup_timeout_s": 20}
     with get_engine("llamacpp", binary=binary).start(arm) as eng:
         d = eng.describe()
@@ -177,6 +198,7 @@ def test_native_llama_server_is_chosen_when_given(tmp_path):
 
 def test_start_failure_reason_prefers_llamas_first_error_line(tmp_path):
     from pareto_atlas.measure.engines.base import last_line
+
     log = tmp_path / "log"
     log.write_text("0.00.001.000 I loading\n0.00.007.650 E gguf: invalid magic\n0.00.008.000 E exiting\nbye\n")
     assert last_line(log) == "gguf: invalid magic"

@@ -13,8 +13,10 @@ from pareto_atlas.measure.memory import PeakMemorySampler, decode_bandwidth
 
 def test_peak_rss_includes_children_and_survives_their_exit():
     # parent spawns a child that holds ~200 MB for a moment, then everything exits
-    code = ("import subprocess, sys; subprocess.run([sys.executable, '-c', "
-            "\"import time; b = bytearray(200 * 2**20); b[::4096] = b'x' * len(b[::4096]); time.sleep(1.0)\"])")
+    code = (
+        "import subprocess, sys; subprocess.run([sys.executable, '-c', "
+        "\"import time; b = bytearray(200 * 2**20); b[::4096] = b'x' * len(b[::4096]); time.sleep(1.0)\"])"
+    )
     proc = subprocess.Popen([sys.executable, "-c", code])
     with PeakMemorySampler(proc.pid, interval_s=0.02, gpu=False) as mem:
         proc.wait(timeout=30)

@@ -16,9 +16,19 @@ def rec(idx, send, ttft, gaps, n=None, P=10, ok=True, warmup=False, error=None, 
     for g in gaps:
         chunks.append(chunks[-1] + g)
     n = len(chunks) if n is None else n
-    return RequestRecord(idx=idx, warmup=warmup, send_ts=send, chunk_ts=tuple(chunks), first_token_ts=chunks[0],
-                         end_ts=chunks[-1], prompt_tokens=P if prompt is None else prompt, completion_tokens=n,
-                         ok=ok and error is None, error=error, server_timings=timings)
+    return RequestRecord(
+        idx=idx,
+        warmup=warmup,
+        send_ts=send,
+        chunk_ts=tuple(chunks),
+        first_token_ts=chunks[0],
+        end_ts=chunks[-1],
+        prompt_tokens=P if prompt is None else prompt,
+        completion_tokens=n,
+        ok=ok and error is None,
+        error=error,
+        server_timings=timings,
+    )
 
 
 def test_percentiles_use_linear_interpolation():
@@ -49,8 +59,11 @@ def test_warmup_excluded_and_contract_recheck_rejects():
 
 
 def test_throughput_goodput_and_errors():
-    records = [rec(0, 0.0, 0.1, [0.1] * 9), rec(1, 0.5, 0.5, [0.1] * 9),
-               RequestRecord(idx=2, warmup=False, send_ts=0.2, end_ts=0.3, error="ConnectError")]
+    records = [
+        rec(0, 0.0, 0.1, [0.1] * 9),
+        rec(1, 0.5, 0.5, [0.1] * 9),
+        RequestRecord(idx=2, warmup=False, send_ts=0.2, end_ts=0.3, error="ConnectError"),
+    ]
     m = derive_metrics(records, slo={"ttft_ms": 200})
     span = 0.5 + 0.5 + 0.9  # first send 0.0 to last completion 1.9
     assert m.duration_s == pytest.approx(span)

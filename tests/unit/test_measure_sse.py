@@ -22,8 +22,9 @@ def test_empty_content_and_empty_text_carry_no_text():
 
 
 def test_usage_only_chunk_gives_usage_and_timings_but_no_text():
-    ev = parse_sse_line(data({"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 2},
-                              "timings": {"prompt_ms": 3.5}}))
+    ev = parse_sse_line(
+        data({"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 2}, "timings": {"prompt_ms": 3.5}})
+    )
     assert not ev.has_text
     assert ev.usage == {"prompt_tokens": 5, "completion_tokens": 2}
     assert ev.timings == {"prompt_ms": 3.5}

@@ -12,7 +12,7 @@ from pareto_atlas.measure.engines.vllm import API_MODULE, vllm_argv, vllm_env
 from pareto_atlas.measure.engines.vllm_errors import root_cause, why_vllm_died
 from pareto_atlas.measure.engines.vllm_metrics import cross_check, parse_prometheus, run_summary
 from pareto_atlas.spec.knobs import Knobs
-from pareto_atlas.measure.resolve import load_study, parse_study   # with the checks that read the host
+from pareto_atlas.measure.resolve import load_study, parse_study  # with the checks that read the host
 from pareto_atlas.spec.study import StudyError
 
 
@@ -21,15 +21,18 @@ def flag(argv: list[str], name: str) -> str:
 
 
 def test_cpu_arm_runs_the_api_server_module_with_its_knobs():
-    launch = ArmLaunch(model_path="/m/qwen", threads=2,
-                       knobs=Knobs(weights="F32", slots=4, batching="chunked", chunk_tokens=512),
-                       extra={"enforce_eager": True, "prefix_caching": True})
+    launch = ArmLaunch(
+        model_path="/m/qwen",
+        threads=2,
+        knobs=Knobs(weights="F32", slots=4, batching="chunked", chunk_tokens=512),
+        extra={"enforce_eager": True, "prefix_caching": True},
+    )
     argv = vllm_argv(launch, 8011, python="/v/bin/python")
     assert argv[:5] == ["/v/bin/python", "-m", API_MODULE, "--model", "/m/qwen"]
     assert flag(argv, "--dtype") == "float32" and flag(argv, "--max-num-seqs") == "4"
     assert "--enable-chunked-prefill" in argv and flag(argv, "--max-num-batched-tokens") == "512"
     assert "--enable-prefix-caching" in argv and "--enforce-eager" in argv
-    assert "--gpu-memory-utilization" not in argv       # only when asked (a CPU has none)
+    assert "--gpu-memory-utilization" not in argv  # only when asked (a CPU has none)
 
 
 def test_continuous_batching_turns_vllms_chunked_prefill_off():
@@ -73,16 +76,20 @@ def test_a_real_refusal_names_the_knob_and_vllms_reason(tmp_path):
     log = tmp_path / "vllm.log"
     log.write_text(CHUNK_LOG)
     msg = why_vllm_died(log, knobs=Knobs(weights="F32", batching="chunked", chunk_tokens=2, slots=4))
-    assert msg == ("knobs.chunk_tokens = 2 refused by vllm on this machine: ValidationError: SchedulerConfig: "
-                   "max_num_batched_tokens (2) must be greater than or equal to max_num_seqs (4).")
+    assert msg == (
+        "knobs.chunk_tokens = 2 refused by vllm on this machine: ValidationError: SchedulerConfig: "
+        "max_num_batched_tokens (2) must be greater than or equal to max_num_seqs (4)."
+    )
 
 
 def test_refused_kv_dtype_is_one_line_naming_the_knob(tmp_path):
     log = tmp_path / "vllm.log"
     log.write_text(FP8_LOG)
     msg = why_vllm_died(log, knobs=Knobs(weights="F32", kv="fp8"))
-    assert msg == ("knobs.kv = 'fp8' refused by vllm on this machine: NotImplementedError: FP8 KV cache on CPU "
-                   "requires x86 with AVX-512 or AMX.")
+    assert msg == (
+        "knobs.kv = 'fp8' refused by vllm on this machine: NotImplementedError: FP8 KV cache on CPU "
+        "requires x86 with AVX-512 or AMX."
+    )
     assert "\n" not in msg
 
 
@@ -106,13 +113,17 @@ vllm:time_to_first_token_seconds_sum{model_name="m"} 1.0
 vllm:time_to_first_token_seconds_count{model_name="m"} 1.0
 python_gc_objects_collected_total{generation="0"} 123.0
 """
-METRICS_AFTER = METRICS_BEFORE.replace(" 8.0", " 108.0").replace("tokens_total{engine=\"0\",model_name=\"m\"} 1.0",
-                                                                  "tokens_total{engine=\"0\",model_name=\"m\"} 26.0") \
-    .replace("drafts_total{engine=\"0\",model_name=\"m\"} 2.0", "drafts_total{engine=\"0\",model_name=\"m\"} 27.0") \
-    .replace("generation_tokens_total{engine=\"0\",model_name=\"m\"} 32.0",
-             "generation_tokens_total{engine=\"0\",model_name=\"m\"} 288.0") \
-    .replace("_sum{model_name=\"m\"} 1.0", "_sum{model_name=\"m\"} 9.0") \
+METRICS_AFTER = (
+    METRICS_BEFORE.replace(" 8.0", " 108.0")
+    .replace("tokens_total{engine=\"0\",model_name=\"m\"} 1.0", "tokens_total{engine=\"0\",model_name=\"m\"} 26.0")
+    .replace("drafts_total{engine=\"0\",model_name=\"m\"} 2.0", "drafts_total{engine=\"0\",model_name=\"m\"} 27.0")
+    .replace(
+        "generation_tokens_total{engine=\"0\",model_name=\"m\"} 32.0",
+        "generation_tokens_total{engine=\"0\",model_name=\"m\"} 288.0",
+    )
+    .replace("_sum{model_name=\"m\"} 1.0", "_sum{model_name=\"m\"} 9.0")
     .replace("_count{model_name=\"m\"} 1.0", "_count{model_name=\"m\"} 9.0")
+)
 
 
 def test_metrics_deltas_give_acceptance_and_server_ttft():
@@ -143,8 +154,8 @@ def test_served_arm_options_reach_the_launch_and_key_the_anchor():
 
     study = load_study("vllm-cpu")
     base, no_pc = study.arm("vllm-fp32"), study.arm("vllm-no-prefix-cache")
-    assert base.knobs() == no_pc.knobs()                    # the same physics for the simulator ...
-    assert anchor_id(study, base, 0) != anchor_id(study, no_pc, 0)     # ... two measurements
+    assert base.knobs() == no_pc.knobs()  # the same physics for the simulator ...
+    assert anchor_id(study, base, 0) != anchor_id(study, no_pc, 0)  # ... two measurements
     extra = launch_for(study, no_pc, "/m")["extra"]
     assert extra["prefix_caching"] is False and extra["enforce_eager"] is True
     assert json.dumps(extra)

@@ -55,9 +55,11 @@ def test_unmakeable_and_unknown_models_are_one_line():
 def test_k_quants_without_llama_quantize_say_how_to_build_it(tmp_path, monkeypatch):
     monkeypatch.setenv("PARETO_ATLAS_LLAMA_QUANTIZE", str(tmp_path / "missing"))
     assert W.llama_quantize() is None and "Q2_K" not in W.makeable_here()
-    with pytest.raises(W.ModelError, match=r"'Q2_K' needs llama.cpp's llama-quantize.*make llama-tools.*build_llama_tools.sh"):
+    with pytest.raises(
+        W.ModelError, match=r"'Q2_K' needs llama.cpp's llama-quantize.*make llama-tools.*build_llama_tools.sh"
+    ):
         W.variant_file("smollm2-135m-instruct", "Q2_K")
-    assert not list((tmp_path / "models").glob("*Q2_K*"))        # nothing half-written is left
+    assert not list((tmp_path / "models").glob("*Q2_K*"))  # nothing half-written is left
 
 
 def test_a_failing_llama_quantize_is_one_line_and_leaves_no_file(tmp_path, monkeypatch):

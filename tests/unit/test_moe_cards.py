@@ -18,9 +18,14 @@ CONFIGS = Path(__file__).parents[1] / "data" / "hf_configs"
 # own card: Qwen3 technical report / model cards, Mistral's Mixtral announcement, OpenAI's gpt-oss
 # model card, the DeepSeek-V3 report). Active counts here exclude the embedding lookup, so they
 # sit a little under a maker's figure that includes it.
-STATED = [("qwen3-30b-a3b", "qwen3-30b-a3b", 30.5, 3.3), ("qwen3-235b-a22b", "qwen3-235b-a22b", 235.0, 22.0),
-          ("mixtral-8x7b", "mixtral-8x7b", 46.7, 12.9), ("gpt-oss-120b", "gpt-oss-120b", 116.8, 5.1),
-          ("deepseek-v3", "deepseek-v3", 671.0, 37.0), ("llama-4-scout", None, 109.0, 17.0)]
+STATED = [
+    ("qwen3-30b-a3b", "qwen3-30b-a3b", 30.5, 3.3),
+    ("qwen3-235b-a22b", "qwen3-235b-a22b", 235.0, 22.0),
+    ("mixtral-8x7b", "mixtral-8x7b", 46.7, 12.9),
+    ("gpt-oss-120b", "gpt-oss-120b", 116.8, 5.1),
+    ("deepseek-v3", "deepseek-v3", 671.0, 37.0),
+    ("llama-4-scout", None, 109.0, 17.0),
+]
 
 
 def read(name: str) -> ModelCard:
@@ -41,8 +46,9 @@ def test_config_reads_the_stated_sizes(fixture, shipped, total_b, active_b):
 
 
 def test_family_specific_fields():
-    q, mx, oss, ds, l4 = (read(n) for n in ("qwen3-30b-a3b", "mixtral-8x7b", "gpt-oss-120b", "deepseek-v3",
-                                            "llama-4-scout"))
+    q, mx, oss, ds, l4 = (
+        read(n) for n in ("qwen3-30b-a3b", "mixtral-8x7b", "gpt-oss-120b", "deepseek-v3", "llama-4-scout")
+    )
     assert (q.n_experts, q.experts_per_token, q.expert_intermediate, q.dense_layers) == (128, 8, 768, 0)
     assert (mx.n_experts, mx.experts_per_token, mx.expert_intermediate) == (8, 2, 14336)
     assert (oss.n_experts, oss.experts_per_token, oss.head_dim) == (128, 4, 64)
@@ -134,20 +140,43 @@ def test_gguf_moe_and_mla_headers(tmp_path):
     from pareto_atlas.spec.cards import model_card_from_gguf
 
     # a scaled Qwen3-MoE as llama.cpp's converter writes it: every block routed
-    base = {"block_count": 4, "embedding_length": 256, "attention.head_count": 4, "attention.head_count_kv": 2,
-            "attention.key_length": 64, "feed_forward_length": 768}
+    base = {
+        "block_count": 4,
+        "embedding_length": 256,
+        "attention.head_count": 4,
+        "attention.head_count_kv": 2,
+        "attention.key_length": 64,
+        "feed_forward_length": 768,
+    }
     p = tmp_path / "q.gguf"
-    _gguf(p, "qwen3moe", base | {"expert_count": 16, "expert_used_count": 4, "expert_feed_forward_length": 128},
-          [f"blk.{i}.ffn_gate_inp.weight" for i in range(4)] + ["output.weight"])
+    _gguf(
+        p,
+        "qwen3moe",
+        base | {"expert_count": 16, "expert_used_count": 4, "expert_feed_forward_length": 128},
+        [f"blk.{i}.ffn_gate_inp.weight" for i in range(4)] + ["output.weight"],
+    )
     c = model_card_from_gguf(str(p))
     assert (c.n_experts, c.experts_per_token, c.expert_intermediate, c.dense_layers, c.vocab) == (16, 4, 128, 0, 64)
     # deepseek2: a leading dense block, latent attention
     p = tmp_path / "d.gguf"
-    _gguf(p, "deepseek2", base | {"expert_count": 8, "expert_used_count": 2, "expert_feed_forward_length": 96,
-                                  "expert_shared_count": 1, "leading_dense_block_count": 1,
-                                  "attention.kv_lora_rank": 32, "attention.q_lora_rank": 48,
-                                  "rope.dimension_count": 16, "attention.key_length": 48,
-                                  "attention.value_length": 32}, ["output.weight"])
+    _gguf(
+        p,
+        "deepseek2",
+        base
+        | {
+            "expert_count": 8,
+            "expert_used_count": 2,
+            "expert_feed_forward_length": 96,
+            "expert_shared_count": 1,
+            "leading_dense_block_count": 1,
+            "attention.kv_lora_rank": 32,
+            "attention.q_lora_rank": 48,
+            "rope.dimension_count": 16,
+            "attention.key_length": 48,
+            "attention.value_length": 32,
+        },
+        ["output.weight"],
+    )
     d = model_card_from_gguf(str(p))
     assert (d.n_shared_experts, d.dense_layers, d.intermediate) == (1, 1, 768)
     assert (d.kv_lora_rank, d.qk_rope_head_dim, d.qk_nope_head_dim, d.v_head_dim, d.head_dim) == (32, 16, 32, 32, 48)

@@ -30,7 +30,7 @@ def step(model: str, knobs: Knobs, batch: int, hw=H100, ctx: float = 0.0, params
 def test_experts_touched_limits_and_uniform_formula():
     q = M["qwen3-30b-a3b"]
     for skew in (1.0, moe.ROUTING_SKEW, 0.75):
-        assert moe.experts_touched(1, q, skew) == pytest.approx(8.0, rel=1e-12)     # one token: its k experts
+        assert moe.experts_touched(1, q, skew) == pytest.approx(8.0, rel=1e-12)  # one token: its k experts
         assert moe.experts_touched(1e6, q, skew) == pytest.approx(128.0, rel=1e-9)  # a huge batch: all of them
     # uniform routing: E (1 - (1 - k/E)^B)
     assert moe.experts_touched(5, q, 1.0) == pytest.approx(128 * (1 - (1 - 8 / 128) ** 5), rel=1e-12)
@@ -79,7 +79,8 @@ def test_ep_layouts_are_validated():
     assert "knobs.attn_dp" in check_layout(M["qwen3-32b"], H100, Knobs(tp=2, attn_dp=2))
     assert check_layout(M["mixtral-8x7b"], H100, Knobs(tp=1, attn_dp=8, ep=8)) == ""
     assert "does not divide mixtral-8x7b's 8 experts" in check_layout(
-        M["mixtral-8x7b"], replace(H100, gpus_per_node=16), Knobs(tp=4, attn_dp=4, ep=16))
+        M["mixtral-8x7b"], replace(H100, gpus_per_node=16), Knobs(tp=4, attn_dp=4, ep=16)
+    )
     assert "per node" in check_layout(M["qwen3-235b-a22b"], H100, Knobs(tp=4, attn_dp=4, ep=16))
     assert check_layout(M["qwen3-235b-a22b"], H100, Knobs(tp=2, attn_dp=4, ep=8)) == ""
     cpu = HardwareCard(name="cpu", kind="cpu", mem_bw_gbs=100.0, tflops={"fp32": 1.0}, mem_gib=64.0)
@@ -128,14 +129,38 @@ def test_mla_kv_is_held_whole_by_each_tp_device():
 # Figures of dense cards computed at the commit before experts existed (0b21eef): step seconds at
 # batch 1, 16 and 256 with 1000 tokens of context each, the sequences that fit, weights per GPU.
 BEFORE = [
-    ("qwen2.5-7b", "H100-SXM", Knobs(), [0.007706646103881792, 0.00888507582701085, 0.03000074765915469], 902,
-     15230566400.0),
-    ("llama-3-70b", "H100-SXM", Knobs(weights="FP8", tp=4, slots=32),
-     [0.009978041302017135, 0.01151483403352214, 0.03887787612083994], 607, 17638096896.0),
-    ("qwen3-32b", "H200", Knobs(tp=2, pp=2, kv="fp8", slots=16),
-     [0.011218007501370713, 0.012154880359967306, 0.02869791764343598], 3048, 16380723200.0),
-    ("smollm2-135m", "L4", Knobs(weights="Q4_0", slots=8),
-     [0.002514327682667312, 0.005186415960449137, 0.0487410062326244], 836, 75644928.0),
+    (
+        "qwen2.5-7b",
+        "H100-SXM",
+        Knobs(),
+        [0.007706646103881792, 0.00888507582701085, 0.03000074765915469],
+        902,
+        15230566400.0,
+    ),
+    (
+        "llama-3-70b",
+        "H100-SXM",
+        Knobs(weights="FP8", tp=4, slots=32),
+        [0.009978041302017135, 0.01151483403352214, 0.03887787612083994],
+        607,
+        17638096896.0,
+    ),
+    (
+        "qwen3-32b",
+        "H200",
+        Knobs(tp=2, pp=2, kv="fp8", slots=16),
+        [0.011218007501370713, 0.012154880359967306, 0.02869791764343598],
+        3048,
+        16380723200.0,
+    ),
+    (
+        "smollm2-135m",
+        "L4",
+        Knobs(weights="Q4_0", slots=8),
+        [0.002514327682667312, 0.005186415960449137, 0.0487410062326244],
+        836,
+        75644928.0,
+    ),
 ]
 
 
@@ -150,10 +175,18 @@ def test_dense_figures_unchanged(model, hw, knobs, steps, seqs, w):
 def test_the_space_searches_expert_layouts_for_moe_cards_only():
     from pareto_atlas.simulate.space import Load, Space, Workload, default_knobs, parallel_variants
 
-    base = [k for k in default_knobs("gpu") if k.weights == "FP8" and k.kv == "f16" and k.spec == "none"
-            and k.eviction == "none" and k.sparse_budget == 1.0 and k.batching == "continuous"][:1]
+    base = [
+        k
+        for k in default_knobs("gpu")
+        if k.weights == "FP8"
+        and k.kv == "f16"
+        and k.spec == "none"
+        and k.eviction == "none"
+        and k.sparse_budget == 1.0
+        and k.batching == "continuous"
+    ][:1]
     dense, mixed = parallel_variants(base), parallel_variants(base, moe=True)
-    assert all(k.ep == 1 and k.attn_dp == 1 for k in dense) and mixed[:len(dense)] == dense
+    assert all(k.ep == 1 and k.attn_dp == 1 for k in dense) and mixed[: len(dense)] == dense
     assert {(k.tp, k.attn_dp, k.ep) for k in mixed} >= {(8, 1, 8), (1, 8, 8), (2, 4, 8)}
     # through the sweep: Qwen3-235B-A22B in FP8 fits 8 H100s as TP8, EP8 across TP8, or attention-DP8 x EP8
     from pareto_atlas.simulate.sweep import sweep
@@ -175,6 +208,7 @@ def test_pipeline_micro_batches_route_their_own_tokens():
     w = lambda cc, b: step_time(cc, float(b), 0.0, 0.0, 0.0, 0.0, float(b))  # noqa: E731
     share = lambda b: moe.experts_touched(b, q) / q.n_experts  # noqa: E731
     from pareto_atlas.simulate.kernels import MOE_W
+
     assert c[MOE_W] == one[MOE_W]
     assert w(c, 16) < w(one, 16) - 0.5 * one[MOE_W] * (share(16) - share(8))
 
@@ -191,8 +225,13 @@ def test_a_study_grid_names_expert_layouts():
 def _distinct_experts(popularity, k: int, batch: int, trials: int, rng) -> float:
     # each token draws k distinct experts with the router's popularity; a step counts the distinct ones
     e = len(popularity)
-    return float(sum(len({int(x) for _ in range(batch) for x in rng.choice(e, size=k, replace=False, p=popularity)})
-                     for _ in range(trials)) / trials)
+    return float(
+        sum(
+            len({int(x) for _ in range(batch) for x in rng.choice(e, size=k, replace=False, p=popularity)})
+            for _ in range(trials)
+        )
+        / trials
+    )
 
 
 def test_the_skew_law_fits_skewed_routing_and_predicts_held_out_batches():
@@ -208,6 +247,6 @@ def test_the_skew_law_fits_skewed_routing_and_predicts_held_out_batches():
         s = moe.fit_routing_skew(fit_b, seen[:4], e, k)
         assert lo < s < hi
         for b, t in zip(held, seen[4:]):
-            assert e * (1 - (1 - k / e) ** (b ** s)) == pytest.approx(t, rel=0.06)
+            assert e * (1 - (1 - k / e) ** (b**s)) == pytest.approx(t, rel=0.06)
     with pytest.raises(ValueError, match="fit_routing_skew"):
         moe.fit_routing_skew([1, 2], [8.0, 200.0], e, k)

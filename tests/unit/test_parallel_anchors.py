@@ -34,8 +34,11 @@ def _flag(argv: list[str], name: str) -> str | None:
 
 def test_the_arms_parallelism_becomes_vllms_flags_and_a_second_spelling_must_agree():
     argv = vllm_argv(ArmLaunch(model_path="m", knobs=Knobs(weights="BF16", tp=4, pp=2, replicas=2)), 1)
-    assert (_flag(argv, "--tensor-parallel-size"), _flag(argv, "--pipeline-parallel-size"),
-            _flag(argv, "--data-parallel-size")) == ("4", "2", "2")
+    assert (
+        _flag(argv, "--tensor-parallel-size"),
+        _flag(argv, "--pipeline-parallel-size"),
+        _flag(argv, "--data-parallel-size"),
+    ) == ("4", "2", "2")
     one = vllm_argv(ArmLaunch(model_path="m", knobs=Knobs(weights="BF16")), 1)
     assert not {"--tensor-parallel-size", "--pipeline-parallel-size", "--data-parallel-size"} & set(one)
     same = ArmLaunch(model_path="m", knobs=Knobs(weights="BF16", tp=2), extra={"tensor_parallel_size": 2})
@@ -81,7 +84,7 @@ def test_calibration_predicts_a_replicated_anchor_as_one_replica_under_its_share
     thr = TARGETS.index("throughput_tok_s")
     assert np.allclose(np.delete(two, thr), np.delete(one, thr)) and two[thr] == pytest.approx(2 * one[thr])
     tp4 = predict([_Anchor(Knobs(weights="BF16", slots=8, tp=4), 512, 64, 4, 0.0, 32)], m, hw, p)[0]
-    assert tp4[TARGETS.index("tpot_p50_ms")] < one[TARGETS.index("tpot_p50_ms")]      # its own layout, not TP1's
+    assert tp4[TARGETS.index("tpot_p50_ms")] < one[TARGETS.index("tpot_p50_ms")]  # its own layout, not TP1's
 
 
 def test_an_endpoint_study_names_its_servers_parallelism_and_calibration_keeps_layouts_apart(tmp_path: Path):
@@ -89,14 +92,18 @@ def test_an_endpoint_study_names_its_servers_parallelism_and_calibration_keeps_l
     their layout, the fit predicts each on it, and the report gives each layout its own error; a layout
     no other anchor shares is an extrapolation in leave-one-out, never averaged in as supported."""
     srv = FakeOpenAIServer(FakeBehaviour(prefill_s=0.01, token_s=0.002, model_id=LLAMA_ID)).start()
-    arms = ('[[arms]]\nname = "tp1-c1"\nweights = "BF16"\n'
-            '[[arms]]\nname = "tp1-c2"\nweights = "BF16"\nslots = 2\nconcurrency = 2\n'
-            '[[arms]]\nname = "tp4x2-c1"\nweights = "BF16"\ntp = 4\nreplicas = 2\n'
-            '[[arms]]\nname = "tp4x2-c4"\nweights = "BF16"\ntp = 4\nreplicas = 2\nslots = 2\nconcurrency = 4\n')
+    arms = (
+        '[[arms]]\nname = "tp1-c1"\nweights = "BF16"\n'
+        '[[arms]]\nname = "tp1-c2"\nweights = "BF16"\nslots = 2\nconcurrency = 2\n'
+        '[[arms]]\nname = "tp4x2-c1"\nweights = "BF16"\ntp = 4\nreplicas = 2\n'
+        '[[arms]]\nname = "tp4x2-c4"\nweights = "BF16"\ntp = 4\nreplicas = 2\nslots = 2\nconcurrency = 4\n'
+    )
     study_file = tmp_path / "ep.toml"
-    study_file.write_text(f'name = "ep"\n[model]\nname = "m"\nserved = "{LLAMA_ID}"\ncard = "llama-3.1-8b"\n'
-                          f'[engine]\nname = "openai"\nbase_url = "{srv.base_url}"\nhardware = "H100-SXM"\n'
-                          f'[workload]\nprompt_tokens = 24\noutput_tokens = 8\n[load]\nrequests = 4\nwarmup = 1\n{arms}')
+    study_file.write_text(
+        f'name = "ep"\n[model]\nname = "m"\nserved = "{LLAMA_ID}"\ncard = "llama-3.1-8b"\n'
+        f'[engine]\nname = "openai"\nbase_url = "{srv.base_url}"\nhardware = "H100-SXM"\n'
+        f'[workload]\nprompt_tokens = 24\noutput_tokens = 8\n[load]\nrequests = 4\nwarmup = 1\n{arms}'
+    )
     console = Console(record=True, width=240)
     try:
         with stages.Context.open(str(study_file), tmp_path / "out", console) as ctx:

@@ -14,7 +14,7 @@ import pytest
 from pareto_atlas.calibrate import published_link
 from pareto_atlas.calibrate.fit import TARGETS
 from pareto_atlas.calibrate.published import ATTN_IDENTIFIED, attn_flops_share, card_frame
-from pareto_atlas.calibrate.published_table import COLUMNS, PARALLEL, PARALLEL_DEFAULT, PublishedTable, anchor_row
+from pareto_atlas.calibrate.published_table import COLUMNS, PARALLEL_DEFAULT, PublishedTable, anchor_row
 from pareto_atlas.simulate.api import simulate_point
 from pareto_atlas.simulate.params import CalibParams, default_params
 from pareto_atlas.simulate.schedulers import scheduler
@@ -26,9 +26,23 @@ H100 = shipped_hardware()["H100-SXM"]
 
 def _row(**kw) -> pd.Series:
     r = {c: "" for c in COLUMNS} | dict(PARALLEL_DEFAULT)
-    r.update(source_id="s1", source="https://example.org/s1", date="undated", engine="vllm", gpu="H100-SXM",
-             model="qwen2.5-0.5b", weights="BF16", kv="f16", prompt_tokens="512", output_tokens="64",
-             load="concurrency", load_value="8", stat="mean", ttft_ms="50", tpot_ms="5")
+    r.update(
+        source_id="s1",
+        source="https://example.org/s1",
+        date="undated",
+        engine="vllm",
+        gpu="H100-SXM",
+        model="qwen2.5-0.5b",
+        weights="BF16",
+        kv="f16",
+        prompt_tokens="512",
+        output_tokens="64",
+        load="concurrency",
+        load_value="8",
+        stat="mean",
+        ttft_ms="50",
+        tpot_ms="5",
+    )
     r.update({k: str(v) for k, v in kw.items()})
     return pd.Series(r)
 
@@ -37,7 +51,7 @@ def test_a_served_row_runs_under_its_engines_default_scheduler():
     s = scheduler("vllm", H100)
     a = anchor_row(_row(load_value="2000"), 512, (s.batching, s.chunk_tokens, s.max_seqs))
     assert (a["batching"], a["chunk_tokens"], a["concurrency"]) == ("chunked", 8192, 2000)
-    assert a["slots"] == s.max_seqs == 1024          # the engine's sequence limit, not the clients
+    assert a["slots"] == s.max_seqs == 1024  # the engine's sequence limit, not the clients
     # a static batch stays one batch; no policy (an engine without one) is the old continuous
     b = anchor_row(_row(load="batch", load_value="8"), 512, (s.batching, s.chunk_tokens, s.max_seqs))
     assert (b["batching"], b["slots"]) == ("static", 8)
@@ -64,11 +78,23 @@ def test_params_keep_their_keys_and_a_parallel_point_carries_the_link_bar():
 def _measured_table(truth: CalibParams) -> PublishedTable:
     """Rows of two sources and two models at TP2/TP4 whose figures are the simulator's own under `truth`."""
     rows = []
-    for sid, model, tp, clients, prompt in (("a", "qwen2.5-0.5b", 2, 1, 256), ("a", "qwen2.5-0.5b", 2, 16, 2048),
-                                            ("b", "qwen2.5-1.5b", 2, 1, 256), ("b", "qwen2.5-1.5b", 2, 16, 2048),
-                                            ("a", "qwen2.5-1.5b", 2, 4, 1024), ("b", "qwen2.5-0.5b", 2, 4, 1024)):
-        r = _row(source_id=sid, source=f"https://example.org/{sid}", model=model, tp=tp, n_gpus=tp,
-                 load_value=clients, prompt_tokens=prompt)
+    for sid, model, tp, clients, prompt in (
+        ("a", "qwen2.5-0.5b", 2, 1, 256),
+        ("a", "qwen2.5-0.5b", 2, 16, 2048),
+        ("b", "qwen2.5-1.5b", 2, 1, 256),
+        ("b", "qwen2.5-1.5b", 2, 16, 2048),
+        ("a", "qwen2.5-1.5b", 2, 4, 1024),
+        ("b", "qwen2.5-0.5b", 2, 4, 1024),
+    ):
+        r = _row(
+            source_id=sid,
+            source=f"https://example.org/{sid}",
+            model=model,
+            tp=tp,
+            n_gpus=tp,
+            load_value=clients,
+            prompt_tokens=prompt,
+        )
         rows.append(r)
     df = pd.DataFrame(rows)
     frame, models = card_frame(df, H100)
@@ -98,9 +124,17 @@ def test_the_link_fit_finds_the_link_that_made_its_rows_and_holds_sources_and_mo
 
 def test_a_prompts_attention_is_fitted_only_where_an_anchor_shows_it():
     m = shipped_models()["llama-3.1-8b"]
-    share = attn_flops_share(pd.DataFrame([{"prompt_tokens": 32, "kv": "f16"}, {"prompt_tokens": 512, "kv": "f16"},
-                                           {"prompt_tokens": 20000, "kv": "fp8"}]), [m, m, m])
-    assert share["f16"] < 0.01 < ATTN_IDENTIFIED < share["fp8"] < 0.5     # ~1 % at 512 tokens, a quarter at 20K
+    share = attn_flops_share(
+        pd.DataFrame(
+            [
+                {"prompt_tokens": 32, "kv": "f16"},
+                {"prompt_tokens": 512, "kv": "f16"},
+                {"prompt_tokens": 20000, "kv": "fp8"},
+            ]
+        ),
+        [m, m, m],
+    )
+    assert share["f16"] < 0.01 < ATTN_IDENTIFIED < share["fp8"] < 0.5  # ~1 % at 512 tokens, a quarter at 20K
 
 
 def test_an_allreduce_through_a_switch_pays_two_crossings_whatever_tp_and_a_ring_pays_2_tp_minus_1():
@@ -111,7 +145,9 @@ def test_an_allreduce_through_a_switch_pays_two_crossings_whatever_tp_and_a_ring
     assert allreduce_s(0.0, 8, pcie) == pytest.approx(14 * pcie.link_latency_us * 1e-6)
     # the bytes cross each device's link 2 (tp - 1) / tp times either way
     n = 1e9
-    assert allreduce_s(n, 8, H100, 0.5) - allreduce_s(0.0, 8, H100, 0.5) == pytest.approx(2 * 7 / 8 * n / (H100.link_gbs * 1e9 * 0.5))
+    assert allreduce_s(n, 8, H100, 0.5) - allreduce_s(0.0, 8, H100, 0.5) == pytest.approx(
+        2 * 7 / 8 * n / (H100.link_gbs * 1e9 * 0.5)
+    )
 
 
 def test_simulate_takes_each_cards_link_and_a_card_without_a_one_gpu_fit_gets_its_default_with_it(monkeypatch):
@@ -124,8 +160,11 @@ def test_simulate_takes_each_cards_link_and_a_card_without_a_one_gpu_fit_gets_it
     anchors = pd.DataFrame({"source_id": ["a", "b"], "model": ["m", "m"]})
     fake = {c: published_link.LinkCalibration(c, 0.4, 8.0, anchors, 0.5, 0.3, "LOSO", "test") for c in ("H200", "B200")}
     asked = []
-    monkeypatch.setattr(published_link, "link_calibrations", lambda cards, **k: asked.append(cards) or
-                        {c: fake[c] for c in cards if c in fake})
+    monkeypatch.setattr(
+        published_link,
+        "link_calibrations",
+        lambda cards, **k: asked.append(cards) or {c: fake[c] for c in cards if c in fake},
+    )
     h200 = default_params(shipped_hardware()["H200"], "vllm")
     out = published_stage.with_links({"H200": h200}, ["H200", "B200", "L4", "my-own-card"], Console(file=io.StringIO()))
     assert asked == [["H200", "B200", "L4"]]

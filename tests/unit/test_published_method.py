@@ -23,9 +23,22 @@ from pareto_atlas.quality.published_table import (
 )
 
 DATA = Path(__file__).resolve().parents[1] / "data"
-ROW = dict(source_date="2025-01", publisher="P", model="llama-3.1-8b", checkpoint="c", baseline_checkpoint="b",
-           method="W4A16 GPTQ", weights="W4A16", kv="f16", eviction="none", benchmark="gsm8k", metric="m",
-           n_items="1319", baseline_score="80.0", scale="percent")
+ROW = dict(
+    source_date="2025-01",
+    publisher="P",
+    model="llama-3.1-8b",
+    checkpoint="c",
+    baseline_checkpoint="b",
+    method="W4A16 GPTQ",
+    weights="W4A16",
+    kv="f16",
+    eviction="none",
+    benchmark="gsm8k",
+    metric="m",
+    n_items="1319",
+    baseline_score="80.0",
+    scale="percent",
+)
 
 
 def _table(tmp_path: Path, rows: list[dict]) -> Path:
@@ -40,9 +53,13 @@ def _table(tmp_path: Path, rows: list[dict]) -> Path:
 
 def _two_sources(tmp_path: Path) -> Path:
     # one method, two documents: 8-shot CoT at no loss, 5-shot strict about 7 % below baseline
-    return _table(tmp_path, [
-        dict(source="https://example.org/a", score="80.0", shots="8"),
-        dict(source="https://example.org/b", score="74.4", shots="5", metric="strict")])
+    return _table(
+        tmp_path,
+        [
+            dict(source="https://example.org/a", score="80.0", shots="8"),
+            dict(source="https://example.org/b", score="74.4", shots="5", metric="strict"),
+        ],
+    )
 
 
 def test_two_sources_of_one_method_give_the_envelope_of_their_intervals(tmp_path):
@@ -50,12 +67,12 @@ def test_two_sources_of_one_method_give_the_envelope_of_their_intervals(tmp_path
     hits = published_for("llama-3.1-8b", "W4A16", table=tab)
     one = guard_choice(hits)
     pooled = guard_interval(hits)
-    gsm = [h for h in hits if h.benchmark == "gsm8k"]       # the shipped Red Hat card and the two here
+    gsm = [h for h in hits if h.benchmark == "gsm8k"]  # the shipped Red Hat card and the two here
     b = next(h for h in gsm if h.source.endswith("/b"))
     assert pooled.rel_lo == pytest.approx(min(h.rel_lo for h in gsm))
     assert pooled.rel_hi == pytest.approx(max(h.rel_hi for h in gsm))
-    assert one.source.endswith("/b") and pooled.rel_hi > one.rel_hi   # wider than the pessimistic one alone
-    assert pooled.rel == pytest.approx(b.rel)    # centre: the most pessimistic source
+    assert one.source.endswith("/b") and pooled.rel_hi > one.rel_hi  # wider than the pessimistic one alone
+    assert pooled.rel == pytest.approx(b.rel)  # centre: the most pessimistic source
     assert "envelope of 3 documents" in pooled.method and "example.org/a" in pooled.provenance
 
 
@@ -86,7 +103,7 @@ def test_the_command_prints_the_sources_and_the_combined_interval(tmp_path):
     published_quality(con, [_two_sources(tmp_path)], "llama-3.1-8b", "gsm8k")
     text = con.export_text()
     line = next(ln for ln in text.splitlines() if "weights W4A16" in ln)
-    assert "between-source envelope of 3 documents" in line     # the shipped W4A16 card and the two here
+    assert "between-source envelope of 3 documents" in line  # the shipped W4A16 card and the two here
     assert "source https://example.org/a: rel 1.000" in text and "source https://example.org/b: rel 0.930" in text
 
 

@@ -12,8 +12,16 @@ import pandas as pd
 import pytest
 
 from pareto_atlas.calibrate.published_readers import SourceFile, aiconfigurator, trtllm_perf
-from pareto_atlas.calibrate.published_table import (COLUMNS, PARALLEL, PublishedTableError, load_multigpu,
-                                                    load_published, parallel_error, read_table, row_error)
+from pareto_atlas.calibrate.published_table import (
+    COLUMNS,
+    PARALLEL,
+    PublishedTableError,
+    load_multigpu,
+    load_published,
+    parallel_error,
+    read_table,
+    row_error,
+)
 from pareto_atlas.spec.cards import shipped_hardware, shipped_models
 
 URL = re.compile(r"^https://github\.com/[\w.-]+/[\w.-]+/blob/[0-9a-f]{40}/\S+$")
@@ -79,14 +87,20 @@ def test_one_gpu_fit_refuses_a_multi_gpu_row(tmp_path):
     assert load_multigpu([p], shipped=False).rows.shape[0] == 1
 
 
-@pytest.mark.parametrize("fields, msg", [
-    ({"tp": "0"}, "field 'tp'"), ({"tp": "two"}, "field 'tp'"),
-    ({"tp": "4", "n_gpus": "2"}, "tp * pp * replicas = 4"),
-    ({"tp": "2", "replicas": "2", "n_gpus": "4", "prefill_tp": "1"}, "field 'prefill_tp'"),
-    ({"prefill_workers": "1", "prefill_tp": "1", "n_gpus": "1"}, "decode_workers"),
-    ({"prefill_workers": "2", "prefill_tp": "2", "decode_workers": "1", "tp": "4", "n_gpus": "6"},
-     "prefill_workers * prefill_tp"),
-])
+@pytest.mark.parametrize(
+    "fields, msg",
+    [
+        ({"tp": "0"}, "field 'tp'"),
+        ({"tp": "two"}, "field 'tp'"),
+        ({"tp": "4", "n_gpus": "2"}, "tp * pp * replicas = 4"),
+        ({"tp": "2", "replicas": "2", "n_gpus": "4", "prefill_tp": "1"}, "field 'prefill_tp'"),
+        ({"prefill_workers": "1", "prefill_tp": "1", "n_gpus": "1"}, "decode_workers"),
+        (
+            {"prefill_workers": "2", "prefill_tp": "2", "decode_workers": "1", "tp": "4", "n_gpus": "6"},
+            "prefill_workers * prefill_tp",
+        ),
+    ],
+)
 def test_parallel_errors_name_the_field(fields, msg):
     assert msg in parallel_error(fields)
 
@@ -94,15 +108,19 @@ def test_parallel_errors_name_the_field(fields, msg):
 def test_parallel_valid():
     assert parallel_error({}) == ""
     assert parallel_error({"tp": "2", "replicas": "2", "n_gpus": "4"}) == ""
-    assert parallel_error({"prefill_workers": "2", "prefill_tp": "2", "decode_workers": "1", "tp": "4",
-                           "n_gpus": "8"}) == ""
+    assert (
+        parallel_error({"prefill_workers": "2", "prefill_tp": "2", "decode_workers": "1", "tp": "4", "n_gpus": "8"})
+        == ""
+    )
 
 
-AIC_HEAD = ("id,silicon_data_source,backend,backend_version,model_path,system,precision,mode,isl,osl,"
-            "gemm_quant_mode,moe_quant_mode,batch_size,tp_size,pp_size,attention_dp_size,moe_tp_size,moe_ep_size,"
-            "prefill_batch_size,prefill_num_workers,prefill_tp_size,prefill_pp_size,prefill_attention_dp_size,"
-            "prefill_moe_tp_size,prefill_moe_ep_size,decode_batch_size,decode_num_workers,decode_tp_size,"
-            "decode_pp_size,decode_attention_dp_size,decode_moe_tp_size,decode_moe_ep_size,silicon_ttft_ms,silicon_tpot_ms\n")
+AIC_HEAD = (
+    "id,silicon_data_source,backend,backend_version,model_path,system,precision,mode,isl,osl,"
+    "gemm_quant_mode,moe_quant_mode,batch_size,tp_size,pp_size,attention_dp_size,moe_tp_size,moe_ep_size,"
+    "prefill_batch_size,prefill_num_workers,prefill_tp_size,prefill_pp_size,prefill_attention_dp_size,"
+    "prefill_moe_tp_size,prefill_moe_ep_size,decode_batch_size,decode_num_workers,decode_tp_size,"
+    "decode_pp_size,decode_attention_dp_size,decode_moe_tp_size,decode_moe_ep_size,silicon_ttft_ms,silicon_tpot_ms\n"
+)
 
 
 def _aic(*lines: str) -> aiconfigurator.ReadResult:
@@ -110,15 +128,20 @@ def _aic(*lines: str) -> aiconfigurator.ReadResult:
 
 
 def test_aiconfigurator_reader_rows_repeats_and_skips():
-    agg = ("a_c8_tp4_1,src; silicon_concurrency=8; measured=2025-10-29T00:00:00.000Z,vllm,,meta-llama/Llama-3.1-70B,"
-           "h200_sxm,fp8,agg,1024,1024,fp8,,8,4,1,1,,,,,,,,,,,,,,,,,{ttft},{tpot}\n")
-    out = _aic(agg.format(ttft=100.5, tpot=20.25), agg.format(ttft=100.5, tpot=20.25),
-               agg.replace("1024,1024", "2048,128").format(ttft=1, tpot=2),
-               agg.replace("1024,1024", "2048,128").format(ttft=3, tpot=4),
-               "m_c8_,s; silicon_concurrency=8,trtllm,1.0,deepseek-ai/DeepSeek-R1,h200_sxm,fp8,agg,1,1,fp8,,8,8,1,8,,,,,,,,,,,,,,,,,1,1\n",
-               "d_c_,s; silicon_concurrency=16,sglang,0.5,Qwen/Qwen3-32B,h100_sxm,,disagg,4000,1000,,,,,,,,,1,5,1,1,1,,,48,"
-               "11,1,1,1,,,566.6,22.3\n",
-               "g_c8_,s; silicon_concurrency=8,trtllm,1.3,Qwen/Qwen3-32B,gb200,fp4,agg,1,1,nvfp4,,8,1,1,1,,,,,,,,,,,,,,,,,1,1\n")
+    agg = (
+        "a_c8_tp4_1,src; silicon_concurrency=8; measured=2025-10-29T00:00:00.000Z,vllm,,meta-llama/Llama-3.1-70B,"
+        "h200_sxm,fp8,agg,1024,1024,fp8,,8,4,1,1,,,,,,,,,,,,,,,,,{ttft},{tpot}\n"
+    )
+    out = _aic(
+        agg.format(ttft=100.5, tpot=20.25),
+        agg.format(ttft=100.5, tpot=20.25),
+        agg.replace("1024,1024", "2048,128").format(ttft=1, tpot=2),
+        agg.replace("1024,1024", "2048,128").format(ttft=3, tpot=4),
+        "m_c8_,s; silicon_concurrency=8,trtllm,1.0,deepseek-ai/DeepSeek-R1,h200_sxm,fp8,agg,1,1,fp8,,8,8,1,8,,,,,,,,,,,,,,,,,1,1\n",
+        "d_c_,s; silicon_concurrency=16,sglang,0.5,Qwen/Qwen3-32B,h100_sxm,,disagg,4000,1000,,,,,,,,,1,5,1,1,1,,,48,"
+        "11,1,1,1,,,566.6,22.3\n",
+        "g_c8_,s; silicon_concurrency=8,trtllm,1.3,Qwen/Qwen3-32B,gb200,fp4,agg,1,1,nvfp4,,8,1,1,1,,,,,,,,,,,,,,,,,1,1\n",
+    )
     assert not [r for r in out.rows if row_error(r)]
     same = [r for r in out.rows if r["prompt_tokens"] == "1024"]
     assert len(same) == 1 and "2 times" in same[0]["notes"] and same[0]["ttft_ms"] == "100.5"
@@ -165,23 +188,30 @@ def test_trtllm_v017_reader():
     assert not [r for r in out.rows if row_error(r)]
     off = [r for r in out.rows if r["load"] == "offline" and r["stat"] == "-"]
     assert [(r["gpu"], r["tp"], r["prompt_tokens"], r["load_value"], r["out_tok_s"]) for r in off] == [
-        ("H200", "2", "128", "30000", "6823.01"), ("H100-SXM", "2", "128", "30000", "6645.12"),
-        ("H200", "4", "2048", "3000", "1358.06")]
+        ("H200", "2", "128", "30000", "6823.01"),
+        ("H100-SXM", "2", "128", "30000", "6645.12"),
+        ("H200", "4", "2048", "3000", "1358.06"),
+    ]
     assert off[0]["engine_version"] == "0.17" and off[0]["kv"] == "fp8" and off[0]["weights"] == "FP8"
     on = [r for r in out.rows if r["stat"] == "mean"]
     assert [(r["load"], r["load_value"], r["ttft_ms"], r["itl_ms"], r["out_tok_s"], r["n_gpus"]) for r in on] == [
-        ("rate", "2", "62", "21", "498", "4"), ("offline", "500", "9123", "85", "4103", "4")]
+        ("rate", "2", "62", "21", "498", "4"),
+        ("offline", "500", "9123", "85", "4103", "4"),
+    ]
     assert on[0]["weights"] == "BF16" and on[0]["engine_version"].startswith("0.14.0")
     assert out.skipped == {"GPU L40S: no hardware card": 1}
 
 
 def test_trtllm_v1_reader():
-    text = ("#### Llama 3.3 70B\n\n| Sequence Length (ISL/OSL) | B200<br/>TP1 (FP4) | H100<br/>TP2 (FP8) |\n|---|---|---|\n"
-            "| 128/128 | 11,147 | 6,378 |\n\n| Input Length | Output Length | $seq_len | $num_requests |\n"
-            "| --- | --- | --- | --- |\n| 128 | 128 | 256 | 30000 |\n")
+    text = (
+        "#### Llama 3.3 70B\n\n| Sequence Length (ISL/OSL) | B200<br/>TP1 (FP4) | H100<br/>TP2 (FP8) |\n|---|---|---|\n"
+        "| 128/128 | 11,147 | 6,378 |\n\n| Input Length | Output Length | $seq_len | $num_requests |\n"
+        "| --- | --- | --- | --- |\n| 128 | 128 | 256 | 30000 |\n"
+    )
     out = trtllm_perf.read(SourceFile("NVIDIA/TensorRT-LLM", "p.md", COMMIT, text), "s", "1.0")
     assert [(r["gpu"], r["model"], r["tp"], r["n_gpus"], r["out_tok_s"], r["kv"]) for r in out.rows] == [
-        ("H100-SXM", "llama-3.3-70b", "2", "2", "6378", "unstated")]
+        ("H100-SXM", "llama-3.3-70b", "2", "2", "6378", "unstated")
+    ]
     assert out.skipped == {"precision FP4: no weight format": 1}
 
 
@@ -194,8 +224,13 @@ def test_a_rows_parallelism_reaches_its_anchor_and_a_one_gpu_anchor_is_unchanged
     one = load_published().rows.iloc[0]
     assert parallel_knobs(one) == {} and not {"tp", "pp", "replicas", "prefill_workers"} & set(anchor_row(one))
     dis = {"tp": "2", "prefill_workers": "3", "prefill_tp": "1", "decode_workers": "2", "n_gpus": "7"}
-    assert parallel_knobs(dis) == {"tp": 2, "batching": "disagg", "prefill_workers": 3, "prefill_tp": 1,
-                                   "decode_workers": 2}
+    assert parallel_knobs(dis) == {
+        "tp": 2,
+        "batching": "disagg",
+        "prefill_workers": 3,
+        "prefill_tp": 1,
+        "decode_workers": 2,
+    }
 
 
 def test_sample_keeps_each_sweeps_ends_and_labels_name_the_parallelism(table):
@@ -207,8 +242,21 @@ def test_sample_keeps_each_sweeps_ends_and_labels_name_the_parallelism(table):
         full = g[(g.model == sw.model.iloc[0]) & (g.tp == sw.tp.iloc[0])].load_value.astype(float)
         assert set(sw.load_value.astype(float)) == {full.min(), full.max()}
     assert parallelism(pd.Series({"tp": "4", "pp": "1", "replicas": "2", "prefill_workers": "0"})) == "TP4 x 2 replicas"
-    assert parallelism(pd.Series({"tp": "4", "pp": "1", "replicas": "1", "prefill_workers": "2", "prefill_tp": "1",
-                                  "decode_workers": "1"})) == "2P(TP1)+1D(TP4)"
+    assert (
+        parallelism(
+            pd.Series(
+                {
+                    "tp": "4",
+                    "pp": "1",
+                    "replicas": "1",
+                    "prefill_workers": "2",
+                    "prefill_tp": "1",
+                    "decode_workers": "1",
+                }
+            )
+        )
+        == "2P(TP1)+1D(TP4)"
+    )
 
 
 def test_coverage_counts_figures_inside_the_carried_bar():
@@ -216,7 +264,7 @@ def test_coverage_counts_figures_inside_the_carried_bar():
     from pareto_atlas.calibrate.published_multigpu import MultiGpuCalibration, coverage
 
     a = pd.DataFrame({f"{t}_{sc}": [np.nan, np.nan] for t in TARGETS for sc in ("LOSO", "LOMO", "LOEO")})
-    a["tpot_p50_ms_LOMO"] = [0.05, -0.5]           # one inside the 10 % latency bar, one out
-    a["throughput_tok_s_LOEO"] = [0.3, np.nan]      # inside the 40 % throughput bar
+    a["tpot_p50_ms_LOMO"] = [0.05, -0.5]  # one inside the 10 % latency bar, one out
+    a["throughput_tok_s_LOEO"] = [0.3, np.nan]  # inside the 40 % throughput bar
     cal = MultiGpuCalibration("H200", "vllm", None, a, 0.10, 0.40, "LOSO")
     assert coverage(cal, ("LOMO", "LOEO")) == (2 / 3, 3)

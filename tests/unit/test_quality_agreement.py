@@ -15,9 +15,20 @@ from pareto_atlas.quality.stats import score
 
 
 def rec(i: int, ok: bool, ids=None, out: str = "x", ans: str = "1") -> QualityRecord:
-    return QualityRecord(item_id=f"it{i}", task="gsm8k", variant="lm-eval-5shot", prompt_sha256=f"h{i}", target="1",
-                         output=out, extracted_strict=ans, extracted_flexible=ans, correct_strict=ok,
-                         correct_flexible=ok, latency_s=0.1, token_ids=ids)
+    return QualityRecord(
+        item_id=f"it{i}",
+        task="gsm8k",
+        variant="lm-eval-5shot",
+        prompt_sha256=f"h{i}",
+        target="1",
+        output=out,
+        extracted_strict=ans,
+        extracted_flexible=ans,
+        correct_strict=ok,
+        correct_flexible=ok,
+        latency_s=0.1,
+        token_ids=ids,
+    )
 
 
 def test_identical_arm_agrees_fully():
@@ -59,7 +70,7 @@ def test_common_prefix_is_a_prefix(a, b):
 def test_guard_clear_pass_clear_fail_and_boundary():
     assert guard(score(900, 1000), score(900, 1000), floor=0.8).passes
     bad = guard(score(0, 200), score(60, 200))
-    assert not bad.passes and not bad.boundary and bad.rel == 0.0      # the seed's 0/200 arm is removed
+    assert not bad.passes and not bad.boundary and bad.rel == 0.0  # the seed's 0/200 arm is removed
     b = guard(score(56, 200), score(60, 200))
     assert b.boundary and b.rel_lo < 0.95 <= b.rel_hi and "boundary" in b.reason
 
@@ -78,7 +89,7 @@ def test_paired_guard_identical_arm_passes_independent_guard_cannot_tell():
 
 def test_paired_guard_does_not_overclaim_on_tiny_degenerate_samples():
     base = [rec(0, True), rec(1, False), rec(2, False)]
-    arm = [rec(i, False) for i in range(3)]          # 0/3 vs 1/3: a bootstrap would say [0, 0]
+    arm = [rec(i, False) for i in range(3)]  # 0/3 vs 1/3: a bootstrap would say [0, 0]
     g = guard_paired(arm, base)
     assert g.boundary and g.rel == 0.0 and g.rel_hi > 1.0 and g.method.startswith("katz")
 

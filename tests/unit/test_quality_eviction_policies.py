@@ -7,8 +7,14 @@ import pytest
 from hypothesis import given, strategies as st
 
 from pareto_atlas.quality.eviction.decode import _chunks
-from pareto_atlas.quality.eviction.policies import (EvictionConfig, attended_count, canonical_policy, maxpool1d,
-                                                    select, select_topk)
+from pareto_atlas.quality.eviction.policies import (
+    EvictionConfig,
+    attended_count,
+    canonical_policy,
+    maxpool1d,
+    select,
+    select_topk,
+)
 
 
 def pos_of(length: int, heads: int = 2) -> np.ndarray:
@@ -24,8 +30,8 @@ def test_streaming_keeps_sinks_and_recent_window():
 def test_h2o_keeps_heavy_hitters_far_back():
     cfg = EvictionConfig("h2o", 0.5, heavy_frac=0.5)
     acc = np.ones((2, 40))
-    acc[0, 7] = 50.0          # head 0 attends heavily to entry 7
-    acc[1, 11] = 50.0         # head 1 to entry 11: heads choose independently
+    acc[0, 7] = 50.0  # head 0 attends heavily to entry 7
+    acc[1, 11] = 50.0  # head 1 to entry 11: heads choose independently
     idx = select(cfg, 10, pos_of(40), acc=acc)
     assert 7 in idx[0] and 11 not in idx[0] and 11 in idx[1]
     assert set(range(35, 40)) <= set(idx[0])  # the recent half of the budget
@@ -51,7 +57,9 @@ def test_scores_are_required():
         select(EvictionConfig("snapkv", 0.5), 4, pos_of(10))
 
 
-@given(st.sampled_from(["streaming", "h2o", "snapkv"]), st.integers(1, 80), st.integers(1, 80), st.integers(0, 2**31 - 1))
+@given(
+    st.sampled_from(["streaming", "h2o", "snapkv"]), st.integers(1, 80), st.integers(1, 80), st.integers(0, 2**31 - 1)
+)
 def test_selection_is_a_sorted_subset_of_the_budget_size(policy, length, budget, seed):
     rng = np.random.default_rng(seed)
     pos = np.stack([np.sort(rng.choice(1000, length, replace=False)) for _ in range(3)])
@@ -64,7 +72,7 @@ def test_selection_is_a_sorted_subset_of_the_budget_size(policy, length, budget,
 
 def test_budget_and_labels():
     assert EvictionConfig("h2o", 0.25).budget(1000) == 250
-    assert EvictionConfig("h2o", 0.01).budget(100) == 16          # min_budget
+    assert EvictionConfig("h2o", 0.01).budget(100) == 16  # min_budget
     assert EvictionConfig("h2o", 1.0).budget(100) is None and EvictionConfig("h2o", 1.0).label() == "full"
     assert EvictionConfig("snapkv", 0.5, chunk=0).label() == "snapkv@0.5/oneshot"
     with pytest.raises(ValueError, match="streaming, h2o, snapkv, pyramidkv, topk"):
@@ -90,8 +98,12 @@ def causal(q: int, length: int) -> np.ndarray:
 
 
 def test_topk_reads_each_rows_highest_scores_among_what_it_may_see():
-    scores = np.array([[5.0, 1.0, 4.0, 3.0, 2.0, 9.0],      # row 0 sees keys 0..4: its 9 is in the future
-                       [0.0, 6.0, 1.0, 2.0, 3.0, 8.0]])
+    scores = np.array(
+        [
+            [5.0, 1.0, 4.0, 3.0, 2.0, 9.0],  # row 0 sees keys 0..4: its 9 is in the future
+            [0.0, 6.0, 1.0, 2.0, 3.0, 8.0],
+        ]
+    )
     chosen = select_topk(scores, causal(2, 6), keep=0.5, min_budget=1)
     assert np.flatnonzero(chosen[0]).tolist() == [0, 2, 3]
     assert np.flatnonzero(chosen[1]).tolist() == [1, 4, 5]
@@ -127,7 +139,7 @@ def test_topk_evicts_nothing_and_is_named_like_the_atlas_reads_it():
     cfg = EvictionConfig(canonical_policy("sparse"), 0.25)
     assert cfg.policy == "topk" and cfg.sparse and not cfg.evicts and not cfg.reference
     assert cfg.budget(1000) is None and not cfg.needs_attention and cfg.label() == "topk@0.25"
-    assert EvictionConfig("topk", 0.25, chunk=0).label() == "topk@0.25"     # no eviction: nothing one-shot
+    assert EvictionConfig("topk", 0.25, chunk=0).label() == "topk@0.25"  # no eviction: nothing one-shot
     assert EvictionConfig("topk", 1.0).reference and EvictionConfig("topk", 1.0).label() == "full"
     assert select(cfg, 16, pos_of(40)).shape == (2, 40)
     with pytest.raises(ValueError, match="topk"):

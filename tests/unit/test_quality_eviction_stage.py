@@ -23,9 +23,11 @@ def test_missing_extra_is_one_line_naming_it(tmp_path, monkeypatch):
     # None in sys.modules makes `import torch` fail even where torch is installed
     monkeypatch.setitem(sys.modules, "torch", None)
     monkeypatch.setitem(sys.modules, "transformers", None)
-    r = CliRunner().invoke(app, ["quality", "tiny", "--kind", "evict", "--out", str(tmp_path), "--store", str(tmp_path / "s.duckdb")])
+    r = CliRunner().invoke(
+        app, ["quality", "tiny", "--kind", "evict", "--out", str(tmp_path), "--store", str(tmp_path / "s.duckdb")]
+    )
     assert r.exit_code == 2, r.output
-    err = " ".join(r.output.split())        # the console may wrap a long line; the message is one
+    err = " ".join(r.output.split())  # the console may wrap a long line; the message is one
     assert err.startswith("error: evict: KV eviction needs torch and transformers")
     assert "pip install 'pareto-atlas[eviction]'" in err and "Traceback" not in r.output
 
@@ -59,14 +61,36 @@ def fake_engine(monkeypatch, tmp_path):
         out = []
         for cfg in configs:
             calls["configs"].append(cfg.label())
-            ok = [cfg.reference or i == 0 for i in range(len(items))]      # eviction loses all but the first
-            recs = tuple(QualityRecord(item_id=it.item_id, task=it.task, variant=it.variant, prompt_sha256="x",
-                                       target=it.target, output="", extracted_strict="", extracted_flexible="",
-                                       correct_strict=o, correct_flexible=o, latency_s=0.0) for it, o in zip(items, ok))
-            p = EvictionPoint(label=cfg.label(), policy=cfg.policy, keep=1.0 if cfg.reference else cfg.keep,
-                              chunk=cfg.chunk, kv_keep=1.0 if cfg.reference else cfg.keep * 0.9, peak_kv_tokens=100,
-                              kv_bytes_per_token=9216, accuracy=score_bools(ok), ppl=4.0 if cfg.reference else 6.0,
-                              seconds=0.5, records=recs)
+            ok = [cfg.reference or i == 0 for i in range(len(items))]  # eviction loses all but the first
+            recs = tuple(
+                QualityRecord(
+                    item_id=it.item_id,
+                    task=it.task,
+                    variant=it.variant,
+                    prompt_sha256="x",
+                    target=it.target,
+                    output="",
+                    extracted_strict="",
+                    extracted_flexible="",
+                    correct_strict=o,
+                    correct_flexible=o,
+                    latency_s=0.0,
+                )
+                for it, o in zip(items, ok)
+            )
+            p = EvictionPoint(
+                label=cfg.label(),
+                policy=cfg.policy,
+                keep=1.0 if cfg.reference else cfg.keep,
+                chunk=cfg.chunk,
+                kv_keep=1.0 if cfg.reference else cfg.keep * 0.9,
+                peak_kv_tokens=100,
+                kv_bytes_per_token=9216,
+                accuracy=score_bools(ok),
+                ppl=4.0 if cfg.reference else 6.0,
+                seconds=0.5,
+                records=recs,
+            )
             on_point(p)
             out.append(p)
         return out
@@ -106,8 +130,27 @@ def test_points_are_stored_as_they_finish_and_a_rerun_runs_only_what_is_missing(
 
 def test_the_subcommand_measures_top_k_sparse_attention_as_a_policy(tmp_path, fake_engine):
     store = tmp_path / "s.duckdb"
-    r = CliRunner().invoke(app, ["quality", "tiny", "--kind", "evict", "--policies", "sparse", "--keeps", "0.5,0.25", "--task", "retrieval",
-                                 "--n", "1", "--store", str(store), "--out", str(tmp_path)])
+    r = CliRunner().invoke(
+        app,
+        [
+            "quality",
+            "tiny",
+            "--kind",
+            "evict",
+            "--policies",
+            "sparse",
+            "--keeps",
+            "0.5,0.25",
+            "--task",
+            "retrieval",
+            "--n",
+            "1",
+            "--store",
+            str(store),
+            "--out",
+            str(tmp_path),
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert fake_engine["configs"] == ["full", "topk@0.5", "topk@0.25"]
     assert "achieved attended 0.225" in r.output and "achieved kv_keep 1.000" in r.output
@@ -119,13 +162,24 @@ def test_the_subcommand_measures_top_k_sparse_attention_as_a_policy(tmp_path, fa
 
 def test_top_k_achieved_share_is_averaged_over_decode_steps_not_items():
     def rec(keep: float, steps: int) -> QualityRecord:
-        return QualityRecord(item_id="i", task="retrieval", variant="niah", prompt_sha256="x", target="1", output="1",
-                             extracted_strict="1", extracted_flexible="1", correct_strict=True, correct_flexible=True,
-                             latency_s=0.0, meta={"kv_keep": keep, "sparse_steps": steps})
+        return QualityRecord(
+            item_id="i",
+            task="retrieval",
+            variant="niah",
+            prompt_sha256="x",
+            target="1",
+            output="1",
+            extracted_strict="1",
+            extracted_flexible="1",
+            correct_strict=True,
+            correct_flexible=True,
+            latency_s=0.0,
+            meta={"kv_keep": keep, "sparse_steps": steps},
+        )
 
     # an answer given by the prefill alone (no decode step) read every key but weighs nothing
     assert experiment.achieved_keep([rec(0.25, 6), rec(0.5, 2), rec(1.0, 0)]) == (0.25 * 6 + 0.5 * 2) / 8
-    assert experiment.achieved_keep([rec(0.4, 0), rec(0.6, 0)]) == 0.5          # eviction: the mean over items
+    assert experiment.achieved_keep([rec(0.4, 0), rec(0.6, 0)]) == 0.5  # eviction: the mean over items
 
 
 def test_a_different_item_set_is_a_different_point(tmp_path):
@@ -137,7 +191,9 @@ def test_a_different_item_set_is_a_different_point(tmp_path):
     assert a["task"] == "retrieval" and a["n"] == study.quality.retrieval_per_cell and b["n"] == 2
     assert g["task"] == "gsm8k" and g["n"] == study.quality.n
     ids = {stage.evict_id(study, "sha", it, "h2o", 0.5, 128) for it in (a, b, g)}
-    assert len(ids) == 3 and stage.evict_id(study, "sha", a, "h2o", 0.5, 128) == stage.evict_id(study, "sha", a, "h2o", 0.5, 128)
+    assert len(ids) == 3 and stage.evict_id(study, "sha", a, "h2o", 0.5, 128) == stage.evict_id(
+        study, "sha", a, "h2o", 0.5, 128
+    )
 
 
 def test_a_ruler_sweep_asks_its_own_lengths_and_a_prefilled_answer_is_continued():
@@ -157,7 +213,9 @@ def test_a_ruler_sweep_asks_its_own_lengths_and_a_prefilled_answer_is_continued(
 
     from pareto_atlas.quality.records import QualityItem
 
-    pre = QualityItem(item_id="r/1", task="ruler", variant="ruler", target="[]", messages=(("user", "q"), ("assistant", "A:")))
+    pre = QualityItem(
+        item_id="r/1", task="ruler", variant="ruler", target="[]", messages=(("user", "q"), ("assistant", "A:"))
+    )
     plain = QualityItem(item_id="r/2", task="ruler", variant="ruler", target="[]", messages=(("user", "q"),))
     assert experiment.item_prompt(Tok(), pre).endswith("A:") and calls[-1] == {"continue_final_message": True}
     experiment.item_prompt(Tok(), plain)

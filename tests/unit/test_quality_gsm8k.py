@@ -28,7 +28,8 @@ def test_prompt_has_exact_lm_eval_format():
     doc = g.GsmDoc("How many?", "x")
     shots = [g.GsmDoc("A?", "1\n#### 1"), g.GsmDoc("B?", "2\n#### 2")]
     assert g.lm_eval_prompt(doc, shots) == (
-        "Question: A?\nAnswer: 1\n#### 1\n\nQuestion: B?\nAnswer: 2\n#### 2\n\nQuestion: How many?\nAnswer:")
+        "Question: A?\nAnswer: 1\n#### 1\n\nQuestion: B?\nAnswer: 2\n#### 2\n\nQuestion: How many?\nAnswer:"
+    )
 
 
 def test_fewshot_replays_one_shared_generator_in_test_order():
@@ -36,7 +37,7 @@ def test_fewshot_replays_one_shared_generator_in_test_order():
     rnd = random.Random(1234)
     expected = [tuple(rnd.sample(range(7473), 5)) for _ in range(30)]
     assert list(shots) == expected
-    assert shots[0] != shots[1]            # not re-seeded per document
+    assert shots[0] != shots[1]  # not re-seeded per document
 
 
 def test_fewshot_positions_equal_sampling_the_documents(tiny):
@@ -83,11 +84,11 @@ def test_expected_sha_mismatch_is_one_clear_error(tiny):
 
 
 def test_train_split_ships_with_the_package_verified_and_complete(tmp_path, monkeypatch):
-    monkeypatch.setenv(g.SHARED_DIR_ENV, str(tmp_path / "nowhere"))   # an override without the file
+    monkeypatch.setenv(g.SHARED_DIR_ENV, str(tmp_path / "nowhere"))  # an override without the file
     train = g.load_split("train")
     assert train.path == str(g.PACKAGED_DIR / "train.jsonl.gz")
     assert len(train.docs) == g.N_TRAIN and train.source.startswith("GSM8K train.jsonl")
-    assert (g.PACKAGED_DIR / "LICENSE").read_text().startswith("MIT License")   # GSM8K's, shipped beside it
+    assert (g.PACKAGED_DIR / "LICENSE").read_text().startswith("MIT License")  # GSM8K's, shipped beside it
 
 
 def test_an_override_directory_is_read_and_must_be_a_known_file(tiny, monkeypatch):
@@ -108,10 +109,17 @@ def test_missing_train_says_what_to_do(tmp_path, monkeypatch):
 
 def test_no_machine_path_in_the_product_or_its_tests():
     root = Path(g.__file__).parents[3]
-    machine = re.compile(r"[\"']/(work|home|root|Users|mnt|srv|opt)/")   # a literal absolute path of one machine
-    hits = [f"{p.relative_to(root)}: {line.strip()}" for base in ("src", "tests") for p in (root / base).rglob("*.py")
-            for line in p.read_text().splitlines() if machine.search(line)]
+    machine = re.compile(r"[\"']/(work|home|root|Users|mnt|srv|opt)/")  # a literal absolute path of one machine
+    hits = [
+        f"{p.relative_to(root)}: {line.strip()}"
+        for base in ("src", "tests")
+        for p in (root / base).rglob("*.py")
+        for line in p.read_text().splitlines()
+        if machine.search(line)
+    ]
     assert not hits, hits
+
+
 def test_unknown_variant_lists_allowed():
     with pytest.raises(ValueError, match="lm-eval-5shot, chat-0shot"):
         g.gsm8k_items(2, "cot")

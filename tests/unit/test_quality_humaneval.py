@@ -45,16 +45,20 @@ def test_prompt_is_evalplus_instruction_with_a_prefilled_fence():
     items = he.humaneval_items(5, seed=1)
     assert len(items) == 5 and all(it.max_tokens == he.MAX_TOKENS and "\n```" in it.stop for it in items)
     assert [it.item_id for it in he.humaneval_items(3, seed=1)] == [
-        i.item_id for i in items if i.item_id in {x.item_id for x in he.humaneval_items(3, seed=1)}]
+        i.item_id for i in items if i.item_id in {x.item_id for x in he.humaneval_items(3, seed=1)}
+    ]
 
 
-@pytest.mark.parametrize("output, expected", [
-    (he.PREFILL + "def f():\n    return 1\n", "def f():\n    return 1\n"),          # llama.cpp echoes the prefill
-    ("def f():\n    return 1\n```\nThis returns one.", "def f():\n    return 1\n"),
-    ("```\nSure! Here it is:\n```python\ndef f():\n    return 2\n```", "def f():\n    return 2\n"),
-    ("```\n\n```python\ndef f():\n    return 2\n```", "def f():\n    return 2\n"),
-    ("def f():\n    return 1\n\nif __name__ == '__main__':\n    print(f(input()))\n", "def f():\n    return 1\n"),
-])
+@pytest.mark.parametrize(
+    "output, expected",
+    [
+        (he.PREFILL + "def f():\n    return 1\n", "def f():\n    return 1\n"),  # llama.cpp echoes the prefill
+        ("def f():\n    return 1\n```\nThis returns one.", "def f():\n    return 1\n"),
+        ("```\nSure! Here it is:\n```python\ndef f():\n    return 2\n```", "def f():\n    return 2\n"),
+        ("```\n\n```python\ndef f():\n    return 2\n```", "def f():\n    return 2\n"),
+        ("def f():\n    return 1\n\nif __name__ == '__main__':\n    print(f(input()))\n", "def f():\n    return 1\n"),
+    ],
+)
 def test_extract_code(output, expected):
     assert he.extract_code(output) == expected
 
@@ -65,7 +69,7 @@ def test_canonical_solutions_pass_and_wrong_ones_fail():
     for p in probs[:3]:
         code, res = he.run_solution(p.task_id, p.canonical_solution + "\n```\n")
         assert res.status == "passed", (p.task_id, res)
-        full = p.prompt + p.canonical_solution          # a full script, as chat answers are
+        full = p.prompt + p.canonical_solution  # a full script, as chat answers are
         assert he.run_solution(p.task_id, full)[1].passed
     code, res = he.run_solution("HumanEval/0", f"def {probs[0].entry_point}(numbers, threshold):\n    return False\n")
     assert res.status == "failed" and "AssertionError" in res.reason
@@ -76,18 +80,28 @@ def test_a_hostile_answer_is_a_failed_sample_and_scoring_goes_on():
     hostile = "import os\nwhile True:\n    os.fork()\n"
     code, verdict, ok, _ = score_output("humaneval", he.VARIANT, hostile, "HumanEval/1", he.STOP)
     assert not ok and verdict.startswith("killed-by-limit")
-    code, verdict, ok, _ = score_output("humaneval", he.VARIANT, he.load_problems()[2].canonical_solution,
-                                        "HumanEval/2", he.STOP)
+    code, verdict, ok, _ = score_output(
+        "humaneval", he.VARIANT, he.load_problems()[2].canonical_solution, "HumanEval/2", he.STOP
+    )
     assert ok and verdict == "passed"
 
 
 @needs_sandbox
 def test_rescoring_saved_records_reruns_the_sandbox_not_the_model():
     p = he.load_problems()[4]
-    rec = QualityRecord(item_id="humaneval/004", task="humaneval", variant=he.VARIANT, prompt_sha256="x",
-                        target=p.task_id, output=he.PREFILL + p.prompt + p.canonical_solution,
-                        extracted_strict="", extracted_flexible="", correct_strict=False, correct_flexible=False,
-                        latency_s=1.0)
+    rec = QualityRecord(
+        item_id="humaneval/004",
+        task="humaneval",
+        variant=he.VARIANT,
+        prompt_sha256="x",
+        target=p.task_id,
+        output=he.PREFILL + p.prompt + p.canonical_solution,
+        extracted_strict="",
+        extracted_flexible="",
+        correct_strict=False,
+        correct_flexible=False,
+        latency_s=1.0,
+    )
     run = rescore([QualityRecord.from_dict(json.loads(json.dumps(rec.to_dict())))])
     assert run.summary.strict.k == 1 and run.records[0].extracted_flexible == "passed"
     assert task_extras(run.records) == {"sandbox_outcomes": {"passed": 1}}

@@ -32,8 +32,12 @@ CASES = [  # (instruction, kwargs, follows, breaks)
     ("detectable_format:number_highlighted_sections", {"num_highlights": 2}, "*one* and **two**", "*one* only"),
     ("detectable_format:number_bullet_lists", {"num_bullets": 2}, "* a\n- b", "* a\n* b\n* c"),
     ("detectable_format:json_format", {}, '```json\n{"a": 1}\n```', "{a: 1}"),
-    ("detectable_format:multiple_sections", {"section_spliter": "SECTION", "num_sections": 2},
-     "SECTION 1\nx\nSECTION 2\ny", "SECTION 1\nx"),
+    (
+        "detectable_format:multiple_sections",
+        {"section_spliter": "SECTION", "num_sections": 2},
+        "SECTION 1\nx\nSECTION 2\ny",
+        "SECTION 1\nx",
+    ),
     ("detectable_format:constrained_response", {}, "My answer is no.", "No."),
     ("combination:two_responses", {}, "A\n******\nB", "A\n******\nA"),
     ("combination:repeat_prompt", {"prompt_to_repeat": "Say hi."}, "say hi. Hi!", "Hi! Say hi."),
@@ -45,19 +49,48 @@ CASES = [  # (instruction, kwargs, follows, breaks)
     ("keywords:letter_frequency", {"letter": "z", "let_frequency": 2, "let_relation": "less than"}, "zoo", "zzz"),
     ("length_constraints:number_words", {"num_words": 3, "relation": "less than"}, "two words", "one two three"),
     ("length_constraints:number_paragraphs", {"num_paragraphs": 2}, "a\n***\nb", "a\n***\n***\nb"),
-    ("length_constraints:nth_paragraph_first_word", {"num_paragraphs": 2, "nth_paragraph": 2, "first_word": "then"},
-     "First.\n\n\"Then, more.", "First.\n\nAfter that."),
-    ("length_constraints:number_sentences", {"num_sentences": 3, "relation": "at least"},
-     "One. Two! Three?", "Dr. Who went home. Done."),
-    ("change_case:english_lowercase", {}, "this is all lowercase english text about the weather today",
-     "This Has Capitals in english text about the weather"),
-    ("change_case:english_capital", {}, "THIS IS ALL CAPITAL ENGLISH TEXT ABOUT THE WEATHER TODAY",
-     "THIS is not all capital english text"),
-    ("change_case:capital_word_frequency", {"capital_frequency": 2, "capital_relation": "at least"},
-     "USE TWO capitals", "only ONE"),
-    ("language:response_language", {"language": "de"}, "Dies ist ein deutscher Satz über das Wetter heute.",
-     "This is an English sentence about the weather today."),
-    ("startend:end_checker", {"end_phrase": "Any other questions?"}, 'Text. Any other questions?"', "Any other questions? No."),
+    (
+        "length_constraints:nth_paragraph_first_word",
+        {"num_paragraphs": 2, "nth_paragraph": 2, "first_word": "then"},
+        "First.\n\n\"Then, more.",
+        "First.\n\nAfter that.",
+    ),
+    (
+        "length_constraints:number_sentences",
+        {"num_sentences": 3, "relation": "at least"},
+        "One. Two! Three?",
+        "Dr. Who went home. Done.",
+    ),
+    (
+        "change_case:english_lowercase",
+        {},
+        "this is all lowercase english text about the weather today",
+        "This Has Capitals in english text about the weather",
+    ),
+    (
+        "change_case:english_capital",
+        {},
+        "THIS IS ALL CAPITAL ENGLISH TEXT ABOUT THE WEATHER TODAY",
+        "THIS is not all capital english text",
+    ),
+    (
+        "change_case:capital_word_frequency",
+        {"capital_frequency": 2, "capital_relation": "at least"},
+        "USE TWO capitals",
+        "only ONE",
+    ),
+    (
+        "language:response_language",
+        {"language": "de"},
+        "Dies ist ein deutscher Satz über das Wetter heute.",
+        "This is an English sentence about the weather today.",
+    ),
+    (
+        "startend:end_checker",
+        {"end_phrase": "Any other questions?"},
+        'Text. Any other questions?"',
+        "Any other questions? No.",
+    ),
     ("startend:quotation", {}, '"quoted"', 'quoted"'),
 ]
 
@@ -88,17 +121,30 @@ def test_sentence_counter_without_nltk():
 
 def _rec(key: str, output: str) -> QualityRecord:
     s, l, ok_s, ok_l = ie.score_ifeval(output, key)
-    return QualityRecord(item_id=f"ifeval/{key}", task="ifeval", variant="ifeval", prompt_sha256="x", target=key,
-                         output=output, extracted_strict=s, extracted_flexible=l, correct_strict=ok_s,
-                         correct_flexible=ok_l, latency_s=0.1)
+    return QualityRecord(
+        item_id=f"ifeval/{key}",
+        task="ifeval",
+        variant="ifeval",
+        prompt_sha256="x",
+        target=key,
+        output=output,
+        extracted_strict=s,
+        extracted_flexible=l,
+        correct_strict=ok_s,
+        correct_flexible=ok_l,
+        latency_s=0.1,
+    )
 
 
 def test_prompt_and_instruction_level_and_sentence_prompts_apart():
-    p1001 = ie.prompt_for("1001")          # punctuation:no_comma only
+    p1001 = ie.prompt_for("1001")  # punctuation:no_comma only
     assert p1001.instruction_ids == ("punctuation:no_comma",)
     sent = next(p for p in ie.load_prompts() if ie.SENTENCE_ID in p.instruction_ids)
-    recs = [_rec("1001", "No commas at all here."), _rec("1000", "short, with a comma"),
-            _rec(str(sent.key), "One sentence only")]
+    recs = [
+        _rec("1001", "No commas at all here."),
+        _rec("1000", "short, with a comma"),
+        _rec(str(sent.key), "One sentence only"),
+    ]
     s = ie.ifeval_summary(recs)
     assert s["prompt_strict"]["n"] == 3 and s["prompt_strict"]["k"] == 1
     assert s["instruction_strict"]["n"] == 1 + 3 + len(sent.instruction_ids)

@@ -65,7 +65,7 @@ def test_real_kld_summary_has_honest_intervals():
     res = K.summarize(K.parse_kld(ARM_OUT))
     for e in (res.kld, res.top1, res.ln_ratio):
         assert e.lo <= e.value <= e.hi and e.se >= e.token_se
-        assert e.hi - e.lo >= 2 * 1.96 * e.token_se - 1e-12      # never narrower than llama.cpp's own
+        assert e.hi - e.lo >= 2 * 1.96 * e.token_se - 1e-12  # never narrower than llama.cpp's own
     assert res.ppl_ratio[0] == pytest.approx(math.exp(res.ln_ratio.value))
     assert res.ppl / res.ppl_base == pytest.approx(res.ppl_ratio[0], rel=1e-3)
 
@@ -76,7 +76,7 @@ def test_a_kv_cache_that_fails_on_some_passages_gets_the_wide_interval_it_deserv
     res = K.summarize(K.parse_kld((FIXTURES / "llama_perplexity_kld_kvq4_0.txt").read_text()))
     assert res.kld.deff > 10 and res.kld.se > 3 * res.kld.token_se
     q4 = K.summarize(K.parse_kld(ARM_OUT))
-    assert q4.kld.hi < res.kld.lo and res.top1.hi < q4.top1.lo      # still far apart
+    assert q4.kld.hi < res.kld.lo and res.top1.hi < q4.top1.lo  # still far apart
 
 
 def test_a_share_of_zero_keeps_an_upper_bound():
@@ -101,7 +101,7 @@ def test_base_output_parses_and_broken_outputs_are_errors():
 def test_chunk_means_invert_running_means_up_to_print_rounding():
     rng = np.random.default_rng(0)
     x = rng.gamma(0.5, 0.2, size=16)
-    running = [round(float(np.mean(x[:k])), 5) for k in range(1, 17)]      # as llama.cpp prints them
+    running = [round(float(np.mean(x[:k])), 5) for k in range(1, 17)]  # as llama.cpp prints them
     got = K.chunk_means(running)
     assert np.allclose(got, x, atol=(2 * 16 - 1) * 5e-6)
 
@@ -154,10 +154,16 @@ def test_kld_text_is_deterministic_gsm8k_long_enough_for_its_chunks():
 
 # The default budget's text (8 chunks) and a long one's, as every build before the train split was
 # shipped with the package read them from GSM8K's train.jsonl: the same bytes, so KL figures do not move.
-PINNED_TEXT = {8: ("08d93eaff731ab976780c29a1769b869609e59d0078e1a24150399cf2289bc98",
-                   "gsm8k train (17f347dc5147), first 44 of 7473 docs"),
-               16: ("8e747368616d9a7b619a8f440b026ec8ebea2c75cfc08c55ea504b998e699b24",
-                    "gsm8k train (17f347dc5147), first 88 of 7473 docs")}
+PINNED_TEXT = {
+    8: (
+        "08d93eaff731ab976780c29a1769b869609e59d0078e1a24150399cf2289bc98",
+        "gsm8k train (17f347dc5147), first 44 of 7473 docs",
+    ),
+    16: (
+        "8e747368616d9a7b619a8f440b026ec8ebea2c75cfc08c55ea504b998e699b24",
+        "gsm8k train (17f347dc5147), first 88 of 7473 docs",
+    ),
+}
 
 
 @pytest.mark.parametrize("chunks", sorted(PINNED_TEXT))
@@ -273,15 +279,18 @@ def test_an_interrupted_baseline_run_leaves_no_logits_and_no_rows(tmp_path, fake
 
     monkeypatch.setattr(K, "run_perplexity", interrupted)
     with Store(tmp_path / "s.duckdb") as store, pytest.raises(KeyboardInterrupt):
-        S.kld_study(load_study("default"), store, Console(file=open("/dev/null", "w")), arms=["q4_0"],
-                    workdir=tmp_path / "w")
+        S.kld_study(
+            load_study("default"), store, Console(file=open("/dev/null", "w")), arms=["q4_0"], workdir=tmp_path / "w"
+        )
     with Store(tmp_path / "s.duckdb") as store:
         assert store.kld_points().empty and not list((tmp_path / "w").iterdir())
 
 
 def test_cli_without_the_binary_is_one_line_naming_the_make_target(tmp_path, monkeypatch):
     monkeypatch.setenv("PARETO_ATLAS_LLAMA_PERPLEXITY", str(tmp_path / "missing"))
-    r = CliRunner().invoke(app, ["quality", "tiny", "--kind", "kld", "--out", str(tmp_path), "--store", str(tmp_path / "s.duckdb")])
+    r = CliRunner().invoke(
+        app, ["quality", "tiny", "--kind", "kld", "--out", str(tmp_path), "--store", str(tmp_path / "s.duckdb")]
+    )
     assert r.exit_code == 2, r.output
     err = " ".join(r.output.split())
     assert err.startswith("error: kld: llama-perplexity is not built; `make llama-tools` builds it")
@@ -289,7 +298,9 @@ def test_cli_without_the_binary_is_one_line_naming_the_make_target(tmp_path, mon
 
 
 def test_cli_runs_the_stage_and_prints_the_table(tmp_path, fake_tools):
-    r = CliRunner().invoke(app, ["quality", "default", "--kind", "kld", "--arm", "q4_0", "--tokens", "510", "--out", str(tmp_path)])
+    r = CliRunner().invoke(
+        app, ["quality", "default", "--kind", "kld", "--arm", "q4_0", "--tokens", "510", "--out", str(tmp_path)]
+    )
     assert r.exit_code == 0, r.output
     assert "mean KLD [95 %]" in r.output and "q4_0" in r.output and "reference" in r.output
     with Store(tmp_path / "store.duckdb") as store:

@@ -11,20 +11,47 @@ import re
 
 import pytest
 
-from pareto_atlas.quality.published import (COLUMNS, PublishedQuality, PublishedQualityError, guard_choice,
-                                            load_published_quality, published_for, ratio_interval, summary_lines,
-                                            wilson)
+from pareto_atlas.quality.published import (
+    COLUMNS,
+    PublishedQuality,
+    PublishedQualityError,
+    guard_choice,
+    load_published_quality,
+    published_for,
+    ratio_interval,
+    summary_lines,
+    wilson,
+)
 from pareto_atlas.quality.published_table import KV, REQUIRED, SCALES, SOURCE, WEIGHTS, row_error
 from pareto_atlas.spec.cards import shipped_models
 from pareto_atlas.spec.knobs import EVICTION
 
 Z = 1.959963984540054
-GOOD = {"source": "https://example.org/eval", "source_date": "2025-03-01", "publisher": "Example Lab",
-        "model": "qwen2.5-7b", "checkpoint": "example/Qwen2.5-7B-Instruct-FP8", "baseline_checkpoint": "Qwen/Qwen2.5-7B-Instruct",
-        "method": "FP8 dynamic", "weights": "FP8", "kv": "f16", "eviction": "none", "kv_budget": "", "benchmark": "gsm8k",
-        "shots": "5", "metric": "exact_match,strict-match", "n_items": "1000", "score": "80.0", "baseline_score": "82.0",
-        "score_stderr": "", "baseline_stderr": "", "scale": "percent", "harness": "lm-eval 0.4.5", "proxy_for": "",
-        "notes": ""}
+GOOD = {
+    "source": "https://example.org/eval",
+    "source_date": "2025-03-01",
+    "publisher": "Example Lab",
+    "model": "qwen2.5-7b",
+    "checkpoint": "example/Qwen2.5-7B-Instruct-FP8",
+    "baseline_checkpoint": "Qwen/Qwen2.5-7B-Instruct",
+    "method": "FP8 dynamic",
+    "weights": "FP8",
+    "kv": "f16",
+    "eviction": "none",
+    "kv_budget": "",
+    "benchmark": "gsm8k",
+    "shots": "5",
+    "metric": "exact_match,strict-match",
+    "n_items": "1000",
+    "score": "80.0",
+    "baseline_score": "82.0",
+    "score_stderr": "",
+    "baseline_stderr": "",
+    "scale": "percent",
+    "harness": "lm-eval 0.4.5",
+    "proxy_for": "",
+    "notes": "",
+}
 
 
 def _write(path, rows: list[dict], columns=COLUMNS) -> str:
@@ -43,11 +70,12 @@ def shipped():
 
 # --- the shipped table ------------------------------------------------------------------------------------------
 
+
 def test_shipped_table_size_and_independent_sources(shipped):
     assert len(shipped) >= 40
     assert shipped["source"].nunique() >= 5
     assert shipped["publisher"].nunique() >= 5
-    assert list(shipped.columns[:len(COLUMNS)]) == list(COLUMNS)
+    assert list(shipped.columns[: len(COLUMNS)]) == list(COLUMNS)
 
 
 def test_every_shipped_row_is_valid_field_by_field(shipped):
@@ -83,8 +111,8 @@ def test_shipped_coverage_of_the_deployed_knobs(shipped):
         assert not gsm.empty, model
     weights = set(shipped.weights)
     assert {"FP8", "W8A8", "W4A16"} <= weights
-    assert (shipped.kv != "f16").sum() >= 5                       # KV-cache quantization rows
-    assert {"snapkv", "pyramidkv"} <= set(shipped.eviction)        # KV eviction rows
+    assert (shipped.kv != "f16").sum() >= 5  # KV-cache quantization rows
+    assert {"snapkv", "pyramidkv"} <= set(shipped.eviction)  # KV eviction rows
 
 
 def test_item_counts_agree_with_unrounded_published_fractions(shipped):
@@ -99,6 +127,7 @@ def test_item_counts_agree_with_unrounded_published_fractions(shipped):
 
 
 # --- interval maths ---------------------------------------------------------------------------------------------
+
 
 def test_wilson_on_a_textbook_case():
     # 50 of 100: centre (0.5 + z^2/200)/(1 + z^2/100) = 0.5; half-width z sqrt(0.25/100 + z^2/40000)/(1 + z^2/100)
@@ -122,11 +151,14 @@ def test_ratio_from_published_stderrs_uses_the_delta_method():
     var = (0.0115 / 0.7748) ** 2 + (0.0116 / 0.7763) ** 2
     lo, hi = ratio_interval(0.7748, 0.7763, 1319, se=0.0115, se_b=0.0116)
     rel = 0.7748 / 0.7763
-    assert (lo, hi) == (pytest.approx(rel * math.exp(-Z * math.sqrt(var))), pytest.approx(rel * math.exp(Z * math.sqrt(var))))
+    assert (lo, hi) == (
+        pytest.approx(rel * math.exp(-Z * math.sqrt(var))),
+        pytest.approx(rel * math.exp(Z * math.sqrt(var))),
+    )
 
 
 def test_a_zero_score_keeps_an_honest_interval():
-    lo, hi = ratio_interval(0.0, 0.5, 100)          # Haldane: 0.5/101 against 50.5/101
+    lo, hi = ratio_interval(0.0, 0.5, 100)  # Haldane: 0.5/101 against 50.5/101
     assert lo > 0 and hi < 1 and lo < hi
 
 
@@ -143,8 +175,14 @@ def test_user_row_end_to_end_matches_the_hand_computation(tmp_path):
 
 
 def test_a_printed_stderr_is_used_for_q(tmp_path):
-    row = dict(GOOD, scale="proportion", score="0.7748", baseline_score="0.7763", score_stderr="0.0115",
-               baseline_stderr="0.0116")
+    row = dict(
+        GOOD,
+        scale="proportion",
+        score="0.7748",
+        baseline_score="0.7763",
+        score_stderr="0.0115",
+        baseline_stderr="0.0116",
+    )
     (r,) = published_for("qwen2.5-7b", "FP8", table=load_published_quality([_write(tmp_path / "s.csv", [row])]))
     assert (r.q_lo, r.q_hi) == (pytest.approx(0.7748 - Z * 0.0115), pytest.approx(0.7748 + Z * 0.0115))
     assert "stderr" in r.method
@@ -152,13 +190,27 @@ def test_a_printed_stderr_is_used_for_q(tmp_path):
 
 # --- errors -----------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("change, field", [
-    ({"model": "gpt-9"}, "model"), ({"scale": "ratio"}, "scale"), ({"kv": "fp4"}, "kv"),
-    ({"weights": "Q4_K_M"}, "weights"), ({"source": "a blog post"}, "source"), ({"source_date": "2024/01/02"}, "source_date"),
-    ({"score": "abc"}, "score"), ({"score": "120"}, "score"), ({"n_items": "-3"}, "n_items"), ({"shots": "1.5"}, "shots"),
-    ({"eviction": "snapkv"}, "kv_budget"), ({"kv_budget": "128"}, "kv_budget"), ({"benchmark": "GSM 8K"}, "benchmark"),
-    ({"baseline_score": ""}, "baseline_score"), ({"eviction": "lru", "kv_budget": "128"}, "eviction"),
-])
+
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        ({"model": "gpt-9"}, "model"),
+        ({"scale": "ratio"}, "scale"),
+        ({"kv": "fp4"}, "kv"),
+        ({"weights": "Q4_K_M"}, "weights"),
+        ({"source": "a blog post"}, "source"),
+        ({"source_date": "2024/01/02"}, "source_date"),
+        ({"score": "abc"}, "score"),
+        ({"score": "120"}, "score"),
+        ({"n_items": "-3"}, "n_items"),
+        ({"shots": "1.5"}, "shots"),
+        ({"eviction": "snapkv"}, "kv_budget"),
+        ({"kv_budget": "128"}, "kv_budget"),
+        ({"benchmark": "GSM 8K"}, "benchmark"),
+        ({"baseline_score": ""}, "baseline_score"),
+        ({"eviction": "lru", "kv_budget": "128"}, "eviction"),
+    ],
+)
 def test_bad_row_gives_one_line_naming_file_line_and_field(tmp_path, change, field):
     path = _write(tmp_path / "bad.csv", [GOOD, dict(GOOD, **change)])
     with pytest.raises(PublishedQualityError) as e:
@@ -188,6 +240,7 @@ def test_missing_user_table_is_an_error():
 
 # --- lookup, baseline, guard choice -----------------------------------------------------------------------------
 
+
 def test_user_table_extends_the_shipped_one(shipped, tmp_path):
     table = load_published_quality([_write(tmp_path / "mine.csv", [GOOD])])
     assert len(table) == len(shipped) + 1
@@ -210,7 +263,14 @@ def test_own_precision_is_the_baseline_itself(shipped):
 
 def test_quantized_lookup_and_the_guards_pick(shipped):
     rows = published_for("qwen2.5-7b", "W8A8", table=shipped)
-    assert {r.benchmark for r in rows} == {"mmlu", "arc_challenge", "gsm8k", "hellaswag", "winogrande", "truthfulqa_mc2"}
+    assert {r.benchmark for r in rows} == {
+        "mmlu",
+        "arc_challenge",
+        "gsm8k",
+        "hellaswag",
+        "winogrande",
+        "truthfulqa_mc2",
+    }
     for r in rows:
         assert r.rel_lo < r.rel < r.rel_hi and r.q_lo < r.q < r.q_hi
     pick = guard_choice(rows)
@@ -229,7 +289,7 @@ def test_informational_rows_are_never_picked(shipped):
 def test_eviction_budgets(shipped, tmp_path):
     assert published_for("llama-3.1-8b", "F16", eviction="snapkv", kv_keep=1.0, table=shipped) == []
     snap = published_for("llama-3.1-8b", "F16", eviction="snapkv", kv_keep=0.2, table=shipped)
-    assert {r.kv_budget for r in snap} == {"128", "512", "2048"}      # token budgets: reported as published
+    assert {r.kv_budget for r in snap} == {"128", "512", "2048"}  # token budgets: reported as published
     ratio = dict(GOOD, eviction="snapkv", kv_budget="0.2", weights="BF16")
     table = load_published_quality([_write(tmp_path / "r.csv", [ratio])])
     assert published_for("qwen2.5-7b", "F16", eviction="snapkv", kv_keep=0.2, table=table)
@@ -237,17 +297,38 @@ def test_eviction_budgets(shipped, tmp_path):
 
 
 def _pq(benchmark: str, n: int, rel_lo: float, source: str = "s", informational: bool = False) -> PublishedQuality:
-    return PublishedQuality("m", "FP8", "f16", "none", "", benchmark, "acc", n, 80.0, 82.0, 0.98, rel_lo, 1.02,
-                            0.8, 0.78, 0.82, "test", source, "p", f"published:p {benchmark} ({source})", informational)
+    return PublishedQuality(
+        "m",
+        "FP8",
+        "f16",
+        "none",
+        "",
+        benchmark,
+        "acc",
+        n,
+        80.0,
+        82.0,
+        0.98,
+        rel_lo,
+        1.02,
+        0.8,
+        0.78,
+        0.82,
+        "test",
+        source,
+        "p",
+        f"published:p {benchmark} ({source})",
+        informational,
+    )
 
 
 def test_guard_choice_rule():
     assert guard_choice([]) is None
     many = [_pq("mmlu", 14042, 0.97), _pq("gsm8k", 1319, 0.93), _pq("hellaswag", 10042, 0.99)]
-    assert guard_choice(many).benchmark == "gsm8k"                           # the study's task first
-    assert guard_choice(many, task="ifeval").benchmark == "mmlu"             # else the most items
+    assert guard_choice(many).benchmark == "gsm8k"  # the study's task first
+    assert guard_choice(many, task="ifeval").benchmark == "mmlu"  # else the most items
     two = [_pq("gsm8k", 1319, 0.96, "a"), _pq("gsm8k", 1319, 0.94, "b")]
-    assert guard_choice(two).source == "b"                                   # ties: the more pessimistic
+    assert guard_choice(two).source == "b"  # ties: the more pessimistic
     assert guard_choice([_pq("gsm8k", 1319, 0.9, informational=True), _pq("mmlu", 14042, 0.97)]).benchmark == "mmlu"
 
 

@@ -16,7 +16,7 @@ def test_items_are_deterministic_and_hold_one_needle():
     assert r.retrieval_items((256,), (0.5,), seed=4)[0].prompt != a[2].prompt
     for it in a:
         digits = re.findall(r"[0-9]+", it.prompt)
-        assert digits == [it.target]                    # the only number is the needle's
+        assert digits == [it.target]  # the only number is the needle's
         assert f"The secret code for {it.meta['name']} is {it.target}." in it.prompt
 
 
@@ -39,9 +39,15 @@ def test_longer_contexts_give_longer_prompts():
     assert 3 * len(a.prompt) < len(b.prompt)
 
 
-@pytest.mark.parametrize("out, strict, flex", [
-    (" 48213.", True, True), (" 48,213", True, True), (" 12 then 48213", False, True), (" unknown", False, False),
-])
+@pytest.mark.parametrize(
+    "out, strict, flex",
+    [
+        (" 48213.", True, True),
+        (" 48,213", True, True),
+        (" 12 then 48213", False, True),
+        (" unknown", False, False),
+    ],
+)
 def test_score_retrieval(out, strict, flex):
     assert r.score_retrieval(out, "48213")[2:] == (strict, flex)
 

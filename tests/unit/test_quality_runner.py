@@ -35,14 +35,22 @@ def fake_server(answers: dict[str, str], seen: list[dict], fail_on: str | None =
             choice["message"] = {"role": "assistant", "content": text}
         else:
             choice["text"] = text
-        return httpx.Response(200, json={"choices": [choice], "usage": {"prompt_tokens": 9, "completion_tokens": len(text)}})
+        return httpx.Response(
+            200, json={"choices": [choice], "usage": {"prompt_tokens": 9, "completion_tokens": len(text)}}
+        )
 
     return httpx.MockTransport(handler)
 
 
 def items():
-    mk = lambda i, q, t: QualityItem(item_id=f"gsm8k/test/{i:04d}", task="gsm8k", variant="lm-eval-5shot", target=t,
-                                     prompt=f"Question: {q}\nAnswer:", stop=g.STOP)
+    mk = lambda i, q, t: QualityItem(
+        item_id=f"gsm8k/test/{i:04d}",
+        task="gsm8k",
+        variant="lm-eval-5shot",
+        target=t,
+        prompt=f"Question: {q}\nAnswer:",
+        stop=g.STOP,
+    )
     return [mk(0, "one", "5"), mk(1, "two", "7"), mk(2, "three", "9"), mk(3, "four", "4")]
 
 
@@ -52,15 +60,19 @@ def run(its, transport, **kw):
 
 def test_records_complete_greedy_requests_and_rescore_reproduces():
     seen: list[dict] = []
-    answers = {"one": " 2+3=5\n#### 5", "two": " it is 6\n#### 6", "three": " 9 Question: x #### 9",
-               "four": " #### 4"}
+    answers = {"one": " 2+3=5\n#### 5", "two": " it is 6\n#### 6", "three": " 9 Question: x #### 9", "four": " #### 4"}
     done = []
     saved: list[QualityRecord] = []
-    res = run(items(), fake_server(answers, seen), concurrency=2, progress=lambda d, n: done.append((d, n)),
-              on_record=saved.append)
-    assert [r.item_id for r in res.records] == [it.item_id for it in items()]     # item order, not finish order
+    res = run(
+        items(),
+        fake_server(answers, seen),
+        concurrency=2,
+        progress=lambda d, n: done.append((d, n)),
+        on_record=saved.append,
+    )
+    assert [r.item_id for r in res.records] == [it.item_id for it in items()]  # item order, not finish order
     assert [r.correct_strict for r in res.records] == [True, False, False, True]
-    assert res.records[2].correct_flexible is True                                # stop cut, then last number
+    assert res.records[2].correct_flexible is True  # stop cut, then last number
     assert res.summary.strict.k == 2 and res.summary.n == 4 and res.summary.flexible.k == 3
     r0 = res.records[0]
     assert r0.token_ids == tuple(ord(c) for c in " 2+3=5\n#### 5") and r0.prompt_tokens == 9
@@ -89,16 +101,18 @@ def test_errors_are_kept_as_wrong_answers():
 
 def test_chat_items_use_chat_endpoint():
     seen: list[dict] = []
-    it = QualityItem(item_id="c0", task="gsm8k", variant="chat-0shot", target="18",
-                     messages=(("user", "ducks?"),), max_tokens=64)
+    it = QualityItem(
+        item_id="c0", task="gsm8k", variant="chat-0shot", target="18", messages=(("user", "ducks?"),), max_tokens=64
+    )
     res = run([it], fake_server({"ducks": "so \\boxed{18}"}, seen))
     assert seen[0]["path"] == "/v1/chat/completions" and seen[0]["logprobs"] is True
     assert res.records[0].correct_strict
 
 
 def test_parse_legacy_openai_logprobs_has_no_ids():
-    text, ids, lps, fin = parse_choice({"choices": [{"text": "a", "finish_reason": "length",
-                                                     "logprobs": {"tokens": ["a"], "token_logprobs": [-0.5]}}]})
+    text, ids, lps, fin = parse_choice(
+        {"choices": [{"text": "a", "finish_reason": "length", "logprobs": {"tokens": ["a"], "token_logprobs": [-0.5]}}]}
+    )
     assert (text, ids, lps, fin) == ("a", None, (-0.5,), "length")
 
 

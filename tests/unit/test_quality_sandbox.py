@@ -32,9 +32,12 @@ def _nobody_pids() -> list[int]:
 
 
 def test_correct_program_passes_as_nobody_without_privileges():
-    r = sb.run_program("import os\nprint(os.getuid(), os.getgid(), os.getgroups(), os.getcwd())\n"
-                       "print([l for l in open('/proc/self/status') if l.startswith(('NoNewPrivs', 'CapEff'))])\n"
-                       "assert sum(range(10)) == 45\n", FAST)
+    r = sb.run_program(
+        "import os\nprint(os.getuid(), os.getgid(), os.getgroups(), os.getcwd())\n"
+        "print([l for l in open('/proc/self/status') if l.startswith(('NoNewPrivs', 'CapEff'))])\n"
+        "assert sum(range(10)) == 45\n",
+        FAST,
+    )
     assert r.status == "passed", r
     first, caps = r.stdout.splitlines()[:2]
     assert first == f"{sb.NOBODY} {sb.NOBODY} [] /tmp/work"
@@ -51,10 +54,12 @@ def test_cannot_open_a_connection_to_a_host_socket():
     srv.bind(("127.0.0.1", 0))
     srv.listen(1)
     port = srv.getsockname()[1]
-    prog = (f"import socket\ns = socket.create_connection(('127.0.0.1', {port}), timeout=2)\n"
-            "s.sendall(b'escaped')\nprint('connected')\n")
+    prog = (
+        f"import socket\ns = socket.create_connection(('127.0.0.1', {port}), timeout=2)\n"
+        "s.sendall(b'escaped')\nprint('connected')\n"
+    )
     r = sb.run_program(prog, FAST)
-    srv.settimeout(0.2)          # a finished handshake would wait in the backlog
+    srv.settimeout(0.2)  # a finished handshake would wait in the backlog
     try:
         got = [srv.accept()]
     except OSError:
@@ -67,11 +72,13 @@ def test_cannot_open_a_connection_to_a_host_socket():
 def test_cannot_write_outside_its_directory():
     tag = uuid.uuid4().hex
     targets = [f"/tmp/{tag}", f"/dev/shm/{tag}", f"/var/tmp/{tag}", str(Path.cwd() / tag), f"/{tag}"]
-    prog = ("import os\nwrote = []\n"
-            f"for p in {targets!r}:\n"
-            "    try:\n        open(p, 'w').write('x'); wrote.append(p)\n    except OSError:\n        pass\n"
-            "open('inside.txt', 'w').write('fine')\nprint('inside', open('inside.txt').read())\n"
-            "assert not wrote, wrote\n")
+    prog = (
+        "import os\nwrote = []\n"
+        f"for p in {targets!r}:\n"
+        "    try:\n        open(p, 'w').write('x'); wrote.append(p)\n    except OSError:\n        pass\n"
+        "open('inside.txt', 'w').write('fine')\nprint('inside', open('inside.txt').read())\n"
+        "assert not wrote, wrote\n"
+    )
     r = sb.run_program(prog, FAST)
     leaked = [p for p in targets if os.path.exists(p)]
     for p in leaked:
@@ -81,13 +88,15 @@ def test_cannot_write_outside_its_directory():
 
 
 def test_cannot_fork_bomb_the_machine():
-    prog = ("import os, time\nn = 0\ntry:\n    for _ in range(500):\n        if os.fork() == 0:\n"
-            "            time.sleep(60); os._exit(0)\n        n += 1\nfinally:\n    print('forks', n, flush=True)\n")
+    prog = (
+        "import os, time\nn = 0\ntry:\n    for _ in range(500):\n        if os.fork() == 0:\n"
+        "            time.sleep(60); os._exit(0)\n        n += 1\nfinally:\n    print('forks', n, flush=True)\n"
+    )
     r = sb.run_program(prog, FAST)
     assert r.status == "killed-by-limit" and "process limit" in r.reason, r
     assert int(r.stdout.split()[-1]) < sb.Limits().processes
     assert r.wall_s < FAST.wall_s
-    assert _nobody_pids() == []        # the sleeping children died with the PID namespace
+    assert _nobody_pids() == []  # the sleeping children died with the PID namespace
 
 
 def test_cannot_exhaust_memory():

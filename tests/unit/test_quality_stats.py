@@ -22,7 +22,7 @@ def test_wilson_contains_p_and_stays_in_unit_interval(kn):
 @given(st.integers(min_value=2, max_value=2000))
 def test_wilson_extremes_are_not_degenerate(n):
     lo, hi = wilson_interval(0, n)
-    assert lo == 0.0 and 0 < hi < 1        # 0/n still has an honest upper bound
+    assert lo == 0.0 and 0 < hi < 1  # 0/n still has an honest upper bound
     lo, hi = wilson_interval(n, n)
     assert hi == 1.0 and 0 < lo < 1
 

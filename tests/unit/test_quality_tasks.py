@@ -57,20 +57,45 @@ def test_n_all_and_bad_n():
 
 
 def _put(s: Store, qid: str, arm: str, knobs: Knobs, task: str, correct: list[bool]) -> None:
-    recs = [QualityRecord(item_id=f"{task}/{i}", task=task, variant="v", prompt_sha256="x", target="t",
-                          output=str(ok), extracted_strict=str(ok), extracted_flexible="", correct_strict=ok,
-                          correct_flexible=ok, latency_s=0.1).to_dict() for i, ok in enumerate(correct)]
+    recs = [
+        QualityRecord(
+            item_id=f"{task}/{i}",
+            task=task,
+            variant="v",
+            prompt_sha256="x",
+            target="t",
+            output=str(ok),
+            extracted_strict=str(ok),
+            extracted_flexible="",
+            correct_strict=ok,
+            correct_flexible=ok,
+            latency_s=0.1,
+        ).to_dict()
+        for i, ok in enumerate(correct)
+    ]
     k = sum(correct)
-    s.put_quality_run({"qrun_id": qid, "study": STUDY.name, "arm": arm, "quality_key": knobs.quality_key(),
-                       "task": task, "mode": "v", "n": len(correct), "seed": 0, "engine": "llamacpp",
-                       "status": "ok", "started_at": now(),
-                       "summary_json": dumps({"strict": {"k": k, "n": len(correct), "p": k / len(correct),
-                                                         "lo": 0.0, "hi": 1.0}})}, recs)
+    s.put_quality_run(
+        {
+            "qrun_id": qid,
+            "study": STUDY.name,
+            "arm": arm,
+            "quality_key": knobs.quality_key(),
+            "task": task,
+            "mode": "v",
+            "n": len(correct),
+            "seed": 0,
+            "engine": "llamacpp",
+            "status": "ok",
+            "started_at": now(),
+            "summary_json": dumps({"strict": {"k": k, "n": len(correct), "p": k / len(correct), "lo": 0.0, "hi": 1.0}}),
+        },
+        recs,
+    )
 
 
 def test_flips_per_task_with_exact_mcnemar_and_the_guard_on_the_studys_task(tmp_path):
     base = [True] * 8 + [False] * 4
-    arm = [True] * 3 + [False] * 5 + [True] + [False] * 3     # 5 right->wrong, 1 wrong->right
+    arm = [True] * 3 + [False] * 5 + [True] + [False] * 3  # 5 right->wrong, 1 wrong->right
     with Store(tmp_path / "s.duckdb") as s:
         _put(s, "g-base", STUDY.baseline.name, STUDY.baseline.knobs(), STUDY.quality.task, [True, False])
         _put(s, "g-arm", "kvq8", ARM_KNOBS, STUDY.quality.task, [True, False])
@@ -84,14 +109,20 @@ def test_flips_per_task_with_exact_mcnemar_and_the_guard_on_the_studys_task(tmp_
     own = table[table.task == STUDY.quality.task].iloc[0]
     assert (own.right_to_wrong, own.wrong_to_right, own.mcnemar_p) == (0, 0, 1.0)
     # the guard's table is the study's own task: HumanEval's lower score does not leak into it
-    assert qt[ARM_KNOBS.quality_key()]["metric"].startswith(STUDY.quality.task) and qt[ARM_KNOBS.quality_key()]["rel"] == 1.0
+    assert (
+        qt[ARM_KNOBS.quality_key()]["metric"].startswith(STUDY.quality.task)
+        and qt[ARM_KNOBS.quality_key()]["rel"] == 1.0
+    )
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--task", "mmlu"], "--task: 'mmlu' is not allowed; one of gsm8k, retrieval, humaneval, ifeval, ruler"),
-    (["--task", "humaneval", "--n", "lots"], "--n: 'lots' is not allowed"),
-    (["--task", "ifeval", "--max-tokens", "3"], "--max-tokens: 3 is not allowed"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--task", "mmlu"], "--task: 'mmlu' is not allowed; one of gsm8k, retrieval, humaneval, ifeval, ruler"),
+        (["--task", "humaneval", "--n", "lots"], "--n: 'lots' is not allowed"),
+        (["--task", "ifeval", "--max-tokens", "3"], "--max-tokens: 3 is not allowed"),
+    ],
+)
 def test_cli_quality_rejects_bad_task_n_and_max_tokens_in_one_line(tmp_path, args, message):
     from typer.testing import CliRunner
 

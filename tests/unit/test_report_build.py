@@ -35,13 +35,27 @@ def evil_points() -> pd.DataFrame:
 def built(tmp_path_factory):
     pts = evil_points()
     m = pts[pts["provenance"] == "measured"]
-    fid = pd.DataFrame({"label": m["label"], "hardware": m["hardware"], "tpot_p99_ms_measured": m["tpot_p99_ms"],
-                        "tpot_p99_ms_simulated": m["tpot_p99_ms"] * 1.03})
+    fid = pd.DataFrame(
+        {
+            "label": m["label"],
+            "hardware": m["hardware"],
+            "tpot_p99_ms_measured": m["tpot_p99_ms"],
+            "tpot_p99_ms_simulated": m["tpot_p99_ms"] * 1.03,
+        }
+    )
     out = tmp_path_factory.mktemp("report")
-    regimes = [*default_regimes(pts), {"name": "chat-slo", "objective": "cost_per_mtok",
-                                       "constraints": {"tpot_p99_ms": ["<=", 8]}, "quality_floor": 0.97}]
-    paths = build_report(pts, out, regimes=regimes, fidelity=fid,
-                         meta={"title": "Atlas <script>x</script>", "study": "synthetic"})
+    regimes = [
+        *default_regimes(pts),
+        {
+            "name": "chat-slo",
+            "objective": "cost_per_mtok",
+            "constraints": {"tpot_p99_ms": ["<=", 8]},
+            "quality_floor": 0.97,
+        },
+    ]
+    paths = build_report(
+        pts, out, regimes=regimes, fidelity=fid, meta={"title": "Atlas <script>x</script>", "study": "synthetic"}
+    )
     return pts, paths
 
 
@@ -49,8 +63,16 @@ def test_every_output_is_written(built):
     _, paths = built
     for key in ("frontier_csv", "winners_json", "winners_md", "boundary_csv", "atlas_html", "summary_json"):
         assert paths[key].stat().st_size > 0, key
-    for fig in ("frontier_quality_latency", "frontier_cost_quality", "atlas_grid", "frontier_per_hardware",
-                "frontier_frequency", "combos_vs_singles", "constraint_winners", "simulator_fidelity"):
+    for fig in (
+        "frontier_quality_latency",
+        "frontier_cost_quality",
+        "atlas_grid",
+        "frontier_per_hardware",
+        "frontier_frequency",
+        "combos_vs_singles",
+        "constraint_winners",
+        "simulator_fidelity",
+    ):
         assert paths[f"fig_{fig}_png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert b"<svg" in paths[f"fig_{fig}_svg"].read_bytes()[:2000]
     for table in ("points", "frontier", "winners"):
@@ -144,8 +166,14 @@ def test_fidelity_accepts_long_or_wide_and_rejects_other_shapes():
 
 def test_a_table_with_no_scored_point_still_reports(tmp_path):
     # e.g. a speed-only build: nothing to log-scale on the cost-quality axes, no winner, no crash
-    pts = synthetic_points().assign(quality=float("nan"), quality_rel=float("nan"), quality_lo=float("nan"),
-                                    quality_hi=float("nan"), quality_rel_lo=float("nan"), quality_rel_hi=float("nan"))
+    pts = synthetic_points().assign(
+        quality=float("nan"),
+        quality_rel=float("nan"),
+        quality_lo=float("nan"),
+        quality_hi=float("nan"),
+        quality_rel_lo=float("nan"),
+        quality_rel_hi=float("nan"),
+    )
     paths = build_report(pts, tmp_path, regimes=[Regime("cheap", "cost_per_mtok")])
     md = paths["winners_md"].read_text()
     assert "no configuration that meets the constraints has a quality measurement" in md and "nan on nan" not in md
@@ -170,7 +198,9 @@ def test_figures_write_plain_units_and_the_guards_verdict_where_quality_takes_fe
 
     assert [_num(5840.3), _num(0.1712), _num(12.34), _num(250.0)] == ["5,840", "0.171", "12.3", "250"]
     pts = synthetic_points()
-    three = pts["quality_rel"].rank(method="dense", pct=True).map(lambda r: 1.0 if r > 0.6 else 0.96 if r > 0.3 else 0.5)
+    three = (
+        pts["quality_rel"].rank(method="dense", pct=True).map(lambda r: 1.0 if r > 0.6 else 0.96 if r > 0.3 else 0.5)
+    )
     pts = pts.assign(quality_rel=three, quality_rel_lo=three - 0.02, quality_rel_hi=three + 0.02)
     paths = build_report(pts, tmp_path, regimes=[Regime("fast", "tpot_p99_ms", quality_floor=0.95)])
     svg = paths["fig_frontier_quality_latency_svg"].read_text()

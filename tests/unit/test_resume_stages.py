@@ -56,7 +56,7 @@ def test_quality_stopped_midway_resumes_asking_only_the_items_it_had_not_saved(t
         seen = []
 
         def stop_after_two(ev: str, info: dict) -> None:
-            if ev == "item":                     # after the item's record was handed over to be saved
+            if ev == "item":  # after the item's record was handed over to be saved
                 seen.append(1)
                 if len(seen) == 2:
                     raise Stop
@@ -67,11 +67,11 @@ def test_quality_stopped_midway_resumes_asking_only_the_items_it_had_not_saved(t
         assert saved >= 2 and store.quality_runs("q", status=None).empty
         asked = srv.requests
         run_quality_campaign(study, store)
-        assert srv.requests - asked == 6 - saved           # only the missing items are generated
+        assert srv.requests - asked == 6 - saved  # only the missing items are generated
         run = store.quality_runs("q")
         assert len(run) == 1 and len(store.quality_items(run.qrun_id.iloc[0])) == 6
         asked = srv.requests
-        run_quality_campaign(study, store)                  # a finished arm: nothing is asked at all
+        run_quality_campaign(study, store)  # a finished arm: nothing is asked at all
         assert srv.requests == asked
 
 
@@ -83,7 +83,7 @@ def test_kld_stopped_after_a_configuration_resumes_with_the_rest_only(tmp_path: 
     base_out = (FIX / "llama_perplexity_kld_base.txt").read_text()
     arm_out = (FIX / "llama_perplexity_kld_q4_0.txt").read_text()
     calls: list[str] = []
-    stop_at = {"n": 2}                                   # the second configuration's run is interrupted
+    stop_at = {"n": 2}  # the second configuration's run is interrupted
 
     def run(argv, timeout_s=0):
         base = Path(argv[argv.index("--kl-divergence-base") + 1])
@@ -104,7 +104,7 @@ def test_kld_stopped_after_a_configuration_resumes_with_the_rest_only(tmp_path: 
         with pytest.raises(Stop):
             S.kld_study(study, store, QUIET, arms=arms, tokens=4080, workdir=tmp_path / "w")
         assert calls == ["base", "arm", "arm"]
-        assert sorted(store.kld_points(study.name).role) == ["arm", "base"]    # the finished one is kept
+        assert sorted(store.kld_points(study.name).role) == ["arm", "base"]  # the finished one is kept
         stop_at["n"] = 0
         rows = S.kld_study(study, store, QUIET, arms=arms, tokens=4080, workdir=tmp_path / "w")
     # the baseline's logits were kept beside its stored row: the rerun runs the two missing arms only
@@ -118,8 +118,13 @@ def _small_space():
     from pareto_atlas.spec.cards import shipped_hardware, shipped_models
 
     hw = shipped_hardware()
-    return Space(shipped_models()["smollm2-135m"], (hw["L4"], hw["H100-SXM"]), tuple(default_knobs("gpu")[:24]),
-                 (Workload("p128-n32", 128, 32),), (Load(concurrency=1), Load(concurrency=4)))
+    return Space(
+        shipped_models()["smollm2-135m"],
+        (hw["L4"], hw["H100-SXM"]),
+        tuple(default_knobs("gpu")[:24]),
+        (Workload("p128-n32", 128, 32),),
+        (Load(concurrency=1), Load(concurrency=4)),
+    )
 
 
 def test_simulate_stopped_midway_resumes_from_its_saved_shards_and_equals_an_unbroken_sweep(tmp_path: Path):
@@ -144,7 +149,7 @@ def test_simulate_stopped_midway_resumes_from_its_saved_shards_and_equals_an_unb
         pts = resumable_sweep(store, "s", space, {}, 20, run, on_shard=lambda i, n, k: kept.append(k))
         n = len(kept)
         assert kept[:3] == [True] * 3 and not any(kept[3:]) and len(ran) == 3 + n - 3
-        again = resumable_sweep(store, "s", space, {}, 20, run)       # all saved: nothing simulated
+        again = resumable_sweep(store, "s", space, {}, 20, run)  # all saved: nothing simulated
         assert len(ran) == n
     whole = sweep(space, {}, n_requests=20, seed=0)
     pd.testing.assert_frame_equal(pts, whole)
@@ -168,18 +173,21 @@ def test_a_changed_sweep_is_not_resumed_from_another_ones_shards(tmp_path: Path)
         first = len(ran)
         other = replace(space, workloads=(space.workloads[0].__class__("p256-n32", 256, 32),))
         resumable_sweep(store, "s", other, {}, 20, run)
-        assert len(ran) == 2 * first                              # every shard simulated anew
+        assert len(ran) == 2 * first  # every shard simulated anew
         # only the latest sweep's shards are kept
         assert store.con.execute("SELECT count(DISTINCT sweep_key) FROM sim_shards").fetchone()[0] == 1
 
 
 def test_the_simulate_stage_stopped_midway_keeps_its_shards_and_the_rerun_stores_the_whole_sweep(
-        tmp_path: Path, monkeypatch):
+    tmp_path: Path, monkeypatch
+):
     from pareto_atlas.simulate.stage import simulate_study
 
     text = load_study_text("tiny")
-    text = text[:text.index("[[targets]]")] + text[text.index("[[regimes]]"):]     # the measured model only
-    study = parse_study(text.replace('hardware = ["this-cpu", "L4", "H100-SXM"]', 'hardware = ["L4"]\nmax_configs = 300'))
+    text = text[: text.index("[[targets]]")] + text[text.index("[[regimes]]") :]  # the measured model only
+    study = parse_study(
+        text.replace('hardware = ["this-cpu", "L4", "H100-SXM"]', 'hardware = ["L4"]\nmax_configs = 300')
+    )
     computed: list[int] = []
     calls = {"n": 0}
     orig_put = Store.put_sim_shard
@@ -189,7 +197,7 @@ def test_the_simulate_stage_stopped_midway_keeps_its_shards_and_the_rerun_stores
         computed.append(i)
         if len(computed) == 2 and calls["n"] == 0:
             calls["n"] = 1
-            raise Stop                       # Ctrl-C right after the second shard was saved
+            raise Stop  # Ctrl-C right after the second shard was saved
 
     monkeypatch.setattr(Store, "put_sim_shard", put_then_maybe_stop)
     with Store(tmp_path / "s.duckdb") as store:
@@ -198,7 +206,7 @@ def test_the_simulate_stage_stopped_midway_keeps_its_shards_and_the_rerun_stores
         assert store.sim_points(study="tiny").empty and computed == [0, 1]
         simulate_study(study, store, QUIET)
         n = store.con.execute("SELECT max(n_shards) FROM sim_shards").fetchone()[0]
-        assert computed == [0, 1] + list(range(2, n))          # the saved two were not simulated again
+        assert computed == [0, 1] + list(range(2, n))  # the saved two were not simulated again
         assert len(store.sim_points(study="tiny")) > 0
 
 
@@ -218,8 +226,10 @@ def test_a_run_of_items_sized_by_the_tokenizer_stores_the_items_it_scored_as_its
 
     monkeypatch.setattr(campaign, "served_model", lambda study, arm: (Path("fake.gguf"), "0" * 64, 1, 4.5))
     with FakeOpenAIServer(FakeBehaviour()) as srv, Store(tmp_path / "s.duckdb") as store:
-        study = _endpoint_quality_study(srv.base_url, "task = \"retrieval\"\nn = 20\nmax_tokens = 16\n"
-                                       "retrieval_lengths = [64]\nretrieval_per_cell = 1")
+        study = _endpoint_quality_study(
+            srv.base_url,
+            "task = \"retrieval\"\nn = 20\nmax_tokens = 16\nretrieval_lengths = [64]\nretrieval_per_cell = 1",
+        )
         run_quality_campaign(study, store)
         run = store.quality_runs("q")
         assert len(run) == 1 and int(run.n.iloc[0]) == len(store.quality_items(run.qrun_id.iloc[0])) == 3

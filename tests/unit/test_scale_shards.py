@@ -18,9 +18,12 @@ from pareto_atlas.spec.cards import shipped_hardware, shipped_models
 @pytest.fixture(scope="module")
 def space():
     hw = shipped_hardware()
-    sp = default_space(shipped_models()["qwen2.5-0.5b"], [hw["L4"], hw["H100-SXM"]],
-                       [Workload("w", 128, 32), Workload("v", 512, 64)],
-                       [Load(concurrency=2), Load(rate_rps=3.0), Load(utilization=0.5), Load(utilization=0.8)])
+    sp = default_space(
+        shipped_models()["qwen2.5-0.5b"],
+        [hw["L4"], hw["H100-SXM"]],
+        [Workload("w", 128, 32), Workload("v", 512, 64)],
+        [Load(concurrency=2), Load(rate_rps=3.0), Load(utilization=0.5), Load(utilization=0.8)],
+    )
     return replace(sp, knobs=sp.knobs[::25])
 
 

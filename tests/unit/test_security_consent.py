@@ -51,9 +51,11 @@ def user(tmp_path: Path, monkeypatch) -> Path:
 
 def endpoint_study(path: Path, url: str, key_env: str | None, arm_options: str = "") -> Path:
     key = f'api_key_env = "{key_env}"\n' if key_env else ""
-    path.write_text(f'name = "ep"\n[model]\nname = "m"\ncard = "llama-3.1-8b"\n[engine]\nname = "openai"\n'
-                    f'base_url = "{url}"\n{key}[workload]\nprompt_tokens = 24\noutput_tokens = 8\n'
-                    f'[load]\nrequests = 2\nwarmup = 0\n[[arms]]\nname = "a"\nweights = "BF16"\n{arm_options}')
+    path.write_text(
+        f'name = "ep"\n[model]\nname = "m"\ncard = "llama-3.1-8b"\n[engine]\nname = "openai"\n'
+        f'base_url = "{url}"\n{key}[workload]\nprompt_tokens = 24\noutput_tokens = 8\n'
+        f'[load]\nrequests = 2\nwarmup = 0\n[[arms]]\nname = "a"\nweights = "BF16"\n{arm_options}'
+    )
     return path
 
 
@@ -70,22 +72,71 @@ def error_line(result) -> str:
 
 # ----------------------------------------------------------------------------- the policy itself
 
+
 def test_which_names_look_like_keys_and_which_hosts_are_loopback():
-    assert all(map(key_like, ["OPENAI_API_KEY", "VLLM_API_KEY", "MY_APIKEY", "TOGETHER_API_TOKEN", "HF_TOKEN",
-                              "HUGGING_FACE_HUB_TOKEN", KEY]))
-    assert not any(map(key_like, ["HOME", "PATH", "USER", "SHELL", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
-                                  "GITHUB_TOKEN", "GH_TOKEN", "GITHUB_API_TOKEN", "NPM_TOKEN", "SSH_AUTH_SOCK",
-                                  "openai_api_key", "API_KEY_FILE", "_API_KEY"[1:]]))
+    assert all(
+        map(
+            key_like,
+            [
+                "OPENAI_API_KEY",
+                "VLLM_API_KEY",
+                "MY_APIKEY",
+                "TOGETHER_API_TOKEN",
+                "HF_TOKEN",
+                "HUGGING_FACE_HUB_TOKEN",
+                KEY,
+            ],
+        )
+    )
+    assert not any(
+        map(
+            key_like,
+            [
+                "HOME",
+                "PATH",
+                "USER",
+                "SHELL",
+                "AWS_SECRET_ACCESS_KEY",
+                "AWS_SESSION_TOKEN",
+                "GITHUB_TOKEN",
+                "GH_TOKEN",
+                "GITHUB_API_TOKEN",
+                "NPM_TOKEN",
+                "SSH_AUTH_SOCK",
+                "openai_api_key",
+                "API_KEY_FILE",
+                "_API_KEY"[1:],
+            ],
+        )
+    )
     assert all(map(is_loopback, ["localhost", "127.0.0.1", "127.9.8.7", "::1", "[::1]"]))
-    assert not any(map(is_loopback, [REMOTE, "localhost.example", "localhost.", "2130706433", "0x7f.0.0.1",
-                                     "10.0.0.1", "0.0.0.0", "127.0.0.1.nip.io", ""]))
-    assert Consent.from_user(["API.Example.com", "https://b.example/v1", "[::1]"]).endpoint_hosts == \
-        {"api.example.com", "b.example", "::1"}
+    assert not any(
+        map(
+            is_loopback,
+            [
+                REMOTE,
+                "localhost.example",
+                "localhost.",
+                "2130706433",
+                "0x7f.0.0.1",
+                "10.0.0.1",
+                "0.0.0.0",
+                "127.0.0.1.nip.io",
+                "",
+            ],
+        )
+    )
+    assert Consent.from_user(["API.Example.com", "https://b.example/v1", "[::1]"]).endpoint_hosts == {
+        "api.example.com",
+        "b.example",
+        "::1",
+    }
     with pytest.raises(ConsentError, match="--endpoint-host: 'api.example.com:443' is not a host name without a port"):
-        Consent.from_user(["api.example.com:443"])     # it would match no base_url's host, silently
+        Consent.from_user(["api.example.com:443"])  # it would match no base_url's host, silently
 
 
 # --------------------------------------------------------------------- a key to a host: refused
+
 
 def test_a_remote_base_url_with_api_key_env_home_sends_nothing_and_exits_with_one_line(tmp_path: Path):
     with FakeOpenAIServer() as srv:
@@ -115,8 +166,12 @@ def test_a_key_like_variable_still_goes_to_no_remote_host_the_user_did_not_name(
 
 def test_an_arm_cannot_move_the_key_to_another_host_either(tmp_path: Path):
     with FakeOpenAIServer() as srv:
-        study = endpoint_study(tmp_path / "arm.toml", srv.base_url, KEY,
-                               arm_options=f'engine_options = {{ base_url = "http://{REMOTE}:{srv.port}" }}\n')
+        study = endpoint_study(
+            tmp_path / "arm.toml",
+            srv.base_url,
+            KEY,
+            arm_options=f'engine_options = {{ base_url = "http://{REMOTE}:{srv.port}" }}\n',
+        )
         r = measure(tmp_path, study)
         arrived = srv.requests
     assert r.exit_code == 2 and arrived == 0
@@ -136,6 +191,7 @@ def test_the_quality_campaign_refuses_before_any_request(tmp_path: Path):
 
 
 # ------------------------------------------------------------------- a key to a host: allowed
+
 
 def test_the_host_named_on_the_command_line_gets_the_key_and_the_run_says_so_first(tmp_path: Path):
     with FakeOpenAIServer() as srv:
@@ -173,16 +229,28 @@ def test_loopback_needs_no_flag_and_a_keyless_endpoint_sends_no_key(tmp_path: Pa
 
 # ------------------------------------------------------------------------------------ programs
 
+
 def vllm_study(tmp_path: Path, options: str, arm_options: str = "") -> Path:
     ckpt = tmp_path / "ckpt"
     ckpt.mkdir(exist_ok=True)
-    (ckpt / "config.json").write_text(json.dumps({"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
-                                                  "intermediate_size": 128, "vocab_size": 500,
-                                                  "torch_dtype": "float32"}))
+    (ckpt / "config.json").write_text(
+        json.dumps(
+            {
+                "num_hidden_layers": 2,
+                "hidden_size": 64,
+                "num_attention_heads": 4,
+                "intermediate_size": 128,
+                "vocab_size": 500,
+                "torch_dtype": "float32",
+            }
+        )
+    )
     path = tmp_path / "prog.toml"
-    path.write_text(f'name = "prog"\n[model]\nname = "m"\nhf_dir = "{ckpt}"\n[engine]\nname = "vllm"\n'
-                    f'options = {{ {options} }}\n[workload]\nprompt_tokens = 16\noutput_tokens = 4\n'
-                    f'[load]\nrequests = 2\nwarmup = 0\n[[arms]]\nname = "a"\n{arm_options}')
+    path.write_text(
+        f'name = "prog"\n[model]\nname = "m"\nhf_dir = "{ckpt}"\n[engine]\nname = "vllm"\n'
+        f'options = {{ {options} }}\n[workload]\nprompt_tokens = 16\noutput_tokens = 4\n'
+        f'[load]\nrequests = 2\nwarmup = 0\n[[arms]]\nname = "a"\n{arm_options}'
+    )
     return path
 
 
@@ -203,12 +271,12 @@ def test_a_study_naming_a_binary_is_refused_without_the_flag_and_run_with_it(tmp
     line = error_line(r)
     assert f"engine.options.binary: '{prog}' is a program the study would run" in line
     assert "--allow-program PATH, or allowed_programs in " in line
-    for command in ("build", "quality"):        # every command that starts the study's engine refuses alike
+    for command in ("build", "quality"):  # every command that starts the study's engine refuses alike
         other_cmd = CliRunner().invoke(app, [command, "--study", str(study), "--out", str(tmp_path / "out")])
         assert other_cmd.exit_code == 2 and error_line(other_cmd) == line and not mark.exists()
     wrong = measure(tmp_path, study, "--allow-program", str(other))
     assert wrong.exit_code == 2 and not mark.exists()
-    link = tmp_path / "link-to-server"        # the same file by another name is the same program
+    link = tmp_path / "link-to-server"  # the same file by another name is the same program
     link.symlink_to(prog)
     r = measure(tmp_path, study, "--allow-program", str(link))
     assert mark.read_text() == "ran\n", r.output

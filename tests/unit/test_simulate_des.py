@@ -22,11 +22,23 @@ L4 = shipped_hardware()["L4"]
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.sampled_from(BATCHING), st.integers(1, 16), st.integers(1, 8), st.booleans(), st.integers(0, 3),
-       st.sampled_from(["none", "ngram"]))
+@given(
+    st.sampled_from(BATCHING),
+    st.integers(1, 16),
+    st.integers(1, 8),
+    st.booleans(),
+    st.integers(0, 3),
+    st.sampled_from(["none", "ngram"]),
+)
 def test_every_request_finishes_and_tokens_are_counted_exactly(batching, slots, conc, poisson, seed, spec):
-    k = Knobs(batching=batching, slots=slots, chunk_tokens=64, spec=spec, spec_k=3 if spec != "none" else 0,
-              spec_accept=0.5 if spec != "none" else 0.0)
+    k = Knobs(
+        batching=batching,
+        slots=slots,
+        chunk_tokens=64,
+        spec=spec,
+        spec_k=3 if spec != "none" else 0,
+        spec_accept=0.5 if spec != "none" else 0.0,
+    )
     c = coeffs(M7, L4, k, CalibParams())
     rng = np.random.default_rng(seed)
     n = 60
@@ -77,8 +89,9 @@ def test_a_requests_overhead_is_in_its_ttft_and_e2e_and_never_in_an_engine_step(
 
 @settings(max_examples=30, deadline=None)
 @given(st.integers(1, 5), st.integers(1, 4), st.sampled_from(BATCHING), st.integers(0, 5))
-def test_closed_loop_think_times_are_each_clients_pause_and_requests_are_served_as_they_arrive(conc, slots, batching,
-                                                                                          seed):
+def test_closed_loop_think_times_are_each_clients_pause_and_requests_are_served_as_they_arrive(
+    conc, slots, batching, seed
+):
     c = coeffs(M7, L4, Knobs(), CalibParams(step_cv=0.0))
     rng = np.random.default_rng(seed)
     n = 30

@@ -24,9 +24,9 @@ from pareto_atlas.simulate.sweep import sweep
 from pareto_atlas.spec.cards import HardwareCard, shipped_hardware, shipped_models
 from pareto_atlas.spec.knobs import Knobs
 
-try:     # the parallel knobs (issue 31)
+try:  # the parallel knobs (issue 31)
     from pareto_atlas.spec.knobs import PARALLEL_DEFAULTS
-except ImportError:     # the code the digest was computed on
+except ImportError:  # the code the digest was computed on
     PARALLEL_DEFAULTS = {}
 
 SAVED = Path(__file__).parents[1] / "data" / "kernels_digest.json"
@@ -49,38 +49,64 @@ def _des_cases() -> dict[str, str]:
             if batching == "disagg" and hw.kind == "cpu":
                 continue
             for spec in ("none", "draft"):
-                k = Knobs(batching=batching, slots=8, chunk_tokens=256, spec=spec, spec_k=4 if spec != "none" else 0,
-                          spec_accept=0.6 if spec != "none" else 0.0)
+                k = Knobs(
+                    batching=batching,
+                    slots=8,
+                    chunk_tokens=256,
+                    spec=spec,
+                    spec_k=4 if spec != "none" else 0,
+                    spec_accept=0.6 if spec != "none" else 0.0,
+                )
                 c = coeffs(m, hw, k, p)
-                loads = {"closed": des.closed_loop(8, 300, 512, 128),
-                         "think": des.closed_loop(8, 300, 512, 64, np.random.default_rng(1).exponential(0.05, 300)),
-                         "poisson": des.poisson(4.0, 300, 512, 128, 3),
-                         "trace": des.trace(np.arange(60) * 0.05, 100 + 37 * np.arange(60) % 900,
-                                            1 + 11 * np.arange(60) % 200)}
+                loads = {
+                    "closed": des.closed_loop(8, 300, 512, 128),
+                    "think": des.closed_loop(8, 300, 512, 64, np.random.default_rng(1).exponential(0.05, 300)),
+                    "poisson": des.poisson(4.0, 300, 512, 128, 3),
+                    "trace": des.trace(
+                        np.arange(60) * 0.05, 100 + 37 * np.arange(60) % 900, 1 + 11 * np.arange(60) % 200
+                    ),
+                }
                 for name, a in loads.items():
                     r = des.run(c, a, batching, 8, 256, kv_cap_tokens=20_000, slo={"tpot_ms": 40.0}, seed=7)
-                    out[f"{hw.name}/{batching}/{spec}/{name}"] = _h(r.arrival, r.first_t, r.finish_t, r.output,
-                                                                    np.array([r.steps, r.peak_kv_tokens, r.preemptions]))
+                    out[f"{hw.name}/{batching}/{spec}/{name}"] = _h(
+                        r.arrival, r.first_t, r.finish_t, r.output, np.array([r.steps, r.peak_kv_tokens, r.preemptions])
+                    )
     return out
 
 
 def _sweep_cases() -> dict[str, str]:
     m = shipped_models()["qwen2.5-0.5b"]
     gpu = shipped_hardware()["L4"]
-    space = default_space(m, [CPU, gpu], [Workload("w", 384, 96)],
-                          [Load(concurrency=1), Load(concurrency=16, think="auto"), Load(rate_rps=3.0),
-                           Load(utilization=0.5)])
+    space = default_space(
+        m,
+        [CPU, gpu],
+        [Workload("w", 384, 96)],
+        [Load(concurrency=1), Load(concurrency=16, think="auto"), Load(rate_rps=3.0), Load(utilization=0.5)],
+    )
     # every policy on both kinds; "continuous" on a GPU is the engine's own scheduler since issue 31,
     # so the GPU rows here are the other policies (the CPU's continuous rows stay)
     # one-GPU layouts only (the grid searches parallel ones since issue 31; the digest predates them)
     one_gpu = [k for k in space.knobs if all(getattr(k, f, d) == d for f, d in PARALLEL_DEFAULTS.items())]
     knobs = tuple(k for k in one_gpu[::7] if k.batching != "continuous" or k.weights in ("Q8_0", "Q4_0"))
     df = sweep(replace(space, knobs=knobs), n_requests=60, seed=3)
-    cols = ["ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "e2e_p50_ms", "e2e_p99_ms",
-            "throughput_tok_s", "goodput_rps", "mem_gb", "rate_rps"]
+    cols = [
+        "ttft_p50_ms",
+        "ttft_p99_ms",
+        "tpot_p50_ms",
+        "tpot_p99_ms",
+        "e2e_p50_ms",
+        "e2e_p99_ms",
+        "throughput_tok_s",
+        "goodput_rps",
+        "mem_gb",
+        "rate_rps",
+    ]
     df = df.sort_values("point_id").reset_index(drop=True)
-    return {"sweep/rows": str(len(df)), "sweep/ids": _h(df.point_id.to_numpy().astype("U16")),
-            "sweep/metrics": _h(df[cols].to_numpy(float))}
+    return {
+        "sweep/rows": str(len(df)),
+        "sweep/ids": _h(df.point_id.to_numpy().astype("U16")),
+        "sweep/metrics": _h(df[cols].to_numpy(float)),
+    }
 
 
 def digests() -> dict[str, str]:
@@ -99,6 +125,7 @@ def test_kernel_cache_stamped_by_the_whole_package():
     # numba keys a cached function to its own file; the kernels inline each other across files, so
     # each is stamped by all of them (kernels._cache) or compiled afresh where that is unavailable
     from pareto_atlas.simulate.kernels import _cache, run_kernel, step_time
+
     if not _cache.CACHE:
         return
     for f in (run_kernel, step_time):

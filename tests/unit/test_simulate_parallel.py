@@ -46,11 +46,11 @@ def test_70b_f16_does_not_fit_one_80gb_card_and_says_why_but_fits_at_tp2():
 
 
 def test_kv_per_gpu_splits_with_tp_until_the_kv_heads_run_out():
-    m = M["llama-3.1-70b"]                      # 8 KV heads
+    m = M["llama-3.1-70b"]  # 8 KV heads
     p = default_params(H100)
     per = {tp: plan_memory(m, H100, Knobs(tp=tp), 1024, 128, p).kv_bytes_per_token for tp in (2, 4, 8)}
     assert per[4] == pytest.approx(per[2] / 2) and per[8] == pytest.approx(per[4] / 2)
-    q = M["qwen2.5-7b"]                         # 4 KV heads: at tp 8 each is held twice
+    q = M["qwen2.5-7b"]  # 4 KV heads: at tp 8 each is held twice
     assert kv_heads_per_device(q, 8) == 1 and kv_heads_per_device(q, 4) == 1 and kv_heads_per_device(q, 2) == 2
 
 
@@ -64,7 +64,7 @@ def test_tp2_decode_is_faster_than_tp1_but_slower_than_half_for_the_communicatio
     silent = c2.copy()
     silent[COMM_STEP] = silent[COMM_TOK] = 0.0
     args = (8.0, 8000.0, 0.0, 0.0, 0.0, 8.0)
-    assert step_time(silent, *args) < step_time(c2, *args) == pytest.approx(t2 / 1e3)   # the all-reduces cost time
+    assert step_time(silent, *args) < step_time(c2, *args) == pytest.approx(t2 / 1e3)  # the all-reduces cost time
 
 
 def test_one_gpu_vectors_have_no_communication_or_stages():
@@ -73,8 +73,14 @@ def test_one_gpu_vectors_have_no_communication_or_stages():
 
 
 @settings(max_examples=40, deadline=None)
-@given(tp=st.sampled_from([2, 4, 8]), pp=st.sampled_from([1, 2]), batch=st.integers(1, 256),
-       bw=st.floats(8.0, 2000.0), more=st.floats(1.0, 10.0), prompt=st.integers(0, 4096))
+@given(
+    tp=st.sampled_from([2, 4, 8]),
+    pp=st.sampled_from([1, 2]),
+    batch=st.integers(1, 256),
+    bw=st.floats(8.0, 2000.0),
+    more=st.floats(1.0, 10.0),
+    prompt=st.integers(0, 4096),
+)
 def test_more_link_bandwidth_never_makes_a_step_slower(tp, pp, batch, bw, more, prompt):
     m = M["llama-3.1-70b"]
     knobs = Knobs(tp=tp, pp=pp)
@@ -88,9 +94,9 @@ def test_pipeline_stages_do_not_speed_up_a_lone_prompt_but_split_a_batch():
     m, p = M["llama-3.1-70b"], default_params(H100)
     c1, c2 = coeffs(m, H100, Knobs(tp=4), p), coeffs(m, H100, Knobs(tp=4, pp=2), p)
     lone = (0.0, 0.0, 2048.0, 2048 * 2049 / 2.0, 0.0, 1.0)
-    assert step_time(c2, *lone) >= step_time(c1, *lone)            # the bubble: one prompt crosses both stages
+    assert step_time(c2, *lone) >= step_time(c1, *lone)  # the bubble: one prompt crosses both stages
     batch = (64.0, 64 * 4000.0, 0.0, 0.0, 0.0, 64.0)
-    assert step_time(c2, *batch) < step_time(c1, *batch)           # micro-batches in flight split the work
+    assert step_time(c2, *batch) < step_time(c1, *batch)  # micro-batches in flight split the work
 
 
 def test_disagg_prefill_workers_have_their_own_vector():
@@ -98,7 +104,7 @@ def test_disagg_prefill_workers_have_their_own_vector():
     k = Knobs(batching="disagg", tp=4, prefill_tp=2, decode_workers=3)
     pf, dec = prefill_coeffs(m, H100, k, p), coeffs(m, H100, k, p)
     lone = (0.0, 0.0, 1024.0, 1024 * 1025 / 2.0, 0.0, 1.0)
-    assert step_time(pf, *lone) > step_time(dec, *lone)           # tp 2 prefills slower than tp 4
+    assert step_time(pf, *lone) > step_time(dec, *lone)  # tp 2 prefills slower than tp 4
     assert np.array_equal(prefill_coeffs(m, H100, Knobs(tp=4), p), coeffs(m, H100, Knobs(tp=4), p))
 
 
@@ -107,12 +113,15 @@ def test_allreduce_is_free_on_one_device_and_grows_with_bytes():
     assert allreduce_s(2e6, 8, H100) > allreduce_s(1e6, 8, H100) > allreduce_s(0.0, 8, H100) > 0
 
 
-@pytest.mark.parametrize("model,hw,knobs,field", [
-    ("qwen2.5-0.5b", "H100-SXM", Knobs(tp=4), "knobs.tp"),                 # 14 heads
-    ("llama-3.1-70b", "H100-SXM", Knobs(tp=8, pp=2), "knobs.tp x pp"),     # 16 GPUs on an 8-GPU node
-    ("llama-3.1-70b", "H100-SXM", Knobs(batching="disagg", prefill_tp=16), "knobs.prefill_tp"),
-    ("smollm2-135m", "H100-SXM", Knobs(pp=64), "knobs.pp"),
-])
+@pytest.mark.parametrize(
+    "model,hw,knobs,field",
+    [
+        ("qwen2.5-0.5b", "H100-SXM", Knobs(tp=4), "knobs.tp"),  # 14 heads
+        ("llama-3.1-70b", "H100-SXM", Knobs(tp=8, pp=2), "knobs.tp x pp"),  # 16 GPUs on an 8-GPU node
+        ("llama-3.1-70b", "H100-SXM", Knobs(batching="disagg", prefill_tp=16), "knobs.prefill_tp"),
+        ("smollm2-135m", "H100-SXM", Knobs(pp=64), "knobs.pp"),
+    ],
+)
 def test_a_layout_that_does_not_fit_is_a_one_line_error_naming_the_field(model, hw, knobs, field):
     why = check_layout(M[model], HW[hw], knobs)
     assert why.startswith(field + ":") and "\n" not in why
@@ -135,8 +144,12 @@ def test_replicas_share_the_load_and_add_throughput():
 
 def test_cost_and_throughput_per_gpu_count_every_gpu_and_reprice_keeps_them():
     m = M["llama-3.1-70b"]
-    ks = (Knobs(weights="FP8", slots=32), Knobs(slots=32, tp=4), Knobs(slots=32, tp=2, replicas=2),
-          Knobs(slots=32, batching="disagg", tp=2, decode_workers=2))
+    ks = (
+        Knobs(weights="FP8", slots=32),
+        Knobs(slots=32, tp=4),
+        Knobs(slots=32, tp=2, replicas=2),
+        Knobs(slots=32, batching="disagg", tp=2, decode_workers=2),
+    )
     df = sweep(Space(m, (H100,), ks, (Workload("w", 512, 128),), (Load(concurrency=8),), {}), n_requests=40)
     assert list(df["gpus"]) == [1, 4, 4, 6]
     assert np.allclose(df["price_per_hour"], H100.price_per_hour * df["gpus"])
@@ -151,7 +164,7 @@ def test_the_gpu_grid_searches_parallel_layouts_and_the_cpu_grid_stays_one_devic
     cpu = default_knobs("cpu", parallel=True)
     assert cpu == default_knobs("cpu") and all(k.gpus() == 1 for k in cpu)
     gpu = default_knobs("gpu", parallel=True)
-    assert gpu[:len(default_knobs("gpu"))] == default_knobs("gpu")       # the one-GPU grid first, as before
+    assert gpu[: len(default_knobs("gpu"))] == default_knobs("gpu")  # the one-GPU grid first, as before
     tps = {k.tp for k in gpu}
     assert tps == {1, 2, 4, 8} and any(k.replicas > 1 for k in gpu) and any(k.decode_workers > 1 for k in gpu)
     only = parallel_variants(default_knobs("gpu"), {"tp": (1, 2), "replicas": (1,)})
@@ -174,10 +187,19 @@ MAIN_SWEEP = {
 
 
 def test_one_gpu_points_are_exactly_those_main_computed():
-    ks = (Knobs(weights="FP8", slots=32, batching="chunked", chunk_tokens=256), Knobs(weights="AWQ4", slots=8),
-          Knobs(batching="disagg", slots=32))
-    sp = Space(M["qwen2.5-7b"], (HW["L4"], HW["H200"]), ks, (Workload("w", 512, 128),),
-               (Load(concurrency=8), Load(utilization=0.5)), {})
+    ks = (
+        Knobs(weights="FP8", slots=32, batching="chunked", chunk_tokens=256),
+        Knobs(weights="AWQ4", slots=8),
+        Knobs(batching="disagg", slots=32),
+    )
+    sp = Space(
+        M["qwen2.5-7b"],
+        (HW["L4"], HW["H200"]),
+        ks,
+        (Workload("w", 512, 128),),
+        (Load(concurrency=8), Load(utilization=0.5)),
+        {},
+    )
     df = sweep(sp, n_requests=60).set_index("point_id")
     for pid, (tpot, thr, cost) in MAIN_SWEEP.items():
         row = df.loc[pid]
@@ -198,9 +220,17 @@ def test_every_shipped_gpu_card_states_its_node_and_a_bad_node_field_is_a_one_li
 
     for h in HW.values():
         if h.kind == "gpu":
-            assert h.gpus_per_node >= 1 and h.link in ("nvlink", "pcie", "xgmi") and h.link_gbs > 0 and h.link_latency_us > 0
-    for bad, field in ((dict(link="infiniband"), ".link:"), (dict(gpus_per_node=0), ".gpus_per_node:"),
-                       (dict(gpus_per_node=8, link="none", link_gbs=0.0), ".link:")):
+            assert (
+                h.gpus_per_node >= 1
+                and h.link in ("nvlink", "pcie", "xgmi")
+                and h.link_gbs > 0
+                and h.link_latency_us > 0
+            )
+    for bad, field in (
+        (dict(link="infiniband"), ".link:"),
+        (dict(gpus_per_node=0), ".gpus_per_node:"),
+        (dict(gpus_per_node=8, link="none", link_gbs=0.0), ".link:"),
+    ):
         with pytest.raises(ValueError) as e:
             HardwareCard(name="X", kind="gpu", mem_bw_gbs=1000.0, **({"link": "pcie", "link_gbs": 32.0} | bad))
         assert field in str(e.value) and "\n" not in str(e.value)
@@ -211,7 +241,14 @@ def test_every_shipped_gpu_card_states_its_node_and_a_bad_node_field_is_a_one_li
 def test_the_70b_and_qwen3_cards_are_their_config_json_values():
     m = M["llama-3.1-70b"]
     assert (m.n_layers, m.hidden, m.n_heads, m.n_kv_heads, m.head_dim, m.intermediate, m.vocab) == (
-        80, 8192, 64, 8, 128, 28672, 128256)
+        80,
+        8192,
+        64,
+        8,
+        128,
+        28672,
+        128256,
+    )
     assert M["llama-3.3-70b"].n_params == m.n_params and 70.0e9 < m.n_params < 71.0e9
     q = M["qwen3-32b"]
     assert (q.n_layers, q.hidden, q.n_heads, q.n_kv_heads, q.head_dim, q.intermediate) == (64, 5120, 64, 8, 128, 25600)
@@ -222,15 +259,27 @@ def test_pick_searches_parallel_layouts_and_takes_gpu_constraints():
     from pareto_atlas.atlas.pick import pick
 
     m = M["llama-3.1-70b"]
-    ks = (Knobs(weights="FP8", slots=32), Knobs(weights="FP8", slots=32, tp=2), Knobs(weights="FP8", slots=32, tp=4),
-          Knobs(weights="FP8", slots=8, tp=4, replicas=2))
+    ks = (
+        Knobs(weights="FP8", slots=32),
+        Knobs(weights="FP8", slots=32, tp=2),
+        Knobs(weights="FP8", slots=32, tp=4),
+        Knobs(weights="FP8", slots=8, tp=4, replicas=2),
+    )
     df = sweep(Space(m, (H100,), ks, (Workload("w", 512, 128),), (Load(concurrency=16),), {}), n_requests=60)
-    df = df.assign(quality=0.8, quality_lo=0.78, quality_hi=0.82, quality_rel=1.0, quality_rel_lo=0.99,
-                   quality_rel_hi=1.01, quality_provenance="measured", quality_evidence="measured")
+    df = df.assign(
+        quality=0.8,
+        quality_lo=0.78,
+        quality_hi=0.82,
+        quality_rel=1.0,
+        quality_rel_lo=0.99,
+        quality_rel_hi=1.01,
+        quality_provenance="measured",
+        quality_evidence="measured",
+    )
     fast = pick(df, "", "tpot_p99_ms", top=4)
-    assert fast.winner["gpus"] > 1                                  # the fastest token needs more than one GPU
+    assert fast.winner["gpus"] > 1  # the fastest token needs more than one GPU
     small = pick(df, "gpus<=2", "tpot_p99_ms", top=4)
     assert small.winner["gpus"] <= 2 and small.winner["tpot_p99_ms"] > fast.winner["tpot_p99_ms"]
     assert pick(df, "tp==1", "tpot_p99_ms").winner["label"] == "FP8+x32"
     old = df.drop(columns=["tp", "pp", "replicas", "prefill_workers", "prefill_tp", "decode_workers", "gpus"])
-    assert pick(old.iloc[:1], "tp==1", "tpot_p99_ms").winner is not None    # a table from before: one GPU
+    assert pick(old.iloc[:1], "tp==1", "tpot_p99_ms").winner is not None  # a table from before: one GPU

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import pytest
 
-from pareto_atlas.simulate.cost_model import coeffs, decode_tokens_per_s, draft_fraction, tokens_per_verify, weight_bytes
+from pareto_atlas.simulate.cost_model import coeffs, decode_tokens_per_s, draft_fraction, tokens_per_verify
 from pareto_atlas.simulate.kernels import step_time
 from pareto_atlas.simulate.moe import step_weight_bytes
 from pareto_atlas.simulate.params import CalibParams
@@ -19,42 +19,65 @@ from pareto_atlas.spec.knobs import BITS_PER_KV, BITS_PER_WEIGHT, Knobs
 MODELS = sorted(shipped_models())
 HW = sorted(shipped_hardware())
 WEIGHTS = sorted(set(BITS_PER_WEIGHT) - {"RANDOM"})
-PARAMS = CalibParams()          # one efficiency for every dtype: the physics, not a calibration
+PARAMS = CalibParams()  # one efficiency for every dtype: the physics, not a calibration
 
-knobs_st = st.builds(Knobs, weights=st.sampled_from(WEIGHTS), kv=st.sampled_from(sorted(BITS_PER_KV)),
-                     kv_keep=st.sampled_from([1.0, 0.5, 0.25]), sparse_budget=st.sampled_from([1.0, 0.25]),
-                     spec=st.sampled_from(["none", "ngram", "draft", "eagle"]), spec_k=st.integers(1, 6),
-                     spec_accept=st.floats(0.0, 0.9))
+knobs_st = st.builds(
+    Knobs,
+    weights=st.sampled_from(WEIGHTS),
+    kv=st.sampled_from(sorted(BITS_PER_KV)),
+    kv_keep=st.sampled_from([1.0, 0.5, 0.25]),
+    sparse_budget=st.sampled_from([1.0, 0.25]),
+    spec=st.sampled_from(["none", "ngram", "draft", "eagle"]),
+    spec_k=st.integers(1, 6),
+    spec_accept=st.floats(0.0, 0.9),
+)
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.sampled_from(MODELS), st.sampled_from(HW), knobs_st, st.floats(1.01, 10.0), st.integers(0, 64),
-       st.floats(0, 8192), st.integers(0, 2048))
+@given(
+    st.sampled_from(MODELS),
+    st.sampled_from(HW),
+    knobs_st,
+    st.floats(1.01, 10.0),
+    st.integers(0, 64),
+    st.floats(0, 8192),
+    st.integers(0, 2048),
+)
 def test_more_bandwidth_never_slows_a_step(model, hw, knobs, factor, n_dec, ctx, n_pf):
     m, h = shipped_models()[model], shipped_hardware()[hw]
     fast = replace(h, mem_bw_gbs=h.mem_bw_gbs * factor)
     args = (float(n_dec), float(n_dec) * ctx, float(n_pf), n_pf * (n_pf + 1) / 2, 0.0, float(n_dec + (n_pf > 0)))
-    assert step_time(coeffs(m, fast, knobs, PARAMS), *args) <= step_time(coeffs(m, h, knobs, PARAMS), *args) * (1 + 1e-12)
+    assert step_time(coeffs(m, fast, knobs, PARAMS), *args) <= step_time(coeffs(m, h, knobs, PARAMS), *args) * (
+        1 + 1e-12
+    )
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.sampled_from(MODELS), st.sampled_from(HW), st.sampled_from(WEIGHTS), st.sampled_from(WEIGHTS),
-       st.floats(0, 4096))
+@given(
+    st.sampled_from(MODELS), st.sampled_from(HW), st.sampled_from(WEIGHTS), st.sampled_from(WEIGHTS), st.floats(0, 4096)
+)
 def test_fewer_bytes_per_weight_never_slow_batch1_decode(model, hw, w1, w2, ctx):
     m, h = shipped_models()[model], shipped_hardware()[hw]
     lo, hi = sorted((w1, w2), key=lambda w: BITS_PER_WEIGHT[w])
     # Same compute dtype for both, so only the bytes differ (FP8's faster units would help too).
     if "FP8" in (lo, hi):
         h = replace(h, tflops={k: v for k, v in h.tflops.items() if k != "fp8"})
-    if "W8A8" in (lo, hi):       # W8A8 runs int8 GEMMs where the card has them
+    if "W8A8" in (lo, hi):  # W8A8 runs int8 GEMMs where the card has them
         h = replace(h, tflops={k: v for k, v in h.tflops.items() if k != "int8"})
-    assert decode_tokens_per_s(coeffs(m, h, Knobs(weights=lo), PARAMS), 1, ctx) >= \
-        decode_tokens_per_s(coeffs(m, h, Knobs(weights=hi), PARAMS), 1, ctx) * (1 - 1e-12)
+    assert decode_tokens_per_s(coeffs(m, h, Knobs(weights=lo), PARAMS), 1, ctx) >= decode_tokens_per_s(
+        coeffs(m, h, Knobs(weights=hi), PARAMS), 1, ctx
+    ) * (1 - 1e-12)
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.sampled_from(MODELS), st.sampled_from(HW), st.sampled_from(WEIGHTS), st.sampled_from(sorted(BITS_PER_KV)),
-       st.integers(1, 256), st.floats(1, 8192))
+@given(
+    st.sampled_from(MODELS),
+    st.sampled_from(HW),
+    st.sampled_from(WEIGHTS),
+    st.sampled_from(sorted(BITS_PER_KV)),
+    st.integers(1, 256),
+    st.floats(1, 8192),
+)
 def test_decode_throughput_never_above_the_bandwidth_roofline(model, hw, w, kv, batch, ctx):
     m, h = shipped_models()[model], shipped_hardware()[hw]
     c = coeffs(m, h, Knobs(weights=w, kv=kv), PARAMS)
@@ -72,8 +95,16 @@ def test_speculation_gain_shrinks_with_batch():
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.sampled_from(MODELS), st.sampled_from(HW), st.sampled_from(["ngram", "draft", "eagle"]), st.integers(1, 8),
-       st.floats(0.0, 0.9), st.integers(0, 32), st.floats(0, 4096), st.integers(0, 512))
+@given(
+    st.sampled_from(MODELS),
+    st.sampled_from(HW),
+    st.sampled_from(["ngram", "draft", "eagle"]),
+    st.integers(1, 8),
+    st.floats(0.0, 0.9),
+    st.integers(0, 32),
+    st.floats(0, 4096),
+    st.integers(0, 512),
+)
 def test_zero_drafted_tokens_is_plain_decode(model, hw, spec, k, accept, n_dec, ctx, n_pf):
     m, h = shipped_models()[model], shipped_hardware()[hw]
     plain = coeffs(m, h, Knobs(), PARAMS)
@@ -86,9 +117,11 @@ def test_zero_drafted_tokens_is_plain_decode(model, hw, spec, k, accept, n_dec, 
 def test_measured_drafting_rate_scales_the_verify_cost():
     m, h = shipped_models()["qwen2.5-0.5b"], shipped_hardware()["L4"]
     k = Knobs(spec="ngram", spec_k=8, spec_accept=0.5)
-    t = [step_time(coeffs(m, h, k, PARAMS, drafted_per_token=d), 8.0, 8 * 500.0, 0.0, 0.0, 0.0, 8.0)
-         for d in (0.0, 0.5, None)]
-    assert t[0] < t[1] < t[2]          # None: not measured, every step drafts k
+    t = [
+        step_time(coeffs(m, h, k, PARAMS, drafted_per_token=d), 8.0, 8 * 500.0, 0.0, 0.0, 0.0, 8.0)
+        for d in (0.0, 0.5, None)
+    ]
+    assert t[0] < t[1] < t[2]  # None: not measured, every step drafts k
 
 
 def test_draft_fraction_inverts_drafts_per_token():

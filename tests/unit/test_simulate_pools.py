@@ -45,7 +45,7 @@ def test_prefill_workers_run_their_own_vector_and_decode_the_engines():
     c = _c()
     fast = c.copy()
     for i in (W_T, KVR, KVW, FL, FL_V, FL_H, AT, O_STEP, O_SEQ):
-        fast[i] *= 0.5       # a prefill worker twice as fast (e.g. more GPUs)
+        fast[i] *= 0.5  # a prefill worker twice as fast (e.g. more GPUs)
     base = des.run(c, des.closed_loop(1, 20, 2048, 64), "disagg", 8)
     quick = des.run(c, des.closed_loop(1, 20, 2048, 64), "disagg", 8, prefill_c=fast)
     assert np.median(quick.ttft) < 0.6 * np.median(base.ttft)
@@ -66,10 +66,12 @@ def test_sweep_runs_the_pools_the_knobs_name():
     c = _c()
     k = Knobs(batching="disagg", prefill_workers=2, decode_workers=3)
     c_pf, n_pf, n_dw = sweep_mod.pools(M, HW, k, default_params(HW), 0.0, c)
-    assert (n_pf, n_dw) == (2, 3) and np.array_equal(c_pf, c)      # prefill_tp 0: the decode worker's tp
+    assert (n_pf, n_dw) == (2, 3) and np.array_equal(c_pf, c)  # prefill_tp 0: the decode worker's tp
     assert sweep_mod.pools(M, HW, Knobs(), default_params(HW), 0.0, c)[1:] == (1, 1)
-    for wl, more in ((Workload("prefill-bound", 4096, 2), {"prefill_workers": 2}),
-                     (Workload("decode-bound", 512, 256), {"decode_workers": 2})):
+    for wl, more in (
+        (Workload("prefill-bound", 4096, 2), {"prefill_workers": 2}),
+        (Workload("decode-bound", 512, 256), {"decode_workers": 2}),
+    ):
         space = Space(M, (HW,), (Knobs(batching="disagg", slots=8),), (wl,), (Load(concurrency=64),))
         one = sweep_mod.sweep(space, n_requests=600)
         two = sweep_mod.sweep(replace(space, knobs=(Knobs(batching="disagg", slots=8, **more),)), n_requests=600)
@@ -87,7 +89,7 @@ def test_sweep_runs_the_pools_the_knobs_name():
 def test_two_decode_engines_serve_twice_the_decode_bound_load():
     # decode-bound: 32 clients, 8 sequences an engine; the prefill pool idles most of the time
     c = _c()
-    a = lambda: des.closed_loop(32, 800, 512, 256)      # noqa: E731
+    a = lambda: des.closed_loop(32, 800, 512, 256)  # noqa: E731
     one = des.run(c, a(), "disagg", 8, kv_cap_tokens=1e6, seed=3)
     two = des.run(c, a(), "disagg", 8, kv_cap_tokens=1e6, seed=3, decode_workers=2)
     assert 1.9 < two.summary["throughput_tok_s"] / one.summary["throughput_tok_s"] < 2.1
@@ -98,14 +100,16 @@ def test_the_pool_loop_with_one_decode_engine_is_the_engine_loop():
     # kernels.pool steps one at a time; without jitter or speculation it walks the steps loop.run_kernel does
     from pareto_atlas.simulate.kernels import CV
     from pareto_atlas.simulate.kernels.pool import run_pool_kernel
+
     c = _c()
     c[CV] = 0.0
     for conc in (1, 8, 32):
         a = des.closed_loop(conc, 400, 512, 128)
         ref = des.run(c, a, "disagg", 8, kv_cap_tokens=1e6, seed=3)
         arrival, first, finish = np.zeros(400), np.empty(400), np.empty(400)
-        steps, _, _ = run_pool_kernel(c, arrival, a.prompt.copy(), a.output.copy(), 8, conc, 1e6, 3, first, finish,
-                                      np.empty(0), c, 1, 1)
+        steps, _, _ = run_pool_kernel(
+            c, arrival, a.prompt.copy(), a.output.copy(), 8, conc, 1e6, 3, first, finish, np.empty(0), c, 1, 1
+        )
         assert steps == ref.steps
         assert np.median(first - arrival) == pytest.approx(np.median(ref.ttft), rel=1e-9)
         assert np.median(finish - arrival) == pytest.approx(np.median(ref.e2e), rel=1e-6)

@@ -20,7 +20,7 @@ def _load(blocks, prompt, block=16):
 
 def test_lru_hits_a_chain_of_leading_blocks_and_evicts_the_oldest():
     load = _load([(1, 2, 3), (1, 2, 9), (1, 5, 3), (7, 8, 6), (1, 2, 3)], [48] * 5)
-    assert cached_tokens(load, 0).tolist() == [0] * 5                      # no room: nothing cached
+    assert cached_tokens(load, 0).tolist() == [0] * 5  # no room: nothing cached
     # a block counts only after every block before it hit; the last prompt token is always computed
     assert cached_tokens(load, 10 * 16).tolist() == [0, 32, 16, 0, 47]
     # room for 4 blocks: (7, 8, 6) pushes out 1, 2's older neighbours, then 1 itself is gone
@@ -56,13 +56,15 @@ CHAT = Workload("chat", 1024, 128, share=Sharing(prefix_tokens=256, turns=4))
 
 
 def test_a_cached_prefix_skips_its_prefill():
-    df = _sweep([Knobs(weights="FP8", slots=16), Knobs(weights="FP8", slots=16, prefix_cache=True)],
-                [AGENT, Workload("plain", 2048, 64)])
+    df = _sweep(
+        [Knobs(weights="FP8", slots=16), Knobs(weights="FP8", slots=16, prefix_cache=True)],
+        [AGENT, Workload("plain", 2048, 64)],
+    )
     on = df[(df.prefix_cache) & (df.workload == "agent")].iloc[0]
     off = df[(~df.prefix_cache) & (df.workload == "agent")].iloc[0]
     assert off.prefix_hit_rate == 0.0 and on.prefix_hit_rate > 0.6
     assert on.ttft_p50_ms < 0.7 * off.ttft_p50_ms
-    assert df[df.workload == "plain"].prefix_hit_rate.isna().all()     # shares nothing: no hit rate
+    assert df[df.workload == "plain"].prefix_hit_rate.isna().all()  # shares nothing: no hit rate
 
 
 def test_quantized_kv_holds_more_and_more_slots_leave_less_room():
@@ -92,11 +94,15 @@ def test_knob_key_and_grid_variants():
 def test_the_atlas_says_what_caching_is_worth_and_where_it_moves_the_winner():
     from pareto_atlas.atlas.prefix import caching_worth, worth_lines
 
-    knobs = [Knobs(weights="FP8", kv=kv, slots=s, prefix_cache=pc) for kv in ("f16", "fp8") for s in (32, 128)
-             for pc in (False, True)]
+    knobs = [
+        Knobs(weights="FP8", kv=kv, slots=s, prefix_cache=pc)
+        for kv in ("f16", "fp8")
+        for s in (32, 128)
+        for pc in (False, True)
+    ]
     df = _sweep(knobs, [CHAT, Workload("plain", 1024, 128)]).assign(model="llama-3.1-8b")
     t = caching_worth(df)
-    assert set(t.workload) == {"chat"}                      # a workload that shares nothing has no row
+    assert set(t.workload) == {"chat"}  # a workload that shares nothing has no row
     thr = t[t.criterion == "throughput_per_device_tok_s"].iloc[0]
     assert thr.best_with.endswith("+pcache") and thr.gain > 1.0 and thr.hit_rate > 0
     lines = worth_lines(t)
@@ -111,8 +117,13 @@ def test_calibration_replays_an_anchors_measured_hits():
     from pareto_atlas.simulate.params import default_params
 
     hw, m = shipped_hardware()["L4"], shipped_models()["llama-3.1-8b"]
-    row = {**Knobs(weights="FP8", slots=4, prefix_cache=True).as_row(), "prompt_tokens": 2048, "output_tokens": 32,
-           "concurrency": 1, "n_requests": 16}
+    row = {
+        **Knobs(weights="FP8", slots=4, prefix_cache=True).as_row(),
+        "prompt_tokens": 2048,
+        "output_tokens": 32,
+        "concurrency": 1,
+        "n_requests": 16,
+    }
     anchors = _anchors(pd.DataFrame([row, {**row, "prefix_hit_rate": 0.8}]))
     assert anchors[0].hit == 0.0 and anchors[1].hit == 0.8
     ttft = predict(anchors, m, hw, default_params(hw, "vllm"))[:, 0]

@@ -44,7 +44,7 @@ def test_bad_engine_and_cpu_are_one_line_errors():
 def test_resolve_touches_only_gpu_continuous():
     assert resolve("continuous", 0, HW["H200"]) == ("chunked", 8192, "vllm-v1 chunked 8192")
     assert resolve("continuous", 0, HW["H200"], "sglang")[2] == "sglang chunked 8192"
-    assert resolve("continuous", 0, HW["H200"], "llamacpp")[2] == "vllm-v1 chunked 8192"   # GPUs: vLLM's formats
+    assert resolve("continuous", 0, HW["H200"], "llamacpp")[2] == "vllm-v1 chunked 8192"  # GPUs: vLLM's formats
     assert resolve("continuous", 0, CPU) == ("continuous", 0, "continuous")
     assert resolve("chunked", 256, HW["H200"]) == ("chunked", 256, "chunked 256")
     assert resolve("disagg", 0, HW["H200"]) == ("disagg", 0, "disagg")
@@ -66,7 +66,10 @@ def test_gpu_points_run_the_engine_default_and_cpu_points_do_not():
         spelled = replace(one, knobs=(Knobs(slots=32, batching="chunked", chunk_tokens=chunk),))
         got, want = sweep(one, n_requests=96), sweep(spelled, n_requests=96)
         assert got.scheduler.iloc[0] == f"vllm-v1 chunked {chunk}"
-        assert (got.ttft_p50_ms.iloc[0], got.tpot_p50_ms.iloc[0]) == (want.ttft_p50_ms.iloc[0], want.tpot_p50_ms.iloc[0])
+        assert (got.ttft_p50_ms.iloc[0], got.tpot_p50_ms.iloc[0]) == (
+            want.ttft_p50_ms.iloc[0],
+            want.tpot_p50_ms.iloc[0],
+        )
     c = coeffs(m, HW["L4"], Knobs(slots=32), default_params(HW["L4"]))
     cont = des.run(c, des.closed_loop(32, 96, 3000, 64), "continuous", 32, 0).summary["ttft_p50_ms"]
     assert abs(cont / got.ttft_p50_ms.iloc[0] - 1) > 0.05

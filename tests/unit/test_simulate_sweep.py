@@ -27,9 +27,30 @@ def test_small_sweep_has_contract_columns_and_sane_values():
     sp = replace(sp, knobs=sp.knobs[::40])
     df = sweep(sp, n_requests=20)
     assert len(df) == sp.size() > 0
-    for col in ("point_id", "label", "hardware", "workload", "concurrency", "rate_rps", "weights", "kv", "optimizations",
-                "n_opts", "provenance", "ttft_p50_ms", "tpot_p99_ms", "e2e_p99_ms", "throughput_tok_s", "goodput_rps",
-                "mem_gb", "lat_rel_err", "thr_rel_err", "feasible", "infeasible_reason", "cost_per_mtok"):
+    for col in (
+        "point_id",
+        "label",
+        "hardware",
+        "workload",
+        "concurrency",
+        "rate_rps",
+        "weights",
+        "kv",
+        "optimizations",
+        "n_opts",
+        "provenance",
+        "ttft_p50_ms",
+        "tpot_p99_ms",
+        "e2e_p99_ms",
+        "throughput_tok_s",
+        "goodput_rps",
+        "mem_gb",
+        "lat_rel_err",
+        "thr_rel_err",
+        "feasible",
+        "infeasible_reason",
+        "cost_per_mtok",
+    ):
         assert col in df.columns, col
     ok = df[df.feasible]
     assert (ok.tpot_p99_ms >= ok.tpot_p50_ms).all() and (ok.throughput_tok_s > 0).all()
@@ -47,8 +68,12 @@ def test_closed_loops_of_several_clients_pause_as_the_anchors_do():
 
     m = shipped_models()["qwen2.5-0.5b"]
     k = Knobs(weights="Q4_0", slots=2)
-    loads = [Load(concurrency=2, think="auto"), Load(concurrency=2), Load(concurrency=2, think=0.5),
-             Load(concurrency=1, think="auto")]
+    loads = [
+        Load(concurrency=2, think="auto"),
+        Load(concurrency=2),
+        Load(concurrency=2, think=0.5),
+        Load(concurrency=1, think="auto"),
+    ]
     sp = replace(default_space(m, [CPU], [Workload("w", 128, 32)], loads), knobs=(k,))
     df = sweep(sp, n_requests=40, seed=7)
     c = coeffs(m, CPU, k, default_params(CPU))
@@ -56,7 +81,10 @@ def test_closed_loops_of_several_clients_pause_as_the_anchors_do():
     # "auto": each client's mean pause is one lone prefill, the load generator's seed-0 draws
     for j, think in enumerate([think_times(lone, 40), None, think_times(0.5, 40), None]):
         want = des.run(c, des.closed_loop(loads[j].concurrency, 40, 128, 32, think), "continuous", 2, seed=7 + j)
-        assert df.ttft_p50_ms.iloc[j] == want.summary["ttft_p50_ms"] and df.tpot_p99_ms.iloc[j] == want.summary["tpot_p99_ms"]
+        assert (
+            df.ttft_p50_ms.iloc[j] == want.summary["ttft_p50_ms"]
+            and df.tpot_p99_ms.iloc[j] == want.summary["tpot_p99_ms"]
+        )
     assert df.ttft_p50_ms.iloc[0] != df.ttft_p50_ms.iloc[1] and df.ttft_p50_ms.iloc[2] != df.ttft_p50_ms.iloc[1]
     assert Load(concurrency=1, think="auto").think_code == 0.0 and Load(concurrency=3, think=0.2).think_code == 0.2
     for bad in (-1.0, "soon"):
@@ -90,20 +118,30 @@ def test_a_draft_models_acceptance_is_measured_or_a_prior_never_typed_in():
     m = shipped_models()["qwen2.5-0.5b"]
     sp = default_space(m, [shipped_hardware()["H200"]], [Workload("w", 128, 32)], [Load(concurrency=8)])
     drafts = [k for k in sp.knobs if k.spec == "draft"]
-    assert drafts and all(k.spec_accept == 0 for k in drafts)        # the grid states none
+    assert drafts and all(k.spec_accept == 0 for k in drafts)  # the grid states none
     acc, label = resolve_acceptance(drafts[0])
     assert 0 < acc < 1 and "leviathan2022fast" in label
     df = sweep(replace(sp, knobs=tuple(drafts[:3]) + tuple(k for k in sp.knobs if k.spec == "none")[:3]), n_requests=20)
-    assert (df[df.spec == "draft"].provenance == "prior").all() and (df[df.spec == "none"].provenance == "simulated").all()
+    assert (df[df.spec == "draft"].provenance == "prior").all() and (
+        df[df.spec == "none"].provenance == "simulated"
+    ).all()
     # an anchor that drafted with a draft model: its acceptance replaces the prior everywhere; n-gram's
     # (which drafts only where text repeats) does not carry
-    anchors = pd.DataFrame([dict(spec="draft", spec_accept_measured=0.71, spec_drafted_per_token=2.0),
-                            dict(spec="ngram", spec_accept_measured=0.5, spec_drafted_per_token=0.1),
-                            dict(spec="draft", spec_accept_measured=0.69, spec_drafted_per_token=0.0)])
+    anchors = pd.DataFrame(
+        [
+            dict(spec="draft", spec_accept_measured=0.71, spec_drafted_per_token=2.0),
+            dict(spec="ngram", spec_accept_measured=0.5, spec_drafted_per_token=0.1),
+            dict(spec="draft", spec_accept_measured=0.69, spec_drafted_per_token=0.0),
+        ]
+    )
     assert measured_acceptance(anchors) == {"draft": 0.71}
     # with several targets: a target's own draft anchors where it has them, else every target's
-    sizes = pd.DataFrame([dict(spec="draft", spec_accept_measured=0.78, spec_drafted_per_token=2.0, model="big"),
-                          dict(spec="draft", spec_accept_measured=0.60, spec_drafted_per_token=2.0, model="mid")])
+    sizes = pd.DataFrame(
+        [
+            dict(spec="draft", spec_accept_measured=0.78, spec_drafted_per_token=2.0, model="big"),
+            dict(spec="draft", spec_accept_measured=0.60, spec_drafted_per_token=2.0, model="mid"),
+        ]
+    )
     assert measured_acceptance(sizes, "big") == {"draft": 0.78} and measured_acceptance(sizes, "mid") == {"draft": 0.6}
     assert measured_acceptance(sizes, "small") == {"draft": 0.69} == measured_acceptance(sizes)
     sp2 = with_measured_acceptance(sp, anchors, Console(quiet=True))
@@ -116,20 +154,25 @@ def test_thinning_keeps_the_arms_then_every_knob_an_arm_measured_the_tokens_of_t
     from pareto_atlas.simulate.stage import thinned
 
     arms = [Knobs(weights="Q4_K_M"), Knobs(weights="F16", slots=2)]
-    grid = [Knobs(weights=w, kv=kv, slots=s, batching=b) for w in ("F16", "Q4_K_M", "Q8_0") for kv in ("f16", "q8_0")
-            for s in (1, 2, 4, 8) for b in ("continuous", "chunked")]
+    grid = [
+        Knobs(weights=w, kv=kv, slots=s, batching=b)
+        for w in ("F16", "Q4_K_M", "Q8_0")
+        for kv in ("f16", "q8_0")
+        for s in (1, 2, 4, 8)
+        for b in ("continuous", "chunked")
+    ]
     knobs = list(dict.fromkeys(arms + grid))
-    cost = {k: 12 if k.weights == "F16" else 2 for k in knobs}       # F16 runs on five GPU cards too
-    cost[Knobs(weights="Q8_0", kv="q8_0", slots=8, batching="chunked")] = 0     # runs nowhere: never kept
+    cost = {k: 12 if k.weights == "F16" else 2 for k in knobs}  # F16 runs on five GPU cards too
+    cost[Knobs(weights="Q8_0", kv="q8_0", slots=8, batching="chunked")] = 0  # runs nowhere: never kept
     evidenced = [k for k in knobs if k.quality_key() in {a.quality_key() for a in arms} and k not in arms]
     need = sum(cost[k] for k in arms + evidenced)
-    for budget in (need, need + 20, 10 ** 6):
+    for budget in (need, need + 20, 10**6):
         kept = thinned(knobs, arms, cost, budget)
-        assert kept == [k for k in knobs if k in set(kept)]                 # the grid's order
-        assert set(arms + evidenced) <= set(kept)                           # every one that can win
+        assert kept == [k for k in knobs if k in set(kept)]  # the grid's order
+        assert set(arms + evidenced) <= set(kept)  # every one that can win
         assert sum(cost[k] for k in kept) <= budget
         assert Knobs(weights="Q8_0", kv="q8_0", slots=8, batching="chunked") not in kept
-        assert kept == thinned(knobs, arms, cost, budget)                   # seeded
+        assert kept == thinned(knobs, arms, cost, budget)  # seeded
     assert set(thinned(knobs, arms, cost, need)) == set(arms + evidenced)
     rest = set(thinned(knobs, arms, cost, need + 20)) - set(arms + evidenced)
     assert rest and sum(cost[k] for k in rest) <= 20
@@ -165,10 +208,14 @@ def test_a_utilization_load_is_poisson_at_that_share_of_each_configurations_own_
         Load(concurrency=2, utilization=0.5)
     m = shipped_models()["qwen2.5-0.5b"]
     cards = [CPU, shipped_hardware()["L4"]]
-    knobs = [Knobs(weights="F16", slots=s) for s in (1, 4)] + [Knobs(weights="Q4_0", slots=4, batching="chunked", chunk_tokens=256)]
+    knobs = [Knobs(weights="F16", slots=s) for s in (1, 4)] + [
+        Knobs(weights="Q4_0", slots=4, batching="chunked", chunk_tokens=256)
+    ]
     params = {h.name: CalibParams(step_cv=0.0) for h in cards}
-    sp = replace(default_space(m, cards, [Workload("w", 128, 32)], [Load(utilization=0.5), Load(utilization=0.8)]),
-                 knobs=tuple(knobs))
+    sp = replace(
+        default_space(m, cards, [Workload("w", 128, 32)], [Load(utilization=0.5), Load(utilization=0.8)]),
+        knobs=tuple(knobs),
+    )
     df = sweep(sp, params, n_requests=60)
     assert len(df) == sp.size() and (df.concurrency == 0).all() and df.utilization.isin([0.5, 0.8]).all()
     # the rate is that share of what a closed loop of as many clients as slots completes per second

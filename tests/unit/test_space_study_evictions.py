@@ -13,8 +13,8 @@ def test_the_swept_evictions_are_in_the_space_and_survive_the_thinning():
     default = load_study("default")
     swept = study_evictions(default)
     assert swept and all(p != "none" and 0 < k < 1 for p, k in swept)
-    assert study_evictions(load_study("sizes")) == ()                  # no [eviction] table: the grid's own
-    cpu = [HardwareCard("this-cpu", "cpu", mem_bw_gbs=16.0, tflops={"fp32": 0.27})]   # no probe: a card of its kind
+    assert study_evictions(load_study("sizes")) == ()  # no [eviction] table: the grid's own
+    cpu = [HardwareCard("this-cpu", "cpu", mem_bw_gbs=16.0, tflops={"fp32": 0.27})]  # no probe: a card of its kind
     card = shipped_models()["qwen2.5-0.5b"]
     space = study_space(default, cpu, card, measured_workloads(default), budget=3000)
     base = default.baseline.knobs()

@@ -18,8 +18,9 @@ KNOBS = [f.name for f in fields(Knobs)]
 def test_every_knob_is_an_arm_field_or_named_as_left_out():
     assert sorted([*ARM_KNOBS, *NOT_ARM_KNOBS]) == sorted(KNOBS)
     assert [k for k in ArmSpec.model_fields if k in KNOBS] == list(ARM_KNOBS)
-    assert ArmSpec(name="a", weights="Q8_0").knobs() == Knobs(**{"weights": "Q8_0"} | {
-        k: getattr(Knobs(), k) for k in ARM_KNOBS if k != "weights"})
+    assert ArmSpec(name="a", weights="Q8_0").knobs() == Knobs(
+        **{"weights": "Q8_0"} | {k: getattr(Knobs(), k) for k in ARM_KNOBS if k != "weights"}
+    )
 
 
 def test_every_knob_is_a_grid_field_or_named_as_left_out():

@@ -15,14 +15,17 @@ def _study(wl: dict):
     return study_from_dict({"name": "x", "model": {"name": "m"}, "workload": wl})
 
 
-@pytest.mark.parametrize("share, needle", [
-    ({"prefix_tokens": 128}, "share.prefix_tokens: 128 is not allowed: fewer than the prompt's 128"),
-    ({"turns": 0}, "share.turns: 0 is not allowed"),
-    ({"groups": 0}, "share.groups: 0 is not allowed"),
-    ("nope", "shipped: system-prompt, agent-shared-preamble, chat-multiturn"),
-    ({"prefix_share": 1.0}, "share.prefix_share: 1.0 is not allowed"),
-    ({"color": 1}, "share.color: unknown field"),
-])
+@pytest.mark.parametrize(
+    "share, needle",
+    [
+        ({"prefix_tokens": 128}, "share.prefix_tokens: 128 is not allowed: fewer than the prompt's 128"),
+        ({"turns": 0}, "share.turns: 0 is not allowed"),
+        ({"groups": 0}, "share.groups: 0 is not allowed"),
+        ("nope", "shipped: system-prompt, agent-shared-preamble, chat-multiturn"),
+        ({"prefix_share": 1.0}, "share.prefix_share: 1.0 is not allowed"),
+        ({"color": 1}, "share.color: unknown field"),
+    ],
+)
 def test_bad_descriptor_is_one_line_naming_the_field(share, needle):
     with pytest.raises(StudyError) as e:
         _study({"prompt_tokens": 128, "share": share})
@@ -67,7 +70,7 @@ def test_a_turn_resends_its_history():
 def test_block_ids_chain_on_what_came_before():
     a = block_ids([("x", 16), ("y", 16)], 16)
     b = block_ids([("z", 16), ("y", 16)], 16)
-    assert a[1] != b[1]          # same tokens after a different prefix are not the same block
+    assert a[1] != b[1]  # same tokens after a different prefix are not the same block
 
 
 def test_sharing_none_and_direct():
@@ -83,21 +86,34 @@ def _mooncake(tmp_path, rows):
 
 
 def test_mooncake_rows_name_their_blocks(tmp_path):
-    p = _mooncake(tmp_path, [
-        {"timestamp": 0, "input_length": 1000, "output_length": 10, "hash_ids": [1, 2]},
-        {"timestamp": 1500, "input_length": 513, "output_length": 5, "hash_ids": [1, 3]},
-    ])
+    p = _mooncake(
+        tmp_path,
+        [
+            {"timestamp": 0, "input_length": 1000, "output_length": 10, "hash_ids": [1, 2]},
+            {"timestamp": 1500, "input_length": 513, "output_length": 5, "hash_ids": [1, 3]},
+        ],
+    )
     rows = load_trace(p)
-    assert rows[1].arrival_s == pytest.approx(1.5)          # milliseconds in that format
+    assert rows[1].arrival_s == pytest.approx(1.5)  # milliseconds in that format
     assert rows[0].hash_ids == (1, 2) and rows[1].prompt_tokens == 513
 
 
-@pytest.mark.parametrize("ids, needle", [([1], "1 block ids is not allowed: the prompt's 1000 tokens are 2 block"),
-                                         ([1, "a"], "a list of integer block ids"),
-                                         ([1, -2], "a list of integer block ids")])
+@pytest.mark.parametrize(
+    "ids, needle",
+    [
+        ([1], "1 block ids is not allowed: the prompt's 1000 tokens are 2 block"),
+        ([1, "a"], "a list of integer block ids"),
+        ([1, -2], "a list of integer block ids"),
+    ],
+)
 def test_a_block_list_that_does_not_match_the_length(tmp_path, ids, needle):
-    p = _mooncake(tmp_path, [{"timestamp": 0, "input_length": 1000, "output_length": 10, "hash_ids": ids},
-                             {"timestamp": 1, "input_length": 10, "output_length": 10, "hash_ids": [7]}])
+    p = _mooncake(
+        tmp_path,
+        [
+            {"timestamp": 0, "input_length": 1000, "output_length": 10, "hash_ids": ids},
+            {"timestamp": 1, "input_length": 10, "output_length": 10, "hash_ids": [7]},
+        ],
+    )
     with pytest.raises(TraceError, match="line 1: hash_ids") as e:
         load_trace(p)
     assert needle in str(e.value)
@@ -105,16 +121,27 @@ def test_a_block_list_that_does_not_match_the_length(tmp_path, ids, needle):
 
 
 def test_trace_with_hash_ids_shares_and_excludes_share(tmp_path):
-    p = _mooncake(tmp_path, [{"timestamp": 0, "input_length": 100, "output_length": 10, "hash_ids": [1]},
-                             {"timestamp": 9, "input_length": 100, "output_length": 10, "hash_ids": [1]}])
+    p = _mooncake(
+        tmp_path,
+        [
+            {"timestamp": 0, "input_length": 100, "output_length": 10, "hash_ids": [1]},
+            {"timestamp": 9, "input_length": 100, "output_length": 10, "hash_ids": [1]},
+        ],
+    )
     assert _study({"trace": str(p)}).workload.shares()
     with pytest.raises(StudyError, match="share: a trace states"):
         _study({"trace": str(p), "share": "system-prompt"})
 
 
 def _study_arms(arms):
-    return study_from_dict({"name": "x", "model": {"name": "m"},
-                            "workload": {"prompt_tokens": 256, "share": "system-prompt"}, "arms": arms})
+    return study_from_dict(
+        {
+            "name": "x",
+            "model": {"name": "m"},
+            "workload": {"prompt_tokens": 256, "share": "system-prompt"},
+            "arms": arms,
+        }
+    )
 
 
 def test_arms_measure_their_own_sharing_level():

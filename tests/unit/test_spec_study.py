@@ -29,9 +29,12 @@ def test_minimal_study_gets_defaults():
     assert s.arms[0].knobs() == Knobs(weights="Q4_1")
 
 
-@pytest.mark.parametrize("patch, field", [
-    ('weights = "Q4_1"', "arms.0"),
-])
+@pytest.mark.parametrize(
+    "patch, field",
+    [
+        ('weights = "Q4_1"', "arms.0"),
+    ],
+)
 def test_bad_knob_names_field_and_allowed(patch, field):
     with pytest.raises(StudyError) as e:
         parse_study(MINIMAL.replace(patch, 'weights = "Q9"'), "s.toml")
@@ -47,7 +50,7 @@ def test_per_arm_requests_override_the_load_and_keep_old_anchor_ids():
     assert s.arms[0].n_requests(s.load) == s.load.requests == 8 and t.arms[0].n_requests(t.load) == 24
     # a different request count is a different measurement; an unset one hashes as before it existed
     assert anchor_id(s, s.arms[0], 0) != anchor_id(t, t.arms[0], 0)
-    assert anchor_id(s, s.arms[0], 0) == "0ee5a00b5f46ebb0bc23"   # computed by the code before per-arm requests
+    assert anchor_id(s, s.arms[0], 0) == "0ee5a00b5f46ebb0bc23"  # computed by the code before per-arm requests
     with pytest.raises(StudyError, match=r"s.toml: arms.0.requests: 1 is not allowed: 2\.\."):
         parse_study(MINIMAL + "requests = 1\n", "s.toml")
 
@@ -62,8 +65,11 @@ def test_think_time_applies_to_closed_loops_of_several_clients_only():
     assert many.load.think_for(many.arms[0]) == "auto" and fixed.load.think_for(fixed.arms[0]) == 0.25
     # one client never pauses, so its anchors keep the ids they had before think times existed
     assert anchor_id(s, s.arms[0], 0) == "0ee5a00b5f46ebb0bc23"
-    assert anchor_id(many, many.arms[0], 0) != anchor_id(parse_study(MINIMAL.replace(
-        '[[arms]]', '[load]\nthink_ms = 0\n[[arms]]') + "concurrency = 2\nslots = 2\n"), many.arms[0], 0)
+    assert anchor_id(many, many.arms[0], 0) != anchor_id(
+        parse_study(MINIMAL.replace('[[arms]]', '[load]\nthink_ms = 0\n[[arms]]') + "concurrency = 2\nslots = 2\n"),
+        many.arms[0],
+        0,
+    )
     for bad in ("-1", '"soon"'):
         with pytest.raises(StudyError, match=r"s.toml: load.think_ms"):
             parse_study(MINIMAL.replace('[[arms]]', f'[load]\nthink_ms = {bad}\n[[arms]]'), "s.toml")
@@ -114,14 +120,17 @@ def test_eviction_sweep_defaults_aliases_and_overrides():
     assert o.policies == ["snapkv"] and o.keeps == [0.3] and o.task == "gsm8k"
 
 
-@pytest.mark.parametrize("table, field, allowed", [
-    ('policies = ["h2o", "lru"]', "eviction.policies", "streaming, h2o, snapkv"),
-    ("keeps = [0.5, 1.0]", "eviction.keeps", "(0, 1)"),
-    ("keeps = []", "eviction.keeps", "at least one"),
-    ('task = "mmlu"', "eviction.task", "'gsm8k', 'retrieval' or 'ruler'"),
-    ("n = 0", "eviction.n", "1..1319"),
-    ("chunks = 64", "eviction.chunks", "unknown field; allowed: policies, keeps, task, n, chunk"),
-])
+@pytest.mark.parametrize(
+    "table, field, allowed",
+    [
+        ('policies = ["h2o", "lru"]', "eviction.policies", "streaming, h2o, snapkv"),
+        ("keeps = [0.5, 1.0]", "eviction.keeps", "(0, 1)"),
+        ("keeps = []", "eviction.keeps", "at least one"),
+        ('task = "mmlu"', "eviction.task", "'gsm8k', 'retrieval' or 'ruler'"),
+        ("n = 0", "eviction.n", "1..1319"),
+        ("chunks = 64", "eviction.chunks", "unknown field; allowed: policies, keeps, task, n, chunk"),
+    ],
+)
 def test_bad_eviction_table_is_one_line_naming_the_field(table, field, allowed):
     with pytest.raises(StudyError) as e:
         parse_study(MINIMAL + f"[eviction]\n{table}\n", "s.toml")
@@ -135,12 +144,15 @@ def test_bad_eviction_option_is_one_line():
     assert str(e.value).startswith("evict options: keeps.0:") and "\n" not in str(e.value)
 
 
-SIZES = MINIMAL + """
+SIZES = (
+    MINIMAL
+    + """
 [[arms]]
 name = "big"
 weights = "Q4_K_M"
 model = { name = "qwen2.5-coder-1.5b-instruct", card = "qwen2.5-1.5b", draft = "qwen2.5-coder-0.5b-instruct" }
 """
+)
 
 
 def test_an_arm_can_serve_its_own_model_keyed_into_its_anchor_id():
@@ -151,8 +163,13 @@ def test_an_arm_can_serve_its_own_model_keyed_into_its_anchor_id():
     assert s.model_for(s.arms[0]) is s.model and s.model_for(big).name == "qwen2.5-coder-1.5b-instruct"
     assert anchor_row(s, plan(s, ["big"])[0])["model"] == "qwen2.5-coder-1.5b-instruct"
     # the same knobs under the study's own model are another anchor; the arms without one keep their ids
-    same = parse_study(SIZES.replace('model = { name = "qwen2.5-coder-1.5b-instruct", card = "qwen2.5-1.5b", '
-                                     'draft = "qwen2.5-coder-0.5b-instruct" }\n', ""))
+    same = parse_study(
+        SIZES.replace(
+            'model = { name = "qwen2.5-coder-1.5b-instruct", card = "qwen2.5-1.5b", '
+            'draft = "qwen2.5-coder-0.5b-instruct" }\n',
+            "",
+        )
+    )
     assert anchor_id(s, big, 0) != anchor_id(same, same.arm("big"), 0)
     assert anchor_id(s, s.arms[0], 0) == anchor_id(parse_study(MINIMAL), parse_study(MINIMAL).arms[0], 0)
     assert launch_for(s, s.arms[0], "m.gguf")["draft_model_path"] is None
@@ -162,7 +179,9 @@ def test_an_arm_can_serve_its_own_model_keyed_into_its_anchor_id():
 
 def test_an_arm_of_another_model_measures_speed_only():
     bad = SIZES.replace('weights = "Q4_K_M"\nmodel', 'weights = "Q4_K_M"\nquality = true\nmodel')
-    with pytest.raises(StudyError, match=r"^s.toml: arms.1: arms.big.quality: an arm with its own model measures speed"):
+    with pytest.raises(
+        StudyError, match=r"^s.toml: arms.1: arms.big.quality: an arm with its own model measures speed"
+    ):
         parse_study(bad, "s.toml")
 
 

@@ -11,8 +11,18 @@ from pareto_atlas.store.db import now
 
 
 def _anchor(aid: str, status: str = "ok") -> dict:
-    return {"anchor_id": aid, "study": "s", "arm": "a", "repeat": 0, "status": status, "reason": None,
-            "knobs_json": "{}", "metrics_json": '{"ttft_p50_ms": 1.0}', "started_at": now(), "finished_at": now()}
+    return {
+        "anchor_id": aid,
+        "study": "s",
+        "arm": "a",
+        "repeat": 0,
+        "status": status,
+        "reason": None,
+        "knobs_json": "{}",
+        "metrics_json": '{"ttft_p50_ms": 1.0}',
+        "started_at": now(),
+        "finished_at": now(),
+    }
 
 
 def test_migrations_are_recorded_once(tmp_path):
@@ -72,24 +82,49 @@ def test_export_writes_every_table(tmp_path):
 
 
 def _evict_row(eid: str, policy: str = "h2o", keep: float = 0.5, correct: int = 2) -> dict:
-    return {"evict_id": eid, "ref_id": "ref", "study": "s", "model": "m", "model_sha256": "abc", "task": "retrieval",
-            "mode": "niah", "n": 1, "seed": 0, "items_json": "{}", "policy": policy, "keep": keep, "chunk": 128,
-            "label": f"{policy}@{keep:g}", "kv_keep": keep - 0.02, "peak_kv_tokens": 300, "kv_bytes_per_token": 9216,
-            "n_items": 3, "correct": correct, "p": correct / 3, "lo": 0.2, "hi": 0.9, "ppl": 5.5, "ppl_full": 5.0,
-            "ppl_item": "retrieval/niah/L256/d0.90/0", "seconds": 12.0, "engine": "transformers-dense-gguf",
-            "engine_version": "t"}
+    return {
+        "evict_id": eid,
+        "ref_id": "ref",
+        "study": "s",
+        "model": "m",
+        "model_sha256": "abc",
+        "task": "retrieval",
+        "mode": "niah",
+        "n": 1,
+        "seed": 0,
+        "items_json": "{}",
+        "policy": policy,
+        "keep": keep,
+        "chunk": 128,
+        "label": f"{policy}@{keep:g}",
+        "kv_keep": keep - 0.02,
+        "peak_kv_tokens": 300,
+        "kv_bytes_per_token": 9216,
+        "n_items": 3,
+        "correct": correct,
+        "p": correct / 3,
+        "lo": 0.2,
+        "hi": 0.9,
+        "ppl": 5.5,
+        "ppl_full": 5.0,
+        "ppl_item": "retrieval/niah/L256/d0.90/0",
+        "seconds": 12.0,
+        "engine": "transformers-dense-gguf",
+        "engine_version": "t",
+    }
 
 
 def test_eviction_point_and_items_round_trip_and_resume(tmp_path):
     p = tmp_path / "s.duckdb"
     with Store(p) as s:
         assert not s.has_eviction_point("e1") and s.eviction_points().empty
-        s.put_eviction_point(_evict_row("e1"), [{"item_id": "b", "correct_strict": False},
-                                                {"item_id": "a", "correct_strict": True}])
+        s.put_eviction_point(
+            _evict_row("e1"), [{"item_id": "b", "correct_strict": False}, {"item_id": "a", "correct_strict": True}]
+        )
         # a failing write leaves the stored point and its items as they were
         with pytest.raises(duckdb.Error):
             s.put_eviction_point(_evict_row("e1") | {"no_such_column": 1}, [{"item_id": "z"}])
-    with Store(p) as s:     # committed: a rerun finds it and skips it
+    with Store(p) as s:  # committed: a rerun finds it and skips it
         assert s.has_eviction_point("e1")
         got = s.eviction_points("s")
         assert len(got) == 1 and got.kv_keep.iloc[0] == pytest.approx(0.48) and got.created_at.notna().all()

@@ -28,8 +28,18 @@ CLI = [sys.executable, "-m", "pareto_atlas"]
 
 
 def _anchor(aid: str) -> dict:
-    return {"anchor_id": aid, "study": "s", "arm": aid, "repeat": 0, "status": "ok", "reason": None,
-            "knobs_json": "{}", "metrics_json": "{}", "started_at": now(), "finished_at": now()}
+    return {
+        "anchor_id": aid,
+        "study": "s",
+        "arm": aid,
+        "repeat": 0,
+        "status": "ok",
+        "reason": None,
+        "knobs_json": "{}",
+        "metrics_json": "{}",
+        "started_at": now(),
+        "finished_at": now(),
+    }
 
 
 def filled_store(path: Path, anchors: int = 40, records: int = 50) -> Path:
@@ -57,8 +67,10 @@ def error_line(p: subprocess.CompletedProcess) -> str:
 def whole_anchors(path: Path, records: int) -> int:
     """Anchors in the store, each asserted to hold all its records (never half-written)."""
     with Store(path) as s:
-        counts = s.con.execute("SELECT a.anchor_id, count(r.idx) FROM anchors a LEFT JOIN requests r "
-                               "USING (anchor_id) GROUP BY a.anchor_id").fetchall()
+        counts = s.con.execute(
+            "SELECT a.anchor_id, count(r.idx) FROM anchors a LEFT JOIN requests r "
+            "USING (anchor_id) GROUP BY a.anchor_id"
+        ).fetchall()
     assert all(n == records for _, n in counts), counts
     return len(counts)
 
@@ -69,7 +81,7 @@ def test_a_damaged_store_is_one_line_and_is_not_touched(tmp_path: Path, damage: 
     p = filled_store(tmp_path / "store.duckdb", anchors=60)
     data = p.read_bytes()
     mid = len(data) // 2
-    p.write_bytes(data[:mid] if damage == "truncated" else data[:mid] + b"\0" * 65536 + data[mid + 65536:])
+    p.write_bytes(data[:mid] if damage == "truncated" else data[:mid] + b"\0" * 65536 + data[mid + 65536 :])
     before = sha(p)
     try:
         Store(p).close()
@@ -78,7 +90,7 @@ def test_a_damaged_store_is_one_line_and_is_not_touched(tmp_path: Path, damage: 
         msg = str(e)
         assert "\n" not in msg and str(p) in msg and "damaged" in msg, msg
         opened = False
-    if opened:           # the damage lies in a block read only later: check reads every table to its end
+    if opened:  # the damage lies in a block read only later: check reads every table to its end
         assert not check_store(p).ok
     res = cli("check", "--store", str(p))
     assert res.returncode in (1, 2) and "Traceback" not in res.stderr
@@ -86,7 +98,7 @@ def test_a_damaged_store_is_one_line_and_is_not_touched(tmp_path: Path, damage: 
         assert "damaged" in error_line(res)
     else:
         assert "cannot be read to its end" in res.stderr
-    assert sha(p) == before          # nothing tried to "repair" the file in place
+    assert sha(p) == before  # nothing tried to "repair" the file in place
 
 
 def test_a_measure_on_a_truncated_store_fails_in_one_line(tmp_path: Path):
@@ -132,21 +144,27 @@ def test_a_full_disk_mid_campaign_is_one_line_and_keeps_every_whole_anchor(tmp_p
     out.mkdir(parents=True, exist_ok=True)
     try:
         store = out / "store.duckdb"
-        Store(store).close()            # the schema fits; the campaign's anchors will not
+        Store(store).close()  # the schema fits; the campaign's anchors will not
         limit = None
         if mounted:
             free = os.statvfs(out).f_bavail * os.statvfs(out).f_frsize
             (out / "ballast").write_bytes(b"\0" * max(free - 96 * 1024, 0))
         else:
             # no mount here: the closest real mechanism, a file size limit on the writing process
-            limit = 96 * 1024       # per file: the WAL a campaign's commits append to passes it first
+            limit = 96 * 1024  # per file: the WAL a campaign's commits append to passes it first
 
         def cap():
-            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)      # a write past the limit fails (EFBIG), no signal
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG), no signal
             resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
-        p = subprocess.run(WRITER + ["campaign", str(out), "40"], capture_output=True, text=True, timeout=300,
-                           env=ENV, preexec_fn=cap if limit else None)
+        p = subprocess.run(
+            WRITER + ["campaign", str(out), "40"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=ENV,
+            preexec_fn=cap if limit else None,
+        )
         assert p.returncode == 2, p.stderr[-3000:]
         line = error_line(p)
         assert ("disk holding it is full" if mounted else "file size limit") in line, line
@@ -154,7 +172,7 @@ def test_a_full_disk_mid_campaign_is_one_line_and_keeps_every_whole_anchor(tmp_p
         if mounted:
             (out / "ballast").unlink()
         saved = sum(1 for ln in p.stderr.splitlines() if " ok " in ln)
-        assert whole_anchors(store, 6) == saved < 40      # every anchor reported saved is there, whole
+        assert whole_anchors(store, 6) == saved < 40  # every anchor reported saved is there, whole
         assert check_store(store).ok
     finally:
         if mounted:
@@ -166,11 +184,12 @@ def test_a_second_build_on_a_store_in_use_is_refused_in_one_line_and_the_first_f
     out, gate = tmp_path / "two", tmp_path / "second-tried"
     # the first build's second anchor waits for the gate: however slowly the second build starts on a
     # loaded machine, the first still holds the store when it tries
-    first = subprocess.Popen(WRITER + ["campaign", str(out), "2", "0.03", str(gate)], stderr=subprocess.PIPE,
-                             text=True, env=ENV)
+    first = subprocess.Popen(
+        WRITER + ["campaign", str(out), "2", "0.03", str(gate)], stderr=subprocess.PIPE, text=True, env=ENV
+    )
     try:
         seen = ""
-        for line in first.stderr:                # the first anchor is saved: the store is open for writing
+        for line in first.stderr:  # the first anchor is saved: the store is open for writing
             seen += line
             if " ok " in line:
                 break
@@ -192,7 +211,7 @@ def test_a_second_build_on_a_store_in_use_is_refused_in_one_line_and_the_first_f
 # -- kill -9 mid-write -----------------------------------------------------------------------------------------
 def test_a_writer_killed_mid_write_leaves_only_whole_anchors(tmp_path: Path):
     p = tmp_path / "store.duckdb"
-    records = 3000                              # ~0.7 MB an anchor: the kill most likely lands inside a write
+    records = 3000  # ~0.7 MB an anchor: the kill most likely lands inside a write
     w = subprocess.Popen(WRITER + ["anchors", str(p), "200", str(records)], stdout=subprocess.PIPE, text=True, env=ENV)
     saved = -1
     for line in w.stdout:
@@ -200,18 +219,18 @@ def test_a_writer_killed_mid_write_leaves_only_whole_anchors(tmp_path: Path):
         if saved >= 2:
             break
     time.sleep(0.05)
-    w.kill()                                     # SIGKILL: no rollback, no close, the WAL as it lies
+    w.kill()  # SIGKILL: no rollback, no close, the WAL as it lies
     w.wait(timeout=30)
     assert saved >= 2
     # every "saved" line the writer printed before it died counts, read or not when the kill went
     # out: a slow reader on a loaded machine is behind the writer by any number of anchors
     for line in w.stdout:
         saved = int(line.split()[1])
-    rep = check_store(p)                         # read-only, straight after the kill
+    rep = check_store(p)  # read-only, straight after the kill
     assert rep.ok, rep.lines()
     n = whole_anchors(p, records)
-    assert saved + 1 <= n <= saved + 2           # the ones reported, and at most the one in flight, whole
-    with Store(p) as s:                          # and it takes writes again
+    assert saved + 1 <= n <= saved + 2  # the ones reported, and at most the one in flight, whole
+    with Store(p) as s:  # and it takes writes again
         s.put_anchor(_anchor("after"), [{"idx": 0, "ok": True}])
         assert s.anchor_status("after") == "ok"
 
@@ -223,8 +242,10 @@ def test_failed_loads_leave_the_store_as_it_was(tmp_path: Path):
 
     def content() -> dict:
         with Store(p) as s:
-            return {t: s.con.execute(f'SELECT * FROM "{t}" ORDER BY ALL').fetchall()
-                    for (t,) in s.con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+            return {
+                t: s.con.execute(f'SELECT * FROM "{t}" ORDER BY ALL').fetchall()
+                for (t,) in s.con.execute("SELECT table_name FROM information_schema.tables").fetchall()
+            }
 
     before = content()
     bad = tmp_path / "bad.toml"
@@ -233,17 +254,21 @@ def test_failed_loads_leave_the_store_as_it_was(tmp_path: Path):
     table.write_text("source_id,source\nx,y\n")
     (tmp_path / "trace.csv").write_text("arrival_s,prompt_tokens,output_tokens\n0,64,8\nnan,64,8\n")
     traced = tmp_path / "traced.toml"
-    traced.write_text('name = "tiny"\n[model]\nname = "smollm2-135m-instruct"\n[workload]\ntrace = "trace.csv"\n'
-                      '[[arms]]\nname = "a"\n')
+    traced.write_text(
+        'name = "tiny"\n[model]\nname = "smollm2-135m-instruct"\n[workload]\ntrace = "trace.csv"\n'
+        '[[arms]]\nname = "a"\n'
+    )
     from typer.testing import CliRunner
 
     from pareto_atlas.cli import app
 
-    for args in (["measure", "--study", str(bad), "--out", str(out)],
-                 ["measure", "--study", str(traced), "--out", str(out)],
-                 ["pick", "--study", "tiny", "--out", str(out), "--price", "L4=nan"],
-                 ["published", "--study", "tiny", "--out", str(out), "--table", str(table)]):
-        res = CliRunner().invoke(app, args)           # in-process: the CLI's own error handling
+    for args in (
+        ["measure", "--study", str(bad), "--out", str(out)],
+        ["measure", "--study", str(traced), "--out", str(out)],
+        ["pick", "--study", "tiny", "--out", str(out), "--price", "L4=nan"],
+        ["published", "--study", "tiny", "--out", str(out), "--table", str(table)],
+    ):
+        res = CliRunner().invoke(app, args)  # in-process: the CLI's own error handling
         assert res.exit_code == 2 and "error: " in res.output and "Traceback" not in res.output, (args, res.output)
     assert content() == before
 

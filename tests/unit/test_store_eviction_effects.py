@@ -13,35 +13,95 @@ from pareto_atlas.store import Store
 from pareto_atlas.store.db import dumps, now
 from pareto_atlas.store.quality import attach_quality, eviction_effects, quality_for, quality_table
 
-STUDY = load_study("tiny")          # baseline arm q4_1, quality task retrieval
+STUDY = load_study("tiny")  # baseline arm q4_1, quality task retrieval
 MODEL = STUDY.model.name
 
 
 def _records(correct: list[bool], task: str = "retrieval") -> list[dict]:
-    return [QualityRecord(item_id=f"{task}/{i}", task=task, variant="niah" if task == "retrieval" else "chat-0shot",
-                          prompt_sha256="x", target="1", output="1" if ok else "2", extracted_strict="1" if ok else "2",
-                          extracted_flexible="1" if ok else "2", correct_strict=ok, correct_flexible=ok,
-                          latency_s=0.1).to_dict() for i, ok in enumerate(correct)]
+    return [
+        QualityRecord(
+            item_id=f"{task}/{i}",
+            task=task,
+            variant="niah" if task == "retrieval" else "chat-0shot",
+            prompt_sha256="x",
+            target="1",
+            output="1" if ok else "2",
+            extracted_strict="1" if ok else "2",
+            extracted_flexible="1" if ok else "2",
+            correct_strict=ok,
+            correct_flexible=ok,
+            latency_s=0.1,
+        ).to_dict()
+        for i, ok in enumerate(correct)
+    ]
 
 
-def _put_point(s: Store, eid: str, ref: str, policy: str, keep: float, correct: list[bool], *,
-               task: str = "retrieval", model: str = MODEL) -> None:
+def _put_point(
+    s: Store,
+    eid: str,
+    ref: str,
+    policy: str,
+    keep: float,
+    correct: list[bool],
+    *,
+    task: str = "retrieval",
+    model: str = MODEL,
+) -> None:
     k = sum(correct)
-    s.put_eviction_point({
-        "evict_id": eid, "ref_id": ref, "study": STUDY.name, "model": model, "model_sha256": "sha",
-        "task": task, "mode": "niah", "n": 1, "seed": 0, "items_json": "{}", "policy": policy, "keep": keep,
-        "chunk": 128, "label": policy, "kv_keep": keep * 0.96, "peak_kv_tokens": 200, "kv_bytes_per_token": 9216,
-        "n_items": len(correct), "correct": k, "p": k / len(correct), "lo": 0.0, "hi": 1.0, "ppl": 5.0,
-        "ppl_full": 4.0, "ppl_item": "x", "seconds": 1.0, "engine": "transformers-dense-gguf", "engine_version": "t"},
-        _records(correct, task))
+    s.put_eviction_point(
+        {
+            "evict_id": eid,
+            "ref_id": ref,
+            "study": STUDY.name,
+            "model": model,
+            "model_sha256": "sha",
+            "task": task,
+            "mode": "niah",
+            "n": 1,
+            "seed": 0,
+            "items_json": "{}",
+            "policy": policy,
+            "keep": keep,
+            "chunk": 128,
+            "label": policy,
+            "kv_keep": keep * 0.96,
+            "peak_kv_tokens": 200,
+            "kv_bytes_per_token": 9216,
+            "n_items": len(correct),
+            "correct": k,
+            "p": k / len(correct),
+            "lo": 0.0,
+            "hi": 1.0,
+            "ppl": 5.0,
+            "ppl_full": 4.0,
+            "ppl_item": "x",
+            "seconds": 1.0,
+            "engine": "transformers-dense-gguf",
+            "engine_version": "t",
+        },
+        _records(correct, task),
+    )
 
 
 def _put_baseline_score(s: Store, *, p: float, lo: float, hi: float, n: int) -> None:
     """The baseline arm's retrieval score, as a finished quality run."""
-    s.put_quality_run({"qrun_id": "q1", "study": STUDY.name, "arm": STUDY.baseline.name,
-                       "quality_key": STUDY.baseline.knobs().quality_key(), "task": "retrieval", "mode": "niah", "n": n,
-                       "seed": 0, "engine": "llamacpp", "status": "ok", "started_at": now(),
-                       "summary_json": dumps({"strict": {"p": p, "lo": lo, "hi": hi, "n": n}})}, [])
+    s.put_quality_run(
+        {
+            "qrun_id": "q1",
+            "study": STUDY.name,
+            "arm": STUDY.baseline.name,
+            "quality_key": STUDY.baseline.knobs().quality_key(),
+            "task": "retrieval",
+            "mode": "niah",
+            "n": n,
+            "seed": 0,
+            "engine": "llamacpp",
+            "status": "ok",
+            "started_at": now(),
+            "summary_json": dumps({"strict": {"p": p, "lo": lo, "hi": hi, "n": n}}),
+        },
+        [],
+    )
 
 
 @pytest.fixture
@@ -61,7 +121,7 @@ def _q(knobs: Knobs, s: Store):
 def test_exact_keep_uses_the_measured_relative_effect_with_a_wider_interval(store):
     q, lo, hi, prov = _q(Knobs(weights="Q4_1", eviction="h2o", kv_keep=0.5), store)
     assert q == pytest.approx(0.8 * 0.5)
-    assert lo < 0.49 * 0.5 and hi > 0.94 * 0.5          # the effect's own uncertainty widens the score's
+    assert lo < 0.49 * 0.5 and hi > 0.94 * 0.5  # the effect's own uncertainty widens the score's
     assert prov == f"measured-effect:h2o@0.5 (transformers, {MODEL}, retrieval n=6)"
 
 
@@ -73,7 +133,10 @@ def test_larger_keep_borrows_the_nearest_measured_keep_below_and_says_so(store):
 
 def test_no_measurement_at_or_below_the_keep_keeps_the_prior(store):
     # h2o measured only at 0.5 must not flatter 0.25; snapkv is not measured at all
-    for k in (Knobs(weights="Q4_1", eviction="h2o", kv_keep=0.25), Knobs(weights="Q4_1", eviction="snapkv", kv_keep=0.25)):
+    for k in (
+        Knobs(weights="Q4_1", eviction="h2o", kv_keep=0.25),
+        Knobs(weights="Q4_1", eviction="snapkv", kv_keep=0.25),
+    ):
         q, _, _, prov = _q(k, store)
         assert prov == "prior:cai2024pyramidkv" and q == pytest.approx(0.8)
 
@@ -103,8 +166,12 @@ def test_other_models_are_ignored_and_the_study_task_wins(store):
 
 
 def test_attach_quality_passes_the_store_effects_to_the_simulated_points(store):
-    pts = pd.DataFrame([Knobs(weights="Q4_1", eviction=e, kv_keep=k).to_dict()
-                        for e, k in (("none", 1.0), ("h2o", 0.5), ("snapkv", 0.25))])
+    pts = pd.DataFrame(
+        [
+            Knobs(weights="Q4_1", eviction=e, kv_keep=k).to_dict()
+            for e, k in (("none", 1.0), ("h2o", 0.5), ("snapkv", 0.25))
+        ]
+    )
     out = attach_quality(pts, STUDY, store)
     assert list(out.quality_provenance.str.split(":").str[0]) == ["inherited", "measured-effect", "prior"]
     assert out.quality_rel.tolist() == pytest.approx([1.0, 0.5, 1.0])
@@ -143,8 +210,9 @@ def test_eviction_and_sparse_attention_multiply_their_measured_effects_and_inter
     assert q == pytest.approx(0.8 * 0.5 * 4 / 6)
     assert lo == pytest.approx(0.49 * ev["rel_lo"] * sp["rel_lo"])
     assert hi == pytest.approx(min(1.0, 0.94 * ev["rel_hi"] * sp["rel_hi"]))
-    assert prov == (f"measured-effect:h2o@0.5 (transformers, {MODEL}, retrieval n=6)"
-                    f"+measured-effect:topk@0.25 {SPARSE_PROV}")
+    assert prov == (
+        f"measured-effect:h2o@0.5 (transformers, {MODEL}, retrieval n=6)+measured-effect:topk@0.25 {SPARSE_PROV}"
+    )
 
 
 def test_the_prior_stands_in_only_for_the_family_nothing_measured(sparse_store):

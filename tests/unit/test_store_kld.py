@@ -9,11 +9,31 @@ from pareto_atlas.store import Store
 
 
 def _row(kid: str, study: str = "s", kld: float = 0.08) -> dict:
-    return {"kld_id": kid, "study": study, "arm": "q4_0", "role": "arm", "quality_key": '{"weights": "Q4_0"}',
-            "weights": "Q4_0", "kv": "f16", "model": "m", "n_tokens": 4080, "chunks": 16, "ctx": 512,
-            "kld": kld, "kld_lo": kld * 0.9, "kld_hi": kld * 1.1, "kld_deff": 2.5, "top1": 0.9, "top1_lo": 0.88,
-            "top1_hi": 0.92, "ln_ppl_ratio": 0.08, "engine": "llama-perplexity", "engine_version": "llama.cpp x",
-            "seconds": 60.0, "output": "Mean    KLD:   0.080000 ±   0.003000\n"}
+    return {
+        "kld_id": kid,
+        "study": study,
+        "arm": "q4_0",
+        "role": "arm",
+        "quality_key": '{"weights": "Q4_0"}',
+        "weights": "Q4_0",
+        "kv": "f16",
+        "model": "m",
+        "n_tokens": 4080,
+        "chunks": 16,
+        "ctx": 512,
+        "kld": kld,
+        "kld_lo": kld * 0.9,
+        "kld_hi": kld * 1.1,
+        "kld_deff": 2.5,
+        "top1": 0.9,
+        "top1_lo": 0.88,
+        "top1_hi": 0.92,
+        "ln_ppl_ratio": 0.08,
+        "engine": "llama-perplexity",
+        "engine_version": "llama.cpp x",
+        "seconds": 60.0,
+        "output": "Mean    KLD:   0.080000 ±   0.003000\n",
+    }
 
 
 def test_kld_migration_is_recorded_and_table_exists(tmp_path):

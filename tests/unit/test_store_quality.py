@@ -13,21 +13,46 @@ from pareto_atlas.store import Store
 from pareto_atlas.store.db import dumps, now
 from pareto_atlas.store.quality import REENCODING_REL, quality_for, quality_table
 
-STUDY = load_study("tiny")      # source Q4_1, baseline arm q4_1
+STUDY = load_study("tiny")  # source Q4_1, baseline arm q4_1
 BASE = [True, True, False, True, False, True, True, False, False, True]
 ARM = [True, False, False, True, False, True, True, True, False, False]
 
 
 def _run(s: Store, qid: str, arm: str, knobs: Knobs, correct: list[bool]) -> None:
-    items = [QualityRecord(item_id=f"gsm8k/{i}", task="gsm8k", variant="chat-0shot", prompt_sha256="x", target="1",
-                           output="", extracted_strict="", extracted_flexible="", correct_strict=ok,
-                           correct_flexible=ok, latency_s=0.1).to_dict() for i, ok in enumerate(correct)]
+    items = [
+        QualityRecord(
+            item_id=f"gsm8k/{i}",
+            task="gsm8k",
+            variant="chat-0shot",
+            prompt_sha256="x",
+            target="1",
+            output="",
+            extracted_strict="",
+            extracted_flexible="",
+            correct_strict=ok,
+            correct_flexible=ok,
+            latency_s=0.1,
+        ).to_dict()
+        for i, ok in enumerate(correct)
+    ]
     k = sum(correct)
-    s.put_quality_run({"qrun_id": qid, "study": STUDY.name, "arm": arm, "quality_key": knobs.quality_key(),
-                       "task": "gsm8k", "mode": "chat-0shot", "n": len(correct), "seed": 0, "engine": "llamacpp",
-                       "status": "ok", "started_at": now(),
-                       "summary_json": dumps({"strict": {"k": k, "n": len(correct), "p": k / len(correct),
-                                                         "lo": 0.2, "hi": 0.8}})}, items)
+    s.put_quality_run(
+        {
+            "qrun_id": qid,
+            "study": STUDY.name,
+            "arm": arm,
+            "quality_key": knobs.quality_key(),
+            "task": "gsm8k",
+            "mode": "chat-0shot",
+            "n": len(correct),
+            "seed": 0,
+            "engine": "llamacpp",
+            "status": "ok",
+            "started_at": now(),
+            "summary_json": dumps({"strict": {"k": k, "n": len(correct), "p": k / len(correct), "lo": 0.2, "hi": 0.8}}),
+        },
+        items,
+    )
 
 
 @pytest.fixture
@@ -60,7 +85,9 @@ def test_measured_inherited_and_gpu_configurations_of_the_same_tokens(qt):
     assert m.evidence == "measured" and m.rel_lo < m.rel < m.rel_hi
     # the same token-changing knobs at more slots (or on another card) inherit, with the same interval
     i = quality_for(Knobs(weights="Q4_1", kv="q8_0", slots=8), "", STUDY, qt)
-    assert i.evidence == "inherited" and i.provenance == "inherited:kvq8" and (i.rel_lo, i.rel_hi) == (m.rel_lo, m.rel_hi)
+    assert (
+        i.evidence == "inherited" and i.provenance == "inherited:kvq8" and (i.rel_lo, i.rel_hi) == (m.rel_lo, m.rel_hi)
+    )
 
 
 def test_no_prior_has_a_zero_width_quality(qt):

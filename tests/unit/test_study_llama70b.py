@@ -11,17 +11,20 @@ from pareto_atlas.spec.study import BUILTIN, GridSpec, load_study, study_ref
 
 CARD = "llama-3.1-70b"
 # (weights, card, GSM8K score, that card's own baseline), as the cards print them
-GSM8K = [("FP8", "Meta-Llama-3.1-70B-Instruct-FP8-dynamic", 94.5, 94.9),
-         ("W4A16", "Meta-Llama-3.1-70B-Instruct-quantized.w4a16", 94.4, 95.4),
-         ("W8A8", "Meta-Llama-3.1-70B-Instruct-quantized.w8a8", 94.2, 95.4)]
-needs_card = pytest.mark.skipif(CARD not in shipped_models(),
-                                reason=f"the {CARD!r} model card (spec/models.toml) has not landed yet")
+GSM8K = [
+    ("FP8", "Meta-Llama-3.1-70B-Instruct-FP8-dynamic", 94.5, 94.9),
+    ("W4A16", "Meta-Llama-3.1-70B-Instruct-quantized.w4a16", 94.4, 95.4),
+    ("W8A8", "Meta-Llama-3.1-70B-Instruct-quantized.w8a8", 94.2, 95.4),
+]
+needs_card = pytest.mark.skipif(
+    CARD not in shipped_models(), reason=f"the {CARD!r} model card (spec/models.toml) has not landed yet"
+)
 
 
 def test_llama70b_is_a_builtin_without_arms_on_h100_sxm_and_h200():
     study = load_study("llama70b")
     assert BUILTIN["llama70b"] == "llama70b_study.toml" and study_ref(study) == "llama70b"
-    assert not study.arms and not study.measures                 # build measures nothing: published evidence only
+    assert not study.arms and not study.measures  # build measures nothing: published evidence only
     assert study.model.card == CARD and study.engine.name == "vllm"
     assert {"H100-SXM", "H200"} <= set(study.simulate.hardware)
     assert study.quality.task == "gsm8k" and study.quality.floor == 0.95
@@ -41,13 +44,16 @@ def test_the_70b_gsm8k_guard_reads_each_card_beside_its_own_baseline(weights, ca
 
     table = load_published_quality()
     hits = published_for(CARD, weights, table=table)
-    assert len(hits) == 7 and all(h.source.endswith(card) for h in hits)   # the card's OpenLLM v1 table, nothing else
+    assert len(hits) == 7 and all(h.source.endswith(card) for h in hits)  # the card's OpenLLM v1 table, nothing else
     g = guard_choice(hits, "gsm8k")
     assert g is not None and not g.informational
     assert (g.benchmark, g.score, g.baseline_score, g.n_items) == ("gsm8k", score, baseline, 1319)
     assert g.rel == pytest.approx(score / baseline) and g.rel_lo < g.rel < g.rel_hi
     row = table[(table.model == CARD) & (table.weights == weights) & (table.benchmark == "gsm8k")].iloc[0]
-    assert row.publisher == "Red Hat (Neural Magic)" and row.baseline_checkpoint == "meta-llama/Meta-Llama-3.1-70B-Instruct"
+    assert (
+        row.publisher == "Red Hat (Neural Magic)"
+        and row.baseline_checkpoint == "meta-llama/Meta-Llama-3.1-70B-Instruct"
+    )
     assert "page copy" in row.notes and row.source_date.startswith("2024-07")
 
 
@@ -77,7 +83,7 @@ def test_the_grid_searches_tensor_parallelism_beyond_one_gpu():
     gpus = {(k.batching == "disagg", k.gpus()) for k in knobs}
     # 1, 2, 4 and 8 GPUs a replica aggregated, and disaggregated pools of more than one GPU
     assert {(False, 1), (False, 2), (False, 4), (False, 8)} <= gpus and any(d and g > 2 for d, g in gpus)
-    assert all(k.gpus() <= 8 for k in knobs)                     # one 8-GPU node
+    assert all(k.gpus() <= 8 for k in knobs)  # one 8-GPU node
 
 
 def test_a_grid_tp_that_is_not_a_power_of_two_is_one_line_naming_the_field():

@@ -10,8 +10,10 @@ import pytest
 from pareto_atlas.measure import resolve
 from pareto_atlas.spec.study import StudyError, parse_study
 
-OPTION = 'name = "x"\n[model]\nname = "m"\n[engine]\nname = "vllm"\n[[arms]]\nname = "a"\nweights = "F32"\n' \
-         'engine_options = { prefix_cache = true }\n'
+OPTION = (
+    'name = "x"\n[model]\nname = "m"\n[engine]\nname = "vllm"\n[[arms]]\nname = "a"\nweights = "F32"\n'
+    'engine_options = { prefix_cache = true }\n'
+)
 ENDPOINT = 'name = "x"\n[model]\nname = "m"\n[engine]\nname = "openai"\nbase_url = "http://x"\n[[arms]]\nname = "a"\n'
 
 
@@ -26,4 +28,4 @@ def test_the_resolving_loader_runs_them():
     with pytest.raises(StudyError, match=r"^<study>: model.card: engine 'openai' reads nothing local"):
         resolve.parse_study(ENDPOINT)
     shipped = resources.files("pareto_atlas.spec").joinpath("vllm_cpu_study.toml").read_text()
-    assert resolve.load_study("vllm-cpu") == parse_study(shipped)     # a study the host passes is the same study
+    assert resolve.load_study("vllm-cpu") == parse_study(shipped)  # a study the host passes is the same study

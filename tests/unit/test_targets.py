@@ -17,14 +17,29 @@ from pareto_atlas.atlas.winners import winners
 from pareto_atlas.simulate.params import CalibParams
 from pareto_atlas.simulate.space import Workload
 from pareto_atlas.simulate.targets import UNMEASURED_TRANSFER_WIDENING, Target, carried_params, study_targets
-from pareto_atlas.spec.cards import CardError, HardwareCard, model_card_from_hf_config, resolve_model_card, shipped_hardware, shipped_models
+from pareto_atlas.spec.cards import (
+    CardError,
+    HardwareCard,
+    model_card_from_hf_config,
+    resolve_model_card,
+    shipped_hardware,
+    shipped_models,
+)
 from pareto_atlas.spec.knobs import Knobs
 from pareto_atlas.spec.study import StudyError, load_study, parse_study
 from pareto_atlas.store.ladder import CARRY_WIDENING, target_quality
 
-LLAMA_CONFIG = {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 32, "hidden_size": 4096,
-                "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336,
-                "vocab_size": 128256, "tie_word_embeddings": False, "head_dim": 128}
+LLAMA_CONFIG = {
+    "architectures": ["LlamaForCausalLM"],
+    "num_hidden_layers": 32,
+    "hidden_size": 4096,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "intermediate_size": 14336,
+    "vocab_size": 128256,
+    "tie_word_embeddings": False,
+    "head_dim": 128,
+}
 
 
 def test_config_json_gives_the_shipped_card_of_the_same_model(tmp_path: Path):
@@ -42,11 +57,17 @@ def test_multimodal_config_reads_its_text_model(tmp_path: Path):
     assert resolve_model_card(str(p)).hidden == 4096
 
 
-@pytest.mark.parametrize("change, words", [
-    ({"hidden_size": None}, "hidden"), ({"num_hidden_layers": "32"}, "must be an integer"),
-    ({"hidden_size": 40960000000}, "outside"), ({"num_key_value_heads": 5}, "multiple"),
-    ({"tie_word_embeddings": "yes"}, "true or false"), ({"num_hidden_layers": True}, "must be an integer"),
-])
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        ({"hidden_size": None}, "hidden"),
+        ({"num_hidden_layers": "32"}, "must be an integer"),
+        ({"hidden_size": 40960000000}, "outside"),
+        ({"num_key_value_heads": 5}, "multiple"),
+        ({"tie_word_embeddings": "yes"}, "true or false"),
+        ({"num_hidden_layers": True}, "must be an integer"),
+    ],
+)
 def test_bad_config_is_one_line_naming_the_field(tmp_path: Path, change: dict, words: str):
     cfg = {**LLAMA_CONFIG, **change}
     cfg = {k: v for k, v in cfg.items() if v is not None}
@@ -87,7 +108,9 @@ hardware = ["this-cpu", "L4", "H100-SXM"]
 
 def test_targets_parse_and_resolve(tmp_path: Path):
     (tmp_path / "cfg.json").write_text(json.dumps(LLAMA_CONFIG))
-    s = parse_study(STUDY + """
+    s = parse_study(
+        STUDY
+        + """
 [[targets]]
 name = "smollm2-135m-instruct"
 hardware = ["this-cpu"]
@@ -96,7 +119,9 @@ name = "my-llama"
 card = "cfg.json"
 hardware = ["L4"]
 workloads = [{ name = "chat-512-128", prompt_tokens = 512, output_tokens = 128 }]
-""", base=tmp_path)
+""",
+        base=tmp_path,
+    )
     hw = [HardwareCard("this-cpu", "cpu", 12.0, {"fp32": 0.06})] + [shipped_hardware()[h] for h in ("L4", "H100-SXM")]
     measured = shipped_models()["smollm2-135m"]
     ts = study_targets(s, measured, hw, [Workload("p64", 64, 8)])
@@ -106,12 +131,18 @@ workloads = [{ name = "chat-512-128", prompt_tokens = 512, output_tokens = 128 }
     assert ts[1].card.hidden == 4096 and ts[1].card.name == "my-llama"
 
 
-@pytest.mark.parametrize("extra, words", [
-    ('[[targets]]\nname = "other"\n', "targets.0.card"),
-    ('[[targets]]\nname = "x"\ncard = "llama-3.1-8b"\nhardware = ["H200"]\n', "not in [simulate] hardware"),
-    ('[[targets]]\nname = "x"\ncard = "llama-3.1-8b"\n[[targets]]\nname = "x"\ncard = "llama-3.1-8b"\n', "named twice"),
-    ('[[targets]]\nname = "x"\ncard = "llama-3.1-8b"\nhardware = []\n', "empty list"),
-])
+@pytest.mark.parametrize(
+    "extra, words",
+    [
+        ('[[targets]]\nname = "other"\n', "targets.0.card"),
+        ('[[targets]]\nname = "x"\ncard = "llama-3.1-8b"\nhardware = ["H200"]\n', "not in [simulate] hardware"),
+        (
+            '[[targets]]\nname = "x"\ncard = "llama-3.1-8b"\n[[targets]]\nname = "x"\ncard = "llama-3.1-8b"\n',
+            "named twice",
+        ),
+        ('[[targets]]\nname = "x"\ncard = "llama-3.1-8b"\nhardware = []\n', "empty list"),
+    ],
+)
 def test_bad_targets_are_one_line(extra: str, words: str):
     with pytest.raises(StudyError) as e:
         parse_study(STUDY + extra)
@@ -142,14 +173,14 @@ def _target(card: str = "qwen2.5-7b", measured: bool = False) -> Target:
 def test_a_carried_point_widens_to_the_transfer_error():
     p = CalibParams(lat_rel_err=0.1, thr_rel_err=0.2, provenance="calibrated on 9 published anchors")
     t = _target()
-    assert carried_params(p, t, {"qwen2.5-7b"}) is p                       # the fit saw this model
+    assert carried_params(p, t, {"qwen2.5-7b"}) is p  # the fit saw this model
     assert carried_params(p, replace(t, measured=True), set()) is p
     wide = carried_params(p, t, {"llama-3.1-8b"})
     assert math.isclose(wide.lat_rel_err, 0.1 * UNMEASURED_TRANSFER_WIDENING)
     assert "carried to qwen2.5-7b" in wide.provenance and "not measured" in wide.provenance
     if hasattr(p, "xfer_lat_rel_err"):
         m = carried_params(replace(p, xfer_lat_rel_err=0.3, xfer_thr_rel_err=0.05), t, {"llama-3.1-8b"})
-        assert m.lat_rel_err == 0.3 and m.thr_rel_err == 0.2                # never narrower than within-model
+        assert m.lat_rel_err == 0.3 and m.thr_rel_err == 0.2  # never narrower than within-model
 
 
 def test_an_instruct_card_counts_as_the_fitted_base_architecture():
@@ -160,9 +191,18 @@ def test_an_instruct_card_counts_as_the_fitted_base_architecture():
 
 def _qt(rel: float, lo: float, hi: float) -> dict:
     base = Knobs(weights="Q4_K_M")
-    return {base.quality_key(): {"arm": "base", "p": 0.4, "lo": 0.3, "hi": 0.5, "rel": 1.0, "rel_lo": 1.0, "rel_hi": 1.0},
-            Knobs(weights="Q4_0").quality_key(): {"arm": "q4_0", "p": 0.36, "lo": 0.26, "hi": 0.46, "rel": rel,
-                                                  "rel_lo": lo, "rel_hi": hi}}
+    return {
+        base.quality_key(): {"arm": "base", "p": 0.4, "lo": 0.3, "hi": 0.5, "rel": 1.0, "rel_lo": 1.0, "rel_hi": 1.0},
+        Knobs(weights="Q4_0").quality_key(): {
+            "arm": "q4_0",
+            "p": 0.36,
+            "lo": 0.26,
+            "hi": 0.46,
+            "rel": rel,
+            "rel_lo": lo,
+            "rel_hi": hi,
+        },
+    }
 
 
 def test_ladder_reference_prior_carried_and_unmeasured():
@@ -173,7 +213,7 @@ def test_ladder_reference_prior_carried_and_unmeasured():
     assert target_quality(Knobs(weights="F16"), gpu, "gpu", study, {}, "gsm8k").rel == 1.0
     fp8 = target_quality(Knobs(weights="FP8"), gpu, "gpu", study, {}, "gsm8k")
     assert fp8.evidence in ("published", "prior")
-    assert fp8.rel_lo < fp8.rel_hi                                          # never zero-width
+    assert fp8.rel_lo < fp8.rel_hi  # never zero-width
     # a CPU target of the measured model's family carries its measured effect, twice as wide
     cpu = _target("qwen2.5-1.5b")
     q = target_quality(Knobs(weights="Q4_0"), cpu, "cpu", study, _qt(0.9, 0.8, 1.0), "gsm8k")
@@ -184,24 +224,52 @@ def test_ladder_reference_prior_carried_and_unmeasured():
     assert target_quality(Knobs(weights="Q4_0"), other, "cpu", study, _qt(0.9, 0.8, 1.0), "gsm8k").evidence != "carried"
     # a KV cache nobody measured for this model is unmeasured
     assert target_quality(Knobs(weights="BF16", kv="fp8"), gpu, "gpu", study, {}, "gsm8k").evidence in (
-        "unmeasured", "published", "prior")
+        "unmeasured",
+        "published",
+        "prior",
+    )
 
 
 def _pts(model: str, hw: str, labels: list[str], tpot: list[float]) -> pd.DataFrame:
     n = len(labels)
-    return pd.DataFrame({
-        "point_id": [f"{model}-{hw}-{i}" for i in range(n)], "label": labels, "model": model, "hardware": hw,
-        "workload": "w", "provenance": "simulated", "tpot_p99_ms": tpot, "ttft_p99_ms": 10.0,
-        "throughput_tok_s": 100.0, "cost_per_mtok": 1.0, "quality": 0.5, "quality_rel": 1.0, "quality_rel_lo": 1.0,
-        "quality_rel_hi": 1.0, "quality_evidence": "reference", "quality_provenance": "reference", "n_opts": 0,
-        "optimizations": "", "feasible": True, "lat_rel_err": 0.1, "thr_rel_err": 0.1, "batching": "continuous",
-        "calib_provenance": "calibrated on 3 published anchors"})
+    return pd.DataFrame(
+        {
+            "point_id": [f"{model}-{hw}-{i}" for i in range(n)],
+            "label": labels,
+            "model": model,
+            "hardware": hw,
+            "workload": "w",
+            "provenance": "simulated",
+            "tpot_p99_ms": tpot,
+            "ttft_p99_ms": 10.0,
+            "throughput_tok_s": 100.0,
+            "cost_per_mtok": 1.0,
+            "quality": 0.5,
+            "quality_rel": 1.0,
+            "quality_rel_lo": 1.0,
+            "quality_rel_hi": 1.0,
+            "quality_evidence": "reference",
+            "quality_provenance": "reference",
+            "n_opts": 0,
+            "optimizations": "",
+            "feasible": True,
+            "lat_rel_err": 0.1,
+            "thr_rel_err": 0.1,
+            "batching": "continuous",
+            "calib_provenance": "calibrated on 3 published anchors",
+        }
+    )
 
 
 def test_winners_are_per_model_and_a_model_only_wins_where_it_has_points():
-    pts = pd.concat([_pts("small", "this-cpu", ["a", "b"], [50.0, 40.0]),
-                     _pts("big", "L4", ["c", "d"], [20.0, 30.0]), _pts("big", "H100-SXM", ["e"], [5.0])],
-                    ignore_index=True)
+    pts = pd.concat(
+        [
+            _pts("small", "this-cpu", ["a", "b"], [50.0, 40.0]),
+            _pts("big", "L4", ["c", "d"], [20.0, 30.0]),
+            _pts("big", "H100-SXM", ["e"], [5.0]),
+        ],
+        ignore_index=True,
+    )
     cells = winners(pts, [Regime("tight", "tpot_p99_ms", "min", quality_floor=0.95)])
     assert set(cells.model) == {"small", "big"}
     small = cells[cells.model == "small"]
@@ -221,7 +289,7 @@ def test_published_checkpoints_reach_the_ladder():
     fp8 = target_quality(Knobs(weights="FP8"), llama, "gpu", study, {}, "gsm8k")
     assert fp8.evidence == "published"
     ref = target_quality(Knobs(weights="F16"), llama, "gpu", study, {}, "gsm8k")
-    assert ref.evidence == "reference" and ref.rel == 1.0 and 0 < ref.q < 1   # the published baseline's score
+    assert ref.evidence == "reference" and ref.rel == 1.0 and 0 < ref.q < 1  # the published baseline's score
 
 
 def test_models_side_by_side_compare_absolute_scores():
@@ -231,16 +299,16 @@ def test_models_side_by_side_compare_absolute_scores():
     b = _pts("big", "L4", ["b"], [20.0]).assign(quality=0.8)
     cells = winners(pd.concat([a, b], ignore_index=True), [Regime("tight", "tpot_p99_ms", "min", quality_floor=0.95)])
     side = models_side_by_side(cells)
-    assert side.model.tolist() == ["big", "small"]           # ranked on the absolute score, not on quality_rel
+    assert side.model.tolist() == ["big", "small"]  # ranked on the absolute score, not on quality_rel
     only = winners(a, [Regime("tight", "tpot_p99_ms", "min", quality_floor=0.95)])
-    assert models_side_by_side(only).empty                    # one model per workload: nothing to compare
+    assert models_side_by_side(only).empty  # one model per workload: nothing to compare
 
 
 def test_a_prior_never_invents_an_absolute_score():
     from pareto_atlas.store.quality import Quality
 
     nan = Quality(float("nan"), float("nan"), float("nan"), 1.0, 1.0, 1.0, "", "prior").scaled(0.9, 0.8, 1.0)
-    assert nan.q != nan.q and nan.hi != nan.hi               # min(1, nan) would have said 1.0
+    assert nan.q != nan.q and nan.hi != nan.hi  # min(1, nan) would have said 1.0
     study = load_study("default")
     qwen = replace(_target("qwen2.5-7b"), name="qwen2.5-7b-instruct")
     q = target_quality(Knobs(weights="FP8", eviction="h2o", kv_keep=0.5), qwen, "gpu", study, {}, "gsm8k")
@@ -253,7 +321,7 @@ def test_sparse_attention_does_not_borrow_its_core_checkpoints_published_score()
     core = target_quality(Knobs(weights="W8A8"), qwen, "gpu", study, {}, "gsm8k")
     sparse = target_quality(Knobs(weights="W8A8", sparse_budget=0.25), qwen, "gpu", study, {}, "gsm8k")
     assert core.evidence == "published" and sparse.evidence == "prior"
-    assert sparse.rel_lo < core.rel_lo                          # the prior's interval multiplies in
+    assert sparse.rel_lo < core.rel_lo  # the prior's interval multiplies in
 
 
 def test_a_question_is_one_frozen_value_about_one_model_and_workload():
@@ -261,15 +329,16 @@ def test_a_question_is_one_frozen_value_about_one_model_and_workload():
     from pareto_atlas.atlas.pick import pick
     from pareto_atlas.atlas.question import Question
 
-    pts = pd.concat([_pts("small", "L4", ["a", "b"], [50.0, 40.0]), _pts("big", "L4", ["c", "d"], [20.0, 30.0])],
-                    ignore_index=True)
+    pts = pd.concat(
+        [_pts("small", "L4", ["a", "b"], [50.0, 40.0]), _pts("big", "L4", ["c", "d"], [20.0, 30.0])], ignore_index=True
+    )
     q = Question.make("ttft_p99_ms<=100, quality_rel>=0.9", "tpot_p99_ms")
-    assert q.direction == "min" and q.quality_floor == 0.9             # a stated floor is the guard's
+    assert q.direction == "min" and q.quality_floor == 0.9  # a stated floor is the guard's
     with pytest.raises(Exception):
-        q.objective = "x"                                              # frozen
+        q.objective = "x"  # frozen
     assert pick(pts, question=q.about(model="small")).winner["label"] == "b"
     assert pick(pts, question=q.about(model="big")).winner["label"] == "c"
-    assert pick(pts, question=q).winner["label"] == "c"                # both models pooled when none is named
+    assert pick(pts, question=q).winner["label"] == "c"  # both models pooled when none is named
     with pytest.raises(ConstraintError, match="known: big, small"):
         pick(pts, question=q.about(model="huge"))
     with pytest.raises(ConstraintError, match="objective"):

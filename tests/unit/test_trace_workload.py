@@ -50,14 +50,15 @@ def write_trace(path: Path, rows: list[tuple[float, int, int]]) -> Path:
 
 
 def test_the_shipped_trace_is_what_its_script_makes_and_is_real_shaped():
-    p = subprocess.run([sys.executable, str(REPO / "scripts/make_example_trace.py"), "--check"],
-                       capture_output=True, text=True)
+    p = subprocess.run(
+        [sys.executable, str(REPO / "scripts/make_example_trace.py"), "--check"], capture_output=True, text=True
+    )
     assert p.returncode == 0, p.stderr
     rows = trace_rows("chat_small")
     assert "chat_small" in shipped_traces() and 40 <= len(rows) <= 60
     assert all(64 <= r.prompt_tokens <= 256 and 16 <= r.output_tokens <= 64 for r in rows)
     gaps = np.diff([r.arrival_s for r in rows])
-    assert rows[-1].arrival_s < 240 and gaps.std() / gaps.mean() > 0.8      # bursty, a few minutes
+    assert rows[-1].arrival_s < 240 and gaps.std() / gaps.mean() > 0.8  # bursty, a few minutes
 
 
 def test_a_trace_workload_takes_its_lengths_from_the_trace(tmp_path):
@@ -76,13 +77,20 @@ def test_a_trace_workload_takes_its_lengths_from_the_trace(tmp_path):
     assert s.arms[0].workload(s.workload).name == "p512-n64"
 
 
-@pytest.mark.parametrize("workload, arm, match", [
-    ('trace = "nope.csv"', "", r"t.toml: workload: trace: 'nope.csv' is not allowed: a shipped trace \(chat_small"),
-    ('trace = "chat_small"\nprompt_tokens = 100', "", "workload: prompt_tokens: the trace's rows give the lengths"),
-    ('trace = "chat_small"', "concurrency = 2", "arms.a: a trace gives the arrivals; leave concurrency and rate_rps out"),
-    ('trace = "chat_small"', "prompt_tokens = 64", "arms.a: the workload replays a trace"),
-    ("", 'trace = "chat_small"\nrate_rps = 1.0', "arms.a: a trace gives the arrivals"),
-])
+@pytest.mark.parametrize(
+    "workload, arm, match",
+    [
+        ('trace = "nope.csv"', "", r"t.toml: workload: trace: 'nope.csv' is not allowed: a shipped trace \(chat_small"),
+        ('trace = "chat_small"\nprompt_tokens = 100', "", "workload: prompt_tokens: the trace's rows give the lengths"),
+        (
+            'trace = "chat_small"',
+            "concurrency = 2",
+            "arms.a: a trace gives the arrivals; leave concurrency and rate_rps out",
+        ),
+        ('trace = "chat_small"', "prompt_tokens = 64", "arms.a: the workload replays a trace"),
+        ("", 'trace = "chat_small"\nrate_rps = 1.0', "arms.a: a trace gives the arrivals"),
+    ],
+)
 def test_trace_errors_name_the_field_and_what_is_allowed(workload, arm, match):
     with pytest.raises(StudyError, match=match) as e:
         study(workload, arm)
@@ -101,7 +109,7 @@ def test_an_anchor_is_keyed_by_the_traces_content_not_its_path(tmp_path):
     assert ids[0] == ids[1] != ids[2]
     ident = campaign.workload_ident(a.workload)
     assert ident["trace"] == "x" and len(ident["trace_sha256"]) == 64 and str(tmp_path) not in json.dumps(ident)
-    plain = load_study("default")      # studies without traces keep the ids they had  (an unset share is left out)
+    plain = load_study("default")  # studies without traces keep the ids they had  (an unset share is left out)
     assert campaign.workload_ident(plain.workload) == plain.workload.model_dump(exclude={"trace", "share"})
 
 
@@ -113,8 +121,11 @@ def test_a_trace_anchor_replays_every_row_under_its_own_contract(tmp_path, monke
     monkeypatch.setattr(campaign, "served_model", lambda study, arm: (Path("fake.gguf"), "0" * 64, 1, 4.5))
     beh = FakeBehaviour(prefill_s=0.01, token_s=0.002)
     with FakeOpenAIServer(beh) as srv, Store(tmp_path / "s.duckdb") as store:
-        s = parse_study(STUDY.format(workload=f'trace = "{trace}"', arm="") +
-                        f'[engine]\nname = "openai"\nbase_url = "{srv.base_url}"\noptions = {{check = false}}\n', "t.toml")
+        s = parse_study(
+            STUDY.format(workload=f'trace = "{trace}"', arm="")
+            + f'[engine]\nname = "openai"\nbase_url = "{srv.base_url}"\noptions = {{check = false}}\n',
+            "t.toml",
+        )
         summary = campaign.run_campaign(s, store)
         assert summary.measured == 1, summary.failures
         aid = campaign.plan(s)[0].anchor_id
@@ -143,10 +154,19 @@ def test_calibration_and_the_sweep_replay_a_trace_as_it_is():
     assert pts.throughput_tok_s.iloc[0] == pytest.approx(direct["throughput_tok_s"])
     # the fit's replay of a trace anchor uses each request's own lengths, not the typical pair
     import pandas as pd
-    base = {"weights": "F16", "slots": 2, "prompt_tokens": wl.prompt_tokens, "output_tokens": wl.output_tokens,
-            "concurrency": 0, "send_offsets": t.tolist(), "think_s": []}
-    own, typical = _anchors(pd.DataFrame([{**base, "req_prompt_tokens": p.tolist(), "req_output_tokens": o.tolist()},
-                                          base]))
+
+    base = {
+        "weights": "F16",
+        "slots": 2,
+        "prompt_tokens": wl.prompt_tokens,
+        "output_tokens": wl.output_tokens,
+        "concurrency": 0,
+        "send_offsets": t.tolist(),
+        "think_s": [],
+    }
+    own, typical = _anchors(
+        pd.DataFrame([{**base, "req_prompt_tokens": p.tolist(), "req_output_tokens": o.tolist()}, base])
+    )
     pred = predict([own, typical], model, hw, params)
     assert pred[0][0] == pytest.approx(direct["ttft_p50_ms"], rel=1e-6) and pred[0][0] != pred[1][0]
     with pytest.raises(ValueError, match="has none"):
@@ -159,7 +179,21 @@ def test_an_open_loop_anchor_has_no_clients_so_calibration_replays_it():
     s = study(arm="rate_rps = 0.15")
     assert json.loads(campaign.anchor_row(s, campaign.plan(s)[0])["load_json"])["concurrency"] == 0
     import pandas as pd
-    (a,) = _anchors(pd.DataFrame([{"weights": "Q4_0", "slots": 2, "prompt_tokens": 128, "output_tokens": 32,
-                                   "concurrency": 0, "rate_rps": 0.15, "send_offsets": [0.0, 3.1, 9.4],
-                                   "think_s": []}]))
+
+    (a,) = _anchors(
+        pd.DataFrame(
+            [
+                {
+                    "weights": "Q4_0",
+                    "slots": 2,
+                    "prompt_tokens": 128,
+                    "output_tokens": 32,
+                    "concurrency": 0,
+                    "rate_rps": 0.15,
+                    "send_offsets": [0.0, 3.1, 9.4],
+                    "think_s": [],
+                }
+            ]
+        )
+    )
     assert a.sends == (0.0, 3.1, 9.4) and a.concurrency == 0

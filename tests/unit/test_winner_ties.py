@@ -37,7 +37,7 @@ def test_overlap_is_the_share_of_the_narrower_interval():
 
 
 def test_overlapping_bars_are_a_tie_with_both_named():
-    c = _all(winners(_pair(0.2, 0.2), [FAST]))        # [16, 24] and [17.6, 26.4]: 80 % of the narrower shared
+    c = _all(winners(_pair(0.2, 0.2), [FAST]))  # [16, 24] and [17.6, 26.4]: 80 % of the narrower shared
     assert c.verdict == "tie" and c.overlap > 0.5
     assert c.label == "FP8" and c.runner_up_label == "AWQ4" and "tie with AWQ4" in c.verdict_note
 
@@ -67,7 +67,7 @@ def test_no_crowned_winner_carries_a_bar_wider_than_half(err):
     cells = Answer.of(with_derived(pts), regs).cells
     won = cells[cells.point_id != ""].merge(pts[["point_id", "thr_rel_err"]], on="point_id")
     wide = won[(won.lat_rel_err > 0.5) | (won.thr_rel_err > 0.5)]
-    assert len(wide) > 0 if err >= 0.6 else len(wide) == 0     # the check is not vacuous
+    assert len(wide) > 0 if err >= 0.6 else len(wide) == 0  # the check is not vacuous
     assert (wide.verdict.isin(["tie", "low-confidence"])).all()
     assert set(Answer.of(with_derived(pts), regs).uncrowned.point_id) >= set(wide.point_id)
 

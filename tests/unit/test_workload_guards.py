@@ -43,21 +43,46 @@ workloads = [{ name = "math-128-256", prompt_tokens = 128, output_tokens = 256 }
 """
 STUDY = parse_study(STUDY_TOML)
 N = 40
-BASE = [i % 2 == 0 for i in range(N)]                      # 20 of 40 right on both tasks
-SAME = list(BASE)                                           # the q4_0 cache: no change on math
-BROKEN = [ok and i >= 32 for i, ok in enumerate(BASE)]      # ...and 16 right->wrong flips on code
+BASE = [i % 2 == 0 for i in range(N)]  # 20 of 40 right on both tasks
+SAME = list(BASE)  # the q4_0 cache: no change on math
+BROKEN = [ok and i >= 32 for i, ok in enumerate(BASE)]  # ...and 16 right->wrong flips on code
 
 
 def _run(s: Store, task: str, arm: str, knobs: Knobs, correct: list[bool]) -> None:
-    items = [QualityRecord(item_id=f"{task}/{i}", task=task, variant="v", prompt_sha256="x", target="1", output="",
-                           extracted_strict="", extracted_flexible="", correct_strict=ok, correct_flexible=ok,
-                           latency_s=0.1).to_dict() for i, ok in enumerate(correct)]
+    items = [
+        QualityRecord(
+            item_id=f"{task}/{i}",
+            task=task,
+            variant="v",
+            prompt_sha256="x",
+            target="1",
+            output="",
+            extracted_strict="",
+            extracted_flexible="",
+            correct_strict=ok,
+            correct_flexible=ok,
+            latency_s=0.1,
+        ).to_dict()
+        for i, ok in enumerate(correct)
+    ]
     k = sum(correct)
-    s.put_quality_run({"qrun_id": f"{task}-{arm}", "study": STUDY.name, "arm": arm, "quality_key": knobs.quality_key(),
-                       "task": task, "mode": "v", "n": len(correct), "seed": 0, "engine": "llamacpp", "status": "ok",
-                       "started_at": now(),
-                       "summary_json": dumps({"strict": {"k": k, "n": len(correct), "p": k / len(correct),
-                                                         "lo": 0.3, "hi": 0.7}})}, items)
+    s.put_quality_run(
+        {
+            "qrun_id": f"{task}-{arm}",
+            "study": STUDY.name,
+            "arm": arm,
+            "quality_key": knobs.quality_key(),
+            "task": task,
+            "mode": "v",
+            "n": len(correct),
+            "seed": 0,
+            "engine": "llamacpp",
+            "status": "ok",
+            "started_at": now(),
+            "summary_json": dumps({"strict": {"k": k, "n": len(correct), "p": k / len(correct), "lo": 0.3, "hi": 0.7}}),
+        },
+        items,
+    )
 
 
 @pytest.fixture
@@ -72,8 +97,18 @@ def store(tmp_path):
 
 
 def _points() -> pd.DataFrame:
-    rows = [{"workload": w, "hardware": "this-cpu", "weights": "Q4_K_M", "kv": kv, "model": STUDY.model.name,
-             "quality_evidence": ""} for w in ("math-128-256", "code-256-256") for kv in ("f16", "q4_0")]
+    rows = [
+        {
+            "workload": w,
+            "hardware": "this-cpu",
+            "weights": "Q4_K_M",
+            "kv": kv,
+            "model": STUDY.model.name,
+            "quality_evidence": "",
+        }
+        for w in ("math-128-256", "code-256-256")
+        for kv in ("f16", "q4_0")
+    ]
     return pd.DataFrame(rows)
 
 
@@ -107,8 +142,12 @@ def test_without_a_task_map_every_workload_is_guarded_by_the_studys_task(store):
 
 def test_the_evidence_table_has_a_row_per_task(store):
     tab = arm_quality_table(STUDY, store)
-    assert sorted(set(zip(tab.task, tab.arm))) == [("gsm8k", "kvq4"), ("gsm8k", "q4km"),
-                                                   ("humaneval", "kvq4"), ("humaneval", "q4km")]
+    assert sorted(set(zip(tab.task, tab.arm))) == [
+        ("gsm8k", "kvq4"),
+        ("gsm8k", "q4km"),
+        ("humaneval", "kvq4"),
+        ("humaneval", "q4km"),
+    ]
     assert tab.set_index(["task", "arm"]).loc[("humaneval", "kvq4"), "diff"] == pytest.approx(-16 / 40)
 
 

@@ -12,7 +12,24 @@ from pareto_atlas.atlas.summary import frontier_frequency, stacked_vs_single
 from pareto_atlas.atlas.winners import boundary_cases, winners
 
 __all__ = [
-    "Answer", "Constraint", "ConstraintError", "DEFAULT_OBJECTIVES", "Objective", "PickResult", "Regime", "admission",
-    "boundary_cases", "default_regimes", "frontier", "frontier_frequency", "pareto_mask", "parse_constraints",
-    "pick", "projection", "regimes_from_study", "reprice", "stacked_vs_single", "winners",
+    "Answer",
+    "Constraint",
+    "ConstraintError",
+    "DEFAULT_OBJECTIVES",
+    "Objective",
+    "PickResult",
+    "Regime",
+    "admission",
+    "boundary_cases",
+    "default_regimes",
+    "frontier",
+    "frontier_frequency",
+    "pareto_mask",
+    "parse_constraints",
+    "pick",
+    "projection",
+    "regimes_from_study",
+    "reprice",
+    "stacked_vs_single",
+    "winners",
 ]

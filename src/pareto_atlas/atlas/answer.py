@@ -32,19 +32,30 @@ from pareto_atlas.atlas.winners import ALL, boundary_of, model_column, projected
 class Answer:
     # cached_property fills the instance's __dict__ directly, so the frozen value computes each part
     # once and never changes: every part is a function of these fields
-    points: pd.DataFrame                      # derived (objectives.with_derived), indexed 0..n-1
+    points: pd.DataFrame  # derived (objectives.with_derived), indexed 0..n-1
     regimes: tuple[Regime, ...]
-    allow_priors: bool = False                # points resting only on priors may win
-    study_ref: str | StudyRef = "default"     # how the confirm commands name the study
+    allow_priors: bool = False  # points resting only on priors may win
+    study_ref: str | StudyRef = "default"  # how the confirm commands name the study
     objectives: tuple[Objective, ...] = DEFAULT_OBJECTIVES
 
     @classmethod
-    def of(cls, points: pd.DataFrame, regimes: Sequence[Regime], *, allow_priors: bool = False,
-           study_ref: str | StudyRef = "default",
-           objectives: Sequence[str | Objective] = DEFAULT_OBJECTIVES) -> "Answer":
+    def of(
+        cls,
+        points: pd.DataFrame,
+        regimes: Sequence[Regime],
+        *,
+        allow_priors: bool = False,
+        study_ref: str | StudyRef = "default",
+        objectives: Sequence[str | Objective] = DEFAULT_OBJECTIVES,
+    ) -> "Answer":
         """The answer over a derived points table (the caller derived it, once)."""
-        return cls(points.reset_index(drop=True), tuple(regimes), allow_priors, study_ref,
-                   tuple(Objective.parse(o) for o in objectives))
+        return cls(
+            points.reset_index(drop=True),
+            tuple(regimes),
+            allow_priors,
+            study_ref,
+            tuple(Objective.parse(o) for o in objectives),
+        )
 
     @cached_property
     def cells(self) -> pd.DataFrame:
@@ -57,8 +68,9 @@ class Answer:
         """The best-card cells ("all") alone: what a repricing compares, without the per-card ones."""
         if "cells" in self.__dict__:
             return self.cells[self.cells.hardware == ALL].reset_index(drop=True)
-        return winner_cells(self.points, self.regimes, per_hardware=False, allow_priors=self.allow_priors,
-                            study_ref=self.study_ref)
+        return winner_cells(
+            self.points, self.regimes, per_hardware=False, allow_priors=self.allow_priors, study_ref=self.study_ref
+        )
 
     @cached_property
     def uncrowned(self) -> pd.DataFrame:
@@ -109,5 +121,6 @@ class Answer:
 
     def repriced(self, prices: Mapping[str, float], price_date: str = "") -> "Answer":
         """The same answer with new $/hour for the named cards, cost re-derived from throughput."""
-        return Answer(reprice(self.points, prices, price_date), self.regimes, self.allow_priors, self.study_ref,
-                      self.objectives)
+        return Answer(
+            reprice(self.points, prices, price_date), self.regimes, self.allow_priors, self.study_ref, self.objectives
+        )

@@ -20,11 +20,41 @@ import pandas as pd
 from pareto_atlas.atlas.objectives import OBJECTIVE_COLUMNS, OTHER_NUMERIC
 
 OPS = {"<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt, "==": operator.eq, "!=": operator.ne}
-NUMERIC_COLUMNS = (*OBJECTIVE_COLUMNS, *OTHER_NUMERIC, "lat_rel_err", "thr_rel_err", "kv_keep", "spec_k",
-                   "spec_accept", "slots", "chunk_tokens", "sparse_budget", "quality_lo", "quality_hi",
-                   "gpus", "tp", "pp", "replicas", "prefill_workers", "prefill_tp", "decode_workers")
-TEXT_COLUMNS = ("hardware", "workload", "provenance", "quality_provenance", "label", "optimizations", "weights", "kv",
-                "eviction", "spec", "batching", "point_id")
+NUMERIC_COLUMNS = (
+    *OBJECTIVE_COLUMNS,
+    *OTHER_NUMERIC,
+    "lat_rel_err",
+    "thr_rel_err",
+    "kv_keep",
+    "spec_k",
+    "spec_accept",
+    "slots",
+    "chunk_tokens",
+    "sparse_budget",
+    "quality_lo",
+    "quality_hi",
+    "gpus",
+    "tp",
+    "pp",
+    "replicas",
+    "prefill_workers",
+    "prefill_tp",
+    "decode_workers",
+)
+TEXT_COLUMNS = (
+    "hardware",
+    "workload",
+    "provenance",
+    "quality_provenance",
+    "label",
+    "optimizations",
+    "weights",
+    "kv",
+    "eviction",
+    "spec",
+    "batching",
+    "point_id",
+)
 ALLOWED_COLUMNS = NUMERIC_COLUMNS + TEXT_COLUMNS
 
 _CLAUSE = re.compile(r"^\s*(?P<col>[^\s<>=!]+)\s*(?P<op>[<>=!]+)?\s*(?P<val>.*?)\s*$")
@@ -42,7 +72,9 @@ class Constraint:
 
     def __post_init__(self) -> None:
         if self.op not in OPS:
-            raise ConstraintError(f"constraint {self.column}: operator {self.op!r} is not allowed; allowed: {', '.join(OPS)}")
+            raise ConstraintError(
+                f"constraint {self.column}: operator {self.op!r} is not allowed; allowed: {', '.join(OPS)}"
+            )
         if self.column in TEXT_COLUMNS and self.op not in ("==", "!="):
             raise ConstraintError(f"constraint {self.column}: text column takes == or !=, not {self.op!r}")
 
@@ -92,8 +124,9 @@ def parse_constraint(clause: str, columns: Iterable[str] = ALLOWED_COLUMNS) -> C
     return Constraint(col, op, _value(col, val, clause.strip()))
 
 
-def parse_constraints(text: str | Iterable[str | Constraint] | None,
-                      columns: Iterable[str] = ALLOWED_COLUMNS) -> tuple[Constraint, ...]:
+def parse_constraints(
+    text: str | Iterable[str | Constraint] | None, columns: Iterable[str] = ALLOWED_COLUMNS
+) -> tuple[Constraint, ...]:
     """Parse a constraint string (or a list of clauses / Constraint objects)."""
     if text is None:
         return ()

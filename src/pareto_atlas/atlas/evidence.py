@@ -30,7 +30,9 @@ class StudyRef:
 
     name: str = "default"
     arms: Mapping[str, str] = field(default_factory=dict)
-    model: str = ""      # the model the study's arms measure ("" where unknown: every point is its)
+    model: str = ""  # the model the study's arms measure ("" where unknown: every point is its)
+
+
 CPU_ENGINE_WEIGHTS = ("F16", "Q8_0", "Q5_0", "Q4_K_M", "Q4_0", "Q3_K", "Q2_K")
 
 
@@ -48,9 +50,15 @@ def quality_evidence(points: pd.DataFrame) -> np.ndarray:
     ev = _str(points, "quality_evidence")
     prov = _str(points, "quality_provenance")
     derived = np.select(
-        [np.char.find(prov.astype(str), "prior:") >= 0, np.char.startswith(prov.astype(str), "measured-effect"),
-         np.char.startswith(prov.astype(str), "inherited"), np.char.startswith(prov.astype(str), "measured")],
-        ["prior", "measured-effect", "inherited", "measured"], default="unmeasured")
+        [
+            np.char.find(prov.astype(str), "prior:") >= 0,
+            np.char.startswith(prov.astype(str), "measured-effect"),
+            np.char.startswith(prov.astype(str), "inherited"),
+            np.char.startswith(prov.astype(str), "measured"),
+        ],
+        ["prior", "measured-effect", "inherited", "measured"],
+        default="unmeasured",
+    )
     ev = np.where(ev != "", ev, derived)
     # a measured KL divergence of the configuration's own tokens is quality evidence of its own
     return np.where(has_kld(points) & ~np.isin(ev, WINNING_QUALITY), "kl-measured", ev)
@@ -70,8 +78,9 @@ def speed_evidence(points: pd.DataFrame) -> np.ndarray:
     calib = _str(points, "calib_provenance")
     # "calibrated on 1 published anchor; error bar: ... kept at the uncalibrated default's" is calibrated
     uncal = np.char.startswith(calib.astype(str), "uncalibrated")
-    return np.select([prov == "measured", prov == "prior", uncal], ["measured", "prior", "uncalibrated"],
-                     default="calibrated")
+    return np.select(
+        [prov == "measured", prov == "prior", uncal], ["measured", "prior", "uncalibrated"], default="calibrated"
+    )
 
 
 def evidence_ok(points: pd.DataFrame) -> np.ndarray:
@@ -87,8 +96,13 @@ def evidence_label(points: pd.DataFrame) -> np.ndarray:
     s = speed_evidence(points)
     s = np.select([s == "measured", s == "prior"], ["measured", "prior"], default="simulated, " + s)
     derived = (_str(points, "weights_cost") == "derived") & (np.char.startswith(s.astype(str), "simulated"))
-    s = np.where(derived, np.char.add(s.astype(str), " (the weight format's kernels derived from the roofline: "
-                                                    "no anchor of it on that card)"), s)
+    s = np.where(
+        derived,
+        np.char.add(
+            s.astype(str), " (the weight format's kernels derived from the roofline: no anchor of it on that card)"
+        ),
+        s,
+    )
     return np.char.add(np.char.add("quality ", q.astype(str)), np.char.add("; speed ", s.astype(str)))
 
 
@@ -105,23 +119,32 @@ def confirm_command(row: pd.Series, ref: str | StudyRef) -> str:
     prov = str(row.get("quality_provenance", ""))
     if "prior:" in prov:
         if k.eviction != "none" and "measured-effect:" + k.eviction not in prov:
-            cmds.append(f"pareto-atlas quality {study_ref} --kind evict --policies {k.eviction} --keeps {k.kv_keep:g} --task retrieval")
+            cmds.append(
+                f"pareto-atlas quality {study_ref} --kind evict --policies {k.eviction} --keeps {k.kv_keep:g} --task retrieval"
+            )
         if k.sparse_budget < 1.0 and "measured-effect:topk" not in prov:
-            cmds.append(f"pareto-atlas quality {study_ref} --kind evict --policies topk --keeps {k.sparse_budget:g} --task retrieval")
+            cmds.append(
+                f"pareto-atlas quality {study_ref} --kind evict --policies topk --keeps {k.sparse_budget:g} --task retrieval"
+            )
         if ("re-encoding" in prov or " weights of " in prov) and core.quality_key() in ref.arms:
             name = ref.arms[core.quality_key()]
-            cmds.append(f"pareto-atlas quality {study_ref} --kind kld --arm {name} (and pareto-atlas quality {study_ref} "
-                        f"--arm {name} for its task score)")
+            cmds.append(
+                f"pareto-atlas quality {study_ref} --kind kld --arm {name} (and pareto-atlas quality {study_ref} "
+                f"--arm {name} for its task score)"
+            )
         elif "re-encoding" in prov or " weights of " in prov:
             arm = f"weights = \"{k.weights}\"" + (f", kv = \"{k.kv}\"" if k.kv != "f16" else "")
-            where = ("" if k.weights in CPU_ENGINE_WEIGHTS else
-                     " on a GPU host with [engine] name = \"vllm\"")
-            cmds.append(f"add [[arms]] name = \"confirm\", {arm}, quality = true to {study_ref}{where}, then "
-                        f"pareto-atlas quality {study_ref} --arm confirm && pareto-atlas quality {study_ref} --kind kld")
+            where = "" if k.weights in CPU_ENGINE_WEIGHTS else " on a GPU host with [engine] name = \"vllm\""
+            cmds.append(
+                f"add [[arms]] name = \"confirm\", {arm}, quality = true to {study_ref}{where}, then "
+                f"pareto-atlas quality {study_ref} --arm confirm && pareto-atlas quality {study_ref} --kind kld"
+            )
     if str(row.get("provenance", "")) == "prior":
-        cmds.append(f"measure an arm spec = \"{k.spec}\" on {row.get('hardware', '')} "
-                    f"(pareto-atlas measure {study_ref} --arm NAME): its speed rests on "
-                    f"{row.get('prior_source', '') or 'a prior'}")
+        cmds.append(
+            f"measure an arm spec = \"{k.spec}\" on {row.get('hardware', '')} "
+            f"(pareto-atlas measure {study_ref} --arm NAME): its speed rests on "
+            f"{row.get('prior_source', '') or 'a prior'}"
+        )
     return " ; ".join(cmds)
 
 
@@ -133,16 +156,22 @@ def other_model_command(row: pd.Series, k: Knobs, model: str) -> str:
     prov = str(row.get("quality_provenance", ""))
     if "prior:" in prov or "carried" in prov:
         if k.eviction != "none":
-            wants.append(f"its {k.eviction} effect at keep {k.kv_keep:g} (pareto-atlas quality --kind evict on that study)")
+            wants.append(
+                f"its {k.eviction} effect at keep {k.kv_keep:g} (pareto-atlas quality --kind evict on that study)"
+            )
         if k.sparse_budget < 1.0:
             wants.append(f"its top-k effect at {k.sparse_budget:g} (pareto-atlas quality --kind evict on that study)")
         if k.eviction == "none" and k.sparse_budget >= 1.0:
-            wants.append(f"its quality with weights = \"{k.weights}\"" + (f", kv = \"{k.kv}\"" if k.kv != "f16" else "")
-                         + " (pareto-atlas quality, and --kind kld, on that study), or a published score of it")
+            wants.append(
+                f"its quality with weights = \"{k.weights}\""
+                + (f", kv = \"{k.kv}\"" if k.kv != "f16" else "")
+                + " (pareto-atlas quality, and --kind kld, on that study), or a published score of it"
+            )
     if str(row.get("provenance", "")) == "prior":
         wants.append(f"its speed with spec = \"{k.spec}\" on {row.get('hardware', '')}")
     if not wants:
         return ""
-    return (f"measure {model} itself ([model] name = \"{model}\" in a study of its own, or an endpoint serving it: "
-            f"[engine] name = \"openai\"): " + "; ".join(wants))
-
+    return (
+        f"measure {model} itself ([model] name = \"{model}\" in a study of its own, or an endpoint serving it: "
+        f"[engine] name = \"openai\"): " + "; ".join(wants)
+    )

@@ -120,8 +120,9 @@ def _robust_dominated_2d(xt: np.ndarray, lot: np.ndarray, xc: np.ndarray, hic: n
     return out
 
 
-def _frontier_group(x: np.ndarray, lo: np.ndarray, hi: np.ndarray, error_bars: bool,
-                    dominators: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _frontier_group(
+    x: np.ndarray, lo: np.ndarray, hi: np.ndarray, error_bars: bool, dominators: bool = True
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Status codes (0 frontier, 1 tied, 2 dominated) and dominator indices for one group.
     `dominators=False`: the statuses only where that is faster (two axes): a point beaten beyond
     the error bars by a non-frontier point then has no `robust_dominated_by` (-2)."""
@@ -181,7 +182,7 @@ def frontier(
         raise ValueError("frontier: objectives is empty; give at least one objective column")
     # `points` carry their derived columns (objectives.with_derived): a missing one is named below
     if "model" in points.columns and "model" not in by and by:
-        by = ("model", *by)        # a frontier is always per (model, workload): Algorithm 1 of the seed paper
+        by = ("model", *by)  # a frontier is always per (model, workload): Algorithm 1 of the seed paper
     missing = [o.column for o in objs if o.column not in points.columns] + [c for c in by if c not in points.columns]
     if missing:
         raise ValueError(f"frontier: points table has no column {missing[0]!r}; columns: {', '.join(points.columns)}")
@@ -220,8 +221,15 @@ def frontier(
     return out
 
 
-def projection(points: pd.DataFrame, x: str | Objective, y: str | Objective, *, by: Sequence[str] = ("workload",),
-               error_bars: bool = True, dominators: bool = True) -> pd.DataFrame:
+def projection(
+    points: pd.DataFrame,
+    x: str | Objective,
+    y: str | Objective,
+    *,
+    by: Sequence[str] = ("workload",),
+    error_bars: bool = True,
+    dominators: bool = True,
+) -> pd.DataFrame:
     """The 2-D frontier over two objectives (the figures' quality-latency and cost-quality views)."""
     return frontier(points, [x, y], by=by, error_bars=error_bars, dominators=dominators)
 

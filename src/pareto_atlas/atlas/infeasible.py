@@ -27,15 +27,16 @@ def general(reason: str) -> str:
 class Infeasible:
     model: str
     hardware: str
-    n_infeasible: int                        # configurations (distinct labels) infeasible under any workload
-    n_configs: int                           # configurations simulated on this (model, card)
-    reasons: tuple[tuple[str, int], ...]     # (reason, configurations it ruled out), most first
+    n_infeasible: int  # configurations (distinct labels) infeasible under any workload
+    n_configs: int  # configurations simulated on this (model, card)
+    reasons: tuple[tuple[str, int], ...]  # (reason, configurations it ruled out), most first
 
     def lines(self, top: int = 4) -> list[str]:
         """The head line, then one line per reason (the `top` most frequent, then how many more)."""
         who = f"{self.model} on {self.hardware}" if self.model else self.hardware
-        head = (f"{self.n_infeasible} of {self.n_configs} configurations infeasible ({who})"
-                + (": none fits" if self.n_infeasible == self.n_configs else ""))
+        head = f"{self.n_infeasible} of {self.n_configs} configurations infeasible ({who})" + (
+            ": none fits" if self.n_infeasible == self.n_configs else ""
+        )
         out = [head] + [f"  {n} × {reason}" for reason, n in self.reasons[:top]]
         if len(self.reasons) > top:
             rest = sum(n for _, n in self.reasons[top:])
@@ -48,10 +49,15 @@ def infeasible_summary(points: pd.DataFrame) -> list[Infeasible]:
     (the knobs), counted once per reason whatever the workloads and loads it was simulated under."""
     if "feasible" not in points or "infeasible_reason" not in points or points.empty:
         return []
-    pts = pd.DataFrame({"model": model_column(points), "hardware": points["hardware"].astype(str).to_numpy(),
-                        "label": points["label"].astype(str).to_numpy(),
-                        "feasible": points["feasible"].fillna(True).astype(bool).to_numpy(),
-                        "reason": points["infeasible_reason"].fillna("").astype(str).to_numpy()})
+    pts = pd.DataFrame(
+        {
+            "model": model_column(points),
+            "hardware": points["hardware"].astype(str).to_numpy(),
+            "label": points["label"].astype(str).to_numpy(),
+            "feasible": points["feasible"].fillna(True).astype(bool).to_numpy(),
+            "reason": points["infeasible_reason"].fillna("").astype(str).to_numpy(),
+        }
+    )
     out = []
     for (m, hw), g in pts.groupby(["model", "hardware"], sort=False):
         bad = g[~g.feasible]

@@ -30,8 +30,13 @@ DIRECTIONS = ("min", "max")
 
 UNITS = {
     **{c: "ms" for c in LATENCY_COLUMNS},
-    "throughput_tok_s": "tok/s", "throughput_per_device_tok_s": "tok/s/device", "goodput_rps": "req/s", "cost_per_mtok": "$/Mtok",
-    "quality": "score", "quality_rel": "x baseline", "mem_gb": "GB",
+    "throughput_tok_s": "tok/s",
+    "throughput_per_device_tok_s": "tok/s/device",
+    "goodput_rps": "req/s",
+    "cost_per_mtok": "$/Mtok",
+    "quality": "score",
+    "quality_rel": "x baseline",
+    "mem_gb": "GB",
 }
 
 
@@ -44,7 +49,9 @@ class Objective:
 
     def __post_init__(self) -> None:
         if self.column not in DEFAULT_DIRECTION:
-            raise ValueError(f"objective {self.column!r}: not an objective column; allowed: {', '.join(OBJECTIVE_COLUMNS)}")
+            raise ValueError(
+                f"objective {self.column!r}: not an objective column; allowed: {', '.join(OBJECTIVE_COLUMNS)}"
+            )
         if self.direction not in DIRECTIONS:
             raise ValueError(f"objective {self.column}: direction {self.direction!r}; allowed: min, max")
 
@@ -65,7 +72,11 @@ class Objective:
         return 1.0 if self.direction == "min" else -1.0
 
 
-DEFAULT_OBJECTIVES = (Objective("quality_rel", "max"), Objective("tpot_p99_ms", "min"), Objective("cost_per_mtok", "min"))
+DEFAULT_OBJECTIVES = (
+    Objective("quality_rel", "max"),
+    Objective("tpot_p99_ms", "min"),
+    Objective("cost_per_mtok", "min"),
+)
 
 
 def gpus_of(points: pd.DataFrame) -> pd.Series:
@@ -82,8 +93,10 @@ def gpus_of(points: pd.DataFrame) -> pd.Series:
     tp, pp, rep = col("tp"), col("pp"), col("replicas")
     ptp = np.where(col("prefill_tp") > 0, col("prefill_tp"), tp)
     disagg = points["batching"].astype(str).eq("disagg").to_numpy() if "batching" in points.columns else False
-    n = pd.Series(rep * np.where(disagg, col("prefill_workers") * ptp + col("decode_workers") * tp * pp, tp * pp),
-                  index=points.index)
+    n = pd.Series(
+        rep * np.where(disagg, col("prefill_workers") * ptp + col("decode_workers") * tp * pp, tp * pp),
+        index=points.index,
+    )
     for given in ("n_devices", "gpus"):
         if given in points.columns:
             n = pd.to_numeric(points[given], errors="coerce").fillna(n)

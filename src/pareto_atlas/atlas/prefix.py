@@ -41,11 +41,19 @@ def caching_worth(points: pd.DataFrame) -> pd.DataFrame:
             if b_off is None or b_any is None:
                 continue
             base = lambda r: str(r["label"]).replace("+pcache", "")  # noqa: E731 - the knobs beside the cache
-            out.append({**dict(zip(keys, group if isinstance(group, tuple) else (group,))), "criterion": col,
-                        "best_without": b_off["label"], "value_without": b_off[col],
-                        "best_with": b_any["label"], "value_with": b_any[col],
-                        "hit_rate": b_any["prefix_hit_rate"], "gain": b_any[col] / b_off[col] if b_off[col] else float("nan"),
-                        "winner_moved": base(b_any) != base(b_off)})
+            out.append(
+                {
+                    **dict(zip(keys, group if isinstance(group, tuple) else (group,))),
+                    "criterion": col,
+                    "best_without": b_off["label"],
+                    "value_without": b_off[col],
+                    "best_with": b_any["label"],
+                    "value_with": b_any[col],
+                    "hit_rate": b_any["prefix_hit_rate"],
+                    "gain": b_any[col] / b_off[col] if b_off[col] else float("nan"),
+                    "winner_moved": base(b_any) != base(b_off),
+                }
+            )
     return pd.DataFrame(out)
 
 
@@ -57,12 +65,19 @@ def worth_lines(table: pd.DataFrame, limit: int = 12) -> list[str]:
     lines = []
     for r in table.head(limit).itertuples():
         moved = f"; the winner moves from {r.best_without}" if r.winner_moved else "; same configuration"
-        load = (f", {int(r.concurrency)} clients" if getattr(r, "concurrency", 0) == getattr(r, "concurrency", 0)
-                and getattr(r, "concurrency", 0) > 0 else f", {getattr(r, 'rate_rps', float('nan')):.3g} req/s")
-        lines.append(f"{r.model} {r.hardware} {r.workload}{load}: best {r.criterion} {r.value_with:.4g} with the cache "
-                     f"({r.best_with}, hit rate {r.hit_rate:.0%}) vs {r.value_without:.4g} without "
-                     f"(with/without x{r.gain:.2f}){moved}")
+        load = (
+            f", {int(r.concurrency)} clients"
+            if getattr(r, "concurrency", 0) == getattr(r, "concurrency", 0) and getattr(r, "concurrency", 0) > 0
+            else f", {getattr(r, 'rate_rps', float('nan')):.3g} req/s"
+        )
+        lines.append(
+            f"{r.model} {r.hardware} {r.workload}{load}: best {r.criterion} {r.value_with:.4g} with the cache "
+            f"({r.best_with}, hit rate {r.hit_rate:.0%}) vs {r.value_without:.4g} without "
+            f"(with/without x{r.gain:.2f}){moved}"
+        )
     if not table.winner_moved.any():
-        lines.append(f"prefix caching moved no winner in {len(table)} (group, criterion) pairs; its with/without ratio "
-                     f"ranged x{table.gain.min():.2f}..x{table.gain.max():.2f}")
+        lines.append(
+            f"prefix caching moved no winner in {len(table)} (group, criterion) pairs; its with/without ratio "
+            f"ranged x{table.gain.min():.2f}..x{table.gain.max():.2f}"
+        )
     return lines

@@ -23,19 +23,20 @@ from pareto_atlas.atlas.regimes import DEFAULT_QUALITY_FLOOR, Regime
 @dataclass(frozen=True)
 class Question:
     objective: str = "cost_per_mtok"
-    direction: str = ""                               # "" -> the objective's natural direction
+    direction: str = ""  # "" -> the objective's natural direction
     constraints: tuple[Constraint, ...] = ()
-    model: str | None = None                          # None: every model the points answer for
-    workload: str | None = None                       # None: every workload
-    hardware: tuple[str, ...] = ()                    # (): every card
-    quality_floor: float | None = DEFAULT_QUALITY_FLOOR   # of quality_rel; None switches the guard off
+    model: str | None = None  # None: every model the points answer for
+    workload: str | None = None  # None: every workload
+    hardware: tuple[str, ...] = ()  # (): every card
+    quality_floor: float | None = DEFAULT_QUALITY_FLOOR  # of quality_rel; None switches the guard off
     kld_max: float | None = None
     allow_priors: bool = False
 
     def __post_init__(self) -> None:
         if self.objective not in DEFAULT_DIRECTION:
-            raise ConstraintError(f"objective {self.objective!r}: not an objective column; "
-                                  f"allowed: {', '.join(OBJECTIVE_COLUMNS)}")
+            raise ConstraintError(
+                f"objective {self.objective!r}: not an objective column; allowed: {', '.join(OBJECTIVE_COLUMNS)}"
+            )
         if not self.direction:
             object.__setattr__(self, "direction", DEFAULT_DIRECTION[self.objective])
         if self.direction not in ("min", "max"):
@@ -47,14 +48,14 @@ class Question:
                 break
 
     @classmethod
-    def make(cls, constraints: str | Iterable[str | Constraint] | None = None, objective: str = "cost_per_mtok",
-             **kw) -> "Question":
+    def make(
+        cls, constraints: str | Iterable[str | Constraint] | None = None, objective: str = "cost_per_mtok", **kw
+    ) -> "Question":
         """A question from a constraint string (or clauses) and keyword fields."""
         return cls(objective=objective, constraints=parse_constraints(constraints), **kw)
 
     def regime(self, name: str = "pick") -> Regime:
-        return Regime(name, self.objective, self.direction, self.constraints, self.quality_floor,
-                      kld_max=self.kld_max)
+        return Regime(name, self.objective, self.direction, self.constraints, self.quality_floor, kld_max=self.kld_max)
 
     def about(self, **kw) -> "Question":
         """The same question about another model, workload or set of cards."""
@@ -64,15 +65,21 @@ class Question:
         """The points this question is about; a model, workload or card the table lacks is an error
         naming what it has."""
         keep = np.ones(len(points), bool)
-        for field, column, want in (("model", "model", (self.model,) if self.model is not None else ()),
-                                    ("workload", "workload", (self.workload,) if self.workload is not None else ()),
-                                    ("hardware", "hardware", self.hardware)):
+        for field, column, want in (
+            ("model", "model", (self.model,) if self.model is not None else ()),
+            ("workload", "workload", (self.workload,) if self.workload is not None else ()),
+            ("hardware", "hardware", self.hardware),
+        ):
             if not want:
                 continue
-            have = points[column].fillna("").astype(str) if column in points.columns else pd.Series("", index=points.index)
+            have = (
+                points[column].fillna("").astype(str) if column in points.columns else pd.Series("", index=points.index)
+            )
             missing = sorted(set(want) - set(have))
             if missing:
-                raise ConstraintError(f"{field} {missing[0]!r}: no points for it; known: {', '.join(sorted(set(have)))}")
+                raise ConstraintError(
+                    f"{field} {missing[0]!r}: no points for it; known: {', '.join(sorted(set(have)))}"
+                )
             keep &= have.isin(want).to_numpy()
         return points[keep]
 
@@ -80,5 +87,7 @@ class Question:
         cons = ", ".join(str(c) for c in self.constraints) or "none"
         guard = f"quality_rel>={self.quality_floor:g}" if self.quality_floor is not None else "off"
         about = " · ".join(x for x in (self.model, self.workload, ",".join(self.hardware)) if x)
-        return (f"{'minimise' if self.direction == 'min' else 'maximise'} {self.objective} | constraints: {cons} | "
-                f"quality guard: {guard}" + (f" | {about}" if about else ""))
+        return (
+            f"{'minimise' if self.direction == 'min' else 'maximise'} {self.objective} | constraints: {cons} | "
+            f"quality guard: {guard}" + (f" | {about}" if about else "")
+        )

@@ -19,7 +19,13 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from pareto_atlas.atlas.constraints import Constraint, ConstraintError, constraints_from_mapping, parse_constraints, satisfied
+from pareto_atlas.atlas.constraints import (
+    Constraint,
+    ConstraintError,
+    constraints_from_mapping,
+    parse_constraints,
+    satisfied,
+)
 from pareto_atlas.atlas.objectives import DEFAULT_DIRECTION, OBJECTIVE_COLUMNS, quality_rel_interval
 
 DEFAULT_QUALITY_FLOOR = 0.95
@@ -41,20 +47,24 @@ class Regime:
     quality_floor: float | None = DEFAULT_QUALITY_FLOOR
     description: str = ""
     thresholds_auto: bool = field(default=False, compare=False)
-    kld_max: float | None = None         # limit on mean KL divergence from the baseline (None: not used)
+    kld_max: float | None = None  # limit on mean KL divergence from the baseline (None: not used)
 
     def __post_init__(self) -> None:
         if not self.name:
             raise ValueError("regime.name: empty; give the regime a name")
         if self.objective not in DEFAULT_DIRECTION:
-            raise ValueError(f"regime {self.name}.objective: {self.objective!r} is not an objective column; "
-                             f"allowed: {', '.join(OBJECTIVE_COLUMNS)}")
+            raise ValueError(
+                f"regime {self.name}.objective: {self.objective!r} is not an objective column; "
+                f"allowed: {', '.join(OBJECTIVE_COLUMNS)}"
+            )
         if not self.direction:  # resolve "auto" before the value is used anywhere
             object.__setattr__(self, "direction", DEFAULT_DIRECTION[self.objective])
         if self.direction not in ("min", "max"):
             raise ValueError(f"regime {self.name}.direction: {self.direction!r}; allowed: min, max")
         if self.quality_floor is not None and not 0.0 <= self.quality_floor <= 2.0:
-            raise ValueError(f"regime {self.name}.quality_floor: {self.quality_floor} must be a fraction of baseline in [0, 2]")
+            raise ValueError(
+                f"regime {self.name}.quality_floor: {self.quality_floor} must be a fraction of baseline in [0, 2]"
+            )
 
     @classmethod
     def from_dict(cls, d: Mapping[str, object]) -> Regime:
@@ -74,9 +84,14 @@ class Regime:
         else:
             raise ConstraintError(f"{where}.constraints: expected a table {{column = [op, value]}} or a string")
         floor = d.get("quality_floor", DEFAULT_QUALITY_FLOOR)
-        return cls(name=name, objective=str(d["objective"]), direction=str(d.get("direction", "")),
-                   constraints=cons, quality_floor=None if floor is None else float(floor),
-                   description=str(d.get("description", "")))
+        return cls(
+            name=name,
+            objective=str(d["objective"]),
+            direction=str(d.get("direction", "")),
+            constraints=cons,
+            quality_floor=None if floor is None else float(floor),
+            description=str(d.get("description", "")),
+        )
 
     def describe(self) -> str:
         """The regime in one line, thresholds included, as the report states it."""
@@ -96,9 +111,15 @@ def _sig(x: float) -> float:
     return float(f"{x:.2g}") if np.isfinite(x) and x > 0 else x
 
 
-def default_regimes(points: pd.DataFrame | None = None, *, ttft_p99_ms: float | None = None,
-                    tpot_p99_ms: float | None = None, cost_cap_per_mtok: float | None = None,
-                    quality_floor: float = DEFAULT_QUALITY_FLOOR, kld_max: float | None = None) -> tuple[Regime, ...]:
+def default_regimes(
+    points: pd.DataFrame | None = None,
+    *,
+    ttft_p99_ms: float | None = None,
+    tpot_p99_ms: float | None = None,
+    cost_cap_per_mtok: float | None = None,
+    quality_floor: float = DEFAULT_QUALITY_FLOOR,
+    kld_max: float | None = None,
+) -> tuple[Regime, ...]:
     """The four built-in regimes. A threshold left None is set from `points`: the median over
     feasible points that pass the quality guard, so the constraint binds on this study's scale."""
     auto = False
@@ -120,19 +141,40 @@ def default_regimes(points: pd.DataFrame | None = None, *, ttft_p99_ms: float | 
     auto = False
     cost = cost_cap_per_mtok if cost_cap_per_mtok is not None else med("cost_per_mtok")
     regs = (
-        Regime("tight-latency", "tpot_p99_ms", "min", (Constraint("ttft_p99_ms", "<=", ttft), Constraint("tpot_p99_ms", "<=", tpot)),
-               quality_floor, "interactive serving under P99 latency limits", thresholds_auto=lat_auto),
-        Regime("high-throughput", "throughput_per_device_tok_s", "max", (), quality_floor,
-               "batch / offline: tokens per second per device"),
+        Regime(
+            "tight-latency",
+            "tpot_p99_ms",
+            "min",
+            (Constraint("ttft_p99_ms", "<=", ttft), Constraint("tpot_p99_ms", "<=", tpot)),
+            quality_floor,
+            "interactive serving under P99 latency limits",
+            thresholds_auto=lat_auto,
+        ),
+        Regime(
+            "high-throughput",
+            "throughput_per_device_tok_s",
+            "max",
+            (),
+            quality_floor,
+            "batch / offline: tokens per second per device",
+        ),
         Regime("low-cost", "cost_per_mtok", "min", (), quality_floor, "cheapest $ per million output tokens"),
-        Regime("quality-floor", "quality_rel", "max", (Constraint("cost_per_mtok", "<=", cost),), quality_floor,
-               "best answers under a cost cap", thresholds_auto=auto),
+        Regime(
+            "quality-floor",
+            "quality_rel",
+            "max",
+            (Constraint("cost_per_mtok", "<=", cost),),
+            quality_floor,
+            "best answers under a cost cap",
+            thresholds_auto=auto,
+        ),
     )
     return tuple(replace(r, kld_max=kld_max) for r in regs)
 
 
-def regimes_from_study(tables: Sequence[Mapping[str, object]] | None, points: pd.DataFrame | None = None,
-                       **defaults: float) -> tuple[Regime, ...]:
+def regimes_from_study(
+    tables: Sequence[Mapping[str, object]] | None, points: pd.DataFrame | None = None, **defaults: float
+) -> tuple[Regime, ...]:
     """The study's `[[regimes]]` tables; the built-ins when the study defines none."""
     if not tables:
         return default_regimes(points, **defaults)
@@ -171,18 +213,23 @@ def admission(points: pd.DataFrame, regime: Regime, *, allow_priors: bool = Fals
     from pareto_atlas.atlas.evidence import evidence_ok
 
     if regime.objective not in points.columns:
-        raise ValueError(f"regime {regime.name}.objective: the points table has no column {regime.objective!r}; "
-                         "derive it first (atlas.objectives.with_derived)")
+        raise ValueError(
+            f"regime {regime.name}.objective: the points table has no column {regime.objective!r}; "
+            "derive it first (atlas.objectives.with_derived)"
+        )
     n = len(points)
-    feasible = points["feasible"].fillna(False).astype(bool).to_numpy() if "feasible" in points.columns else np.ones(n, bool)
+    feasible = (
+        points["feasible"].fillna(False).astype(bool).to_numpy() if "feasible" in points.columns else np.ones(n, bool)
+    )
     obj = points[regime.objective].to_numpy(dtype=float, na_value=np.nan)
     meets = satisfied(points, regime.constraints) & feasible & np.isfinite(obj)
     rel = points["quality_rel"].to_numpy(dtype=float, na_value=np.nan)
     lo, hi = quality_rel_interval(points)
     explicit = np.zeros(n, bool)
     if "quality_rel_lo" in points.columns and "quality_rel_hi" in points.columns:
-        explicit = np.isfinite(points["quality_rel_lo"].to_numpy(dtype=float, na_value=np.nan)) & \
-            np.isfinite(points["quality_rel_hi"].to_numpy(dtype=float, na_value=np.nan))
+        explicit = np.isfinite(points["quality_rel_lo"].to_numpy(dtype=float, na_value=np.nan)) & np.isfinite(
+            points["quality_rel_hi"].to_numpy(dtype=float, na_value=np.nan)
+        )
     # Without a paired interval, quality_rel == 1 is the baseline's own score (or one equal to it):
     # the floor is a fraction of that very number, so its sampling error cannot move it across.
     same = (np.abs(rel - 1.0) < 1e-12) & ~explicit
@@ -192,8 +239,11 @@ def admission(points: pd.DataFrame, regime: Regime, *, allow_priors: bool = Fals
     else:
         task = task_status(lo, hi, rel, regime.quality_floor)
         kl = kld_status(points, regime.kld_max)
-        guard = np.select([(task == "out") | (kl == "out"), (task == "in") | (kl == "in"), task == "boundary",
-                           kl == "boundary"], ["out", "in", "boundary", "boundary"], default="")
+        guard = np.select(
+            [(task == "out") | (kl == "out"), (task == "in") | (kl == "in"), task == "boundary", kl == "boundary"],
+            ["out", "in", "boundary", "boundary"],
+            default="",
+        )
     has_evidence = evidence_ok(points)
     ok_evidence = np.ones(n, bool) if allow_priors else has_evidence
     # Opting in to priors means taking them at their word: a prior's wide interval straddles the
@@ -204,10 +254,29 @@ def admission(points: pd.DataFrame, regime: Regime, *, allow_priors: bool = Fals
     admitted = meets & passes & ok_evidence
     reason = np.select(
         [~feasible, ~np.isfinite(obj), ~meets, guard == "", guard == "out", guard == "boundary", ~ok_evidence],
-        ["infeasible", f"no {regime.objective}", "constraint", "quality unmeasured", "quality guard",
-         "quality boundary case", "rests on priors (projected)"], default="")
-    return pd.DataFrame({"meets_constraints": meets, "guard": guard, "passes_guard": passes,
-                         "boundary": guard == "boundary", "evidence_ok": ok_evidence,
-                         "projected": meets & ~has_evidence & np.isin(guard, ("in", "boundary")) & ~admitted,
-                         "admitted": admitted, "reject_reason": reason,
-                         "quality_rel_lo": lo, "quality_rel_hi": hi}, index=points.index)
+        [
+            "infeasible",
+            f"no {regime.objective}",
+            "constraint",
+            "quality unmeasured",
+            "quality guard",
+            "quality boundary case",
+            "rests on priors (projected)",
+        ],
+        default="",
+    )
+    return pd.DataFrame(
+        {
+            "meets_constraints": meets,
+            "guard": guard,
+            "passes_guard": passes,
+            "boundary": guard == "boundary",
+            "evidence_ok": ok_evidence,
+            "projected": meets & ~has_evidence & np.isin(guard, ("in", "boundary")) & ~admitted,
+            "admitted": admitted,
+            "reject_reason": reason,
+            "quality_rel_lo": lo,
+            "quality_rel_hi": hi,
+        },
+        index=points.index,
+    )

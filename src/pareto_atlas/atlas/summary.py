@@ -33,20 +33,29 @@ def frontier_frequency(marked: pd.DataFrame, *, raw: bool = True) -> pd.DataFram
     for fam in families:
         uses = np.array([fam in s for s in parts], dtype=bool)[codes] if len(parts) else np.zeros(0, bool)
         k = int((uses & on).sum())
-        rows.append({"optimization": fam, "on_frontier": k, "configs": int(uses.sum()), "frontier_size": n_front,
-                     "share_of_frontier": k / n_front if n_front else np.nan,
-                     "reach_rate": k / int(uses.sum()) if uses.any() else np.nan})
+        rows.append(
+            {
+                "optimization": fam,
+                "on_frontier": k,
+                "configs": int(uses.sum()),
+                "frontier_size": n_front,
+                "share_of_frontier": k / n_front if n_front else np.nan,
+                "reach_rate": k / int(uses.sum()) if uses.any() else np.nan,
+            }
+        )
     cols = ["optimization", "on_frontier", "configs", "frontier_size", "share_of_frontier", "reach_rate"]
-    return pd.DataFrame(rows, columns=cols).sort_values(["on_frontier", "optimization"], ascending=[False, True],
-                                                         ignore_index=True)
+    return pd.DataFrame(rows, columns=cols).sort_values(
+        ["on_frontier", "optimization"], ascending=[False, True], ignore_index=True
+    )
 
 
 def stacked_vs_single(marked: pd.DataFrame, *, raw: bool = True, by: Sequence[str] = ()) -> pd.DataFrame:
     """Rows `baseline` (n_opts 0), `single` (1) and `stacked` (>= 2): on frontier / total, rate."""
     considered = marked[marked["frontier_status"] != "excluded"].copy()
     considered["_on"] = _on(considered, raw)
-    considered["kind"] = np.select([considered["n_opts"] >= 2, considered["n_opts"] == 1], ["stacked", "single"],
-                                   default="baseline")
+    considered["kind"] = np.select(
+        [considered["n_opts"] >= 2, considered["n_opts"] == 1], ["stacked", "single"], default="baseline"
+    )
     g = considered.groupby([*by, "kind"], sort=True)["_on"]
     out = pd.DataFrame({"on_frontier": g.sum().astype(int), "total": g.size()}).reset_index()
     out["rate"] = out["on_frontier"] / out["total"]
@@ -55,9 +64,7 @@ def stacked_vs_single(marked: pd.DataFrame, *, raw: bool = True, by: Sequence[st
 
 def provenance_counts(marked: pd.DataFrame) -> pd.DataFrame:
     """How many frontier / tied / dominated points are measured, simulated or prior."""
-    return (marked.groupby(["frontier_status", "provenance"]).size().rename("n").reset_index())
-
-
+    return marked.groupby(["frontier_status", "provenance"]).size().rename("n").reset_index()
 
 
 def guard_by_workload(points: pd.DataFrame, floor: float) -> pd.DataFrame:
@@ -73,10 +80,23 @@ def guard_by_workload(points: pd.DataFrame, floor: float) -> pd.DataFrame:
         return pd.DataFrame()
     cols = [c for c in TOKEN_KNOBS if c in points]
     p = points.assign(model=model_column(points), quality_task=points.get("quality_task", ""))
-    keep = ["model", "workload", "quality_task", *cols, "quality_rel", "quality_rel_lo", "quality_rel_hi", "quality_evidence"]
+    keep = [
+        "model",
+        "workload",
+        "quality_task",
+        *cols,
+        "quality_rel",
+        "quality_rel_lo",
+        "quality_rel_hi",
+        "quality_evidence",
+    ]
     p = p[keep].drop_duplicates(subset=["model", "workload", *cols]).reset_index(drop=True)
-    p["verdict"] = task_status(p["quality_rel_lo"].to_numpy(float), p["quality_rel_hi"].to_numpy(float),
-                               p["quality_rel"].to_numpy(float), floor)
+    p["verdict"] = task_status(
+        p["quality_rel_lo"].to_numpy(float),
+        p["quality_rel_hi"].to_numpy(float),
+        p["quality_rel"].to_numpy(float),
+        floor,
+    )
     known = p[p["verdict"] != ""]
     n_verdicts = known.groupby(["model", *cols])["verdict"].nunique()
     differs = n_verdicts[n_verdicts > 1].reset_index()[["model", *cols]].assign(differs=True)

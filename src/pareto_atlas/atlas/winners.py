@@ -33,14 +33,61 @@ from pareto_atlas.spec.knobs import Knobs
 
 ALL = "all"
 WINNER_COLUMNS = (
-    "regime", "model", "workload", "quality_task", "hardware", "point_id", "label", "deployment", "load", "concurrency", "rate_rps", "utilization", "provenance", "quality_provenance",
+    "regime",
+    "model",
+    "workload",
+    "quality_task",
+    "hardware",
+    "point_id",
+    "label",
+    "deployment",
+    "load",
+    "concurrency",
+    "rate_rps",
+    "utilization",
+    "provenance",
+    "quality_provenance",
     "objective",
-    "direction", "value", "value_lo", "value_hi", "quality", "quality_rel", "cost_per_mtok", "tpot_p99_ms", "ttft_p99_ms",
-    "throughput_tok_s", "n_opts", "optimizations", "stacked", "stack_beats_singles", "best_single_label",
-    "best_single_value", "runner_up_label", "runner_up_value", "separated", "n_candidates", "n_boundary", "note",
-    "quality_rel_lo", "quality_rel_hi", "kld", "quality_evidence", "speed_evidence", "calib_provenance", "evidence",
-    "lat_rel_err", "weights_cost", "n_projected", "projected_label", "projected_hardware", "projected_value", "projected_evidence",
-    "confirm_command", "verdict", "verdict_note", "overlap",
+    "direction",
+    "value",
+    "value_lo",
+    "value_hi",
+    "quality",
+    "quality_rel",
+    "cost_per_mtok",
+    "tpot_p99_ms",
+    "ttft_p99_ms",
+    "throughput_tok_s",
+    "n_opts",
+    "optimizations",
+    "stacked",
+    "stack_beats_singles",
+    "best_single_label",
+    "best_single_value",
+    "runner_up_label",
+    "runner_up_value",
+    "separated",
+    "n_candidates",
+    "n_boundary",
+    "note",
+    "quality_rel_lo",
+    "quality_rel_hi",
+    "kld",
+    "quality_evidence",
+    "speed_evidence",
+    "calib_provenance",
+    "evidence",
+    "lat_rel_err",
+    "weights_cost",
+    "n_projected",
+    "projected_label",
+    "projected_hardware",
+    "projected_value",
+    "projected_evidence",
+    "confirm_command",
+    "verdict",
+    "verdict_note",
+    "overlap",
 )
 # More than this share of the narrower interval shared with the runner-up's: a tie, not a winner.
 TIE_OVERLAP = 0.5
@@ -61,8 +108,9 @@ def interval_overlap(lo0: float, hi0: float, lo1: float, hi1: float) -> float:
 def verdict(row: dict, lat_err: float, thr_err: float) -> tuple[str, str]:
     """(verdict, the words printed beside the winner) for a cell with a winner (see the module)."""
     if row.get("runner_up_label") and (row.get("overlap") or 0.0) > TIE_OVERLAP:
-        return "tie", (f"tie with {row['runner_up_label']} (intervals overlap {row['overlap']:.0%}, "
-                       f"more than {TIE_OVERLAP:.0%})")
+        return "tie", (
+            f"tie with {row['runner_up_label']} (intervals overlap {row['overlap']:.0%}, more than {TIE_OVERLAP:.0%})"
+        )
     bars = [e for e in (lat_err, thr_err) if e == e]
     if bars and max(bars) > LOW_CONFIDENCE_BAR:
         return "low-confidence", f"low confidence (bar ±{max(bars):.0%}, wider than ±{LOW_CONFIDENCE_BAR:.0%})"
@@ -72,10 +120,12 @@ def verdict(row: dict, lat_err: float, thr_err: float) -> tuple[str, str]:
 def _rank(sub: pd.DataFrame, regime: Regime) -> np.ndarray:
     """Positions of `sub` best-first: objective, then quality, then cost, then id (deterministic ties)."""
     sign = 1.0 if regime.direction == "min" else -1.0
-    keys = [sub["point_id"].astype(str).to_numpy(),
-            np.nan_to_num(sub["cost_per_mtok"].to_numpy(dtype=float, na_value=np.nan), nan=np.inf),
-            -np.nan_to_num(sub["quality_rel"].to_numpy(dtype=float, na_value=np.nan), nan=-np.inf),
-            sign * sub[regime.objective].to_numpy(dtype=float, na_value=np.nan)]
+    keys = [
+        sub["point_id"].astype(str).to_numpy(),
+        np.nan_to_num(sub["cost_per_mtok"].to_numpy(dtype=float, na_value=np.nan), nan=np.inf),
+        -np.nan_to_num(sub["quality_rel"].to_numpy(dtype=float, na_value=np.nan), nan=-np.inf),
+        sign * sub[regime.objective].to_numpy(dtype=float, na_value=np.nan),
+    ]
     return np.lexsort(keys)
 
 
@@ -101,48 +151,104 @@ def _projected(sub: pd.DataFrame, adm: pd.DataFrame, regime: Regime, row: dict, 
     if proj.empty:
         return
     p = proj.iloc[0]
-    row.update(projected_label=p["label"], projected_hardware=p["hardware"],
-               projected_value=float(p[regime.objective]),
-               projected_evidence=str(evidence_label(proj.loc[[p.name]])[0]),
-               confirm_command=confirm_command(p, study_ref))
+    row.update(
+        projected_label=p["label"],
+        projected_hardware=p["hardware"],
+        projected_value=float(p[regime.objective]),
+        projected_evidence=str(evidence_label(proj.loc[[p.name]])[0]),
+        confirm_command=confirm_command(p, study_ref),
+    )
 
 
-def _cell(sub: pd.DataFrame, adm: pd.DataFrame, regime: Regime, workload: str, hardware: str,
-          study_ref: str | StudyRef = "default", model: str = "") -> dict:
+def _cell(
+    sub: pd.DataFrame,
+    adm: pd.DataFrame,
+    regime: Regime,
+    workload: str,
+    hardware: str,
+    study_ref: str | StudyRef = "default",
+    model: str = "",
+) -> dict:
     row: dict = {c: None for c in WINNER_COLUMNS}
-    row.update(regime=regime.name, model=model, workload=workload, hardware=hardware, objective=regime.objective,
-               direction=regime.direction, n_boundary=int((adm["boundary"] & adm["meets_constraints"]).sum()),
-               quality_task=str(sub["quality_task"].iloc[0]) if "quality_task" in sub and len(sub) else "")
+    row.update(
+        regime=regime.name,
+        model=model,
+        workload=workload,
+        hardware=hardware,
+        objective=regime.objective,
+        direction=regime.direction,
+        n_boundary=int((adm["boundary"] & adm["meets_constraints"]).sum()),
+        quality_task=str(sub["quality_task"].iloc[0]) if "quality_task" in sub and len(sub) else "",
+    )
     cand = sub[adm["admitted"].to_numpy()]
     row["n_candidates"] = len(cand)
     if cand.empty:
         meets = adm["meets_constraints"].to_numpy()
         guard = adm["guard"].to_numpy()[meets]
-        why = ("no configuration meets the constraints" if not meets.any() else
-               "no configuration that meets the constraints has a quality measurement" if (guard == "").all() else
-               "none of the configurations that meet the constraints is in on the quality guard with evidence "
-               "(see the boundary and projected cases)" if np.isin(guard, ("in", "boundary")).any() else
-               "every configuration that meets the constraints fails the quality guard")
-        row.update(point_id="", label="", note=why, stacked=False, stack_beats_singles=False, separated=False,
-                   verdict="", verdict_note="")
+        why = (
+            "no configuration meets the constraints"
+            if not meets.any()
+            else "no configuration that meets the constraints has a quality measurement"
+            if (guard == "").all()
+            else "none of the configurations that meet the constraints is in on the quality guard with evidence "
+            "(see the boundary and projected cases)"
+            if np.isin(guard, ("in", "boundary")).any()
+            else "every configuration that meets the constraints fails the quality guard"
+        )
+        row.update(
+            point_id="",
+            label="",
+            note=why,
+            stacked=False,
+            stack_beats_singles=False,
+            separated=False,
+            verdict="",
+            verdict_note="",
+        )
         _projected(sub, adm, regime, row, study_ref)
         return row
     order = _rank(cand, regime)
     best = cand.iloc[order[0]]
     lo, hi = interval(cand.iloc[order[:2]], regime.objective)
-    for c in ("point_id", "label", "concurrency", "rate_rps", "utilization", "provenance", "quality_provenance", "quality", "quality_rel", "cost_per_mtok", "tpot_p99_ms",
-              "ttft_p99_ms", "throughput_tok_s", "optimizations", "kld", "calib_provenance", "lat_rel_err",
-              "weights_cost"):
+    for c in (
+        "point_id",
+        "label",
+        "concurrency",
+        "rate_rps",
+        "utilization",
+        "provenance",
+        "quality_provenance",
+        "quality",
+        "quality_rel",
+        "cost_per_mtok",
+        "tpot_p99_ms",
+        "ttft_p99_ms",
+        "throughput_tok_s",
+        "optimizations",
+        "kld",
+        "calib_provenance",
+        "lat_rel_err",
+        "weights_cost",
+    ):
         row[c] = best.get(c)
     row["load"] = load_label(best)
     row["deployment"] = deployment_words(best)
     one = cand.iloc[order[:1]]
-    row.update(quality_rel_lo=float(adm.loc[best.name, "quality_rel_lo"]),
-               quality_rel_hi=float(adm.loc[best.name, "quality_rel_hi"]),
-               quality_evidence=str(quality_evidence(one)[0]), speed_evidence=str(speed_evidence(one)[0]),
-               evidence=str(evidence_label(one)[0]))
-    row.update(value=float(best[regime.objective]), value_lo=float(lo[0]), value_hi=float(hi[0]),
-               n_opts=int(best["n_opts"]), stacked=bool(best["n_opts"] >= 2), note="")
+    row.update(
+        quality_rel_lo=float(adm.loc[best.name, "quality_rel_lo"]),
+        quality_rel_hi=float(adm.loc[best.name, "quality_rel_hi"]),
+        quality_evidence=str(quality_evidence(one)[0]),
+        speed_evidence=str(speed_evidence(one)[0]),
+        evidence=str(evidence_label(one)[0]),
+    )
+    row.update(
+        value=float(best[regime.objective]),
+        value_lo=float(lo[0]),
+        value_hi=float(hi[0]),
+        n_opts=int(best["n_opts"]),
+        stacked=bool(best["n_opts"] >= 2),
+        note="",
+    )
     if len(order) > 1:
         ru = cand.iloc[order[1]]
         row.update(runner_up_label=ru["label"], runner_up_value=float(ru[regime.objective]))
@@ -157,7 +263,9 @@ def _cell(sub: pd.DataFrame, adm: pd.DataFrame, regime: Regime, workload: str, h
         s = singles.iloc[_rank(singles, regime)[0]]
         row.update(best_single_label=s["label"], best_single_value=float(s[regime.objective]))
     # Boxed cell: a stack wins and strictly beats the best single method (or no single qualifies).
-    row["stack_beats_singles"] = bool(row["stacked"] and (singles.empty or _better(row["value"], row["best_single_value"], regime.direction)))
+    row["stack_beats_singles"] = bool(
+        row["stacked"] and (singles.empty or _better(row["value"], row["best_single_value"], regime.direction))
+    )
     _projected(sub, adm, regime, row, study_ref)
     return row
 
@@ -174,18 +282,35 @@ def deployment_words(point: pd.Series) -> str:
     return f"{k.weights}, {k.layout_words(str(point.get('hardware', '')))}" if k.gpus() > 1 else ""
 
 
-def winners(points: pd.DataFrame, regimes: Sequence[Regime], *, per_hardware: bool = True,
-            allow_priors: bool = False, study_ref: str | StudyRef = "default") -> pd.DataFrame:
+def winners(
+    points: pd.DataFrame,
+    regimes: Sequence[Regime],
+    *,
+    per_hardware: bool = True,
+    allow_priors: bool = False,
+    study_ref: str | StudyRef = "default",
+) -> pd.DataFrame:
     """One row per (regime, workload, hardware) cell plus (regime, workload, "all"); see WINNER_COLUMNS.
     `allow_priors`: let points whose quality or speed rests only on priors win (default: projected).
     `study_ref`: how the confirm commands name the study. A table of any shape: its derived columns
     are added here (atlas.answer derives a study's once and calls `winner_cells`)."""
-    return winner_cells(with_derived(points).reset_index(drop=True), regimes, per_hardware=per_hardware,
-                        allow_priors=allow_priors, study_ref=study_ref)
+    return winner_cells(
+        with_derived(points).reset_index(drop=True),
+        regimes,
+        per_hardware=per_hardware,
+        allow_priors=allow_priors,
+        study_ref=study_ref,
+    )
 
 
-def winner_cells(pts: pd.DataFrame, regimes: Sequence[Regime], *, per_hardware: bool = True,
-                 allow_priors: bool = False, study_ref: str | StudyRef = "default") -> pd.DataFrame:
+def winner_cells(
+    pts: pd.DataFrame,
+    regimes: Sequence[Regime],
+    *,
+    per_hardware: bool = True,
+    allow_priors: bool = False,
+    study_ref: str | StudyRef = "default",
+) -> pd.DataFrame:
     """`winners` of a table already derived (objectives.with_derived) and indexed 0..n-1."""
     rows = []
     models = model_column(pts)
@@ -209,19 +334,46 @@ def model_column(points: pd.DataFrame) -> np.ndarray:
     return points["model"].fillna("").astype(str).to_numpy()
 
 
-def projected_cases(points: pd.DataFrame, regimes: Sequence[Regime], cells: pd.DataFrame, *,
-                    study_ref: str | StudyRef = "default", top: int = 3) -> pd.DataFrame:
+def projected_cases(
+    points: pd.DataFrame,
+    regimes: Sequence[Regime],
+    cells: pd.DataFrame,
+    *,
+    study_ref: str | StudyRef = "default",
+    top: int = 3,
+) -> pd.DataFrame:
     """Per regime and hardware cell, up to `top` projected points (quality in or boundary, resting on
     priors) that beat the cell's winner: "projected — measure to confirm", each with its command."""
     return projected_of(with_derived(points).reset_index(drop=True), regimes, cells, study_ref=study_ref, top=top)
 
 
-def projected_of(pts: pd.DataFrame, regimes: Sequence[Regime], cells: pd.DataFrame, *,
-                 study_ref: str | StudyRef = "default", top: int = 3) -> pd.DataFrame:
+def projected_of(
+    pts: pd.DataFrame,
+    regimes: Sequence[Regime],
+    cells: pd.DataFrame,
+    *,
+    study_ref: str | StudyRef = "default",
+    top: int = 3,
+) -> pd.DataFrame:
     """`projected_cases` of a table already derived and indexed 0..n-1."""
-    cols = ["regime", "model", "workload", "hardware", "point_id", "label", "provenance", "quality_provenance",
-            "quality_rel", "quality_rel_lo", "quality_rel_hi", "objective", "value", "winner_value", "evidence",
-            "confirm_command"]
+    cols = [
+        "regime",
+        "model",
+        "workload",
+        "hardware",
+        "point_id",
+        "label",
+        "provenance",
+        "quality_provenance",
+        "quality_rel",
+        "quality_rel_lo",
+        "quality_rel_hi",
+        "objective",
+        "value",
+        "winner_value",
+        "evidence",
+        "confirm_command",
+    ]
     rows = []
     for regime in regimes:
         adm = admission(pts, regime)
@@ -229,19 +381,34 @@ def projected_of(pts: pd.DataFrame, regimes: Sequence[Regime], cells: pd.DataFra
         for c in cells[cells["regime"] == regime.name].itertuples(index=False):
             if c.hardware == ALL:
                 continue
-            m = ((pts["hardware"].astype(str) == c.hardware).to_numpy() & (pts["workload"].astype(str) == c.workload).to_numpy()
-                 & (models == (c.model or "")))
+            m = (
+                (pts["hardware"].astype(str) == c.hardware).to_numpy()
+                & (pts["workload"].astype(str) == c.workload).to_numpy()
+                & (models == (c.model or ""))
+            )
             sub = projected_beating(pts[m], adm[m], regime, c.value if c.point_id else None)
             for i in range(min(top, len(sub))):
                 p = sub.iloc[i]
-                rows.append({"regime": regime.name, "model": c.model, "workload": c.workload, "hardware": c.hardware,
-                             "point_id": p["point_id"], "label": p["label"], "provenance": p["provenance"],
-                             "quality_provenance": p.get("quality_provenance", ""), "quality_rel": p["quality_rel"],
-                             "quality_rel_lo": adm.loc[p.name, "quality_rel_lo"],
-                             "quality_rel_hi": adm.loc[p.name, "quality_rel_hi"], "objective": regime.objective,
-                             "value": float(p[regime.objective]), "winner_value": c.value,
-                             "evidence": str(evidence_label(sub.iloc[[i]])[0]),
-                             "confirm_command": confirm_command(p, study_ref)})
+                rows.append(
+                    {
+                        "regime": regime.name,
+                        "model": c.model,
+                        "workload": c.workload,
+                        "hardware": c.hardware,
+                        "point_id": p["point_id"],
+                        "label": p["label"],
+                        "provenance": p["provenance"],
+                        "quality_provenance": p.get("quality_provenance", ""),
+                        "quality_rel": p["quality_rel"],
+                        "quality_rel_lo": adm.loc[p.name, "quality_rel_lo"],
+                        "quality_rel_hi": adm.loc[p.name, "quality_rel_hi"],
+                        "objective": regime.objective,
+                        "value": float(p[regime.objective]),
+                        "winner_value": c.value,
+                        "evidence": str(evidence_label(sub.iloc[[i]])[0]),
+                        "confirm_command": confirm_command(p, study_ref),
+                    }
+                )
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -257,8 +424,22 @@ def boundary_cases(points: pd.DataFrame, regimes: Sequence[Regime], cells: pd.Da
 
 def boundary_of(pts: pd.DataFrame, regimes: Sequence[Regime], cells: pd.DataFrame) -> pd.DataFrame:
     """`boundary_cases` of a table already derived and indexed 0..n-1, beside its cells."""
-    cols = ["regime", "model", "workload", "hardware", "point_id", "label", "provenance", "quality_rel",
-            "quality_rel_lo", "quality_rel_hi", "floor", "admitted", "meets_constraints", "effect"]
+    cols = [
+        "regime",
+        "model",
+        "workload",
+        "hardware",
+        "point_id",
+        "label",
+        "provenance",
+        "quality_rel",
+        "quality_rel_lo",
+        "quality_rel_hi",
+        "floor",
+        "admitted",
+        "meets_constraints",
+        "effect",
+    ]
     frames = []
     for regime in regimes:
         if regime.quality_floor is None:
@@ -267,7 +448,9 @@ def boundary_of(pts: pd.DataFrame, regimes: Sequence[Regime], cells: pd.DataFram
         b = adm["boundary"].to_numpy() & adm["meets_constraints"].to_numpy()
         if not b.any():
             continue
-        keep = list(dict.fromkeys(["workload", "hardware", "point_id", "label", "provenance", "quality_rel", regime.objective]))
+        keep = list(
+            dict.fromkeys(["workload", "hardware", "point_id", "label", "provenance", "quality_rel", regime.objective])
+        )
         p = pts.loc[b, keep].copy()
         p["model"] = model_column(pts)[b]
         p[["workload", "hardware"]] = p[["workload", "hardware"]].astype(str)
@@ -281,7 +464,9 @@ def boundary_of(pts: pd.DataFrame, regimes: Sequence[Regime], cells: pd.DataFram
         theirs = p["cell_value"].to_numpy(dtype=float, na_value=np.nan)
         beats = (mine < theirs) if regime.direction == "min" else (mine > theirs)
         no_winner = p["cell_winner"].fillna("").astype(str).to_numpy() == ""
-        wins = p["admitted"].to_numpy() & (p["cell_winner"].astype(str).to_numpy() == p["point_id"].astype(str).to_numpy())
+        wins = p["admitted"].to_numpy() & (
+            p["cell_winner"].astype(str).to_numpy() == p["point_id"].astype(str).to_numpy()
+        )
         would = ~p["admitted"].to_numpy() & p["meets_constraints"].to_numpy() & (beats | no_winner)
         p["effect"] = np.select([wins, would], ["wins", "would win if admitted"], default="none")
         p["regime"], p["floor"] = regime.name, regime.quality_floor

@@ -10,8 +10,16 @@ import numpy as np
 import pandas as pd
 
 from pareto_atlas.calibrate.fit import KNOB_FIELDS, TARGETS, _anchors, fit_params, predict, weight_format
-from pareto_atlas.calibrate.sizes import (CARD, HELD, cards_of, cpu_fit_fn, leave_one_model_out, model_names,
-                                         report_lines, with_cards)
+from pareto_atlas.calibrate.sizes import (
+    CARD,
+    HELD,
+    cards_of,
+    cpu_fit_fn,
+    leave_one_model_out,
+    model_names,
+    report_lines,
+    with_cards,
+)
 from pareto_atlas.simulate.params import CalibParams, with_error_bars
 from pareto_atlas.spec.cards import HardwareCard, ModelCard
 from pareto_atlas.spec.knobs import Knobs
@@ -23,15 +31,15 @@ ARM_COLS = KNOB_FIELDS + ("prompt_tokens", "output_tokens", "concurrency", "mode
 
 @dataclass(frozen=True)
 class Calibration:
-    params: CalibParams                 # fitted, carrying lat_rel_err / thr_rel_err
-    residuals: pd.DataFrame             # per anchor: measured, predicted, rel_err per target
-    loo: pd.DataFrame | None            # per anchor: leave-one-out rel_err per target, plus "extrapolated"
-    heldout: pd.DataFrame | None        # held-out anchors: rel_err per target
-    drift: pd.DataFrame                 # per arm measured in >1 campaign: relative spread per target
-    flagged: pd.DataFrame               # anchors from another engine version than the majority (not fitted)
-    contended: pd.DataFrame             # anchors that ran beside other work on the machine (not fitted)
-    repeat_spread: dict                 # median repeat-to-repeat relative spread per target
-    summary: dict                       # median |rel err| per target: fit / loo / loo_supported / heldout / lomo
+    params: CalibParams  # fitted, carrying lat_rel_err / thr_rel_err
+    residuals: pd.DataFrame  # per anchor: measured, predicted, rel_err per target
+    loo: pd.DataFrame | None  # per anchor: leave-one-out rel_err per target, plus "extrapolated"
+    heldout: pd.DataFrame | None  # held-out anchors: rel_err per target
+    drift: pd.DataFrame  # per arm measured in >1 campaign: relative spread per target
+    flagged: pd.DataFrame  # anchors from another engine version than the majority (not fitted)
+    contended: pd.DataFrame  # anchors that ran beside other work on the machine (not fitted)
+    repeat_spread: dict  # median repeat-to-repeat relative spread per target
+    summary: dict  # median |rel err| per target: fit / loo / loo_supported / heldout / lomo
     # per anchor: rel_err per target from a fit on the other models' anchors, the model in "held_model"
     # (calibrate.sizes); None when the anchors are of one model
     lomo: pd.DataFrame | None = None
@@ -39,16 +47,20 @@ class Calibration:
     def report(self) -> str:
         s = self.summary
         n_ext = int(self.loo["extrapolated"].ne("").sum()) if self.loo is not None else 0
-        lines = [f"calibration {self.params.hardware} / {self.params.engine}: {len(self.residuals)} anchors fitted, "
-                 f"{len(self.flagged)} flagged (other engine version), {len(self.contended)} left out (contended)",
-                 "median |relative error|: fit = in sample; LOO = leave-one-out, all anchors; held-out = LOO over "
-                 f"anchors whose format, KV type, slots and speculation the rest cover ({n_ext} extrapolated left "
-                 "out); repeat = median repeat-to-repeat spread",
-                 f"{'target':16s} {'fit':>7s} {'LOO':>7s} {'held-out':>9s} {'repeat':>7s}"]
+        lines = [
+            f"calibration {self.params.hardware} / {self.params.engine}: {len(self.residuals)} anchors fitted, "
+            f"{len(self.flagged)} flagged (other engine version), {len(self.contended)} left out (contended)",
+            "median |relative error|: fit = in sample; LOO = leave-one-out, all anchors; held-out = LOO over "
+            f"anchors whose format, KV type, slots and speculation the rest cover ({n_ext} extrapolated left "
+            "out); repeat = median repeat-to-repeat spread",
+            f"{'target':16s} {'fit':>7s} {'LOO':>7s} {'held-out':>9s} {'repeat':>7s}",
+        ]
         held = s["heldout"] or s.get("loo_supported", {})
         for t in TARGETS:
-            lines.append(f"{t:16s} {_pct(s['fit'].get(t))} {_pct(s['loo'].get(t))} "
-                         f"{_pct(held.get(t), 9)} {_pct(self.repeat_spread.get(t))}")
+            lines.append(
+                f"{t:16s} {_pct(s['fit'].get(t))} {_pct(s['loo'].get(t))} "
+                f"{_pct(held.get(t), 9)} {_pct(self.repeat_spread.get(t))}"
+            )
         lines += self.parallelism_lines()
         if n_ext:
             ext = self.loo[self.loo["extrapolated"].ne("")]
@@ -57,10 +69,14 @@ class Calibration:
                 arm = self.residuals["arm"].get(i, i) if "arm" in self.residuals else i
                 lines.append(f"  extrapolated: {arm} ({r['extrapolated']} unseen): {errs}")
         for _, r in self.contended.iterrows():
-            lines.append(f"  left out: {r.get('arm', '?')} ran beside {r['other_cpu_cores']:.2f} cores of other work "
-                         f"(measure.contention; `pareto-atlas measure` again once the machine is quiet)")
-        lines.append(f"error bar carried by simulated points: latency ±{self.params.lat_rel_err:.1%}, "
-                     f"throughput ±{self.params.thr_rel_err:.1%} ({self.params.provenance})")
+            lines.append(
+                f"  left out: {r.get('arm', '?')} ran beside {r['other_cpu_cores']:.2f} cores of other work "
+                f"(measure.contention; `pareto-atlas measure` again once the machine is quiet)"
+            )
+        lines.append(
+            f"error bar carried by simulated points: latency ±{self.params.lat_rel_err:.1%}, "
+            f"throughput ±{self.params.thr_rel_err:.1%} ({self.params.provenance})"
+        )
         lines += report_lines(self.lomo, self.params.xfer_lat_rel_err, self.params.xfer_thr_rel_err)
         return "\n".join(lines)
 
@@ -74,9 +90,11 @@ class Calibration:
         for layout, g in res.groupby("parallelism", sort=True):
             loo = self.loo.loc[g.index] if self.loo is not None else None
             fit_e, loo_e = _median_abs(g), _median_abs(loo)
-            out.append(f"  {layout}: {len(g)} anchors, {_pct(fit_e.get('ttft_p50_ms'), 0)} / "
-                       f"{_pct(fit_e.get('tpot_p50_ms'), 0)}; {_pct(loo_e.get('ttft_p50_ms'), 0)} / "
-                       f"{_pct(loo_e.get('tpot_p50_ms'), 0)}")
+            out.append(
+                f"  {layout}: {len(g)} anchors, {_pct(fit_e.get('ttft_p50_ms'), 0)} / "
+                f"{_pct(fit_e.get('tpot_p50_ms'), 0)}; {_pct(loo_e.get('ttft_p50_ms'), 0)} / "
+                f"{_pct(loo_e.get('tpot_p50_ms'), 0)}"
+            )
         return out
 
 
@@ -94,9 +112,11 @@ def support(train: pd.DataFrame, row: pd.Series) -> str:
     its weight format's kernels, its KV type, its slots or its prompt length (within the trained
     range), or speculation that actually drafted, unseen in training."""
     why = []
-    card = lambda r: r[CARD] if CARD in r else None     # noqa: E731  (the kernels a format runs depend on the rows)
+    card = lambda r: r[CARD] if CARD in r else None  # noqa: E731  (the kernels a format runs depend on the rows)
     fmt = weight_format(str(row.get("weights", "F16")), card(row))
-    seen = {weight_format(str(r.get("weights", "F16")), card(r)) for _, r in train.iterrows()} if len(train) else {"F16"}
+    seen = (
+        {weight_format(str(r.get("weights", "F16")), card(r)) for _, r in train.iterrows()} if len(train) else {"F16"}
+    )
     if fmt not in seen:
         why.append(f"format {fmt}")
     if "kv" in row and row["kv"] not in set(train.get("kv", [])):
@@ -110,7 +130,7 @@ def support(train: pd.DataFrame, row: pd.Series) -> str:
     if CARD in train and CARD in row and row[CARD].name not in {c.name for c in train[CARD]}:
         why.append(f"model {row[CARD].name}")
     if len(train) and layout_of(row) not in {layout_of(r) for _, r in train.iterrows()}:
-        why.append(f"parallelism {layout_of(row)}")      # a TP4 anchor is predicted from TP4 ones, or flagged
+        why.append(f"parallelism {layout_of(row)}")  # a TP4 anchor is predicted from TP4 ones, or flagged
     drafted = row.get("spec_drafted_per_token", np.nan)
     if row.get("spec", "none") != "none" and not drafted == 0.0:
         tr = train[(train.get("spec", "none") == row["spec"])] if "spec" in train else train.iloc[0:0]
@@ -179,10 +199,20 @@ def engine_version_flags(anchors: pd.DataFrame) -> pd.Series:
     return anchors["engine_version"] != majority
 
 
-def fit(anchors: pd.DataFrame, model: ModelCard | Sequence[ModelCard], hw: HardwareCard, *,
-        heldout: pd.Series | list | None = None, k_folds: int = 0, loo: bool = True, engine: str = "",
-        fit_cv: bool = True, start: CalibParams | None = None, fixed: tuple[str, ...] = (),
-        lomo: bool = True) -> Calibration:
+def fit(
+    anchors: pd.DataFrame,
+    model: ModelCard | Sequence[ModelCard],
+    hw: HardwareCard,
+    *,
+    heldout: pd.Series | list | None = None,
+    k_folds: int = 0,
+    loo: bool = True,
+    engine: str = "",
+    fit_cv: bool = True,
+    start: CalibParams | None = None,
+    fixed: tuple[str, ...] = (),
+    lomo: bool = True,
+) -> Calibration:
     """Fit CalibParams for one (hardware, engine) and report how far they can be trusted.
     `model`: one card for every anchor, or each anchor's own (anchors of several sizes in one fit).
     `fixed`: parameters kept at `start` (e.g. eff_bw, a property of the machine another engine measured).
@@ -212,6 +242,7 @@ def fit(anchors: pd.DataFrame, model: ModelCard | Sequence[ModelCard], hw: Hardw
         raise ValueError(f"calibrate: {len(train)} usable anchors; need at least 2 (flagged: {int(flags.sum())})")
     if start is None and engine:
         from pareto_atlas.simulate.params import default_params
+
         start = default_params(hw, engine)
     params, pred = fit_params(train, cards_of(train), hw, start, fit_cv, fixed=fixed)
     resid_arm = train["arm"] if "arm" in train else None
@@ -241,8 +272,9 @@ def fit(anchors: pd.DataFrame, model: ModelCard | Sequence[ModelCard], hw: Hardw
     held_df = None
     if len(test):
         pr = predict(_anchors(test), cards_of(test), hw, params)
-        held_df = pd.DataFrame(_rel_err(pr, test.reindex(columns=list(TARGETS)).to_numpy(float)),
-                               columns=list(TARGETS), index=test.index)
+        held_df = pd.DataFrame(
+            _rel_err(pr, test.reindex(columns=list(TARGETS)).to_numpy(float)), columns=list(TARGETS), index=test.index
+        )
     elif k_folds > 1 and len(train) >= k_folds:
         folds = np.arange(len(train)) % k_folds
         parts = []
@@ -250,8 +282,13 @@ def fit(anchors: pd.DataFrame, model: ModelCard | Sequence[ModelCard], hw: Hardw
             tr, te = train[folds != f], train[folds == f]
             p_f, _ = fit_params(tr, cards_of(tr), hw, params, fit_cv, fixed=fixed)
             pr = predict(_anchors(te), cards_of(te), hw, p_f)
-            parts.append(pd.DataFrame(_rel_err(pr, te.reindex(columns=list(TARGETS)).to_numpy(float)),
-                                      columns=list(TARGETS), index=te.index))
+            parts.append(
+                pd.DataFrame(
+                    _rel_err(pr, te.reindex(columns=list(TARGETS)).to_numpy(float)),
+                    columns=list(TARGETS),
+                    index=te.index,
+                )
+            )
         held_df = pd.concat(parts)
 
     spread = repeat_spread(usable)
@@ -260,24 +297,41 @@ def fit(anchors: pd.DataFrame, model: ModelCard | Sequence[ModelCard], hw: Hardw
     oos = held_df if held_df is not None else (supported if supported is not None and len(supported) else loo_df)
     lat_err, thr_err = _error_bars(oos, resid, spread)
     n = len(train)
-    what = ("held-out anchors" if held_df is not None else
-            f"leave-one-out over {len(supported)} supported anchors, {n_ext} extrapolations excluded" if n_ext else
-            "leave-one-out" if loo_df is not None else "in-sample residuals")
+    what = (
+        "held-out anchors"
+        if held_df is not None
+        else f"leave-one-out over {len(supported)} supported anchors, {n_ext} extrapolations excluded"
+        if n_ext
+        else "leave-one-out"
+        if loo_df is not None
+        else "in-sample residuals"
+    )
     models = model_names(train)
     on = f"{n} anchors of {len(models)} models ({', '.join(models)})" if len(models) > 1 else f"{n} anchors"
-    params = with_error_bars(params, lat_err, thr_err,
-                             f"calibrated on {on} ({hw.name}); error bar: p90 of {what}, floored by repeat spread")
+    params = with_error_bars(
+        params, lat_err, thr_err, f"calibrated on {on} ({hw.name}); error bar: p90 of {what}, floored by repeat spread"
+    )
     lomo_df = leave_one_model_out(train, hw, cpu_fit_fn(hw, start, fit_cv, fixed)) if lomo else None
     if lomo_df is not None:
         xl, xt = _error_bars(lomo_df, resid, spread)
-        params = replace(params, xfer_lat_rel_err=xl, xfer_thr_rel_err=xt,
-                         provenance=f"{params.provenance}; transfer error bar (a model the fit did not see): p90 of "
-                                    f"each of {lomo_df[HELD].nunique()} models predicted by a fit on the other "
-                                    f"{len(models) - 1} (leave-one-model-out)")
-    summary = {"fit": _median_abs(resid), "loo": _median_abs(loo_df), "loo_supported": _median_abs(supported),
-               "heldout": _median_abs(held_df), "lomo": _median_abs(lomo_df)}
-    return Calibration(params, resid, loo_df, held_df, campaign_drift(usable), anchors[version], contended,
-                       spread, summary, lomo_df)
+        params = replace(
+            params,
+            xfer_lat_rel_err=xl,
+            xfer_thr_rel_err=xt,
+            provenance=f"{params.provenance}; transfer error bar (a model the fit did not see): p90 of "
+            f"each of {lomo_df[HELD].nunique()} models predicted by a fit on the other "
+            f"{len(models) - 1} (leave-one-model-out)",
+        )
+    summary = {
+        "fit": _median_abs(resid),
+        "loo": _median_abs(loo_df),
+        "loo_supported": _median_abs(supported),
+        "heldout": _median_abs(held_df),
+        "lomo": _median_abs(lomo_df),
+    }
+    return Calibration(
+        params, resid, loo_df, held_df, campaign_drift(usable), anchors[version], contended, spread, summary, lomo_df
+    )
 
 
 def _error_bars(errs: pd.DataFrame | None, resid: pd.DataFrame, spread: dict) -> tuple[float, float]:

@@ -26,8 +26,8 @@ from pareto_atlas.spec.knobs import Knobs
 TARGETS = ("ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "throughput_tok_s")
 # Tails are noisier than medians in the anchors themselves, so they pull less on the fit.
 WEIGHTS = {"ttft_p50_ms": 1.0, "ttft_p99_ms": 0.4, "tpot_p50_ms": 1.0, "tpot_p99_ms": 0.4, "throughput_tok_s": 1.0}
-REQ_OVERHEAD_STARTS = (1e-3, 3e-2)     # s: where a request-overhead fit starts (see fit_params)
-PRIOR_WEIGHT = 0.01      # keeps parameters the anchors cannot see at their starting values (at 0.05 it held llama.cpp's f16 decode attention at a tenth of its cost: a 1024-token prompt came out 10 % fast)
+REQ_OVERHEAD_STARTS = (1e-3, 3e-2)  # s: where a request-overhead fit starts (see fit_params)
+PRIOR_WEIGHT = 0.01  # keeps parameters the anchors cannot see at their starting values (at 0.05 it held llama.cpp's f16 decode attention at a tenth of its cost: a 1024-token prompt came out 10 % fast)
 KNOB_FIELDS = tuple(f.name for f in fields(Knobs))
 HEAD_RATIO_STARTS = (0.5, 1.0, 2.0, 4.0)
 # A robust loss: residuals (weighted log ratios) up to about ROBUST_SCALE count squared, larger ones
@@ -44,8 +44,8 @@ class _Anchor:
     concurrency: int
     rate: float
     n: int
-    accept: float | None = None              # measured acceptance per drafted token
-    drafted_per_token: float | None = None   # measured drafts per generated token (None: not measured)
+    accept: float | None = None  # measured acceptance per drafted token
+    drafted_per_token: float | None = None  # measured drafts per generated token (None: not measured)
     # Open loop (Poisson, trace): the measured send times of the requests (s, from the first),
     # replayed instead of a fresh draw of the schedule.
     sends: tuple[float, ...] | None = None
@@ -94,21 +94,34 @@ def _anchors(df: pd.DataFrame) -> list[_Anchor]:
         rate = float(r.get("rate_rps", 0.0) or 0.0)
         rate = 0.0 if rate != rate else rate
         sends, think = _times(r.get("send_offsets")), _times(r.get("think_s"))
-        if conc <= 0 and rate <= 0 and sends is None:     # no load and no sends to replay: one client
+        if conc <= 0 and rate <= 0 and sends is None:  # no load and no sends to replay: one client
             conc = 1
         n = int(r["n_requests"]) if "n_requests" in r.index and pd.notna(r["n_requests"]) else max(32, 4 * conc)
         if think is not None and conc > 0:
             n = len(think)
         lengths = _lengths(r, sends) if conc <= 0 else (None, None)
-        out.append(_Anchor(Knobs.from_row(r), int(r["prompt_tokens"]), int(r["output_tokens"]), conc, rate, n,
-                           _opt(r, "spec_accept_measured"), _opt(r, "spec_drafted_per_token"),
-                           None if conc > 0 else sends, think if conc > 0 else None, *lengths,
-                           _opt(r, "prefix_hit_rate") or 0.0))
+        out.append(
+            _Anchor(
+                Knobs.from_row(r),
+                int(r["prompt_tokens"]),
+                int(r["output_tokens"]),
+                conc,
+                rate,
+                n,
+                _opt(r, "spec_accept_measured"),
+                _opt(r, "spec_drafted_per_token"),
+                None if conc > 0 else sends,
+                think if conc > 0 else None,
+                *lengths,
+                _opt(r, "prefix_hit_rate") or 0.0,
+            )
+        )
     return out
 
 
-def predict(anchors: list[_Anchor], model: ModelCard | Sequence[ModelCard], hw: HardwareCard,
-            params: CalibParams) -> np.ndarray:
+def predict(
+    anchors: list[_Anchor], model: ModelCard | Sequence[ModelCard], hw: HardwareCard, params: CalibParams
+) -> np.ndarray:
     """Predicted TARGETS for each anchor, shape (n_anchors, len(TARGETS)). model: one card for all
     anchors, or one per anchor (published anchors of one card mix models)."""
     out = np.full((len(anchors), len(TARGETS)), np.nan)
@@ -124,16 +137,20 @@ def predict(anchors: list[_Anchor], model: ModelCard | Sequence[ModelCard], hw: 
         if a.sends is not None:
             r, k = a.knobs.replicas, len(a.sends)
             busy = float(min(r, k))
-            arr = des.trace(np.array(a.sends)[::r], np.array(a.prompts or (a.prompt,) * k)[::r],
-                            np.array(a.outputs or (a.output,) * k)[::r])
+            arr = des.trace(
+                np.array(a.sends)[::r],
+                np.array(a.prompts or (a.prompt,) * k)[::r],
+                np.array(a.outputs or (a.output,) * k)[::r],
+            )
         elif conc > 0:
             arr = des.closed_loop(conc, a.n, a.prompt, a.output, a.think)
         else:
             arr = des.poisson(rate, a.n, a.prompt, a.output, seed=i)
         cap = plan.kv_cap_tokens if plan.kv_cap_tokens > 0 else np.inf
-        cached = (np.minimum(np.round(a.hit * arr.prompt), arr.prompt - 1).astype(np.int64) if a.hit > 0 else None)
-        s = des.run(c, arr, a.knobs.batching, a.knobs.slots, a.knobs.chunk_tokens, cap, None, seed=i,
-                    cached=cached).summary
+        cached = np.minimum(np.round(a.hit * arr.prompt), arr.prompt - 1).astype(np.int64) if a.hit > 0 else None
+        s = des.run(
+            c, arr, a.knobs.batching, a.knobs.slots, a.knobs.chunk_tokens, cap, None, seed=i, cached=cached
+        ).summary
         out[i] = [s[t] * (busy if t == "throughput_tok_s" else 1.0) for t in TARGETS]
     return out
 
@@ -159,8 +176,14 @@ class _Space:
     names: tuple[str, ...]
 
     @classmethod
-    def for_anchors(cls, anchors: list[_Anchor], fit_cv: bool, fixed: tuple[str, ...] = (),
-                    req_overhead: bool = False, cards: Sequence[ModelCard] | None = None) -> "_Space":
+    def for_anchors(
+        cls,
+        anchors: list[_Anchor],
+        fit_cv: bool,
+        fixed: tuple[str, ...] = (),
+        req_overhead: bool = False,
+        cards: Sequence[ModelCard] | None = None,
+    ) -> "_Space":
         cards = list(cards) if cards is not None else [None] * len(anchors)
         fmts = sorted({weight_format(a.knobs.weights, c) for a, c in zip(anchors, cards)})
         names = [f"gemv:{d}" for d in fmts] + [f"gemm:{d}" for d in fmts]
@@ -182,7 +205,8 @@ class _Space:
     @staticmethod
     def _derived(p: CalibParams, hw: HardwareCard, d: str) -> float:
         from pareto_atlas.simulate.cost_model import per_weight_costs
-        return per_weight_costs(hw, d, p)[0]     # d is a kernel format: its own table entry or derived
+
+        return per_weight_costs(hw, d, p)[0]  # d is a kernel format: its own table entry or derived
 
     def get(self, p: CalibParams, hw: HardwareCard) -> np.ndarray:
         v = []
@@ -201,8 +225,13 @@ class _Space:
         return np.log(np.maximum(np.array(v, float), 1e-15))
 
     def set(self, p: CalibParams, x: np.ndarray) -> CalibParams:
-        gv, gm, at, af, kw = (dict(p.gemv_s_per_weight), dict(p.gemm_s_per_weight), dict(p.eff_attn_by_kv),
-                              dict(p.eff_attn_flops_by_kv), {})
+        gv, gm, at, af, kw = (
+            dict(p.gemv_s_per_weight),
+            dict(p.gemm_s_per_weight),
+            dict(p.eff_attn_by_kv),
+            dict(p.eff_attn_flops_by_kv),
+            {},
+        )
         for n, val in zip(self.names, np.exp(x)):
             kind, _, d = n.partition(":")
             if kind == "gemv":
@@ -227,8 +256,15 @@ class _Space:
         lo, hi = [], []
         for n in self.names:
             kind, _, d = n.partition(":")
-            a, b = {"gemv": (1e-14, 1e-7), "gemm": (1e-14, 1e-7), "eff_attn": (1e-3, 1.0), "attn_flops": (1e-3, 1.0), "eff_bw": (1e-3, MAX_EFF_BW),
-                    "head_ratio": (0.1, 10.0), "step_cv": (1e-6, 0.5)}.get(kind, (1e-7, 2.0))
+            a, b = {
+                "gemv": (1e-14, 1e-7),
+                "gemm": (1e-14, 1e-7),
+                "eff_attn": (1e-3, 1.0),
+                "attn_flops": (1e-3, 1.0),
+                "eff_bw": (1e-3, MAX_EFF_BW),
+                "head_ratio": (0.1, 10.0),
+                "step_cv": (1e-6, 0.5),
+            }.get(kind, (1e-7, 2.0))
             if gpu and kind in ("gemv", "gemm"):
                 a = 2.0 / hw.peak_flops(compute_dtype(base_format(d), hw))
             if gpu and kind == "eff_bw":
@@ -238,10 +274,15 @@ class _Space:
         return np.array(lo), np.array(hi)
 
 
-def fit_params(anchors_df: pd.DataFrame, model: ModelCard | Sequence[ModelCard], hw: HardwareCard,
-               start: CalibParams | None = None, fit_cv: bool = True,
-               head_ratio_starts: tuple[float, ...] = HEAD_RATIO_STARTS,
-               fixed: tuple[str, ...] = ()) -> tuple[CalibParams, np.ndarray]:
+def fit_params(
+    anchors_df: pd.DataFrame,
+    model: ModelCard | Sequence[ModelCard],
+    hw: HardwareCard,
+    start: CalibParams | None = None,
+    fit_cv: bool = True,
+    head_ratio_starts: tuple[float, ...] = HEAD_RATIO_STARTS,
+    fixed: tuple[str, ...] = (),
+) -> tuple[CalibParams, np.ndarray]:
     """The least-squares CalibParams for these anchors and the per-anchor predictions they give
     (model: one card, or one per anchor as in `predict`); `fixed` names parameters kept at `start`."""
     anchors = _anchors(anchors_df)
@@ -254,10 +295,13 @@ def fit_params(anchors_df: pd.DataFrame, model: ModelCard | Sequence[ModelCard],
     cards = _cards(model, len(anchors))
     fmts = {weight_format(a.knobs.weights, c) for a, c in zip(anchors, cards)}
     kvs = {a.knobs.kv for a in anchors}
-    start = replace(start, gemv_s_per_weight={k: v for k, v in start.gemv_s_per_weight.items() if k in fmts},
-                    gemm_s_per_weight={k: v for k, v in start.gemm_s_per_weight.items() if k in fmts},
-                    eff_attn_by_kv={k: v for k, v in start.eff_attn_by_kv.items() if k in kvs},
-                    eff_attn_flops_by_kv={k: v for k, v in start.eff_attn_flops_by_kv.items() if k in kvs})
+    start = replace(
+        start,
+        gemv_s_per_weight={k: v for k, v in start.gemv_s_per_weight.items() if k in fmts},
+        gemm_s_per_weight={k: v for k, v in start.gemm_s_per_weight.items() if k in fmts},
+        eff_attn_by_kv={k: v for k, v in start.eff_attn_by_kv.items() if k in kvs},
+        eff_attn_flops_by_kv={k: v for k, v in start.eff_attn_flops_by_kv.items() if k in kvs},
+    )
     # A request's overhead outside the steps shows only in TTFT (and E2E). It is fitted on a GPU,
     # where it is a large share of a TTFT of tens of ms (vLLM on an L4: 27 ms published at one
     # client, ~11 ms of it the prompt's steps). On a CPU a TTFT is seconds of prefill, the overhead
@@ -289,8 +333,9 @@ def fit_params(anchors_df: pd.DataFrame, model: ModelCard | Sequence[ModelCard],
             xs[space.names.index("head_ratio")] = np.log(ratio)
         if req is not None:
             xs[space.names.index("overhead_req_s")] = np.log(req)
-        sol = least_squares(resid, xs, bounds=(lo, hi), diff_step=1e-3, x_scale=1.0, max_nfev=200,
-                            loss="soft_l1", f_scale=ROBUST_SCALE)
+        sol = least_squares(
+            resid, xs, bounds=(lo, hi), diff_step=1e-3, x_scale=1.0, max_nfev=200, loss="soft_l1", f_scale=ROBUST_SCALE
+        )
         if best is None or sol.cost < best.cost:
             best = sol
     params = space.set(start, best.x)

@@ -3,5 +3,11 @@ only its own layer or an earlier one); the old names stay importable from here."
 
 from __future__ import annotations
 
-from pareto_atlas.measure.hwprobe import (THIS, measure_this_machine, mem_total_gib, read_bandwidth_gbs,  # noqa: F401
-                                          sgemm_gflops, this_machine)
+from pareto_atlas.measure.hwprobe import (
+    THIS,
+    measure_this_machine,
+    mem_total_gib,
+    read_bandwidth_gbs,  # noqa: F401
+    sgemm_gflops,
+    this_machine,
+)

@@ -44,11 +44,24 @@ def imported_rows(store: Store, study: str) -> pd.DataFrame:
         if prov.get("origin") != "imported" or r.hardware not in gpus or r.model not in shipped_models():
             continue
         m, load, wl = json.loads(r.metrics_json), json.loads(r.load_json), json.loads(r.workload_json)
-        rows.append({"anchor_id": r.anchor_id, "hardware": r.hardware, "engine": r.engine, "model": r.model,
-                     "knobs": json.loads(r.knobs_json), "load": load, "prompt_tokens": wl["prompt_tokens"],
-                     "output_tokens": wl["output_tokens"], "metrics": m, "contract": prov.get("contract"),
-                     "source_id": f"import-{prov['sha256'][:8]}", "source": prov.get("source"),
-                     "file": prov.get("file"), "label": prov.get("label")})
+        rows.append(
+            {
+                "anchor_id": r.anchor_id,
+                "hardware": r.hardware,
+                "engine": r.engine,
+                "model": r.model,
+                "knobs": json.loads(r.knobs_json),
+                "load": load,
+                "prompt_tokens": wl["prompt_tokens"],
+                "output_tokens": wl["output_tokens"],
+                "metrics": m,
+                "contract": prov.get("contract"),
+                "source_id": f"import-{prov['sha256'][:8]}",
+                "source": prov.get("source"),
+                "file": prov.get("file"),
+                "label": prov.get("label"),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -58,14 +71,23 @@ def _frame_row(store: Store, r: pd.Series) -> dict:
     load, m = r["load"], r["metrics"]
     recs = [q for q in store.requests(r["anchor_id"]) if q.get("ok")]
     n = int(load.get("requests") or len(recs) or 32)
-    row = {**knobs, "prompt_tokens": max(int(r["prompt_tokens"]), 1), "output_tokens": max(int(r["output_tokens"]), 1),
-           "concurrency": 0, "rate_rps": np.nan, "send_offsets": None, "n_requests": n}
-    if load["load"] == "burst":       # every request sent at once: replayed as sends at t = 0, each its own lengths
+    row = {
+        **knobs,
+        "prompt_tokens": max(int(r["prompt_tokens"]), 1),
+        "output_tokens": max(int(r["output_tokens"]), 1),
+        "concurrency": 0,
+        "rate_rps": np.nan,
+        "send_offsets": None,
+        "n_requests": n,
+    }
+    if load["load"] == "burst":  # every request sent at once: replayed as sends at t = 0, each its own lengths
         k = len(recs) or n
         row.update(slots=k, n_requests=k, send_offsets=[0.0] * k)
         if recs:
-            row.update(req_prompt_tokens=[int(q["prompt_tokens"]) for q in recs],
-                       req_output_tokens=[int(q["completion_tokens"]) for q in recs])
+            row.update(
+                req_prompt_tokens=[int(q["prompt_tokens"]) for q in recs],
+                req_output_tokens=[int(q["completion_tokens"]) for q in recs],
+            )
     elif load["load"] == "rate":
         row.update(slots=1024, rate_rps=float(load["load_value"]))
     else:
@@ -73,8 +95,12 @@ def _frame_row(store: Store, r: pd.Series) -> dict:
         row.update(slots=c, concurrency=c)
     # on a GPU, F16 and BF16 run the same tensor-core GEMMs (calibrate.published.card_frame)
     row["weights"] = "BF16" if row["weights"] == "F16" else row["weights"]
-    for t, (metric, stat) in {"ttft_p50_ms": ("ttft", "p50"), "ttft_p99_ms": ("ttft", "p99"),
-                              "tpot_p50_ms": ("tpot", "p50"), "tpot_p99_ms": ("tpot", "p99")}.items():
+    for t, (metric, stat) in {
+        "ttft_p50_ms": ("ttft", "p50"),
+        "ttft_p99_ms": ("ttft", "p99"),
+        "tpot_p50_ms": ("tpot", "p50"),
+        "tpot_p99_ms": ("tpot", "p99"),
+    }.items():
         v = (m.get(metric) or {}).get(stat)
         row[t] = float(v) if v is not None and v == v else np.nan
     thr = m.get("throughput_tok_s")
@@ -87,8 +113,10 @@ def _provenance(rows: pd.DataFrame, engine: str, how: str, lat: bool) -> str:
     contracts = ", ".join(f"{n} {c}" for c, n in rows.contract.value_counts(sort=False).items())
     bar = f"error bar: p90 of {how}" if how else "error bar: none held out, kept at the uncalibrated default's"
     n = len(rows)
-    return (f"calibrated on {n} imported anchor{'s' if n != 1 else ''} ({engine}: {files}; contract {contracts})"
-            f"; {bar}{'' if lat or not how else ' (throughput only)'}")
+    return (
+        f"calibrated on {n} imported anchor{'s' if n != 1 else ''} ({engine}: {files}; contract {contracts})"
+        f"; {bar}{'' if lat or not how else ' (throughput only)'}"
+    )
 
 
 def fidelity_rows(rows: pd.DataFrame, meas: np.ndarray, fitted: np.ndarray, err: np.ndarray) -> list[dict]:
@@ -97,9 +125,17 @@ def fidelity_rows(rows: pd.DataFrame, meas: np.ndarray, fitted: np.ndarray, err:
     for i, r in rows.reset_index(drop=True).iterrows():
         for j, t in enumerate(TARGETS):
             if np.isfinite(meas[i, j]):
-                out.append({"metric": t, "measured": float(meas[i, j]), "simulated": float(fitted[i, j]),
-                            "label": f"{r['file']}: {r['label']}", "arm": f"imported:{r['source_id']}",
-                            "loo_rel_err": float(err[i, j]), "origin": r["source"]})
+                out.append(
+                    {
+                        "metric": t,
+                        "measured": float(meas[i, j]),
+                        "simulated": float(fitted[i, j]),
+                        "label": f"{r['file']}: {r['label']}",
+                        "arm": f"imported:{r['source_id']}",
+                        "loo_rel_err": float(err[i, j]),
+                        "origin": r["source"],
+                    }
+                )
     return out
 
 
@@ -132,33 +168,61 @@ def calibrate_imported(study: str, store: Store, console: Console, allow: tuple[
     use = ("verified",) + tuple(c for c in allow if c in CONTRACTS)
     left = rows[~rows.contract.isin(use)]
     if len(left):
-        console.print(f"  imported: {len(left)} anchor(s) left out of the fit, contract "
-                      f"{', '.join(sorted(set(left.contract)))} (calibration uses verified anchors; "
-                      "--allow-aggregate / --allow-unverified add the others)", highlight=False)
+        console.print(
+            f"  imported: {len(left)} anchor(s) left out of the fit, contract "
+            f"{', '.join(sorted(set(left.contract)))} (calibration uses verified anchors; "
+            "--allow-aggregate / --allow-unverified add the others)",
+            highlight=False,
+        )
     rows = rows[rows.contract.isin(use)]
     done = 0
     for (card, engine), g in rows.groupby(["hardware", "engine"], sort=False):
         g = g.reset_index(drop=True)
-        if engine == "unstated":      # one fit per engine: a file that does not name it needs --engine
-            console.print(f"  {card}: {len(g)} imported anchor(s) name no engine; give --engine to calibrate them",
-                          highlight=False)
+        if engine == "unstated":  # one fit per engine: a file that does not name it needs --engine
+            console.print(
+                f"  {card}: {len(g)} imported anchor(s) name no engine; give --engine to calibrate them",
+                highlight=False,
+            )
             continue
         params, errors, how, fid = calibrate_card(store, g)
         key = hashlib.sha256(dumps([sorted(g.anchor_id), __version__]).encode()).hexdigest()[:12]
-        meta = {"key": key, "by": "command", "used": True, "origin": TAG, "held_out": how, "errors": errors,
-                "anchors": g.drop(columns=["knobs", "load", "metrics"]).to_dict(orient="records"),
-                "table_sha256": None, "tables": sorted(set(g.source)), "tpot_basis": ["TPOT"]}
-        store.put_calibration({"calib_id": f"{PREFIX}{TAG}-{key}-{card}-{engine}", "study": study,
-                               "hardware": card, "engine": f"{TAG}:{engine}", "engine_version": None,
-                               "params_json": dumps(params.to_dict()), "fidelity_json": dumps({"published": meta, "anchors": fid}),
-                               "n_anchors": len(g)})
+        meta = {
+            "key": key,
+            "by": "command",
+            "used": True,
+            "origin": TAG,
+            "held_out": how,
+            "errors": errors,
+            "anchors": g.drop(columns=["knobs", "load", "metrics"]).to_dict(orient="records"),
+            "table_sha256": None,
+            "tables": sorted(set(g.source)),
+            "tpot_basis": ["TPOT"],
+        }
+        store.put_calibration(
+            {
+                "calib_id": f"{PREFIX}{TAG}-{key}-{card}-{engine}",
+                "study": study,
+                "hardware": card,
+                "engine": f"{TAG}:{engine}",
+                "engine_version": None,
+                "params_json": dumps(params.to_dict()),
+                "fidelity_json": dumps({"published": meta, "anchors": fid}),
+                "n_anchors": len(g),
+            }
+        )
         met = {k: v for k, v in errors.items() if v == v}
-        verdict = ("" if not met else " -> " + ("meets" if all(v <= GOAL for v in met.values()) else "misses")
-                   + f" the {GOAL:.0%} goal")
+        verdict = (
+            ""
+            if not met
+            else " -> " + ("meets" if all(v <= GOAL for v in met.values()) else "misses") + f" the {GOAL:.0%} goal"
+        )
         errs = ", ".join(f"{k} {v:.1%}" for k, v in errors.items() if v == v) or "none (one anchor)"
         console.print(f"  {card} / {engine}: {params.provenance}", highlight=False, soft_wrap=True)
-        console.print(f"    held-out ({how or 'none'}) median |error|: {errs}{verdict}; error bar carried: latency "
-                      f"±{params.lat_rel_err:.1%}, throughput ±{params.thr_rel_err:.1%}", highlight=False)
+        console.print(
+            f"    held-out ({how or 'none'}) median |error|: {errs}{verdict}; error bar carried: latency "
+            f"±{params.lat_rel_err:.1%}, throughput ±{params.thr_rel_err:.1%}",
+            highlight=False,
+        )
         done += 1
     return done
 

@@ -20,8 +20,11 @@ from pareto_atlas.spec.study import Study
 from pareto_atlas.store import Store
 
 THIS = "this-cpu"
-GROUPS = {"TTFT": ("ttft_p50_ms", "ttft_p99_ms"), "TPOT": ("tpot_p50_ms", "tpot_p99_ms"),
-          "throughput": ("throughput_tok_s",)}
+GROUPS = {
+    "TTFT": ("ttft_p50_ms", "ttft_p99_ms"),
+    "TPOT": ("tpot_p50_ms", "tpot_p99_ms"),
+    "throughput": ("throughput_tok_s",),
+}
 
 
 def hardware_card(study: Study, store: Store, name: str) -> HardwareCard:
@@ -32,7 +35,9 @@ def hardware_card(study: Study, store: Store, name: str) -> HardwareCard:
         return this_machine(study, store)
     cards = shipped_hardware()
     if name not in cards:
-        raise ValueError(f"calibrate: anchors on hardware {name!r}, which has no card; known: {THIS}, {', '.join(cards)}")
+        raise ValueError(
+            f"calibrate: anchors on hardware {name!r}, which has no card; known: {THIS}, {', '.join(cards)}"
+        )
     card = cards[name]
     return card.with_price(study.prices[name], study.price_date, "study [prices]") if name in study.prices else card
 
@@ -52,8 +57,11 @@ def without_errored(anchors: pd.DataFrame, console: Console) -> pd.DataFrame:
         return anchors
     bad = anchors["errored"].fillna(False).astype(bool)
     for _, r in anchors[bad].iterrows():
-        console.print(f"  left out: {r.arm} on {r.hardware}: {r.get('error_line') or 'errored requests'}",
-                      highlight=False, soft_wrap=True)
+        console.print(
+            f"  left out: {r.arm} on {r.hardware}: {r.get('error_line') or 'errored requests'}",
+            highlight=False,
+            soft_wrap=True,
+        )
     return anchors[~bad].reset_index(drop=True)
 
 
@@ -70,8 +78,9 @@ def _rel(pred: np.ndarray, meas: np.ndarray) -> np.ndarray:
         return np.where(meas > 0, pred / meas - 1.0, np.nan)
 
 
-def versus_published(study: Study, store: Store, console: Console, hw: HardwareCard, anchors: pd.DataFrame,
-                     cal, model) -> dict | None:
+def versus_published(
+    study: Study, store: Store, console: Console, hw: HardwareCard, anchors: pd.DataFrame, cal, model
+) -> dict | None:
     """On a GPU card: the measured fit and the card's published fit (calibrate.published_stage), each
     predicting the other's anchors; printed and returned ({"published_on_measured", "measured_on_published":
     median |rel err| per group, "n_published"}). None on a CPU or a card with no published anchors."""
@@ -87,7 +96,7 @@ def versus_published(study: Study, store: Store, console: Console, hw: HardwareC
     if pub is None:
         console.print(f"  {hw.name}: no published fit to compare with; the measured fit stands alone", highlight=False)
         return None
-    rows = rows[rows.engine == pub.engine].reset_index(drop=True)     # the anchors that fit was made on
+    rows = rows[rows.engine == pub.engine].reset_index(drop=True)  # the anchors that fit was made on
     meas = anchors.reindex(columns=list(TARGETS)).to_numpy(float)
     pub_err = _median_abs(_rel(predict(_anchors(anchors), model, hw, pub), meas))
     frame, models = card_frame(rows, hw)
@@ -96,12 +105,19 @@ def versus_published(study: Study, store: Store, console: Console, hw: HardwareC
     def line(errs: dict[str, float]) -> str:
         return ", ".join(f"{g} {v:.0%}" if v == v else f"{g} n/a" for g, v in errs.items())
 
-    console.print(f"  {hw.name}: measured fit ({len(anchors)} anchors of this study) vs its published fit "
-                  f"({len(rows)} published anchors; {pub.provenance.split(';')[0]}); median |relative error|, "
-                  f"each on the anchors the other was fitted on:", highlight=False, soft_wrap=True)
+    console.print(
+        f"  {hw.name}: measured fit ({len(anchors)} anchors of this study) vs its published fit "
+        f"({len(rows)} published anchors; {pub.provenance.split(';')[0]}); median |relative error|, "
+        f"each on the anchors the other was fitted on:",
+        highlight=False,
+        soft_wrap=True,
+    )
     console.print(f"    published fit on the measured anchors: {line(pub_err)}", highlight=False)
-    console.print(f"    measured fit on the published anchors (other models and setups): {line(mine_err)}",
-                  highlight=False)
-    console.print(f"    the atlas simulates {hw.name} with the measured fit: measured here beats published elsewhere",
-                  highlight=False)
+    console.print(
+        f"    measured fit on the published anchors (other models and setups): {line(mine_err)}", highlight=False
+    )
+    console.print(
+        f"    the atlas simulates {hw.name} with the measured fit: measured here beats published elsewhere",
+        highlight=False,
+    )
     return {"published_on_measured": pub_err, "measured_on_published": mine_err, "n_published": len(rows)}

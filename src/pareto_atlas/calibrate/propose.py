@@ -14,15 +14,17 @@ BATCHINGS = ("static", "continuous", "chunked", "slo", "disagg")
 
 def knob_features(df: pd.DataFrame) -> np.ndarray:
     """Points in a normalised knob space (each axis ~unit range) for distances to anchors."""
-    f = [np.log2(df["weights"].map(BITS_PER_WEIGHT).to_numpy(float)) / 2,
-         np.log2(df["kv"].map(BITS_PER_KV).to_numpy(float)) / 2,
-         np.log2(df["kv_keep"].to_numpy(float)) / 2,
-         np.log2(df["sparse_budget"].to_numpy(float)) / 2,
-         (df["spec"] != "none").to_numpy(float) * (0.5 + df["spec_k"].to_numpy(float) / 8),
-         np.log2(df["slots"].to_numpy(float)) / 4,
-         np.log2(np.maximum(df.get("concurrency", pd.Series(1, index=df.index)).to_numpy(float), 1)) / 4,
-         np.log2(df["prompt_tokens"].to_numpy(float)) / 4 if "prompt_tokens" in df else np.zeros(len(df)),
-         np.log2(df["output_tokens"].to_numpy(float)) / 4 if "output_tokens" in df else np.zeros(len(df))]
+    f = [
+        np.log2(df["weights"].map(BITS_PER_WEIGHT).to_numpy(float)) / 2,
+        np.log2(df["kv"].map(BITS_PER_KV).to_numpy(float)) / 2,
+        np.log2(df["kv_keep"].to_numpy(float)) / 2,
+        np.log2(df["sparse_budget"].to_numpy(float)) / 2,
+        (df["spec"] != "none").to_numpy(float) * (0.5 + df["spec_k"].to_numpy(float) / 8),
+        np.log2(df["slots"].to_numpy(float)) / 4,
+        np.log2(np.maximum(df.get("concurrency", pd.Series(1, index=df.index)).to_numpy(float), 1)) / 4,
+        np.log2(df["prompt_tokens"].to_numpy(float)) / 4 if "prompt_tokens" in df else np.zeros(len(df)),
+        np.log2(df["output_tokens"].to_numpy(float)) / 4 if "output_tokens" in df else np.zeros(len(df)),
+    ]
     f += [(df["batching"] == b).to_numpy(float) * 0.5 for b in BATCHINGS]
     return np.column_stack(f)
 
@@ -39,9 +41,13 @@ def _dominated(a: np.ndarray, b: np.ndarray, ref_a: np.ndarray, ref_b: np.ndarra
     return (best < b) | (best_strict <= b)
 
 
-def propose_next_anchor(candidates: pd.DataFrame, anchors: pd.DataFrame, base_rel_err: float,
-                        objectives: tuple[str, str] = ("tpot_p50_ms", "cost_per_mtok"),
-                        growth: float = 1.0) -> pd.Series:
+def propose_next_anchor(
+    candidates: pd.DataFrame,
+    anchors: pd.DataFrame,
+    base_rel_err: float,
+    objectives: tuple[str, str] = ("tpot_p50_ms", "cost_per_mtok"),
+    growth: float = 1.0,
+) -> pd.Series:
     """The unmeasured candidate whose uncertainty most threatens frontier membership.
 
     A candidate's error bar grows with its distance from the nearest anchor in knob space:
@@ -58,8 +64,11 @@ def propose_next_anchor(candidates: pd.DataFrame, anchors: pd.DataFrame, base_re
     fa = knob_features(cand)
     if len(anchors):
         fb = knob_features(anchors)
-        d = np.sqrt(((fa[:, None, :] - fb[None, :, :]) ** 2).sum(-1)).min(axis=1) if len(fa) * len(fb) < 5e7 else \
-            np.array([np.sqrt(((fb - x) ** 2).sum(-1)).min() for x in fa])
+        d = (
+            np.sqrt(((fa[:, None, :] - fb[None, :, :]) ** 2).sum(-1)).min(axis=1)
+            if len(fa) * len(fb) < 5e7
+            else np.array([np.sqrt(((fb - x) ** 2).sum(-1)).min() for x in fa])
+        )
     else:
         d = np.full(len(cand), math.sqrt(fa.shape[1]))
     err = base_rel_err * (1.0 + growth * d)
@@ -72,9 +81,12 @@ def propose_next_anchor(candidates: pd.DataFrame, anchors: pd.DataFrame, base_re
     cand["distance"], cand["rel_err"], cand["contested"] = d, err, contested
     best = cand.iloc[int(np.argmax(score))].copy()
     where = "on" if nominal_on[int(np.argmax(score))] else "next to"
-    best["reason"] = (f"{where} the {objectives[0]} x {objectives[1]} frontier, knob distance {best['distance']:.2f} "
-                      f"from the nearest anchor, error bar ±{best['rel_err']:.0%} could change its membership"
-                      if best["contested"] else "no contested point; farthest frontier point from the anchors")
+    best["reason"] = (
+        f"{where} the {objectives[0]} x {objectives[1]} frontier, knob distance {best['distance']:.2f} "
+        f"from the nearest anchor, error bar ±{best['rel_err']:.0%} could change its membership"
+        if best["contested"]
+        else "no contested point; farthest frontier point from the anchors"
+    )
     if not best["contested"]:
         idx = int(np.argmax(np.where(nominal_on, d, -1.0)))
         best = cand.iloc[idx].copy()

@@ -11,19 +11,28 @@ import pandas as pd
 
 from pareto_atlas.calibrate.fidelity import LATENCY, _error_bars
 from pareto_atlas.calibrate.fit import TARGETS, _anchors, fit_params, predict
-from pareto_atlas.calibrate.published_table import (UNSTATED_KV, PublishedTable, anchor_row, batch1_speed,
-                                                    parallel_knobs, published_metrics)
+from pareto_atlas.calibrate.published_table import (
+    UNSTATED_KV,
+    PublishedTable,
+    anchor_row,
+    batch1_speed,
+    parallel_knobs,
+    published_metrics,
+)
 from pareto_atlas.simulate.memory import plan_memory
 from pareto_atlas.simulate.params import CalibParams, default_params, with_error_bars
 from pareto_atlas.simulate.schedulers import SCHEDULERS, default_policy
 from pareto_atlas.spec.cards import HardwareCard, ModelCard, shipped_hardware, shipped_models
 from pareto_atlas.spec.knobs import Knobs
 
-SERVED_ENGINE = "vllm"        # the engine the atlas simulates on GPU cards
+SERVED_ENGINE = "vllm"  # the engine the atlas simulates on GPU cards
 # The targets grouped as the report states them (TTFT and TPOT: median and tail together).
-GROUPS = {"TTFT": ("ttft_p50_ms", "ttft_p99_ms"), "TPOT": ("tpot_p50_ms", "tpot_p99_ms"),
-          "throughput": ("throughput_tok_s",)}
-B1 = "batch-1 decode speed"    # e2e / output tokens of one request where no TPOT or ITL is published
+GROUPS = {
+    "TTFT": ("ttft_p50_ms", "ttft_p99_ms"),
+    "TPOT": ("tpot_p50_ms", "tpot_p99_ms"),
+    "throughput": ("throughput_tok_s",),
+}
+B1 = "batch-1 decode speed"  # e2e / output tokens of one request where no TPOT or ITL is published
 LOSO = "leave-one-source-out"
 LOAO = "leave-one-anchor-out within its only source"
 
@@ -31,12 +40,12 @@ LOAO = "leave-one-anchor-out within its only source"
 @dataclass(frozen=True)
 class CardCalibration:
     hardware: str
-    engine: str                   # one fit per engine: scheduling overheads and kernels are the engine's
-    params: CalibParams           # fitted, carrying the held-out error bar and its provenance
-    anchors: pd.DataFrame         # per anchor: source, setup, measured / fitted / held-out per target
-    held_out: str                 # LOSO, LOAO, or "" (a single anchor: nothing to hold out)
-    errors: dict[str, float]      # median |held-out relative error| per GROUPS key (NaN: none)
-    tpot_basis: tuple[str, ...] = ()   # what the TPOT error is over: "TPOT/ITL" published, B1, or both
+    engine: str  # one fit per engine: scheduling overheads and kernels are the engine's
+    params: CalibParams  # fitted, carrying the held-out error bar and its provenance
+    anchors: pd.DataFrame  # per anchor: source, setup, measured / fitted / held-out per target
+    held_out: str  # LOSO, LOAO, or "" (a single anchor: nothing to hold out)
+    errors: dict[str, float]  # median |held-out relative error| per GROUPS key (NaN: none)
+    tpot_basis: tuple[str, ...] = ()  # what the TPOT error is over: "TPOT/ITL" published, B1, or both
     # per model among the card's anchors: median |relative error| per GROUPS key of its anchors
     # predicted by a fit on the card's other models (leave-one-model-out); empty with one model
     lomo_errors: dict[str, dict[str, float]] = field(default_factory=dict)
@@ -62,8 +71,9 @@ def card_frame(rows: pd.DataFrame, hw: HardwareCard) -> tuple[pd.DataFrame, list
     """The fit's anchor rows for one card's published rows, and each row's model card."""
     cards, start = shipped_models(), default_params(hw, SERVED_ENGINE)
     models = [cards[m] for m in rows.model]
-    frame = pd.DataFrame([anchor_row(r, _max_seqs(r, m, hw, start), _policy(r, hw))
-                          for (_, r), m in zip(rows.iterrows(), models)])
+    frame = pd.DataFrame(
+        [anchor_row(r, _max_seqs(r, m, hw, start), _policy(r, hw)) for (_, r), m in zip(rows.iterrows(), models)]
+    )
     # On a GPU, F16 and BF16 weights run the same tensor-core GEMMs at the same rate: one 16-bit
     # float cost, fitted on both (apart, a card's F16 batches fitted their GEMM at a quarter of its
     # BF16 one, and the atlas's F16 points inherited it). A format without a cost of its own borrows
@@ -99,10 +109,14 @@ def fit_card(frame: pd.DataFrame, models: list[ModelCard], hw: HardwareCard) -> 
     A prompt's attention efficiency is fitted only where an anchor's prompt is long enough to show it
     (ATTN_IDENTIFIED); elsewhere it is left out of the fit and follows the fitted decode attention's
     efficiency (CalibParams.attn_flops_eff: a KV dtype without its own figure uses its eff_attn)."""
-    unseen = tuple(f"attn_flops:{kv}" for kv, share in attn_flops_share(frame, models).items()
-                   if share < ATTN_IDENTIFIED) if hw.kind == "gpu" else ()
-    return fit_params(frame, models, hw, start=default_params(hw, SERVED_ENGINE), fit_cv=False,
-                      head_ratio_starts=(1.0,), fixed=unseen)
+    unseen = (
+        tuple(f"attn_flops:{kv}" for kv, share in attn_flops_share(frame, models).items() if share < ATTN_IDENTIFIED)
+        if hw.kind == "gpu"
+        else ()
+    )
+    return fit_params(
+        frame, models, hw, start=default_params(hw, SERVED_ENGINE), fit_cv=False, head_ratio_starts=(1.0,), fixed=unseen
+    )
 
 
 def _rel(pred: np.ndarray, meas: np.ndarray) -> np.ndarray:
@@ -110,8 +124,9 @@ def _rel(pred: np.ndarray, meas: np.ndarray) -> np.ndarray:
         return np.where(meas > 0, pred / meas - 1.0, np.nan)
 
 
-def held_out_errors(rows: pd.DataFrame, frame: pd.DataFrame, models: list[ModelCard],
-                    hw: HardwareCard) -> tuple[np.ndarray, str]:
+def held_out_errors(
+    rows: pd.DataFrame, frame: pd.DataFrame, models: list[ModelCard], hw: HardwareCard
+) -> tuple[np.ndarray, str]:
     """Relative error of each anchor predicted by a fit that never saw its source (or, on a card
     with one source, never saw the anchor), shape (n, len(TARGETS)); and which scheme that was."""
     src = rows.source_id.to_numpy()
@@ -131,8 +146,9 @@ def held_out_errors(rows: pd.DataFrame, frame: pd.DataFrame, models: list[ModelC
     return err, how
 
 
-def held_out_by_model(rows: pd.DataFrame, frame: pd.DataFrame, models: list[ModelCard],
-                      hw: HardwareCard) -> np.ndarray | None:
+def held_out_by_model(
+    rows: pd.DataFrame, frame: pd.DataFrame, models: list[ModelCard], hw: HardwareCard
+) -> np.ndarray | None:
     """Relative error of each anchor predicted by a fit on the card's anchors of other models, shape
     (n, len(TARGETS)): how far the card's calibration carries to a model it never saw. None where the
     card's anchors are of one model."""
@@ -177,10 +193,14 @@ def _provenance(rows: pd.DataFrame, engine: str, how: str, err: np.ndarray, per_
     srcs = ", ".join(f"{s} {n}" for s, n in rows.source_id.value_counts(sort=False).items())
     mismatch = f"; engine mismatch: the atlas simulates {SERVED_ENGINE}" if engine != SERVED_ENGINE else ""
     lat = np.isfinite(err[:, [TARGETS.index(c) for c in LATENCY]]).any()
-    held = (["latency" if lat else f"latency from {B1}"] if lat or np.isfinite(per_tok).any() else []) + \
-        (["throughput"] if np.isfinite(err[:, TARGETS.index("throughput_tok_s")]).any() else [])
-    bar = (f"error bar: p90 of {how} ({' and '.join(held)}; the default's where none is held out)" if held else
-           "error bar: none held out, kept at the uncalibrated default's")
+    held = (["latency" if lat else f"latency from {B1}"] if lat or np.isfinite(per_tok).any() else []) + (
+        ["throughput"] if np.isfinite(err[:, TARGETS.index("throughput_tok_s")]).any() else []
+    )
+    bar = (
+        f"error bar: p90 of {how} ({' and '.join(held)}; the default's where none is held out)"
+        if held
+        else "error bar: none held out, kept at the uncalibrated default's"
+    )
     n = f"{len(rows)} published anchor{'s' if len(rows) > 1 else ''}"
     return f"calibrated on {n} ({engine}: {srcs}){mismatch}; {bar}"
 
@@ -199,7 +219,7 @@ def calibrate_card(rows: pd.DataFrame, hw: HardwareCard) -> CardCalibration:
     per_tok, fit_rel = per_token_errors(err, b1), _rel(fitted, meas)
     resid = _with_per_token(fit_rel, per_token_errors(fit_rel, b1))
     lat_err, thr_err = _error_bars(_with_per_token(err, per_tok), resid, {})
-    if not how:     # one anchor fits itself: it says nothing of the error elsewhere
+    if not how:  # one anchor fits itself: it says nothing of the error elsewhere
         default = default_params(hw, engine)
         lat_err, thr_err = max(lat_err, default.lat_rel_err), max(thr_err, default.thr_rel_err)
     params = with_error_bars(params, lat_err, thr_err, _provenance(rows, engine, how, err, per_tok))
@@ -208,13 +228,36 @@ def calibrate_card(rows: pd.DataFrame, hw: HardwareCard) -> CardCalibration:
         lomo_tok = per_token_errors(lomo, b1)
         xl, xt = _error_bars(_with_per_token(lomo, lomo_tok), resid, {})
         names = rows.model.to_numpy()
-        lomo_errors = {m: {g: _median_abs(lomo[names == m], cols, lomo_tok[names == m] if g == "TPOT" else None)
-                           for g, cols in GROUPS.items()} for m in dict.fromkeys(names)}
-        params = replace(params, xfer_lat_rel_err=xl, xfer_thr_rel_err=xt,
-                         provenance=f"{params.provenance}; transfer error bar (a model the fit did not see): p90 of "
-                                    f"leave-one-model-out over {len(lomo_errors)} models")
-    table = rows[["source_id", "source", "gpu_published", "model", "weights", "kv", "prompt_tokens", "output_tokens",
-                  "load", "load_value", "stat", "origin"]].copy()
+        lomo_errors = {
+            m: {
+                g: _median_abs(lomo[names == m], cols, lomo_tok[names == m] if g == "TPOT" else None)
+                for g, cols in GROUPS.items()
+            }
+            for m in dict.fromkeys(names)
+        }
+        params = replace(
+            params,
+            xfer_lat_rel_err=xl,
+            xfer_thr_rel_err=xt,
+            provenance=f"{params.provenance}; transfer error bar (a model the fit did not see): p90 of "
+            f"leave-one-model-out over {len(lomo_errors)} models",
+        )
+    table = rows[
+        [
+            "source_id",
+            "source",
+            "gpu_published",
+            "model",
+            "weights",
+            "kv",
+            "prompt_tokens",
+            "output_tokens",
+            "load",
+            "load_value",
+            "stat",
+            "origin",
+        ]
+    ].copy()
     table["provenance"] = "published:" + rows.source
     table["published"] = [published_metrics(r) for _, r in rows.iterrows()]
     for i, t in enumerate(TARGETS):
@@ -234,8 +277,9 @@ def calibrate_published(table: PublishedTable, hardware: list[str] | None = None
     cards, have = shipped_hardware(), list(dict.fromkeys(table.rows.gpu))
     unknown = sorted(set(hardware or []) - set(have))
     if unknown:
-        raise ValueError(f"published: no published anchor on {', '.join(unknown)}; "
-                         f"cards with anchors: {', '.join(have)}")
+        raise ValueError(
+            f"published: no published anchor on {', '.join(unknown)}; cards with anchors: {', '.join(have)}"
+        )
     rows = table.rows[table.rows.gpu.isin(hardware or have)]
     return [calibrate_card(g, cards[gpu]) for (gpu, _), g in rows.groupby(["gpu", "engine"], sort=False)]
 
@@ -244,8 +288,7 @@ def tpot_held_out_by_source(cals: list[CardCalibration], engine: str = SERVED_EN
     """The cards whose TPOT on `engine` is predicted by fits that never saw its source: what
     `published` counts against its bar (a card with one source is held out by anchor, not counted).
     A card's TPOT error may be over batch-1 decode speed (its tpot_basis says so, and the report too)."""
-    return [c.hardware for c in cals
-            if c.engine == engine and c.held_out == LOSO and np.isfinite(c.errors["TPOT"])]
+    return [c.hardware for c in cals if c.engine == engine and c.held_out == LOSO and np.isfinite(c.errors["TPOT"])]
 
 
 def for_atlas(cals: list[CardCalibration]) -> dict[str, CardCalibration]:

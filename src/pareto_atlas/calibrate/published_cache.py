@@ -27,7 +27,7 @@ from pareto_atlas.simulate.params import CalibParams
 _CODE = ("calibrate", "simulate")
 
 
-FIT_VERSION = "5"              # bump when the published fit's setup changes: stored fits are then redone
+FIT_VERSION = "5"  # bump when the published fit's setup changes: stored fits are then redone
 
 
 def fit_key(table: PublishedTable) -> str:
@@ -62,10 +62,16 @@ def cache_key(fit_key: str, cards: list[str]) -> str:
 
 
 def _encode(c: CardCalibration) -> dict:
-    return {"hardware": c.hardware, "engine": c.engine, "params": c.params.to_dict(),
-            "anchors": c.anchors.to_dict(orient="split"),
-            "held_out": c.held_out, "errors": c.errors, "tpot_basis": list(c.tpot_basis),
-            "lomo_errors": c.lomo_errors}
+    return {
+        "hardware": c.hardware,
+        "engine": c.engine,
+        "params": c.params.to_dict(),
+        "anchors": c.anchors.to_dict(orient="split"),
+        "held_out": c.held_out,
+        "errors": c.errors,
+        "tpot_basis": list(c.tpot_basis),
+        "lomo_errors": c.lomo_errors,
+    }
 
 
 def _native(v):
@@ -77,11 +83,16 @@ def _native(v):
 def _decode(d: dict) -> CardCalibration:
     a = d["anchors"]
     anchors = pd.DataFrame(a["data"], columns=a["columns"], index=a["index"])
-    return CardCalibration(hardware=str(d["hardware"]), engine=str(d["engine"]),
-                           params=CalibParams.from_dict(d["params"]), anchors=anchors, held_out=str(d["held_out"]),
-                           errors={k: float(v) for k, v in d["errors"].items()},
-                           tpot_basis=tuple(d["tpot_basis"]),
-                           lomo_errors={m: {k: float(v) for k, v in e.items()} for m, e in d["lomo_errors"].items()})
+    return CardCalibration(
+        hardware=str(d["hardware"]),
+        engine=str(d["engine"]),
+        params=CalibParams.from_dict(d["params"]),
+        anchors=anchors,
+        held_out=str(d["held_out"]),
+        errors={k: float(v) for k, v in d["errors"].items()},
+        tpot_basis=tuple(d["tpot_basis"]),
+        lomo_errors={m: {k: float(v) for k, v in e.items()} for m, e in d["lomo_errors"].items()},
+    )
 
 
 def load(key: str) -> list[CardCalibration] | None:

@@ -48,7 +48,7 @@ SAMPLE = 2
 SCHEMES = ("LOSO", "LOMO", "LOEO")
 LABEL = {"LOSO": "source_id", "LOMO": "model", "LOEO": "engine"}
 THR = "throughput_tok_s"
-MAX_REQUESTS = 256       # requests a closed-loop row simulates, or two waves of its clients where more
+MAX_REQUESTS = 256  # requests a closed-loop row simulates, or two waves of its clients where more
 
 
 @dataclass(frozen=True)
@@ -56,19 +56,21 @@ class LinkCalibration:
     hardware: str
     link_eff: float
     link_latency_scale: float
-    anchors: pd.DataFrame       # per row: setup, parallelism, measured, fitted and held-out errors per scheme
-    lat_bar: float              # the parallel points' bar (relative), p90 of bar_from's latency errors
+    anchors: pd.DataFrame  # per row: setup, parallelism, measured, fitted and held-out errors per scheme
+    lat_bar: float  # the parallel points' bar (relative), p90 of bar_from's latency errors
     thr_bar: float
-    bar_from: str               # the scheme the bar rests on, "none" where nothing is held out
-    base: str                   # which one-GPU fit each engine's rows ran on
+    bar_from: str  # the scheme the bar rests on, "none" where nothing is held out
+    base: str  # which one-GPU fit each engine's rows ran on
 
     def provenance(self) -> str:
         srcs = ", ".join(f"{s} {n}" for s, n in self.anchors.source_id.value_counts(sort=False).items())
-        bar = (f"p90 of {self.bar_from}" if self.bar_from != "none" else "none held out: the default's")
-        return (f"link fitted on {len(self.anchors)} published multi-GPU rows ({srcs}; "
-                f"{self.anchors.model.nunique()} model{'s' if self.anchors.model.nunique() > 1 else ''}): link_eff {self.link_eff:.2f}, latency x{self.link_latency_scale:g}; "
-                f"parallel error bar: {bar} (latency ±{self.lat_bar:.0%}, throughput ±{self.thr_bar:.0%}); "
-                f"per-GPU costs: {self.base}")
+        bar = f"p90 of {self.bar_from}" if self.bar_from != "none" else "none held out: the default's"
+        return (
+            f"link fitted on {len(self.anchors)} published multi-GPU rows ({srcs}; "
+            f"{self.anchors.model.nunique()} model{'s' if self.anchors.model.nunique() > 1 else ''}): link_eff {self.link_eff:.2f}, latency x{self.link_latency_scale:g}; "
+            f"parallel error bar: {bar} (latency ±{self.lat_bar:.0%}, throughput ±{self.thr_bar:.0%}); "
+            f"per-GPU costs: {self.base}"
+        )
 
 
 def link_rows(table: PublishedTable, card: str, k: int = SAMPLE) -> pd.DataFrame:
@@ -79,8 +81,9 @@ def link_rows(table: PublishedTable, card: str, k: int = SAMPLE) -> pd.DataFrame
     return sample_rows(rows, k) if len(rows) else rows.reset_index(drop=True)
 
 
-def _base_params(card: str, engines: list[str], one_gpu: dict[tuple[str, str], CalibParams],
-                 atlas: dict[str, CalibParams]) -> tuple[dict[str, CalibParams], str]:
+def _base_params(
+    card: str, engines: list[str], one_gpu: dict[tuple[str, str], CalibParams], atlas: dict[str, CalibParams]
+) -> tuple[dict[str, CalibParams], str]:
     hw, out, said = shipped_hardware()[card], {}, []
     for e in engines:
         if (card, e) in one_gpu:
@@ -98,11 +101,16 @@ def _loss(err: np.ndarray) -> np.ndarray:
     (grid, rows, targets) of predicted / measured - 1."""
     w = np.array([WEIGHTS[t] for t in TARGETS])
     lr = np.log1p(np.clip(err, -0.999, None))
-    return np.nansum(w * lr ** 2, axis=(1, 2))
+    return np.nansum(w * lr**2, axis=(1, 2))
 
 
-def calibrate_link(table: PublishedTable, card: str, one_gpu: dict[tuple[str, str], CalibParams],
-                   atlas: dict[str, CalibParams], k: int = SAMPLE) -> LinkCalibration | None:
+def calibrate_link(
+    table: PublishedTable,
+    card: str,
+    one_gpu: dict[tuple[str, str], CalibParams],
+    atlas: dict[str, CalibParams],
+    k: int = SAMPLE,
+) -> LinkCalibration | None:
     """The card's link fitted on its multi-GPU rows, with LOSO/LOMO/LOEO errors per row; None where
     the card has no such row."""
     rows = link_rows(table, card, k)
@@ -112,8 +120,11 @@ def calibrate_link(table: PublishedTable, card: str, one_gpu: dict[tuple[str, st
     frame, models = card_frame(rows, hw)
     # a closed loop's sample: two waves of its clients, at least MAX_REQUESTS (the grid runs each row 42 times)
     conc = frame["concurrency"].astype(int)
-    frame["n_requests"] = np.where(conc > 0, np.minimum(frame["n_requests"].astype(int), np.maximum(MAX_REQUESTS, 2 * conc)),
-                                   frame["n_requests"].astype(int))
+    frame["n_requests"] = np.where(
+        conc > 0,
+        np.minimum(frame["n_requests"].astype(int), np.maximum(MAX_REQUESTS, 2 * conc)),
+        frame["n_requests"].astype(int),
+    )
     engines = list(dict.fromkeys(rows.engine))
     base, said = _base_params(card, engines, one_gpu, atlas)
     meas = frame[list(TARGETS)].to_numpy(float)
@@ -137,10 +148,29 @@ def calibrate_link(table: PublishedTable, card: str, one_gpu: dict[tuple[str, st
         held[sc] = h
     bar_from = next((sc for sc in SCHEMES if np.isfinite(held[sc]).any()), "none")
     empty = pd.DataFrame(columns=list(TARGETS))
-    lat_bar, thr_bar = _error_bars(pd.DataFrame(held[bar_from], columns=list(TARGETS)) if bar_from != "none"
-                                   else empty, empty, {})
-    anchors = rows[["source_id", "engine", "model", "weights", "prompt_tokens", "output_tokens", "load", "load_value",
-                    "stat", "tp", "pp", "replicas", "prefill_workers", "prefill_tp", "decode_workers", "n_gpus"]].copy()
+    lat_bar, thr_bar = _error_bars(
+        pd.DataFrame(held[bar_from], columns=list(TARGETS)) if bar_from != "none" else empty, empty, {}
+    )
+    anchors = rows[
+        [
+            "source_id",
+            "engine",
+            "model",
+            "weights",
+            "prompt_tokens",
+            "output_tokens",
+            "load",
+            "load_value",
+            "stat",
+            "tp",
+            "pp",
+            "replicas",
+            "prefill_workers",
+            "prefill_tp",
+            "decode_workers",
+            "n_gpus",
+        ]
+    ].copy()
     for i, t in enumerate(TARGETS):
         anchors[f"{t}_measured"] = meas[:, i]
         anchors[f"{t}_fitted"] = err[best, :, i]
@@ -152,9 +182,14 @@ def calibrate_link(table: PublishedTable, card: str, one_gpu: dict[tuple[str, st
 
 def with_link(params: CalibParams, cal: LinkCalibration) -> CalibParams:
     """The card's calibration with its fitted link, and the parallel points' bar and provenance."""
-    return replace(params, link_eff=cal.link_eff, link_latency_scale=cal.link_latency_scale,
-                   par_lat_rel_err=max(cal.lat_bar, params.lat_rel_err),
-                   par_thr_rel_err=max(cal.thr_bar, params.thr_rel_err), link_provenance=cal.provenance())
+    return replace(
+        params,
+        link_eff=cal.link_eff,
+        link_latency_scale=cal.link_latency_scale,
+        par_lat_rel_err=max(cal.lat_bar, params.lat_rel_err),
+        par_thr_rel_err=max(cal.thr_bar, params.thr_rel_err),
+        link_provenance=cal.provenance(),
+    )
 
 
 def _med(a: pd.DataFrame, cols: list[str]) -> float:
@@ -181,22 +216,31 @@ def coverage(cal: LinkCalibration, schemes: tuple[str, ...]) -> tuple[float, int
 def report_lines(cals: list[LinkCalibration]) -> list[str]:
     """Per card: the fitted link, its bar and coverage; per parallelism, the median |held-out error| of
     TTFT / TPOT / throughput under each scheme."""
-    out = ["multi-GPU link fit per card (what `simulate` uses for parallel points), held-out median |error| "
-           "TTFT / TPOT / throughput: LOSO leaves a document out, LOMO a model, LOEO an engine"]
+    out = [
+        "multi-GPU link fit per card (what `simulate` uses for parallel points), held-out median |error| "
+        "TTFT / TPOT / throughput: LOSO leaves a document out, LOMO a model, LOEO an engine"
+    ]
     for c in cals:
         cov, n = coverage(c, tuple(s for s in SCHEMES if s != c.bar_from))
-        out.append(f"  {c.hardware}: {c.provenance()}; inside the bar: {_pct(cov)} of {n} figures held out by the "
-                   f"other schemes")
+        out.append(
+            f"  {c.hardware}: {c.provenance()}; inside the bar: {_pct(cov)} of {n} figures held out by the "
+            f"other schemes"
+        )
         for sc in SCHEMES:
-            out.append(f"    {sc}: all {len(c.anchors)} rows  "
-                       f"{_pct(_med(c.anchors, [f'ttft_p50_ms_{sc}', f'ttft_p99_ms_{sc}']))} / "
-                       f"{_pct(_med(c.anchors, [f'tpot_p50_ms_{sc}', f'tpot_p99_ms_{sc}']))} / "
-                       f"{_pct(_med(c.anchors, [f'{THR}_{sc}']))}")
+            out.append(
+                f"    {sc}: all {len(c.anchors)} rows  "
+                f"{_pct(_med(c.anchors, [f'ttft_p50_ms_{sc}', f'ttft_p99_ms_{sc}']))} / "
+                f"{_pct(_med(c.anchors, [f'tpot_p50_ms_{sc}', f'tpot_p99_ms_{sc}']))} / "
+                f"{_pct(_med(c.anchors, [f'{THR}_{sc}']))}"
+            )
         par = c.anchors.apply(parallelism, axis=1)
         for p, g in c.anchors.groupby(par, sort=False):
-            cells = "  ".join(f"{sc} {_pct(_med(g, [f'ttft_p50_ms_{sc}', f'ttft_p99_ms_{sc}']))} / "
-                              f"{_pct(_med(g, [f'tpot_p50_ms_{sc}', f'tpot_p99_ms_{sc}']))} / "
-                              f"{_pct(_med(g, [f'{THR}_{sc}']))}" for sc in SCHEMES)
+            cells = "  ".join(
+                f"{sc} {_pct(_med(g, [f'ttft_p50_ms_{sc}', f'ttft_p99_ms_{sc}']))} / "
+                f"{_pct(_med(g, [f'tpot_p50_ms_{sc}', f'tpot_p99_ms_{sc}']))} / "
+                f"{_pct(_med(g, [f'{THR}_{sc}']))}"
+                for sc in SCHEMES
+            )
             out.append(f"      {p:<10} {len(g):>3} rows  {cells}")
     return out
 
@@ -216,12 +260,17 @@ def _key(table: PublishedTable, one_gpu_key: str, card: str) -> str:
     from pareto_atlas.calibrate import published_cache
 
     grid = f"{LINK_EFFS}{LATENCY_SCALES}{SAMPLE}{MAX_REQUESTS}"
-    return "link-" + hashlib.sha256(f"{table.sha256}|{one_gpu_key}|{published_cache.code_hash()}|{card}|{grid}"
-                                    .encode()).hexdigest()[:20]
+    return (
+        "link-"
+        + hashlib.sha256(
+            f"{table.sha256}|{one_gpu_key}|{published_cache.code_hash()}|{card}|{grid}".encode()
+        ).hexdigest()[:20]
+    )
 
 
-def link_calibrations(cards: list[str], table: PublishedTable | None = None,
-                      one_gpu: list | None = None) -> dict[str, LinkCalibration]:
+def link_calibrations(
+    cards: list[str], table: PublishedTable | None = None, one_gpu: list | None = None
+) -> dict[str, LinkCalibration]:
     """Per card of `cards` with multi-GPU rows in the shipped table (or `table`), its link fit, from
     the fit cache when table, one-GPU fits and code are unchanged (minutes otherwise, once). The
     per-GPU costs are the shipped one-GPU table's fits (`one_gpu`: those already made, else cached or
@@ -247,8 +296,12 @@ def link_calibrations(cards: list[str], table: PublishedTable | None = None,
             if one is None:
                 one = calibrate_published(shipped, [card])
                 published_cache.save(ckey, one)
-        cal = calibrate_link(table, card, {(c.hardware, c.engine): c.params for c in one},
-                             {g: c.params for g, c in for_atlas(one).items()})
+        cal = calibrate_link(
+            table,
+            card,
+            {(c.hardware, c.engine): c.params for c in one},
+            {g: c.params for g, c in for_atlas(one).items()},
+        )
         if cal is None:
             continue
         out[card] = cal

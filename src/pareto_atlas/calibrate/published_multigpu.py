@@ -41,19 +41,20 @@ THR = "throughput_tok_s"
 class MultiGpuCalibration:
     hardware: str
     engine: str
-    params: CalibParams        # the fit on every sampled row of (card, engine)
-    anchors: pd.DataFrame      # per sampled row: setup, parallelism, measured and held-out errors per scheme
-    lat_bar: float             # the carried bar (relative): p90 of LOSO (else LOMO) latency errors
+    params: CalibParams  # the fit on every sampled row of (card, engine)
+    anchors: pd.DataFrame  # per sampled row: setup, parallelism, measured and held-out errors per scheme
+    lat_bar: float  # the carried bar (relative): p90 of LOSO (else LOMO) latency errors
     thr_bar: float
-    bar_from: str              # the scheme the bar was set on ("none": the uncalibrated default's ±25 %)
+    bar_from: str  # the scheme the bar was set on ("none": the uncalibrated default's ±25 %)
 
 
 def sample_rows(rows: pd.DataFrame, k: int = SAMPLE) -> pd.DataFrame:
     """Up to k rows per (source, model, weights, parallelism, load kind): the first, the last and evenly
     between of its setups sorted by load and lengths, so each sweep keeps its ends."""
     keys = ["source_id", "model", "weights", *PARALLEL, "load"]
-    order = rows.assign(_lv=rows.load_value.astype(float), _p=rows.prompt_tokens.astype(int),
-                        _o=rows.output_tokens.astype(int)).sort_values(["_lv", "_p", "_o"])
+    order = rows.assign(
+        _lv=rows.load_value.astype(float), _p=rows.prompt_tokens.astype(int), _o=rows.output_tokens.astype(int)
+    ).sort_values(["_lv", "_p", "_o"])
     picks = []
     for _, g in order.groupby(keys, sort=True):
         idx = np.unique(np.linspace(0, len(g) - 1, min(k, len(g))).round().astype(int))
@@ -61,9 +62,15 @@ def sample_rows(rows: pd.DataFrame, k: int = SAMPLE) -> pd.DataFrame:
     return pd.concat(picks).drop(columns=["_lv", "_p", "_o"]).reset_index(drop=True)
 
 
-def _held_out(frame: pd.DataFrame, models: list[ModelCard], hw: HardwareCard, labels: np.ndarray,
-              train_frame: pd.DataFrame | None = None, train_models: list[ModelCard] | None = None,
-              train_labels: np.ndarray | None = None) -> np.ndarray:
+def _held_out(
+    frame: pd.DataFrame,
+    models: list[ModelCard],
+    hw: HardwareCard,
+    labels: np.ndarray,
+    train_frame: pd.DataFrame | None = None,
+    train_models: list[ModelCard] | None = None,
+    train_labels: np.ndarray | None = None,
+) -> np.ndarray:
     """Relative error of each anchor predicted by a fit on the anchors of other labels (the training
     pool is `train_*` where given: another engine's rows). NaN where no other label exists."""
     tf, tm, tl = (frame, models, labels) if train_frame is None else (train_frame, train_models, train_labels)
@@ -82,8 +89,9 @@ def _frames(rows: pd.DataFrame, hw: HardwareCard) -> tuple[pd.DataFrame, list[Mo
     return card_frame(rows.reset_index(drop=True), hw)
 
 
-def calibrate_multigpu(table: PublishedTable, hardware: list[str] | None = None, engines: list[str] | None = None,
-                       k: int = SAMPLE) -> list[MultiGpuCalibration]:
+def calibrate_multigpu(
+    table: PublishedTable, hardware: list[str] | None = None, engines: list[str] | None = None, k: int = SAMPLE
+) -> list[MultiGpuCalibration]:
     """One calibration per (card, engine) of the multi-GPU table (every card, or those named), with
     LOSO, LOMO and LOEO errors per sampled row."""
     cards, rows = shipped_hardware(), table.rows
@@ -99,8 +107,10 @@ def calibrate_multigpu(table: PublishedTable, hardware: list[str] | None = None,
                 continue
             frame, models = built[engine]
             params, _ = fit_card(frame, models, hw)
-            held = {"LOSO": _held_out(frame, models, hw, s.source_id.to_numpy()),
-                    "LOMO": _held_out(frame, models, hw, s.model.to_numpy())}
+            held = {
+                "LOSO": _held_out(frame, models, hw, s.source_id.to_numpy()),
+                "LOMO": _held_out(frame, models, hw, s.model.to_numpy()),
+            }
             others = [e for e in sampled if e != engine]
             if others:
                 tf = pd.concat([built[e][0] for e in others], ignore_index=True)
@@ -111,10 +121,24 @@ def calibrate_multigpu(table: PublishedTable, hardware: list[str] | None = None,
                 held["LOEO"] = np.full((len(s), len(TARGETS)), np.nan)
             bar_from = next((sc for sc in ("LOSO", "LOMO") if np.isfinite(held[sc]).any()), "none")
             # none held out (one document, one model): _error_bars' uncalibrated default, ±25 %
-            lat_bar, thr_bar = _error_bars(pd.DataFrame(held.get(bar_from, np.full((0, len(TARGETS)), np.nan)),
-                                                        columns=list(TARGETS)), pd.DataFrame(columns=list(TARGETS)), {})
-            anchors = s[["source_id", "model", "weights", "prompt_tokens", "output_tokens", "load", "load_value",
-                         "stat", *PARALLEL]].copy()
+            lat_bar, thr_bar = _error_bars(
+                pd.DataFrame(held.get(bar_from, np.full((0, len(TARGETS)), np.nan)), columns=list(TARGETS)),
+                pd.DataFrame(columns=list(TARGETS)),
+                {},
+            )
+            anchors = s[
+                [
+                    "source_id",
+                    "model",
+                    "weights",
+                    "prompt_tokens",
+                    "output_tokens",
+                    "load",
+                    "load_value",
+                    "stat",
+                    *PARALLEL,
+                ]
+            ].copy()
             meas = frame[list(TARGETS)].to_numpy(float)
             for i, t in enumerate(TARGETS):
                 anchors[f"{t}_measured"] = meas[:, i]
@@ -134,7 +158,7 @@ def _pct(v: float) -> str:
 
 
 def parallelism(r: pd.Series) -> str:
-    """"TP4", "TP2 PP2", "TP1 x 2 replicas", "1P(TP2)+2D(TP4)"."""
+    """ "TP4", "TP2 PP2", "TP1 x 2 replicas", "1P(TP2)+2D(TP4)"."""
     if int(r.prefill_workers):
         return f"{r.prefill_workers}P(TP{r.prefill_tp})+{r.decode_workers}D(TP{r.tp})"
     s = f"TP{r.tp}" + (f" PP{r.pp}" if int(r.pp) > 1 else "")
@@ -157,19 +181,25 @@ def coverage(cal: MultiGpuCalibration, schemes: tuple[str, ...]) -> tuple[float,
 def report_lines(cals: list[MultiGpuCalibration]) -> list[str]:
     """Per (card, engine, parallelism): sampled rows, and the median |held-out error| of TTFT, TPOT
     (TPOT or ITL) and throughput under each scheme; per (card, engine): the carried bar and its coverage."""
-    out = ["multi-GPU held-out median |error| (TTFT / TPOT / throughput) per scheme: LOSO leaves a document "
-           "out, LOMO a model, LOEO an engine"]
+    out = [
+        "multi-GPU held-out median |error| (TTFT / TPOT / throughput) per scheme: LOSO leaves a document "
+        "out, LOMO a model, LOEO an engine"
+    ]
     ttft, tpot = [t for t in LATENCY if t.startswith("ttft")], [t for t in LATENCY if t.startswith("tpot")]
     for c in cals:
         cov, n = coverage(c, tuple(s for s in SCHEMES if s != c.bar_from))
-        out.append(f"  {c.hardware} {c.engine}: {len(c.anchors)} rows of {c.anchors.source_id.nunique()} sources, "
-                   f"{c.anchors.model.nunique()} models; carried bar ±{100 * c.lat_bar:.0f} % latency / "
-                   f"±{100 * c.thr_bar:.0f} % throughput ({'p90 of ' + c.bar_from if c.bar_from != 'none' else 'none held out: the default'}); inside it: {_pct(cov)} of {n} "
-                   f"figures held out by the other schemes")
+        out.append(
+            f"  {c.hardware} {c.engine}: {len(c.anchors)} rows of {c.anchors.source_id.nunique()} sources, "
+            f"{c.anchors.model.nunique()} models; carried bar ±{100 * c.lat_bar:.0f} % latency / "
+            f"±{100 * c.thr_bar:.0f} % throughput ({'p90 of ' + c.bar_from if c.bar_from != 'none' else 'none held out: the default'}); inside it: {_pct(cov)} of {n} "
+            f"figures held out by the other schemes"
+        )
         par = c.anchors.apply(parallelism, axis=1)
         for p, g in c.anchors.groupby(par, sort=False):
-            cells = "  ".join(f"{sc} {_pct(_med(g, [f'{t}_{sc}' for t in ttft]))} / "
-                              f"{_pct(_med(g, [f'{t}_{sc}' for t in tpot]))} / {_pct(_med(g, [f'{THR}_{sc}']))}"
-                              for sc in SCHEMES)
+            cells = "  ".join(
+                f"{sc} {_pct(_med(g, [f'{t}_{sc}' for t in ttft]))} / "
+                f"{_pct(_med(g, [f'{t}_{sc}' for t in tpot]))} / {_pct(_med(g, [f'{THR}_{sc}']))}"
+                for sc in SCHEMES
+            )
             out.append(f"    {p:<8} {len(g):>3} rows  {cells}")
     return out

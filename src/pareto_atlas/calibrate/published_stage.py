@@ -12,8 +12,15 @@ import pandas as pd
 from rich.console import Console
 
 from pareto_atlas.calibrate.fit import TARGETS
-from pareto_atlas.calibrate.published import (B1, GROUPS, SERVED_ENGINE, CardCalibration, calibrate_published,
-                                               for_atlas, tpot_held_out_by_source)
+from pareto_atlas.calibrate.published import (
+    B1,
+    GROUPS,
+    SERVED_ENGINE,
+    CardCalibration,
+    calibrate_published,
+    for_atlas,
+    tpot_held_out_by_source,
+)
 from pareto_atlas.calibrate.published_table import PublishedTable, load_published
 from pareto_atlas.simulate.api import simulate_point
 from pareto_atlas.simulate.cost_model import compute_dtype
@@ -21,17 +28,16 @@ from pareto_atlas.simulate.params import CalibParams, default_params
 from pareto_atlas.simulate.space import default_knobs
 from pareto_atlas.spec.cards import HardwareCard, shipped_hardware, shipped_models
 from pareto_atlas.spec.knobs import Knobs
-from pareto_atlas.calibrate.published_cache import FIT_VERSION, fit_key   # noqa: F401 (their home)
+from pareto_atlas.calibrate.published_cache import FIT_VERSION, fit_key  # noqa: F401 (their home)
 from pareto_atlas.store import Store
 from pareto_atlas.store.db import dumps
 
-PREFIX = "published-"          # calib_id prefix of published calibrations in the store
-GOAL = 0.15                    # held-out median |error| a card should reach
-BAR_CARDS = 4                  # GPU cards that should have a leave-one-source-out TPOT error
+PREFIX = "published-"  # calib_id prefix of published calibrations in the store
+GOAL = 0.15  # held-out median |error| a card should reach
+BAR_CARDS = 4  # GPU cards that should have a leave-one-source-out TPOT error
 # The seed paper's setup (Qwen2.5-7B, 512/128, batch 1), at which the ratios are projected; its
 # measured ratios are references in report/paper_claims.toml, printed beside them (report.claims.ratio_lines).
 PAPER_MODEL, PAPER_PROMPT, PAPER_OUTPUT = "qwen2.5-7b", 512, 128
-
 
 
 def store_published(store: Store, study: str, table: PublishedTable, cals: list[CardCalibration], by: str) -> str:
@@ -39,14 +45,30 @@ def store_published(store: Store, study: str, table: PublishedTable, cals: list[
     user asked for it, "simulate" when fitted automatically)."""
     key, used = fit_key(table), for_atlas(cals)
     for cal in cals:
-        meta = {"key": key, "by": by, "used": used[cal.hardware] is cal, "table_sha256": table.sha256,
-                "tables": list(table.paths), "held_out": cal.held_out, "errors": cal.errors,
-                "tpot_basis": list(cal.tpot_basis), "lomo_errors": cal.lomo_errors,
-                "anchors": cal.anchors.to_dict(orient="records")}
-        store.put_calibration({"calib_id": f"{PREFIX}{key}-{cal.hardware}-{cal.engine}", "study": study,
-                               "hardware": cal.hardware, "engine": f"published:{cal.engine}", "engine_version": None,
-                               "params_json": dumps(cal.params.to_dict()), "fidelity_json": dumps({"published": meta}),
-                               "n_anchors": len(cal.anchors)})
+        meta = {
+            "key": key,
+            "by": by,
+            "used": used[cal.hardware] is cal,
+            "table_sha256": table.sha256,
+            "tables": list(table.paths),
+            "held_out": cal.held_out,
+            "errors": cal.errors,
+            "tpot_basis": list(cal.tpot_basis),
+            "lomo_errors": cal.lomo_errors,
+            "anchors": cal.anchors.to_dict(orient="records"),
+        }
+        store.put_calibration(
+            {
+                "calib_id": f"{PREFIX}{key}-{cal.hardware}-{cal.engine}",
+                "study": study,
+                "hardware": cal.hardware,
+                "engine": f"published:{cal.engine}",
+                "engine_version": None,
+                "params_json": dumps(cal.params.to_dict()),
+                "fidelity_json": dumps({"published": meta}),
+                "n_anchors": len(cal.anchors),
+            }
+        )
     return key
 
 
@@ -56,15 +78,16 @@ def stored_published(store: Store, study: str, shipped_key: str | None = None) -
     automatically from the shipped table as it is now (shipped_key)."""
     cal = store.calibrations(study)
     asked, auto = {}, {}
-    for r in cal[cal.calib_id.str.startswith(PREFIX)].itertuples():      # oldest first: the latest wins
+    for r in cal[cal.calib_id.str.startswith(PREFIX)].itertuples():  # oldest first: the latest wins
         meta = json.loads(r.fidelity_json)["published"]
         if meta["used"] and (meta["by"] == "command" or meta["key"] == shipped_key):
             (asked if meta["by"] == "command" else auto)[r.hardware] = CalibParams.from_dict(json.loads(r.params_json))
     return {**auto, **asked}
 
 
-def published_params(study: str, store: Store, console: Console, cards: list[str],
-                     links: bool = False) -> dict[str, CalibParams]:
+def published_params(
+    study: str, store: Store, console: Console, cards: list[str], links: bool = False
+) -> dict[str, CalibParams]:
     """The published calibrations of these GPU cards for `simulate`: stored ones (see
     stored_published); cards that have none but have shipped anchors are fitted now, once, and
     kept in the store under the shipped table's hash (seconds, then free until it changes).
@@ -80,13 +103,19 @@ def published_params(study: str, store: Store, console: Console, cards: list[str
         ckey = published_cache.cache_key(fit_key(shipped), missing)
         cals = published_cache.load(ckey)
         if cals is None:
-            console.print(f"  published anchors: fitting {', '.join(missing)} on {shipped.paths[0]} (once per table "
-                          "version; `pareto-atlas published` prints the fit)", highlight=False)
+            console.print(
+                f"  published anchors: fitting {', '.join(missing)} on {shipped.paths[0]} (once per table "
+                "version; `pareto-atlas published` prints the fit)",
+                highlight=False,
+            )
             cals = calibrate_published(shipped, missing)
             published_cache.save(ckey, cals)
         else:
-            console.print(f"  published anchors: the fits of {', '.join(missing)} on {shipped.paths[0]} from the cache "
-                          f"({published_cache.cache_dir()}; same table, fit and code)", highlight=False)
+            console.print(
+                f"  published anchors: the fits of {', '.join(missing)} on {shipped.paths[0]} from the cache "
+                f"({published_cache.cache_dir()}; same table, fit and code)",
+                highlight=False,
+            )
         store_published(store, study, shipped, cals, by="simulate")
         have.update({g: c.params for g, c in for_atlas(cals).items()})
     if not links:
@@ -94,8 +123,9 @@ def published_params(study: str, store: Store, console: Console, cards: list[str
     return with_links(have, cards, console, cals)
 
 
-def with_links(have: dict[str, CalibParams], cards: list[str], console: Console,
-               cals: list[CardCalibration] | None = None) -> dict[str, CalibParams]:
+def with_links(
+    have: dict[str, CalibParams], cards: list[str], console: Console, cals: list[CardCalibration] | None = None
+) -> dict[str, CalibParams]:
     """The cards' calibrations with each card's link fitted on the published multi-GPU rows
     (calibrate.published_link; a card with such rows but no one-GPU fit gets its default's), so the
     parallel points use it and carry its held-out bar."""
@@ -112,14 +142,15 @@ def with_links(have: dict[str, CalibParams], cards: list[str], console: Console,
 
 def _tpot(hw: HardwareCard, params: CalibParams, knobs: Knobs) -> float:
     m = shipped_models()[PAPER_MODEL]
-    return simulate_point(m, hw, knobs, PAPER_PROMPT, PAPER_OUTPUT, concurrency=1, n_requests=20,
-                          params=params)["tpot_p50_ms"]
+    return simulate_point(m, hw, knobs, PAPER_PROMPT, PAPER_OUTPUT, concurrency=1, n_requests=20, params=params)[
+        "tpot_p50_ms"
+    ]
 
 
 def paper_ratios(params: dict[str, CalibParams]) -> pd.DataFrame:
     """Projected TPOT ratios vs F16 at the seed paper's setup (batch 1) on every GPU card, with the
     card's calibration where it has one (ratio_lines prints the paper's measured ones beside them)."""
-    ngram = next(k for k in default_knobs("gpu") if k.spec == "ngram")   # the atlas's own n-gram knob
+    ngram = next(k for k in default_knobs("gpu") if k.spec == "ngram")  # the atlas's own n-gram knob
     rows = []
     for name, hw in shipped_hardware().items():
         if hw.kind != "gpu":
@@ -127,9 +158,16 @@ def paper_ratios(params: dict[str, CalibParams]) -> pd.DataFrame:
         p = params.get(name) or default_params(hw, "vllm")
         base = _tpot(hw, p, Knobs())
         spec = Knobs(spec="ngram", spec_k=ngram.spec_k, spec_accept=ngram.spec_accept)
-        rows.append({"hardware": name, "calibration": p.provenance.split(";")[0], "f16_tpot_ms": base,
-                     "awq4": _tpot(hw, p, Knobs(weights="AWQ4")) / base,
-                     "fp8": _tpot(hw, p, Knobs(weights="FP8")) / base, "ngram": _tpot(hw, p, spec) / base})
+        rows.append(
+            {
+                "hardware": name,
+                "calibration": p.provenance.split(";")[0],
+                "f16_tpot_ms": base,
+                "awq4": _tpot(hw, p, Knobs(weights="AWQ4")) / base,
+                "fp8": _tpot(hw, p, Knobs(weights="FP8")) / base,
+                "ngram": _tpot(hw, p, spec) / base,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -138,8 +176,11 @@ def _pct(v: float) -> str:
 
 
 def _held(r: pd.Series) -> str:
-    errs = [f"{t.rsplit('_', 1)[0] if t.endswith('_ms') else 'throughput'} {r[t + '_held_out']:+.0%}"
-            for t in TARGETS if r[t + "_held_out"] == r[t + "_held_out"]]
+    errs = [
+        f"{t.rsplit('_', 1)[0] if t.endswith('_ms') else 'throughput'} {r[t + '_held_out']:+.0%}"
+        for t in TARGETS
+        if r[t + "_held_out"] == r[t + "_held_out"]
+    ]
     tok = r.get("per_token_held_out", np.nan)
     return ", ".join(errs + ([f"per output token (e2e / output) {tok:+.0%}"] if tok == tok else [])) or "-"
 
@@ -149,37 +190,47 @@ def _b1(c: CardCalibration) -> bool:
     return B1 in c.tpot_basis
 
 
-B1_NOTE = (f"* TPOT incl. {B1}: a single request's e2e latency / output tokens (prefill included), where the "
-           "source publishes no TPOT or ITL")
+B1_NOTE = (
+    f"* TPOT incl. {B1}: a single request's e2e latency / output tokens (prefill included), where the "
+    "source publishes no TPOT or ITL"
+)
 
 
 def _effs(p: CalibParams, hw: HardwareCard) -> str:
     # the fitted per-weight costs as the fraction of the card's peak they reach (2 FLOPs per weight)
-    gemm = ", ".join(f"{d} {2.0 / (hw.peak_flops(compute_dtype(d, hw)) * v):.0%}"
-                     for d, v in p.gemm_s_per_weight.items())
+    gemm = ", ".join(
+        f"{d} {2.0 / (hw.peak_flops(compute_dtype(d, hw)) * v):.0%}" for d, v in p.gemm_s_per_weight.items()
+    )
     attn = ", ".join(f"{k} {v:.0%}" for k, v in p.eff_attn_by_kv.items()) or f"{p.eff_attn:.0%}"
-    return (f"eff_bw {p.eff_bw:.0%} of {hw.mem_bw_gbs:g} GB/s; GEMM {gemm or 'derived'} of peak FLOP/s; "
-            f"attention {attn}; lm_head x{p.head_ratio:.2f}; overhead {p.overhead_step_s * 1e3:.2f} ms/step "
-            f"+ {p.overhead_seq_s * 1e6:.1f} us/sequence + {p.overhead_req_s * 1e3:.1f} ms/request (outside the steps)")
+    return (
+        f"eff_bw {p.eff_bw:.0%} of {hw.mem_bw_gbs:g} GB/s; GEMM {gemm or 'derived'} of peak FLOP/s; "
+        f"attention {attn}; lm_head x{p.head_ratio:.2f}; overhead {p.overhead_step_s * 1e3:.2f} ms/step "
+        f"+ {p.overhead_seq_s * 1e6:.1f} us/sequence + {p.overhead_req_s * 1e3:.1f} ms/request (outside the steps)"
+    )
 
 
 def card_lines(cal: CardCalibration, used: bool) -> list[str]:
     hw, p = shipped_hardware()[cal.hardware], cal.params
-    out = [f"{cal.hardware} / {cal.engine}{' (used by the atlas)' if used else ''}: {p.provenance}",
-           f"  fitted: {_effs(p, hw)}"]
+    out = [
+        f"{cal.hardware} / {cal.engine}{' (used by the atlas)' if used else ''}: {p.provenance}",
+        f"  fitted: {_effs(p, hw)}",
+    ]
     for r in cal.anchors.itertuples():
         s = pd.Series(r._asdict())
         on = f" on {r.gpu_published}" if r.gpu_published and r.gpu_published != cal.hardware else ""
-        out.append(f"  [{r.source_id}] {r.model} {r.weights}/kv {r.kv} {r.prompt_tokens}/{r.output_tokens} "
-                   f"{r.load} {r.load_value}{on}: {r.published} | held out: {_held(s)}")
+        out.append(
+            f"  [{r.source_id}] {r.model} {r.weights}/kv {r.kv} {r.prompt_tokens}/{r.output_tokens} "
+            f"{r.load} {r.load_value}{on}: {r.published} | held out: {_held(s)}"
+        )
     bar = f"error bar carried: latency ±{p.lat_rel_err:.1%}, throughput ±{p.thr_rel_err:.1%}"
     met = [g for g, v in cal.errors.items() if v == v]
     if not met:
         out.append(f"  one anchor, nothing to hold out: no held-out error; {bar}")
         return out
     verdict = "meets" if all(cal.errors[g] <= GOAL for g in met) else "misses"
-    errs = ", ".join(f"{g}{f' (incl. {B1})' if g == 'TPOT' and _b1(cal) else ''} {_pct(v).strip()}"
-                     for g, v in cal.errors.items())
+    errs = ", ".join(
+        f"{g}{f' (incl. {B1})' if g == 'TPOT' and _b1(cal) else ''} {_pct(v).strip()}" for g, v in cal.errors.items()
+    )
     out.append(f"  {cal.held_out} median |error|: {errs} -> {verdict} the {GOAL:.0%} goal; {bar}")
     out += lomo_lines(cal)
     return out
@@ -188,14 +239,26 @@ def card_lines(cal: CardCalibration, used: bool) -> list[str]:
 def lomo_lines(cal: CardCalibration) -> list[str]:
     """The card's leave-one-model-out errors: each model's anchors predicted by a fit on the others."""
     if not cal.lomo_errors:
-        return [f"  leave-one-model-out: one model ({cal.anchors.model.iloc[0]}), nothing to carry to; "
-                f"transfer error not measured"] if len(cal.anchors) else []
+        return (
+            [
+                f"  leave-one-model-out: one model ({cal.anchors.model.iloc[0]}), nothing to carry to; "
+                f"transfer error not measured"
+            ]
+            if len(cal.anchors)
+            else []
+        )
     p = cal.params
-    per = "; ".join(f"{m} ({int((cal.anchors.model == m).sum())} anchors): "
-                    + ", ".join(f"{g}{f' (incl. {B1})' if g == 'TPOT' and _b1(cal) else ''} {_pct(v).strip()}"
-                                for g, v in e.items()) for m, e in cal.lomo_errors.items())
-    return [f"  leave-one-model-out median |error| (a fit on the card's other models): {per}; transfer error bar "
-            f"carried to an unseen model: latency ±{p.xfer_lat_rel_err:.1%}, throughput ±{p.xfer_thr_rel_err:.1%}"]
+    per = "; ".join(
+        f"{m} ({int((cal.anchors.model == m).sum())} anchors): "
+        + ", ".join(
+            f"{g}{f' (incl. {B1})' if g == 'TPOT' and _b1(cal) else ''} {_pct(v).strip()}" for g, v in e.items()
+        )
+        for m, e in cal.lomo_errors.items()
+    )
+    return [
+        f"  leave-one-model-out median |error| (a fit on the card's other models): {per}; transfer error bar "
+        f"carried to an unseen model: latency ±{p.xfer_lat_rel_err:.1%}, throughput ±{p.xfer_thr_rel_err:.1%}"
+    ]
 
 
 def _lomo_tpot(c: CardCalibration) -> float:
@@ -208,33 +271,47 @@ def _lomo_tpot(c: CardCalibration) -> float:
 
 def summary_lines(cals: list[CardCalibration]) -> list[str]:
     used = for_atlas(cals)
-    out = [f"Held-out median |relative error| per card and engine (goal <= {GOAL:.0%}); error bar = p90 of the same",
-           f"{'card':15s} {'engine':7s} {'atlas':5s} {'anchors':>7s} {'sources':>7s} {'TTFT':>6s} {'TPOT':>6s}  "
-           f"{'thr.':>6s} {'bar lat':>7s} {'bar thr':>7s} {'models':>6s} {'LOMO TPOT':>9s} {'xfer lat':>8s} "
-           f"{'xfer thr':>8s}  held out by"]
+    out = [
+        f"Held-out median |relative error| per card and engine (goal <= {GOAL:.0%}); error bar = p90 of the same",
+        f"{'card':15s} {'engine':7s} {'atlas':5s} {'anchors':>7s} {'sources':>7s} {'TTFT':>6s} {'TPOT':>6s}  "
+        f"{'thr.':>6s} {'bar lat':>7s} {'bar thr':>7s} {'models':>6s} {'LOMO TPOT':>9s} {'xfer lat':>8s} "
+        f"{'xfer thr':>8s}  held out by",
+    ]
     for c in cals:
         e = c.errors
-        out.append(f"{c.hardware:15s} {c.engine:7s} {'yes' if used[c.hardware] is c else 'no':5s} {len(c.anchors):7d} "
-                   f"{c.n_sources:7d} {_pct(e['TTFT'])} {_pct(e['TPOT'])}{'*' if _b1(c) else ' '} "
-                   f"{_pct(e['throughput'])} {c.params.lat_rel_err:7.1%} {c.params.thr_rel_err:7.1%} "
-                   f"{c.anchors.model.nunique():6d} {_pct(_lomo_tpot(c)) + ('*' if _b1(c) else ' '):>9s} "
-                   f"{_pct(c.params.xfer_lat_rel_err):>8s} {_pct(c.params.xfer_thr_rel_err):>8s}  {c.held_out or '-'}")
-    out.append("LOMO TPOT: median |TPOT error| of each model's anchors from a fit on the card's other models "
-               "(leave-one-model-out; * incl. batch-1 decode speed as in TPOT); xfer: the error bar a point carried "
-               "to an unseen model takes (p90 of the same, latency incl. TTFT)")
+        out.append(
+            f"{c.hardware:15s} {c.engine:7s} {'yes' if used[c.hardware] is c else 'no':5s} {len(c.anchors):7d} "
+            f"{c.n_sources:7d} {_pct(e['TTFT'])} {_pct(e['TPOT'])}{'*' if _b1(c) else ' '} "
+            f"{_pct(e['throughput'])} {c.params.lat_rel_err:7.1%} {c.params.thr_rel_err:7.1%} "
+            f"{c.anchors.model.nunique():6d} {_pct(_lomo_tpot(c)) + ('*' if _b1(c) else ' '):>9s} "
+            f"{_pct(c.params.xfer_lat_rel_err):>8s} {_pct(c.params.xfer_thr_rel_err):>8s}  {c.held_out or '-'}"
+        )
+    out.append(
+        "LOMO TPOT: median |TPOT error| of each model's anchors from a fit on the card's other models "
+        "(leave-one-model-out; * incl. batch-1 decode speed as in TPOT); xfer: the error bar a point carried "
+        "to an unseen model takes (p90 of the same, latency incl. TTFT)"
+    )
     if any(_b1(c) for c in cals):
         out.append(B1_NOTE)
     by_card = {c.hardware: c for c in cals if c.engine == SERVED_ENGINE}
     cards = [f"{g}{'*' if _b1(by_card[g]) else ''}" for g in tpot_held_out_by_source(cals)]
-    out.append(f"{SERVED_ENGINE} TPOT held out by source on {len(cards)} GPU card{'s' if len(cards) != 1 else ''}"
-               f"{': ' + ', '.join(cards) if cards else ''} (bar: {BAR_CARDS}"
-               f"{', met' if len(cards) >= BAR_CARDS else ', not met: too few cards have two sources'})")
+    out.append(
+        f"{SERVED_ENGINE} TPOT held out by source on {len(cards)} GPU card{'s' if len(cards) != 1 else ''}"
+        f"{': ' + ', '.join(cards) if cards else ''} (bar: {BAR_CARDS}"
+        f"{', met' if len(cards) >= BAR_CARDS else ', not met: too few cards have two sources'})"
+    )
     return out
 
 
-def published_study(study: str, store: Store, console: Console, tables: list[Path] | None = None,
-                    engines: list[str] | None = None, hardware: list[str] | None = None,
-                    ratio_lines: Callable[[pd.DataFrame], list[str]] | None = None) -> list[CardCalibration]:
+def published_study(
+    study: str,
+    store: Store,
+    console: Console,
+    tables: list[Path] | None = None,
+    engines: list[str] | None = None,
+    hardware: list[str] | None = None,
+    ratio_lines: Callable[[pd.DataFrame], list[str]] | None = None,
+) -> list[CardCalibration]:
     """Fit, report and store the published calibration (the shipped table plus `tables`). `ratio_lines`
     prints the projected ratios (paper_ratios) beside the paper's (report.claims.ratio_lines: the report
     alone reads the paper's references); without it they are not printed."""
@@ -242,14 +319,19 @@ def published_study(study: str, store: Store, console: Console, tables: list[Pat
     if engines:
         table = table.only(engines)
     show = console.print
-    show(f"[bold]published[/]: {len(table.rows)} anchors from {table.rows.source_id.nunique()} sources "
-         f"({', '.join(table.paths)}, sha256 {table.sha256[:12]})")
+    show(
+        f"[bold]published[/]: {len(table.rows)} anchors from {table.rows.source_id.nunique()} sources "
+        f"({', '.join(table.paths)}, sha256 {table.sha256[:12]})"
+    )
     for sid, g in table.rows.groupby("source_id", sort=False):
         cite = " ".join(f"published:{u}" for u in dict.fromkeys(g.source))
         versions = "; ".join(dict.fromkeys(g.engine + " " + g.engine_version))
         dates = ", ".join(dict.fromkeys(g.date))
-        show(f"  {sid}: {len(g)} rows on {', '.join(dict.fromkeys(g.gpu))} ({versions}; {dates}) {cite}",
-             highlight=False, soft_wrap=True)
+        show(
+            f"  {sid}: {len(g)} rows on {', '.join(dict.fromkeys(g.gpu))} ({versions}; {dates}) {cite}",
+            highlight=False,
+            soft_wrap=True,
+        )
     cals = calibrate_published(table, hardware)
     used = for_atlas(cals)
     for cal in cals:
@@ -260,13 +342,20 @@ def published_study(study: str, store: Store, console: Console, tables: list[Pat
     if ratio_lines is not None:
         show("\n".join(ratio_lines(paper_ratios({g: c.params for g, c in used.items()}))), highlight=False)
     key = store_published(store, study, table, cals, by="command")
-    show(f"stored as {PREFIX}{key}-<card>-<engine> for study {study!r}; `simulate` uses the atlas fits above for "
-         "these cards", highlight=False)
+    show(
+        f"stored as {PREFIX}{key}-<card>-<engine> for study {study!r}; `simulate` uses the atlas fits above for "
+        "these cards",
+        highlight=False,
+    )
     return cals
 
 
-def multigpu_study(console: Console, engines: list[str] | None = None, hardware: list[str] | None = None,
-                   one_gpu: list[CardCalibration] | None = None) -> list:
+def multigpu_study(
+    console: Console,
+    engines: list[str] | None = None,
+    hardware: list[str] | None = None,
+    one_gpu: list[CardCalibration] | None = None,
+) -> list:
     """Fit the shipped multi-GPU table per (card, engine) and print its held-out error per parallelism
     (calibrate.published_multigpu): leave one source, one model, one engine out."""
     from pareto_atlas.calibrate.published_multigpu import calibrate_multigpu, report_lines
@@ -274,12 +363,18 @@ def multigpu_study(console: Console, engines: list[str] | None = None, hardware:
 
     table = load_multigpu()
     show = console.print
-    show(f"[bold]published, several GPUs[/]: {len(table.rows)} rows from {table.rows.source_id.nunique()} sources "
-         f"({', '.join(table.paths)}, sha256 {table.sha256[:12]})")
+    show(
+        f"[bold]published, several GPUs[/]: {len(table.rows)} rows from {table.rows.source_id.nunique()} sources "
+        f"({', '.join(table.paths)}, sha256 {table.sha256[:12]})"
+    )
     for sid, g in table.rows.groupby("source_id", sort=False):
         tps = ", ".join(f"TP{t}" for t in sorted(set(g.tp.astype(int))))
-        show(f"  {sid}: {len(g)} rows on {', '.join(dict.fromkeys(g.gpu))} ({', '.join(dict.fromkeys(g.engine))}; "
-             f"{tps}) published:{g.source.iloc[0]}", highlight=False, soft_wrap=True)
+        show(
+            f"  {sid}: {len(g)} rows on {', '.join(dict.fromkeys(g.gpu))} ({', '.join(dict.fromkeys(g.engine))}; "
+            f"{tps}) published:{g.source.iloc[0]}",
+            highlight=False,
+            soft_wrap=True,
+        )
     cals = calibrate_multigpu(table, hardware, engines)
     show("\n".join(report_lines(cals)), markup=False, highlight=False, soft_wrap=True)
     from pareto_atlas.calibrate import published_link
@@ -288,4 +383,3 @@ def multigpu_study(console: Console, engines: list[str] | None = None, hardware:
     links = published_link.link_calibrations(cards, table, one_gpu)
     show("\n".join(published_link.report_lines(list(links.values()))), markup=False, highlight=False, soft_wrap=True)
     return cals
-

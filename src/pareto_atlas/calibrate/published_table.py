@@ -19,7 +19,7 @@ from pareto_atlas.spec.bounds import MAX_CTX, show
 from pareto_atlas.spec.cards import shipped_hardware, shipped_models
 
 SHIPPED = "published_anchors.csv"
-SHIPPED_MULTIGPU = "published_multigpu.csv"   # rows on several GPUs (and their sources' one-GPU rows)
+SHIPPED_MULTIGPU = "published_multigpu.csv"  # rows on several GPUs (and their sources' one-GPU rows)
 ENGINES = ("vllm", "trtllm", "sglang", "lmdeploy", "tgi")
 # How the published run loaded the engine: one static batch of load_value requests sent together
 # ("batch"), load_value closed-loop clients ("concurrency"), a Poisson rate of load_value req/s
@@ -30,23 +30,64 @@ LOADS = ("batch", "concurrency", "rate", "offline")
 STATS = ("mean", "p50", "p99", "unstated", "-")
 LATENCY = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
 METRICS = LATENCY + ("out_tok_s",)
-COLUMNS = ("source_id", "source", "date", "engine", "engine_version", "gpu", "gpu_published", "model",
-           "model_published", "weights", "weights_published", "kv", "prompt_tokens", "output_tokens", "load",
-           "load_value", "n_requests", "stat") + METRICS + ("notes",)
-REQUIRED = ("source_id", "source", "date", "engine", "gpu", "model", "weights", "kv", "prompt_tokens",
-            "output_tokens", "load", "load_value", "stat")
+COLUMNS = (
+    (
+        "source_id",
+        "source",
+        "date",
+        "engine",
+        "engine_version",
+        "gpu",
+        "gpu_published",
+        "model",
+        "model_published",
+        "weights",
+        "weights_published",
+        "kv",
+        "prompt_tokens",
+        "output_tokens",
+        "load",
+        "load_value",
+        "n_requests",
+        "stat",
+    )
+    + METRICS
+    + ("notes",)
+)
+REQUIRED = (
+    "source_id",
+    "source",
+    "date",
+    "engine",
+    "gpu",
+    "model",
+    "weights",
+    "kv",
+    "prompt_tokens",
+    "output_tokens",
+    "load",
+    "load_value",
+    "stat",
+)
 # Where the row ran. Aggregated (prefill_workers = decode_workers = 0): `replicas` copies of a
 # tp x pp engine (data parallel, or attention-DP), n_gpus = tp * pp * replicas. Disaggregated: prefill
 # workers of prefill_tp GPUs each and decode workers of tp x pp each (replicas 1), n_gpus =
 # prefill_workers * prefill_tp + decode_workers * tp * pp. A table without these columns (the
 # single-GPU one) reads as one GPU: the defaults.
 PARALLEL = ("tp", "pp", "replicas", "prefill_workers", "prefill_tp", "decode_workers", "n_gpus")
-PARALLEL_DEFAULT = {"tp": "1", "pp": "1", "replicas": "1", "prefill_workers": "0", "prefill_tp": "0",
-                    "decode_workers": "0", "n_gpus": "1"}
-MAX_PARALLEL = 256            # GPUs of one published deployment, at most (a typo is an error)
+PARALLEL_DEFAULT = {
+    "tp": "1",
+    "pp": "1",
+    "replicas": "1",
+    "prefill_workers": "0",
+    "prefill_tp": "0",
+    "decode_workers": "0",
+    "n_gpus": "1",
+}
+MAX_PARALLEL = 256  # GPUs of one published deployment, at most (a typo is an error)
 DATE = re.compile(r"^(undated|\d{4}(-\d{2}(-\d{2})?)?)$")
 UNSTATED_KV = "unstated"
-OFFLINE_WAVES = 3             # full batches simulated for an "offline" (all queued) row
+OFFLINE_WAVES = 3  # full batches simulated for an "offline" (all queued) row
 
 
 class PublishedTableError(ValueError):
@@ -55,16 +96,18 @@ class PublishedTableError(ValueError):
 
 @dataclass(frozen=True)
 class PublishedTable:
-    rows: pd.DataFrame               # one validated row per published setup, plus `origin` (file:line)
+    rows: pd.DataFrame  # one validated row per published setup, plus `origin` (file:line)
     paths: tuple[str, ...]
-    sha256: str                      # of the rows as read: the key any cached calibration is stored under
+    sha256: str  # of the rows as read: the key any cached calibration is stored under
 
     def only(self, engines: list[str]) -> "PublishedTable":
         """The rows measured on these engines (a fit per engine), keyed by their own hash."""
         rows = self.rows[self.rows.engine.isin(engines)].reset_index(drop=True)
         if rows.empty:
-            raise PublishedTableError(f"no published anchor on engine {', '.join(engines)}; tables have "
-                                      f"{', '.join(sorted(set(self.rows.engine)))}")
+            raise PublishedTableError(
+                f"no published anchor on engine {', '.join(engines)}; tables have "
+                f"{', '.join(sorted(set(self.rows.engine)))}"
+            )
         return PublishedTable(rows, self.paths, _sha(rows))
 
 
@@ -83,8 +126,14 @@ def _allowed(field: str, value: str, allowed) -> str:
 # Upper bounds a published setup stays within (a typo is an error, not an anchor): lengths within
 # the longest context (spec.bounds.MAX_CTX), a batch, clients or requests one simulated run holds,
 # latencies within three hours, throughput within ten million tokens/s.
-MAX = {"prompt_tokens": MAX_CTX, "output_tokens": MAX_CTX, "load_value": 100_000, "n_requests": 1_000_000,
-       "out_tok_s": 1e7, **{m: 1e7 for m in LATENCY}}
+MAX = {
+    "prompt_tokens": MAX_CTX,
+    "output_tokens": MAX_CTX,
+    "load_value": 100_000,
+    "n_requests": 1_000_000,
+    "out_tok_s": 1e7,
+    **{m: 1e7 for m in LATENCY},
+}
 
 
 def _number(field: str, value: str, integer: bool) -> str:
@@ -110,8 +159,9 @@ def parallel_error(r: dict[str, str]) -> str:
             return f"field {f!r}: {show(raw)} must be >= {lo} and <= {MAX_PARALLEL}"
     pw, dw = v["prefill_workers"], v["decode_workers"]
     if (pw > 0) != (dw > 0):
-        return (f"fields 'prefill_workers' {pw} and 'decode_workers' {dw}: both 0 (aggregated) or both >= 1 "
-                f"(disaggregated)")
+        return (
+            f"fields 'prefill_workers' {pw} and 'decode_workers' {dw}: both 0 (aggregated) or both >= 1 (disaggregated)"
+        )
     if pw == 0:
         if v["prefill_tp"]:
             return f"field 'prefill_tp': {v['prefill_tp']} on an aggregated row (prefill_workers 0); allowed: 0"
@@ -119,7 +169,10 @@ def parallel_error(r: dict[str, str]) -> str:
     else:
         if v["prefill_tp"] < 1 or v["replicas"] != 1:
             return "a disaggregated row needs prefill_tp >= 1 and replicas 1 (tp and pp are each decode worker's)"
-        want, how = pw * v["prefill_tp"] + dw * v["tp"] * v["pp"], "prefill_workers * prefill_tp + decode_workers * tp * pp"
+        want, how = (
+            pw * v["prefill_tp"] + dw * v["tp"] * v["pp"],
+            "prefill_workers * prefill_tp + decode_workers * tp * pp",
+        )
     if v["n_gpus"] != want:
         return f"field 'n_gpus': {v['n_gpus']} but {how} = {want}"
     return ""
@@ -131,8 +184,15 @@ def row_error(r: dict[str, str]) -> str:
         if not r.get(f, "").strip():
             return f"field {f!r} is empty (required: {', '.join(REQUIRED)})"
     gpus = sorted(n for n, h in shipped_hardware().items() if h.kind == "gpu")
-    checks = (("engine", ENGINES), ("gpu", gpus), ("model", sorted(shipped_models())), ("weights", GPU_WEIGHTS),
-              ("kv", GPU_KV + (UNSTATED_KV,)), ("load", LOADS), ("stat", STATS))
+    checks = (
+        ("engine", ENGINES),
+        ("gpu", gpus),
+        ("model", sorted(shipped_models())),
+        ("weights", GPU_WEIGHTS),
+        ("kv", GPU_KV + (UNSTATED_KV,)),
+        ("load", LOADS),
+        ("stat", STATS),
+    )
     for f, allowed in checks:
         if r[f] not in allowed:
             return _allowed(f, r[f], allowed)
@@ -173,12 +233,17 @@ def read_table(path: Path | str | None = None, shipped: str = SHIPPED) -> list[d
         if missing:
             raise PublishedTableError(f"{name}:1: missing columns {', '.join(missing)}; columns: {', '.join(COLUMNS)}")
         for r in reader:
-            line = reader.line_num     # the row's last physical line: a quoted field may span lines
+            line = reader.line_num  # the row's last physical line: a quoted field may span lines
             r = {k: (v or "").strip() for k, v in r.items() if isinstance(k, str) and isinstance(v, (str, type(None)))}
             if err := row_error(r):
                 raise PublishedTableError(f"{name}:{line}: {err}")
-            rows.append({**{c: r.get(c, "") for c in COLUMNS},
-                         **{c: r.get(c, "") or PARALLEL_DEFAULT[c] for c in PARALLEL}, "origin": f"{name}:{line}"})
+            rows.append(
+                {
+                    **{c: r.get(c, "") for c in COLUMNS},
+                    **{c: r.get(c, "") or PARALLEL_DEFAULT[c] for c in PARALLEL},
+                    "origin": f"{name}:{line}",
+                }
+            )
     except csv.Error as e:
         raise PublishedTableError(f"{name}:{reader.line_num}: not a CSV table ({e})") from None
     return rows
@@ -192,8 +257,10 @@ def load_published(paths: list[Path | str] | None = None, shipped: bool = True) 
     if not rows:
         raise PublishedTableError("no published anchors: the tables given are empty")
     if multi := next((r for r in rows if r["n_gpus"] != "1"), None):
-        raise PublishedTableError(f"{multi['origin']}: field 'n_gpus': {multi['n_gpus']}; the one-GPU fit reads "
-                                  f"rows on 1 GPU (several-GPU rows go in a table like spec/{SHIPPED_MULTIGPU})")
+        raise PublishedTableError(
+            f"{multi['origin']}: field 'n_gpus': {multi['n_gpus']}; the one-GPU fit reads "
+            f"rows on 1 GPU (several-GPU rows go in a table like spec/{SHIPPED_MULTIGPU})"
+        )
     df = pd.DataFrame(rows)
     return PublishedTable(df, tuple("spec/" + SHIPPED if p is None else str(p) for p in sources), _sha(df))
 
@@ -225,8 +292,13 @@ def batch1_speed(r: pd.Series) -> bool:
     is then that request's latency per output token, prefill included: decode-dominated where the
     output is long beside the prompt, and reported beside TPOT only under that name ("batch-1 decode
     speed"), never as a published TPOT. Its fit target stays the throughput, output / e2e."""
-    return (r["load"] == "batch" and float(r["load_value"]) == 1 and int(r["output_tokens"]) > 1
-            and not (r["tpot_ms"] or r["itl_ms"]) and bool(r["e2e_ms"] or r["out_tok_s"]))
+    return (
+        r["load"] == "batch"
+        and float(r["load_value"]) == 1
+        and int(r["output_tokens"]) > 1
+        and not (r["tpot_ms"] or r["itl_ms"])
+        and bool(r["e2e_ms"] or r["out_tok_s"])
+    )
 
 
 def target_values(r: pd.Series) -> dict[str, float]:
@@ -235,8 +307,11 @@ def target_values(r: pd.Series) -> dict[str, float]:
     where TPOT is not published (no speculation here: the same gaps), and a batch's end-to-end
     latency gives its throughput, batch x output tokens / latency (the batch leaves together)."""
     pct = "p99" if r["stat"] == "p99" else "p50"
-    out = {f"ttft_{pct}_ms": _num(r["ttft_ms"]), f"tpot_{pct}_ms": _num(r["tpot_ms"] or r["itl_ms"]),
-           "throughput_tok_s": _num(r["out_tok_s"])}
+    out = {
+        f"ttft_{pct}_ms": _num(r["ttft_ms"]),
+        f"tpot_{pct}_ms": _num(r["tpot_ms"] or r["itl_ms"]),
+        "throughput_tok_s": _num(r["out_tok_s"]),
+    }
     if np.isnan(out["throughput_tok_s"]) and r["e2e_ms"]:
         out["throughput_tok_s"] = float(r["load_value"]) * int(r["output_tokens"]) / (float(r["e2e_ms"]) / 1e3)
     return {k: v for k, v in out.items() if not np.isnan(v)}
@@ -248,8 +323,12 @@ def parallel_knobs(r: pd.Series | dict) -> dict:
     v = {f: int(r.get(f) or PARALLEL_DEFAULT[f]) for f in PARALLEL}
     out = {f: v[f] for f in ("tp", "pp", "replicas") if v[f] != 1}
     if v["prefill_workers"]:
-        out.update(batching="disagg", prefill_workers=v["prefill_workers"], prefill_tp=v["prefill_tp"],
-                   decode_workers=v["decode_workers"])
+        out.update(
+            batching="disagg",
+            prefill_workers=v["prefill_workers"],
+            prefill_tp=v["prefill_tp"],
+            decode_workers=v["decode_workers"],
+        )
     return out
 
 
@@ -275,9 +354,17 @@ def anchor_row(r: pd.Series, max_seqs: int | None = None, policy: tuple[str, int
     batching, chunk, cap = policy or ("continuous", 0, 1 << 30)
     if load == "batch":
         batching, chunk, cap = "static", 0, 1 << 30
-    row = {"weights": r["weights"], "kv": kv, "batching": batching, "chunk_tokens": chunk,
-           "prompt_tokens": int(r["prompt_tokens"]), "output_tokens": int(r["output_tokens"]),
-           "concurrency": 0, "rate_rps": np.nan, "send_offsets": None}
+    row = {
+        "weights": r["weights"],
+        "kv": kv,
+        "batching": batching,
+        "chunk_tokens": chunk,
+        "prompt_tokens": int(r["prompt_tokens"]),
+        "output_tokens": int(r["output_tokens"]),
+        "concurrency": 0,
+        "rate_rps": np.nan,
+        "send_offsets": None,
+    }
     if load == "rate":
         row.update(slots=min(1024, cap), rate_rps=v, n_requests=n or 200)
     elif load == "concurrency":

@@ -21,9 +21,9 @@ from pareto_atlas.calibrate.fit import TARGETS, _anchors, fit_params, predict
 from pareto_atlas.simulate.params import CalibParams
 from pareto_atlas.spec.cards import HardwareCard, ModelCard
 
-CARD = "_card"         # the column of an anchors frame holding each anchor's ModelCard
-HELD = "held_model"    # the column of a leave-one-model-out frame naming the model held out
-MIN_ANCHORS = 2        # a fold needs this many anchors of the other models to fit
+CARD = "_card"  # the column of an anchors frame holding each anchor's ModelCard
+HELD = "held_model"  # the column of a leave-one-model-out frame naming the model held out
+MIN_ANCHORS = 2  # a fold needs this many anchors of the other models to fit
 
 
 def with_cards(anchors: pd.DataFrame, model: ModelCard | Sequence[ModelCard]) -> pd.DataFrame:
@@ -51,8 +51,9 @@ def _rel(pred: np.ndarray, meas: np.ndarray) -> np.ndarray:
 FitFn = Callable[[pd.DataFrame, list[ModelCard]], CalibParams]
 
 
-def leave_one_model_out(anchors: pd.DataFrame, hw: HardwareCard, fit_fn: FitFn,
-                        models: Sequence[str] | None = None) -> pd.DataFrame | None:
+def leave_one_model_out(
+    anchors: pd.DataFrame, hw: HardwareCard, fit_fn: FitFn, models: Sequence[str] | None = None
+) -> pd.DataFrame | None:
     """Relative error per anchor and target of a fit (`fit_fn(train, cards)`, the same setup as the
     full fit) on the anchors of every other model, the model held out named in HELD; only the
     models in `models` are held out (default: each). None with fewer than two models."""
@@ -97,14 +98,17 @@ def report_lines(lomo: pd.DataFrame | None, lat: float, thr: float) -> list[str]
         return []
     cols = ("ttft_p50_ms", "tpot_p50_ms", "tpot_p99_ms", "throughput_tok_s")
     med = median_abs_by_model(lomo, cols)
-    lines = ["leave-one-model-out (each model's anchors predicted by a fit on the other models' anchors): "
-             "median |relative error|",
-             f"  {'held out':24s} {'anchors':>7s} " + " ".join(f"{c.replace('_ms', '').replace('_tok_s', ''):>10s}"
-                                                           for c in cols)]
+    lines = [
+        "leave-one-model-out (each model's anchors predicted by a fit on the other models' anchors): "
+        "median |relative error|",
+        f"  {'held out':24s} {'anchors':>7s} "
+        + " ".join(f"{c.replace('_ms', '').replace('_tok_s', ''):>10s}" for c in cols),
+    ]
     for m, r in med.iterrows():
         lines.append(f"  {m:24s} {int(r['n']):7d} " + " ".join(_pct(r[c], 10) for c in cols))
-    lines.append(f"error bar carried to a model the fit did not see (p90 of the same): latency ±{lat:.1%}, "
-                 f"throughput ±{thr:.1%}")
+    lines.append(
+        f"error bar carried to a model the fit did not see (p90 of the same): latency ±{lat:.1%}, throughput ±{thr:.1%}"
+    )
     return lines
 
 

@@ -11,6 +11,7 @@ import pandas as pd
 from rich.console import Console
 
 from pareto_atlas.calibrate.fidelity import TARGETS, fit
+
 # card resolution and this machine's card live below the stages; their old names stay importable here
 from pareto_atlas.measure.hwprobe import THIS, this_machine  # noqa: F401
 from pareto_atlas.measure.model_card import anchor_cards, model_card, spec_card  # noqa: F401
@@ -21,6 +22,7 @@ from pareto_atlas.store import Store
 from pareto_atlas.store.db import dumps
 from pareto_atlas.store.points import measured_points
 
+
 def _fidelity_rows(cal, anchors: pd.DataFrame) -> list[dict]:
     # residual rows carry the labels of the anchors fitted (flagged and contended ones are not)
     rows = []
@@ -29,16 +31,26 @@ def _fidelity_rows(cal, anchors: pd.DataFrame) -> list[dict]:
         for t in TARGETS:
             m, p = res.at[i, f"{t}_measured"], res.at[i, f"{t}_predicted"]
             loo = cal.loo.at[i, t] if cal.loo is not None else np.nan
-            rows.append({"metric": t, "measured": float(m), "simulated": float(p), "label": anchors.label.loc[i],
-                         "arm": anchors.arm.loc[i], "loo_rel_err": float(loo)})
+            rows.append(
+                {
+                    "metric": t,
+                    "measured": float(m),
+                    "simulated": float(p),
+                    "label": anchors.label.loc[i],
+                    "arm": anchors.arm.loc[i],
+                    "loo_rel_err": float(loo),
+                }
+            )
     return rows
 
 
 def _lomo_rows(cal, anchors: pd.DataFrame) -> list[dict]:
     if cal.lomo is None:
         return []
-    return [{"arm": anchors.arm.loc[i], "held_model": r["held_model"],
-             **{t: float(r[t]) for t in TARGETS}} for i, r in cal.lomo.iterrows()]
+    return [
+        {"arm": anchors.arm.loc[i], "held_model": r["held_model"], **{t: float(r[t]) for t in TARGETS}}
+        for i, r in cal.lomo.iterrows()
+    ]
 
 
 # Requests whose prefill the server began within this window of each other shared one step.
@@ -71,9 +83,12 @@ def anchor_columns(store: Store, anchor_id: str) -> dict[str, list]:
     sent = sorted((r for r in recs if r.get("ok")), key=lambda r: r["send_ts"])
     lengths = [(r.get("prompt_tokens"), r.get("completion_tokens")) for r in sent]
     known = all(p and n for p, n in lengths)
-    return {"send_offsets": _send_offsets(sent), "think_s": think if any(think) else [],
-            "req_prompt_tokens": [int(p) for p, _ in lengths] if known else [],
-            "req_output_tokens": [int(n) for _, n in lengths] if known else []}
+    return {
+        "send_offsets": _send_offsets(sent),
+        "think_s": think if any(think) else [],
+        "req_prompt_tokens": [int(p) for p, _ in lengths] if known else [],
+        "req_output_tokens": [int(n) for _, n in lengths] if known else [],
+    }
 
 
 def attach_load(anchors: pd.DataFrame, store: Store) -> pd.DataFrame:
@@ -107,34 +122,43 @@ def _send_offsets(recs: list[dict]) -> list[float]:
 def calibrate_study(study: Study, store: Store, console: Console, allow: tuple[str, ...] = ()) -> None:
     """Fit the simulator per (hardware, engine): anchors of two engines on one machine (a study and
     the one it compares with) get two fits and two fidelity tables, each stored with its engine."""
-    from pareto_atlas.calibrate.imported import calibrate_imported   # imported GPU anchors: a fit per card
+    from pareto_atlas.calibrate.imported import calibrate_imported  # imported GPU anchors: a fit per card
     from pareto_atlas.calibrate.measured import by_hardware, hardware_card, versus_published, without_errored
 
     imported = calibrate_imported(study.name, store, console, allow)
     anchors = measured_points(study, store)
-    if len(anchors) and "origin" in anchors:      # imported anchors have their own fit (above)
+    if len(anchors) and "origin" in anchors:  # imported anchors have their own fit (above)
         anchors = anchors[anchors.origin.fillna("measured") == "measured"].reset_index(drop=True)
     if imported and not len(anchors):
         return
     console.print("[bold]calibrate[/]: one fit per (hardware, engine) of the measured anchors")
     anchors = without_errored(anchors, console)
     if len(anchors) < 2:
-        raise ValueError(f"calibrate: {len(anchors)} finished anchors for {study.name!r}; need at least 2 "
-                         f"(run `pareto-atlas measure` first)")
+        raise ValueError(
+            f"calibrate: {len(anchors)} finished anchors for {study.name!r}; need at least 2 "
+            f"(run `pareto-atlas measure` first)"
+        )
     anchors = attach_load(anchors, store)
-    console.print("  (closed-loop anchors simulated with their clients' recorded think times, open-loop ones replayed "
-                  "at their measured send times; simulated points run closed loops with the study's think times)",
-                  highlight=False)
+    console.print(
+        "  (closed-loop anchors simulated with their clients' recorded think times, open-loop ones replayed "
+        "at their measured send times; simulated points run closed loops with the study's think times)",
+        highlight=False,
+    )
     for name, on_hw in by_hardware(anchors):
         hw, machine_bw = hardware_card(study, store, name), None
         if name == THIS:
-            console.print(f"  {THIS} measured at {hw.mem_bw_gbs:.1f} GB/s read bandwidth (all cores), "
-                          f"{hw.tflops['fp32'] * 1e3:.0f} GFLOP/s fp32 SGEMM", highlight=False)
+            console.print(
+                f"  {THIS} measured at {hw.mem_bw_gbs:.1f} GB/s read bandwidth (all cores), "
+                f"{hw.tflops['fp32'] * 1e3:.0f} GFLOP/s fp32 SGEMM",
+                highlight=False,
+            )
         for engine in engines_of(on_hw, study.engine.name):
             mine = on_hw[on_hw.engine == engine].reset_index(drop=True)
             if len(mine) < 2:
-                console.print(f"  {name} / {engine}: {len(mine)} anchor(s), too few to fit (need 2); not calibrated",
-                              highlight=False)
+                console.print(
+                    f"  {name} / {engine}: {len(mine)} anchor(s), too few to fit (need 2); not calibrated",
+                    highlight=False,
+                )
                 continue
             cal = calibrate_engine(study, store, console, hw, mine, engine, machine_bw)
             machine_bw = machine_bw or cal.params.eff_bw
@@ -153,8 +177,15 @@ def engines_of(anchors: pd.DataFrame, default: str) -> list[str]:
     return sorted(found, key=lambda e: (e != DEFAULT_ENGINE, e != default))
 
 
-def calibrate_engine(study: Study, store: Store, console: Console, hw: HardwareCard, anchors: pd.DataFrame,
-                     engine: str, machine_bw: float | None = None):
+def calibrate_engine(
+    study: Study,
+    store: Store,
+    console: Console,
+    hw: HardwareCard,
+    anchors: pd.DataFrame,
+    engine: str,
+    machine_bw: float | None = None,
+):
     """One fit, its fidelity report, and the stored calibration, for the anchors of one engine.
 
     machine_bw: the weight-streaming efficiency another engine's fit found on this machine. It is
@@ -167,31 +198,52 @@ def calibrate_engine(study: Study, store: Store, console: Console, hw: HardwareC
     start, fixed = None, ()
     if machine_bw is not None:
         start, fixed = replace(default_params(hw, engine), eff_bw=machine_bw), ("eff_bw",)
-        console.print(f"  {engine}: weight streaming kept at the machine's {machine_bw:.2f} x the probe's bandwidth "
-                      f"(fitted on the other engine's anchors); its kernels and overheads fitted", highlight=False)
+        console.print(
+            f"  {engine}: weight streaming kept at the machine's {machine_bw:.2f} x the probe's bandwidth "
+            f"(fitted on the other engine's anchors); its kernels and overheads fitted",
+            highlight=False,
+        )
     cal = fit(anchors, anchor_cards(study, anchors), hw, engine=engine, loo=True, start=start, fixed=fixed)
     # the anchors' evidence level in the provenance every simulated point carries
-    cal = replace(cal, params=replace(cal.params, provenance=cal.params.provenance.replace(
-        " anchors (", " measured anchors (", 1)))
+    cal = replace(
+        cal,
+        params=replace(cal.params, provenance=cal.params.provenance.replace(" anchors (", " measured anchors (", 1)),
+    )
     console.print(cal.report(), highlight=False)
     for t in TARGETS:
         if t in cal.loo.columns if cal.loo is not None else False:
             worst = cal.loo[t].abs().idxmax()
             if abs(cal.loo[t].loc[worst] if worst is not None else 0) > 0.15:
-                console.print(f"  worst leave-one-out {t}: {anchors.arm.loc[worst]} "
-                              f"({cal.loo[t].loc[worst]:+.0%})", highlight=False)
-    fidelity = {"summary": cal.summary, "repeat_spread": cal.repeat_spread, "anchors": _fidelity_rows(cal, anchors),
-                "drift": cal.drift.to_dict(orient="records"), "flagged": cal.flagged.get("anchor_id", pd.Series()).tolist(),
-                "contended": cal.contended.get("anchor_id", pd.Series()).tolist(),
-                # the models the fit saw (card names) and each model's anchors predicted without it
-                "models": sorted(set(cal.residuals["model"])), "lomo": _lomo_rows(cal, anchors),
-                "report": cal.report()}
+                console.print(
+                    f"  worst leave-one-out {t}: {anchors.arm.loc[worst]} ({cal.loo[t].loc[worst]:+.0%})",
+                    highlight=False,
+                )
+    fidelity = {
+        "summary": cal.summary,
+        "repeat_spread": cal.repeat_spread,
+        "anchors": _fidelity_rows(cal, anchors),
+        "drift": cal.drift.to_dict(orient="records"),
+        "flagged": cal.flagged.get("anchor_id", pd.Series()).tolist(),
+        "contended": cal.contended.get("anchor_id", pd.Series()).tolist(),
+        # the models the fit saw (card names) and each model's anchors predicted without it
+        "models": sorted(set(cal.residuals["model"])),
+        "lomo": _lomo_rows(cal, anchors),
+        "report": cal.report(),
+    }
     # the engine enters the id only where it is not the study's own, so earlier ids stay
     key = [study.name, hw.name, sorted(anchors.anchor_id)] + ([engine] if engine != study.engine.name else [])
     calib_id = hashlib.sha256(dumps(key).encode()).hexdigest()[:16]
     versions = anchors.engine_version.dropna()
-    store.put_calibration({"calib_id": calib_id, "study": study.name, "hardware": hw.name, "engine": engine,
-                           "engine_version": versions.mode().iloc[0] if len(versions) else None,
-                           "params_json": dumps(cal.params.to_dict()), "fidelity_json": dumps(fidelity),
-                           "n_anchors": len(anchors)})
+    store.put_calibration(
+        {
+            "calib_id": calib_id,
+            "study": study.name,
+            "hardware": hw.name,
+            "engine": engine,
+            "engine_version": versions.mode().iloc[0] if len(versions) else None,
+            "params_json": dumps(cal.params.to_dict()),
+            "fidelity_json": dumps(fidelity),
+            "n_anchors": len(anchors),
+        }
+    )
     return cal

@@ -25,8 +25,8 @@ from pareto_atlas.simulate.params import CalibParams
 from pareto_atlas.spec.cards import HardwareCard, ModelCard
 from pareto_atlas.spec.knobs import Knobs
 
-HOST_SPEEDUP = 2.0                 # central: a GPU host runs vLLM's Python this much faster
-HOST_SPEEDUP_RANGE = (1.0, 4.0)    # what the error bar allows
+HOST_SPEEDUP = 2.0  # central: a GPU host runs vLLM's Python this much faster
+HOST_SPEEDUP_RANGE = (1.0, 4.0)  # what the error bar allows
 CARRIED = ("overhead_step_s", "overhead_seq_s")
 
 
@@ -39,8 +39,9 @@ def _scaled(p: CalibParams, cpu: CalibParams, speedup: float) -> CalibParams:
     return replace(p, **{k: getattr(cpu, k) / speedup for k in CARRIED})
 
 
-def carry_overheads(gpu: CalibParams, cpu_vllm: CalibParams, model: ModelCard, hw: HardwareCard,
-                    ctx: int = 160) -> CalibParams:
+def carry_overheads(
+    gpu: CalibParams, cpu_vllm: CalibParams, model: ModelCard, hw: HardwareCard, ctx: int = 160
+) -> CalibParams:
     """`gpu` (a GPU card's vLLM parameters) with vLLM's overheads from its CPU calibration, its error
     bars widened by what the host speed-up's range does to a decode step, and a provenance saying so."""
     central = _scaled(gpu, cpu_vllm, HOST_SPEEDUP)
@@ -49,9 +50,11 @@ def carry_overheads(gpu: CalibParams, cpu_vllm: CalibParams, model: ModelCard, h
     lat = math.hypot(gpu.lat_rel_err, spread)
     thr = math.hypot(gpu.thr_rel_err, spread)
     lo, hi = HOST_SPEEDUP_RANGE
-    prov = (f"{gpu.provenance}; vLLM per-step overheads from its calibration on this CPU "
-            f"({cpu_vllm.overhead_step_s * 1e3:.1f} ms/step, {cpu_vllm.overhead_seq_s * 1e3:.2f} ms/seq) / host "
-            f"speed-up {HOST_SPEEDUP:g} (assumed {lo:g}-{hi:g}): {central.overhead_step_s * 1e3:.1f} ms/step, "
-            f"{central.overhead_step_s / t:.0%} of a batch-1 decode step; kernel efficiencies not carried "
-            f"(CPU kernels); error bar widened by ±{spread:.0%} for the speed-up's range")
+    prov = (
+        f"{gpu.provenance}; vLLM per-step overheads from its calibration on this CPU "
+        f"({cpu_vllm.overhead_step_s * 1e3:.1f} ms/step, {cpu_vllm.overhead_seq_s * 1e3:.2f} ms/seq) / host "
+        f"speed-up {HOST_SPEEDUP:g} (assumed {lo:g}-{hi:g}): {central.overhead_step_s * 1e3:.1f} ms/step, "
+        f"{central.overhead_step_s / t:.0%} of a batch-1 decode step; kernel efficiencies not carried "
+        f"(CPU kernels); error bar widened by ±{spread:.0%} for the speed-up's range"
+    )
     return replace(central, engine="vllm", lat_rel_err=lat, thr_rel_err=thr, provenance=prov)

@@ -22,6 +22,7 @@ from typing import Callable, Iterable, Iterator
 from pareto_atlas import __version__
 from pareto_atlas.measure.consent import Consent, authorize
 from pareto_atlas.measure.launch_options import launch_extra
+from pareto_atlas.measure.anchor_requests import anchor_prompts, request_extra, request_lengths
 from pareto_atlas.measure.hostinfo import endpoint_description, host_description
 from pareto_atlas.measure.weights import ModelError, matmul_bits_per_weight, variant_file
 from pareto_atlas.spec.knobs import BITS_PER_WEIGHT
@@ -30,7 +31,7 @@ from pareto_atlas.spec.trace import identity as trace_identity
 from pareto_atlas.store import Store
 from pareto_atlas.store.db import dumps, now
 
-from pareto_atlas.scale.local import Executor   # where jobs run: knows no campaign, so it sits below them
+from pareto_atlas.scale.local import Executor  # where jobs run: knows no campaign, so it sits below them
 
 # An anchor more of whose measured requests than this share errored (HTTP 5xx, timeouts, dropped
 # streams) is flagged: its percentiles come from the survivors, so calibration leaves it out.
@@ -49,7 +50,7 @@ class CampaignSummary:
     measured: int = 0
     skipped: int = 0
     failed: int = 0
-    remeasured: int = 0      # contended anchors measured a second time (measure.contention)
+    remeasured: int = 0  # contended anchors measured a second time (measure.contention)
     failures: list = None
 
     def __post_init__(self):
@@ -59,7 +60,8 @@ class CampaignSummary:
 Progress = Callable[[str, dict], None]
 
 
-FIRST_ARM_KNOBS = ("weights", "kv", "spec", "spec_k", "slots")   # the knobs anchors were first keyed by
+FIRST_ARM_KNOBS = ("weights", "kv", "spec", "spec_k", "slots")  # the knobs anchors were first keyed by
+
 
 def anchor_id(study: Study, arm: ArmSpec, repeat: int) -> str:
     # what is measured, not how often or whether quality is also scored: changing those keeps the ids
@@ -67,23 +69,39 @@ def anchor_id(study: Study, arm: ArmSpec, repeat: int) -> str:
     # (likewise think_ms where it plays no part: one client, or an open loop)
     # (and so are fields added later while they hold their defaults: batching, chunk_tokens, engine options)
     unset = {"requests"} if arm.requests is None else set()
-    unset |= {k for k, default in (("engine_options", {}), ("prompt_tokens", None), ("output_tokens", None),
-                                   ("trace", None), ("hardware", None), ("model", None),
-                                   ("share", None))
-              if getattr(arm, k) == default}
+    unset |= {
+        k
+        for k, default in (
+            ("engine_options", {}),
+            ("prompt_tokens", None),
+            ("output_tokens", None),
+            ("trace", None),
+            ("hardware", None),
+            ("model", None),
+            ("share", None),
+        )
+        if getattr(arm, k) == default
+    }
     # knobs an arm gained after the first five (batching, chunk_tokens, and whatever Knobs adds: the arm's
     # knob fields are derived from it) likewise, while at their defaults
     unset |= {k for k in ARM_KNOBS if k not in FIRST_ARM_KNOBS and getattr(arm, k) == ArmSpec.model_fields[k].default}
     no_think = {"think_ms"} if study.load.think_for(arm) == 0.0 else set()
     no_options = set() if study.engine.options else {"options"}
-    arm_ident = arm.model_dump(exclude={"repeats", "quality"} | unset) | (trace_identity(arm.trace) if arm.trace else {})
+    arm_ident = arm.model_dump(exclude={"repeats", "quality"} | unset) | (
+        trace_identity(arm.trace) if arm.trace else {}
+    )
     # the hardware enters once, as where the arm runs (the engine's default for it is not a second key);
     # an arm's own model (spec.study.ArmSpec.model) is in arm_ident and names the served model here
-    ident = {"study": study.name, "arm": arm_ident, "model": study.model_for(arm).name,
-             "engine": study.engine.model_dump(exclude={"api_key_env", "hardware"} | no_options),
-             "workload": workload_ident(study.workload),
-             "load": study.load.model_dump(exclude={"repeats"} | no_think), "hardware": study.hardware_of(arm),
-             "repeat": repeat} | ({"served": study.model.served} if study.model.served else {})
+    ident = {
+        "study": study.name,
+        "arm": arm_ident,
+        "model": study.model_for(arm).name,
+        "engine": study.engine.model_dump(exclude={"api_key_env", "hardware"} | no_options),
+        "workload": workload_ident(study.workload),
+        "load": study.load.model_dump(exclude={"repeats"} | no_think),
+        "hardware": study.hardware_of(arm),
+        "repeat": repeat,
+    } | ({"served": study.model.served} if study.model.served else {})
     return hashlib.sha256(dumps(ident).encode()).hexdigest()[:20]
 
 
@@ -97,22 +115,33 @@ def workload_ident(wl: WorkloadSpec) -> dict:
 def plan(study: Study, arms: list[str] | None = None) -> list[AnchorPlan]:
     chosen = [study.arm(a) for a in arms] if arms else list(study.arms)
     most = max(a.repeats or study.load.repeats for a in chosen)
-    return [AnchorPlan(anchor_id(study, a, r), a, r) for r in range(most) for a in chosen
-            if r < (a.repeats or study.load.repeats)]
+    return [
+        AnchorPlan(anchor_id(study, a, r), a, r)
+        for r in range(most)
+        for a in chosen
+        if r < (a.repeats or study.load.repeats)
+    ]
 
 
 def launch_for(study: Study, arm: ArmSpec, model_path: str, slots: int | None = None) -> dict:
     knobs = arm.knobs()
     if slots is not None:
         from dataclasses import replace
+
         knobs = replace(knobs, slots=slots)
     draft, model = None, study.model_for(arm)
     if knobs.spec == "draft":
         if not model.draft:
             raise ModelError(f"arm {arm.name}: spec = 'draft' needs model.draft in the study")
         draft = str(variant_file(model.draft, "Q4_K_M")[0])
-    return {"model_path": model_path, "knobs": knobs, "n_ctx": study.engine.n_ctx, "threads": study.engine.threads,
-            "draft_model_path": draft, "extra": launch_extra(study, arm)}
+    return {
+        "model_path": model_path,
+        "knobs": knobs,
+        "n_ctx": study.engine.n_ctx,
+        "threads": study.engine.threads,
+        "draft_model_path": draft,
+        "extra": launch_extra(study, arm),
+    }
 
 
 def served_model(study: Study, arm: ArmSpec) -> tuple[Path | str, str, int, float]:
@@ -134,7 +163,7 @@ def served_model(study: Study, arm: ArmSpec) -> tuple[Path | str, str, int, floa
 
         python = find_python(str(study.engine.options.get("python") or "") or None)
         hf_dir = model.hf_dir
-        if hf_dir:     # on the host that measures: a directory, or an id in its Hugging Face cache
+        if hf_dir:  # on the host that measures: a directory, or an id in its Hugging Face cache
             from pareto_atlas.measure.hf_checkpoint import arm_weights, read_config, resolve_checkpoint
 
             found = resolve_checkpoint(hf_dir)
@@ -154,13 +183,30 @@ def anchor_row(study: Study, p: AnchorPlan) -> dict:
     arm, wl, load = p.arm, p.arm.workload(study.workload), study.load
     # an open loop (Poisson, trace) has no clients: concurrency 0, as in the points table
     conc = 0 if arm.rate_rps or wl.trace else arm.concurrency
-    return {"anchor_id": p.anchor_id, "study": study.name, "arm": arm.name, "repeat": p.repeat,
-            "knobs_json": dumps(arm.knobs().to_dict()), "workload_json": dumps(workload_ident(wl)),
-            "load_json": dumps({**load.model_dump(), "requests": arm.n_requests(load, wl), "concurrency": conc,
-                                "rate_rps": arm.rate_rps, "think_ms": load.think_ms if load.think_for(arm) else 0}),
-            "model": study.model_for(arm).name, "engine": study.engine.name, "hardware": study.hardware_of(arm),
-            "hardware_json": dumps({"card": study.hardware_of(arm), **host_description()}), "started_at": now(),
-            "status": "failed", "reason": None}
+    return {
+        "anchor_id": p.anchor_id,
+        "study": study.name,
+        "arm": arm.name,
+        "repeat": p.repeat,
+        "knobs_json": dumps(arm.knobs().to_dict()),
+        "workload_json": dumps(workload_ident(wl)),
+        "load_json": dumps(
+            {
+                **load.model_dump(),
+                "requests": arm.n_requests(load, wl),
+                "concurrency": conc,
+                "rate_rps": arm.rate_rps,
+                "think_ms": load.think_ms if load.think_for(arm) else 0,
+            }
+        ),
+        "model": study.model_for(arm).name,
+        "engine": study.engine.name,
+        "hardware": study.hardware_of(arm),
+        "hardware_json": dumps({"card": study.hardware_of(arm), **host_description()}),
+        "started_at": now(),
+        "status": "failed",
+        "reason": None,
+    }
 
 
 def check_host(study: Study, arm: ArmSpec) -> None:
@@ -171,8 +217,10 @@ def check_host(study: Study, arm: ArmSpec) -> None:
     hw = study.hardware_of(arm)
     card = shipped_hardware().get(hw)
     if study.engine.name != "openai" and card is not None and card.kind == "gpu" and not host_description()["gpus"]:
-        raise RuntimeError(f"hardware {hw}: this host ({host_description()['hostname']}) reports no GPU (nvidia-smi); "
-                           f"measure it on a node of that type (--ray, a node started with resource hw:{hw})")
+        raise RuntimeError(
+            f"hardware {hw}: this host ({host_description()['hostname']}) reports no GPU (nvidia-smi); "
+            f"measure it on a node of that type (--ray, a node started with resource hw:{hw})"
+        )
 
 
 def error_verdict(metrics: dict) -> dict:
@@ -181,13 +229,17 @@ def error_verdict(metrics: dict) -> dict:
     n, bad = metrics.get("n_measured", 0), metrics.get("n_errors", 0)
     if not n or not bad:
         return {"error_share": 0.0, "errored": False}
-    why = [r.split(":", 1)[0] if r.startswith(("HTTP ", "stream error")) else r[:60]
-           for r in dict(metrics.get("error_reasons") or {})]
+    why = [
+        r.split(":", 1)[0] if r.startswith(("HTTP ", "stream error")) else r[:60]
+        for r in dict(metrics.get("error_reasons") or {})
+    ]
     share = bad / n
-    return {"error_share": share, "errored": share > ERROR_SHARE_MAX,
-            "error_line": f"{bad} of {n} errored ({', '.join(dict.fromkeys(why)) or '?'})"
-                          + (f"; above {ERROR_SHARE_MAX:.0%}: flagged, left out of calibration"
-                             if share > ERROR_SHARE_MAX else "")}
+    return {
+        "error_share": share,
+        "errored": share > ERROR_SHARE_MAX,
+        "error_line": f"{bad} of {n} errored ({', '.join(dict.fromkeys(why)) or '?'})"
+        + (f"; above {ERROR_SHARE_MAX:.0%}: flagged, left out of calibration" if share > ERROR_SHARE_MAX else ""),
+    }
 
 
 def finish_row(row: dict, t0: float) -> dict:
@@ -195,63 +247,29 @@ def finish_row(row: dict, t0: float) -> dict:
     row["finished_at"] = now()
     row["metrics_json"] = row.get("metrics_json") or dumps({})
     row.setdefault("provenance_json", dumps({"tool_version": __version__}))
-    row["provenance_json"] = dumps({**json.loads(row["provenance_json"]), "tool_version": __version__,
-                                    "wall_s": round(time.monotonic() - t0, 2)})
+    row["provenance_json"] = dumps(
+        {**json.loads(row["provenance_json"]), "tool_version": __version__, "wall_s": round(time.monotonic() - t0, 2)}
+    )
     return row
 
 
-def request_lengths(wl: WorkloadSpec, rows, warmup: int) -> tuple[int | list[int], int | list[int]]:
-    """(prompt, output) tokens of an anchor's requests: the workload's, or one pair per request of a
-    trace's rows (the warm-ups take its first row's)."""
-    if not rows:
-        return wl.prompt_tokens, wl.output_tokens
-    sent = list(rows[:1]) * warmup + list(rows)
-    return [r.prompt_tokens for r in sent], [r.output_tokens for r in sent]
-
-
-def anchor_prompts(running, wl: WorkloadSpec, P, n: int | None, seed: int) -> list[str]:
-    """The anchor's contract prompts: each unique (a nonce first), or, for a workload that states what
-    it shares, sharing exactly its prefix (contract.build_shared_prompts)."""
-    from pareto_atlas.measure.contract import build_contract_prompts, build_shared_prompts
-
-    share = wl.sharing()
-    if share is not None and share.turns > 1:
-        raise ValueError(f"workload {wl.name}: share.turns = {share.turns}: sessions of several turns are simulated, "
-                         f"not yet measured; measure a shared prefix (turns = 1)")
-    if share is None and wl.shares():
-        raise ValueError(f"workload {wl.name}: replaying a trace's hash_ids on an engine is not built; its "
-                         f"sharing is simulated (simulate.prefix_cache)")
-    kw = {"api": wl.api, "model": running.model, "headers": running.headers()}
-    if share is None or share.prefix_tokens == 0:
-        return build_contract_prompts(running.base_url, P, n, seed=seed, **kw)
-    return build_shared_prompts(running.base_url, P, n, share.prefix_tokens, share.groups, seed=seed, **kw)
-
-
-def request_extra(extra: dict, engine: str, knobs) -> dict:
-    """Per-request engine fields: llama.cpp's prompt cache follows the arm's prefix_cache knob (off by
-    default: unique prompts could only cost)."""
-    if engine == "llamacpp" and knobs.prefix_cache:
-        return {**extra, "cache_prompt": True}
-    return dict(extra)
-
-
-def measure_anchor(study: Study, p: AnchorPlan, on_progress: Progress,
-                   bandwidth_gbs: float | None = None) -> tuple[dict, list[dict]]:
+def measure_anchor(
+    study: Study, p: AnchorPlan, on_progress: Progress, bandwidth_gbs: float | None = None
+) -> tuple[dict, list[dict]]:
     """Measure one anchor; returns the store row and raw records. Never raises for engine trouble."""
     from pareto_atlas.measure import engines
     from pareto_atlas.measure.contention import ContentionMeter
-    from pareto_atlas.measure.contract import build_contract_prompts
     from pareto_atlas.measure.loadgen import run_load_sync
     from pareto_atlas.measure.memory import PeakMemorySampler, decode_bandwidth
     from pareto_atlas.measure.metrics import derive_metrics
 
     arm, wl, load = p.arm, p.arm.workload(study.workload), study.load
-    rows = wl.trace_rows()[:arm.n_requests(load, wl)] if wl.trace else None
+    rows = wl.trace_rows()[: arm.n_requests(load, wl)] if wl.trace else None
     P, N = request_lengths(wl, rows, load.warmup)
     row = anchor_row(study, p)
     records: list = []
     t0 = time.monotonic()
-    if study.hardware_of(arm) != "this-cpu":     # decode is held against the card's bandwidth, not this CPU's
+    if study.hardware_of(arm) != "this-cpu":  # decode is held against the card's bandwidth, not this CPU's
         from pareto_atlas.spec.cards import shipped_hardware
 
         bandwidth_gbs = shipped_hardware()[study.hardware_of(arm)].mem_bw_gbs
@@ -263,11 +281,17 @@ def measure_anchor(study: Study, p: AnchorPlan, on_progress: Progress,
         engine = engines.get_engine(study.engine.name)
         on_progress("starting", {"arm": arm.name})
         with engine.start(launch_for(study, arm, str(model_path))) as running:
-            row.update(engine_version=running.version,
-                       provenance_json=dumps({**running.describe(), "weights_bpw": bpw}))
-            if study.engine.name == "openai":      # the machine is the endpoint's: say what it says of itself
-                row["hardware_json"] = dumps({"card": study.hardware_of(arm), "client": host_description(),
-                                              "endpoint": endpoint_description(running.base_url, running.headers())})
+            row.update(
+                engine_version=running.version, provenance_json=dumps({**running.describe(), "weights_bpw": bpw})
+            )
+            if study.engine.name == "openai":  # the machine is the endpoint's: say what it says of itself
+                row["hardware_json"] = dumps(
+                    {
+                        "card": study.hardware_of(arm),
+                        "client": host_description(),
+                        "endpoint": endpoint_description(running.base_url, running.headers()),
+                    }
+                )
             n = load.warmup + arm.n_requests(load, wl)
             prompts = anchor_prompts(running, wl, P, None if rows else n, int(p.anchor_id[:8], 16))
             done = [0]
@@ -276,21 +300,31 @@ def measure_anchor(study: Study, p: AnchorPlan, on_progress: Progress,
 
             def tick(rec) -> None:
                 done[0] += 1
-                if done[0] == load.warmup:     # warm-ups run one at a time, before any measured request
+                if done[0] == load.warmup:  # warm-ups run one at a time, before any measured request
                     counters[0] = running.counters()
                 on_progress("request", {"arm": arm.name, "done": done[0], "total": n})
 
             # Every repeat replays the same load (Poisson schedule, think times: seed 0), so the spread
             # between repeats is the engine's own, not a different draw of the load.
             with PeakMemorySampler(running.pid) as mem, ContentionMeter(running.pid) as other:
-                recs = run_load_sync(running.base_url, prompts, N,
-                                     concurrency=None if arm.rate_rps or rows else arm.concurrency,
-                                     rate_rps=arm.rate_rps, trace=rows,
-                                     warmup=load.warmup, api=wl.api, timeout_s=load.timeout_s,
-                                     prompt_tokens=P, on_record=tick, seed=0,
-                                     think=load.think_for(arm),
-                                     model=running.model, headers=running.headers(),
-                                     extra_body=request_extra(running.extra_body, study.engine.name, arm.knobs()))
+                recs = run_load_sync(
+                    running.base_url,
+                    prompts,
+                    N,
+                    concurrency=None if arm.rate_rps or rows else arm.concurrency,
+                    rate_rps=arm.rate_rps,
+                    trace=rows,
+                    warmup=load.warmup,
+                    api=wl.api,
+                    timeout_s=load.timeout_s,
+                    prompt_tokens=P,
+                    on_record=tick,
+                    seed=0,
+                    think=load.think_for(arm),
+                    model=running.model,
+                    headers=running.headers(),
+                    extra_body=request_extra(running.extra_body, study.engine.name, arm.knobs()),
+                )
             after = running.counters()
             records = [r.to_dict() for r in recs]
             # a trace's per-request lengths were checked as each record came (None trusts that verdict)
@@ -300,11 +334,11 @@ def measure_anchor(study: Study, p: AnchorPlan, on_progress: Progress,
             metrics["peak_rss_mb"] = mem.peak_rss_bytes / 2**20
             metrics["peak_gpu_mb"] = mem.peak_gpu_bytes / 2**20 if mem.peak_gpu_bytes else None
             metrics["model_bytes"] = model_bytes
-            metrics["engine_startup_s"] = running.describe().get("startup_s")     # None where not timed
+            metrics["engine_startup_s"] = running.describe().get("startup_s")  # None where not timed
             # the machine's 1-minute load average before the engine started and after the run: the
             # engine's own threads count in it, anything well above them is another job competing
             metrics["host_load_1m"] = [round(load0, 2), round(os.getloadavg()[0], 2)]
-            if other.result is not None:      # other work on the machine during the run (measure.contention)
+            if other.result is not None:  # other work on the machine during the run (measure.contention)
                 metrics.update(other.result.to_dict())
                 metrics["contention_line"] = other.result.line()
             tpot_ms = (metrics.get("tpot") or {}).get("p50")
@@ -322,9 +356,14 @@ def measure_anchor(study: Study, p: AnchorPlan, on_progress: Progress,
     return finish_row(row, t0), records
 
 
-def measure_here(study: Study, pending: Iterable[tuple[int, AnchorPlan]], n: int, on_progress: Progress,
-                 bandwidth_gbs: float | None,
-                 measure_fn: Callable = measure_anchor) -> Iterator[tuple[int, AnchorPlan, dict, list[dict]]]:
+def measure_here(
+    study: Study,
+    pending: Iterable[tuple[int, AnchorPlan]],
+    n: int,
+    on_progress: Progress,
+    bandwidth_gbs: float | None,
+    measure_fn: Callable = measure_anchor,
+) -> Iterator[tuple[int, AnchorPlan, dict, list[dict]]]:
     """Measure each pending anchor in this process, in order; `pending` is consumed lazily so each
     result is written before the next anchor's status is looked up."""
     for i, p in pending:
@@ -334,16 +373,22 @@ def measure_here(study: Study, pending: Iterable[tuple[int, AnchorPlan]], n: int
 
 
 def _quiet(ev: str, info: dict) -> None:
-    pass   # progress inside a remote task has no console; the driver reports each result as it lands
+    pass  # progress inside a remote task has no console; the driver reports each result as it lands
 
 
 def _measure_job(fn: Callable, study: Study, bandwidth_gbs: float | None, job: tuple[int, AnchorPlan]):
     return fn(study, job[1], _quiet, bandwidth_gbs)
 
 
-def measure_on(executor: Executor, study: Study, pending: Iterable[tuple[int, AnchorPlan]], n: int,
-               on_progress: Progress, bandwidth_gbs: float | None,
-               measure_fn: Callable = measure_anchor) -> Iterator[tuple[int, AnchorPlan, dict, list[dict]]]:
+def measure_on(
+    executor: Executor,
+    study: Study,
+    pending: Iterable[tuple[int, AnchorPlan]],
+    n: int,
+    on_progress: Progress,
+    bandwidth_gbs: float | None,
+    measure_fn: Callable = measure_anchor,
+) -> Iterator[tuple[int, AnchorPlan, dict, list[dict]]]:
     """Measure each pending anchor where `executor` runs jobs, each on its arm's hardware card; an anchor
     whose worker or node was lost comes back as a failed row saying why. A remote anchor's row records
     where it ran (`hardware_json` "ray": its node and the resources it held)."""
@@ -354,22 +399,35 @@ def measure_on(executor: Executor, study: Study, pending: Iterable[tuple[int, An
 
     def lost(job: tuple[int, AnchorPlan], why: str) -> tuple[dict, list[dict]]:
         row = anchor_row(study, job[1])
-        row.update(hardware_json=dumps({}), reason=why)   # the driver's host is not where it ran
+        row.update(hardware_json=dumps({}), reason=why)  # the driver's host is not where it ran
         return finish_row(row, t0), []
 
     for (i, p), (row, records), where in executor.run(
-            _measure_job, pending, shared=(measure_fn, study, bandwidth_gbs),
-            hardware_of=lambda job: study.hardware_of(job[1].arm), lost=lost, name="measure_anchor"):
+        _measure_job,
+        pending,
+        shared=(measure_fn, study, bandwidth_gbs),
+        hardware_of=lambda job: study.hardware_of(job[1].arm),
+        lost=lost,
+        name="measure_anchor",
+    ):
         if where:
             row["hardware_json"] = dumps({**json.loads(row.get("hardware_json") or "{}"), "ray": where})
         on_progress("anchor", {"arm": p.arm.name, "i": i, "n": n})
         yield i, p, row, records
 
 
-def run_campaign(study: Study, store: Store, *, arms: list[str] | None = None,
-                 on_progress: Progress = lambda ev, info: None, bandwidth_gbs: float | None = None,
-                 executor: Executor | None = None, plans: list[AnchorPlan] | None = None,
-                 measure_fn: Callable = measure_anchor, consent: Consent | None = None) -> CampaignSummary:
+def run_campaign(
+    study: Study,
+    store: Store,
+    *,
+    arms: list[str] | None = None,
+    on_progress: Progress = lambda ev, info: None,
+    bandwidth_gbs: float | None = None,
+    executor: Executor | None = None,
+    plans: list[AnchorPlan] | None = None,
+    measure_fn: Callable = measure_anchor,
+    consent: Consent | None = None,
+) -> CampaignSummary:
     """Measure every planned anchor not yet in the store. `bandwidth_gbs`: this machine's memory
     bandwidth, to say how close decode came to it. `executor`: where anchors run (default: here,
     one after another); results come back here and only this process writes the store. `plans`:
@@ -421,7 +479,16 @@ def run_campaign(study: Study, store: Store, *, arms: list[str] | None = None,
             row["campaign_id"] = campaign
             store.put_anchor(row, records)
         summary.remeasured += 1
-        on_progress("remeasured", {"arm": p.arm.name, "kept": "new" if better else "first",
-                                   "before": before[p.anchor_id], "after": metrics.get("other_cpu_cores"),
-                                   "metrics": metrics, "status": row["status"], "reason": row["reason"]})
+        on_progress(
+            "remeasured",
+            {
+                "arm": p.arm.name,
+                "kept": "new" if better else "first",
+                "before": before[p.anchor_id],
+                "after": metrics.get("other_cpu_cores"),
+                "metrics": metrics,
+                "status": row["status"],
+                "reason": row["reason"],
+            },
+        )
     return summary

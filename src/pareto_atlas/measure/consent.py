@@ -45,12 +45,32 @@ if TYPE_CHECKING:
 # credentials that happen to end like an API key (GITHUB_API_TOKEN, AWS_..._API_KEY).
 KEY_SUFFIXES = ("_API_KEY", "_APIKEY", "_API_TOKEN")
 KEY_NAMES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
-FOREIGN_PREFIXES = ("AWS_", "AZURE_", "GCP_", "GOOGLE_CLOUD_", "GITHUB_", "GH_", "GITLAB_", "BITBUCKET_", "CI_",
-                    "NPM_", "PYPI_", "TWINE_", "DOCKER_", "SSH_", "GPG_", "VAULT_", "SLACK_", "CODECOV_")
-KEY_NAME_RULE = (f"upper-case names ending {', '.join(KEY_SUFFIXES)}, or {', '.join(KEY_NAMES)}; "
-                 f"never one starting {', '.join(p.rstrip('_') for p in FOREIGN_PREFIXES)}")
+FOREIGN_PREFIXES = (
+    "AWS_",
+    "AZURE_",
+    "GCP_",
+    "GOOGLE_CLOUD_",
+    "GITHUB_",
+    "GH_",
+    "GITLAB_",
+    "BITBUCKET_",
+    "CI_",
+    "NPM_",
+    "PYPI_",
+    "TWINE_",
+    "DOCKER_",
+    "SSH_",
+    "GPG_",
+    "VAULT_",
+    "SLACK_",
+    "CODECOV_",
+)
+KEY_NAME_RULE = (
+    f"upper-case names ending {', '.join(KEY_SUFFIXES)}, or {', '.join(KEY_NAMES)}; "
+    f"never one starting {', '.join(p.rstrip('_') for p in FOREIGN_PREFIXES)}"
+)
 LOOPBACK_RULE = "localhost, 127.0.0.0/8 or [::1]"
-PROGRAM_KEYS = ("binary", "python")        # the engine options that name what is executed
+PROGRAM_KEYS = ("binary", "python")  # the engine options that name what is executed
 
 
 def _show(value: object, most: int = 200) -> str:
@@ -74,7 +94,7 @@ def resolve_program(name: str) -> str | None:
     try:
         found = shutil.which(name) if os.sep not in name else (name if os.path.isfile(name) else None)
         return os.path.realpath(found) if found else None
-    except (OSError, ValueError):      # a NUL byte, a name too long: nothing that could run
+    except (OSError, ValueError):  # a NUL byte, a name too long: nothing that could run
         return None
 
 
@@ -89,8 +109,11 @@ def is_loopback(host: str) -> bool:
 
 
 def key_like(name: str) -> bool:
-    return (re.fullmatch(r"[A-Z][A-Z0-9_]*", name) is not None and not name.startswith(FOREIGN_PREFIXES)
-            and (name in KEY_NAMES or name.endswith(KEY_SUFFIXES)))
+    return (
+        re.fullmatch(r"[A-Z][A-Z0-9_]*", name) is not None
+        and not name.startswith(FOREIGN_PREFIXES)
+        and (name in KEY_NAMES or name.endswith(KEY_SUFFIXES))
+    )
 
 
 def _host(value: str, field: str) -> str:
@@ -102,21 +125,28 @@ def _host(value: str, field: str) -> str:
     except httpx.InvalidURL:
         host = ""
     if not re.fullmatch(r"[a-z0-9.\-:]+", host) or host.count(":") == 1:
-        raise ConsentError(f"{field}: {_show(value, 60)} is not a host name without a port "
-                           "(e.g. api.example.com, 10.0.0.5 or ::1)")
+        raise ConsentError(
+            f"{field}: {_show(value, 60)} is not a host name without a port (e.g. api.example.com, 10.0.0.5 or ::1)"
+        )
     return host
 
 
 @dataclass(frozen=True)
 class Consent:
     """What the user allowed, from the command line and their own config; empty allows loopback keys only."""
+
     endpoint_hosts: frozenset[str] = frozenset()
     key_envs: frozenset[str] = frozenset()
-    programs: frozenset[str] = frozenset()       # resolved paths (resolve_program)
+    programs: frozenset[str] = frozenset()  # resolved paths (resolve_program)
 
     @classmethod
-    def from_user(cls, endpoint_hosts: Iterable[str] = (), key_envs: Iterable[str] = (),
-                  programs: Iterable[str] = (), config: Path | None = None) -> Consent:
+    def from_user(
+        cls,
+        endpoint_hosts: Iterable[str] = (),
+        key_envs: Iterable[str] = (),
+        programs: Iterable[str] = (),
+        config: Path | None = None,
+    ) -> Consent:
         """The flags given, plus the user's config file when it exists. A flag naming no program is
         an error (a typo would otherwise allow nothing, silently); a config entry naming none is ignored."""
         cfg = read_config(config or config_path())
@@ -124,11 +154,16 @@ class Consent:
         for p in programs:
             found = resolve_program(p)
             if found is None:
-                raise ConsentError(f"--allow-program: {_show(p)} is not a program on this host (a file path, or a name on PATH)")
+                raise ConsentError(
+                    f"--allow-program: {_show(p)} is not a program on this host (a file path, or a name on PATH)"
+                )
             progs.add(found)
         progs |= {r for r in map(resolve_program, cfg["allowed_programs"]) if r}
-        return cls(frozenset(_host(h, "--endpoint-host") for h in endpoint_hosts) | cfg["endpoint_hosts"],
-                   frozenset(key_envs) | cfg["key_envs"], frozenset(progs))
+        return cls(
+            frozenset(_host(h, "--endpoint-host") for h in endpoint_hosts) | cfg["endpoint_hosts"],
+            frozenset(key_envs) | cfg["key_envs"],
+            frozenset(progs),
+        )
 
 
 def read_config(path: Path) -> dict:
@@ -144,8 +179,13 @@ def read_config(path: Path) -> dict:
         v = raw.get(key, [])
         if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
             raise ConsentError(f"{path}: {key} must be a list of strings")
-        out[key] = (frozenset(_host(h, f"{path}: endpoint_hosts") for h in v) if key == "endpoint_hosts"
-                    else frozenset(v) if key == "key_envs" else tuple(v))
+        out[key] = (
+            frozenset(_host(h, f"{path}: endpoint_hosts") for h in v)
+            if key == "endpoint_hosts"
+            else frozenset(v)
+            if key == "key_envs"
+            else tuple(v)
+        )
     return out
 
 
@@ -163,15 +203,18 @@ def authorize(study: Study, consent: Consent) -> tuple[str, ...]:
     how = f"--endpoint-host HOST or endpoint_hosts in {config_path()}"
     lines: dict[str, None] = {}
     for where, opts in [("engine.options", study.engine.options)] + [
-            (f"arms.{a.name}.engine_options", a.engine_options) for a in study.arms]:
+        (f"arms.{a.name}.engine_options", a.engine_options) for a in study.arms
+    ]:
         for key in PROGRAM_KEYS:
             if not opts.get(key):
                 continue
             value = str(opts[key])
             found = resolve_program(value)
             if found is None or found not in consent.programs:
-                raise ConsentError(f"{where}.{key}: {_show(value)} is a program the study would run; allowed only when "
-                                   f"you name that program: --allow-program PATH, or allowed_programs in {config_path()}")
+                raise ConsentError(
+                    f"{where}.{key}: {_show(value)} is a program the study would run; allowed only when "
+                    f"you name that program: --allow-program PATH, or allowed_programs in {config_path()}"
+                )
             lines[f"{study.engine.name}: runs {found} ({where}.{key}, a program you allowed)"] = None
     if study.engine.name != "openai":
         return tuple(lines)
@@ -183,8 +226,10 @@ def authorize(study: Study, consent: Consent) -> tuple[str, ...]:
         f_env, f_url = _where(study, arm, "api_key_env"), _where(study, arm, "base_url")
         if not isinstance(env, str) or not (key_like(env) or env in consent.key_envs):
             name = env if isinstance(env, str) and re.fullmatch(r"\w{1,128}", env) else "NAME"
-            raise ConsentError(f"{f_env}: {_show(env, 60)} is not allowed to be sent as a key: {KEY_NAME_RULE}; "
-                               f"or confirm the name with --allow-key-env {name} (or key_envs in {config_path()})")
+            raise ConsentError(
+                f"{f_env}: {_show(env, 60)} is not allowed to be sent as a key: {KEY_NAME_RULE}; "
+                f"or confirm the name with --allow-key-env {name} (or key_envs in {config_path()})"
+            )
         try:
             parsed = httpx.URL(url)
         except (httpx.InvalidURL, TypeError):
@@ -193,8 +238,10 @@ def authorize(study: Study, consent: Consent) -> tuple[str, ...]:
             raise ConsentError(f"{f_url}: {_show(url, 60)} carries user info ('...@'); give the host alone")
         host = parsed.host.lower()
         if not (is_loopback(host) or host in consent.endpoint_hosts):
-            raise ConsentError(f"{f_url}: host {_show(host, 60)} may not receive ${env} ({f_env}): a key goes only to "
-                               f"{LOOPBACK_RULE}, or to a host you name with {how}")
+            raise ConsentError(
+                f"{f_url}: host {_show(host, 60)} may not receive ${env} ({f_env}): a key goes only to "
+                f"{LOOPBACK_RULE}, or to a host you name with {how}"
+            )
         why = "loopback" if is_loopback(host) else "a host you allowed"
         lines[f"openai: ${env} goes as the bearer token to {host} ({why}; {f_env} -> {f_url})"] = None
     return tuple(lines)

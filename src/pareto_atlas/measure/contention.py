@@ -71,22 +71,28 @@ def _cpu_s(pids: list[int], tree: bool) -> float:
 @dataclass(frozen=True)
 class Contention:
     wall_s: float
-    other_cores: float      # CPU time of other work per second of the run (cores)
-    steal_cores: float      # of which the hypervisor gave to other guests
-    own_cores: float        # the engine's and the load generator's, per second
+    other_cores: float  # CPU time of other work per second of the run (cores)
+    steal_cores: float  # of which the hypervisor gave to other guests
+    own_cores: float  # the engine's and the load generator's, per second
 
     @property
     def contended(self) -> bool:
         return self.other_cores > CONTENDED_CORES
 
     def to_dict(self) -> dict:
-        return {"other_cpu_cores": round(self.other_cores, 3), "steal_cpu_cores": round(self.steal_cores, 3),
-                "own_cpu_cores": round(self.own_cores, 3), "contended": self.contended}
+        return {
+            "other_cpu_cores": round(self.other_cores, 3),
+            "steal_cpu_cores": round(self.steal_cores, 3),
+            "own_cpu_cores": round(self.own_cores, 3),
+            "contended": self.contended,
+        }
 
     def line(self) -> str:
         what = "CONTENDED: " if self.contended else ""
-        return (f"{what}other work on the machine {self.other_cores:.2f} cores (steal {self.steal_cores:.2f}) beside "
-                f"the measurement's own {self.own_cores:.2f}, over {self.wall_s:.0f} s")
+        return (
+            f"{what}other work on the machine {self.other_cores:.2f} cores (steal {self.steal_cores:.2f}) beside "
+            f"the measurement's own {self.own_cores:.2f}, over {self.wall_s:.0f} s"
+        )
 
 
 class ContentionMeter:

@@ -55,14 +55,26 @@ def endpoint_path(api: str) -> str:
     return "/v1/completions" if api == "completions" else "/v1/chat/completions"
 
 
-def contract_body(api: str, prompt: str, output_tokens: int, *, model: str | None = None,
-                  stream: bool = True, extra: Mapping | None = None) -> dict:
+def contract_body(
+    api: str,
+    prompt: str,
+    output_tokens: int,
+    *,
+    model: str | None = None,
+    stream: bool = True,
+    extra: Mapping | None = None,
+) -> dict:
     """The request body asking for exactly `output_tokens` tokens: max = min = N, EOS ignored,
     no stop strings, greedy (so reruns are comparable), usage included in the stream."""
     if output_tokens < 1:
         raise ValueError(f"output_tokens: {output_tokens} must be >= 1")
-    body: dict = {"max_tokens": output_tokens, "min_tokens": output_tokens, "ignore_eos": True,
-                  "temperature": 0.0, "stream": stream}
+    body: dict = {
+        "max_tokens": output_tokens,
+        "min_tokens": output_tokens,
+        "ignore_eos": True,
+        "temperature": 0.0,
+        "stream": stream,
+    }
     if stream:
         body["stream_options"] = {"include_usage": True}
     if api == "chat":
@@ -100,6 +112,7 @@ def apply_contract(record: RequestRecord, prompt_tokens: int | None, output_toke
 
 
 # ----------------------------------------------------------------------------- prompt building
+
 
 class TokenCounter:
     """Counts prompt tokens as the server will report them in usage.prompt_tokens.
@@ -157,8 +170,14 @@ class TokenCounter:
         return int(usage["prompt_tokens"])
 
 
-def exact_prompt(count: Callable[[str], int], target: int, prefix: str, rng: random.Random,
-                 attempts: int = 8, hint: int | None = None) -> str:
+def exact_prompt(
+    count: Callable[[str], int],
+    target: int,
+    prefix: str,
+    rng: random.Random,
+    attempts: int = 8,
+    hint: int | None = None,
+) -> str:
     """Text starting with `prefix` that the server counts as exactly `target` tokens.
 
     Tries `hint` words (and its neighbours) first: consecutive prompts of one length need
@@ -191,9 +210,17 @@ def exact_prompt(count: Callable[[str], int], target: int, prefix: str, rng: ran
     raise RuntimeError(f"prompt_tokens: could not build a prompt of exactly {target} tokens after {attempts} tries")
 
 
-def build_contract_prompts(base_url: str, P: int | Sequence[int], n: int | None = None, seed: int = 0, *,
-                           api: str = "completions", model: str | None = None,
-                           headers: Mapping[str, str] | None = None, timeout_s: float = 60.0) -> list[str]:
+def build_contract_prompts(
+    base_url: str,
+    P: int | Sequence[int],
+    n: int | None = None,
+    seed: int = 0,
+    *,
+    api: str = "completions",
+    model: str | None = None,
+    headers: Mapping[str, str] | None = None,
+    timeout_s: float = 60.0,
+) -> list[str]:
     """Prompts of exactly `P` server tokens (`n` of them), or one per length of a list `P` (a
     trace's; n then None), each opening with a unique nonce so that no prefix cache can serve one
     request from another's work. Deterministic in `seed`."""
@@ -207,24 +234,36 @@ def build_contract_prompts(base_url: str, P: int | Sequence[int], n: int | None 
     with httpx.Client(base_url=base_url, timeout=timeout_s, headers=dict(headers or {})) as client:
         count = TokenCounter(client, api=api, model=model)
         out: list[str] = []
-        hints: dict[int, int] = {}      # words that last made a prompt of this length: the next needs about as many
+        hints: dict[int, int] = {}  # words that last made a prompt of this length: the next needs about as many
         for i, target in enumerate(lengths):
             prefix = f"Request {seed}-{i} {rng.randrange(16**6):06x}: "
             out.append(exact_prompt(count, target, prefix, rng, hint=hints.get(target)))
-            hints[target] = len(out[-1][len(prefix):].split())
+            hints[target] = len(out[-1][len(prefix) :].split())
         return out
 
 
-def build_shared_prompts(base_url: str, P: int, n: int, prefix_tokens: int, groups: int = 1, seed: int = 0, *,
-                         api: str = "completions", model: str | None = None,
-                         headers: Mapping[str, str] | None = None, timeout_s: float = 60.0) -> list[str]:
+def build_shared_prompts(
+    base_url: str,
+    P: int,
+    n: int,
+    prefix_tokens: int,
+    groups: int = 1,
+    seed: int = 0,
+    *,
+    api: str = "completions",
+    model: str | None = None,
+    headers: Mapping[str, str] | None = None,
+    timeout_s: float = 60.0,
+) -> list[str]:
     """Prompts of exactly `P` server tokens (`n` of them) that share exactly what a workload states
     (spec.sharing): request i opens with group i % groups' prefix text of `prefix_tokens` server
     tokens (its BOS included), then a unique nonce and words. Nothing else is shared; what a cache
     really reused is the server's to report (RequestRecord.cached_tokens), never assumed from this."""
     if not 0 < prefix_tokens < P or groups < 1 or n < 0:
-        raise ValueError(f"build_shared_prompts: prefix_tokens={prefix_tokens} must be in 1..P-1 (P={P}), "
-                         f"groups={groups} >= 1, n={n} >= 0")
+        raise ValueError(
+            f"build_shared_prompts: prefix_tokens={prefix_tokens} must be in 1..P-1 (P={P}), "
+            f"groups={groups} >= 1, n={n} >= 0"
+        )
     rng = random.Random(seed)
     with httpx.Client(base_url=base_url, timeout=timeout_s, headers=dict(headers or {})) as client:
         count = TokenCounter(client, api=api, model=model)
@@ -234,5 +273,5 @@ def build_shared_prompts(base_url: str, P: int, n: int, prefix_tokens: int, grou
         for i in range(n):
             prefix = f"{shared[i % groups]} Request {seed}-{i} {rng.randrange(16**6):06x}: "
             out.append(exact_prompt(count, P, prefix, rng, hint=hint))
-            hint = len(out[-1][len(prefix):].split())
+            hint = len(out[-1][len(prefix) :].split())
         return out

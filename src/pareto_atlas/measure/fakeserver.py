@@ -17,21 +17,21 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class FakeBehaviour:
-    prefill_s: float = 0.0           # delay before the first token
-    token_s: float = 0.0             # delay between tokens
+    prefill_s: float = 0.0  # delay before the first token
+    token_s: float = 0.0  # delay between tokens
     extra_completion_tokens: int = 0  # > 0 reports more tokens than asked: a contract violator
-    empty_first_chunk: bool = True   # an empty-text chunk before the first token (must not count as TTFT)
-    chat_template_tokens: int = 3    # what a chat template adds to the prompt count
-    model_id: str = "fake-model"     # the id /v1/models lists
-    tokenize: bool = True            # False: no /tokenize, so prompts are counted from usage probes
-    fail_every: int = 0              # > 0: every k-th streamed completion answers HTTP 500 (2: every other)
+    empty_first_chunk: bool = True  # an empty-text chunk before the first token (must not count as TTFT)
+    chat_template_tokens: int = 3  # what a chat template adds to the prompt count
+    model_id: str = "fake-model"  # the id /v1/models lists
+    tokenize: bool = True  # False: no /tokenize, so prompts are counted from usage probes
+    fail_every: int = 0  # > 0: every k-th streamed completion answers HTTP 500 (2: every other)
 
 
 class FakeOpenAIServer:
     def __init__(self, behaviour: FakeBehaviour = FakeBehaviour()):
         self.behaviour = behaviour
         self.requests = 0
-        self.streamed = 0                # streamed completion requests (what fail_every counts)
+        self.streamed = 0  # streamed completion requests (what fail_every counts)
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, name="fake-openai", daemon=True)
@@ -78,7 +78,9 @@ class FakeOpenAIServer:
                 head = await reader.readuntil(b"\r\n\r\n")
                 lines = head.decode().split("\r\n")
                 method, path, _ = lines[0].split(" ", 2)
-                length = next((int(s.split(":", 1)[1]) for s in lines[1:] if s.lower().startswith("content-length:")), 0)
+                length = next(
+                    (int(s.split(":", 1)[1]) for s in lines[1:] if s.lower().startswith("content-length:")), 0
+                )
                 body = json.loads(await reader.readexactly(length)) if length else {}
                 self.requests += 1
                 await self._route(method, path, body, writer)
@@ -90,15 +92,23 @@ class FakeOpenAIServer:
     @staticmethod
     def _send_json(writer: asyncio.StreamWriter, obj: dict, status: int = 200) -> None:
         data = json.dumps(obj).encode()
-        writer.write(f"HTTP/1.1 {status} {'OK' if status < 400 else 'Error'}\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n".encode() + data)
+        writer.write(
+            f"HTTP/1.1 {status} {'OK' if status < 400 else 'Error'}\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n".encode()
+            + data
+        )
 
     async def _route(self, method: str, path: str, body: dict, writer: asyncio.StreamWriter) -> None:
         b = self.behaviour
         if path == "/health":
             self._send_json(writer, {"status": "ok"})
         elif path == "/v1/models":
-            self._send_json(writer, {"object": "list", "data": [{"id": b.model_id, "object": "model",
-                                                                 "owned_by": "fakeserver", "max_model_len": 4096}]})
+            self._send_json(
+                writer,
+                {
+                    "object": "list",
+                    "data": [{"id": b.model_id, "object": "model", "owned_by": "fakeserver", "max_model_len": 4096}],
+                },
+            )
         elif path == "/version":
             self._send_json(writer, {"version": "fakeserver 1"})
         elif path == "/tokenize" and b.tokenize:
@@ -106,8 +116,10 @@ class FakeOpenAIServer:
         elif path in ("/v1/completions", "/v1/chat/completions"):
             chat = "chat" in path
             text = body["messages"][-1]["content"] if chat else body["prompt"]
-            usage = {"prompt_tokens": len(text.split()) + (b.chat_template_tokens if chat else 0),
-                     "completion_tokens": int(body.get("max_tokens", 16)) + b.extra_completion_tokens}
+            usage = {
+                "prompt_tokens": len(text.split()) + (b.chat_template_tokens if chat else 0),
+                "completion_tokens": int(body.get("max_tokens", 16)) + b.extra_completion_tokens,
+            }
             self.streamed += bool(body.get("stream"))
             if not body.get("stream"):
                 self._send_json(writer, {"choices": [{"text": "x"}], "usage": usage})
@@ -128,7 +140,9 @@ class FakeOpenAIServer:
             writer.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
 
         def tok(s: str) -> dict:
-            return {"choices": [{"index": 0, "delta": {"content": s}}]} if chat else {"choices": [{"index": 0, "text": s}]}
+            return (
+                {"choices": [{"index": 0, "delta": {"content": s}}]} if chat else {"choices": [{"index": 0, "text": s}]}
+            )
 
         if chat:
             event({"choices": [{"index": 0, "delta": {"role": "assistant", "content": None}}]})
@@ -142,7 +156,12 @@ class FakeOpenAIServer:
                 await asyncio.sleep(b.token_s)
             event(tok(f" t{i}"))
             await writer.drain()
-        event({"choices": [], "usage": usage,
-               "timings": {"prompt_ms": b.prefill_s * 1e3, "predicted_per_token_ms": b.token_s * 1e3}})
+        event(
+            {
+                "choices": [],
+                "usage": usage,
+                "timings": {"prompt_ms": b.prefill_s * 1e3, "predicted_per_token_ms": b.token_s * 1e3},
+            }
+        )
         event("[DONE]")
         writer.write(b"0\r\n\r\n")

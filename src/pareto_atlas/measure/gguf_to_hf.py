@@ -35,11 +35,16 @@ def convert(gguf: Path, out: Path, dtype: str, sha256: str) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(out))
     tok.save_pretrained(str(out))
-    record = {"source_file": gguf.name, "source_sha256": sha256, "dtype": dtype,
-              "transformers_version": transformers.__version__, "torch_version": torch.__version__,
-              "seconds": round(time.monotonic() - t0, 1),
-              "converted_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-              "params": int(sum(p.numel() for p in model.parameters()))}
+    record = {
+        "source_file": gguf.name,
+        "source_sha256": sha256,
+        "dtype": dtype,
+        "transformers_version": transformers.__version__,
+        "torch_version": torch.__version__,
+        "seconds": round(time.monotonic() - t0, 1),
+        "converted_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "params": int(sum(p.numel() for p in model.parameters())),
+    }
     (out / "conversion.json").write_text(json.dumps(record, indent=1, sort_keys=True))
     return record
 

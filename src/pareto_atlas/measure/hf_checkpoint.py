@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pareto_atlas.measure.weights import ModelError
 
-UNQUANTIZED_SERVES = ("F32", "F16", "BF16", "FP8")     # FP8: vLLM's online quantization of float weights
+UNQUANTIZED_SERVES = ("F32", "F16", "BF16", "FP8")  # FP8: vLLM's online quantization of float weights
 
 
 class CheckpointError(ModelError, ValueError):
@@ -62,8 +62,10 @@ def resolve_checkpoint(ref: str) -> Path:
         return found
     if _is_path(ref):
         raise CheckpointError(f"model.hf_dir: {ref} is not a Hugging Face model directory (no config.json)")
-    raise CheckpointError(f"model.hf_dir: {ref!r} is not in this host's Hugging Face cache ({hub_cache()}); "
-                     f"download it there first, or give a local directory")
+    raise CheckpointError(
+        f"model.hf_dir: {ref!r} is not in this host's Hugging Face cache ({hub_cache()}); "
+        f"download it there first, or give a local directory"
+    )
 
 
 def read_config(path: Path) -> dict:
@@ -93,10 +95,14 @@ def checkpoint_format(config: dict) -> tuple[str | None, str]:
             return "FP8", "compressed-tensors float 8-bit (FP8)"
         if nb == 4 and kind == "int":
             return "AWQ4", "compressed-tensors int 4-bit (W4A16)"
-        raise CheckpointError(f"model.hf_dir: compressed-tensors weights of {nb} bits ({kind or '?'}) have no weight knob; "
-                         f"served formats: FP8 (float 8-bit), AWQ4 (int 4-bit)")
-    raise CheckpointError(f"model.hf_dir: quantization_config.quant_method {method!r} ({bits} bits) has no weight knob; "
-                     f"served: awq or gptq 4-bit (AWQ4), fp8 and compressed-tensors (FP8, AWQ4), or float weights")
+        raise CheckpointError(
+            f"model.hf_dir: compressed-tensors weights of {nb} bits ({kind or '?'}) have no weight knob; "
+            f"served formats: FP8 (float 8-bit), AWQ4 (int 4-bit)"
+        )
+    raise CheckpointError(
+        f"model.hf_dir: quantization_config.quant_method {method!r} ({bits} bits) has no weight knob; "
+        f"served: awq or gptq 4-bit (AWQ4), fp8 and compressed-tensors (FP8, AWQ4), or float weights"
+    )
 
 
 def arm_weights(config: dict, typed: str | None, where: str) -> str:
@@ -109,11 +115,15 @@ def arm_weights(config: dict, typed: str | None, where: str) -> str:
         dtype = said.removeprefix("unquantized ")
         return _DTYPES.get(dtype, "BF16")
     if stored and typed != stored:
-        raise CheckpointError(f"{where}: {typed!r} disagrees with the checkpoint's quantization_config ({said}: {stored}); "
-                         f"leave weights out or type {stored!r}")
+        raise CheckpointError(
+            f"{where}: {typed!r} disagrees with the checkpoint's quantization_config ({said}: {stored}); "
+            f"leave weights out or type {stored!r}"
+        )
     if not stored and typed not in UNQUANTIZED_SERVES:
-        raise CheckpointError(f"{where}: {typed!r} needs a checkpoint stored that way; this one is {said}, "
-                         f"which serves as {', '.join(UNQUANTIZED_SERVES)}")
+        raise CheckpointError(
+            f"{where}: {typed!r} needs a checkpoint stored that way; this one is {said}, "
+            f"which serves as {', '.join(UNQUANTIZED_SERVES)}"
+        )
     return typed
 
 
@@ -122,7 +132,12 @@ def fill_arm_weights(data: dict) -> dict:
     when the checkpoint is on this host; an arm that types none needs it here."""
     model, engine = data.get("model") or {}, data.get("engine") or {}
     ref = model.get("hf_dir") if isinstance(model, dict) else None
-    if not isinstance(engine, dict) or engine.get("name") != "vllm" or not ref or not isinstance(data.get("arms"), list):
+    if (
+        not isinstance(engine, dict)
+        or engine.get("name") != "vllm"
+        or not ref
+        or not isinstance(data.get("arms"), list)
+    ):
         return data
     path = find_checkpoint(str(ref))
     arms = []
@@ -133,8 +148,10 @@ def fill_arm_weights(data: dict) -> dict:
         where = f"arms.{a.get('name', i)}.weights"
         if path is None:
             if "weights" not in a:
-                raise CheckpointError(f"{where}: the checkpoint {ref!r} is not on this host, so its format cannot be "
-                                 f"read here; type it (AWQ4, FP8, BF16, F16, F32)")
+                raise CheckpointError(
+                    f"{where}: the checkpoint {ref!r} is not on this host, so its format cannot be "
+                    f"read here; type it (AWQ4, FP8, BF16, F16, F32)"
+                )
             arms.append(a)
             continue
         arms.append({**a, "weights": arm_weights(read_config(path), a.get("weights"), where)})

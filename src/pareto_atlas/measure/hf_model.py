@@ -48,8 +48,10 @@ def hf_model(model: str, hf_dir: str | None, python: str | None, timeout_s: floa
     if (out / RECORD).is_file():
         return out, sha
     if python is None:
-        raise ModelError("vllm: converting the GGUF to a Hugging Face directory needs vLLM's venv; "
-                         "run `make setup-vllm`, or name a directory in model.hf_dir")
+        raise ModelError(
+            "vllm: converting the GGUF to a Hugging Face directory needs vLLM's venv; "
+            "run `make setup-vllm`, or name a directory in model.hf_dir"
+        )
     convert(src, out, sha, python, timeout_s)
     return out, sha
 

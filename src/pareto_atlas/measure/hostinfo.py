@@ -38,8 +38,13 @@ def host_gpus() -> list[dict]:
     if smi is None:
         return []
     try:
-        res = subprocess.run([smi, f"--query-gpu={GPU_QUERY}", "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, timeout=15, check=False)
+        res = subprocess.run(
+            [smi, f"--query-gpu={GPU_QUERY}", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=15,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return []
     return gpus_from_smi(res.stdout) if res.returncode == 0 else []
@@ -65,9 +70,16 @@ def host_description() -> dict:
     except OSError:
         pass
     gpus = host_gpus()
-    return {"hostname": platform.node(), "cpu": cpu, "cores": os.cpu_count(), "mem_gib": mem_gib,
-            "os": platform.platform(), "python": platform.python_version(), "gpu": gpus[0]["name"] if gpus else None,
-            "gpus": gpus}
+    return {
+        "hostname": platform.node(),
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "mem_gib": mem_gib,
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "gpu": gpus[0]["name"] if gpus else None,
+        "gpus": gpus,
+    }
 
 
 # /metrics lines worth keeping: the engine's build and model facts, not its counters
@@ -85,8 +97,11 @@ def endpoint_description(base_url: str, headers: dict | None = None, timeout_s: 
         with httpx.Client(base_url=base_url, headers=headers or {}, timeout=timeout_s) as c:
             r = c.get("/v1/models")
             if r.status_code < 400:
-                out["models"] = [{k: m.get(k) for k in ("id", "owned_by", "max_model_len", "root") if m.get(k) is not None}
-                                 for m in (r.json().get("data") or []) if isinstance(m, dict)][:8]
+                out["models"] = [
+                    {k: m.get(k) for k in ("id", "owned_by", "max_model_len", "root") if m.get(k) is not None}
+                    for m in (r.json().get("data") or [])
+                    if isinstance(m, dict)
+                ][:8]
             r = c.get("/version")
             if r.status_code < 400:
                 try:
@@ -99,5 +114,5 @@ def endpoint_description(base_url: str, headers: dict | None = None, timeout_s: 
                 if info:
                     out["metrics_info"] = dict(list(info.items())[:10])
     except (httpx.HTTPError, ValueError, AttributeError):
-        pass    # what answered is kept; an endpoint owes us none of these
+        pass  # what answered is kept; an endpoint owes us none of these
     return out

@@ -15,7 +15,7 @@ from pareto_atlas.spec.cards import HardwareCard
 from pareto_atlas.spec.study import Study
 from pareto_atlas.store.db import Store, dumps
 
-THIS = "this-cpu"   # this machine's card name
+THIS = "this-cpu"  # this machine's card name
 
 
 def read_bandwidth_gbs(mb: int = 256, seconds: float = 1.0, threads: int | None = None) -> float:
@@ -26,7 +26,7 @@ def read_bandwidth_gbs(mb: int = 256, seconds: float = 1.0, threads: int | None 
     arrays = [np.ones(mb * 2**20 // 8) for _ in range(threads)]
     best = np.inf
     end = time.perf_counter() + seconds
-    with ThreadPoolExecutor(threads) as pool:      # numpy releases the GIL inside the reduction
+    with ThreadPoolExecutor(threads) as pool:  # numpy releases the GIL inside the reduction
         list(pool.map(np.sum, arrays))
         while time.perf_counter() < end:
             t = time.perf_counter()
@@ -61,24 +61,36 @@ def mem_total_gib() -> float:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
 
 
-def measure_this_machine(price_per_hour: float = 0.0, price_date: str = "", price_source: str = "user",
-                         name: str = "this-cpu") -> HardwareCard:
+def measure_this_machine(
+    price_per_hour: float = 0.0, price_date: str = "", price_source: str = "user", name: str = "this-cpu"
+) -> HardwareCard:
     """Measure this machine's card (< 3 s). Bandwidth and FLOP/s are achieved figures, not spec sheets."""
     bw = read_bandwidth_gbs()
     gf = sgemm_gflops()
     today = dt.date.today().isoformat()
-    return HardwareCard(name=name, kind="cpu", mem_bw_gbs=round(bw, 2), tflops={"fp32": round(gf / 1e3, 4)},
-                        mem_gib=round(mem_total_gib(), 2), price_per_hour=price_per_hour,
-                        price_date=price_date or (today if price_per_hour else ""), price_source=price_source,
-                        link_gbs=0.0, source=f"measured:{today}")
+    return HardwareCard(
+        name=name,
+        kind="cpu",
+        mem_bw_gbs=round(bw, 2),
+        tflops={"fp32": round(gf / 1e3, 4)},
+        mem_gib=round(mem_total_gib(), 2),
+        price_per_hour=price_per_hour,
+        price_date=price_date or (today if price_per_hour else ""),
+        price_source=price_source,
+        link_gbs=0.0,
+        source=f"measured:{today}",
+    )
 
 
 def this_machine(study: Study, store: Store, *, reprobe: bool = False) -> HardwareCard:
     """This machine's card, measured once and kept in the store (bandwidth and FLOP/s achieved)."""
     card = None if reprobe else store.latest_probe(THIS)
     if card is None:
-        hw = measure_this_machine(price_per_hour=study.cpu_price_per_hour, price_date=study.price_date,
-                                  price_source="assumed 2-vCPU rental price (study cpu_price_per_hour)")
+        hw = measure_this_machine(
+            price_per_hour=study.cpu_price_per_hour,
+            price_date=study.price_date,
+            price_source="assumed 2-vCPU rental price (study cpu_price_per_hour)",
+        )
         store.put_probe(hashlib.sha256(dumps(hw.__dict__).encode()).hexdigest()[:16], THIS, hw.__dict__)
         return hw
     card = {**card, "price_per_hour": study.cpu_price_per_hour}

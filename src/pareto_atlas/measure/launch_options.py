@@ -12,8 +12,15 @@ if TYPE_CHECKING:
 
 def launch_extra(study: Study, arm: ArmSpec) -> dict:
     """The engine options an arm launches with; measure.consent checks the same merge."""
-    extra = {**study.engine.options, **arm.engine_options}     # the arm's own options win
-    if study.engine.name == "openai":      # the study's endpoint and model, unless the arm names its own
-        extra = {k: v for k, v in (("base_url", study.engine.base_url), ("api_key_env", study.engine.api_key_env),
-                                   ("model", study.model.served)) if v} | extra
+    extra = {**study.engine.options, **arm.engine_options}  # the arm's own options win
+    if study.engine.name == "openai":  # the study's endpoint and model, unless the arm names its own
+        extra = {
+            k: v
+            for k, v in (
+                ("base_url", study.engine.base_url),
+                ("api_key_env", study.engine.api_key_env),
+                ("model", study.model.served),
+            )
+            if v
+        } | extra
     return extra

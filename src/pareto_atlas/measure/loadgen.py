@@ -28,12 +28,13 @@ OnRecord = Callable[[RequestRecord], None]
 
 # ----------------------------------------------------------------------------- SSE parsing
 
+
 @dataclass(frozen=True)
 class SSEEvent:
-    has_text: bool = False         # carries >= 1 generated token (role-only/empty/usage-only do not)
+    has_text: bool = False  # carries >= 1 generated token (role-only/empty/usage-only do not)
     usage: dict | None = None
     timings: dict | None = None
-    done: bool = False             # the "[DONE]" sentinel
+    done: bool = False  # the "[DONE]" sentinel
     error: str | None = None
 
 
@@ -74,6 +75,7 @@ def parse_sse_line(line: str) -> SSEEvent:
 
 # ----------------------------------------------------------------------------- load patterns
 
+
 def poisson_schedule(rate_rps: float, n: int, seed: int = 0) -> list[float]:
     """Arrival offsets (s from start) of a Poisson process: exponential inter-arrival times."""
     if rate_rps <= 0:
@@ -90,8 +92,17 @@ def trace_prompts(base_url: str, rows: Sequence[TraceRow], seed: int = 0, warmup
 
 # ----------------------------------------------------------------------------- one request
 
-async def _request(client: httpx.AsyncClient, path: str, body: dict, idx: int, warmup: bool,
-                   timeout_s: float, secrets: tuple[str, ...], think_s: float = 0.0) -> RequestRecord:
+
+async def _request(
+    client: httpx.AsyncClient,
+    path: str,
+    body: dict,
+    idx: int,
+    warmup: bool,
+    timeout_s: float,
+    secrets: tuple[str, ...],
+    think_s: float = 0.0,
+) -> RequestRecord:
     chunks: list[float] = []
     usage = timings = None
     error = None
@@ -135,11 +146,19 @@ async def _request(client: httpx.AsyncClient, path: str, body: dict, idx: int, w
     if error is not None:
         error = redact(" ".join(error.split()), secrets)
     return RequestRecord(
-        idx=idx, warmup=warmup, send_ts=send_ts, chunk_ts=tuple(chunks),
-        first_token_ts=chunks[0] if chunks else None, end_ts=end_ts,
-        prompt_tokens=(usage or {}).get("prompt_tokens"), completion_tokens=(usage or {}).get("completion_tokens"),
-        error=error, server_timings=timings, think_s=think_s,
-        cached_tokens=RequestRecord.cached_of(usage, timings))
+        idx=idx,
+        warmup=warmup,
+        send_ts=send_ts,
+        chunk_ts=tuple(chunks),
+        first_token_ts=chunks[0] if chunks else None,
+        end_ts=end_ts,
+        prompt_tokens=(usage or {}).get("prompt_tokens"),
+        completion_tokens=(usage or {}).get("completion_tokens"),
+        error=error,
+        server_timings=timings,
+        think_s=think_s,
+        cached_tokens=RequestRecord.cached_of(usage, timings),
+    )
 
 
 def _per_request(value: int | Sequence[int] | None, n: int, name: str) -> list[int | None]:
@@ -152,13 +171,26 @@ def _per_request(value: int | Sequence[int] | None, n: int, name: str) -> list[i
 
 # ----------------------------------------------------------------------------- the run
 
-async def run_load(base_url: str, prompts: Sequence[str], output_tokens: int | Sequence[int] | None, *,
-                   concurrency: int | None = None, rate_rps: float | None = None,
-                   trace: Sequence[TraceRow] | str | Path | None = None, warmup: int = 1,
-                   api: str = "completions", model: str | None = None, timeout_s: float = 300.0,
-                   on_record: OnRecord | None = None, prompt_tokens: int | Sequence[int] | None = None,
-                   headers: Mapping[str, str] | None = None, extra_body: Mapping | None = None,
-                   seed: int = 0, think: float | str = 0.0) -> list[RequestRecord]:
+
+async def run_load(
+    base_url: str,
+    prompts: Sequence[str],
+    output_tokens: int | Sequence[int] | None,
+    *,
+    concurrency: int | None = None,
+    rate_rps: float | None = None,
+    trace: Sequence[TraceRow] | str | Path | None = None,
+    warmup: int = 1,
+    api: str = "completions",
+    model: str | None = None,
+    timeout_s: float = 300.0,
+    on_record: OnRecord | None = None,
+    prompt_tokens: int | Sequence[int] | None = None,
+    headers: Mapping[str, str] | None = None,
+    extra_body: Mapping | None = None,
+    seed: int = 0,
+    think: float | str = 0.0,
+) -> list[RequestRecord]:
     """Send every prompt, return one record per prompt in index order.
 
     The first `warmup` prompts are sent one at a time before the load starts and are flagged
@@ -187,7 +219,9 @@ async def run_load(base_url: str, prompts: Sequence[str], output_tokens: int | S
     if trace is not None:
         rows = load_trace(trace) if isinstance(trace, (str, Path)) else list(trace)
         if len(rows) != n_measured:
-            raise ValueError(f"trace: {len(rows)} rows for {n_measured} measured prompts (prompts beyond warmup={warmup})")
+            raise ValueError(
+                f"trace: {len(rows)} rows for {n_measured} measured prompts (prompts beyond warmup={warmup})"
+            )
         first = rows[0] if rows else None
         if output_tokens is None and first:
             output_tokens = [first.output_tokens] * warmup + [r.output_tokens for r in rows]
@@ -216,8 +250,9 @@ async def run_load(base_url: str, prompts: Sequence[str], output_tokens: int | S
     # Unbounded pool: an open-loop generator must never queue behind its own connection limit.
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=max(concurrency or 0, 64))
     timeout = httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0))
-    async with httpx.AsyncClient(base_url=base_url, timeout=timeout, limits=limits,
-                                 headers=dict(headers or {})) as client:
+    async with httpx.AsyncClient(
+        base_url=base_url, timeout=timeout, limits=limits, headers=dict(headers or {})
+    ) as client:
         for i in range(warmup):
             await one(client, i)
         measured = list(range(warmup, len(prompts)))
@@ -248,7 +283,8 @@ async def run_load(base_url: str, prompts: Sequence[str], output_tokens: int | S
     return [r for r in records if r is not None]
 
 
-def run_load_sync(base_url: str, prompts: Sequence[str], output_tokens: int | Sequence[int] | None,
-                  **kw) -> list[RequestRecord]:
+def run_load_sync(
+    base_url: str, prompts: Sequence[str], output_tokens: int | Sequence[int] | None, **kw
+) -> list[RequestRecord]:
     """`run_load` for callers without an event loop."""
     return asyncio.run(run_load(base_url, prompts, output_tokens, **kw))

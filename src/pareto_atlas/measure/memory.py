@@ -121,13 +121,16 @@ class BandwidthUse:
     fraction: float
 
     def line(self) -> str:
-        return (f"decode came to {self.fraction:.0%} of the machine's memory bandwidth "
-                f"({self.achieved_gbs:.1f} of {self.limit_gbs:.1f} GB/s: {self.bytes_per_step / 1e6:.0f} MB "
-                f"read per step in {self.tpot_s * 1e3:.2f} ms)")
+        return (
+            f"decode came to {self.fraction:.0%} of the machine's memory bandwidth "
+            f"({self.achieved_gbs:.1f} of {self.limit_gbs:.1f} GB/s: {self.bytes_per_step / 1e6:.0f} MB "
+            f"read per step in {self.tpot_s * 1e3:.2f} ms)"
+        )
 
 
-def decode_bandwidth(weight_bytes: float, tpot_s: float, limit_gbs: float, kv_bytes_per_step: float = 0.0,
-                     batch: int = 1) -> BandwidthUse:
+def decode_bandwidth(
+    weight_bytes: float, tpot_s: float, limit_gbs: float, kv_bytes_per_step: float = 0.0, batch: int = 1
+) -> BandwidthUse:
     """A decode step reads every weight once (shared by the batch) plus each sequence's KV;
     achieved GB/s = bytes per step / step time, where step time = TPOT (one token per step)."""
     if tpot_s <= 0 or limit_gbs <= 0:

@@ -55,7 +55,7 @@ def quantile_ci(values: Sequence[float], q: float, level: float = 0.95) -> tuple
     if n == 0:
         return float("nan"), float("nan")
     alpha = (1.0 - level) / 2.0
-    lo_rank = int(binom.ppf(alpha, n, q))          # P(B <= lo_rank - 1) <= alpha, 1-based rank
+    lo_rank = int(binom.ppf(alpha, n, q))  # P(B <= lo_rank - 1) <= alpha, 1-based rank
     hi_rank = int(binom.ppf(1.0 - alpha, n, q)) + 1
     lo = float(x[lo_rank - 1]) if 1 <= lo_rank <= n else float("nan")
     hi = float(x[hi_rank - 1]) if 1 <= hi_rank <= n else float("nan")
@@ -64,25 +64,25 @@ def quantile_ci(values: Sequence[float], q: float, level: float = 0.95) -> tuple
 
 @dataclass(frozen=True)
 class Metrics:
-    n_measured: int                  # non-warm-up requests
+    n_measured: int  # non-warm-up requests
     n_ok: int
-    n_rejected: int                  # completed but broke the token-count contract
-    n_errors: int                    # transport/HTTP/timeout failures
+    n_rejected: int  # completed but broke the token-count contract
+    n_errors: int  # transport/HTTP/timeout failures
     reject_reasons: tuple[tuple[str, int], ...]
     error_reasons: tuple[tuple[str, int], ...]
     ttft: Dist
-    tpot: Dist                       # (E2E - TTFT)/(completion_tokens - 1); 1-token requests excluded
-    itl: Dist                        # pooled inter-chunk gaps
+    tpot: Dist  # (E2E - TTFT)/(completion_tokens - 1); 1-token requests excluded
+    itl: Dist  # pooled inter-chunk gaps
     e2e: Dist
-    duration_s: float                # first send to last completion
-    throughput_tok_s: float          # sum of completion tokens (ok requests) / duration
-    request_rate_rps: float          # ok requests / duration
-    goodput_rps: float | None        # requests meeting every SLO / duration (None without SLO)
+    duration_s: float  # first send to last completion
+    throughput_tok_s: float  # sum of completion tokens (ok requests) / duration
+    request_rate_rps: float  # ok requests / duration
+    goodput_rps: float | None  # requests meeting every SLO / duration (None without SLO)
     slo: dict | None
     # cross-check against llama.cpp's own timings (None when the server gives none)
     server_prompt_ms_p50: float | None
-    ttft_minus_server_prompt_ms_p50: float | None   # the harness + HTTP + queueing overhead
-    server_tpot_ms_p50: float | None                # predicted_per_token_ms
+    ttft_minus_server_prompt_ms_p50: float | None  # the harness + HTTP + queueing overhead
+    server_tpot_ms_p50: float | None  # predicted_per_token_ms
     tpot_minus_server_tpot_ms_p50: float | None
     spec_draft_n: int | None
     spec_draft_accepted: int | None
@@ -119,8 +119,9 @@ def _median(values: list[float]) -> float | None:
     return float(np.median(values)) if values else None
 
 
-def derive_metrics(records: Sequence[RequestRecord], P: int | None = None, N: int | None = None,
-                   slo: Mapping[str, float] | None = None) -> Metrics:
+def derive_metrics(
+    records: Sequence[RequestRecord], P: int | None = None, N: int | None = None, slo: Mapping[str, float] | None = None
+) -> Metrics:
     """Metrics of the measured (non-warm-up) records. When P/N are given every record is
     re-checked against the contract (so stored records are judged the same way again);
     None trusts the verdict recorded with the record (e.g. per-row lengths of a trace)."""
@@ -156,26 +157,47 @@ def derive_metrics(records: Sequence[RequestRecord], P: int | None = None, N: in
 
     timed = [r for r in ok if r.server_timings]
     prompt_ms = [r.server_timings["prompt_ms"] for r in timed if "prompt_ms" in r.server_timings]
-    overhead = [r.ttft_s * 1e3 - r.server_timings["prompt_ms"] for r in timed
-                if "prompt_ms" in r.server_timings and r.ttft_s is not None]
-    srv_tpot = [r.server_timings["predicted_per_token_ms"] for r in timed
-                if r.server_timings.get("predicted_per_token_ms") is not None]
-    tpot_diff = [r.tpot_s * 1e3 - r.server_timings["predicted_per_token_ms"] for r in timed
-                 if r.tpot_s is not None and r.server_timings.get("predicted_per_token_ms") is not None]
+    overhead = [
+        r.ttft_s * 1e3 - r.server_timings["prompt_ms"]
+        for r in timed
+        if "prompt_ms" in r.server_timings and r.ttft_s is not None
+    ]
+    srv_tpot = [
+        r.server_timings["predicted_per_token_ms"]
+        for r in timed
+        if r.server_timings.get("predicted_per_token_ms") is not None
+    ]
+    tpot_diff = [
+        r.tpot_s * 1e3 - r.server_timings["predicted_per_token_ms"]
+        for r in timed
+        if r.tpot_s is not None and r.server_timings.get("predicted_per_token_ms") is not None
+    ]
     drafted = [r.server_timings for r in timed if "draft_n" in r.server_timings]
     draft_n = sum(int(t["draft_n"]) for t in drafted) if drafted else None
     draft_ok = sum(int(t.get("draft_n_accepted", 0)) for t in drafted) if drafted else None
 
     return Metrics(
-        n_measured=len(recs), n_ok=len(ok), n_rejected=len(rejected), n_errors=len(errors),
+        n_measured=len(recs),
+        n_ok=len(ok),
+        n_rejected=len(rejected),
+        n_errors=len(errors),
         reject_reasons=tuple(Counter(r.reject_reason or "?" for r in rejected).most_common()),
         error_reasons=tuple(Counter((r.error or "?")[:120] for r in errors).most_common()),
-        ttft=Dist.of(ttft), tpot=Dist.of(tpot), itl=Dist.of(itl), e2e=Dist.of(e2e),
-        duration_s=duration, throughput_tok_s=per_s(tokens), request_rate_rps=per_s(len(ok)),
-        goodput_rps=goodput, slo=dict(slo) if slo is not None else None,
-        server_prompt_ms_p50=_median(prompt_ms), ttft_minus_server_prompt_ms_p50=_median(overhead),
-        server_tpot_ms_p50=_median(srv_tpot), tpot_minus_server_tpot_ms_p50=_median(tpot_diff),
-        spec_draft_n=draft_n, spec_draft_accepted=draft_ok,
+        ttft=Dist.of(ttft),
+        tpot=Dist.of(tpot),
+        itl=Dist.of(itl),
+        e2e=Dist.of(e2e),
+        duration_s=duration,
+        throughput_tok_s=per_s(tokens),
+        request_rate_rps=per_s(len(ok)),
+        goodput_rps=goodput,
+        slo=dict(slo) if slo is not None else None,
+        server_prompt_ms_p50=_median(prompt_ms),
+        ttft_minus_server_prompt_ms_p50=_median(overhead),
+        server_tpot_ms_p50=_median(srv_tpot),
+        tpot_minus_server_tpot_ms_p50=_median(tpot_diff),
+        spec_draft_n=draft_n,
+        spec_draft_accepted=draft_ok,
         spec_acceptance=(draft_ok / draft_n) if draft_n else None,
         prefix_hit_rate=_hit_rate(ok),
     )

@@ -45,11 +45,16 @@ def anchor_cards(study: Study, anchors: pd.DataFrame) -> list[ModelCard]:
     """Each anchor's own model card, in the anchors' order: the study's [model] or an arm's own
     `model`, so that one fit sees several model sizes (calibrate.sizes)."""
     specs = {study.model.name: study.model} | {a.model.name: a.model for a in study.arms if a.model is not None}
-    names = (anchors["model"].fillna(study.model.name) if "model" in anchors
-             else pd.Series(study.model.name, index=anchors.index))
+    names = (
+        anchors["model"].fillna(study.model.name)
+        if "model" in anchors
+        else pd.Series(study.model.name, index=anchors.index)
+    )
     unknown = sorted(set(names) - set(specs))
     if unknown:
-        raise ValueError(f"calibrate: anchors of model {unknown[0]!r}, which neither [model] nor any arm's model "
-                         f"of study {study.name!r} names")
+        raise ValueError(
+            f"calibrate: anchors of model {unknown[0]!r}, which neither [model] nor any arm's model "
+            f"of study {study.name!r} names"
+        )
     cards = {m: spec_card(specs[m], of_model(anchors, m, study.model.name)) for m in dict.fromkeys(names)}
     return [cards[m] for m in names]

@@ -12,19 +12,19 @@ from pareto_atlas.spec.fields import check_fields
 
 @dataclass(frozen=True)
 class RequestRecord:
-    idx: int                                   # position in the run (warm-up requests first)
-    warmup: bool                               # warm-up requests are kept raw but never enter metrics
-    send_ts: float                             # monotonic s when the request's first bytes left
-    chunk_ts: tuple[float, ...] = ()           # every streamed event carrying generated text
-    first_token_ts: float | None = None        # = chunk_ts[0] when any
-    end_ts: float | None = None                # stream finished (or failed)
-    prompt_tokens: int | None = None           # server usage
-    completion_tokens: int | None = None       # server usage
-    ok: bool = False                           # completed and met the token-count contract
-    reject_reason: str | None = None           # contract broken (the request completed)
-    error: str | None = None                   # transport/HTTP/timeout failure (one line)
+    idx: int  # position in the run (warm-up requests first)
+    warmup: bool  # warm-up requests are kept raw but never enter metrics
+    send_ts: float  # monotonic s when the request's first bytes left
+    chunk_ts: tuple[float, ...] = ()  # every streamed event carrying generated text
+    first_token_ts: float | None = None  # = chunk_ts[0] when any
+    end_ts: float | None = None  # stream finished (or failed)
+    prompt_tokens: int | None = None  # server usage
+    completion_tokens: int | None = None  # server usage
+    ok: bool = False  # completed and met the token-count contract
+    reject_reason: str | None = None  # contract broken (the request completed)
+    error: str | None = None  # transport/HTTP/timeout failure (one line)
     server_timings: dict | None = field(default=None, compare=False)
-    think_s: float = 0.0                       # closed loop: the client waited this long before sending
+    think_s: float = 0.0  # closed loop: the client waited this long before sending
     # prompt tokens the server served from its prefix cache, as it reports them (llama.cpp's
     # timings.cache_n, vLLM's usage.prompt_tokens_details.cached_tokens); None where it reports none
     cached_tokens: int | None = None

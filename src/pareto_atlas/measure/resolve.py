@@ -25,11 +25,14 @@ from pareto_atlas.spec.study import HostChecks, Study
 def check_engine_options(study: Study) -> None:
     allowed = option_keys(study.engine.name)
     for where, opts in [("engine.options", study.engine.options)] + [
-            (f"arms.{a.name}.engine_options", a.engine_options) for a in study.arms]:
+        (f"arms.{a.name}.engine_options", a.engine_options) for a in study.arms
+    ]:
         bad = sorted(set(opts) - set(allowed))
         if bad:
-            raise ValueError(f"{where}: {bad[0]!r} is not an option of engine {study.engine.name!r}; "
-                             f"allowed: {', '.join(allowed) or 'none'}")
+            raise ValueError(
+                f"{where}: {bad[0]!r} is not an option of engine {study.engine.name!r}; "
+                f"allowed: {', '.join(allowed) or 'none'}"
+            )
 
 
 def check_served_model(study: Study) -> None:
@@ -37,8 +40,10 @@ def check_served_model(study: Study) -> None:
     # needs its card from the study (the simulator's shapes)
     m = study.model
     if study.engine.name == "openai" and m.card is None and m.name not in SOURCES and not m.name.endswith(".gguf"):
-        raise ValueError(f"model.card: engine 'openai' reads nothing local, and {m.name!r} is not a model the "
-                         f"package ships; give a card (a shipped card name, a config.json path, or inline fields)")
+        raise ValueError(
+            f"model.card: engine 'openai' reads nothing local, and {m.name!r} is not a model the "
+            f"package ships; give a card (a shipped card name, a config.json path, or inline fields)"
+        )
 
 
 def check_on_host(study: Study) -> None:

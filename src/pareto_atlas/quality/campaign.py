@@ -14,20 +14,28 @@ from typing import Callable, Iterable, Iterator
 
 from pareto_atlas.measure.campaign import launch_for, served_model
 from pareto_atlas.measure.consent import Consent, authorize
-from pareto_atlas.scale.local import Executor   # where jobs run: knows no campaign, so it sits below them
+from pareto_atlas.scale.local import Executor  # where jobs run: knows no campaign, so it sits below them
 from pareto_atlas.spec.study import ArmSpec, QualitySpec, Study
 from pareto_atlas.store import Store
 from pareto_atlas.store.db import dumps, now
 
 
-QUALITY_SLOTS = 4   # quality runs use 4 slots to finish sooner; greedy tokens do not depend on it
+QUALITY_SLOTS = 4  # quality runs use 4 slots to finish sooner; greedy tokens do not depend on it
 
 
 def qrun_id(study: Study, arm: ArmSpec, n: int) -> str:
     q = study.quality
-    ident = {"study": study.name, "quality_key": arm.knobs().quality_key(), "model": study.model.name,
-             "task": q.task, "mode": task_mode(q), "n": n, "seed": q.seed, "max_tokens": max_tokens_for(q),
-             "engine": study.engine.name}
+    ident = {
+        "study": study.name,
+        "quality_key": arm.knobs().quality_key(),
+        "model": study.model.name,
+        "task": q.task,
+        "mode": task_mode(q),
+        "n": n,
+        "seed": q.seed,
+        "max_tokens": max_tokens_for(q),
+        "engine": study.engine.name,
+    }
     if q.task == "retrieval":
         ident |= {"mode": "niah", "n": None, "lengths": q.retrieval_lengths, "per_cell": q.retrieval_per_cell}
     if q.task == "ruler":
@@ -44,8 +52,9 @@ TASK_SIZES = {"gsm8k": 1319, "humaneval": 164, "ifeval": 541}
 
 def task_mode(q: QualitySpec) -> str:
     """The scoring variant a run's rows are stored under."""
-    return {"gsm8k": q.mode, "retrieval": "niah", "humaneval": "evalplus-chat", "ifeval": "ifeval",
-            "ruler": "ruler"}[q.task]
+    return {"gsm8k": q.mode, "retrieval": "niah", "humaneval": "evalplus-chat", "ifeval": "ifeval", "ruler": "ruler"}[
+        q.task
+    ]
 
 
 def max_tokens_for(q: QualitySpec, task: str | None = None) -> int:
@@ -65,8 +74,9 @@ def with_task(study: Study, task: str | None, max_tokens: int | None = None) -> 
     return study.model_copy(update={"quality": quality})
 
 
-def study_items(q: QualitySpec, *, task: str | None = None, n: int | None = None,
-                count_tokens: Callable[[str], int] | None = None) -> list:
+def study_items(
+    q: QualitySpec, *, task: str | None = None, n: int | None = None, count_tokens: Callable[[str], int] | None = None
+) -> list:
     """The study's quality items: `n` seeded GSM8K questions (default q.n), or the needle grid at
     q.retrieval_lengths with `n` items per length and depth (default q.retrieval_per_cell), its
     haystacks sized with `count_tokens` (the serving model's own tokenizer), or `n` seeded HumanEval
@@ -82,17 +92,26 @@ def study_items(q: QualitySpec, *, task: str | None = None, n: int | None = None
         return gsm8k_items(n or q.n, q.mode, sample_seed=q.seed, max_tokens=q.max_tokens)
     if task == "humaneval":
         from pareto_atlas.quality.humaneval import humaneval_items
+
         return humaneval_items(n or q.n, seed=q.seed, max_tokens=max_tokens_for(q, task))
     if task == "ifeval":
         from pareto_atlas.quality.ifeval import ifeval_items
+
         return ifeval_items(n or q.n, seed=q.seed, max_tokens=max_tokens_for(q, task))
     if task == "ruler":
         from pareto_atlas.quality.ruler import ruler_items
-        return ruler_items(q.ruler_lengths, q.ruler_subtasks, per_cell=n or q.ruler_per_cell, seed=q.seed,
-                           count_tokens=count_tokens,
-                           max_tokens=q.max_tokens if "max_tokens" in q.model_fields_set else None)
-    return retrieval_items(q.retrieval_lengths, per_cell=n or q.retrieval_per_cell, seed=q.seed,
-                           count_tokens=count_tokens)
+
+        return ruler_items(
+            q.ruler_lengths,
+            q.ruler_subtasks,
+            per_cell=n or q.ruler_per_cell,
+            seed=q.seed,
+            count_tokens=count_tokens,
+            max_tokens=q.max_tokens if "max_tokens" in q.model_fields_set else None,
+        )
+    return retrieval_items(
+        q.retrieval_lengths, per_cell=n or q.retrieval_per_cell, seed=q.seed, count_tokens=count_tokens
+    )
 
 
 def quality_arms(study: Study, arms: list[str] | None = None) -> list[ArmSpec]:
@@ -115,14 +134,31 @@ def quality_arms(study: Study, arms: list[str] | None = None) -> list[ArmSpec]:
 def qrun_row(study: Study, arm: ArmSpec, qid: str, n: int) -> dict:
     """A quality run's store row before it is scored: what it scores, and failed until it is ok."""
     q = study.quality
-    return {"qrun_id": qid, "study": study.name, "arm": arm.name, "quality_key": arm.knobs().quality_key(),
-            "task": q.task, "mode": task_mode(q), "n": n, "seed": q.seed,
-            "engine": study.engine.name, "status": "failed", "reason": None, "started_at": now()}
+    return {
+        "qrun_id": qid,
+        "study": study.name,
+        "arm": arm.name,
+        "quality_key": arm.knobs().quality_key(),
+        "task": q.task,
+        "mode": task_mode(q),
+        "n": n,
+        "seed": q.seed,
+        "engine": study.engine.name,
+        "status": "failed",
+        "reason": None,
+        "started_at": now(),
+    }
 
 
-def score_arm(study: Study, arm: ArmSpec, qid: str, n: int, items: list | None,
-              on_progress: Callable[[str, dict], None],
-              saved: list[dict] | None = None) -> tuple[dict, list[dict], list | None]:
+def score_arm(
+    study: Study,
+    arm: ArmSpec,
+    qid: str,
+    n: int,
+    items: list | None,
+    on_progress: Callable[[str, dict], None],
+    saved: list[dict] | None = None,
+) -> tuple[dict, list[dict], list | None]:
     """Score one quality arm; returns its store row, item records and the items (retrieval items are
     built on first use with the server's tokenizer, then reused). `saved`: records of this arm kept
     from an earlier, interrupted try; only the missing items are asked. Each new record is also
@@ -137,28 +173,39 @@ def score_arm(study: Study, arm: ArmSpec, qid: str, n: int, items: list | None,
     row = qrun_row(study, arm, qid, n)
     records: list[dict] = []
     try:
-        path, sha = served_model(study, arm)[:2]     # vLLM: the Hugging Face directory; else the GGUF
+        path, sha = served_model(study, arm)[:2]  # vLLM: the Hugging Face directory; else the GGUF
         row["model_sha256"] = sha
         slots = max(arm.slots, QUALITY_SLOTS)
         with engines.get_engine(study.engine.name).start(launch_for(study, arm, str(path), slots=slots)) as eng:
             row["engine_version"] = eng.version
             t0 = time.monotonic()
-            if items is None:   # retrieval and ruler prompts are sized with this model's own tokenizer
+            if items is None:  # retrieval and ruler prompts are sized with this model's own tokenizer
                 items = study_items(q, count_tokens=server_token_counter(eng.base_url))
             have = {d["item_id"]: QualityRecord.from_dict(d) for d in saved or () if d.get("error") is None}
             todo = [it for it in items if it.item_id not in have]
             for _ in range(len(items) - len(todo)):
                 on_progress("item", {"arm": arm.name})
-            fresh = run_items(eng.base_url, todo, concurrency=slots, model=eng.model,
-                              progress=lambda done, total: on_progress("item", {"arm": arm.name, "done": done}),
-                              on_record=lambda r: on_progress("record", {"qrun_id": qid, "record": r.to_dict()})
-                              ).records if todo else ()
+            fresh = (
+                run_items(
+                    eng.base_url,
+                    todo,
+                    concurrency=slots,
+                    model=eng.model,
+                    progress=lambda done, total: on_progress("item", {"arm": arm.name, "done": done}),
+                    on_record=lambda r: on_progress("record", {"qrun_id": qid, "record": r.to_dict()}),
+                ).records
+                if todo
+                else ()
+            )
         by_id = {**have, **{r.item_id: r for r in fresh}}
         ordered = [by_id[it.item_id] for it in items]
-        row["n"] = len(items)       # the items scored (retrieval and ruler: every cell's, not [quality] n)
+        row["n"] = len(items)  # the items scored (retrieval and ruler: every cell's, not [quality] n)
         records = [r.to_dict() for r in ordered]
-        summary = summarize(ordered).to_dict() | task_extras(ordered) | {
-            "wall_s": round(time.monotonic() - t0, 1), "kept_from_earlier_try": len(items) - len(todo)}
+        summary = (
+            summarize(ordered).to_dict()
+            | task_extras(ordered)
+            | {"wall_s": round(time.monotonic() - t0, 1), "kept_from_earlier_try": len(items) - len(todo)}
+        )
         row["summary_json"] = dumps(summary)
         if all(r.error is not None for r in ordered):
             row["reason"] = f"every item failed: {ordered[0].error}"
@@ -171,8 +218,13 @@ def score_arm(study: Study, arm: ArmSpec, qid: str, n: int, items: list | None,
     return row, records, items
 
 
-def score_here(study: Study, pending: Iterable[tuple[ArmSpec, str, list[dict]]], n: int, items: list | None,
-               on_progress: Callable[[str, dict], None]) -> Iterator[tuple[ArmSpec, dict, list[dict]]]:
+def score_here(
+    study: Study,
+    pending: Iterable[tuple[ArmSpec, str, list[dict]]],
+    n: int,
+    items: list | None,
+    on_progress: Callable[[str, dict], None],
+) -> Iterator[tuple[ArmSpec, dict, list[dict]]]:
     """Score each pending (arm, qrun id, records saved by an earlier try) in this process, in order."""
     for arm, qid, saved in pending:
         on_progress("start", {"arm": arm.name})
@@ -181,7 +233,7 @@ def score_here(study: Study, pending: Iterable[tuple[ArmSpec, str, list[dict]]],
 
 
 def _quiet(ev: str, info: dict) -> None:
-    pass   # progress inside a remote task has no console; the driver reports each result as it lands
+    pass  # progress inside a remote task has no console; the driver reports each result as it lands
 
 
 def _score_job(study: Study, n: int, items: list | None, job: tuple[ArmSpec, str, list[dict]]):
@@ -190,8 +242,14 @@ def _score_job(study: Study, n: int, items: list | None, job: tuple[ArmSpec, str
     return row, records
 
 
-def score_on(executor: Executor, study: Study, pending: Iterable[tuple[ArmSpec, str, list[dict]]], n: int,
-             items: list | None, on_progress: Callable[[str, dict], None]) -> Iterator[tuple[ArmSpec, dict, list[dict]]]:
+def score_on(
+    executor: Executor,
+    study: Study,
+    pending: Iterable[tuple[ArmSpec, str, list[dict]]],
+    n: int,
+    items: list | None,
+    on_progress: Callable[[str, dict], None],
+) -> Iterator[tuple[ArmSpec, dict, list[dict]]]:
     """Score each pending arm where `executor` runs jobs, each on its arm's hardware card; an arm whose
     worker or node was lost comes back as a failed row saying why."""
     if executor.here:
@@ -203,15 +261,27 @@ def score_on(executor: Executor, study: Study, pending: Iterable[tuple[ArmSpec, 
         return {**row, "reason": why, "finished_at": now(), "summary_json": dumps({})}, []
 
     for (arm, _, _), (row, records), _ in executor.run(
-            _score_job, pending, shared=(study, n, items), hardware_of=lambda job: study.hardware_of(job[0]),
-            lost=lost, name="score_arm"):
+        _score_job,
+        pending,
+        shared=(study, n, items),
+        hardware_of=lambda job: study.hardware_of(job[0]),
+        lost=lost,
+        name="score_arm",
+    ):
         on_progress("start", {"arm": arm.name})
         yield arm, row, records
 
 
-def run_quality_campaign(study: Study, store: Store, *, arms: list[str] | None = None, n: int | None = None,
-                         on_progress: Callable[[str, dict], None] = lambda ev, info: None,
-                         executor: Executor | None = None, consent: Consent | None = None) -> None:
+def run_quality_campaign(
+    study: Study,
+    store: Store,
+    *,
+    arms: list[str] | None = None,
+    n: int | None = None,
+    on_progress: Callable[[str, dict], None] = lambda ev, info: None,
+    executor: Executor | None = None,
+    consent: Consent | None = None,
+) -> None:
     """Score every quality arm not yet in the store. `executor`: where arms run (default: here, one
     after another); results come back here and only this process writes the store. `consent`: what
     the user allowed the study (default: their config file alone), checked before any engine starts."""
@@ -221,7 +291,7 @@ def run_quality_campaign(study: Study, store: Store, *, arms: list[str] | None =
     n = n or q.n
     items = study_items(q, n=n) if q.task not in SIZED_BY_TOKENIZER else None
     if items is not None:
-        n = len(items)      # HumanEval / IFEval: n beyond the task's size means all of it
+        n = len(items)  # HumanEval / IFEval: n beyond the task's size means all of it
 
     def pending():
         # lazy: in-process, each arm is written before the next one's status is looked up
@@ -233,19 +303,29 @@ def run_quality_campaign(study: Study, store: Store, *, arms: list[str] | None =
             yield arm, qid, store.quality_items(qid)
 
     def on(ev: str, info: dict) -> None:
-        if ev == "record":           # in-process only: a remote task's records arrive with its result
+        if ev == "record":  # in-process only: a remote task's records arrive with its result
             store.put_quality_item(info["qrun_id"], info["record"])
         else:
             on_progress(ev, info)
 
-    runs = (score_here(study, pending(), n, items, on) if executor is None
-            else score_on(executor, study, pending(), n, items, on))
+    runs = (
+        score_here(study, pending(), n, items, on)
+        if executor is None
+        else score_on(executor, study, pending(), n, items, on)
+    )
     for arm, row, records in runs:
-        if row["status"] != "ok":    # keep the items a failed try did finish: the rerun asks only the rest
+        if row["status"] != "ok":  # keep the items a failed try did finish: the rerun asks only the rest
             records = records or store.quality_items(row["qrun_id"])
         store.put_quality_run(row, records)
-        on_progress("done", {"arm": arm.name, "status": row["status"], "reason": row["reason"],
-                             "summary": json.loads(row["summary_json"])})
+        on_progress(
+            "done",
+            {
+                "arm": arm.name,
+                "status": row["status"],
+                "reason": row["reason"],
+                "summary": json.loads(row["summary_json"]),
+            },
+        )
 
 
 def agreement_table(study: Study, store: Store):
@@ -269,10 +349,23 @@ def agreement_table(study: Study, store: Store):
         ref = [QualityRecord.from_dict(d) for d in store.quality_items(base.qrun_id.iloc[-1])]
         for _, r in of_task[of_task.quality_key != base_key].iterrows():
             a = agreement([QualityRecord.from_dict(d) for d in store.quality_items(r.qrun_id)], ref)
-            rows.append({"task": task, "mode": mode, "arm": r.arm, "reference": base.arm.iloc[-1], "n": a.n,
-                         "answer_agreement": a.answer_agreement.p, "answer_agreement_lo": a.answer_agreement.lo,
-                         "answer_agreement_hi": a.answer_agreement.hi, "identical_outputs": a.identical_outputs.p,
-                         "mean_prefix_frac": a.mean_prefix_frac, "median_first_divergence": a.median_first_divergence,
-                         "unit": a.unit, "right_to_wrong": a.ref_only_correct, "wrong_to_right": a.arm_only_correct,
-                         "mcnemar_p": mcnemar_exact(a.arm_only_correct, a.ref_only_correct)})
+            rows.append(
+                {
+                    "task": task,
+                    "mode": mode,
+                    "arm": r.arm,
+                    "reference": base.arm.iloc[-1],
+                    "n": a.n,
+                    "answer_agreement": a.answer_agreement.p,
+                    "answer_agreement_lo": a.answer_agreement.lo,
+                    "answer_agreement_hi": a.answer_agreement.hi,
+                    "identical_outputs": a.identical_outputs.p,
+                    "mean_prefix_frac": a.mean_prefix_frac,
+                    "median_first_divergence": a.median_first_divergence,
+                    "unit": a.unit,
+                    "right_to_wrong": a.ref_only_correct,
+                    "wrong_to_right": a.arm_only_correct,
+                    "mcnemar_p": mcnemar_exact(a.arm_only_correct, a.ref_only_correct),
+                }
+            )
     return pd.DataFrame(rows)

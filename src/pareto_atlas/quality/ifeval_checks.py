@@ -18,11 +18,40 @@ import json
 import re
 from typing import Any, Callable, Mapping
 
-NLTK_DEPENDENT = {"length_constraints:number_sentences": "sentence count (own splitter, not NLTK punkt)",
-                  "change_case:capital_word_frequency": "word tokens (regex, not NLTK word_tokenize)"}
+NLTK_DEPENDENT = {
+    "length_constraints:number_sentences": "sentence count (own splitter, not NLTK punkt)",
+    "change_case:capital_word_frequency": "word tokens (regex, not NLTK word_tokenize)",
+}
 CONSTRAINED = ("My answer is yes.", "My answer is no.", "My answer is maybe.")
-ABBREVIATIONS = {"mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "vs", "etc", "e.g", "i.e", "inc", "ltd",
-                 "co", "corp", "no", "fig", "approx", "dept", "est", "u.s", "u.k", "a.m", "p.m", "mt", "ft"}
+ABBREVIATIONS = {
+    "mr",
+    "mrs",
+    "ms",
+    "dr",
+    "prof",
+    "sr",
+    "jr",
+    "st",
+    "vs",
+    "etc",
+    "e.g",
+    "i.e",
+    "inc",
+    "ltd",
+    "co",
+    "corp",
+    "no",
+    "fig",
+    "approx",
+    "dept",
+    "est",
+    "u.s",
+    "u.k",
+    "a.m",
+    "p.m",
+    "mt",
+    "ft",
+}
 _SENTENCE_END = re.compile(r"""([.!?]+)(["')\]]*)\s+(?=["'(\[]?[A-Z0-9])""")
 _WORD = re.compile(r"\w+")
 
@@ -46,11 +75,11 @@ def count_sentences(text: str) -> int:
     single-letter initial. Text after the last boundary counts as a sentence if it has a word."""
     count, start = 0, 0
     for m in _SENTENCE_END.finditer(text):
-        before = text[start:m.start()].split()
+        before = text[start : m.start()].split()
         last = before[-1].lower().rstrip(".") if before else ""
         if m.group(1) == "." and (last in ABBREVIATIONS or (len(last) == 1 and last.isalpha())):
             continue
-        if _WORD.search(text[start:m.end()]):
+        if _WORD.search(text[start : m.end()]):
             count += 1
         start = m.end()
     return count + (1 if _WORD.search(text[start:]) else 0)
@@ -87,7 +116,7 @@ def _paragraphs_by_divider(text: str, n: int) -> bool:
             if i in (0, len(parts) - 1):
                 count -= 1
             else:
-                return False          # an empty paragraph between two dividers
+                return False  # an empty paragraph between two dividers
     return count == n
 
 
@@ -117,7 +146,7 @@ def _postscript(text: str, marker: str) -> bool:
 
 def _json(text: str) -> bool:
     body = text.strip()
-    for prefix in ("```json", "```Json", "```JSON", "```"):     # each in turn, as the reference does
+    for prefix in ("```json", "```Json", "```JSON", "```"):  # each in turn, as the reference does
         body = body.removeprefix(prefix)
     body = body.removesuffix("```").strip()
     try:
@@ -156,8 +185,9 @@ def _english_case(text: str, upper: bool) -> bool:
 
 Checker = Callable[[str, Mapping[str, Any]], bool]
 CHECKERS: dict[str, Checker] = {
-    "change_case:capital_word_frequency": lambda t, k: _compare(_capital_words(t), k["capital_relation"],
-                                                                k["capital_frequency"]),
+    "change_case:capital_word_frequency": lambda t, k: _compare(
+        _capital_words(t), k["capital_relation"], k["capital_frequency"]
+    ),
     "change_case:english_capital": lambda t, k: _english_case(t, upper=True),
     "change_case:english_lowercase": lambda t, k: _english_case(t, upper=False),
     "combination:repeat_prompt": lambda t, k: t.strip().lower().startswith(k["prompt_to_repeat"].strip().lower()),
@@ -169,19 +199,26 @@ CHECKERS: dict[str, Checker] = {
     "detectable_format:multiple_sections": lambda t, k: _sections(t, k["section_spliter"], k["num_sections"]),
     "detectable_format:number_bullet_lists": lambda t, k: (
         len(re.findall(r"^\s*\*[^\*].*$", t, flags=re.M)) + len(re.findall(r"^\s*-.*$", t, flags=re.M))
-        == k["num_bullets"]),
+        == k["num_bullets"]
+    ),
     "detectable_format:number_highlighted_sections": lambda t, k: _highlights(t) >= k["num_highlights"],
-    "detectable_format:title": lambda t, k: any(m.lstrip("<").rstrip(">").strip() for m in re.findall(r"<<[^\n]+>>", t)),
+    "detectable_format:title": lambda t, k: any(
+        m.lstrip("<").rstrip(">").strip() for m in re.findall(r"<<[^\n]+>>", t)
+    ),
     "keywords:existence": lambda t, k: all(re.search(w, t, flags=re.I) for w in k["keywords"]),
-    "keywords:forbidden_words": lambda t, k: not any(re.search(r"\b" + w + r"\b", t, flags=re.I)
-                                                     for w in k["forbidden_words"]),
-    "keywords:frequency": lambda t, k: _compare(len(re.findall(k["keyword"].strip(), t, flags=re.I)),
-                                                k["relation"], k["frequency"]),
-    "keywords:letter_frequency": lambda t, k: _compare(t.lower().count(k["letter"].strip().lower()),
-                                                       k["let_relation"], k["let_frequency"]),
+    "keywords:forbidden_words": lambda t, k: (
+        not any(re.search(r"\b" + w + r"\b", t, flags=re.I) for w in k["forbidden_words"])
+    ),
+    "keywords:frequency": lambda t, k: _compare(
+        len(re.findall(k["keyword"].strip(), t, flags=re.I)), k["relation"], k["frequency"]
+    ),
+    "keywords:letter_frequency": lambda t, k: _compare(
+        t.lower().count(k["letter"].strip().lower()), k["let_relation"], k["let_frequency"]
+    ),
     "language:response_language": lambda t, k: _language(t, k["language"]),
     "length_constraints:nth_paragraph_first_word": lambda t, k: _nth_paragraph_first_word(
-        t, k["num_paragraphs"], k["nth_paragraph"], k["first_word"]),
+        t, k["num_paragraphs"], k["nth_paragraph"], k["first_word"]
+    ),
     "length_constraints:number_paragraphs": lambda t, k: _paragraphs_by_divider(t, k["num_paragraphs"]),
     "length_constraints:number_sentences": lambda t, k: _compare(count_sentences(t), k["relation"], k["num_sentences"]),
     "length_constraints:number_words": lambda t, k: _compare(count_words(t), k["relation"], k["num_words"]),
@@ -203,7 +240,9 @@ def follows(instruction_id: str, kwargs: Mapping[str, Any], response: str, loose
     try:
         check = CHECKERS[instruction_id]
     except KeyError:
-        raise ValueError(f"ifeval instruction: {instruction_id!r} is not one of {', '.join(sorted(CHECKERS))}") from None
+        raise ValueError(
+            f"ifeval instruction: {instruction_id!r} is not one of {', '.join(sorted(CHECKERS))}"
+        ) from None
     args = {k: v for k, v in kwargs.items() if v is not None}
     texts = loose_variants(response) if loose else [response]
     return any(t.strip() and check(t, args) for t in texts)

@@ -17,8 +17,8 @@ from pareto_atlas.measure.engines.llamacpp import KV_CACHE_TYPES
 from pareto_atlas.measure.weights import LLAMA_CPP_VERSION, llama_tool
 from pareto_atlas.quality.stats import wilson_interval
 
-KLD_CTX = 512                 # llama-perplexity's default context; scores 255 tokens per chunk
-CHARS_PER_TOKEN_BOUND = 6.0   # GSM8K runs ~3.3 characters per token; the text is cut with room to spare
+KLD_CTX = 512  # llama-perplexity's default context; scores 255 tokens per chunk
+CHARS_PER_TOKEN_BOUND = 6.0  # GSM8K runs ~3.3 characters per token; the text is cut with room to spare
 LEVEL = 0.95
 _NUM = r"(-?(?:nan|inf|[0-9.]+(?:e[-+]?[0-9]+)?))"
 _PM = r"\s*±\s*"
@@ -50,7 +50,7 @@ def kld_text(chunks: int, ctx: int = KLD_CTX) -> tuple[str, str]:
     from pareto_atlas.quality.gsm8k import load_split
 
     split = load_split("train")
-    need = max(chunks, 2) * ctx * CHARS_PER_TOKEN_BOUND    # llama-perplexity refuses under 2 x ctx tokens
+    need = max(chunks, 2) * ctx * CHARS_PER_TOKEN_BOUND  # llama-perplexity refuses under 2 x ctx tokens
     parts, size = [], 0
     for doc in split.docs:
         if size >= need:
@@ -69,17 +69,43 @@ def kv_args(kv: str) -> list[str]:
     return [] if kv == "f16" else ["-fa", "on", "-ctk", KV_CACHE_TYPES[kv], "-ctv", KV_CACHE_TYPES[kv]]
 
 
-def base_argv(exe: Path, model: Path, kv: str, text: Path, base: Path, chunks: int, *,
-              ctx: int = KLD_CTX, threads: int = 2) -> list[str]:
+def base_argv(
+    exe: Path, model: Path, kv: str, text: Path, base: Path, chunks: int, *, ctx: int = KLD_CTX, threads: int = 2
+) -> list[str]:
     """Score the text with the baseline and save its log-probabilities to `base`."""
-    return [str(exe), "-m", str(model), "-f", str(text), "-c", str(ctx), "-t", str(threads),
-            "--chunks", str(chunks), "--kl-divergence-base", str(base), *kv_args(kv)]
+    return [
+        str(exe),
+        "-m",
+        str(model),
+        "-f",
+        str(text),
+        "-c",
+        str(ctx),
+        "-t",
+        str(threads),
+        "--chunks",
+        str(chunks),
+        "--kl-divergence-base",
+        str(base),
+        *kv_args(kv),
+    ]
 
 
 def arm_argv(exe: Path, model: Path, kv: str, base: Path, *, ctx: int = KLD_CTX, threads: int = 2) -> list[str]:
     """Score the tokens saved in `base` with an arm and compare with the saved distributions."""
-    return [str(exe), "-m", str(model), "-c", str(ctx), "-t", str(threads),
-            "--kl-divergence-base", str(base), "--kl-divergence", *kv_args(kv)]
+    return [
+        str(exe),
+        "-m",
+        str(model),
+        "-c",
+        str(ctx),
+        "-t",
+        str(threads),
+        "--kl-divergence-base",
+        str(base),
+        "--kl-divergence",
+        *kv_args(kv),
+    ]
 
 
 def tool_version(exe: Path) -> str:
@@ -96,8 +122,15 @@ def run_perplexity(argv: list[str], timeout_s: float = 3600.0) -> tuple[str, flo
     """Run llama-perplexity; its output (stdout and stderr in order) and wall seconds."""
     t0 = time.monotonic()
     try:
-        res = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
-                             timeout=timeout_s, check=False)   # llama.cpp's own errors are read from its output
+        res = subprocess.run(
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+            timeout=timeout_s,
+            check=False,
+        )  # llama.cpp's own errors are read from its output
     except subprocess.TimeoutExpired:
         raise KldError(f"llama-perplexity ran past {timeout_s:.0f} s") from None
     if res.returncode != 0:
@@ -134,10 +167,19 @@ def parse_base(out: str) -> BaseOutput:
 
 
 _CHUNK = re.compile(r"^\s*(\d+)" + (r"\s+" + _NUM + _PM + _NUM + r"(?: %)?") * 5 + r"\s*$", re.M)
-_FINAL = {"ppl": r"Mean PPL\(Q\)\s*:", "ppl_base": r"Mean PPL\(base\)\s*:", "ln_ratio": r"Mean ln\(PPL\(Q\)/PPL\(base\)\)\s*:",
-          "kld": r"Mean\s+KLD:", "top1": r"Same top p:"}
-_PCT = {"kld_max": "Maximum KLD:", "kld_p999": r"99\.9%\s+KLD:", "kld_p99": r"99\.0%\s+KLD:",
-        "kld_median": "Median  KLD:"}
+_FINAL = {
+    "ppl": r"Mean PPL\(Q\)\s*:",
+    "ppl_base": r"Mean PPL\(base\)\s*:",
+    "ln_ratio": r"Mean ln\(PPL\(Q\)/PPL\(base\)\)\s*:",
+    "kld": r"Mean\s+KLD:",
+    "top1": r"Same top p:",
+}
+_PCT = {
+    "kld_max": "Maximum KLD:",
+    "kld_p999": r"99\.9%\s+KLD:",
+    "kld_p99": r"99\.0%\s+KLD:",
+    "kld_median": "Median  KLD:",
+}
 
 
 @dataclass(frozen=True)
@@ -204,17 +246,24 @@ class Estimate:
     value: float
     lo: float
     hi: float
-    se: float          # the standard error the interval uses
-    token_se: float    # llama.cpp's per-token figure
-    deff: float        # design effect: (chunk-based se / per-token se)^2; NaN with one chunk
+    se: float  # the standard error the interval uses
+    token_se: float  # llama.cpp's per-token figure
+    deff: float  # design effect: (chunk-based se / per-token se)^2; NaN with one chunk
 
     def to_dict(self, prefix: str) -> dict:
-        return {prefix: self.value, f"{prefix}_lo": self.lo, f"{prefix}_hi": self.hi, f"{prefix}_se": self.se,
-                f"{prefix}_token_se": self.token_se, f"{prefix}_deff": self.deff}
+        return {
+            prefix: self.value,
+            f"{prefix}_lo": self.lo,
+            f"{prefix}_hi": self.hi,
+            f"{prefix}_se": self.se,
+            f"{prefix}_token_se": self.token_se,
+            f"{prefix}_deff": self.deff,
+        }
 
 
-def clustered(value: float, per_chunk: Sequence[float], token_se: float, *,
-              bounds: tuple[float, float] = (-math.inf, math.inf)) -> Estimate:
+def clustered(
+    value: float, per_chunk: Sequence[float], token_se: float, *, bounds: tuple[float, float] = (-math.inf, math.inf)
+) -> Estimate:
     """`value` with a 95 % interval that treats each chunk as a cluster.
 
     llama-perplexity evaluates each chunk of ctx tokens from an empty cache and scores its second
@@ -277,5 +326,10 @@ def summarize(out: KldOutput) -> KldResult:
         kld=clustered(f["kld"][0], chunk_means(r["kld"]), f["kld"][1], bounds=(0.0, math.inf)),
         top1=share(f["top1"][0], chunk_fractions(r["top1"], out.per_chunk), f["top1"][1], out.n_tokens),
         ln_ratio=clustered(f["ln_ratio"][0], chunk_means(r["ln_ratio"]), f["ln_ratio"][1]),
-        tails=dict(out.tails), ppl=f["ppl"][0], ppl_base=f["ppl_base"][0],
-        n_tokens=out.n_tokens, chunks=out.chunks, ctx=out.ctx)
+        tails=dict(out.tails),
+        ppl=f["ppl"][0],
+        ppl_base=f["ppl_base"][0],
+        n_tokens=out.n_tokens,
+        chunks=out.chunks,
+        ctx=out.ctx,
+    )

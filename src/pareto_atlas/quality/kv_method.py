@@ -19,9 +19,9 @@ SHIPPED = "kv_methods.csv"
 class KvMethod:
     engine: str
     kv: str
-    kv_scales: str          # calibrated | dynamic | default (published_table.KV_SCALES)
+    kv_scales: str  # calibrated | dynamic | default (published_table.KV_SCALES)
     kv_granularity: str
-    kv_engine: str          # the implementation
+    kv_engine: str  # the implementation
     source: str
     quote: str
 

@@ -32,12 +32,29 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from .published_table import (COLUMNS, OWN_PRECISION, PROPORTION, PublishedQualityError, load_published_quality,
-                              read_quality_table)
+from .published_table import (
+    COLUMNS,
+    OWN_PRECISION,
+    PROPORTION,
+    PublishedQualityError,
+    load_published_quality,
+    read_quality_table,
+)
 from .stats import Z95
 
-__all__ = ["COLUMNS", "PublishedQuality", "PublishedQualityError", "evidence", "guard_choice", "load_published_quality",
-           "published_for", "ratio_interval", "read_quality_table", "summary_lines", "wilson"]
+__all__ = [
+    "COLUMNS",
+    "PublishedQuality",
+    "PublishedQualityError",
+    "evidence",
+    "guard_choice",
+    "load_published_quality",
+    "published_for",
+    "ratio_interval",
+    "read_quality_table",
+    "summary_lines",
+    "wilson",
+]
 OWN_KV = ("f16", "bf16")
 
 
@@ -47,28 +64,28 @@ class PublishedQuality:
     weights: str
     kv: str
     eviction: str
-    kv_budget: str         # as published: tokens, or a ratio <= 1; "" without eviction
+    kv_budget: str  # as published: tokens, or a ratio <= 1; "" without eviction
     benchmark: str
-    metric: str            # exactly as the source names it
-    n_items: int           # 0 where neither the source nor the benchmark definition gives it
-    score: float           # as published, on the row's scale
+    metric: str  # exactly as the source names it
+    n_items: int  # 0 where neither the source nor the benchmark definition gives it
+    score: float  # as published, on the row's scale
     baseline_score: float  # from the same document
-    rel: float             # score / baseline (baseline / score for perplexity); 1 for the baseline itself
+    rel: float  # score / baseline (baseline / score for perplexity); 1 for the baseline itself
     rel_lo: float
     rel_hi: float
-    q: float               # the absolute score as a proportion (NaN when it is not one)
+    q: float  # the absolute score as a proportion (NaN when it is not one)
     q_lo: float
     q_hi: float
-    method: str            # how the intervals were made
+    method: str  # how the intervals were made
     source: str
     publisher: str
-    provenance: str        # published:<publisher> <benchmark> (<source>)
-    informational: bool    # no interval the guard can use: printed, never decided on
+    provenance: str  # published:<publisher> <benchmark> (<source>)
+    informational: bool  # no interval the guard can use: printed, never decided on
     shots: str = ""
     scale: str = ""
-    proxy_for: str = ""    # the model actually measured, where the row stands in for another
-    reason: str = ""       # why the row is informational
-    kv_method: str = ""    # a quantized KV cache's method as the row states it: scales, granularity, engine
+    proxy_for: str = ""  # the model actually measured, where the row stands in for another
+    reason: str = ""  # why the row is informational
+    kv_method: str = ""  # a quantized KV cache's method as the row states it: scales, granularity, engine
 
 
 def wilson(p: float, n: float, z: float = Z95) -> tuple[float, float]:
@@ -91,8 +108,9 @@ def log_arm(p: float, n: float, se: float | None) -> tuple[float, float]:
     return p, (1 - p) / (n * p)
 
 
-def ratio_interval(p: float, pb: float, n: float, se: float | None = None, se_b: float | None = None,
-                   z: float = Z95) -> tuple[float, float]:
+def ratio_interval(
+    p: float, pb: float, n: float, se: float | None = None, se_b: float | None = None, z: float = Z95
+) -> tuple[float, float]:
     """Log-scale interval on p / pb, the arms' variances added as if independent (see the module)."""
     (p1, v1), (p2, v2) = log_arm(p, n, se), log_arm(pb, n, se_b)
     if p1 <= 0:
@@ -164,15 +182,38 @@ def evidence(r: pd.Series, baseline_as: str = "") -> PublishedQuality:
     else:
         rel_lo, rel_hi = ratio_interval(q, b / unit, n, se_s, se_b)
         method = f"rel: log-ratio interval from {_arms(se_s, se_b, n)}, item pairing unknown so not assumed; {qm}"
-    knobs = dict(weights=baseline_as, kv="f16", eviction="none", kv_budget="") if baseline_as else dict(
-        weights=r["weights"], kv=r["kv"], eviction=r["eviction"], kv_budget=r["kv_budget"])
+    knobs = (
+        dict(weights=baseline_as, kv="f16", eviction="none", kv_budget="")
+        if baseline_as
+        else dict(weights=r["weights"], kv=r["kv"], eviction=r["eviction"], kv_budget=r["kv_budget"])
+    )
     return PublishedQuality(
-        model=r["model"], **knobs, benchmark=r["benchmark"], metric=r["metric"], n_items=n, score=s,
-        baseline_score=b, rel=rel, rel_lo=rel_lo, rel_hi=rel_hi, q=q, q_lo=q_lo, q_hi=q_hi, method=method,
-        source=r["source"], publisher=r["publisher"], provenance=_provenance(r), informational=bool(why),
-        shots=r["shots"], scale=r["scale"], proxy_for=r["proxy_for"], reason=why,
-        kv_method="" if baseline_as or r["kv"] in OWN_KV else
-        f"{r['kv_scales']} scales ({r['kv_granularity']}), {r['kv_engine']}")
+        model=r["model"],
+        **knobs,
+        benchmark=r["benchmark"],
+        metric=r["metric"],
+        n_items=n,
+        score=s,
+        baseline_score=b,
+        rel=rel,
+        rel_lo=rel_lo,
+        rel_hi=rel_hi,
+        q=q,
+        q_lo=q_lo,
+        q_hi=q_hi,
+        method=method,
+        source=r["source"],
+        publisher=r["publisher"],
+        provenance=_provenance(r),
+        informational=bool(why),
+        shots=r["shots"],
+        scale=r["scale"],
+        proxy_for=r["proxy_for"],
+        reason=why,
+        kv_method=""
+        if baseline_as or r["kv"] in OWN_KV
+        else f"{r['kv_scales']} scales ({r['kv_granularity']}), {r['kv_engine']}",
+    )
 
 
 def _budget_matches(budget: str, kv_keep: float) -> bool:
@@ -182,9 +223,16 @@ def _budget_matches(budget: str, kv_keep: float) -> bool:
     return kv_keep < 1.0 and (v > 1.0 or abs(v - kv_keep) < 1e-6)
 
 
-def published_for(model: str, weights: str, kv: str = "f16", eviction: str = "none", kv_keep: float = 1.0,
-                  benchmark: str | None = None, table: pd.DataFrame | None = None,
-                  kv_scales: str | None = None) -> list[PublishedQuality]:
+def published_for(
+    model: str,
+    weights: str,
+    kv: str = "f16",
+    eviction: str = "none",
+    kv_keep: float = 1.0,
+    benchmark: str | None = None,
+    table: pd.DataFrame | None = None,
+    kv_scales: str | None = None,
+) -> list[PublishedQuality]:
     """Every published score for this model and these knobs, each against its own document's baseline.
 
     Weights F16/BF16 with an f16/bf16 KV cache and no eviction mean the model's own precision: the
@@ -232,12 +280,16 @@ def summary_lines(table: pd.DataFrame) -> list[str]:
     if table.empty:
         return ["published quality: no rows"]
     info = sum(bool(_informational(r)) for _, r in table.iterrows())
-    lines = [f"published quality: {len(table)} scores from {table['source'].nunique()} documents "
-             f"({table['publisher'].nunique()} publishers); {info} informational (not used by the guard)",
-             "models: " + ", ".join(f"{m} ({n})" for m, n in sorted(Counter(table["model"]).items()))]
+    lines = [
+        f"published quality: {len(table)} scores from {table['source'].nunique()} documents "
+        f"({table['publisher'].nunique()} publishers); {info} informational (not used by the guard)",
+        "models: " + ", ".join(f"{m} ({n})" for m, n in sorted(Counter(table["model"]).items())),
+    ]
     for src, g in table.groupby("source", sort=False):
         methods = ", ".join(dict.fromkeys(g["method"]))
-        lines.append(f"  {g['publisher'].iloc[0]}: {src} ({g['source_date'].iloc[0]}): {len(g)} rows; "
-                     f"{', '.join(sorted(set(g['model'])))}; {methods}")
+        lines.append(
+            f"  {g['publisher'].iloc[0]}: {src} ({g['source_date'].iloc[0]}): {len(g)} rows; "
+            f"{', '.join(sorted(set(g['model'])))}; {methods}"
+        )
     lines.append("methods: " + ", ".join(f"{m} ({n})" for m, n in Counter(table["method"]).most_common()))
     return lines

@@ -58,9 +58,16 @@ def guard_interval(results: list[PublishedQuality], task: str = "gsm8k") -> Publ
     names = "; ".join(r.source for r in sources)
     spread = ", ".join(f"{r.publisher} {r.rel:.3f} [{r.rel_lo:.3f}, {r.rel_hi:.3f}]" for r in sources)
     return replace(
-        worst, rel_lo=min(r.rel_lo for r in sources), rel_hi=max(r.rel_hi for r in sources),
-        q_lo=_lo([r.q_lo for r in sources]), q_hi=_hi([r.q_hi for r in sources]),
-        n_items=min(r.n_items for r in sources), source=names,
-        method=(f"between-source envelope of {len(sources)} documents' 95 % intervals on {best.benchmark} "
-                f"(centre: the most pessimistic source's rel): {spread}"),
-        provenance=f"published:envelope of {len(sources)} sources {best.benchmark} ({names})")
+        worst,
+        rel_lo=min(r.rel_lo for r in sources),
+        rel_hi=max(r.rel_hi for r in sources),
+        q_lo=_lo([r.q_lo for r in sources]),
+        q_hi=_hi([r.q_hi for r in sources]),
+        n_items=min(r.n_items for r in sources),
+        source=names,
+        method=(
+            f"between-source envelope of {len(sources)} documents' 95 % intervals on {best.benchmark} "
+            f"(centre: the most pessimistic source's rel): {spread}"
+        ),
+        provenance=f"published:envelope of {len(sources)} sources {best.benchmark} ({names})",
+    )

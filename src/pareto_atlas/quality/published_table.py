@@ -18,13 +18,51 @@ from pareto_atlas.spec.cards import shipped_models
 from pareto_atlas.spec.knobs import EVICTION
 
 SHIPPED = "published_quality.csv"
-COLUMNS = ("source", "source_date", "publisher", "model", "checkpoint", "baseline_checkpoint", "method", "weights",
-           "kv", "eviction", "kv_budget", "benchmark", "shots", "metric", "n_items", "score", "baseline_score",
-           "score_stderr", "baseline_stderr", "scale", "harness", "proxy_for", "notes", "kv_scales", "kv_granularity",
-           "kv_engine")
-REQUIRED = ("source", "source_date", "publisher", "model", "checkpoint", "baseline_checkpoint", "method", "kv",
-            "eviction", "benchmark", "metric", "score", "baseline_score", "scale")
-OWN_PRECISION = ("F16", "BF16")          # the model as shipped: the baseline itself
+COLUMNS = (
+    "source",
+    "source_date",
+    "publisher",
+    "model",
+    "checkpoint",
+    "baseline_checkpoint",
+    "method",
+    "weights",
+    "kv",
+    "eviction",
+    "kv_budget",
+    "benchmark",
+    "shots",
+    "metric",
+    "n_items",
+    "score",
+    "baseline_score",
+    "score_stderr",
+    "baseline_stderr",
+    "scale",
+    "harness",
+    "proxy_for",
+    "notes",
+    "kv_scales",
+    "kv_granularity",
+    "kv_engine",
+)
+REQUIRED = (
+    "source",
+    "source_date",
+    "publisher",
+    "model",
+    "checkpoint",
+    "baseline_checkpoint",
+    "method",
+    "kv",
+    "eviction",
+    "benchmark",
+    "metric",
+    "score",
+    "baseline_score",
+    "scale",
+)
+OWN_PRECISION = ("F16", "BF16")  # the model as shipped: the baseline itself
 WEIGHTS = OWN_PRECISION + ("FP8", "AWQ4", "W8A8", "W8A16", "W4A16")
 KV = ("f16", "bf16", "fp8", "int8", "int4", "int2", "q8_0", "q4_0")
 SCALES = ("percent", "proportion", "perplexity", "score")
@@ -55,7 +93,7 @@ def _number(field: str, value: str, kind: str) -> tuple[float | None, str]:
     except ValueError:
         return None, f"field {field!r}: {value!r} is not {'an integer' if kind.startswith('int') else 'a number'}"
     bad = not math.isfinite(v) or (v <= 0 if kind.endswith(">0") else v < 0)
-    return (None, f"field {field!r}: {value!r} must be {kind[kind.index('>'):]} 0") if bad else (v, "")
+    return (None, f"field {field!r}: {value!r} must be {kind[kind.index('>') :]} 0") if bad else (v, "")
 
 
 def row_error(r: dict[str, str], models: Sequence[str]) -> str:
@@ -82,10 +120,18 @@ def row_error(r: dict[str, str], models: Sequence[str]) -> str:
     if r["eviction"] != "none" and not r.get("kv_budget"):
         return f"field 'kv_budget' is empty; eviction {r['eviction']!r} needs the budget (tokens, or a ratio <= 1)"
     checks = [("score", "num>=0"), ("baseline_score", "num>=0")] + [
-        (f, k) for f, k in (("n_items", "int>0"), ("shots", "int>=0"), ("kv_budget", "num>0"),
-                            ("score_stderr", "num>=0"), ("baseline_stderr", "num>=0")) if r.get(f)]
+        (f, k)
+        for f, k in (
+            ("n_items", "int>0"),
+            ("shots", "int>=0"),
+            ("kv_budget", "num>0"),
+            ("score_stderr", "num>=0"),
+            ("baseline_stderr", "num>=0"),
+        )
+        if r.get(f)
+    ]
     for f, kind in checks:
-        if (err := _number(f, r[f], kind)[1]):
+        if err := _number(f, r[f], kind)[1]:
             return err
     top = {"percent": 100.0, "proportion": 1.0}.get(r["scale"])
     for f in ("score", "baseline_score"):
@@ -104,8 +150,10 @@ def _baseline_clash(rows: list[dict]) -> str:
         key = (r["source"], r["model"], r["baseline_checkpoint"], r["benchmark"], r["metric"], r["shots"])
         first = seen.setdefault(key, r)
         if float(first["baseline_score"]) != float(r["baseline_score"]):
-            return (f"{r['origin']}: field 'baseline_score': {r['baseline_score']} differs from "
-                    f"{first['baseline_score']} at {first['origin']} (same source, model, baseline, benchmark)")
+            return (
+                f"{r['origin']}: field 'baseline_score': {r['baseline_score']} differs from "
+                f"{first['baseline_score']} at {first['origin']} (same source, model, baseline, benchmark)"
+            )
     return ""
 
 
@@ -116,7 +164,7 @@ def read_quality_table(path: Path | str | None = None) -> list[dict[str, str]]:
     else:
         if not Path(path).is_file():
             raise PublishedQualityError(f"published quality table {path}: no such file")
-        try:      # as calibrate.published_table.read_table: a user's file that is not text is one line
+        try:  # as calibrate.published_table.read_table: a user's file that is not text is one line
             text, name = Path(path).read_text(), str(path)
         except (OSError, UnicodeDecodeError) as e:
             raise PublishedQualityError(f"{path}: cannot read ({type(e).__name__})") from None
@@ -137,12 +185,12 @@ def _rows(reader: csv.DictReader, name: str) -> list[dict[str, str]]:
     models = sorted(shipped_models())
     rows = []
     for raw in reader:
-        line = reader.line_num     # the row's last physical line: a quoted field may span lines
+        line = reader.line_num  # the row's last physical line: a quoted field may span lines
         r = {(k or "").strip(): (v or "").strip() for k, v in raw.items() if k is not None and not isinstance(v, list)}
         if err := row_error(r, models):
             raise PublishedQualityError(f"{name}:{line}: {err}")
         row = {**{c: r.get(c, "") for c in COLUMNS}, "origin": f"{name}:{line}"}
-        if row["kv"] not in ("f16", "bf16"):     # a quantized KV cache's method: unknown stays "unstated"
+        if row["kv"] not in ("f16", "bf16"):  # a quantized KV cache's method: unknown stays "unstated"
             row.update({f: row[f] or "unstated" for f in ("kv_scales", "kv_granularity", "kv_engine")})
         rows.append(row)
     if err := _baseline_clash(rows):

@@ -18,11 +18,11 @@ ENDPOINTS = ("completions", "chat")
 class QualityItem:
     """One prompt, as sent: the same item gives the same `prompt_sha256` on every arm."""
 
-    item_id: str                     # stable across arms, e.g. "gsm8k/test/0042"
-    task: str                        # "gsm8k" | "retrieval" | "humaneval" | "ifeval" | "ruler"
-    variant: str                     # scoring rules: "lm-eval-5shot" | "chat-0shot" | "niah"
-    target: str                      # reference answer (GSM8K: the number after "#### ")
-    prompt: str | None = None        # for /v1/completions
+    item_id: str  # stable across arms, e.g. "gsm8k/test/0042"
+    task: str  # "gsm8k" | "retrieval" | "humaneval" | "ifeval" | "ruler"
+    variant: str  # scoring rules: "lm-eval-5shot" | "chat-0shot" | "niah"
+    target: str  # reference answer (GSM8K: the number after "#### ")
+    prompt: str | None = None  # for /v1/completions
     messages: tuple[tuple[str, str], ...] | None = None  # (role, content) for /v1/chat/completions
     stop: tuple[str, ...] = ()
     max_tokens: int = 256
@@ -52,17 +52,17 @@ class QualityRecord:
     variant: str
     prompt_sha256: str
     target: str
-    output: str                          # text exactly as the server returned it
+    output: str  # text exactly as the server returned it
     extracted_strict: str
     extracted_flexible: str
     correct_strict: bool
     correct_flexible: bool
-    latency_s: float                     # send to full response, monotonic clock
-    stop: tuple[str, ...] = ()           # stop strings re-applied by scoring
-    token_ids: tuple[int, ...] | None = None       # generated ids when the server returns them
+    latency_s: float  # send to full response, monotonic clock
+    stop: tuple[str, ...] = ()  # stop strings re-applied by scoring
+    token_ids: tuple[int, ...] | None = None  # generated ids when the server returns them
     token_logprobs: tuple[float, ...] | None = None
     finish_reason: str | None = None
-    prompt_tokens: int | None = None     # server usage
+    prompt_tokens: int | None = None  # server usage
     completion_tokens: int | None = None
     error: str | None = None
     meta: Mapping[str, Any] = field(default_factory=dict)

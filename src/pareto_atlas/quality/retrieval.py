@@ -22,19 +22,86 @@ CONTEXT_TOKENS = (512, 1024, 2048)
 DEPTHS = (0.1, 0.5, 0.9)
 STOP = ("\n",)
 MAX_TOKENS = 12
-CHARS_PER_TOKEN = 4.0       # first guess only; refined with the real tokenizer when one is given
+CHARS_PER_TOKEN = 4.0  # first guess only; refined with the real tokenizer when one is given
 
-NAMES = ("Alice", "Bruno", "Chiara", "Dmitri", "Elena", "Farid", "Greta", "Hiroshi", "Ingrid", "Jonas",
-         "Kavya", "Lukas", "Marisol", "Nadia", "Oskar", "Priya", "Quentin", "Rosa", "Stefan", "Tamsin",
-         "Ulrich", "Valeria", "Wanjiru", "Xavier", "Yusuf", "Zofia")
-_SUBJ = ("The old farmer", "A quiet librarian", "The river", "Our neighbour", "The small dog", "A travelling merchant",
-         "The wind", "My cousin", "The baker", "A young painter", "The committee", "The lighthouse keeper")
-_VERB = ("walked past", "thought about", "painted", "forgot", "carried", "described", "repaired", "watched",
-         "admired", "followed", "cleaned", "measured")
-_OBJ = ("the wooden bridge", "a basket of apples", "the northern hills", "an old letter", "the garden wall",
-        "a blue umbrella", "the empty market", "a pile of books", "the frozen lake", "the narrow street")
-_TAIL = ("before the rain began", "in the late afternoon", "without saying a word", "while the bells rang",
-         "as the sun went down", "for no clear reason", "with great patience", "under a grey sky")
+NAMES = (
+    "Alice",
+    "Bruno",
+    "Chiara",
+    "Dmitri",
+    "Elena",
+    "Farid",
+    "Greta",
+    "Hiroshi",
+    "Ingrid",
+    "Jonas",
+    "Kavya",
+    "Lukas",
+    "Marisol",
+    "Nadia",
+    "Oskar",
+    "Priya",
+    "Quentin",
+    "Rosa",
+    "Stefan",
+    "Tamsin",
+    "Ulrich",
+    "Valeria",
+    "Wanjiru",
+    "Xavier",
+    "Yusuf",
+    "Zofia",
+)
+_SUBJ = (
+    "The old farmer",
+    "A quiet librarian",
+    "The river",
+    "Our neighbour",
+    "The small dog",
+    "A travelling merchant",
+    "The wind",
+    "My cousin",
+    "The baker",
+    "A young painter",
+    "The committee",
+    "The lighthouse keeper",
+)
+_VERB = (
+    "walked past",
+    "thought about",
+    "painted",
+    "forgot",
+    "carried",
+    "described",
+    "repaired",
+    "watched",
+    "admired",
+    "followed",
+    "cleaned",
+    "measured",
+)
+_OBJ = (
+    "the wooden bridge",
+    "a basket of apples",
+    "the northern hills",
+    "an old letter",
+    "the garden wall",
+    "a blue umbrella",
+    "the empty market",
+    "a pile of books",
+    "the frozen lake",
+    "the narrow street",
+)
+_TAIL = (
+    "before the rain began",
+    "in the late afternoon",
+    "without saying a word",
+    "while the bells rang",
+    "as the sun went down",
+    "for no clear reason",
+    "with great patience",
+    "under a grey sky",
+)
 
 INTRO = "Below is a long text. Somewhere in it a secret code is mentioned. Remember it.\n\n"
 
@@ -50,8 +117,14 @@ def _haystack(sentences: list[str], needle: str, depth: float) -> str:
     return " ".join(sentences[:at] + [needle] + sentences[at:])
 
 
-def build_prompt(context_tokens: int, depth: float, name: str, code: str, rng: random.Random,
-                 count_tokens: Callable[[str], int] | None = None) -> tuple[str, int | None]:
+def build_prompt(
+    context_tokens: int,
+    depth: float,
+    name: str,
+    code: str,
+    rng: random.Random,
+    count_tokens: Callable[[str], int] | None = None,
+) -> tuple[str, int | None]:
     """The prompt and its measured haystack length (None without a counter).
 
     Sentences are drawn once, then the prefix length is chosen so the haystack (needle included)
@@ -72,9 +145,13 @@ def build_prompt(context_tokens: int, depth: float, name: str, code: str, rng: r
     return INTRO + _haystack(pool[:n], needle, depth) + question, measured
 
 
-def retrieval_items(context_tokens: Sequence[int] = CONTEXT_TOKENS, depths: Sequence[float] = DEPTHS,
-                    per_cell: int = 2, seed: int = 0,
-                    count_tokens: Callable[[str], int] | None = None) -> list[QualityItem]:
+def retrieval_items(
+    context_tokens: Sequence[int] = CONTEXT_TOKENS,
+    depths: Sequence[float] = DEPTHS,
+    per_cell: int = 2,
+    seed: int = 0,
+    count_tokens: Callable[[str], int] | None = None,
+) -> list[QualityItem]:
     """per_cell items for every (context length, depth); completion-style prompts for any model."""
     if per_cell < 1:
         raise ValueError(f"retrieval per_cell: {per_cell} must be >= 1")
@@ -93,11 +170,24 @@ def retrieval_items(context_tokens: Sequence[int] = CONTEXT_TOKENS, depths: Sequ
                 name = rng.choice(NAMES)
                 code = str(rng.randrange(10000, 100000))
                 prompt, measured = build_prompt(L, d, name, code, rng, count_tokens)
-                items.append(QualityItem(
-                    item_id=f"retrieval/niah/L{L}/d{d:.2f}/{j}", task="retrieval", variant=VARIANT,
-                    target=code, prompt=prompt, stop=STOP, max_tokens=MAX_TOKENS,
-                    meta={"context_tokens": L, "depth": d, "name": name, "haystack_tokens": measured,
-                          "length_method": "tokenizer" if count_tokens else f"{CHARS_PER_TOKEN} chars/token"}))
+                items.append(
+                    QualityItem(
+                        item_id=f"retrieval/niah/L{L}/d{d:.2f}/{j}",
+                        task="retrieval",
+                        variant=VARIANT,
+                        target=code,
+                        prompt=prompt,
+                        stop=STOP,
+                        max_tokens=MAX_TOKENS,
+                        meta={
+                            "context_tokens": L,
+                            "depth": d,
+                            "name": name,
+                            "haystack_tokens": measured,
+                            "length_method": "tokenizer" if count_tokens else f"{CHARS_PER_TOKEN} chars/token",
+                        },
+                    )
+                )
     return items
 
 
@@ -116,7 +206,8 @@ def by_cell(records: Sequence[QualityRecord], strict: bool = True) -> dict[tuple
     for r in records:
         if r.task == "retrieval":
             cells[(int(r.meta["context_tokens"]), float(r.meta["depth"]))].append(
-                r.correct_strict if strict else r.correct_flexible)
+                r.correct_strict if strict else r.correct_flexible
+            )
     return {k: score_bools(v) for k, v in sorted(cells.items())}
 
 

@@ -43,35 +43,46 @@ CHARS_PER_TOKEN = {"niah_single_1": 3.5, "niah_multikey_2": 2.5, "niah_multikey_
 NOISE = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again."
 NEEDLE = "One of the special magic {type_v} for {key} is: {value}."
 # scripts/data/synthetic/constants.py (TASKS[...]["template"], ["answer_prefix"])
-NIAH_TEMPLATE = ("Some special magic {type_v} are hidden within the following text. Make sure to memorize it. "
-                 "I will quiz you about the {type_v} afterwards.\n{context}\nWhat are all the special magic "
-                 "{type_v} for {query} mentioned in the provided text?")
+NIAH_TEMPLATE = (
+    "Some special magic {type_v} are hidden within the following text. Make sure to memorize it. "
+    "I will quiz you about the {type_v} afterwards.\n{context}\nWhat are all the special magic "
+    "{type_v} for {query} mentioned in the provided text?"
+)
 NIAH_PREFIX = " The special magic {type_v} for {query} mentioned in the provided text are"
-VT_TEMPLATE = ("Memorize and track the chain(s) of variable assignment hidden in the following text.\n\n{context}\n"
-               "Question: Find all variables that are assigned the value {query} in the text above.")
-VT_PREFIX = (" Answer: According to the chain(s) of variable assignment in the text above, {num_v} variables "
-             "are assigned the value {query}, they are: ")
-CWE_TEMPLATE = ("Below is a numbered list of words. In these words, some appear more often than others. Memorize "
-                "the ones that appear most often.\n{context}\nQuestion: What are the 10 most common words in the "
-                "above list?")
+VT_TEMPLATE = (
+    "Memorize and track the chain(s) of variable assignment hidden in the following text.\n\n{context}\n"
+    "Question: Find all variables that are assigned the value {query} in the text above."
+)
+VT_PREFIX = (
+    " Answer: According to the chain(s) of variable assignment in the text above, {num_v} variables "
+    "are assigned the value {query}, they are: "
+)
+CWE_TEMPLATE = (
+    "Below is a numbered list of words. In these words, some appear more often than others. Memorize "
+    "the ones that appear most often.\n{context}\nQuestion: What are the 10 most common words in the "
+    "above list?"
+)
 CWE_PREFIX = " Answer: The top 10 words that appear most often in the list are:"
 
 # scripts/synthetic.yaml: (haystack, key type, value type)
-NIAH = {"niah_single_1": ("noise", "words", "numbers"), "niah_multikey_2": ("needle", "words", "numbers"),
-        "niah_multikey_3": ("needle", "uuids", "uuids")}
-VT_HOPS, VT_ICL_NOISE = 4, 5          # RULER: 1 chain of 4 hops; its in-context example, shortened
-CWE_WORDS = 10                        # RULER's num_cw
+NIAH = {
+    "niah_single_1": ("noise", "words", "numbers"),
+    "niah_multikey_2": ("needle", "words", "numbers"),
+    "niah_multikey_3": ("needle", "uuids", "uuids"),
+}
+VT_HOPS, VT_ICL_NOISE = 4, 5  # RULER: 1 chain of 4 hops; its in-context example, shortened
+CWE_WORDS = 10  # RULER's num_cw
 # RULER's (common, uncommon) repeats: (6, 1) below 4096 tokens, else freq_cw 30 / freq_ucw 3; its
 # one in-context example has 20 words at (3, 1), else 40 at (10, 3).
 CWE_SHORT, CWE_LONG = ((6, 1), (20, 3, 1)), ((30, 3), (40, 10, 3))
-MIN_SIZE = {"vt": VT_HOPS + 1, "cwe": CWE_WORDS + 1}   # haystack units: the chain's lines; one uncommon word
+MIN_SIZE = {"vt": VT_HOPS + 1, "cwe": CWE_WORDS + 1}  # haystack units: the chain's lines; one uncommon word
 
 
 @dataclass(frozen=True)
 class Sample:
-    user: str               # the instruction, the context and the question
-    prefix: str             # the answer's start, pre-filled in the assistant turn
-    refs: tuple[str, ...]   # every one must occur in the answer
+    user: str  # the instruction, the context and the question
+    prefix: str  # the answer's start, pre-filled in the assistant turn
+    refs: tuple[str, ...]  # every one must occur in the answer
     meta: dict
 
 
@@ -123,7 +134,7 @@ def niah(subtask: str, rng: random.Random, size: int, depth: float) -> Sample:
         lines = []
         while len(lines) < size:
             k, v = _draw(rng, kind_k), _draw(rng, kind_v)
-            if k != key and v != value:         # the asked key and its value occur once
+            if k != key and v != value:  # the asked key and its value occur once
                 lines.append(NEEDLE.format(type_v=kind_v, key=k, value=v))
     at = round(depth * size)
     lines.insert(at, NEEDLE.format(type_v=kind_v, key=key, value=value))
@@ -164,11 +175,20 @@ def vt(rng: random.Random, size: int) -> Sample:
     icl_value = value
     while icl_value == value:
         icl_value = rng.randrange(10000, 99999)
-    icl = (VT_TEMPLATE.format(context=_chain_text(rng, icl_names, icl_value, VT_ICL_NOISE), query=icl_value)
-           + VT_PREFIX.format(num_v=VT_HOPS + 1, query=icl_value) + " " + " ".join(icl_names) + "\n")
+    icl = (
+        VT_TEMPLATE.format(context=_chain_text(rng, icl_names, icl_value, VT_ICL_NOISE), query=icl_value)
+        + VT_PREFIX.format(num_v=VT_HOPS + 1, query=icl_value)
+        + " "
+        + " ".join(icl_names)
+        + "\n"
+    )
     user = icl + "\n" + VT_TEMPLATE.format(context=_chain_text(rng, names, value, size), query=value)
-    return Sample(user, VT_PREFIX.format(num_v=VT_HOPS + 1, query=value), tuple(names),
-                  {"value": value, "lines": size + VT_HOPS + 1})
+    return Sample(
+        user,
+        VT_PREFIX.format(num_v=VT_HOPS + 1, query=value),
+        tuple(names),
+        {"value": value, "lines": size + VT_HOPS + 1},
+    )
 
 
 def _word_list(words: list[str], common: int, uncommon: int, rng: random.Random) -> str:
@@ -185,21 +205,27 @@ def cwe(rng: random.Random, size: int, context_tokens: int) -> Sample:
     (common, uncommon), (ex_n, ex_c, ex_u) = CWE_SHORT if context_tokens < 4096 else CWE_LONG
     pool = list(cwe_pool())
     if size + ex_n > len(pool):
-        raise ValueError(f"ruler cwe: {context_tokens} tokens need {size + ex_n} distinct words; "
-                         f"the word list holds {len(pool)}")
+        raise ValueError(
+            f"ruler cwe: {context_tokens} tokens need {size + ex_n} distinct words; the word list holds {len(pool)}"
+        )
     rng.shuffle(pool)
     fixed = (CWE_TEMPLATE + CWE_PREFIX).lower()
     answer = []
-    for w in pool:          # the answer words first: none inside another, none in the instruction
+    for w in pool:  # the answer words first: none inside another, none in the instruction
         if len(answer) < CWE_WORDS and w not in fixed and all(w not in a and a not in w for a in answer):
             answer.append(w)
     rest = [w for w in pool if w not in answer and not any(a in w for a in answer)]
     if len(rest) < size - CWE_WORDS + ex_n:
-        raise ValueError(f"ruler cwe: {context_tokens} tokens need {size + ex_n} distinct words; "
-                         f"{len(rest) + CWE_WORDS} are usable")
-    words, example = answer + rest[:size - CWE_WORDS], rest[size - CWE_WORDS:size - CWE_WORDS + ex_n]
-    icl = (CWE_TEMPLATE.format(context=_word_list(example, ex_c, ex_u, rng)) + CWE_PREFIX + " "
-           + " ".join(f"{i + 1}. {w}" for i, w in enumerate(example[:CWE_WORDS])))
+        raise ValueError(
+            f"ruler cwe: {context_tokens} tokens need {size + ex_n} distinct words; {len(rest) + CWE_WORDS} are usable"
+        )
+    words, example = answer + rest[: size - CWE_WORDS], rest[size - CWE_WORDS : size - CWE_WORDS + ex_n]
+    icl = (
+        CWE_TEMPLATE.format(context=_word_list(example, ex_c, ex_u, rng))
+        + CWE_PREFIX
+        + " "
+        + " ".join(f"{i + 1}. {w}" for i, w in enumerate(example[:CWE_WORDS]))
+    )
     user = icl + "\n" + CWE_TEMPLATE.format(context=_word_list(words, common, uncommon, rng))
     return Sample(user, CWE_PREFIX, tuple(answer), {"words": size, "repeats": [common, uncommon]})
 
@@ -219,19 +245,23 @@ def sample(subtask: str, key: str, size: int, context_tokens: int, depth: float)
     return cwe(rng, size, context_tokens)
 
 
-def fit(make: Callable[[int], Sample], budget: int, count: Callable[[str], int], smallest: int,
-        what: str) -> tuple[Sample, int]:
+def fit(
+    make: Callable[[int], Sample], budget: int, count: Callable[[str], int], smallest: int, what: str
+) -> tuple[Sample, int]:
     """The largest haystack found whose prompt counts at most `budget` tokens, and its count: a
     secant step from two sizes, then corrected (counts may jump with the drawn content)."""
+
     def measure(n: int) -> tuple[Sample, int]:
         s = make(n)
         return s, count(s.user) + count(s.prefix)
 
     small, m0 = measure(smallest)
     if m0 > budget:
-        raise ValueError(f"{what}: even the smallest haystack takes {m0} tokens; the length leaves {budget} "
-                         f"for the prompt (it also holds {CHAT_TEMPLATE_TOKENS} for the chat template and the "
-                         f"answer's max_tokens)")
+        raise ValueError(
+            f"{what}: even the smallest haystack takes {m0} tokens; the length leaves {budget} "
+            f"for the prompt (it also holds {CHAT_TEMPLATE_TOKENS} for the chat template and the "
+            f"answer's max_tokens)"
+        )
     probe = smallest + 32
     m1 = measure(probe)[1]
     slope = max((m1 - m0) / (probe - smallest), 1e-6)
@@ -252,9 +282,14 @@ def fit(make: Callable[[int], Sample], budget: int, count: Callable[[str], int],
     return best, best_m
 
 
-def ruler_items(context_tokens: Sequence[int] = CONTEXT_TOKENS, subtasks: Sequence[str] = SUBTASKS,
-                per_cell: int = 1, seed: int = 0, count_tokens: Callable[[str], int] | None = None,
-                max_tokens: int | None = None) -> list[QualityItem]:
+def ruler_items(
+    context_tokens: Sequence[int] = CONTEXT_TOKENS,
+    subtasks: Sequence[str] = SUBTASKS,
+    per_cell: int = 1,
+    seed: int = 0,
+    count_tokens: Callable[[str], int] | None = None,
+    max_tokens: int | None = None,
+) -> list[QualityItem]:
     """per_cell items for every (subtask, length), chat prompts with the answer prefix pre-filled.
     Each request (prompt, chat template allowance and answer) fits its length when `count_tokens`
     is the server's tokenizer; without one, lengths are guessed from characters. `max_tokens`:
@@ -277,14 +312,26 @@ def ruler_items(context_tokens: Sequence[int] = CONTEXT_TOKENS, subtasks: Sequen
             for j in range(per_cell):
                 # A string seed hashes the same in every process (random.seed version 2).
                 key, depth = f"ruler-{seed}-{t}-{L}-{j}", depth_of(j)
-                s, measured = fit(lambda n: sample(t, key, n, L, depth), budget, count, MIN_SIZE.get(t, 1),
-                                  f"ruler {t} at {L} tokens")
-                items.append(QualityItem(
-                    item_id=f"ruler/{t}/L{L}/{j}", task=TASK, variant=VARIANT,
-                    target=json.dumps({"refs": list(s.refs), "prefix": s.prefix.strip()}),
-                    messages=(("user", s.user), ("assistant", s.prefix.strip())), max_tokens=out_tokens,
-                    meta={"subtask": t, "context_tokens": L, "prompt_tokens": measured, **s.meta,
-                          "length_method": "tokenizer" if count_tokens else f"{cpt} chars/token"}))
+                s, measured = fit(
+                    lambda n: sample(t, key, n, L, depth), budget, count, MIN_SIZE.get(t, 1), f"ruler {t} at {L} tokens"
+                )
+                items.append(
+                    QualityItem(
+                        item_id=f"ruler/{t}/L{L}/{j}",
+                        task=TASK,
+                        variant=VARIANT,
+                        target=json.dumps({"refs": list(s.refs), "prefix": s.prefix.strip()}),
+                        messages=(("user", s.user), ("assistant", s.prefix.strip())),
+                        max_tokens=out_tokens,
+                        meta={
+                            "subtask": t,
+                            "context_tokens": L,
+                            "prompt_tokens": measured,
+                            **s.meta,
+                            "length_method": "tokenizer" if count_tokens else f"{cpt} chars/token",
+                        },
+                    )
+                )
     return items
 
 
@@ -297,7 +344,7 @@ def answer_text(output: str, prefix: str) -> str:
     """RULER's postprocess_pred (control characters to newlines, stripped), less the pre-filled
     prefix that llama.cpp returns in front of the continuation."""
     text = re.sub(r"[\x00-\x1f]", "\n", output.strip()).strip()
-    return text[len(prefix):] if prefix and text.startswith(prefix) else text
+    return text[len(prefix) :] if prefix and text.startswith(prefix) else text
 
 
 def string_match_all(output: str, refs: Sequence[str]) -> float:
@@ -332,10 +379,16 @@ def ruler_summary(records: Sequence[QualityRecord]) -> dict:
     order = {t: i for i, t in enumerate(SUBTASKS)}
 
     def part(rs: list[QualityRecord]) -> dict:
-        return {"strict": score_bools(r.correct_strict for r in rs).to_dict(),
-                "string_match_all": sum(map(partial, rs)) / len(rs)}
+        return {
+            "strict": score_bools(r.correct_strict for r in rs).to_dict(),
+            "string_match_all": sum(map(partial, rs)) / len(rs),
+        }
 
     every = [r for rs in cells.values() for r in rs]
-    return {"ruler_cells": [{"subtask": t, "context_tokens": L, **part(cells[(t, L)])}
-                            for t, L in sorted(cells, key=lambda c: (order.get(c[0], 99), c[1]))],
-            "ruler_overall": part(every)}
+    return {
+        "ruler_cells": [
+            {"subtask": t, "context_tokens": L, **part(cells[(t, L)])}
+            for t, L in sorted(cells, key=lambda c: (order.get(c[0], 99), c[1]))
+        ],
+        "ruler_overall": part(every),
+    }

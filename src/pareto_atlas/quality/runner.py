@@ -32,8 +32,9 @@ def api_root(base_url: str) -> str:
     return url[:-3] if url.endswith("/v1") else url
 
 
-def request_body(item: QualityItem, seed: int, model: str | None, logprobs: bool,
-                 extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def request_body(
+    item: QualityItem, seed: int, model: str | None, logprobs: bool, extra: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """Greedy: temperature 0 and top_k 1 (llama.cpp, vLLM) so ties cannot be sampled either way."""
     body: dict[str, Any] = {"max_tokens": item.max_tokens, "temperature": 0.0, "top_k": 1, "seed": seed}
     if item.endpoint == "completions":
@@ -77,12 +78,27 @@ def parse_choice(data: Mapping[str, Any]) -> tuple[str, tuple[int, ...] | None, 
     return text, ids, lps, choice.get("finish_reason")
 
 
-async def ask(client: httpx.AsyncClient, root: str, item: QualityItem, *, seed: int = DEFAULT_SEED,
-              model: str | None = None, logprobs: bool = True, extra: Mapping[str, Any] | None = None) -> QualityRecord:
+async def ask(
+    client: httpx.AsyncClient,
+    root: str,
+    item: QualityItem,
+    *,
+    seed: int = DEFAULT_SEED,
+    model: str | None = None,
+    logprobs: bool = True,
+    extra: Mapping[str, Any] | None = None,
+) -> QualityRecord:
     path = "/v1/completions" if item.endpoint == "completions" else "/v1/chat/completions"
     body = request_body(item, seed, model, logprobs, extra)
-    common = dict(item_id=item.item_id, task=item.task, variant=item.variant, prompt_sha256=item.prompt_sha256(),
-                  target=item.target, stop=item.stop, meta=dict(item.meta))
+    common = dict(
+        item_id=item.item_id,
+        task=item.task,
+        variant=item.variant,
+        prompt_sha256=item.prompt_sha256(),
+        target=item.target,
+        stop=item.stop,
+        meta=dict(item.meta),
+    )
     t0 = time.monotonic()
     try:
         resp = await client.post(root + path, json=body)
@@ -92,25 +108,51 @@ async def ask(client: httpx.AsyncClient, root: str, item: QualityItem, *, seed: 
         data = resp.json()
         text, ids, lps, finish = parse_choice(data)
     except Exception as e:  # kept as a failed record: errors count as wrong answers, never vanish
-        return QualityRecord(output="", extracted_strict=INVALID, extracted_flexible=INVALID, correct_strict=False,
-                             correct_flexible=False, latency_s=time.monotonic() - t0,
-                             error=f"{type(e).__name__}: {e}"[:500], **common)
+        return QualityRecord(
+            output="",
+            extracted_strict=INVALID,
+            extracted_flexible=INVALID,
+            correct_strict=False,
+            correct_flexible=False,
+            latency_s=time.monotonic() - t0,
+            error=f"{type(e).__name__}: {e}"[:500],
+            **common,
+        )
     # off the event loop: HumanEval scoring runs the answer in a sandbox (up to its wall-clock limit)
-    strict, flexible, ok_s, ok_f = await asyncio.to_thread(score_output, item.task, item.variant, text,
-                                                           item.target, item.stop)
+    strict, flexible, ok_s, ok_f = await asyncio.to_thread(
+        score_output, item.task, item.variant, text, item.target, item.stop
+    )
     usage = data.get("usage") or {}
-    return QualityRecord(output=text, extracted_strict=strict, extracted_flexible=flexible, correct_strict=ok_s,
-                         correct_flexible=ok_f, latency_s=latency, token_ids=ids, token_logprobs=lps,
-                         finish_reason=finish, prompt_tokens=usage.get("prompt_tokens"),
-                         completion_tokens=usage.get("completion_tokens"), **common)
+    return QualityRecord(
+        output=text,
+        extracted_strict=strict,
+        extracted_flexible=flexible,
+        correct_strict=ok_s,
+        correct_flexible=ok_f,
+        latency_s=latency,
+        token_ids=ids,
+        token_logprobs=lps,
+        finish_reason=finish,
+        prompt_tokens=usage.get("prompt_tokens"),
+        completion_tokens=usage.get("completion_tokens"),
+        **common,
+    )
 
 
-async def arun_items(base_url: str, items: Sequence[QualityItem], *, concurrency: int = 1,
-                     seed: int = DEFAULT_SEED, model: str | None = None, logprobs: bool = True,
-                     timeout_s: float = 600.0, extra: Mapping[str, Any] | None = None,
-                     progress: Progress | None = None,
-                     on_record: Callable[[QualityRecord], None] | None = None,
-                     transport: httpx.AsyncBaseTransport | None = None) -> QualityRun:
+async def arun_items(
+    base_url: str,
+    items: Sequence[QualityItem],
+    *,
+    concurrency: int = 1,
+    seed: int = DEFAULT_SEED,
+    model: str | None = None,
+    logprobs: bool = True,
+    timeout_s: float = 600.0,
+    extra: Mapping[str, Any] | None = None,
+    progress: Progress | None = None,
+    on_record: Callable[[QualityRecord], None] | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> QualityRun:
     """Ask every item (at most `concurrency` in flight); records come back in item order.
     `transport` replaces the network (tests use httpx.MockTransport)."""
     if concurrency < 1:
@@ -126,6 +168,7 @@ async def arun_items(base_url: str, items: Sequence[QualityItem], *, concurrency
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
 
     async with httpx.AsyncClient(timeout=timeout_s, limits=limits, transport=transport) as client:
+
         async def one(item: QualityItem) -> QualityRecord:
             nonlocal done
             async with sem:
@@ -152,12 +195,22 @@ def run_items(base_url: str, items: Sequence[QualityItem], **kw: Any) -> Quality
     raise RuntimeError("run_items: an event loop is running here; await arun_items(...) instead")
 
 
-def run_gsm8k(base_url: str, *, n: int | None = 200, variant: str = "lm-eval-5shot", concurrency: int = 1,
-              sample_seed: int = gsm.FEWSHOT_SEED, test_path: str | None = None, train_path: str | None = None,
-              max_tokens: int | None = None, **kw: Any) -> QualityRun:
+def run_gsm8k(
+    base_url: str,
+    *,
+    n: int | None = 200,
+    variant: str = "lm-eval-5shot",
+    concurrency: int = 1,
+    sample_seed: int = gsm.FEWSHOT_SEED,
+    test_path: str | None = None,
+    train_path: str | None = None,
+    max_tokens: int | None = None,
+    **kw: Any,
+) -> QualityRun:
     """GSM8K on the arm at `base_url`: n seeded test items (None = all 1319)."""
-    items = gsm.gsm8k_items(n, variant, sample_seed=sample_seed, test_path=test_path, train_path=train_path,
-                            max_tokens=max_tokens)
+    items = gsm.gsm8k_items(
+        n, variant, sample_seed=sample_seed, test_path=test_path, train_path=train_path, max_tokens=max_tokens
+    )
     return run_items(base_url, items, concurrency=concurrency, **kw)
 
 
@@ -179,9 +232,17 @@ def server_token_counter(base_url: str, timeout_s: float = 60.0) -> Callable[[st
     return count
 
 
-def run_retrieval(base_url: str, *, context_tokens: Sequence[int] = niah.CONTEXT_TOKENS,
-                  depths: Sequence[float] = niah.DEPTHS, per_cell: int = 2, seed: int = 0, concurrency: int = 1,
-                  use_server_tokenizer: bool = True, **kw: Any) -> QualityRun:
+def run_retrieval(
+    base_url: str,
+    *,
+    context_tokens: Sequence[int] = niah.CONTEXT_TOKENS,
+    depths: Sequence[float] = niah.DEPTHS,
+    per_cell: int = 2,
+    seed: int = 0,
+    concurrency: int = 1,
+    use_server_tokenizer: bool = True,
+    **kw: Any,
+) -> QualityRun:
     """Needle retrieval on the arm. Haystacks are sized with the server's tokenizer when it has one
     (the same tokenizer across weight/KV arms of one model, so prompts match across arms).
     Each slot's context must hold context_tokens + ~60."""
@@ -190,9 +251,17 @@ def run_retrieval(base_url: str, *, context_tokens: Sequence[int] = niah.CONTEXT
     return run_items(base_url, items, concurrency=concurrency, **kw)
 
 
-def run_ruler(base_url: str, *, context_tokens: Sequence[int] = ruler.CONTEXT_TOKENS,
-              subtasks: Sequence[str] = ruler.SUBTASKS, per_cell: int = 1, seed: int = 0, concurrency: int = 1,
-              use_server_tokenizer: bool = True, **kw: Any) -> QualityRun:
+def run_ruler(
+    base_url: str,
+    *,
+    context_tokens: Sequence[int] = ruler.CONTEXT_TOKENS,
+    subtasks: Sequence[str] = ruler.SUBTASKS,
+    per_cell: int = 1,
+    seed: int = 0,
+    concurrency: int = 1,
+    use_server_tokenizer: bool = True,
+    **kw: Any,
+) -> QualityRun:
     """RULER's synthetic tasks on the arm, each request sized to its length with the server's
     tokenizer when it has one. Each slot's context must hold the longest length."""
     counter = server_token_counter(base_url) if use_server_tokenizer else None

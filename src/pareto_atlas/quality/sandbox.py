@@ -39,10 +39,10 @@ class Limits:
     wall_s: float = 10.0
     cpu_s: int = 10
     address_space_mb: int = 1024
-    processes: int = 32          # RLIMIT_NPROC, counted over the user's processes
+    processes: int = 32  # RLIMIT_NPROC, counted over the user's processes
     file_size_mb: int = 16
     open_files: int = 64
-    work_dir_mb: int = 64        # size of the tmpfs at /tmp/work
+    work_dir_mb: int = 64  # size of the tmpfs at /tmp/work
 
     def __post_init__(self) -> None:
         for name in ("wall_s", "cpu_s", "address_space_mb", "processes", "file_size_mb", "open_files", "work_dir_mb"):
@@ -52,13 +52,13 @@ class Limits:
 
 @dataclass(frozen=True)
 class SandboxResult:
-    status: str                  # one of STATUSES
-    reason: str                  # "" when passed; else why, in one line
-    exit_code: int | None        # negative: killed by that signal
+    status: str  # one of STATUSES
+    reason: str  # "" when passed; else why, in one line
+    exit_code: int | None  # negative: killed by that signal
     wall_s: float
     cpu_s: float | None = None
     max_rss_kb: int | None = None
-    stdout: str = ""             # the last 4 kB of each
+    stdout: str = ""  # the last 4 kB of each
     stderr: str = ""
 
     @property
@@ -92,8 +92,10 @@ def default_interpreter() -> str:
         real = os.path.realpath(cand)
         if os.path.exists(real) and _world_usable(real):
             return real
-    raise SandboxUnavailable("no Python interpreter that the unprivileged user 'nobody' can run "
-                             "(tried this interpreter, /usr/bin/python3, /usr/local/bin/python3)")
+    raise SandboxUnavailable(
+        "no Python interpreter that the unprivileged user 'nobody' can run "
+        "(tried this interpreter, /usr/bin/python3, /usr/local/bin/python3)"
+    )
 
 
 def _tool(name: str) -> str:
@@ -106,12 +108,28 @@ def _tool(name: str) -> str:
 def program_argv(limits: Limits, interpreter: str) -> list[str]:
     """setpriv (drop to nobody) -> prlimit (lower the limits as nobody) -> python on main.py."""
     mb = 1024 * 1024
-    return [_tool("setpriv"), f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--no-new-privs",
-            "--inh-caps=-all", "--bounding-set=-all", "--",
-            _tool("prlimit"), f"--as={limits.address_space_mb * mb}", f"--cpu={limits.cpu_s}:{limits.cpu_s + 1}",
-            f"--nproc={limits.processes}", f"--fsize={limits.file_size_mb * mb}", f"--nofile={limits.open_files}",
-            "--core=0", "--",
-            interpreter, "-I", "-S", "main.py"]
+    return [
+        _tool("setpriv"),
+        f"--reuid={NOBODY}",
+        f"--regid={NOBODY}",
+        "--clear-groups",
+        "--no-new-privs",
+        "--inh-caps=-all",
+        "--bounding-set=-all",
+        "--",
+        _tool("prlimit"),
+        f"--as={limits.address_space_mb * mb}",
+        f"--cpu={limits.cpu_s}:{limits.cpu_s + 1}",
+        f"--nproc={limits.processes}",
+        f"--fsize={limits.file_size_mb * mb}",
+        f"--nofile={limits.open_files}",
+        "--core=0",
+        "--",
+        interpreter,
+        "-I",
+        "-S",
+        "main.py",
+    ]
 
 
 def _last_line(text: str) -> str:
@@ -186,12 +204,32 @@ def run_program(source: str, limits: Limits = Limits(), interpreter: str | None 
         return SandboxResult("error", str(e), None, 0.0)
     r, w = os.pipe()
     cfg = {"status_fd": w, "uid": NOBODY, "gid": NOBODY, "work_kb": limits.work_dir_mb * 1024, "argv": argv}
-    cmd = [unshare, "--mount", "--net", "--pid", "--ipc", "--uts", "--fork", "--kill-child", "--mount-proc",
-           os.path.realpath(sys.executable), "-I", "-S", str(BOOT), json.dumps(cfg)]
+    cmd = [
+        unshare,
+        "--mount",
+        "--net",
+        "--pid",
+        "--ipc",
+        "--uts",
+        "--fork",
+        "--kill-child",
+        "--mount-proc",
+        os.path.realpath(sys.executable),
+        "-I",
+        "-S",
+        str(BOOT),
+        json.dumps(cfg),
+    ]
     timed_out = False
     try:
-        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                pass_fds=(w,), start_new_session=True)
+        proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            pass_fds=(w,),
+            start_new_session=True,
+        )
     except OSError as e:
         os.close(r), os.close(w)
         return SandboxResult("error", f"could not start unshare: {e}", None, time.monotonic() - t0)
@@ -217,11 +255,23 @@ def run_program(source: str, limits: Limits = Limits(), interpreter: str | None 
     except json.JSONDecodeError:
         report = {}
     if "exit" not in report:
-        why = report.get("setup_error") or _last_line(boot_err.decode("utf-8", "replace")) or f"unshare exit {proc.returncode}"
+        why = (
+            report.get("setup_error")
+            or _last_line(boot_err.decode("utf-8", "replace"))
+            or f"unshare exit {proc.returncode}"
+        )
         return SandboxResult("error", f"sandbox set-up failed: {why}", None, wall)
     status, reason = classify(report, limits)
-    return SandboxResult(status, reason, report["exit"], wall, report.get("cpu_s"), report.get("max_rss_kb"),
-                         report.get("stdout", ""), report.get("stderr", ""))
+    return SandboxResult(
+        status,
+        reason,
+        report["exit"],
+        wall,
+        report.get("cpu_s"),
+        report.get("max_rss_kb"),
+        report.get("stdout", ""),
+        report.get("stderr", ""),
+    )
 
 
 def run_many(sources: Sequence[str], limits: Limits = Limits(), workers: int = 2) -> list[SandboxResult]:
@@ -238,8 +288,12 @@ def machine_allows() -> tuple[bool, str]:
     if os.geteuid() != 0:
         return False, "the sandbox needs root (namespaces, tmpfs mounts, setpriv to nobody)"
     try:
-        done = subprocess.run([_tool("unshare"), "--mount", "--net", "--pid", "--fork", "true"],
-                              capture_output=True, text=True, timeout=20)
+        done = subprocess.run(
+            [_tool("unshare"), "--mount", "--net", "--pid", "--fork", "true"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
     except (SandboxUnavailable, OSError, subprocess.TimeoutExpired) as e:
         return False, str(e)
     return (done.returncode == 0, _last_line(done.stderr) or f"unshare exit {done.returncode}")

@@ -20,21 +20,28 @@ MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x1, 0x2, 0x4, 0x8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 0x20, 0x1000, 0x4000, 0x40000
 MS_NOATIME, MS_NODIRATIME, MS_RELATIME, MS_STRICTATIME = 0x400, 0x800, 0x200000, 0x1000000
 # A bind remount must restate the per-mount flags it keeps, or it would clear nosuid/nodev/noexec.
-KEEP = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC, "noatime": MS_NOATIME,
-        "nodiratime": MS_NODIRATIME, "relatime": MS_RELATIME, "strictatime": MS_STRICTATIME}
+KEEP = {
+    "nosuid": MS_NOSUID,
+    "nodev": MS_NODEV,
+    "noexec": MS_NOEXEC,
+    "noatime": MS_NOATIME,
+    "nodiratime": MS_NODIRATIME,
+    "relatime": MS_RELATIME,
+    "strictatime": MS_STRICTATIME,
+}
 # Hidden under empty read-only tmpfs: where an unprivileged user could write (sticky world-writable
 # directories) or reach a host daemon through a Unix socket file (the network namespace stops only
 # abstract sockets and IP).
 COVER = ("/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue", "/run", "/var/run", "/var/lock", "/run/lock")
 WORK = "/tmp/work"
-OUT = "/run/sandbox-out"          # root-only: the program's stdout/stderr files, kept from its reach
+OUT = "/run/sandbox-out"  # root-only: the program's stdout/stderr files, kept from its reach
 TAIL = 4096
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
 def _mount(src: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-    enc = (lambda s: s.encode() if s is not None else None)
+    enc = lambda s: s.encode() if s is not None else None
     if _libc.mount(enc(src), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"mount {target}: {os.strerror(err)}")
@@ -44,8 +51,8 @@ def _unescape(path: str) -> str:
     """mountinfo escapes space, tab, newline and backslash as \\ooo."""
     out, i = [], 0
     while i < len(path):
-        if path[i] == "\\" and len(path[i + 1:i + 4]) == 3 and path[i + 1:i + 4].isdigit():
-            out.append(chr(int(path[i + 1:i + 4], 8)))
+        if path[i] == "\\" and len(path[i + 1 : i + 4]) == 3 and path[i + 1 : i + 4].isdigit():
+            out.append(chr(int(path[i + 1 : i + 4], 8)))
             i += 4
         else:
             out.append(path[i])
@@ -83,8 +90,13 @@ def cover_and_mount_work(uid: int, gid: int, work_kb: int) -> None:
             _mount("tmpfs", d, "tmpfs", ro | MS_NOSUID | MS_NODEV | MS_NOEXEC, f"size=16m,nr_inodes=64,mode={mode}")
     os.mkdir(WORK, 0o755)
     os.mkdir(OUT, 0o700)
-    _mount("tmpfs", WORK, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
-           f"size={work_kb}k,nr_inodes=4096,mode=700,uid={uid},gid={gid}")
+    _mount(
+        "tmpfs",
+        WORK,
+        "tmpfs",
+        MS_NOSUID | MS_NODEV | MS_NOEXEC,
+        f"size={work_kb}k,nr_inodes=4096,mode=700,uid={uid},gid={gid}",
+    )
     # /tmp itself: read-only now that the work mount point exists in it
     _mount(None, "/tmp", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
 
@@ -111,17 +123,28 @@ def run_child(cfg: dict, status_fd: int) -> dict:
                 out = os.open(f"{OUT}/{name}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
                 os.dup2(out, fd)
             os.chdir(WORK)
-            env = {"PATH": "/usr/bin:/bin", "HOME": WORK, "TMPDIR": WORK, "LANG": "C.UTF-8",
-                   "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0"}
+            env = {
+                "PATH": "/usr/bin:/bin",
+                "HOME": WORK,
+                "TMPDIR": WORK,
+                "LANG": "C.UTF-8",
+                "PYTHONDONTWRITEBYTECODE": "1",
+                "PYTHONHASHSEED": "0",
+            }
             os.execve(cfg["argv"][0], cfg["argv"], env)
         finally:
             os._exit(127)
-    while True:             # pid 1 of the namespace: orphans of the program are reaped here too
+    while True:  # pid 1 of the namespace: orphans of the program are reaped here too
         got, status, usage = os.wait4(-1, 0)
         if got == pid:
             break
-    return {"exit": os.waitstatus_to_exitcode(status), "cpu_s": usage.ru_utime + usage.ru_stime,
-            "max_rss_kb": usage.ru_maxrss, "stdout": _tail(f"{OUT}/stdout"), "stderr": _tail(f"{OUT}/stderr")}
+    return {
+        "exit": os.waitstatus_to_exitcode(status),
+        "cpu_s": usage.ru_utime + usage.ru_stime,
+        "max_rss_kb": usage.ru_maxrss,
+        "stdout": _tail(f"{OUT}/stdout"),
+        "stderr": _tail(f"{OUT}/stderr"),
+    }
 
 
 def main() -> None:

@@ -34,7 +34,7 @@ SCORERS: dict[tuple[str, str], Scorer] = {
 
 
 def _score_ifeval(output: str, target: str) -> tuple[str, str, bool, bool]:
-    from .ifeval import score_ifeval        # lazy: the IFEval data is read on first use
+    from .ifeval import score_ifeval  # lazy: the IFEval data is read on first use
 
     return score_ifeval(output, target)
 
@@ -80,10 +80,10 @@ class QualitySummary:
     n: int
     strict: Score
     flexible: Score
-    n_errors: int           # failed requests; counted as wrong, never dropped
-    n_truncated: int        # stopped by max_tokens (finish_reason "length")
+    n_errors: int  # failed requests; counted as wrong, never dropped
+    n_truncated: int  # stopped by max_tokens (finish_reason "length")
     mean_latency_s: float
-    wall_s: float | None = None   # whole run, when the runner measured it
+    wall_s: float | None = None  # whole run, when the runner measured it
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
@@ -103,23 +103,28 @@ def summarize(records: Sequence[QualityRecord], wall_s: float | None = None) -> 
     kinds = {(r.task, r.variant) for r in records}
     if len(kinds) != 1:
         raise ValueError(f"quality summary: records mix task/variants {sorted(kinds)}; summarize each separately")
-    (task, variant), = kinds
+    ((task, variant),) = kinds
     lat = [r.latency_s for r in records if r.error is None]
     return QualitySummary(
-        task=task, variant=variant, n=len(records),
+        task=task,
+        variant=variant,
+        n=len(records),
         strict=score_bools(r.correct_strict for r in records),
         flexible=score_bools(r.correct_flexible for r in records),
         n_errors=sum(r.error is not None for r in records),
         n_truncated=sum(r.finish_reason == "length" for r in records),
-        mean_latency_s=(sum(lat) / len(lat)) if lat else math.nan, wall_s=wall_s)
+        mean_latency_s=(sum(lat) / len(lat)) if lat else math.nan,
+        wall_s=wall_s,
+    )
 
 
 def rescore_record(r: QualityRecord) -> QualityRecord:
     if r.error is not None:
         return r
     strict, flexible, ok_s, ok_f = score_output(r.task, r.variant, r.output, r.target, r.stop)
-    return dataclasses.replace(r, extracted_strict=strict, extracted_flexible=flexible,
-                               correct_strict=ok_s, correct_flexible=ok_f)
+    return dataclasses.replace(
+        r, extracted_strict=strict, extracted_flexible=flexible, correct_strict=ok_s, correct_flexible=ok_f
+    )
 
 
 def rescore(records: Sequence[QualityRecord]) -> QualityRun:

@@ -20,10 +20,10 @@ class Score:
 
     k: int
     n: int
-    p: float          # k / n (NaN when n = 0)
-    stderr: float     # lm-eval: sqrt(p (1 - p) / (n - 1)); NaN when n < 2
-    lo: float         # Wilson lower bound
-    hi: float         # Wilson upper bound
+    p: float  # k / n (NaN when n = 0)
+    stderr: float  # lm-eval: sqrt(p (1 - p) / (n - 1)); NaN when n < 2
+    lo: float  # Wilson lower bound
+    hi: float  # Wilson upper bound
     level: float = 0.95
     method: str = "wilson"
 
@@ -31,8 +31,16 @@ class Score:
         return f"{self.p:.3f} [{self.lo:.3f}, {self.hi:.3f}] ({self.k}/{self.n})"
 
     def to_dict(self) -> dict:
-        return {"k": self.k, "n": self.n, "p": self.p, "stderr": self.stderr, "lo": self.lo, "hi": self.hi,
-                "level": self.level, "method": self.method}
+        return {
+            "k": self.k,
+            "n": self.n,
+            "p": self.p,
+            "stderr": self.stderr,
+            "lo": self.lo,
+            "hi": self.hi,
+            "level": self.level,
+            "method": self.method,
+        }
 
 
 def wilson_interval(k: int, n: int, z: float = Z95) -> tuple[float, float]:
@@ -103,8 +111,11 @@ class PairedDifference:
         if not self.p_base > 0:
             return math.nan, math.nan, math.nan
         # an arm scores in [0, 1], so its ratio lies in [0, 1 / p_base] whatever the difference's bounds
-        return (self.p_arm / self.p_base, max(0.0, 1.0 + self.lo / self.p_base),
-                min(1.0 / self.p_base, 1.0 + self.hi / self.p_base))
+        return (
+            self.p_arm / self.p_base,
+            max(0.0, 1.0 + self.lo / self.p_base),
+            min(1.0 / self.p_base, 1.0 + self.hi / self.p_base),
+        )
 
     def to_dict(self) -> dict:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -116,7 +127,7 @@ def mcnemar_exact(b: int, c: int) -> float:
     if m == 0:
         return 1.0
     k = min(b, c)
-    tail = sum(math.comb(m, i) for i in range(k + 1)) / 2.0 ** m
+    tail = sum(math.comb(m, i) for i in range(k + 1)) / 2.0**m
     return min(1.0, 2.0 * tail)
 
 
@@ -139,8 +150,17 @@ def paired_difference(arm: Iterable[bool], baseline: Iterable[bool], level: floa
     delta = math.sqrt(max(0.0, (p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2))
     eps = math.sqrt(max(0.0, (u1 - p1) ** 2 - 2 * phi * (u1 - p1) * (p2 - l2) + (p2 - l2) ** 2))
     diff = p1 - p2
-    return PairedDifference(n=n, p_arm=p1, p_base=p2, b=b, c=c, diff=diff, lo=max(-1.0, diff - delta),
-                            hi=min(1.0, diff + eps), mcnemar_p=mcnemar_exact(b, c))
+    return PairedDifference(
+        n=n,
+        p_arm=p1,
+        p_base=p2,
+        b=b,
+        c=c,
+        diff=diff,
+        lo=max(-1.0, diff - delta),
+        hi=min(1.0, diff + eps),
+        mcnemar_p=mcnemar_exact(b, c),
+    )
 
 
 def items_for_halfwidth(flips: int, n: int, halfwidth: float, *, p: float | None = None, z: float = Z95) -> dict:
@@ -153,8 +173,8 @@ def items_for_halfwidth(flips: int, n: int, halfwidth: float, *, p: float | None
     if n < 1 or not 0.0 < halfwidth < 1.0:
         raise ValueError(f"n = {n}, halfwidth = {halfwidth}: need n >= 1 and 0 < halfwidth < 1")
     d = max(flips, 1) / n
-    out = {"paired": math.ceil(z * z * d / halfwidth ** 2), "discordance": d, "floored": flips == 0}
+    out = {"paired": math.ceil(z * z * d / halfwidth**2), "discordance": d, "floored": flips == 0}
     if p is not None:
         q = min(max(p, 1.0 / n), 1.0 - 1.0 / n)
-        out["unpaired"] = math.ceil(z * z * 2.0 * q * (1.0 - q) / halfwidth ** 2)
+        out["unpaired"] = math.ceil(z * z * 2.0 * q * (1.0 - q) / halfwidth**2)
     return out

@@ -59,15 +59,23 @@ def build_report(
     with the command that would measure them (`study_ref` names the study in it).
     """
     pts = with_derived(points)
-    answer = Answer.of(pts, _regimes(regimes, pts), allow_priors=allow_priors, study_ref=study_ref,
-                       objectives=objectives)
+    answer = Answer.of(
+        pts, _regimes(regimes, pts), allow_priors=allow_priors, study_ref=study_ref, objectives=objectives
+    )
     return write_report(answer, out_dir, fidelity=fidelity, meta=meta, latency=latency, figures=figures)
 
 
-def write_report(answer: Answer, out_dir: Path, *, fidelity: pd.DataFrame | None = None,
-                 meta: Mapping[str, object] | None = None, latency: str = "tpot_p99_ms",
-                 figures: bool = True, claims: Sequence[Mapping] | None = None,
-                 quality_table: pd.DataFrame | None = None) -> dict[str, Path]:
+def write_report(
+    answer: Answer,
+    out_dir: Path,
+    *,
+    fidelity: pd.DataFrame | None = None,
+    meta: Mapping[str, object] | None = None,
+    latency: str = "tpot_p99_ms",
+    figures: bool = True,
+    claims: Sequence[Mapping] | None = None,
+    quality_table: pd.DataFrame | None = None,
+) -> dict[str, Path]:
     """`build_report` of an atlas already answered (atlas.answer): the page, the tables and the
     figures read its points, frontier marks, winners, boundary and projected cases. `claims`: the
     paper's claims table rows (report.claims) and `quality_table` the measured quality evidence
@@ -98,7 +106,8 @@ def write_report(answer: Answer, out_dir: Path, *, fidelity: pd.DataFrame | None
         "meta": {k: v for k, v in meta.items() if isinstance(v, (str, int, float, bool)) or v is None},
         "objectives": [f"{Objective.parse(o).column}:{Objective.parse(o).direction}" for o in objectives],
         "regimes": [{"name": r.name, "description": r.describe()} for r in regs],
-        "n_points": int(len(points)), "n_measured": int((points["provenance"] == "measured").sum()),
+        "n_points": int(len(points)),
+        "n_measured": int((points["provenance"] == "measured").sum()),
         "frontier_status": {k: int(v) for k, v in marked["frontier_status"].value_counts().items()},
         "raw_frontier": int(marked["raw_frontier"].sum()),
         "stacked_vs_single": counts,
@@ -114,18 +123,27 @@ def write_report(answer: Answer, out_dir: Path, *, fidelity: pd.DataFrame | None
 
     if figures:
         fig_dir = out_dir / "figures"
-        models = points["model"].fillna("").astype(str) if "model" in points.columns else pd.Series("", index=points.index)
+        models = (
+            points["model"].fillna("").astype(str) if "model" in points.columns else pd.Series("", index=points.index)
+        )
         groups = list(dict.fromkeys(zip(models, points["workload"].astype(str))))
-        for m, wl in groups:     # one set of frontier figures per (model, workload), as the frontier is
+        for m, wl in groups:  # one set of frontier figures per (model, workload), as the frontier is
             sub = points[(models == m).to_numpy() & (points["workload"].astype(str) == wl).to_numpy()]
             sfx = f"__{F.slug(f'{m}__{wl}' if m else wl)}" if len(groups) > 1 else ""
             guard = _guard(sub, regs)
             made = {
-                "frontier_quality_latency": F.fig_quality_latency(sub, fig_dir, latency=latency, name=f"frontier_quality_latency{sfx}",
-                                                                  guard=guard),
-                "frontier_cost_quality": F.fig_cost_quality(sub, fig_dir, name=f"frontier_cost_quality{sfx}", guard=guard),
-                "frontier_per_hardware": F.fig_hardware_frontiers(sub, fig_dir, latency=latency, name=f"frontier_per_hardware{sfx}"),
-                "constraint_winners": F.fig_constraint_winners(sub, fig_dir, latency=latency, name=f"constraint_winners{sfx}"),
+                "frontier_quality_latency": F.fig_quality_latency(
+                    sub, fig_dir, latency=latency, name=f"frontier_quality_latency{sfx}", guard=guard
+                ),
+                "frontier_cost_quality": F.fig_cost_quality(
+                    sub, fig_dir, name=f"frontier_cost_quality{sfx}", guard=guard
+                ),
+                "frontier_per_hardware": F.fig_hardware_frontiers(
+                    sub, fig_dir, latency=latency, name=f"frontier_per_hardware{sfx}"
+                ),
+                "constraint_winners": F.fig_constraint_winners(
+                    sub, fig_dir, latency=latency, name=f"constraint_winners{sfx}"
+                ),
             }
             for key, ps in made.items():
                 for ext, p in ps.items():
@@ -134,15 +152,28 @@ def write_report(answer: Answer, out_dir: Path, *, fidelity: pd.DataFrame | None
             "atlas_grid": fig_atlas_grid(cells, fig_dir),
             "frontier_frequency": F.fig_frontier_frequency(freq, fig_dir),
             "combos_vs_singles": F.fig_combos_vs_singles(svs, fig_dir),
-            **({"simulator_fidelity": F.fig_fidelity(fidelity, fig_dir)} if fidelity is not None and len(fidelity) else {}),
+            **(
+                {"simulator_fidelity": F.fig_fidelity(fidelity, fig_dir)}
+                if fidelity is not None and len(fidelity)
+                else {}
+            ),
         }.items():
             for ext, p in ps.items():
                 paths[f"fig_{key}_{ext}"] = p
 
-    paths["atlas_html"] = write_html(out_dir / "atlas.html", answer, meta, claims=claims,
-                                     quality_table=quality_table)
-    exports = export_all({"points": points.reset_index(drop=True), "frontier": marked, "frontier_per_hardware": per_hw,
-                          "winners": cells, "boundary_cases": boundary, "projected": projected, "frontier_frequency": freq,
-                          "stacked_vs_single": svs}, out_dir / "exports")
+    paths["atlas_html"] = write_html(out_dir / "atlas.html", answer, meta, claims=claims, quality_table=quality_table)
+    exports = export_all(
+        {
+            "points": points.reset_index(drop=True),
+            "frontier": marked,
+            "frontier_per_hardware": per_hw,
+            "winners": cells,
+            "boundary_cases": boundary,
+            "projected": projected,
+            "frontier_frequency": freq,
+            "stacked_vs_single": svs,
+        },
+        out_dir / "exports",
+    )
     paths.update({f"export_{k}": v for k, v in exports.items()})
     return paths

@@ -38,8 +38,7 @@ def _fp8_winners(view: A.AtlasView, ref: dict, ctx: dict) -> list[ClaimRow]:
     names = [r.name for r in view.regimes]
     wins = {n: A.winner(view, n) for n in names}
     fp8 = [n for n, w in wins.items() if w is not None and w.weights == "FP8"]
-    answer = (f"FP8 is in {len(fp8)} of {len(names)} winners: "
-              + "; ".join(f"{n} {_w(w)}" for n, w in wins.items()))
+    answer = f"FP8 is in {len(fp8)} of {len(names)} winners: " + "; ".join(f"{n} {_w(w)}" for n, w in wins.items())
     # FP8 alone first: a point whose only prior is FP8's quality (no eviction, sparsity or prior speed)
     core = A.is_knobs(weights="FP8", eviction="none", sparse_budget=1.0)
     alone = lambda p: core(p) & (A.speed_evidence(p) != "prior")  # noqa: E731
@@ -54,14 +53,32 @@ def _fp8_winners(view: A.AtlasView, ref: dict, ctx: dict) -> list[ClaimRow]:
     if len(fp8) == want:
         return [ClaimRow(ref["id"], ref["where"], ref["claim"], answer, AGREES, "")]
     if len(fp8) < want <= len(fp8) + len(proj):
-        ev = "; ".join(f"{n}: {p.label} on {p.hardware} would beat the winner ({p.objective_value:.4g}) but its "
-                       f"{p.evidence}" for n, p in proj.items())
+        ev = "; ".join(
+            f"{n}: {p.label} on {p.hardware} would beat the winner ({p.objective_value:.4g}) but its {p.evidence}"
+            for n, p in proj.items()
+        )
         first = next((p for p in proj.values() if bool(alone(pd.DataFrame([p]))[0])), next(iter(proj.values())))
-        return [ClaimRow(ref["id"], ref["where"], ref["claim"], answer, CANNOT,
-                         f"{ev}. Needs a quality score of {ctx['model']} with FP8 weights (none published in "
-                         f"spec/published_quality.csv), e.g. {first.confirm}")]
-    return [ClaimRow(ref["id"], ref["where"], ref["claim"], answer, DIFFERS,
-                     f"even resting on priors FP8 would win only {len(fp8) + len(proj)} regime(s)")]
+        return [
+            ClaimRow(
+                ref["id"],
+                ref["where"],
+                ref["claim"],
+                answer,
+                CANNOT,
+                f"{ev}. Needs a quality score of {ctx['model']} with FP8 weights (none published in "
+                f"spec/published_quality.csv), e.g. {first.confirm}",
+            )
+        ]
+    return [
+        ClaimRow(
+            ref["id"],
+            ref["where"],
+            ref["claim"],
+            answer,
+            DIFFERS,
+            f"even resting on priors FP8 would win only {len(fp8) + len(proj)} regime(s)",
+        )
+    ]
 
 
 def _hardware_winners(view: A.AtlasView, ref: dict, ctx: dict) -> list[ClaimRow]:
@@ -69,34 +86,65 @@ def _hardware_winners(view: A.AtlasView, ref: dict, ctx: dict) -> list[ClaimRow]
     for regime, key in ref["winners"].items():
         hw = ctx["cards"][key]
         w = A.winner(view, regime)
-        claim = f"{key} ({hw}) takes {regime}" + (f" at ${ref['low_cost_per_mtok']:g}/Mtok" if regime == "low-cost" else "")
-        answer = _w(w) + ("" if w is None else f": {w.cell_objective} {w.cell_value:.4g} "
-                                                 f"[{w.cell_value_lo:.4g}, {w.cell_value_hi:.4g}]")
+        claim = f"{key} ({hw}) takes {regime}" + (
+            f" at ${ref['low_cost_per_mtok']:g}/Mtok" if regime == "low-cost" else ""
+        )
+        answer = _w(w) + (
+            ""
+            if w is None
+            else f": {w.cell_objective} {w.cell_value:.4g} [{w.cell_value_lo:.4g}, {w.cell_value_hi:.4g}]"
+        )
         sid = f"{ref['id']}:{regime}"
         if w is None:
-            rows.append(ClaimRow(sid, ref["where"], claim, answer, CANNOT, "no configuration is admitted in this regime"))
+            rows.append(
+                ClaimRow(sid, ref["where"], claim, answer, CANNOT, "no configuration is admitted in this regime")
+            )
             continue
         if w.hardware == hw:
             verdict, ev = AGREES, ""
             if regime == "low-cost" and not w.cell_value_lo <= ref["low_cost_per_mtok"] <= w.cell_value_hi:
-                verdict, ev = DIFFERS, (f"same card, but its cost interval excludes ${ref['low_cost_per_mtok']:g}: "
-                                        f"{w.label} at {w.cell_value:.3f} rests on {w.cell_evidence}")
+                verdict, ev = (
+                    DIFFERS,
+                    (
+                        f"same card, but its cost interval excludes ${ref['low_cost_per_mtok']:g}: "
+                        f"{w.label} at {w.cell_value:.3f} rests on {w.cell_evidence}"
+                    ),
+                )
             rows.append(ClaimRow(sid, ref["where"], claim, answer, verdict, ev))
             continue
         on_hw = lambda p, hw=hw: (p.hardware == hw).to_numpy()  # noqa: E731
         p = A.projected_beating_winner(view, regime, on_hw)
         if p is not None:
-            rows.append(ClaimRow(sid, ref["where"], claim, answer, CANNOT,
-                                 f"on {hw}, {p.label} would beat it ({p.objective_value:.4g}) but its {p.evidence}; "
-                                 f"needs: {p.confirm}"))
+            rows.append(
+                ClaimRow(
+                    sid,
+                    ref["where"],
+                    claim,
+                    answer,
+                    CANNOT,
+                    f"on {hw}, {p.label} would beat it ({p.objective_value:.4g}) but its {p.evidence}; "
+                    f"needs: {p.confirm}",
+                )
+            )
             continue
         b = A.best_admitted(view, regime, on_hw)
-        tie = "" if b is None or b[w.cell_objective] != w.cell_value else \
-            f" (a tie on {w.cell_objective}, broken by cost: ${w.cost_per_mtok:.3f} vs ${b.cost_per_mtok:.3f}/Mtok)"
-        rows.append(ClaimRow(sid, ref["where"], claim, answer, DIFFERS,
-                             f"the winner rests on {w.cell_evidence}; best admitted on {hw}: "
-                             + ("none" if b is None else f"{b.label} ({A.load_text(b)}) at {b[w.cell_objective]:.4g}")
-                             + tie))
+        tie = (
+            ""
+            if b is None or b[w.cell_objective] != w.cell_value
+            else f" (a tie on {w.cell_objective}, broken by cost: ${w.cost_per_mtok:.3f} vs ${b.cost_per_mtok:.3f}/Mtok)"
+        )
+        rows.append(
+            ClaimRow(
+                sid,
+                ref["where"],
+                claim,
+                answer,
+                DIFFERS,
+                f"the winner rests on {w.cell_evidence}; best admitted on {hw}: "
+                + ("none" if b is None else f"{b.label} ({A.load_text(b)}) at {b[w.cell_objective]:.4g}")
+                + tie,
+            )
+        )
     return rows
 
 
@@ -104,19 +152,31 @@ def _no_l4(view: A.AtlasView, ref: dict, ctx: dict) -> list[ClaimRow]:
     hw, reg = ctx["cards"][ref["card"]], view.regime(ref["regime"])
     b = A.meets_budget(view, ref["regime"], hw)
     budget = ", ".join(str(c) for c in reg.constraints)
-    answer = (f"{b.central} of {b.total} {hw} configurations simulated with its calibration meet {budget} on "
-              f"central values ({b.sure} on their pessimistic bounds, {b.possible} on their optimistic ones); "
-              f"{b.on_prior_speed} more on a prior speed")
+    answer = (
+        f"{b.central} of {b.total} {hw} configurations simulated with its calibration meet {budget} on "
+        f"central values ({b.sure} on their pessimistic bounds, {b.possible} on their optimistic ones); "
+        f"{b.on_prior_speed} more on a prior speed"
+    )
     if b.central == 0:
         note = "" if b.possible == 0 else f"{b.possible} could within the {hw} error bar"
         return [ClaimRow(ref["id"], ref["where"], ref["claim"], answer, AGREES, note)]
-    best = f"best: {b.best.label} ({A.load_text(b.best)}), TPOT p99 {b.best.tpot_p99_ms:.1f} ms, {A.evidence_of(b.best)}"
+    best = (
+        f"best: {b.best.label} ({A.load_text(b.best)}), TPOT p99 {b.best.tpot_p99_ms:.1f} ms, {A.evidence_of(b.best)}"
+    )
     if b.sure:
         return [ClaimRow(ref["id"], ref["where"], ref["claim"], answer, DIFFERS, best)]
-    return [ClaimRow(ref["id"], ref["where"], ref["claim"], answer, CANNOT,
-                     f"{best}; within the {hw} error bar (±{b.best.lat_rel_err:.0%}): more published {hw} anchors "
-                     f"(spec/published_anchors.csv) would narrow it. The budget is the study's (MLPerf's "
-                     f"interactive one); the paper's is not in its text")]
+    return [
+        ClaimRow(
+            ref["id"],
+            ref["where"],
+            ref["claim"],
+            answer,
+            CANNOT,
+            f"{best}; within the {hw} error bar (±{b.best.lat_rel_err:.0%}): more published {hw} anchors "
+            f"(spec/published_anchors.csv) would narrow it. The budget is the study's (MLPerf's "
+            f"interactive one); the paper's is not in its text",
+        )
+    ]
 
 
 def _guard_regime(view: A.AtlasView) -> str:
@@ -140,14 +200,25 @@ def _awq(view: A.AtlasView, ref: dict, ctx: dict) -> list[ClaimRow]:
     answer = _guard_answer("AWQ4", guards, ev, sub)
     if set(ev) <= {"prior", "unmeasured"}:
         near = A.nearest_published(ctx["card"], "W4A16", task=ctx["task"])
-        nearest = ("" if near is None else
-                   f"; nearest published 4-bit evidence: W4A16 (GPTQ-style int4) {near.benchmark} rel {near.rel:.3f} "
-                   f"[{near.rel_lo:.3f}, {near.rel_hi:.3f}] ({near.provenance}) -> "
-                   f"{A.task_verdict(near.rel_lo, near.rel_hi, near.rel, ref['floor'])} at {ref['floor']:g}")
-        return [ClaimRow(ref["id"], ref["where"], ref["claim"], answer, CANNOT,
-                         f"AWQ's quality rests on a prior only; needs a GSM8K score of {ctx['model']} with AWQ "
-                         f"weights (the published table's AWQ rows are Qwen2-7B proxies, informational), published "
-                         f"or measured (an arm weights = \"AWQ4\", quality = true on a GPU host){nearest}")]
+        nearest = (
+            ""
+            if near is None
+            else f"; nearest published 4-bit evidence: W4A16 (GPTQ-style int4) {near.benchmark} rel {near.rel:.3f} "
+            f"[{near.rel_lo:.3f}, {near.rel_hi:.3f}] ({near.provenance}) -> "
+            f"{A.task_verdict(near.rel_lo, near.rel_hi, near.rel, ref['floor'])} at {ref['floor']:g}"
+        )
+        return [
+            ClaimRow(
+                ref["id"],
+                ref["where"],
+                ref["claim"],
+                answer,
+                CANNOT,
+                f"AWQ's quality rests on a prior only; needs a GSM8K score of {ctx['model']} with AWQ "
+                f"weights (the published table's AWQ rows are Qwen2-7B proxies, informational), published "
+                f"or measured (an arm weights = \"AWQ4\", quality = true on a GPU host){nearest}",
+            )
+        ]
     verdict = AGREES if set(guards) == {"boundary"} else DIFFERS
     return [ClaimRow(ref["id"], ref["where"], ref["claim"], answer, verdict, "" if verdict == AGREES else answer)]
 
@@ -160,11 +231,19 @@ def _fp8_kv(view: A.AtlasView, ref: dict, ctx: dict) -> list[ClaimRow]:
     if set(guards) == {"out"}:
         return [ClaimRow(ref["id"], ref["where"], ref["claim"], answer, AGREES, "")]
     others = A.published_kv_models("fp8")
-    return [ClaimRow(ref["id"], ref["where"], ref["claim"], answer, CANNOT,
-                     f"no quality evidence for an FP8 KV cache on {ctx['model']}: not admitted, but not eliminated "
-                     f"either; needs a task score with an FP8 KV cache and nothing else changed, published or "
-                     f"measured (an arm kv = \"fp8\", quality = true on a GPU host). The published table's FP8-KV "
-                     f"rows are other models with FP8 weights too ({', '.join(others) or 'none'})")]
+    return [
+        ClaimRow(
+            ref["id"],
+            ref["where"],
+            ref["claim"],
+            answer,
+            CANNOT,
+            f"no quality evidence for an FP8 KV cache on {ctx['model']}: not admitted, but not eliminated "
+            f"either; needs a task score with an FP8 KV cache and nothing else changed, published or "
+            f"measured (an arm kv = \"fp8\", quality = true on a GPU host). The published table's FP8-KV "
+            f"rows are other models with FP8 weights too ({', '.join(others) or 'none'})",
+        )
+    ]
 
 
 def _ratio_text(v: float) -> str:
@@ -178,9 +257,12 @@ def _ngram(view: A.AtlasView, ref: dict, ctx: dict) -> list[ClaimRow]:
     inside = all(lo - RATIO_TOLERANCE <= r <= hi + RATIO_TOLERANCE for r in ratios.values() if r == r)
     gains = A.spec_gains(view, "ngram")
     accept = A.knob_value(view, "spec_accept", spec="ngram")
-    answer = ("batch-1 TPOT ratio " + ", ".join(f"{hw} {_ratio_text(r)}" for hw, r in ratios.items())
-              + "; winners using it: " + (", ".join(f"{n} ({g:+.1%} vs the best without it, bar ±{e:.0%})"
-                                                     for n, (g, e) in gains.items()) or "none"))
+    answer = (
+        "batch-1 TPOT ratio "
+        + ", ".join(f"{hw} {_ratio_text(r)}" for hw, r in ratios.items())
+        + "; winners using it: "
+        + (", ".join(f"{n} ({g:+.1%} vs the best without it, bar ±{e:.0%})" for n, (g, e) in gains.items()) or "none")
+    )
     adds = [n for n, (g, e) in gains.items() if abs(g) > e]
     rests = f"n-gram speed rests on the grid's stated acceptance {accept:g} per drafted token (simulate.space)"
     if inside and not adds:
@@ -202,10 +284,15 @@ def _tpot_ratios(view: A.AtlasView, ref: dict, ctx: dict) -> list[ClaimRow]:
             if r == r and not lo - RATIO_TOLERANCE <= r <= hi + RATIO_TOLERANCE:
                 off.append(f"{hw} {r:.2f} vs {want if want is not None else f'{lo:g}-{hi:g}'}")
             seen = A.published_formats(hw)
-            basis.append(f"{hw} fit on {'/'.join(sorted(seen)) or 'no'} anchors"
-                         + ("" if fmt in seen else f" (no {fmt} anchor: the cost model's bytes-moved projection)"))
-        claim = (f"{fmt}/FP16 TPOT: " + (", ".join(f"{k} {v:g}" for k, v in paper.items()) if isinstance(paper, dict)
-                                         else f"{paper[0]:g}-{paper[1]:g} on all three"))
+            basis.append(
+                f"{hw} fit on {'/'.join(sorted(seen)) or 'no'} anchors"
+                + ("" if fmt in seen else f" (no {fmt} anchor: the cost model's bytes-moved projection)")
+            )
+        claim = f"{fmt}/FP16 TPOT: " + (
+            ", ".join(f"{k} {v:g}" for k, v in paper.items())
+            if isinstance(paper, dict)
+            else f"{paper[0]:g}-{paper[1]:g} on all three"
+        )
         verdict = AGREES if not off else DIFFERS
         ev = ("" if not off else "outside ±" + f"{RATIO_TOLERANCE:g}: " + ", ".join(off) + ". ") + "; ".join(basis)
         rows.append(ClaimRow(f"{ref['id']}:{fmt}", ref["where"], claim, "batch 1: " + ", ".join(per), verdict, ev))
@@ -214,8 +301,10 @@ def _tpot_ratios(view: A.AtlasView, ref: dict, ctx: dict) -> list[ClaimRow]:
 
 def _frontier_text(f: dict) -> str:
     (sk, sn), (gk, gn) = f["stacked"], f["single"]
-    return (f"{f['on']} of {f['considered']} points on the raw frontier; stacks {sk} of {sn} ({_rate(sk, sn):.0%}), "
-            f"singles {gk} of {gn} ({_rate(gk, gn):.0%})")
+    return (
+        f"{f['on']} of {f['considered']} points on the raw frontier; stacks {sk} of {sn} ({_rate(sk, sn):.0%}), "
+        f"singles {gk} of {gn} ({_rate(gk, gn):.0%})"
+    )
 
 
 def _rate(k: int, n: int) -> float:
@@ -228,18 +317,35 @@ def _frontier(view: A.AtlasView, ref: dict, ctx: dict) -> list[ClaimRow]:
     ev, every = A.frontier_counts(view, evidence_only=True), A.frontier_counts(view)
     (sk, sn), (gk, gn) = ev["stacked"], ev["single"]
     answer = f"on evidence: {_frontier_text(ev)}; priors included: {_frontier_text(every)}"
-    grid = (f"counts are not comparable (the paper's grid: {ref['frontier'][1]} configurations); priors included, "
-            f"{every['on_prior']} of the {every['on']} frontier points rest on prior quality and {every['excluded']} "
-            f"points have no quality at all")
+    grid = (
+        f"counts are not comparable (the paper's grid: {ref['frontier'][1]} configurations); priors included, "
+        f"{every['on_prior']} of the {every['on']} frontier points rest on prior quality and {every['excluded']} "
+        f"points have no quality at all"
+    )
     if not sn or not gn:
-        return [ClaimRow(ref["id"], ref["where"], ref["claim"], answer, CANNOT,
-                         f"too few points rest on evidence to compare stacks with singles; {grid}")]
+        return [
+            ClaimRow(
+                ref["id"],
+                ref["where"],
+                ref["claim"],
+                answer,
+                CANNOT,
+                f"too few points rest on evidence to compare stacks with singles; {grid}",
+            )
+        ]
     lo, hi = rate_difference(sk, sn, gk, gn)
     diff = f"stacks minus singles {_rate(sk, sn) - _rate(gk, gn):+.1%} [95 % {lo:+.1%}, {hi:+.1%}] (Newcombe)"
-    verdict, how = ((AGREES, "on evidence stacks reach the frontier more often, as claimed") if lo > 0 else
-                    (DIFFERS, "on evidence singles reach it more often") if hi < 0 else
-                    (CANNOT, "on evidence the two rates are not separated; a grid whose points rest on more "
-                             "evidence (published FP8 / AWQ / FP8-KV scores) would separate them"))
+    verdict, how = (
+        (AGREES, "on evidence stacks reach the frontier more often, as claimed")
+        if lo > 0
+        else (DIFFERS, "on evidence singles reach it more often")
+        if hi < 0
+        else (
+            CANNOT,
+            "on evidence the two rates are not separated; a grid whose points rest on more "
+            "evidence (published FP8 / AWQ / FP8-KV scores) would separate them",
+        )
+    )
     return [ClaimRow(ref["id"], ref["where"], ref["claim"], answer, verdict, f"{how}: {diff}; {grid}")]
 
 
@@ -265,13 +371,29 @@ def _price_rise(view: A.AtlasView, ref: dict, ctx: dict) -> list[ClaimRow]:
         ok &= a is not None and a.hardware == to and (b is None or b.hardware != to)
     answer = f"{hw} at ${new:g}/h: " + "; ".join(parts)
     cmd = f"pareto-atlas pick --study {view.study_ref.name} --price \"{hw}={new:g}\""
-    return [ClaimRow(ref["id"], ref["where"], ref["claim"], answer, AGREES if ok else DIFFERS,
-                     ("" if ok else f"they do not all move from another card to {to}; ") + f"re-plan: {cmd}")]
+    return [
+        ClaimRow(
+            ref["id"],
+            ref["where"],
+            ref["claim"],
+            answer,
+            AGREES if ok else DIFFERS,
+            ("" if ok else f"they do not all move from another card to {to}; ") + f"re-plan: {cmd}",
+        )
+    ]
 
 
-CHECKS = {"fp8-winners": _fp8_winners, "hardware-winners": _hardware_winners, "no-l4-tight-latency": _no_l4,
-          "awq-boundary": _awq, "fp8-kv-eliminated": _fp8_kv, "ngram-nothing": _ngram, "tpot-ratios": _tpot_ratios,
-          "frontier-share": _frontier, "a100-price-rise": _price_rise}
+CHECKS = {
+    "fp8-winners": _fp8_winners,
+    "hardware-winners": _hardware_winners,
+    "no-l4-tight-latency": _no_l4,
+    "awq-boundary": _awq,
+    "fp8-kv-eliminated": _fp8_kv,
+    "ngram-nothing": _ngram,
+    "tpot-ratios": _tpot_ratios,
+    "frontier-share": _frontier,
+    "a100-price-rise": _price_rise,
+}
 
 
 def claim_rows(view: A.AtlasView, refs: dict, ctx: dict) -> list[ClaimRow]:

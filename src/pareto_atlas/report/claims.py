@@ -33,26 +33,45 @@ def load_references(name: str = REFERENCES) -> dict:
 
 
 def print_claims(rows: list[ClaimRow], refs: dict, console: Console) -> None:
-    t = Table(title=f"The seed paper's claims, claim by claim ({refs['source']}; {refs['setup']})",
-              title_justify="left", show_lines=True)
-    for col, kw in (("claim", {"no_wrap": True}), ("the paper says", {"ratio": 3}), ("the product says", {"ratio": 4}),
-                    ("verdict", {"no_wrap": True}), ("evidence that moved it / what would settle it", {"ratio": 5})):
+    t = Table(
+        title=f"The seed paper's claims, claim by claim ({refs['source']}; {refs['setup']})",
+        title_justify="left",
+        show_lines=True,
+    )
+    for col, kw in (
+        ("claim", {"no_wrap": True}),
+        ("the paper says", {"ratio": 3}),
+        ("the product says", {"ratio": 4}),
+        ("verdict", {"no_wrap": True}),
+        ("evidence that moved it / what would settle it", {"ratio": 5}),
+    ):
         t.add_column(col, overflow="fold", **kw)
     style = {AGREES: "green", DIFFERS: "yellow", CANNOT: "cyan"}
     for r in rows:
         # escaped: answers and commands hold TOML tables ([[arms]]), which are not rich markup
-        t.add_row(escape(r.id), escape(r.claim), escape(r.answer), f"[{style[r.verdict]}]{r.verdict}[/]", escape(r.evidence))
+        t.add_row(
+            escape(r.id), escape(r.claim), escape(r.answer), f"[{style[r.verdict]}]{r.verdict}[/]", escape(r.evidence)
+        )
     console.print(t, highlight=False)
     n = pd.Series([r.verdict for r in rows]).value_counts()
-    console.print("  " + ", ".join(f"{v} {n.get(v, 0)}" for v in (AGREES, DIFFERS, CANNOT))
-                  + f" of {len(rows)}; the paper's numbers are references only (report/{REFERENCES})", highlight=False)
+    console.print(
+        "  "
+        + ", ".join(f"{v} {n.get(v, 0)}" for v in (AGREES, DIFFERS, CANNOT))
+        + f" of {len(rows)}; the paper's numbers are references only (report/{REFERENCES})",
+        highlight=False,
+    )
 
 
 def claims_markdown(rows: list[ClaimRow], refs: dict) -> str:
     esc = lambda s: str(s).replace("|", "\\|").replace("\n", " ")  # noqa: E731
-    lines = [f"# The seed paper's claims, claim by claim", "", f"{refs['source']}; {refs['setup']}.", "",
-             "| claim | the paper says | the product says | verdict | evidence / what would settle it |",
-             "|---|---|---|---|---|"]
+    lines = [
+        "# The seed paper's claims, claim by claim",
+        "",
+        f"{refs['source']}; {refs['setup']}.",
+        "",
+        "| claim | the paper says | the product says | verdict | evidence / what would settle it |",
+        "|---|---|---|---|---|",
+    ]
     lines += [f"| {r.id} | {esc(r.claim)} | {esc(r.answer)} | {r.verdict} | {esc(r.evidence)} |" for r in rows]
     return "\n".join(lines) + "\n"
 
@@ -80,10 +99,9 @@ def claims_study(study, store, out: Path, console: Console) -> dict[str, Path]:
     import time
 
     from pareto_atlas.atlas.stage import study_answer
-    from pareto_atlas.measure.model_card import model_card
 
     t0 = time.monotonic()
-    answer = study_answer(study, store)        # the atlas's own answer, its points derived once
+    answer = study_answer(study, store)  # the atlas's own answer, its points derived once
     refs = load_references()
     rows, view = claim_table(study, answer, refs)
     print_claims(rows, refs, console)
@@ -106,14 +124,18 @@ def paper_ratio_refs() -> tuple[dict[str, float], tuple[float, float], tuple[flo
 
 def ratio_lines(ratios: pd.DataFrame) -> list[str]:
     awq, fp8, ngram = paper_ratio_refs()
-    out = [f"Seed paper vs projection: {PAPER_MODEL} {PAPER_PROMPT}/{PAPER_OUTPUT}, batch 1, TPOT p50 ratio vs F16 "
-           "(paper: references only, never inputs)",
-           f"{'card':15s} {'F16 TPOT':>9s} {'AWQ4':>6s} {'paper':>6s} {'FP8':>6s} {'paper':>10s} "
-           f"{'n-gram':>7s} {'paper':>10s}  calibration"]
+    out = [
+        f"Seed paper vs projection: {PAPER_MODEL} {PAPER_PROMPT}/{PAPER_OUTPUT}, batch 1, TPOT p50 ratio vs F16 "
+        "(paper: references only, never inputs)",
+        f"{'card':15s} {'F16 TPOT':>9s} {'AWQ4':>6s} {'paper':>6s} {'FP8':>6s} {'paper':>10s} "
+        f"{'n-gram':>7s} {'paper':>10s}  calibration",
+    ]
     for r in ratios.itertuples():
         ref = r.hardware in awq
-        out.append(f"{r.hardware:15s} {r.f16_tpot_ms:7.2f}ms {r.awq4:6.2f} "
-                   f"{(f'{awq[r.hardware]:.2f}' if ref else '-'):>6s} {r.fp8:6.2f} "
-                   f"{(f'{fp8[0]:.2f}-{fp8[1]:.2f}' if ref else '-'):>10s} {r.ngram:7.2f} "
-                   f"{(f'{ngram[0]:.2f}-{ngram[1]:.2f}' if ref else '-'):>10s}  {r.calibration}")
+        out.append(
+            f"{r.hardware:15s} {r.f16_tpot_ms:7.2f}ms {r.awq4:6.2f} "
+            f"{(f'{awq[r.hardware]:.2f}' if ref else '-'):>6s} {r.fp8:6.2f} "
+            f"{(f'{fp8[0]:.2f}-{fp8[1]:.2f}' if ref else '-'):>10s} {r.ngram:7.2f} "
+            f"{(f'{ngram[0]:.2f}-{ngram[1]:.2f}' if ref else '-'):>10s}  {r.calibration}"
+        )
     return out

@@ -53,28 +53,53 @@ def export_all(tables: Mapping[str, pd.DataFrame], out_dir: Path, formats: Itera
 
 def winners_markdown(cells: pd.DataFrame) -> str:
     """The regime-winner table as GitHub markdown (labels escaped for the table syntax)."""
+
     def esc(v: object) -> str:
         s = "" if v is None or (isinstance(v, float) and v != v) else str(v)
         return s.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").replace("<", "&lt;").replace(">", "&gt;")
 
-    head = ("| regime | model | workload | hardware | winner | load | provenance | objective | value [error] | quality_rel [95 %] "
-            "| rests on | stack beats every single | note |")
+    head = (
+        "| regime | model | workload | hardware | winner | load | provenance | objective | value [error] | quality_rel [95 %] "
+        "| rests on | stack beats every single | note |"
+    )
     lines = [head, "|" + "---|" * 13]
     for r in cells.itertuples(index=False):
         if r.point_id:
-            val = f"{r.value:.4g}" if r.provenance == "measured" else f"{r.value:.4g} [{r.value_lo:.4g}, {r.value_hi:.4g}]"
+            val = (
+                f"{r.value:.4g}"
+                if r.provenance == "measured"
+                else f"{r.value:.4g} [{r.value_lo:.4g}, {r.value_hi:.4g}]"
+            )
             lo, hi = getattr(r, "quality_rel_lo", None), getattr(r, "quality_rel_hi", None)
             q = f"{r.quality_rel:.3f}" + (f" [{lo:.2f}, {hi:.2f}]" if lo is not None and lo == lo else "")
         else:
             val = q = ""
         note = r.note or ""
         if isinstance(getattr(r, "projected_label", None), str) and r.projected_label:
-            note += (f"{'; ' if note else ''}projected — measure to confirm: {r.projected_label} on "
-                     f"{r.projected_hardware} ({r.projected_value:.4g}); {r.confirm_command}")
-        lines.append("| " + " | ".join(esc(x) for x in (r.regime, getattr(r, "model", "") or "", r.workload, r.hardware,
-                                                           r.label + (f" ({r.deployment})" if getattr(r, "deployment", "") else ""),
-                                                           getattr(r, "load", "") or "", r.provenance,
-                                                           f"{r.direction} {r.objective}", val, q,
-                                                           getattr(r, "evidence", "") or "",
-                                                           "yes" if r.stack_beats_singles else "", note)) + " |")
+            note += (
+                f"{'; ' if note else ''}projected — measure to confirm: {r.projected_label} on "
+                f"{r.projected_hardware} ({r.projected_value:.4g}); {r.confirm_command}"
+            )
+        lines.append(
+            "| "
+            + " | ".join(
+                esc(x)
+                for x in (
+                    r.regime,
+                    getattr(r, "model", "") or "",
+                    r.workload,
+                    r.hardware,
+                    r.label + (f" ({r.deployment})" if getattr(r, "deployment", "") else ""),
+                    getattr(r, "load", "") or "",
+                    r.provenance,
+                    f"{r.direction} {r.objective}",
+                    val,
+                    q,
+                    getattr(r, "evidence", "") or "",
+                    "yes" if r.stack_beats_singles else "",
+                    note,
+                )
+            )
+            + " |"
+        )
     return "\n".join(lines) + "\n"

@@ -49,8 +49,19 @@ def save(fig: Figure, out_dir: Path, name: str) -> dict[str, Path]:
 
 def _legend_handles(statuses: list[str]) -> list[Line2D]:
     hs = [Line2D([], [], ls="", marker="o", color=STATUS_COLOR[s], label=s) for s in statuses]
-    hs.append(Line2D([], [], ls="", marker="o", markersize=8, markerfacecolor="white", markeredgecolor="black",
-                     markeredgewidth=1.5, label="measured anchor"))
+    hs.append(
+        Line2D(
+            [],
+            [],
+            ls="",
+            marker="o",
+            markersize=8,
+            markerfacecolor="white",
+            markeredgecolor="black",
+            markeredgewidth=1.5,
+            label="measured anchor",
+        )
+    )
     hs.append(Line2D([], [], ls="", marker="^", color="#666", label="prior (literature)"))
     return hs
 
@@ -62,26 +73,55 @@ def scatter_points(ax, marked: pd.DataFrame, x: str, y: str, *, error_bars: bool
         if s.empty:
             continue
         prov = s["provenance"].astype(str)
-        for kind, edge, size, lw in (("simulated", "none", 14, 0), ("prior", "none", 22, 0), ("measured", "black", 42, 1.3)):
+        for kind, edge, size, lw in (
+            ("simulated", "none", 14, 0),
+            ("prior", "none", 22, 0),
+            ("measured", "black", 42, 1.3),
+        ):
             t = s[prov == kind] if kind != "simulated" else s[~prov.isin(("measured", "prior"))]
             if t.empty:
                 continue
-            ax.scatter(t[x], t[y], s=size, c=STATUS_COLOR[status], edgecolors=edge, linewidths=lw,
-                       marker=PROV_MARKER[kind], zorder={"frontier": 4, "tied": 3}.get(status, 2),
-                       alpha=1.0 if status in ("frontier", "tied") else 0.6)
+            ax.scatter(
+                t[x],
+                t[y],
+                s=size,
+                c=STATUS_COLOR[status],
+                edgecolors=edge,
+                linewidths=lw,
+                marker=PROV_MARKER[kind],
+                zorder={"frontier": 4, "tied": 3}.get(status, 2),
+                alpha=1.0 if status in ("frontier", "tied") else 0.6,
+            )
         if error_bars and status == "frontier":
             xl, xh = interval(s, x)
             yl, yh = interval(s, y)
             xv, yv = s[x].to_numpy(float), s[y].to_numpy(float)
-            ax.errorbar(xv, yv, xerr=[xv - xl, xh - xv], yerr=[yv - yl, yh - yv], fmt="none",
-                        ecolor=STATUS_COLOR["frontier"], elinewidth=0.7, alpha=0.5, zorder=3)
+            ax.errorbar(
+                xv,
+                yv,
+                xerr=[xv - xl, xh - xv],
+                yerr=[yv - yl, yh - yv],
+                fmt="none",
+                ecolor=STATUS_COLOR["frontier"],
+                elinewidth=0.7,
+                alpha=0.5,
+                zorder=3,
+            )
 
 
 VERDICTS = ("out", "boundary", "in")
 
 
-def _verdict_axis(points: pd.DataFrame, out_dir: Path, name: str, x: str, title: str, guard: np.ndarray,
-                  regime_name: str, floor: float) -> dict[str, Path]:
+def _verdict_axis(
+    points: pd.DataFrame,
+    out_dir: Path,
+    name: str,
+    x: str,
+    title: str,
+    guard: np.ndarray,
+    regime_name: str,
+    floor: float,
+) -> dict[str, Path]:
     """Quality as the guard's verdict (in / boundary / out) against x, where quality takes so few
     values that a continuous axis would show three rows of dots: colour by card, the frontier of
     (lower x, better verdict) as a labelled staircase."""
@@ -99,9 +139,17 @@ def _verdict_axis(points: pd.DataFrame, out_dir: Path, name: str, x: str, title:
         for kind, marker, size in (("prior", "s", 10), ("simulated", "o", 10), ("measured", "D", 30)):
             mk = m & ((prov == kind) if kind != "simulated" else ~np.isin(prov, ("measured", "prior")))
             if mk.any():
-                ax.scatter(xv[mk], rank[mk] + jitter[mk], s=size, marker=marker, color=colors(k % 10), alpha=0.35,
-                           edgecolors="black" if kind == "measured" else "none", linewidths=0.8,
-                           label=f"{hw} · {kind}")
+                ax.scatter(
+                    xv[mk],
+                    rank[mk] + jitter[mk],
+                    s=size,
+                    marker=marker,
+                    color=colors(k % 10),
+                    alpha=0.35,
+                    edgecolors="black" if kind == "measured" else "none",
+                    linewidths=0.8,
+                    label=f"{hw} · {kind}",
+                )
     order = np.lexsort((-rank[ok], xv[ok]))
     idx = np.flatnonzero(ok)[order]
     best, line = -1.0, []
@@ -113,25 +161,38 @@ def _verdict_axis(points: pd.DataFrame, out_dir: Path, name: str, x: str, title:
         lx, ly = xv[line], rank[line]
         ax.step(lx, ly, where="post", color="#222", lw=1.2, zorder=5)
         ax.scatter(lx, ly, s=40, color="#222", zorder=6)
-        label_frontier(ax, pd.DataFrame({x: lx, "v": ly, "label": points["label"].astype(str).to_numpy()[line]}), x, "v")
+        label_frontier(
+            ax, pd.DataFrame({x: lx, "v": ly, "label": points["label"].astype(str).to_numpy()[line]}), x, "v"
+        )
     ax.set_xscale("log")
     ax.set_yticks(range(len(VERDICTS)), VERDICTS)
     ax.set_ylim(-0.6, 2.6)
     ax.set_xlabel(axis_label(x))
     ax.set_ylabel(f"quality guard of {regime_name} (floor {floor:g})")
     n = points["quality_rel"].round(3).nunique()
-    ax.set_title(f"{title}{view_title(points)}\nquality takes {n} value{'s' if n != 1 else ''}: "
-                 "drawn as the guard's verdict on its 95 % interval", fontsize=9)
+    ax.set_title(
+        f"{title}{view_title(points)}\nquality takes {n} value{'s' if n != 1 else ''}: "
+        "drawn as the guard's verdict on its 95 % interval",
+        fontsize=9,
+    )
     ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3, frameon=False)
     ax.grid(alpha=0.3)
     return save(fig, out_dir, name)
 
 
-def _two_axis(points: pd.DataFrame, out_dir: Path, name: str, x: str, y: str, title: str, logx: bool,
-              guard: tuple[np.ndarray, str, float] | None = None) -> dict[str, Path]:
+def _two_axis(
+    points: pd.DataFrame,
+    out_dir: Path,
+    name: str,
+    x: str,
+    y: str,
+    title: str,
+    logx: bool,
+    guard: tuple[np.ndarray, str, float] | None = None,
+) -> dict[str, Path]:
     if guard is not None and y == "quality_rel" and points["quality_rel"].round(3).nunique() <= 4:
         return _verdict_axis(points, out_dir, name, x, title, *guard)
-    marked = projection(points, x, y, by=(), dominators=False)     # the statuses are what a figure draws
+    marked = projection(points, x, y, by=(), dominators=False)  # the statuses are what a figure draws
     fig = Figure(figsize=(7.5, 5.0))
     ax = fig.add_subplot()
     scatter_points(ax, marked, x, y)
@@ -139,7 +200,7 @@ def _two_axis(points: pd.DataFrame, out_dir: Path, name: str, x: str, y: str, ti
     if len(line):
         ax.step(line[x], line[y], where="post", color=STATUS_COLOR["frontier"], lw=1.2, zorder=1)
     drawn = marked[[x, y]].apply(pd.to_numeric, errors="coerce").dropna()
-    if logx and (drawn[x] > 0).any():      # a table with no scored point draws nothing to log-scale
+    if logx and (drawn[x] > 0).any():  # a table with no scored point draws nothing to log-scale
         ax.set_xscale("log")
     label_frontier(ax, line, x, y)
     ax.set_xlabel(axis_label(x))
@@ -152,8 +213,11 @@ def _two_axis(points: pd.DataFrame, out_dir: Path, name: str, x: str, y: str, ti
 
 def view_title(points: pd.DataFrame) -> str:
     """ ": model · workload" where the table is one (model, workload) view."""
-    parts = [str(points[c].iloc[0]) for c in ("model", "workload")
-             if c in points.columns and len(points) and points[c].nunique() == 1 and str(points[c].iloc[0])]
+    parts = [
+        str(points[c].iloc[0])
+        for c in ("model", "workload")
+        if c in points.columns and len(points) and points[c].nunique() == 1 and str(points[c].iloc[0])
+    ]
     return ": " + " · ".join(parts) if parts else ""
 
 
@@ -174,28 +238,53 @@ def label_frontier(ax, line: pd.DataFrame, x: str, y: str, *, most: int = 8) -> 
             continue
         named.append((u, v))
         text = str(r["label"]) if len(str(r["label"])) <= 26 else str(r["label"])[:25] + "…"
-        ax.annotate(text, (float(r[x]), float(r[y])), fontsize=6.5, xytext=(4, -9 if len(named) % 2 else 4),
-                    textcoords="offset points", ha="left" if u < 0.7 else "right", color="#123", zorder=6,
-                    annotation_clip=True)
+        ax.annotate(
+            text,
+            (float(r[x]), float(r[y])),
+            fontsize=6.5,
+            xytext=(4, -9 if len(named) % 2 else 4),
+            textcoords="offset points",
+            ha="left" if u < 0.7 else "right",
+            color="#123",
+            zorder=6,
+            annotation_clip=True,
+        )
         if len(named) >= most:
             break
 
 
-def fig_quality_latency(points: pd.DataFrame, out_dir: Path, *, latency: str = "tpot_p99_ms", name: str = "frontier_quality_latency",
-                        guard: tuple[np.ndarray, str, float] | None = None) -> dict[str, Path]:
+def fig_quality_latency(
+    points: pd.DataFrame,
+    out_dir: Path,
+    *,
+    latency: str = "tpot_p99_ms",
+    name: str = "frontier_quality_latency",
+    guard: tuple[np.ndarray, str, float] | None = None,
+) -> dict[str, Path]:
     """Quality vs latency with the 2-D Pareto frontier; tied = not separable within error bars.
     `guard`: (each point's verdict, the regime's name, its floor), drawn instead of quality_rel
     where quality takes at most 4 values."""
     # log latency: a few slow configurations would otherwise squeeze the frontier into one column
-    return _two_axis(points, out_dir, name, latency, "quality_rel", "Quality-latency frontier (all hardware)", True, guard)
+    return _two_axis(
+        points, out_dir, name, latency, "quality_rel", "Quality-latency frontier (all hardware)", True, guard
+    )
 
 
-def fig_cost_quality(points: pd.DataFrame, out_dir: Path, *, name: str = "frontier_cost_quality",
-                     guard: tuple[np.ndarray, str, float] | None = None) -> dict[str, Path]:
-    return _two_axis(points, out_dir, name, "cost_per_mtok", "quality_rel", "Cost-quality frontier (all hardware)", True, guard)
+def fig_cost_quality(
+    points: pd.DataFrame,
+    out_dir: Path,
+    *,
+    name: str = "frontier_cost_quality",
+    guard: tuple[np.ndarray, str, float] | None = None,
+) -> dict[str, Path]:
+    return _two_axis(
+        points, out_dir, name, "cost_per_mtok", "quality_rel", "Cost-quality frontier (all hardware)", True, guard
+    )
 
 
-def fig_hardware_frontiers(points: pd.DataFrame, out_dir: Path, *, latency: str = "tpot_p99_ms", name: str = "frontier_per_hardware") -> dict[str, Path]:
+def fig_hardware_frontiers(
+    points: pd.DataFrame, out_dir: Path, *, latency: str = "tpot_p99_ms", name: str = "frontier_per_hardware"
+) -> dict[str, Path]:
     hws = sorted(pd.unique(points["hardware"].astype(str)))
     fig = Figure(figsize=(4.2 * max(1, len(hws)), 4.2))
     axes = fig.subplots(1, max(1, len(hws)), sharey=True, squeeze=False)[0]
@@ -224,7 +313,10 @@ def fig_frontier_frequency(freq: pd.DataFrame, out_dir: Path, *, name: str = "fr
         ax.text(n, y, f" {k}/{n}", va="center", fontsize=8)
     ax.set_xlabel("configurations (rows of the points table)")
     ax.legend(fontsize=7, loc="lower right")
-    ax.set_title("How often each optimization appears on the raw Pareto frontier\n(measured anchors and simulated points together)", fontsize=9)
+    ax.set_title(
+        "How often each optimization appears on the raw Pareto frontier\n(measured anchors and simulated points together)",
+        fontsize=9,
+    )
     return save(fig, out_dir, name)
 
 
@@ -241,12 +333,22 @@ def fig_combos_vs_singles(svs: pd.DataFrame, out_dir: Path, *, name: str = "comb
     ax.set_xticks(x, order)
     ax.set_ylabel("configurations")
     ax.legend(fontsize=7)
-    ax.set_title("Single methods vs stacked combinations on the raw frontier\n(measured and simulated points)", fontsize=9)
+    ax.set_title(
+        "Single methods vs stacked combinations on the raw frontier\n(measured and simulated points)", fontsize=9
+    )
     return save(fig, out_dir, name)
 
 
-def fig_constraint_winners(points: pd.DataFrame, out_dir: Path, *, latency: str = "tpot_p99_ms", objective: str = "cost_per_mtok",
-                           quality_floor: float = 0.95, steps: int = 12, name: str = "constraint_winners") -> dict[str, Path]:
+def fig_constraint_winners(
+    points: pd.DataFrame,
+    out_dir: Path,
+    *,
+    latency: str = "tpot_p99_ms",
+    objective: str = "cost_per_mtok",
+    quality_floor: float = 0.95,
+    steps: int = 12,
+    name: str = "constraint_winners",
+) -> dict[str, Path]:
     """The cheapest admissible configuration as the latency cap tightens; labels where the winner changes."""
     vals = points[latency].to_numpy(dtype=float, na_value=np.nan)
     vals = vals[np.isfinite(vals)]
@@ -256,8 +358,11 @@ def fig_constraint_winners(points: pd.DataFrame, out_dir: Path, *, latency: str 
         caps = np.unique(np.quantile(vals, np.linspace(0.02, 1.0, steps)))
         xs, ys, provs, labels = [], [], [], []
         for cap in caps:
-            r = best_under(points, Question.make([Constraint(latency, "<=", float(cap))], objective,
-                                                 quality_floor=quality_floor), top=1)
+            r = best_under(
+                points,
+                Question.make([Constraint(latency, "<=", float(cap))], objective, quality_floor=quality_floor),
+                top=1,
+            )
             if r.winner is not None:
                 xs.append(cap)
                 ys.append(r.winner[objective])
@@ -266,7 +371,14 @@ def fig_constraint_winners(points: pd.DataFrame, out_dir: Path, *, latency: str 
         ax.step(xs, ys, where="post", color=STATUS_COLOR["frontier"])
         for i, (x, y, p, lab) in enumerate(zip(xs, ys, provs, labels)):
             meas = p == "measured"
-            ax.scatter([x], [y], s=40 if meas else 16, c=STATUS_COLOR["frontier"], edgecolors="black" if meas else "none", zorder=3)
+            ax.scatter(
+                [x],
+                [y],
+                s=40 if meas else 16,
+                c=STATUS_COLOR["frontier"],
+                edgecolors="black" if meas else "none",
+                zorder=3,
+            )
             if i == 0 or lab != labels[i - 1]:
                 ax.annotate(lab, (x, y), fontsize=6.5, rotation=20, xytext=(3, 4), textcoords="offset points")
     ax.set_xlabel(f"cap on {axis_label(latency)}")
@@ -283,12 +395,21 @@ def fidelity_long(fidelity: pd.DataFrame) -> pd.DataFrame:
     """
     if {"metric", "measured", "simulated"} <= set(fidelity.columns):
         return fidelity
-    pairs = [c[: -len("_measured")] for c in fidelity.columns if c.endswith("_measured") and f"{c[:-9]}_simulated" in fidelity.columns]
+    pairs = [
+        c[: -len("_measured")]
+        for c in fidelity.columns
+        if c.endswith("_measured") and f"{c[:-9]}_simulated" in fidelity.columns
+    ]
     if not pairs:
-        raise ValueError("fidelity: expected columns metric, measured, simulated (or <metric>_measured / <metric>_simulated pairs); "
-                         f"got {', '.join(map(str, fidelity.columns))}")
+        raise ValueError(
+            "fidelity: expected columns metric, measured, simulated (or <metric>_measured / <metric>_simulated pairs); "
+            f"got {', '.join(map(str, fidelity.columns))}"
+        )
     keep = [c for c in ("label", "hardware", "point_id") if c in fidelity.columns]
-    parts = [fidelity[keep].assign(metric=m, measured=fidelity[f"{m}_measured"], simulated=fidelity[f"{m}_simulated"]) for m in pairs]
+    parts = [
+        fidelity[keep].assign(metric=m, measured=fidelity[f"{m}_measured"], simulated=fidelity[f"{m}_simulated"])
+        for m in pairs
+    ]
     return pd.concat(parts, ignore_index=True)
 
 

@@ -26,8 +26,13 @@ from pareto_atlas.report.page_data import MAX_POINTS, page_payload
 def embed_json(payload: object) -> str:
     """JSON safe inside a <script> element: no raw <, > or & anywhere in the text."""
     text = json.dumps(payload, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
-    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026") \
-        .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    return (
+        text.replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("&", "\\u0026")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
+    )
 
 
 def _static(answer: Answer, meta: dict) -> dict[str, str]:
@@ -37,15 +42,26 @@ def _static(answer: Answer, meta: dict) -> dict[str, str]:
     dl += f"<dt>Percentiles</dt><dd>{e(str(meta.get('percentile_method', PERCENTILE_METHOD)))}</dd>"
     regs = "".join(f"<li><b>{e(r.name)}</b>: {e(r.describe())}</li>" for r in answer.regimes)
     prices = answer.points.groupby("hardware")[["price_per_hour", "price_date"]].first().reset_index()
-    price_rows = "".join(f"<tr><td>{e(str(h))}</td><td>${float(p):.4g}/h</td><td>{e(str(d))}</td></tr>"
-                         for h, p, d in prices[["hardware", "price_per_hour", "price_date"]].itertuples(index=False))
-    facts = [f"{e(str(k))}: {e(str(v))}" for k, v in meta.items()
-             if k not in ("definitions", "title") and not isinstance(v, (dict, list))]
+    price_rows = "".join(
+        f"<tr><td>{e(str(h))}</td><td>${float(p):.4g}/h</td><td>{e(str(d))}</td></tr>"
+        for h, p, d in prices[["hardware", "price_per_hour", "price_date"]].itertuples(index=False)
+    )
+    facts = [
+        f"{e(str(k))}: {e(str(v))}"
+        for k, v in meta.items()
+        if k not in ("definitions", "title") and not isinstance(v, (dict, list))
+    ]
     return {"defs": dl, "regimes": regs, "prices": price_rows, "facts": " · ".join(facts)}
 
 
-def render_html(answer: Answer, meta: dict | None = None, *, max_points: int = MAX_POINTS,
-                claims: Sequence[dict] | None = None, quality_table: pd.DataFrame | None = None) -> str:
+def render_html(
+    answer: Answer,
+    meta: dict | None = None,
+    *,
+    max_points: int = MAX_POINTS,
+    claims: Sequence[dict] | None = None,
+    quality_table: pd.DataFrame | None = None,
+) -> str:
     """The whole page as one string (inline CSS, JS, plotly.js and data)."""
     meta = {"generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), **(meta or {})}
     payload = page_payload(answer, meta, max_points=max_points, claims=claims, quality_table=quality_table)
@@ -130,8 +146,14 @@ the projected points resting on priors too; faint points are dominated. Drag to 
 """
 
 
-def write_html(path: Path, answer: Answer, meta: dict | None = None, *, claims: Sequence[dict] | None = None,
-               quality_table: pd.DataFrame | None = None) -> Path:
+def write_html(
+    path: Path,
+    answer: Answer,
+    meta: dict | None = None,
+    *,
+    claims: Sequence[dict] | None = None,
+    quality_table: pd.DataFrame | None = None,
+) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render_html(answer, meta, claims=claims, quality_table=quality_table), encoding="utf-8")
     return path

@@ -22,20 +22,64 @@ from pareto_atlas.atlas.objectives import UNITS, quality_rel_interval
 from pareto_atlas.atlas.regimes import admission
 from pareto_atlas.spec.knobs import Knobs
 
-POINT_FIELDS = ("point_id", "label", "model", "hardware", "workload", "provenance", "quality_provenance", "frontier_status",
-                "quality", "quality_rel", "quality_task", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms",
-                "e2e_p99_ms", "throughput_tok_s", "throughput_per_device_tok_s", "cost_per_mtok", "price_per_hour",
-                "price_date", "lat_rel_err", "thr_rel_err", "n_opts", "optimizations", "mem_gb", "kld", "kld_lo",
-                "kld_hi", "top1", "calib_provenance", "gpus", "tp", "pp", "replicas", "prefill_workers", "prefill_tp",
-                "decode_workers", "concurrency", "rate_rps")
+POINT_FIELDS = (
+    "point_id",
+    "label",
+    "model",
+    "hardware",
+    "workload",
+    "provenance",
+    "quality_provenance",
+    "frontier_status",
+    "quality",
+    "quality_rel",
+    "quality_task",
+    "ttft_p50_ms",
+    "ttft_p99_ms",
+    "tpot_p50_ms",
+    "tpot_p99_ms",
+    "e2e_p99_ms",
+    "throughput_tok_s",
+    "throughput_per_device_tok_s",
+    "cost_per_mtok",
+    "price_per_hour",
+    "price_date",
+    "lat_rel_err",
+    "thr_rel_err",
+    "n_opts",
+    "optimizations",
+    "mem_gb",
+    "kld",
+    "kld_lo",
+    "kld_hi",
+    "top1",
+    "calib_provenance",
+    "gpus",
+    "tp",
+    "pp",
+    "replicas",
+    "prefill_workers",
+    "prefill_tp",
+    "decode_workers",
+    "concurrency",
+    "rate_rps",
+)
 MAX_POINTS = 5000
 MAX_BOUNDARY = 300
 MAX_PROJECTED = 200
 
 # The short evidence labels of the winners table, with the long form in the legend (and on hover).
-QUALITY_SHORT = {"measured": "Q-meas", "inherited": "Q-inh", "measured-effect": "Q-eff", "published": "Q-pub",
-                 "carried": "Q-carr", "reference": "Q-ref", "kl-measured": "Q-KL", "prior": "Q-prior",
-                 "unmeasured": "Q-none"}
+QUALITY_SHORT = {
+    "measured": "Q-meas",
+    "inherited": "Q-inh",
+    "measured-effect": "Q-eff",
+    "published": "Q-pub",
+    "carried": "Q-carr",
+    "reference": "Q-ref",
+    "kl-measured": "Q-KL",
+    "prior": "Q-prior",
+    "unmeasured": "Q-none",
+}
 SPEED_SHORT = {"measured": "S-meas", "calibrated": "S-cal", "uncalibrated": "S-uncal", "prior": "S-prior"}
 EVIDENCE_LEGEND = {
     "Q-meas": "quality measured on this configuration's own tokens",
@@ -90,8 +134,13 @@ def short_evidence(df: pd.DataFrame) -> np.ndarray:
     """ "Q-meas S-cal" per row (the legend, EVIDENCE_LEGEND, says what each code means)."""
     q = pd.Series(quality_evidence(df)).map(QUALITY_SHORT).fillna("Q-?").to_numpy()
     s = pd.Series(speed_evidence(df)).map(SPEED_SHORT).fillna("S-?").to_numpy()
-    roof = np.where((df["weights_cost"].fillna("").astype(str).to_numpy() == "derived")
-                    if "weights_cost" in df.columns else np.zeros(len(df), bool), " +roof", "")
+    roof = np.where(
+        (df["weights_cost"].fillna("").astype(str).to_numpy() == "derived")
+        if "weights_cost" in df.columns
+        else np.zeros(len(df), bool),
+        " +roof",
+        "",
+    )
     return np.char.add(np.char.add(np.char.add(q.astype(str), " "), s.astype(str)), roof.astype(str))
 
 
@@ -112,14 +161,16 @@ def _curve_ids(points: pd.DataFrame) -> set[str]:
         user = 1000.0 / points["tpot_p50_ms"].to_numpy(dtype=float, na_value=np.nan)
     col = "throughput_per_device_tok_s" if "throughput_per_device_tok_s" in points.columns else "throughput_tok_s"
     gpu = points[col].to_numpy(dtype=float, na_value=np.nan)
-    keys = [points[c].astype(str).to_numpy() if c in points.columns else np.full(len(points), "")
-            for c in ("model", "workload", "hardware")]
+    keys = [
+        points[c].astype(str).to_numpy() if c in points.columns else np.full(len(points), "")
+        for c in ("model", "workload", "hardware")
+    ]
     out: set[str] = set()
     ids = points["point_id"].astype(str).to_numpy()
     for grp in pd.DataFrame({"m": keys[0], "w": keys[1], "h": keys[2]}).groupby(["m", "w", "h"]).indices.values():
         g = grp[np.isfinite(user[grp]) & np.isfinite(gpu[grp])]
         best = -np.inf
-        for i in g[np.lexsort((-gpu[g], -user[g]))]:      # fastest per user first
+        for i in g[np.lexsort((-gpu[g], -user[g]))]:  # fastest per user first
             if gpu[i] > best:
                 out.add(ids[i])
                 best = gpu[i]
@@ -135,8 +186,11 @@ def embedded_points(answer: Answer, keep_ids: set[str], max_points: int = MAX_PO
     ids = marked["point_id"].astype(str)
     per_hw = answer.marked_per_hardware
     hw_front = set(per_hw.loc[per_hw["frontier_status"] == "frontier", "point_id"].astype(str))
-    must = (marked["frontier_status"] == "frontier") | (marked["provenance"] == "measured") \
+    must = (
+        (marked["frontier_status"] == "frontier")
+        | (marked["provenance"] == "measured")
         | ids.isin(keep_ids | hw_front | _curve_ids(marked))
+    )
     tied = ~must & (marked["frontier_status"] == "tied")
     parts, room = [marked[must]], max(0, max_points - int(must.sum()))
     for tier in (marked[tied], marked[~must & ~tied]):
@@ -154,14 +208,18 @@ def point_table(answer: Answer, pts: pd.DataFrame) -> pd.DataFrame:
     if "quality_lo" in pts.columns:
         pts["quality_abs_lo"], pts["quality_abs_hi"] = pts["quality_lo"], pts["quality_hi"]
     labels = dict(zip(answer.marked["point_id"].astype(str), answer.marked["label"].astype(str)))
-    pts["dominated_by_label"] = pts.get("dominated_by", pd.Series("", index=pts.index)).astype(str).map(labels).fillna("")
-    pts["rests_on"] = np.where(pts["provenance"] == "measured", "measured",
-                               np.where(evidence_ok(pts), "simulated", "prior"))
+    pts["dominated_by_label"] = (
+        pts.get("dominated_by", pd.Series("", index=pts.index)).astype(str).map(labels).fillna("")
+    )
+    pts["rests_on"] = np.where(
+        pts["provenance"] == "measured", "measured", np.where(evidence_ok(pts), "simulated", "prior")
+    )
     pts["evidence"] = evidence_label(pts)
     pts["evidence_short"] = short_evidence(pts)
     pts["layout"] = layout_words(pts)
     # what would confirm a point resting on priors (the tooltip says it), as projected.csv does
     from pareto_atlas.atlas.evidence import confirm_command
+
     prior = np.flatnonzero(pts["rests_on"].to_numpy() == "prior")
     confirm = np.full(len(pts), "", dtype=object)
     for i in prior:
@@ -175,9 +233,22 @@ def point_table(answer: Answer, pts: pd.DataFrame) -> pd.DataFrame:
     if "model" not in pts.columns:
         pts["model"] = ""
     from pareto_atlas.simulate.space import load_label
+
     pts["load"] = [load_label(r) for _, r in pts.iterrows()] if len(pts) else []
-    extra = ("quality_rel_lo", "quality_rel_hi", "quality_abs_lo", "quality_abs_hi", "dominated_by_label", "rests_on",
-             "evidence", "evidence_short", "layout", "tok_s_per_user", "load", "confirm_command")
+    extra = (
+        "quality_rel_lo",
+        "quality_rel_hi",
+        "quality_abs_lo",
+        "quality_abs_hi",
+        "dominated_by_label",
+        "rests_on",
+        "evidence",
+        "evidence_short",
+        "layout",
+        "tok_s_per_user",
+        "load",
+        "confirm_command",
+    )
     return pts[[c for c in (*POINT_FIELDS, *extra) if c in pts.columns]]
 
 
@@ -215,11 +286,21 @@ def _with_short(df: pd.DataFrame) -> pd.DataFrame:
     return df.assign(evidence_short=short_evidence(df) if len(df) else [])
 
 
-def page_payload(answer: Answer, meta: dict, *, max_points: int = MAX_POINTS,
-                 claims: Sequence[dict] | None = None, quality_table: pd.DataFrame | None = None) -> dict:
+def page_payload(
+    answer: Answer,
+    meta: dict,
+    *,
+    max_points: int = MAX_POINTS,
+    claims: Sequence[dict] | None = None,
+    quality_table: pd.DataFrame | None = None,
+) -> dict:
     boundary, projected = answer.boundary, answer.projected
-    bshow = boundary.assign(_o=(boundary["effect"] == "none").astype(int)).sort_values("_o", kind="stable") \
-        .drop(columns="_o").head(MAX_BOUNDARY)
+    bshow = (
+        boundary.assign(_o=(boundary["effect"] == "none").astype(int))
+        .sort_values("_o", kind="stable")
+        .drop(columns="_o")
+        .head(MAX_BOUNDARY)
+    )
     cells = winner_table(answer)
     keep = set(cells["point_id"].astype(str)) | set(bshow["point_id"].astype(str))
     raw = embedded_points(answer, keep, max_points)
@@ -231,16 +312,32 @@ def page_payload(answer: Answer, meta: dict, *, max_points: int = MAX_POINTS,
         by_wl.setdefault(p["workload"], []).append(p["model"])
     prices = answer.points.groupby("hardware")[["price_per_hour", "price_date"]].first().reset_index()
     return {
-        "points": columnar(pts), "guard": guard, "admitted": admitted,
-        "winners": records(cells), "boundary": records(bshow),
-        "projected": records(_with_short(projected.head(MAX_PROJECTED))), "projected_total": int(len(projected)),
+        "points": columnar(pts),
+        "guard": guard,
+        "admitted": admitted,
+        "winners": records(cells),
+        "boundary": records(bshow),
+        "projected": records(_with_short(projected.head(MAX_PROJECTED))),
+        "projected_total": int(len(projected)),
         "boundary_total": int(len(boundary)),
-        "regimes": [{"name": r.name, "description": r.describe(), "objective": r.objective, "direction": r.direction,
-                     "quality_floor": r.quality_floor} for r in answer.regimes],
-        "pairs": pairs, "compare": {w: ms for w, ms in by_wl.items() if len(ms) > 1},
-        "units": UNITS, "evidence_legend": EVIDENCE_LEGEND,
-        "n_points_total": int(len(answer.points)), "n_points_drawn": int(len(pts)),
+        "regimes": [
+            {
+                "name": r.name,
+                "description": r.describe(),
+                "objective": r.objective,
+                "direction": r.direction,
+                "quality_floor": r.quality_floor,
+            }
+            for r in answer.regimes
+        ],
+        "pairs": pairs,
+        "compare": {w: ms for w, ms in by_wl.items() if len(ms) > 1},
+        "units": UNITS,
+        "evidence_legend": EVIDENCE_LEGEND,
+        "n_points_total": int(len(answer.points)),
+        "n_points_drawn": int(len(pts)),
         "claims": list(claims or []),
         "quality_table": records(quality_table) if quality_table is not None else [],
-        "prices": records(prices), "meta": {k: clean(v) if not isinstance(v, (dict, list)) else v for k, v in meta.items()},
+        "prices": records(prices),
+        "meta": {k: clean(v) if not isinstance(v, (dict, list)) else v for k, v in meta.items()},
     }

@@ -17,8 +17,14 @@ import numpy as np
 import pandas as pd
 
 from pareto_atlas.atlas.constraints import satisfied
-from pareto_atlas.atlas.evidence import (StudyRef, confirm_command, evidence_label, evidence_ok, quality_evidence,
-                                        speed_evidence)
+from pareto_atlas.atlas.evidence import (
+    StudyRef,
+    confirm_command,
+    evidence_label,
+    evidence_ok,
+    quality_evidence,
+    speed_evidence,
+)
 from pareto_atlas.atlas.frontier import frontier
 from pareto_atlas.atlas.objectives import DEFAULT_OBJECTIVES, interval
 from pareto_atlas.atlas.regimes import Regime, admission
@@ -45,16 +51,18 @@ class AtlasView:
         raise ValueError(f"regime {name!r} is not in the study; regimes: {', '.join(r.name for r in self.regimes)}")
 
 
-def atlas_view(points: pd.DataFrame, regimes, model: str, workload: str, study_ref: StudyRef,
-               allow_priors: bool = False) -> AtlasView:
+def atlas_view(
+    points: pd.DataFrame, regimes, model: str, workload: str, study_ref: StudyRef, allow_priors: bool = False
+) -> AtlasView:
     """One (model, workload) of a study's atlas; `points` carry their derived columns (atlas.answer)."""
     m = (model_column(points) == model) & (points["workload"].astype(str) == workload).to_numpy()
     pts = points[m].reset_index(drop=True)
     if pts.empty:
         raise ValueError(f"the atlas has no points for {model!r} at {workload!r}; run `pareto-atlas simulate` first")
     regs = tuple(regimes)
-    return AtlasView(pts, regs, winner_cells(pts, regs, allow_priors=allow_priors, study_ref=study_ref), study_ref,
-                     allow_priors)
+    return AtlasView(
+        pts, regs, winner_cells(pts, regs, allow_priors=allow_priors, study_ref=study_ref), study_ref, allow_priors
+    )
 
 
 def is_knobs(**want) -> Pred:
@@ -69,8 +77,17 @@ def winner(view: AtlasView, regime: str, hardware: str = ALL) -> pd.Series | Non
         return None
     c = cell.iloc[0]
     row = view.points[view.points.point_id == c.point_id].iloc[0].copy()
-    for k in ("value", "value_lo", "value_hi", "separated", "runner_up_label", "runner_up_value", "evidence",
-              "quality_evidence", "objective"):
+    for k in (
+        "value",
+        "value_lo",
+        "value_hi",
+        "separated",
+        "runner_up_label",
+        "runner_up_value",
+        "evidence",
+        "quality_evidence",
+        "objective",
+    ):
         row[f"cell_{k}"] = c[k]
     return row
 
@@ -98,8 +115,9 @@ def best_admitted(view: AtlasView, regime: str, where: Pred) -> pd.Series | None
     sub = view.points[where(view.points)]
     if sub.empty:
         return None
-    cells = winner_cells(sub, [view.regime(regime)], per_hardware=False, allow_priors=view.allow_priors,
-                         study_ref=view.study_ref)
+    cells = winner_cells(
+        sub, [view.regime(regime)], per_hardware=False, allow_priors=view.allow_priors, study_ref=view.study_ref
+    )
     pid = cells.iloc[0].point_id
     return sub[sub.point_id == pid].iloc[0] if pid else None
 
@@ -154,7 +172,7 @@ def meets_budget(view: AtlasView, regime: str, hardware: str) -> Budget:
     sure = satisfied(_bounded(pts, reg.constraints, optimistic=False), reg.constraints) & feas
     possible = satisfied(_bounded(pts, reg.constraints, optimistic=True), reg.constraints) & feas
     best = None
-    if central.any():       # the simplest that meets it (fewest optimizations), then the best objective
+    if central.any():  # the simplest that meets it (fewest optimizations), then the best objective
         sub = pts[central]
         best = sub.sort_values(["n_opts", reg.objective], ascending=[True, reg.direction == "min"]).iloc[0]
     return Budget(int(sure.sum()), int(central.sum()), int(possible.sum()), int((~prior_speed).sum()), best, on_prior)
@@ -180,12 +198,17 @@ def frontier_counts(view: AtlasView, evidence_only: bool = False) -> dict:
     marked = frontier(pts, DEFAULT_OBJECTIVES)
     considered = marked[marked.frontier_status != "excluded"]
     svs = {r.kind: (int(r.on_frontier), int(r.total)) for r in stacked_vs_single(marked).itertuples(index=False)}
-    return {"on": int(considered.raw_frontier.sum()), "considered": len(considered),
-            "excluded": int((marked.frontier_status == "excluded").sum()),
-            "stacked": svs.get("stacked", (0, 0)), "single": svs.get("single", (0, 0)),
-            "baseline": svs.get("baseline", (0, 0)),
-            "on_prior": int((considered.raw_frontier & np.isin(quality_evidence(considered),
-                                                                ("prior", "unmeasured"))).sum())}
+    return {
+        "on": int(considered.raw_frontier.sum()),
+        "considered": len(considered),
+        "excluded": int((marked.frontier_status == "excluded").sum()),
+        "stacked": svs.get("stacked", (0, 0)),
+        "single": svs.get("single", (0, 0)),
+        "baseline": svs.get("baseline", (0, 0)),
+        "on_prior": int(
+            (considered.raw_frontier & np.isin(quality_evidence(considered), ("prior", "unmeasured"))).sum()
+        ),
+    }
 
 
 def reprice_moves(view: AtlasView, prices: dict[str, float]) -> dict[str, tuple[pd.Series | None, pd.Series | None]]:
@@ -193,8 +216,13 @@ def reprice_moves(view: AtlasView, prices: dict[str, float]) -> dict[str, tuple[
     from pareto_atlas.atlas.pick import reprice
 
     pts = reprice(view.points, prices, "re-priced")
-    after = AtlasView(pts, view.regimes, winner_cells(pts, view.regimes, allow_priors=view.allow_priors,
-                                                      study_ref=view.study_ref), view.study_ref, view.allow_priors)
+    after = AtlasView(
+        pts,
+        view.regimes,
+        winner_cells(pts, view.regimes, allow_priors=view.allow_priors, study_ref=view.study_ref),
+        view.study_ref,
+        view.allow_priors,
+    )
     return {r.name: (winner(view, r.name), winner(after, r.name)) for r in view.regimes}
 
 
@@ -244,8 +272,13 @@ def spec_gains(view: AtlasView, spec: str) -> dict[str, tuple[float, float]]:
             continue
         a, b = float(w[r.objective]), float(other[r.objective])
         gain = (b - a) / b if r.direction == "min" else (a - b) / b
-        err = (0.0 if r.objective in QUALITY_COLUMNS else
-               float(w.lat_rel_err) if r.objective in LATENCY_COLUMNS else float(w.thr_rel_err))
+        err = (
+            0.0
+            if r.objective in QUALITY_COLUMNS
+            else float(w.lat_rel_err)
+            if r.objective in LATENCY_COLUMNS
+            else float(w.thr_rel_err)
+        )
         out[r.name] = (gain, err)
     return out
 
@@ -280,8 +313,11 @@ def winner_evidence(view: AtlasView) -> dict[str, tuple[str, str]]:
     out = {}
     for r in view.regimes:
         w = winner(view, r.name)
-        out[r.name] = ("", "") if w is None else (str(quality_evidence(pd.DataFrame([w]))[0]),
-                                                  str(w.get("quality_provenance", "")))
+        out[r.name] = (
+            ("", "")
+            if w is None
+            else (str(quality_evidence(pd.DataFrame([w]))[0]), str(w.get("quality_provenance", "")))
+        )
     return out
 
 
@@ -289,6 +325,10 @@ def check_winner_evidence(view: AtlasView, console) -> None:
     """Say what every winner's quality rests on, and flag any that rests on a prior alone."""
     ev = winner_evidence(view)
     bad = [n for n, (e, _) in ev.items() if e in PRIOR_ONLY]
-    console.print(("  [red]winners resting on prior-only quality: " + ", ".join(bad) + "[/]") if bad else
-                  "  no winner rests on prior-only quality: "
-                  + "; ".join(f"{n} {e} ({p})" for n, (e, p) in ev.items() if e), highlight=False, soft_wrap=True)
+    console.print(
+        ("  [red]winners resting on prior-only quality: " + ", ".join(bad) + "[/]")
+        if bad
+        else "  no winner rests on prior-only quality: " + "; ".join(f"{n} {e} ({p})" for n, (e, p) in ev.items() if e),
+        highlight=False,
+        soft_wrap=True,
+    )

@@ -12,11 +12,21 @@ from matplotlib.patches import Rectangle
 
 from pareto_atlas.report.figures import save
 
-SHORT_OBJECTIVE = {"tpot_p99_ms": ("TPOT p99", "ms"), "tpot_p50_ms": ("TPOT p50", "ms"), "ttft_p99_ms": ("TTFT p99", "ms"),
-                   "ttft_p50_ms": ("TTFT p50", "ms"), "e2e_p99_ms": ("E2E p99", "ms"), "e2e_p50_ms": ("E2E p50", "ms"),
-                   "throughput_tok_s": ("", "tok/s"), "throughput_per_device_tok_s": ("", "tok/s/GPU"),
-                   "goodput_rps": ("goodput", "req/s"), "cost_per_mtok": ("$", "/Mtok"), "quality": ("score", ""),
-                   "quality_rel": ("quality", "x base"), "mem_gb": ("", "GB")}
+SHORT_OBJECTIVE = {
+    "tpot_p99_ms": ("TPOT p99", "ms"),
+    "tpot_p50_ms": ("TPOT p50", "ms"),
+    "ttft_p99_ms": ("TTFT p99", "ms"),
+    "ttft_p50_ms": ("TTFT p50", "ms"),
+    "e2e_p99_ms": ("E2E p99", "ms"),
+    "e2e_p50_ms": ("E2E p50", "ms"),
+    "throughput_tok_s": ("", "tok/s"),
+    "throughput_per_device_tok_s": ("", "tok/s/GPU"),
+    "goodput_rps": ("goodput", "req/s"),
+    "cost_per_mtok": ("$", "/Mtok"),
+    "quality": ("score", ""),
+    "quality_rel": ("quality", "x base"),
+    "mem_gb": ("", "GB"),
+}
 
 
 def _num(v: float) -> str:
@@ -69,13 +79,28 @@ def fig_atlas_grid(cells: pd.DataFrame, out_dir: Path, *, name: str = "atlas_gri
                 c = c.iloc[0]
                 boxed, won = bool(c["stack_beats_singles"]), bool(c["point_id"])
                 face = "#dbe9f6" if won and c["provenance"] == "measured" else ("#f4f4f4" if won else "white")
-                ax.add_patch(Rectangle((j + 0.04, i + 0.06), 0.92, 0.88, facecolor=face,
-                                       edgecolor="black" if boxed else "#cccccc", lw=2.4 if boxed else 0.6))
+                ax.add_patch(
+                    Rectangle(
+                        (j + 0.04, i + 0.06),
+                        0.92,
+                        0.88,
+                        facecolor=face,
+                        edgecolor="black" if boxed else "#cccccc",
+                        lw=2.4 if boxed else 0.6,
+                    )
+                )
                 if won:
                     what, unit = SHORT_OBJECTIVE.get(c["objective"], (c["objective"], ""))
-                    err = "" if c["provenance"] == "measured" else \
-                        f" ±{_num(max(c['value'] - c['value_lo'], c['value_hi'] - c['value']))}"
-                    value = f"{what} {_num(c['value'])}{err} {unit}".strip() if what != "$" else f"${_num(c['value'])}{err}{unit}"
+                    err = (
+                        ""
+                        if c["provenance"] == "measured"
+                        else f" ±{_num(max(c['value'] - c['value_lo'], c['value_hi'] - c['value']))}"
+                    )
+                    value = (
+                        f"{what} {_num(c['value'])}{err} {unit}".strip()
+                        if what != "$"
+                        else f"${_num(c['value'])}{err}{unit}"
+                    )
                     text = f"{_wrap_label(str(c['label']))}\n{value}\n[{c['provenance']}]"
                 else:
                     text = "no admissible\nconfiguration"
@@ -87,6 +112,10 @@ def fig_atlas_grid(cells: pd.DataFrame, out_dir: Path, *, name: str = "atlas_gri
             sp.set_visible(False)
         ax.xaxis.tick_top()
         ax.set_title(" · ".join(x for x in (m, wl) if x), fontsize=8.5, loc="left", pad=16)
-    fig.suptitle("The atlas: winner per regime and card ('all': the best card; boxed: a stack beats every single\n"
-                 "method; blue: winner measured, grey: simulated or prior; ± the calibrated error)", fontsize=9, y=1.04)
+    fig.suptitle(
+        "The atlas: winner per regime and card ('all': the best card; boxed: a stack beats every single\n"
+        "method; blue: winner measured, grey: simulated or prior; ± the calibrated error)",
+        fontsize=9,
+        y=1.04,
+    )
     return save(fig, out_dir, name)

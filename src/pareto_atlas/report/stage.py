@@ -29,19 +29,27 @@ def fidelity_table(study: Study, store: Store) -> pd.DataFrame | None:
 
 
 def report_study(study: Study, store: Store, out: Path, console: Console) -> dict[str, Path]:
-    answer = study_answer(study, store)        # the same answer `atlas` prints and `pick` asks
-    meta = {"title": f"pareto-atlas: {study.name}", "study": study.name, "description": study.description,
-            "model": study.model.name, "engine": study.engine.name, "tool_version": __version__,
-            "workload": f"{study.workload.prompt_tokens} prompt / {study.workload.output_tokens} output tokens",
-            "quality": (f"GSM8K ({study.quality.mode}), n = {study.quality.n}" if study.quality.task == "gsm8k" else
-                        f"RULER {', '.join(study.quality.ruler_subtasks)} at {study.quality.ruler_lengths} tokens"
-                        if study.quality.task == "ruler" else
-                        f"needle retrieval at {study.quality.retrieval_lengths} tokens")
-                       + f", floor {study.quality.floor:.0%} of arm '{study.baseline.name}' (95 % interval, paired)"
-                       + (f", KL divergence <= {study.quality.kld_max:g} nats/token where measured"
-                          if study.quality.kld_max else ""),
-            "price_source": f"GPU prices: spec/hardware.toml (seed paper, {study.price_date}) with study overrides; "
-                            f"this CPU: ${study.cpu_price_per_hour}/h (assumed)"}
+    answer = study_answer(study, store)  # the same answer `atlas` prints and `pick` asks
+    meta = {
+        "title": f"pareto-atlas: {study.name}",
+        "study": study.name,
+        "description": study.description,
+        "model": study.model.name,
+        "engine": study.engine.name,
+        "tool_version": __version__,
+        "workload": f"{study.workload.prompt_tokens} prompt / {study.workload.output_tokens} output tokens",
+        "quality": (
+            f"GSM8K ({study.quality.mode}), n = {study.quality.n}"
+            if study.quality.task == "gsm8k"
+            else f"RULER {', '.join(study.quality.ruler_subtasks)} at {study.quality.ruler_lengths} tokens"
+            if study.quality.task == "ruler"
+            else f"needle retrieval at {study.quality.retrieval_lengths} tokens"
+        )
+        + f", floor {study.quality.floor:.0%} of arm '{study.baseline.name}' (95 % interval, paired)"
+        + (f", KL divergence <= {study.quality.kld_max:g} nats/token where measured" if study.quality.kld_max else ""),
+        "price_source": f"GPU prices: spec/hardware.toml (seed paper, {study.price_date}) with study overrides; "
+        f"this CPU: ${study.cpu_price_per_hour}/h (assumed)",
+    }
     from pareto_atlas.store.quality import arm_quality_table
 
     evidence = arm_quality_table(study, store)
@@ -50,8 +58,14 @@ def report_study(study: Study, store: Store, out: Path, console: Console) -> dic
         from pareto_atlas.report.claims import page_claims
 
         claims = page_claims(study, answer)
-    paths = write_report(answer, out, fidelity=fidelity_table(study, store), meta=meta, claims=claims,
-                         quality_table=evidence if len(evidence) else None)
+    paths = write_report(
+        answer,
+        out,
+        fidelity=fidelity_table(study, store),
+        meta=meta,
+        claims=claims,
+        quality_table=evidence if len(evidence) else None,
+    )
     from pareto_atlas.quality.campaign import agreement_table
 
     agree = agreement_table(study, store)

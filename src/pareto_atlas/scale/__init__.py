@@ -14,7 +14,7 @@ def executor_for(ray: str | None) -> Executor:
     """`None`: in-process. `local`: a Ray cluster started in this process; `auto` or HOST:PORT: an existing one."""
     if not ray:
         return InProcess()
-    from pareto_atlas.scale.ray_exec import RayExecutor   # lazily: Ray is an optional extra
+    from pareto_atlas.scale.ray_exec import RayExecutor  # lazily: Ray is an optional extra
 
     return RayExecutor.connect(ray)
 

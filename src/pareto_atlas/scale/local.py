@@ -19,8 +19,16 @@ class Executor(Protocol):
     # True: tasks run in this process, one after another (a task may then report progress and save as it goes)
     here: bool
 
-    def run(self, task: Callable[..., R], jobs: Iterable[J], *, shared: tuple = (),
-            hardware_of: Callable[[J], str], lost: Callable[[J, str], R], name: str) -> Iterator[tuple[J, R, dict]]:
+    def run(
+        self,
+        task: Callable[..., R],
+        jobs: Iterable[J],
+        *,
+        shared: tuple = (),
+        hardware_of: Callable[[J], str],
+        lost: Callable[[J, str], R],
+        name: str,
+    ) -> Iterator[tuple[J, R, dict]]:
         """`task(*shared, job)` for each job, on a worker offering `hardware_of(job)`; yield (job, result, where)
         as each finishes (where: {} here; on a cluster, the node and resources it held). A job whose worker or
         node was lost yields `lost(job, one line saying why)`: never raises for a lost job."""
@@ -34,8 +42,7 @@ class Executor(Protocol):
         """How many CPU tasks run at once."""
         ...
 
-    def close(self) -> None:
-        ...
+    def close(self) -> None: ...
 
 
 class InProcess:

@@ -15,9 +15,9 @@ import os
 import socket
 from typing import Any, Callable, Iterable, Iterator
 
-LOCAL_OBJECT_STORE_BYTES = 300 * 2**20   # a local cluster's results are a few MB; leave memory to the engine
-LOCAL_HARDWARE = "this-cpu"              # what `--ray local` (this machine) offers
-POLL_S = 2.0                             # how often a wait checks that every pending task's card still has a node
+LOCAL_OBJECT_STORE_BYTES = 300 * 2**20  # a local cluster's results are a few MB; leave memory to the engine
+LOCAL_HARDWARE = "this-cpu"  # what `--ray local` (this machine) offers
+POLL_S = 2.0  # how often a wait checks that every pending task's card still has a node
 
 
 class NodeLost(RuntimeError):
@@ -49,7 +49,7 @@ def _check_reachable(address: str) -> None:
     """Fail in seconds on a HOST:PORT nobody answers at (ray.init would retry for minutes)."""
     host, sep, port = address.split("://")[-1].rpartition(":")
     if not sep or not port.isdigit():
-        return   # `auto` and the like: Ray resolves them and fails fast itself
+        return  # `auto` and the like: Ray resolves them and fails fast itself
     try:
         socket.create_connection((host, int(port)), timeout=5).close()
     except OSError as e:
@@ -64,7 +64,7 @@ class RayExecutor:
 
     def __init__(self, address: str, *, max_retries: int = 1, disconnect: bool = True):
         self.address, self.max_retries = address, max_retries
-        self.disconnect = disconnect   # False when this process was connected before us: leave it so
+        self.disconnect = disconnect  # False when this process was connected before us: leave it so
 
     @classmethod
     def connect(cls, address: str, **kw: Any) -> "RayExecutor":
@@ -73,23 +73,32 @@ class RayExecutor:
         try:
             import ray
         except ImportError:
-            raise ValueError(f"--ray {address}: Ray is not installed; pip install 'pareto-atlas[ray]', "
-                             "or leave out --ray to run in-process") from None
+            raise ValueError(
+                f"--ray {address}: Ray is not installed; pip install 'pareto-atlas[ray]', "
+                "or leave out --ray to run in-process"
+            ) from None
         if ray.is_initialized():
             return cls(address, disconnect=False, **kw)
         try:
             if address == "local":
-                ray.init(num_cpus=os.cpu_count() or 2, resources={hardware_resource(LOCAL_HARDWARE): 1},
-                         object_store_memory=LOCAL_OBJECT_STORE_BYTES, include_dashboard=False,
-                         logging_level=logging.WARNING, configure_logging=True)
+                ray.init(
+                    num_cpus=os.cpu_count() or 2,
+                    resources={hardware_resource(LOCAL_HARDWARE): 1},
+                    object_store_memory=LOCAL_OBJECT_STORE_BYTES,
+                    include_dashboard=False,
+                    logging_level=logging.WARNING,
+                    configure_logging=True,
+                )
             else:
                 _check_reachable(address)
                 ray.init(address=address, logging_level=logging.WARNING)
         except (ConnectionError, RuntimeError, ValueError, TimeoutError) as e:
             first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-            raise ValueError(f"--ray {address}: no Ray cluster reachable there ({first[:200]}); allowed: "
-                             "HOST:PORT of a running head, auto (RAY_ADDRESS or a local `ray start --head`), "
-                             "or local") from None
+            raise ValueError(
+                f"--ray {address}: no Ray cluster reachable there ({first[:200]}); allowed: "
+                "HOST:PORT of a running head, auto (RAY_ADDRESS or a local `ray start --head`), "
+                "or local"
+            ) from None
         return cls(address, **kw)
 
     def _require(self, hardware: Iterable[str]) -> None:
@@ -103,12 +112,15 @@ class RayExecutor:
             resource = hardware_resource(hw)
             if not have.get(resource):
                 offered = ", ".join(sorted(k for k in have if k.startswith("hw:"))) or "no hw:<card> resource"
-                raise ValueError(f"--ray {self.address}: no node offers hardware {hw} (resource {resource!r}; nodes "
-                                 f"offer {offered}); start one with ray start --address HEAD:6379 --resources "
-                                 f"'{{\"{resource}\": 1}}'")
+                raise ValueError(
+                    f"--ray {self.address}: no node offers hardware {hw} (resource {resource!r}; nodes "
+                    f"offer {offered}); start one with ray start --address HEAD:6379 --resources "
+                    f"'{{\"{resource}\": 1}}'"
+                )
 
-    def _stream(self, submitted: dict, lost: Callable[[Any, BaseException], tuple],
-                hardware_of: Callable[[Any], str]) -> Iterator[tuple]:
+    def _stream(
+        self, submitted: dict, lost: Callable[[Any, BaseException], tuple], hardware_of: Callable[[Any], str]
+    ) -> Iterator[tuple]:
         """Yield (key, result) as tasks finish; a task without a result yields lost(key, error), and so
         does one still pending when no node of its hardware type is left (Ray would keep it forever)."""
         import ray
@@ -123,15 +135,23 @@ class RayExecutor:
                         key = submitted.pop(ref)
                         ray.cancel(ref, force=True)
                         hw = hardware_of(key)
-                        yield key, lost(key, NodeLost(f"no node offering hw:{hw} is left in the cluster "
-                                                      f"(its node died or left mid-anchor)"))
+                        yield (
+                            key,
+                            lost(
+                                key,
+                                NodeLost(
+                                    f"no node offering hw:{hw} is left in the cluster "
+                                    f"(its node died or left mid-anchor)"
+                                ),
+                            ),
+                        )
                     continue
                 key = submitted.pop(ready[0])
                 try:
                     yield key, ray.get(ready[0])
-                except RayError as e:   # RayTaskError, WorkerCrashedError, NodeDiedError, ObjectLostError, ...
+                except RayError as e:  # RayTaskError, WorkerCrashedError, NodeDiedError, ObjectLostError, ...
                     yield key, lost(key, e)
-        finally:   # interrupted: nothing still running will be written, so stop it
+        finally:  # interrupted: nothing still running will be written, so stop it
             for ref in submitted:
                 ray.cancel(ref, force=True)
 
@@ -141,19 +161,32 @@ class RayExecutor:
         import ray
 
         remote = ray.remote(fn)
-        return lambda hw: remote.options(resources={hardware_resource(hw): 1}, num_cpus=1, name=name,
-                                         max_retries=self.max_retries, retry_exceptions=False)
+        return lambda hw: remote.options(
+            resources={hardware_resource(hw): 1},
+            num_cpus=1,
+            name=name,
+            max_retries=self.max_retries,
+            retry_exceptions=False,
+        )
 
-    def run(self, task: Callable, jobs: Iterable, *, shared: tuple = (), hardware_of: Callable[[Any], str],
-            lost: Callable[[Any, str], Any], name: str) -> Iterator[tuple[Any, Any, dict]]:
+    def run(
+        self,
+        task: Callable,
+        jobs: Iterable,
+        *,
+        shared: tuple = (),
+        hardware_of: Callable[[Any], str],
+        lost: Callable[[Any, str], Any],
+        name: str,
+    ) -> Iterator[tuple[Any, Any, dict]]:
         import ray
 
-        todo = list(jobs)    # every skip decision is made before anything runs
+        todo = list(jobs)  # every skip decision is made before anything runs
         if not todo:
             return
         self._require(hardware_of(j) for j in todo)
         pinned = self._pinned(_placed, name)
-        refs = [ray.put(x) for x in shared]     # sent once, not once a task
+        refs = [ray.put(x) for x in shared]  # sent once, not once a task
         submitted = {pinned(hardware_of(j)).remote(task, *refs, j): j for j in todo}
         for job, got in self._stream(submitted, lambda j, e: (lost(j, _lost(e)), {}), hardware_of):
             result, where = got
@@ -175,4 +208,4 @@ class RayExecutor:
         import ray
 
         if self.disconnect and ray.is_initialized():
-            ray.shutdown()   # a local cluster stops with it; a remote one only loses this driver
+            ray.shutdown()  # a local cluster stops with it; a remote one only loses this driver

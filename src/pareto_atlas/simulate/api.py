@@ -20,10 +20,18 @@ from pareto_atlas.spec.knobs import Knobs
 from pareto_atlas.spec.priors import acceptance_from_tokens_per_step, get_prior
 from pareto_atlas.spec.think import think_times
 
-METRICS = ("ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "e2e_p50_ms", "e2e_p99_ms",
-           "throughput_tok_s", "goodput_rps")
+METRICS = (
+    "ttft_p50_ms",
+    "ttft_p99_ms",
+    "tpot_p50_ms",
+    "tpot_p99_ms",
+    "e2e_p50_ms",
+    "e2e_p99_ms",
+    "throughput_tok_s",
+    "goodput_rps",
+)
 EAGLE_PRIOR = "eagle_tokens_per_step"
-DRAFT_PRIOR = "specdec_latency"      # a same-family draft model's batch-1 latency speedup (leviathan2022fast)
+DRAFT_PRIOR = "specdec_latency"  # a same-family draft model's batch-1 latency speedup (leviathan2022fast)
 
 
 def resolve_acceptance(knobs: Knobs) -> tuple[float, str]:
@@ -40,10 +48,22 @@ def resolve_acceptance(knobs: Knobs) -> tuple[float, str]:
     return 0.0, ""
 
 
-def simulate_point(model: ModelCard, hw: HardwareCard, knobs: Knobs, prompt_tokens: int, output_tokens: int,
-                   concurrency: int | None = None, rate_rps: float | None = None, n_requests: int = 200,
-                   params: CalibParams | None = None, slo: dict | None = None, *, draft: ModelCard | None = None,
-                   seed: int = 0, think: float | str = 0.0) -> dict:
+def simulate_point(
+    model: ModelCard,
+    hw: HardwareCard,
+    knobs: Knobs,
+    prompt_tokens: int,
+    output_tokens: int,
+    concurrency: int | None = None,
+    rate_rps: float | None = None,
+    n_requests: int = 200,
+    params: CalibParams | None = None,
+    slo: dict | None = None,
+    *,
+    draft: ModelCard | None = None,
+    seed: int = 0,
+    think: float | str = 0.0,
+) -> dict:
     """Simulate one configuration under closed-loop `concurrency` or Poisson `rate_rps` (exactly one).
 
     think: at concurrency >= 2, each client's mean pause before a request (s), or "auto" (one lone
@@ -55,25 +75,36 @@ def simulate_point(model: ModelCard, hw: HardwareCard, knobs: Knobs, prompt_toke
     if (concurrency is None) == (rate_rps is None):
         raise ValueError("simulate_point: give exactly one of concurrency (closed loop) or rate_rps (Poisson)")
     if prompt_tokens < 1 or output_tokens < 1:
-        raise ValueError(f"simulate_point: prompt_tokens {prompt_tokens} and output_tokens {output_tokens} must be >= 1")
+        raise ValueError(
+            f"simulate_point: prompt_tokens {prompt_tokens} and output_tokens {output_tokens} must be >= 1"
+        )
     params = params or default_params(hw)
     if why := check_layout(model, hw, knobs):
         raise ValueError(why)
     accept, prior_label = resolve_acceptance(knobs)
     plan = plan_memory(model, hw, knobs, prompt_tokens, output_tokens, params, draft)
-    lat_err, thr_err, calib = (params.parallel_bars() if knobs.gpus() > 1
-                               else (params.lat_rel_err, params.thr_rel_err, params.provenance))
-    row = {"hardware": hw.name, "concurrency": int(concurrency or 0),
-           "rate_rps": float(rate_rps) if rate_rps is not None else math.nan,
-           "provenance": "prior" if prior_label else "simulated", "prior_source": prior_label,
-           "calib_provenance": calib, "percentile_method": PERCENTILE_METHOD,
-           "n_devices": knobs.gpus(), "gpus": knobs.gpus(),
-           "lat_rel_err": lat_err, "thr_rel_err": thr_err,
-           "feasible": plan.feasible, "infeasible_reason": plan.reason}
+    lat_err, thr_err, calib = (
+        params.parallel_bars() if knobs.gpus() > 1 else (params.lat_rel_err, params.thr_rel_err, params.provenance)
+    )
+    row = {
+        "hardware": hw.name,
+        "concurrency": int(concurrency or 0),
+        "rate_rps": float(rate_rps) if rate_rps is not None else math.nan,
+        "provenance": "prior" if prior_label else "simulated",
+        "prior_source": prior_label,
+        "calib_provenance": calib,
+        "percentile_method": PERCENTILE_METHOD,
+        "n_devices": knobs.gpus(),
+        "gpus": knobs.gpus(),
+        "lat_rel_err": lat_err,
+        "thr_rel_err": thr_err,
+        "feasible": plan.feasible,
+        "infeasible_reason": plan.reason,
+    }
     if not plan.feasible:
         row.update({m: math.nan for m in METRICS}, mem_gb=plan.mem_gb(0.0))
         return row
-    c = coeffs(model, hw, knobs, params, accept=accept, draft=draft)     # one worker (decode pool's for disagg)
+    c = coeffs(model, hw, knobs, params, accept=accept, draft=draft)  # one worker (decode pool's for disagg)
     # one replica, under its share of the load; replicas add throughput (simulate.parallel.replica_load)
     conc, rate, busy = replica_load(int(concurrency or 0), float(rate_rps or 0.0), knobs.replicas)
     if concurrency is not None:
@@ -88,9 +119,12 @@ def simulate_point(model: ModelCard, hw: HardwareCard, knobs: Knobs, prompt_toke
         a = arr.poisson(float(rate), n_requests, prompt_tokens, output_tokens, seed)
     batching, chunk, row["scheduler"] = resolve(knobs.batching, knobs.chunk_tokens, hw)
     pools = {}
-    if batching == "disagg":       # the prefill pool's workers and the decode engines (simulate.des.run)
-        pools = {"prefill_c": prefill_coeffs(model, hw, knobs, params, accept=accept, draft=draft),
-                 "prefill_workers": knobs.prefill_workers, "decode_workers": knobs.decode_workers}
+    if batching == "disagg":  # the prefill pool's workers and the decode engines (simulate.des.run)
+        pools = {
+            "prefill_c": prefill_coeffs(model, hw, knobs, params, accept=accept, draft=draft),
+            "prefill_workers": knobs.prefill_workers,
+            "decode_workers": knobs.decode_workers,
+        }
     res = arr.run(c, a, batching, knobs.slots, chunk, plan.kv_cap_tokens, slo, seed, **pools)
     row.update(res.summary)
     for m in ("throughput_tok_s", "goodput_rps"):
@@ -101,16 +135,26 @@ def simulate_point(model: ModelCard, hw: HardwareCard, knobs: Knobs, prompt_toke
     return row
 
 
-def simulate_trace(model: ModelCard, hw: HardwareCard, knobs: Knobs, times: np.ndarray, prompts: np.ndarray,
-                   outputs: np.ndarray, params: CalibParams | None = None, slo: dict | None = None,
-                   seed: int = 0) -> arr.DesResult:
+def simulate_trace(
+    model: ModelCard,
+    hw: HardwareCard,
+    knobs: Knobs,
+    times: np.ndarray,
+    prompts: np.ndarray,
+    outputs: np.ndarray,
+    params: CalibParams | None = None,
+    slo: dict | None = None,
+    seed: int = 0,
+) -> arr.DesResult:
     """Replay a trace (arrival seconds, prompt and output lengths) and return per-request results."""
     params = params or default_params(hw)
     if why := check_layout(model, hw, knobs):
         raise ValueError(why)
     if knobs.replicas > 1:
-        raise ValueError(f"simulate_trace: knobs.replicas {knobs.replicas}: a trace replays on one replica; "
-                         f"split it across replicas first")
+        raise ValueError(
+            f"simulate_trace: knobs.replicas {knobs.replicas}: a trace replays on one replica; "
+            f"split it across replicas first"
+        )
     accept, _ = resolve_acceptance(knobs)
     plan = plan_memory(model, hw, knobs, int(np.max(prompts)), int(np.max(outputs)), params)
     if not plan.feasible:

@@ -11,16 +11,47 @@ from functools import lru_cache
 
 import numpy as np
 
-from pareto_atlas.simulate.kernels import (ACC, AT, COMM_STEP, COMM_TOK, CTX_SCALE, CV, D_FL, D_KVR, D_O, D_W, DRAFT_P,
-                                          FL, FL_H, FL_V, K, KV_PAD, KVR, KVW, ATTN_DP, MOE_E, MOE_K, MOE_SKEW, MOE_W, N_COEFFS,
-                                          O_REQ, O_SEQ, O_STEP, P, Q, TILE, PP_STAGES, W_T, XFER, step_time)
+from pareto_atlas.simulate.kernels import (
+    ACC,
+    AT,
+    COMM_STEP,
+    COMM_TOK,
+    CTX_SCALE,
+    CV,
+    D_FL,
+    D_KVR,
+    D_O,
+    D_W,
+    DRAFT_P,
+    FL,
+    FL_H,
+    FL_V,
+    K,
+    KV_PAD,
+    KVR,
+    KVW,
+    ATTN_DP,
+    MOE_E,
+    MOE_K,
+    MOE_SKEW,
+    MOE_W,
+    N_COEFFS,
+    O_REQ,
+    O_SEQ,
+    O_STEP,
+    P,
+    Q,
+    TILE,
+    PP_STAGES,
+    W_T,
+    XFER,
+    step_time,
+)
 from pareto_atlas.simulate import moe
 from pareto_atlas.simulate.parallel import comm_terms, kv_share
 from pareto_atlas.simulate.params import CalibParams, base_format
 from pareto_atlas.spec.cards import HardwareCard, ModelCard, shipped_models
-from pareto_atlas.spec.knobs import BITS_PER_KV, BITS_PER_WEIGHT, Knobs
-
-
+from pareto_atlas.spec.knobs import BITS_PER_KV, Knobs
 
 
 def weight_bytes(model: ModelCard, weights: str, matmul_only: bool = True) -> float:
@@ -72,8 +103,14 @@ def draft_card(model: ModelCard, spec: str, draft: ModelCard | None = None) -> M
     if spec == "eagle":
         # An EAGLE head is one decoder layer of the target's width plus its lm_head.
         from dataclasses import replace
-        return replace(model, name=f"{model.name}-eagle-head", n_layers=1, source="derived: one target layer",
-                       **({"dense_layers": 0} if model.dense_layers else {}))
+
+        return replace(
+            model,
+            name=f"{model.name}-eagle-head",
+            n_layers=1,
+            source="derived: one target layer",
+            **({"dense_layers": 0} if model.dense_layers else {}),
+        )
     if draft is not None:
         return draft
     return _default_draft(model)
@@ -88,8 +125,9 @@ def _default_draft(model: ModelCard) -> ModelCard:
     return min(pool, key=lambda m: m.n_params)
 
 
-def per_weight_costs(hw: HardwareCard, weights: str, params: CalibParams, model: ModelCard | None = None
-                     ) -> tuple[float, float]:
+def per_weight_costs(
+    hw: HardwareCard, weights: str, params: CalibParams, model: ModelCard | None = None
+) -> tuple[float, float]:
     """Seconds per weight per token of the (GEMV, GEMM) kernels for a weight format on `model`'s
     rows (a kernel format, params.kernel_format): fitted from anchors where calibrated (see
     CalibParams.weight_cost), else 2 FLOPs at the card's peak x eff."""
@@ -100,10 +138,21 @@ def per_weight_costs(hw: HardwareCard, weights: str, params: CalibParams, model:
     return (derived if gemv is None else gemv), (derived if gemm is None else gemm)
 
 
-def coeffs(model: ModelCard, hw: HardwareCard, knobs: Knobs, params: CalibParams,
-           accept: float | None = None, draft: ModelCard | None = None,
-           drafted_per_token: float | None = None, *, tp: int | None = None, pp: int | None = None,
-           ep: int | None = None, attn_dp: int | None = None, skew: float | None = None) -> np.ndarray:
+def coeffs(
+    model: ModelCard,
+    hw: HardwareCard,
+    knobs: Knobs,
+    params: CalibParams,
+    accept: float | None = None,
+    draft: ModelCard | None = None,
+    drafted_per_token: float | None = None,
+    *,
+    tp: int | None = None,
+    pp: int | None = None,
+    ep: int | None = None,
+    attn_dp: int | None = None,
+    skew: float | None = None,
+) -> np.ndarray:
     """The per-unit times of one step of ONE worker of this configuration (see the layout in
     kernels/layout.py): a tp x pp worker (knobs.tp, knobs.pp unless given; the decode pool's for "disagg",
     `prefill_coeffs` gives the prefill pool's). Replicas are not in it (simulate.parallel.replica_load).
@@ -132,7 +181,7 @@ def coeffs(model: ModelCard, hw: HardwareCard, knobs: Knobs, params: CalibParams
     # stage's, divided over its micro-batches in kernels._step_time); exactly kvb on one device
     kvb = model.kv_bytes_per_token(BITS_PER_KV[knobs.kv])
     kvb_dev = kvb * kv_share(model, tp) if tp > 1 else kvb
-    split = tp                  # a token's FLOPs divide over the tp devices; over the stages in _step_time
+    split = tp  # a token's FLOPs divide over the tp devices; over the stages in _step_time
     c[PP_STAGES] = pp if pp > 1 else 0.0
     c[W_T] = weight_bytes(model, knobs.weights) / tp / (bw * params.bw_eff(knobs.weights))
     c[KVR] = kvb_dev / (bw * eff_a)
@@ -144,7 +193,9 @@ def coeffs(model: ModelCard, hw: HardwareCard, knobs: Knobs, params: CalibParams
     c[FL_H] = head_params(model) * gemv * params.head_ratio / split
     c[TILE] = params.gemm_tile
     # QK^T and PV: 2 matmuls x 2 FLOPs per multiply-add, per (query, key) pair, per head and layer.
-    c[AT] = 4.0 * model.n_layers * model.n_heads * model.head_dim / (attn_peak * params.attn_flops_eff(knobs.kv)) / split
+    c[AT] = (
+        4.0 * model.n_layers * model.n_heads * model.head_dim / (attn_peak * params.attn_flops_eff(knobs.kv)) / split
+    )
     c[COMM_STEP], c[COMM_TOK] = comm_terms(model, hw, tp, pp, params.link_eff, params.link_latency_scale)
     if model.is_moe or model.is_mla:
         _moe_terms(c, model, hw, knobs, params, tp, ep, dp, skew)
@@ -182,13 +233,29 @@ def coeffs(model: ModelCard, hw: HardwareCard, knobs: Knobs, params: CalibParams
     return c
 
 
-def _moe_terms(c: np.ndarray, model: ModelCard, hw: HardwareCard, knobs: Knobs, params: CalibParams, tp: int,
-               ep: int, dp: int, skew: float | None) -> None:
+def _moe_terms(
+    c: np.ndarray,
+    model: ModelCard,
+    hw: HardwareCard,
+    knobs: Knobs,
+    params: CalibParams,
+    tp: int,
+    ep: int,
+    dp: int,
+    skew: float | None,
+) -> None:
     """The mixture-of-experts and latent-attention parts of `coeffs` (simulate.moe for the model)."""
     if model.is_mla:
         # absorbed MLA: per head, QK^T over the latent and rotary key, PV over the latent
         width = 2 * model.kv_lora_rank + model.qk_rope_head_dim
-        c[AT] = 2.0 * model.n_layers * model.n_heads * width / (hw.peak_flops("fp16") * params.attn_flops_eff(knobs.kv)) / tp
+        c[AT] = (
+            2.0
+            * model.n_layers
+            * model.n_heads
+            * width
+            / (hw.peak_flops("fp16") * params.attn_flops_eff(knobs.kv))
+            / tp
+        )
     if not model.is_moe:
         return
     bw = hw.mem_bw_gbs * 1e9 * params.bw_eff(knobs.weights)
@@ -208,15 +275,22 @@ def _moe_terms(c: np.ndarray, model: ModelCard, hw: HardwareCard, knobs: Knobs, 
     c[COMM_TOK] += a2a_tok
 
 
-def prefill_coeffs(model: ModelCard, hw: HardwareCard, knobs: Knobs, params: CalibParams,
-                   accept: float | None = None, draft: ModelCard | None = None,
-                   drafted_per_token: float | None = None) -> np.ndarray:
+def prefill_coeffs(
+    model: ModelCard,
+    hw: HardwareCard,
+    knobs: Knobs,
+    params: CalibParams,
+    accept: float | None = None,
+    draft: ModelCard | None = None,
+    drafted_per_token: float | None = None,
+) -> np.ndarray:
     """The coefficient vector of one prefill worker of a disaggregated configuration: prefill_tp
     devices (tp where 0), one stage. For any other batching, the worker's own vector."""
     if knobs.batching != "disagg":
         return coeffs(model, hw, knobs, params, accept, draft, drafted_per_token)
-    return coeffs(model, hw, knobs, params, accept, draft, drafted_per_token, tp=knobs.prefill_tp_resolved, pp=1,
-                  ep=1, attn_dp=1)
+    return coeffs(
+        model, hw, knobs, params, accept, draft, drafted_per_token, tp=knobs.prefill_tp_resolved, pp=1, ep=1, attn_dp=1
+    )
 
 
 def decode_tokens_per_s(c: np.ndarray, batch: int, ctx: float) -> float:

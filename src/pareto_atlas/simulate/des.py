@@ -21,9 +21,9 @@ class Arrivals:
     """Requests in arrival order. Closed loop (concurrency > 0): times are written as requests complete,
     each client waiting think[i] s (if given) before it sends request i."""
 
-    arrival: np.ndarray          # seconds
-    prompt: np.ndarray           # tokens, int64
-    output: np.ndarray           # tokens, int64
+    arrival: np.ndarray  # seconds
+    prompt: np.ndarray  # tokens, int64
+    output: np.ndarray  # tokens, int64
     concurrency: int = 0
     think: np.ndarray | None = None
 
@@ -60,8 +60,9 @@ def poisson(rate_rps: float, n: int, prompt: int, output: int, seed: int = 0) ->
 
 def trace(times: np.ndarray, prompts: np.ndarray, outputs: np.ndarray) -> Arrivals:
     order = np.argsort(np.asarray(times, float), kind="stable")
-    return Arrivals(np.asarray(times, float)[order], np.asarray(prompts, np.int64)[order],
-                    np.asarray(outputs, np.int64)[order])
+    return Arrivals(
+        np.asarray(times, float)[order], np.asarray(prompts, np.int64)[order], np.asarray(outputs, np.int64)[order]
+    )
 
 
 @dataclass(frozen=True)
@@ -90,9 +91,21 @@ class DesResult:
         return (self.finish_t[m] - self.first_t[m]) / (self.output[m] - 1)
 
 
-def run(c: np.ndarray, arrivals: Arrivals, batching: str = "continuous", slots: int = 1, chunk_tokens: int = 0,
-        kv_cap_tokens: float = np.inf, slo: dict | None = None, seed: int = 0, *, prefill_c: np.ndarray | None = None,
-        prefill_workers: int = 1, decode_workers: int = 1, cached: np.ndarray | None = None) -> DesResult:
+def run(
+    c: np.ndarray,
+    arrivals: Arrivals,
+    batching: str = "continuous",
+    slots: int = 1,
+    chunk_tokens: int = 0,
+    kv_cap_tokens: float = np.inf,
+    slo: dict | None = None,
+    seed: int = 0,
+    *,
+    prefill_c: np.ndarray | None = None,
+    prefill_workers: int = 1,
+    decode_workers: int = 1,
+    cached: np.ndarray | None = None,
+) -> DesResult:
     """Simulate one configuration. slo: {"ttft_ms": .., "tpot_ms": ..}; its TPOT also drives batching="slo".
 
     batching="disagg": `prefill_workers` prefill workers, each running the coefficient vector
@@ -106,10 +119,13 @@ def run(c: np.ndarray, arrivals: Arrivals, batching: str = "continuous", slots: 
     if prefill_workers < 1:
         raise ValueError(f"prefill_workers: {prefill_workers} must be >= 1")
     if prefill_workers > 1 and batching != "disagg":
-        raise ValueError(f"prefill_workers: {prefill_workers} needs batching='disagg' (a prefill pool); got {batching!r}")
+        raise ValueError(
+            f"prefill_workers: {prefill_workers} needs batching='disagg' (a prefill pool); got {batching!r}"
+        )
     if decode_workers < 1 or (decode_workers > 1 and batching != "disagg"):
-        raise ValueError(f"decode_workers: {decode_workers} must be >= 1, and 1 unless batching='disagg' "
-                         f"(got {batching!r})")
+        raise ValueError(
+            f"decode_workers: {decode_workers} must be >= 1, and 1 unless batching='disagg' (got {batching!r})"
+        )
     c = np.asarray(c, float)
     c_pf = c if prefill_c is None else np.asarray(prefill_c, float)
     if c_pf.shape != c.shape:
@@ -129,14 +145,44 @@ def run(c: np.ndarray, arrivals: Arrivals, batching: str = "continuous", slots: 
     if len(hits) and decode_workers > 1:
         raise ValueError("cached: a prefix cache is not modelled for a pool of decode engines (decode_workers > 1)")
     if decode_workers > 1:
-        steps, peak, pre = run_pool_kernel(c, arrival, prompt, output, int(slots), int(arrivals.concurrency),
-                                           float(kv_cap_tokens), int(seed), first_t, finish_t, think, c_pf,
-                                           int(prefill_workers), int(decode_workers))
+        steps, peak, pre = run_pool_kernel(
+            c,
+            arrival,
+            prompt,
+            output,
+            int(slots),
+            int(arrivals.concurrency),
+            float(kv_cap_tokens),
+            int(seed),
+            first_t,
+            finish_t,
+            think,
+            c_pf,
+            int(prefill_workers),
+            int(decode_workers),
+        )
     else:
-        steps, peak, pre = run_kernel(c, arrival, prompt, output, POLICIES.index(batching), int(slots),
-                                      int(chunk_tokens), tpot_slo, int(arrivals.concurrency), float(kv_cap_tokens),
-                                      int(seed), first_t, finish_t, think, c_pf, int(prefill_workers), hits)
+        steps, peak, pre = run_kernel(
+            c,
+            arrival,
+            prompt,
+            output,
+            POLICIES.index(batching),
+            int(slots),
+            int(chunk_tokens),
+            tpot_slo,
+            int(arrivals.concurrency),
+            float(kv_cap_tokens),
+            int(seed),
+            first_t,
+            finish_t,
+            think,
+            c_pf,
+            int(prefill_workers),
+            hits,
+        )
     out = np.empty(len(SUMMARY))
     summarize(arrival, first_t, finish_t, output, ttft_slo, tpot_slo, out)
-    return DesResult(arrival, first_t, finish_t, output, dict(zip(SUMMARY, out.tolist())),
-                     int(steps), float(peak), int(pre))
+    return DesResult(
+        arrival, first_t, finish_t, output, dict(zip(SUMMARY, out.tolist())), int(steps), float(peak), int(pre)
+    )

@@ -17,15 +17,15 @@ from pareto_atlas.simulate.params import CalibParams
 from pareto_atlas.spec.cards import HardwareCard, ModelCard
 from pareto_atlas.spec.knobs import BITS_PER_KV, Knobs
 
-GIB = 2.0 ** 30
+GIB = 2.0**30
 
 
 @dataclass(frozen=True)
 class MemoryPlan:
-    weights_bytes: float           # on one GPU of the (decode) worker
-    kv_bytes_per_token: float      # stored on that GPU per context token, after eviction (draft model's KV included)
-    kv_cap_tokens: float           # context tokens (before eviction) the worker's KV budget holds
-    max_seqs: int                  # full-length sequences (prompt + output) that fit at once
+    weights_bytes: float  # on one GPU of the (decode) worker
+    kv_bytes_per_token: float  # stored on that GPU per context token, after eviction (draft model's KV included)
+    kv_cap_tokens: float  # context tokens (before eviction) the worker's KV budget holds
+    max_seqs: int  # full-length sequences (prompt + output) that fit at once
     feasible: bool
     reason: str
 
@@ -34,8 +34,15 @@ class MemoryPlan:
         return (self.weights_bytes + kv_tokens * self.kv_bytes_per_token) / 1e9
 
 
-def plan_memory(model: ModelCard, hw: HardwareCard, knobs: Knobs, prompt_tokens: int, output_tokens: int,
-                params: CalibParams, draft: ModelCard | None = None) -> MemoryPlan:
+def plan_memory(
+    model: ModelCard,
+    hw: HardwareCard,
+    knobs: Knobs,
+    prompt_tokens: int,
+    output_tokens: int,
+    params: CalibParams,
+    draft: ModelCard | None = None,
+) -> MemoryPlan:
     bits = BITS_PER_KV[knobs.kv]
     tp, pp = knobs.tp, knobs.pp
     w_all = weight_bytes(model, knobs.weights, matmul_only=False)
@@ -61,24 +68,51 @@ def plan_memory(model: ModelCard, hw: HardwareCard, knobs: Knobs, prompt_tokens:
     if budget <= 0:
         need = min_gpus_for_weights(w_all, usable)
         where = f" at tp {tp} x pp {pp} ({w / 1e9:.1f} GB per GPU)" if tp * pp > 1 else ""
-        fix = (f": TP x PP >= {need} on {hw.mem_gib:g} GiB cards" if need <= hw.gpus_per_node
-               else f": more than the {hw.gpus_per_node} GPUs of a {hw.name} node")
-        return MemoryPlan(w, per_tok, 0.0, 0, False,
-                          f"{model.name} {knobs.weights} needs {w_all / 1e9:.0f} GB of weights{where}, over "
-                          f"{params.mem_util:.0%} of {hw.name}'s {hw.mem_gib:g} GiB{fix}")
+        fix = (
+            f": TP x PP >= {need} on {hw.mem_gib:g} GiB cards"
+            if need <= hw.gpus_per_node
+            else f": more than the {hw.gpus_per_node} GPUs of a {hw.name} node"
+        )
+        return MemoryPlan(
+            w,
+            per_tok,
+            0.0,
+            0,
+            False,
+            f"{model.name} {knobs.weights} needs {w_all / 1e9:.0f} GB of weights{where}, over "
+            f"{params.mem_util:.0%} of {hw.name}'s {hw.mem_gib:g} GiB{fix}",
+        )
     max_seqs = int(budget // per_seq)
     if max_seqs < 1:
-        return MemoryPlan(w, per_tok, budget / per_tok, 0, False,
-                          f"one sequence's KV ({per_seq / 1e9:.2f} GB per GPU) exceeds the {budget / 1e9:.2f} GB left on {hw.name}")
+        return MemoryPlan(
+            w,
+            per_tok,
+            budget / per_tok,
+            0,
+            False,
+            f"one sequence's KV ({per_seq / 1e9:.2f} GB per GPU) exceeds the {budget / 1e9:.2f} GB left on {hw.name}",
+        )
     if knobs.batching == "disagg" and hw.link_gbs <= 0:
-        return MemoryPlan(w, per_tok, budget / per_tok, max_seqs, False,
-                          f"disaggregation needs a link between pools; {hw.name} has link_gbs = 0")
+        return MemoryPlan(
+            w,
+            per_tok,
+            budget / per_tok,
+            max_seqs,
+            False,
+            f"disaggregation needs a link between pools; {hw.name} has link_gbs = 0",
+        )
     if knobs.batching == "disagg" and knobs.prefill_tp_resolved != tp * pp:
         ptp = knobs.prefill_tp_resolved
         pw = w_all / ptp
         p_per_tok = model.kv_bytes_per_token(bits) * (kv_share(model, ptp) if ptp > 1 else 1.0)
         if pw + prompt_tokens * p_per_tok >= usable:
-            return MemoryPlan(w, per_tok, budget / per_tok, max_seqs, False,
-                              f"a prefill worker of prefill_tp {ptp} holds {pw / 1e9:.0f} GB of weights per GPU, over "
-                              f"{params.mem_util:.0%} of {hw.name}'s {hw.mem_gib:g} GiB with one prompt's KV")
+            return MemoryPlan(
+                w,
+                per_tok,
+                budget / per_tok,
+                max_seqs,
+                False,
+                f"a prefill worker of prefill_tp {ptp} holds {pw / 1e9:.0f} GB of weights per GPU, over "
+                f"{params.mem_util:.0%} of {hw.name}'s {hw.mem_gib:g} GiB with one prompt's KV",
+            )
     return MemoryPlan(w, per_tok, budget / per_tok, max_seqs, True, "")

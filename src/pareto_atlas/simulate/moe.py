@@ -44,9 +44,17 @@ ROUTING_SKEW_INTERVAL = (0.75, 1.0)
 # Expert-parallel layouts a study searches for an MoE card on GPUs (beside space.AGG_LAYOUTS): EP
 # across a TP worker (MoE-TP 1), attention-DP with EP (DeepSeek's and SGLang's large-EP serving), and
 # a mix. Each is kept per card and model only where it fits (parallel.check_layout: the experts, the node).
-MOE_LAYOUTS = ({"tp": 2, "ep": 2}, {"tp": 4, "ep": 4}, {"tp": 8, "ep": 8}, {"attn_dp": 2, "ep": 2},
-               {"attn_dp": 4, "ep": 4}, {"attn_dp": 8, "ep": 8}, {"tp": 2, "attn_dp": 4, "ep": 8},
-               {"tp": 4, "attn_dp": 2, "ep": 8}, {"tp": 4, "ep": 4, "replicas": 2})
+MOE_LAYOUTS = (
+    {"tp": 2, "ep": 2},
+    {"tp": 4, "ep": 4},
+    {"tp": 8, "ep": 8},
+    {"attn_dp": 2, "ep": 2},
+    {"attn_dp": 4, "ep": 4},
+    {"attn_dp": 8, "ep": 8},
+    {"tp": 2, "attn_dp": 4, "ep": 8},
+    {"tp": 4, "attn_dp": 2, "ep": 8},
+    {"tp": 4, "ep": 4, "replicas": 2},
+)
 
 
 def experts_touched(tokens: float, model: ModelCard, skew: float = ROUTING_SKEW) -> float:
@@ -70,13 +78,14 @@ def step_weight_bytes(model: ModelCard, weights: str, tokens: float, skew: float
     return always + routed_bytes(model, weights) * experts_touched(tokens, model, skew) / model.n_experts
 
 
-def all_to_all_terms(model: ModelCard, hw: HardwareCard, ep: int, gpus: int, link_eff: float = 1.0,
-                     latency_scale: float = 1.0) -> tuple[float, float]:
+def all_to_all_terms(
+    model: ModelCard, hw: HardwareCard, ep: int, gpus: int, link_eff: float = 1.0, latency_scale: float = 1.0
+) -> tuple[float, float]:
     """(seconds per step, seconds per token of the worker's step) each of the worker's `gpus` GPUs
     spends on EP's dispatch and combine over the link, serial with the kernels as the TP all-reduces are."""
     if ep <= 1 or not model.is_moe:
         return 0.0, 0.0
-    calls = 2.0 * model.moe_layers          # a dispatch and a combine per MoE layer
+    calls = 2.0 * model.moe_layers  # a dispatch and a combine per MoE layer
     per_tok = model.experts_per_token * model.hidden * ACT_BYTES * (ep - 1) / ep / gpus
     step = calls * hw.link_latency_us * 1e-6 * latency_scale
     return step, calls * per_tok / (hw.link_gbs * 1e9 * link_eff)

@@ -25,7 +25,7 @@ import math
 from pareto_atlas.spec.cards import HardwareCard, ModelCard
 from pareto_atlas.spec.knobs import Knobs
 
-ACT_BYTES = 2.0     # activations all-reduced and sent between stages in 16 bits (bf16/fp16), every format
+ACT_BYTES = 2.0  # activations all-reduced and sent between stages in 16 bits (bf16/fp16), every format
 
 
 def kv_heads_per_device(model: ModelCard, tp: int) -> int:
@@ -42,7 +42,7 @@ def kv_share(model: ModelCard, tp: int) -> float:
 
 
 def check_layout(model: ModelCard, hw: HardwareCard, knobs: Knobs) -> str:
-    """"" where the configuration's parallelism fits the model and the node, else why not, in one line
+    """ "" where the configuration's parallelism fits the model and the node, else why not, in one line
     naming the field. Multi-node tensor or pipeline parallelism is out of scope: a worker is one node."""
     if knobs.is_default_parallelism():
         return ""
@@ -52,8 +52,10 @@ def check_layout(model: ModelCard, hw: HardwareCard, knobs: Knobs) -> str:
         if model.n_heads % tp:
             return f"knobs.{name}: {tp} does not divide {model.name}'s {model.n_heads} attention heads"
         if tp > model.n_kv_heads and tp % model.n_kv_heads:
-            return (f"knobs.{name}: {tp} exceeds {model.name}'s {model.n_kv_heads} KV heads and is not a multiple "
-                    f"of them (each KV head would be replicated unevenly)")
+            return (
+                f"knobs.{name}: {tp} exceeds {model.name}'s {model.n_kv_heads} KV heads and is not a multiple "
+                f"of them (each KV head would be replicated unevenly)"
+            )
         if tp <= model.n_kv_heads and model.n_kv_heads % tp:
             return f"knobs.{name}: {tp} does not divide {model.name}'s {model.n_kv_heads} KV heads"
     moe = check_moe_layout(model, knobs.tp, knobs.ep, knobs.attn_dp)
@@ -63,28 +65,38 @@ def check_layout(model: ModelCard, hw: HardwareCard, knobs: Knobs) -> str:
         return f"knobs.pp: {knobs.pp} stages exceed {model.name}'s {model.n_layers} layers"
     per_worker = max(knobs.gpus_per_worker(), knobs.prefill_tp_resolved if knobs.batching == "disagg" else 1)
     if per_worker > hw.gpus_per_node:
-        what = ("tp x attn_dp x pp" if knobs.attn_dp > 1 else "tp x pp") if knobs.gpus_per_worker() >= per_worker else "prefill_tp"
-        return (f"knobs.{what}: {per_worker} GPUs per worker exceed {hw.name}'s {hw.gpus_per_node} per node "
-                f"(gpus_per_node; multi-node workers are out of scope, replicas may span nodes)")
+        what = (
+            ("tp x attn_dp x pp" if knobs.attn_dp > 1 else "tp x pp")
+            if knobs.gpus_per_worker() >= per_worker
+            else "prefill_tp"
+        )
+        return (
+            f"knobs.{what}: {per_worker} GPUs per worker exceed {hw.name}'s {hw.gpus_per_node} per node "
+            f"(gpus_per_node; multi-node workers are out of scope, replicas may span nodes)"
+        )
     if per_worker > 1 and (hw.link == "none" or hw.link_gbs <= 0):
         return f"knobs.tp: {hw.name} has no link between devices (link = {hw.link!r}, link_gbs = {hw.link_gbs:g})"
     return ""
 
 
 def check_moe_layout(model: ModelCard, tp: int, ep: int, attn_dp: int) -> str:
-    """"" where an expert/attention-DP layout fits the card, else one line naming the field."""
+    """ "" where an expert/attention-DP layout fits the card, else one line naming the field."""
     if ep == 1 and attn_dp == 1:
         return ""
     if not model.is_moe:
         field = "ep" if ep > 1 else "attn_dp"
-        return (f"knobs.{field}: {model.name} is a dense model (no experts to split); ep and attn_dp are "
-                f"for mixture-of-experts cards")
+        return (
+            f"knobs.{field}: {model.name} is a dense model (no experts to split); ep and attn_dp are "
+            f"for mixture-of-experts cards"
+        )
     if model.n_experts % ep:
         return f"knobs.ep: {ep} does not divide {model.name}'s {model.n_experts} experts"
     moe_tp = tp * attn_dp // ep
     if model.expert_intermediate % moe_tp:
-        return (f"knobs.ep: MoE-TP = tp x attn_dp / ep = {moe_tp} does not divide {model.name}'s expert "
-                f"width {model.expert_intermediate}")
+        return (
+            f"knobs.ep: MoE-TP = tp x attn_dp / ep = {moe_tp} does not divide {model.name}'s expert "
+            f"width {model.expert_intermediate}"
+        )
     return ""
 
 
@@ -107,8 +119,9 @@ def allreduce_s(n_bytes: float, tp: int, hw: HardwareCard, link_eff: float = 1.0
     return hops * hw.link_latency_us * 1e-6 * latency_scale + ring / tp * n_bytes / (hw.link_gbs * 1e9 * link_eff)
 
 
-def comm_terms(model: ModelCard, hw: HardwareCard, tp: int, pp: int, link_eff: float = 1.0,
-               latency_scale: float = 1.0) -> tuple[float, float]:
+def comm_terms(
+    model: ModelCard, hw: HardwareCard, tp: int, pp: int, link_eff: float = 1.0, latency_scale: float = 1.0
+) -> tuple[float, float]:
     """(seconds per step, seconds per token of the step) a tp x pp worker spends on its link, serial
     with the kernels (no overlap of communication and compute is assumed).
 
@@ -125,8 +138,10 @@ def comm_terms(model: ModelCard, hw: HardwareCard, tp: int, pp: int, link_eff: f
         per_tok_bytes = model.hidden * ACT_BYTES
         calls = 2.0 * model.n_layers
         step += calls * allreduce_s(0.0, tp, hw, link_eff, latency_scale)
-        tok += calls * (allreduce_s(per_tok_bytes, tp, hw, link_eff, latency_scale)
-                        - allreduce_s(0.0, tp, hw, link_eff, latency_scale))
+        tok += calls * (
+            allreduce_s(per_tok_bytes, tp, hw, link_eff, latency_scale)
+            - allreduce_s(0.0, tp, hw, link_eff, latency_scale)
+        )
     if pp > 1:
         step += (pp - 1) * lat
         tok += model.hidden * ACT_BYTES * (pp - 1) / bw

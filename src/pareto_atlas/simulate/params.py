@@ -16,12 +16,25 @@ from pareto_atlas.spec.fields import check_fields
 # Weight formats that share dequantize+dot kernels; a format without its own fitted cost borrows
 # its family's (and is then an extrapolation). RANDOM is stored in the Q4_0 layout. FP8 is a family
 # of its own: its GEMMs run on FP8 units at twice the 16-bit rate, so neither stands in for the other.
-FAMILY = {"Q4_0": "legacy", "Q4_1": "legacy", "Q5_0": "legacy", "Q8_0": "legacy", "RANDOM": "legacy",
-          "Q4_K_M": "k-quant", "Q3_K": "k-quant", "Q2_K": "k-quant",
-          "F32": "float", "F16": "float", "BF16": "float", "FP8": "fp8", "AWQ4": "int4-gpu",
-          # W4A16 (GPTQ int4 weight-only) runs the same Marlin-class kernels as AWQ; W8A8 its own int8 GEMMs
-          "W4A16": "int4-gpu", "W8A8": "int8"}
-LAYOUT = {"RANDOM": "Q4_0"}     # formats that run exactly another format's kernels
+FAMILY = {
+    "Q4_0": "legacy",
+    "Q4_1": "legacy",
+    "Q5_0": "legacy",
+    "Q8_0": "legacy",
+    "RANDOM": "legacy",
+    "Q4_K_M": "k-quant",
+    "Q3_K": "k-quant",
+    "Q2_K": "k-quant",
+    "F32": "float",
+    "F16": "float",
+    "BF16": "float",
+    "FP8": "fp8",
+    "AWQ4": "int4-gpu",
+    # W4A16 (GPTQ int4 weight-only) runs the same Marlin-class kernels as AWQ; W8A8 its own int8 GEMMs
+    "W4A16": "int4-gpu",
+    "W8A8": "int8",
+}
+LAYOUT = {"RANDOM": "Q4_0"}  # formats that run exactly another format's kernels
 # llama.cpp's K-quants pack 256 weights a block along a tensor's rows; a tensor whose rows are not a
 # multiple of 256 long is stored in a legacy type instead (Q4_K -> Q5_0, Q6_K -> Q8_0). A model whose
 # hidden size is not a multiple of 256 so runs mostly legacy kernels under a K-quant's name:
@@ -51,8 +64,13 @@ def format_family(fmt: str) -> str:
 
 
 MAX_EFF_BW = 2.0
-LINK_DEFAULTS = {"link_eff": 0.75, "link_latency_scale": 1.0, "par_lat_rel_err": float("nan"),
-                 "par_thr_rel_err": float("nan"), "link_provenance": ""}
+LINK_DEFAULTS = {
+    "link_eff": 0.75,
+    "link_latency_scale": 1.0,
+    "par_lat_rel_err": float("nan"),
+    "par_thr_rel_err": float("nan"),
+    "link_provenance": "",
+}
 
 
 @dataclass(frozen=True)
@@ -61,12 +79,12 @@ class CalibParams:
 
     hardware: str = ""
     engine: str = ""
-    eff_bw: float = 0.75                 # achieved / peak bandwidth when streaming weights
-    eff_bw_by_dtype: dict = field(default_factory=dict)      # weight dtype -> eff_bw (dequant kernels differ)
-    eff_flops: float = 0.5               # achieved / peak FLOP/s of the linear layers
+    eff_bw: float = 0.75  # achieved / peak bandwidth when streaming weights
+    eff_bw_by_dtype: dict = field(default_factory=dict)  # weight dtype -> eff_bw (dequant kernels differ)
+    eff_flops: float = 0.5  # achieved / peak FLOP/s of the linear layers
     eff_flops_by_dtype: dict = field(default_factory=dict)
-    eff_attn: float = 0.6                # achieved / peak bandwidth when reading the KV cache
-    eff_attn_by_kv: dict = field(default_factory=dict)       # KV dtype -> eff_attn (attention on quantized KV)
+    eff_attn: float = 0.6  # achieved / peak bandwidth when reading the KV cache
+    eff_attn_by_kv: dict = field(default_factory=dict)  # KV dtype -> eff_attn (attention on quantized KV)
     # Attention's matmuls (QK^T, PV) as a fraction of peak FLOP/s, by KV dtype. A prompt's attention is
     # a GEMM over its (query, key) pairs, a decode step's a matrix-vector pass over the cache: one
     # efficiency cannot be both (llama.cpp on 2 cores: f16 KV costs ~6 us per cached cell per decode
@@ -79,24 +97,24 @@ class CalibParams:
     kv_pad: int = 0
     # Seconds per weight per token of the dequantize+dot kernels, by weight format; a format
     # missing here falls back to its family, then to 2 FLOPs / (peak x eff_flops).
-    gemv_s_per_weight: dict = field(default_factory=dict)    # small batches: one pass over the weights per token
-    gemm_s_per_weight: dict = field(default_factory=dict)    # tiled GEMM columns (prefill, large batches)
-    gemm_tile: int = 0                   # GEMM column tile; 0: every batch runs as GEMM (GPU kernels)
-    head_ratio: float = 1.0              # lm_head cost per weight relative to the body's GEMV
-    overhead_step_s: float = 2e-3        # scheduler, sampling, kernel launches: paid once per step
-    overhead_seq_s: float = 5e-5         # per sequence in the step (bookkeeping, sampling)
+    gemv_s_per_weight: dict = field(default_factory=dict)  # small batches: one pass over the weights per token
+    gemm_s_per_weight: dict = field(default_factory=dict)  # tiled GEMM columns (prefill, large batches)
+    gemm_tile: int = 0  # GEMM column tile; 0: every batch runs as GEMM (GPU kernels)
+    head_ratio: float = 1.0  # lm_head cost per weight relative to the body's GEMV
+    overhead_step_s: float = 2e-3  # scheduler, sampling, kernel launches: paid once per step
+    overhead_seq_s: float = 5e-5  # per sequence in the step (bookkeeping, sampling)
     # Per request, outside the engine's steps: the API server's HTTP handling, tokenization and hop
     # to the engine, between a client's send and the engine seeing the request (in TTFT and E2E).
     # Fitted on GPU cards (calibrate.fit); on a CPU, where a TTFT is seconds of prefill, it is left
     # at 0 and whatever it is sits in the fitted prefill costs.
     overhead_req_s: float = 5e-3
-    ngram_lookup_s: float = 1e-4         # n-gram draft: a table lookup per draft step, no forward
-    draft_forward_s: float = 3e-4        # launch cost of one draft-model (or EAGLE head) forward
-    step_cv: float = 0.03                # step-to-step jitter (coefficient of variation)
-    roofline_p: float = 4.0              # sharpness of the smooth max(memory, compute)
-    mem_util: float = 0.9                # fraction of device memory the engine may use
+    ngram_lookup_s: float = 1e-4  # n-gram draft: a table lookup per draft step, no forward
+    draft_forward_s: float = 3e-4  # launch cost of one draft-model (or EAGLE head) forward
+    step_cv: float = 0.03  # step-to-step jitter (coefficient of variation)
+    roofline_p: float = 4.0  # sharpness of the smooth max(memory, compute)
+    mem_util: float = 0.9  # fraction of device memory the engine may use
     provenance: str = "uncalibrated default"
-    lat_rel_err: float = 0.25            # error bar carried by every point simulated with these
+    lat_rel_err: float = 0.25  # error bar carried by every point simulated with these
     thr_rel_err: float = 0.25
     # The error bar of a point carried to a model the fit did not see: the relative error of each
     # model's anchors predicted by a fit on the other models' (leave-one-model-out, calibrate.sizes;
@@ -123,10 +141,12 @@ class CalibParams:
             v = getattr(self, name)
             if not 0.0 < v <= hi:
                 raise ValueError(f"calib.{name}: {v} must be in (0, {hi:g}]")
-        for name, d, hi in (("eff_bw_by_dtype", self.eff_bw_by_dtype, MAX_EFF_BW),
-                            ("eff_flops_by_dtype", self.eff_flops_by_dtype, 1.0),
-                            ("eff_attn_by_kv", self.eff_attn_by_kv, 1.0),
-                            ("eff_attn_flops_by_kv", self.eff_attn_flops_by_kv, 1.0)):
+        for name, d, hi in (
+            ("eff_bw_by_dtype", self.eff_bw_by_dtype, MAX_EFF_BW),
+            ("eff_flops_by_dtype", self.eff_flops_by_dtype, 1.0),
+            ("eff_attn_by_kv", self.eff_attn_by_kv, 1.0),
+            ("eff_attn_flops_by_kv", self.eff_attn_flops_by_kv, 1.0),
+        ):
             for k, v in d.items():
                 if not 0.0 < v <= hi:
                     raise ValueError(f"calib.{name}[{k!r}]: {v} must be in (0, {hi:g}]")
@@ -142,7 +162,14 @@ class CalibParams:
             v = getattr(self, name)
             if v == v and not v >= 0.0:
                 raise ValueError(f"calib.{name}: {v} must be >= 0 (a relative error) or NaN (not measured)")
-        for name in ("overhead_step_s", "overhead_seq_s", "overhead_req_s", "ngram_lookup_s", "draft_forward_s", "step_cv"):
+        for name in (
+            "overhead_step_s",
+            "overhead_seq_s",
+            "overhead_req_s",
+            "ngram_lookup_s",
+            "draft_forward_s",
+            "step_cv",
+        ):
             if getattr(self, name) < 0:
                 raise ValueError(f"calib.{name}: {getattr(self, name)} must be >= 0")
         if not 0.0 < self.link_eff <= 1.0:
@@ -180,15 +207,22 @@ class CalibParams:
     def to_dict(self) -> dict:
         # the link's parameters only where they differ from their defaults: calibrations stored and
         # keyed before they existed keep their keys
-        return {f.name: getattr(self, f.name) for f in fields(self)
-                if f.name not in LINK_DEFAULTS or not _same(getattr(self, f.name), LINK_DEFAULTS[f.name])}
+        return {
+            f.name: getattr(self, f.name)
+            for f in fields(self)
+            if f.name not in LINK_DEFAULTS or not _same(getattr(self, f.name), LINK_DEFAULTS[f.name])
+        }
 
     def parallel_bars(self) -> tuple[float, float, str]:
         """(latency bar, throughput bar, provenance) of a point on several GPUs: the link fit's where
         the card has one, else the one-GPU bar with the provenance saying the link is not fitted."""
         if self.par_lat_rel_err == self.par_lat_rel_err and self.par_thr_rel_err == self.par_thr_rel_err:
             return self.par_lat_rel_err, self.par_thr_rel_err, f"{self.provenance}; {self.link_provenance}"
-        return self.lat_rel_err, self.thr_rel_err, f"{self.provenance}; link not fitted (default link_eff {self.link_eff:g})"
+        return (
+            self.lat_rel_err,
+            self.thr_rel_err,
+            f"{self.provenance}; link not fitted (default link_eff {self.link_eff:g})",
+        )
 
     @classmethod
     def from_dict(cls, d: dict) -> "CalibParams":
@@ -210,15 +244,37 @@ def default_params(hw: HardwareCard, engine: str = "") -> CalibParams:
     if hw.kind == "cpu" and engine == "vllm":
         # vLLM on a CPU: torch's GEMMs at every batch size (no GEMV path of its own, so no tile), and a
         # Python scheduler plus a process hop per step on the same two cores as the model: tens of ms.
-        return CalibParams(hardware=hw.name, engine=engine, eff_bw=0.7, eff_flops=0.5, eff_attn=0.3,
-                           overhead_step_s=2e-2, overhead_seq_s=1e-3, overhead_req_s=0.0, step_cv=0.05, mem_util=0.8,
-                           gemm_tile=0)
+        return CalibParams(
+            hardware=hw.name,
+            engine=engine,
+            eff_bw=0.7,
+            eff_flops=0.5,
+            eff_attn=0.3,
+            overhead_step_s=2e-2,
+            overhead_seq_s=1e-3,
+            overhead_req_s=0.0,
+            step_cv=0.05,
+            mem_util=0.8,
+            gemm_tile=0,
+        )
     if hw.kind == "cpu":
         # llama.cpp repacks weights for tiled GEMM kernels of 4 columns; the tied lm_head (used by
         # the embedding lookup too) is not repacked, so it runs at GEMV speed.
-        return CalibParams(hardware=hw.name, engine=engine or "llamacpp", eff_bw=0.7, eff_flops=0.6, eff_attn=0.5,
-                           overhead_step_s=1e-3, overhead_seq_s=2e-4, overhead_req_s=0.0, draft_forward_s=5e-4, step_cv=0.03,
-                           mem_util=0.8, gemm_tile=4, kv_pad=256)
+        return CalibParams(
+            hardware=hw.name,
+            engine=engine or "llamacpp",
+            eff_bw=0.7,
+            eff_flops=0.6,
+            eff_attn=0.5,
+            overhead_step_s=1e-3,
+            overhead_seq_s=2e-4,
+            overhead_req_s=0.0,
+            draft_forward_s=5e-4,
+            step_cv=0.03,
+            mem_util=0.8,
+            gemm_tile=4,
+            kv_pad=256,
+        )
     return CalibParams(hardware=hw.name, engine=engine or "vllm")
 
 

@@ -35,20 +35,31 @@ from pareto_atlas.spec.trace import HASH_BLOCK_TOKENS
 class SharedLoad:
     """A sharing workload's requests in send order: lengths, block ids, the tokens one block holds."""
 
-    prompt: np.ndarray            # int64
-    output: np.ndarray            # int64
+    prompt: np.ndarray  # int64
+    output: np.ndarray  # int64
     blocks: tuple[tuple[int, ...], ...]
     block: int
 
 
-def shared_load(share: Sharing | None, trace_blocks: tuple[tuple[int, ...], ...], prompt: int, output: int, n: int,
-                width: int = 1, trace: tuple[tuple[float, int, int], ...] = ()) -> SharedLoad:
+def shared_load(
+    share: Sharing | None,
+    trace_blocks: tuple[tuple[int, ...], ...],
+    prompt: int,
+    output: int,
+    n: int,
+    width: int = 1,
+    trace: tuple[tuple[float, int, int], ...] = (),
+) -> SharedLoad:
     """The first n requests of a workload that shares: its trace's rows with their hash_ids (blocks
     of HASH_BLOCK_TOKENS), or its sharing pattern with `width` sessions side by side."""
     if trace_blocks:
         rows = trace[:n]
-        return SharedLoad(np.array([p for _, p, _ in rows], np.int64), np.array([o for _, _, o in rows], np.int64),
-                          tuple(trace_blocks[:n]), HASH_BLOCK_TOKENS)
+        return SharedLoad(
+            np.array([p for _, p, _ in rows], np.int64),
+            np.array([o for _, _, o in rows], np.int64),
+            tuple(trace_blocks[:n]),
+            HASH_BLOCK_TOKENS,
+        )
     if share is None:
         raise ValueError("shared_load: the workload states no sharing (no share, no hash_ids)")
     r = requests(share, prompt, output, n, width, BLOCK_TOKENS)

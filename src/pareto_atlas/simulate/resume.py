@@ -22,7 +22,7 @@ from pareto_atlas.simulate.space import Space
 from pareto_atlas.store import Store
 from pareto_atlas.store.db import dumps
 
-SHARDS_PER_CARD = 4         # a shard is ~a quarter of one card's knobs: seconds of work lost at most
+SHARDS_PER_CARD = 4  # a shard is ~a quarter of one card's knobs: seconds of work lost at most
 
 
 def sweep_key(study: str, space: Space, params: dict[str, CalibParams], n_requests: int, seed: int = 0) -> str:
@@ -40,9 +40,16 @@ def from_bytes(blob: bytes) -> pd.DataFrame:
     return pd.read_parquet(io.BytesIO(blob))
 
 
-def resumable_sweep(store: Store, study: str, space: Space, params: dict[str, CalibParams], n_requests: int,
-                    run: Callable[[Space, int], pd.DataFrame], seed: int = 0,
-                    on_shard: Callable[[int, int, bool], None] = lambda i, n, kept: None) -> pd.DataFrame:
+def resumable_sweep(
+    store: Store,
+    study: str,
+    space: Space,
+    params: dict[str, CalibParams],
+    n_requests: int,
+    run: Callable[[Space, int], pd.DataFrame],
+    seed: int = 0,
+    on_shard: Callable[[int, int, bool], None] = lambda i, n, kept: None,
+) -> pd.DataFrame:
     """The whole sweep of `space`: saved shards read back, the others simulated by `run(space, seed)`
     and saved one by one. `on_shard(i, n, kept)` after each (kept: read from the store)."""
     key = sweep_key(study, space, params, n_requests, seed)
@@ -60,5 +67,5 @@ def resumable_sweep(store: Store, study: str, space: Space, params: dict[str, Ca
         store.put_sim_shard(key, study, i, len(parts), to_bytes(df))
         frames.append(df)
         on_shard(i, len(parts), False)
-    store.prune_sim_shards(study, keep=key)     # an older sweep of this study will not be resumed
+    store.prune_sim_shards(study, keep=key)  # an older sweep of this study will not be resumed
     return concat(frames)

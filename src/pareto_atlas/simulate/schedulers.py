@@ -35,10 +35,10 @@ class Scheduler:
     """One engine's default scheduling on one card."""
 
     engine: str
-    batching: str          # the kernel's policy (layout.POLICIES)
-    chunk_tokens: int      # prefill token budget per step, decodes included
-    max_seqs: int          # sequences running together
-    source: str            # where the defaults are set
+    batching: str  # the kernel's policy (layout.POLICIES)
+    chunk_tokens: int  # prefill token budget per step, decodes included
+    max_seqs: int  # sequences running together
+    source: str  # where the defaults are set
 
     @property
     def label(self) -> str:
@@ -51,14 +51,24 @@ ENGINE_NAMES = {"vllm": "vllm-v1", "sglang": "sglang", "trtllm": "trtllm"}
 
 def _vllm(hw: HardwareCard) -> Scheduler:
     big = hw.mem_gib >= 70 and "a100" not in hw.name.lower()
-    return Scheduler("vllm", "chunked", 8192 if big else 2048, 1024 if big else 256,
-                     "vllm-project/vllm vllm/engine/arg_utils.py get_batch_defaults")
+    return Scheduler(
+        "vllm",
+        "chunked",
+        8192 if big else 2048,
+        1024 if big else 256,
+        "vllm-project/vllm vllm/engine/arg_utils.py get_batch_defaults",
+    )
 
 
 def _sglang(hw: HardwareCard) -> Scheduler:
     budget = 2048 if hw.mem_gib < 35 else 8192 if hw.mem_gib < 160 else 16384
-    return Scheduler("sglang", "chunked", budget, UNBOUNDED_SEQS,
-                     "sgl-project/sglang python/sglang/srt/server_args.py chunked_prefill_size")
+    return Scheduler(
+        "sglang",
+        "chunked",
+        budget,
+        UNBOUNDED_SEQS,
+        "sgl-project/sglang python/sglang/srt/server_args.py chunked_prefill_size",
+    )
 
 
 def _trtllm(hw: HardwareCard) -> Scheduler:

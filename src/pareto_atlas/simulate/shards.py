@@ -23,8 +23,8 @@ from pareto_atlas.simulate.sweep import sweep
 
 @dataclass(frozen=True)
 class Shard:
-    space: Space          # one hardware card, knobs all compatible with it
-    seed_offset: int      # rows of the whole sweep before this shard's first row
+    space: Space  # one hardware card, knobs all compatible with it
+    seed_offset: int  # rows of the whole sweep before this shard's first row
 
 
 def shards(space: Space, n_shards: int) -> list[Shard]:
@@ -37,7 +37,7 @@ def shards(space: Space, n_shards: int) -> list[Shard]:
     out, offset = [], 0
     for h, ks in groups:
         for i in range(0, len(ks), size):
-            chunk = tuple(ks[i:i + size])
+            chunk = tuple(ks[i : i + size])
             out.append(Shard(replace(space, hardware=(h,), knobs=chunk), offset))
             offset += len(chunk) * per_pair
     return out
@@ -51,26 +51,38 @@ def concat(parts: Iterable[pd.DataFrame]) -> pd.DataFrame:
     return pd.concat(list(parts), ignore_index=True)
 
 
-def sweep_sharded(space: Space, params: dict[str, CalibParams] | None, n_requests: int, seed: int, n_shards: int,
-                  run: Callable[[list[Shard]], list[pd.DataFrame]]) -> pd.DataFrame:
+def sweep_sharded(
+    space: Space,
+    params: dict[str, CalibParams] | None,
+    n_requests: int,
+    seed: int,
+    n_shards: int,
+    run: Callable[[list[Shard]], list[pd.DataFrame]],
+) -> pd.DataFrame:
     """The whole sweep through `run` (shards -> their frames, in order), identical to `sweep(space, ...)`."""
     parts = shards(space, n_shards)
-    if not parts:           # nothing compatible: let sweep produce its empty frame with every column
+    if not parts:  # nothing compatible: let sweep produce its empty frame with every column
         return sweep(space, params, n_requests=n_requests, seed=seed)
     return concat(run(parts))
 
 
 def _sweep_part(params: dict[str, CalibParams] | None, n_requests: int, seed: int, shard: Shard) -> pd.DataFrame:
-    return sweep_shard(shard, params, n_requests, seed)   # the executor's order: what every shard shares, then the shard
+    return sweep_shard(shard, params, n_requests, seed)  # the executor's order: what every shard shares, then the shard
 
 
-def sweep_on(executor: Executor | None, space: Space, params: dict[str, CalibParams] | None, n_requests: int,
-             seed: int = 0) -> pd.DataFrame:
+def sweep_on(
+    executor: Executor | None, space: Space, params: dict[str, CalibParams] | None, n_requests: int, seed: int = 0
+) -> pd.DataFrame:
     """The sweep of `space` where `executor` runs work: here, one pass (None or in-process); on a cluster,
     one shard per CPU of it (enough to keep every node busy, few enough that each shard's compiled pass is
     long next to the cost of a task), equal to the one pass row for row."""
     if executor is None or executor.here:
         return sweep(space, params, n_requests=n_requests, seed=seed)
-    return sweep_sharded(space, params, n_requests, seed, executor.width(),
-                         lambda parts: executor.map(_sweep_part, parts, shared=(params, n_requests, seed),
-                                                    name="sweep_shard"))
+    return sweep_sharded(
+        space,
+        params,
+        n_requests,
+        seed,
+        executor.width(),
+        lambda parts: executor.map(_sweep_part, parts, shared=(params, n_requests, seed), name="sweep_shard"),
+    )

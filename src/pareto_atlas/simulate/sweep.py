@@ -28,8 +28,9 @@ def _point_id(knobs_key: str, hw: str, workload: str, conc: int, rate: float, ut
     return hashlib.sha256(f"{knobs_key}|{hw}|{workload}|{conc}|{load}".encode()).hexdigest()[:16]
 
 
-def sweep(space: Space, params: dict[str, CalibParams] | None = None, n_requests: int = 200,
-          seed: int = 0) -> pd.DataFrame:
+def sweep(
+    space: Space, params: dict[str, CalibParams] | None = None, n_requests: int = 200, seed: int = 0
+) -> pd.DataFrame:
     """Simulate every compatible point of the space; one row per (knobs, hardware, workload, load).
 
     params: CalibParams by hardware name (uncalibrated defaults for the rest).
@@ -39,9 +40,9 @@ def sweep(space: Space, params: dict[str, CalibParams] | None = None, n_requests
     W, L = space.workloads, space.loads
     n = len(pairs) * len(W) * len(L)
     C = np.empty((n, N_COEFFS))
-    C_pf = np.empty((n, N_COEFFS))       # disaggregated rows' prefill workers (the decode vector elsewhere)
-    n_pf = np.ones(n, np.int64)          # and how many
-    n_dw = np.ones(n, np.int64)          # decode engines (a pool of them runs outside the batch kernel)
+    C_pf = np.empty((n, N_COEFFS))  # disaggregated rows' prefill workers (the decode vector elsewhere)
+    n_pf = np.ones(n, np.int64)  # and how many
+    n_dw = np.ones(n, np.int64)  # decode engines (a pool of them runs outside the batch kernel)
     policy = np.empty(n, np.int64)
     slots = np.empty(n, np.int64)
     chunk = np.empty(n, np.int64)
@@ -51,8 +52,8 @@ def sweep(space: Space, params: dict[str, CalibParams] | None = None, n_requests
     prompt = np.empty(n, np.int64)
     output = np.empty(n, np.int64)
     kv_cap = np.empty(n)
-    replay = np.zeros(n, bool)        # the point replays its workload's trace
-    shared = np.zeros(n, bool)        # its workload shares prefixes: requests of their own, outside the batch kernel
+    replay = np.zeros(n, bool)  # the point replays its workload's trace
+    shared = np.zeros(n, bool)  # its workload shares prefixes: requests of their own, outside the batch kernel
     pair_idx = np.empty(n, np.int64)
     wl_idx = np.empty(n, np.int64)
     load_idx = np.empty(n, np.int64)
@@ -60,14 +61,14 @@ def sweep(space: Space, params: dict[str, CalibParams] | None = None, n_requests
     kvb_tok = np.empty(n)
     reasons = [""] * n
     prior_src = [""] * n
-    schedulers = []                   # per pair: the policy it runs, in words
-    busy = np.ones(n)                 # replicas a row's load keeps busy: its throughput's multiple
-    rate_total = np.empty(n)          # the load's rate over all replicas (what the row reports)
+    schedulers = []  # per pair: the policy it runs, in words
+    busy = np.ones(n)  # replicas a row's load keeps busy: its throughput's multiple
+    rate_total = np.empty(n)  # the load's rate over all replicas (what the row reports)
     r = 0
     for pi, (k, hw) in enumerate(pairs):
         p = params.get(hw.name) or default_params(hw)
         accept, prior = resolve_acceptance(k)
-        c = coeffs(space.model, hw, k, p, accept=accept)      # one worker (decode pool's for disagg)
+        c = coeffs(space.model, hw, k, p, accept=accept)  # one worker (decode pool's for disagg)
         # a GPU point's continuous batching is its engine's own scheduler (simulate.schedulers)
         batching, chunk_tokens, label = resolve(k.batching, k.chunk_tokens, hw, space.engine)
         schedulers.append(label)
@@ -97,41 +98,138 @@ def sweep(space: Space, params: dict[str, CalibParams] | None = None, n_requests
     util = np.array([L[i].utilization for i in load_idx]) if n else np.zeros(0)
     if (util > 0).any():
         # a fraction of one replica's capacity, per replica; the row reports it over all replicas
-        rate[util > 0] = _utilization_rates(C, policy, slots, chunk, prompt, output, np.where(replay, np.inf, kv_cap),
-                                            util, pair_idx * len(W) + wl_idx, int(n_requests), int(seed), C_pf, n_pf,
-                                            n_dw)
+        rate[util > 0] = _utilization_rates(
+            C,
+            policy,
+            slots,
+            chunk,
+            prompt,
+            output,
+            np.where(replay, np.inf, kv_cap),
+            util,
+            pair_idx * len(W) + wl_idx,
+            int(n_requests),
+            int(seed),
+            C_pf,
+            n_pf,
+            n_dw,
+        )
         rate_total[util > 0] = rate[util > 0] * busy[util > 0]
-    pooled = (n_dw > 1) & ~replay & np.isfinite(kv_cap)    # a pool of decode engines: outside the batch kernel
+    pooled = (n_dw > 1) & ~replay & np.isfinite(kv_cap)  # a pool of decode engines: outside the batch kernel
     hits = np.full(n, np.nan)
     # the batch kernel draws closed and Poisson loads itself and passes over infinite caps: traces and
     # workloads that share prefixes go below
-    run_batch(C, policy, slots, chunk, conc, rate, prompt, output, np.where(replay | pooled | shared, np.inf, kv_cap),
-              int(n_requests), slo.get("ttft_ms", math.inf) / 1e3, slo.get("tpot_ms", math.inf) / 1e3, int(seed),
-              out, peak, think, think_times(1.0, int(n_requests), SEED), C_pf, n_pf)
+    run_batch(
+        C,
+        policy,
+        slots,
+        chunk,
+        conc,
+        rate,
+        prompt,
+        output,
+        np.where(replay | pooled | shared, np.inf, kv_cap),
+        int(n_requests),
+        slo.get("ttft_ms", math.inf) / 1e3,
+        slo.get("tpot_ms", math.inf) / 1e3,
+        int(seed),
+        out,
+        peak,
+        think,
+        think_times(1.0, int(n_requests), SEED),
+        C_pf,
+        n_pf,
+    )
     for r in np.flatnonzero(pooled):
-        out[r], peak[r] = _pooled(C[r], C_pf[r], int(n_pf[r]), int(n_dw[r]), int(slots[r]), kv_cap[r], int(conc[r]),
-                                  rate[r], think[r], int(prompt[r]), int(output[r]), int(n_requests), slo,
-                                  int(seed) + int(r))
+        out[r], peak[r] = _pooled(
+            C[r],
+            C_pf[r],
+            int(n_pf[r]),
+            int(n_dw[r]),
+            int(slots[r]),
+            kv_cap[r],
+            int(conc[r]),
+            rate[r],
+            think[r],
+            int(prompt[r]),
+            int(output[r]),
+            int(n_requests),
+            slo,
+            int(seed) + int(r),
+        )
     for r in np.flatnonzero(shared & np.isfinite(kv_cap)):
-        out[r], peak[r], hits[r] = _shared(C[r], C_pf[r], int(n_pf[r]), W[wl_idx[r]], pairs[pair_idx[r]][0],
-                                           int(policy[r]), kv_cap[r], int(conc[r]), rate[r], think[r], bool(replay[r]),
-                                           int(n_requests), slo, int(seed) + int(r), int(chunk[r]))
+        out[r], peak[r], hits[r] = _shared(
+            C[r],
+            C_pf[r],
+            int(n_pf[r]),
+            W[wl_idx[r]],
+            pairs[pair_idx[r]][0],
+            int(policy[r]),
+            kv_cap[r],
+            int(conc[r]),
+            rate[r],
+            think[r],
+            bool(replay[r]),
+            int(n_requests),
+            slo,
+            int(seed) + int(r),
+            int(chunk[r]),
+        )
     for r in np.flatnonzero(replay & ~shared & np.isfinite(kv_cap)):
-        out[r], peak[r] = _replay(C[r], W[wl_idx[r]], int(policy[r]), int(slots[r]), int(chunk[r]), kv_cap[r], slo,
-                                  int(seed) + int(r), C_pf[r], int(n_pf[r]), pairs[pair_idx[r]][0].replicas)
-    for m in ("throughput_tok_s", "goodput_rps"):          # replicas add up; latencies are one replica's
+        out[r], peak[r] = _replay(
+            C[r],
+            W[wl_idx[r]],
+            int(policy[r]),
+            int(slots[r]),
+            int(chunk[r]),
+            kv_cap[r],
+            slo,
+            int(seed) + int(r),
+            C_pf[r],
+            int(n_pf[r]),
+            pairs[pair_idx[r]][0].replicas,
+        )
+    for m in ("throughput_tok_s", "goodput_rps"):  # replicas add up; latencies are one replica's
         out[:, METRICS.index(m)] *= busy
-    df = _frame(space, pairs, params, pair_idx, wl_idx, load_idx, out, peak, weights_b, kvb_tok, kv_cap, reasons,
-                prior_src, rate_total)
+    df = _frame(
+        space,
+        pairs,
+        params,
+        pair_idx,
+        wl_idx,
+        load_idx,
+        out,
+        peak,
+        weights_b,
+        kvb_tok,
+        kv_cap,
+        reasons,
+        prior_src,
+        rate_total,
+    )
     df["scheduler"] = np.array(schedulers, dtype=object)[pair_idx]
     # share of prompt tokens the prefix cache served (0 with it off); NaN where the workload shares nothing
     df["prefix_hit_rate"] = hits
     return df
 
 
-def _shared(c, c_pf, n_pf: int, wl: Workload, k: Knobs, policy: int, kv_cap: float, conc: int, rate: float,
-            think: float, replay: bool, n_requests: int, slo: dict, seed: int,
-            chunk: int) -> tuple[np.ndarray, float, float]:
+def _shared(
+    c,
+    c_pf,
+    n_pf: int,
+    wl: Workload,
+    k: Knobs,
+    policy: int,
+    kv_cap: float,
+    conc: int,
+    rate: float,
+    think: float,
+    replay: bool,
+    n_requests: int,
+    slo: dict,
+    seed: int,
+    chunk: int,
+) -> tuple[np.ndarray, float, float]:
     """One point of a workload that shares prefixes: its requests (simulate.prefix_cache.shared_load),
     the tokens its prefix cache serves where the knobs turn one on, and one run of the DES under the
     row's load (one replica's share of a trace). Returns METRICS, peak KV tokens and the hit rate."""
@@ -156,8 +254,19 @@ def _shared(c, c_pf, n_pf: int, wl: Workload, k: Knobs, policy: int, kv_cap: flo
     if k.prefix_cache and k.eviction == "none" and k.kv_keep == 1.0:
         room = cache_tokens(kv_cap, k.slots, float(np.mean(load.prompt) + np.mean(load.output)))
         cached = cached_tokens(load, room)
-    res = des.run(c, arrivals, POLICIES[policy], k.slots, chunk, kv_cap, slo, seed, prefill_c=c_pf,
-                  prefill_workers=n_pf, cached=cached)
+    res = des.run(
+        c,
+        arrivals,
+        POLICIES[policy],
+        k.slots,
+        chunk,
+        kv_cap,
+        slo,
+        seed,
+        prefill_c=c_pf,
+        prefill_workers=n_pf,
+        cached=cached,
+    )
     rate_hit = hit_rate(cached, load.prompt) if cached is not None else 0.0
     return np.array([res.summary[m] for m in METRICS]), res.peak_kv_tokens, rate_hit
 
@@ -170,8 +279,22 @@ def pools(model, hw, k: Knobs, p: CalibParams, accept: float, c: np.ndarray) -> 
     return prefill_coeffs(model, hw, k, p, accept=accept), k.prefill_workers, k.decode_workers
 
 
-def _pooled(c, c_pf, n_pf: int, n_dw: int, slots: int, kv_cap: float, conc: int, rate: float, think: float, prompt: int,
-            output: int, n_requests: int, slo: dict, seed: int) -> tuple[np.ndarray, float]:
+def _pooled(
+    c,
+    c_pf,
+    n_pf: int,
+    n_dw: int,
+    slots: int,
+    kv_cap: float,
+    conc: int,
+    rate: float,
+    think: float,
+    prompt: int,
+    output: int,
+    n_requests: int,
+    slo: dict,
+    seed: int,
+) -> tuple[np.ndarray, float]:
     """One point with a pool of decode engines (kernels.pool, outside the batch kernel): its METRICS and
     peak KV tokens, under the load the batch kernel would have drawn (closed loop with its pauses, or Poisson)."""
     if conc > 0:
@@ -180,13 +303,15 @@ def _pooled(c, c_pf, n_pf: int, n_dw: int, slots: int, kv_cap: float, conc: int,
         a = des.closed_loop(conc, n_requests, prompt, output, pauses)
     else:
         a = des.poisson(rate, n_requests, prompt, output, seed)
-    res = des.run(c, a, "disagg", slots, 0, kv_cap, slo, seed, prefill_c=c_pf, prefill_workers=n_pf,
-                  decode_workers=n_dw)
+    res = des.run(
+        c, a, "disagg", slots, 0, kv_cap, slo, seed, prefill_c=c_pf, prefill_workers=n_pf, decode_workers=n_dw
+    )
     return np.array([res.summary[m] for m in METRICS]), res.peak_kv_tokens
 
 
-def _utilization_rates(C, policy, slots, chunk, prompt, output, kv_cap, util, shape, n_requests, seed, C_pf,
-                       n_pf, n_dw) -> np.ndarray:
+def _utilization_rates(
+    C, policy, slots, chunk, prompt, output, kv_cap, util, shape, n_requests, seed, C_pf, n_pf, n_dw
+) -> np.ndarray:
     """Per row with a utilization load: that fraction of its configuration's capacity, in requests per
     second: the completion rate of a closed loop of as many clients as it has slots (no pauses).
     Simulated once per configuration and workload (`shape`: their index; the first such row runs it),
@@ -203,29 +328,74 @@ def _utilization_rates(C, policy, slots, chunk, prompt, output, kv_cap, util, sh
     c_pf[:, CV] = 0.0
     out = np.full((len(C), len(METRICS)), np.nan)
     cap_kv = np.full(len(C), np.inf)
-    cap_kv[runs] = np.where(n_dw[runs] > 1, np.inf, kv_cap[runs])   # the kernel passes over infinite caps
-    run_batch(c, policy, slots, chunk, slots.copy(), np.zeros(len(C)), prompt, output, cap_kv, n_requests,
-              math.inf, math.inf, seed, out, np.zeros(len(C)), np.zeros(len(C)), think_times(1.0, n_requests, SEED),
-              c_pf, n_pf)
-    for r in runs[n_dw[runs] > 1]:      # a pool of decode engines: as many clients as the pool has slots
-        out[r], _ = _pooled(c[r], c_pf[r], int(n_pf[r]), int(n_dw[r]), int(slots[r]), kv_cap[r],
-                            int(slots[r] * n_dw[r]), 0.0, 0.0, int(prompt[r]), int(output[r]), n_requests, {}, seed + int(r))
+    cap_kv[runs] = np.where(n_dw[runs] > 1, np.inf, kv_cap[runs])  # the kernel passes over infinite caps
+    run_batch(
+        c,
+        policy,
+        slots,
+        chunk,
+        slots.copy(),
+        np.zeros(len(C)),
+        prompt,
+        output,
+        cap_kv,
+        n_requests,
+        math.inf,
+        math.inf,
+        seed,
+        out,
+        np.zeros(len(C)),
+        np.zeros(len(C)),
+        think_times(1.0, n_requests, SEED),
+        c_pf,
+        n_pf,
+    )
+    for r in runs[n_dw[runs] > 1]:  # a pool of decode engines: as many clients as the pool has slots
+        out[r], _ = _pooled(
+            c[r],
+            c_pf[r],
+            int(n_pf[r]),
+            int(n_dw[r]),
+            int(slots[r]),
+            kv_cap[r],
+            int(slots[r] * n_dw[r]),
+            0.0,
+            0.0,
+            int(prompt[r]),
+            int(output[r]),
+            n_requests,
+            {},
+            seed + int(r),
+        )
     capacity = out[:, METRICS.index("throughput_tok_s")] / output
     return util[u] * capacity[[first[int(shape[r])] for r in u]]
 
 
-def _replay(c: np.ndarray, wl: Workload, policy: int, slots: int, chunk: int, kv_cap: float, slo: dict,
-            seed: int, c_pf: np.ndarray, n_pf: int, replicas: int = 1) -> tuple[np.ndarray, float]:
+def _replay(
+    c: np.ndarray,
+    wl: Workload,
+    policy: int,
+    slots: int,
+    chunk: int,
+    kv_cap: float,
+    slo: dict,
+    seed: int,
+    c_pf: np.ndarray,
+    n_pf: int,
+    replicas: int = 1,
+) -> tuple[np.ndarray, float]:
     """One point replaying its workload's trace: its METRICS (one replica's, taking every replicas-th
     request in turn; the sweep multiplies throughput back) and peak KV tokens."""
     t, p, o = (np.array(col)[::replicas] for col in zip(*wl.trace))
-    res = des.run(c, des.trace(t, p, o), POLICIES[policy], slots, chunk, kv_cap, slo, seed, prefill_c=c_pf,
-                  prefill_workers=n_pf)
+    res = des.run(
+        c, des.trace(t, p, o), POLICIES[policy], slots, chunk, kv_cap, slo, seed, prefill_c=c_pf, prefill_workers=n_pf
+    )
     return np.array([res.summary[m] for m in METRICS]), res.peak_kv_tokens
 
 
-def _frame(space, pairs, params, pair_idx, wl_idx, load_idx, out, peak, weights_b, kvb_tok, kv_cap, reasons,
-           prior_src, rate) -> pd.DataFrame:
+def _frame(
+    space, pairs, params, pair_idx, wl_idx, load_idx, out, peak, weights_b, kvb_tok, kv_cap, reasons, prior_src, rate
+) -> pd.DataFrame:
     names = [f.name for f in fields(Knobs)]
     knob_rows = pd.DataFrame([[getattr(k, f) for f in names] for k, _ in pairs], columns=names)
     df = knob_rows.iloc[pair_idx].reset_index(drop=True)
@@ -254,15 +424,18 @@ def _frame(space, pairs, params, pair_idx, wl_idx, load_idx, out, peak, weights_
     df["feasible"] = feasible
     df["infeasible_reason"] = reasons
     # a point on several GPUs carries its card's link fit's held-out bar (CalibParams.parallel_bars)
-    bars = [p.parallel_bars() if k.gpus() > 1 else (p.lat_rel_err, p.thr_rel_err, p.provenance)
-            for (k, _), p in zip(pairs, hp)]
+    bars = [
+        p.parallel_bars() if k.gpus() > 1 else (p.lat_rel_err, p.thr_rel_err, p.provenance)
+        for (k, _), p in zip(pairs, hp)
+    ]
     df["lat_rel_err"] = np.array([b[0] for b in bars])[pair_idx]
     df["thr_rel_err"] = np.array([b[1] for b in bars])[pair_idx]
     df["calib_provenance"] = np.array([b[2] for b in bars], dtype=object)[pair_idx]
     # where the weight format's kernel cost came from on this card: fitted on its anchors, borrowed from
     # its family's, or derived from the roofline (no anchor of the format or its family: an extrapolation)
-    df["weights_cost"] = np.array([p.weight_cost(k.weights, "gemv", space.model)[1] for (k, _), p in zip(pairs, hp)],
-                                  dtype=object)[pair_idx]
+    df["weights_cost"] = np.array(
+        [p.weight_cost(k.weights, "gemv", space.model)[1] for (k, _), p in zip(pairs, hp)], dtype=object
+    )[pair_idx]
     # every GPU the configuration holds (replicas, stages, both pools): per-device throughput and cost count them
     n_dev = np.array([k.gpus() for k, _ in pairs])[pair_idx]
     df["gpus"] = n_dev
@@ -275,12 +448,22 @@ def _frame(space, pairs, params, pair_idx, wl_idx, load_idx, out, peak, weights_
         df["cost_per_mtok"] = np.where(price > 0, price / (df["throughput_tok_s"].to_numpy() * 3600) * 1e6, np.nan)
     df["percentile_method"] = PERCENTILE_METHOD
     key_arr = np.array(keys, dtype=object)[pair_idx]
-    df.insert(0, "point_id", [_point_id(k, h, w, c, r if r == r else 0.0, u if u == u else 0.0) for k, h, w, c, r, u in
-                              zip(key_arr, df["hardware"], df["workload"], df["concurrency"], df["rate_rps"],
-                                  df["utilization"])])
+    df.insert(
+        0,
+        "point_id",
+        [
+            _point_id(k, h, w, c, r if r == r else 0.0, u if u == u else 0.0)
+            for k, h, w, c, r, u in zip(
+                key_arr, df["hardware"], df["workload"], df["concurrency"], df["rate_rps"], df["utilization"]
+            )
+        ],
+    )
     return df
 
 
 def sweep_knobs(space: Space, knobs: list[Knobs]) -> Space:
     """The same space over another knob list (e.g. the atlas's candidates)."""
-    return replace(space, knobs=tuple(k for k in knobs if any(not compatible(k, h, space.engine, space.model) for h in space.hardware)))
+    return replace(
+        space,
+        knobs=tuple(k for k in knobs if any(not compatible(k, h, space.engine, space.model) for h in space.hardware)),
+    )

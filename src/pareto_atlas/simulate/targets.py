@@ -28,12 +28,12 @@ UNMEASURED_TRANSFER_WIDENING = 2.0
 class Target:
     """One model the atlas answers for."""
 
-    name: str                                  # the points table's `model` column
+    name: str  # the points table's `model` column
     card: ModelCard
     hardware: tuple[HardwareCard, ...]
     workloads: tuple[Workload, ...]
-    measured: bool                             # the study's own [model]: its quality is measured here
-    tasks: tuple[str, ...] = ()                # the quality task guarding each workload (default: the study's)
+    measured: bool  # the study's own [model]: its quality is measured here
+    tasks: tuple[str, ...] = ()  # the quality task guarding each workload (default: the study's)
 
     @property
     def family(self) -> str:
@@ -44,8 +44,9 @@ class Target:
         return dict(zip((w.name for w in self.workloads), self.tasks)).get(workload) or default
 
 
-def study_targets(study: Study, measured_card: ModelCard, hardware: list[HardwareCard],
-                  measured_workloads: list[Workload]) -> list[Target]:
+def study_targets(
+    study: Study, measured_card: ModelCard, hardware: list[HardwareCard], measured_workloads: list[Workload]
+) -> list[Target]:
     """The study's targets, resolved; without [[targets]], the measured model on every card at every
     measured shape (what a study answered for before models were an axis)."""
     by_name = {h.name: h for h in hardware}
@@ -64,9 +65,14 @@ def study_targets(study: Study, measured_card: ModelCard, hardware: list[Hardwar
             if not card.family and t.family is None:
                 card = replace(card, family=_shipped_family(t.card))
         hw = tuple(by_name[h] for h in (t.hardware or [h.name for h in hardware]))
-        wls = (tuple(Workload(w.name, w.prompt_tokens, w.output_tokens, (), sharing(w.share, w.prompt_tokens))
-                     for w in t.workloads) if t.workloads
-               else tuple(measured_workloads))
+        wls = (
+            tuple(
+                Workload(w.name, w.prompt_tokens, w.output_tokens, (), sharing(w.share, w.prompt_tokens))
+                for w in t.workloads
+            )
+            if t.workloads
+            else tuple(measured_workloads)
+        )
         tasks = tuple(w.task or default for w in t.workloads) if t.workloads else (default,) * len(wls)
         out.append(Target(t.name, card, hw, wls, measured, tasks))
     return out
@@ -95,5 +101,6 @@ def carried_params(params: CalibParams, target: Target, fitted_models: set[str])
         f = UNMEASURED_TRANSFER_WIDENING
         lat, thr = params.lat_rel_err * f, params.thr_rel_err * f
         how = f"transfer error not measured: the within-model bar x{f:g} stands for it"
-    return replace(params, lat_rel_err=lat, thr_rel_err=thr,
-                   provenance=f"{params.provenance}; carried to {target.name} ({how})")
+    return replace(
+        params, lat_rel_err=lat, thr_rel_err=thr, provenance=f"{params.provenance}; carried to {target.name} ({how})"
+    )

@@ -27,7 +27,7 @@ class ModelCard:
     intermediate: int
     vocab: int
     tied_embeddings: bool = False
-    source: str = "shipped"       # "shipped", "gguf:<path>" or "config:<path>"
+    source: str = "shipped"  # "shipped", "gguf:<path>" or "config:<path>"
     # Models of one family (same pre-training, same tokenizer) carry quality evidence to each other
     # (store.quality: "carried"); "" where unknown: nothing is carried to or from it.
     family: str = ""
@@ -55,16 +55,24 @@ class ModelCard:
     q_lora_rank: int = 0
 
     def __post_init__(self) -> None:
-        if self.n_experts or self.experts_per_token or self.expert_intermediate or self.n_shared_experts \
-                or self.shared_intermediate or self.dense_layers:
+        if (
+            self.n_experts
+            or self.experts_per_token
+            or self.expert_intermediate
+            or self.n_shared_experts
+            or self.shared_intermediate
+            or self.dense_layers
+        ):
             bad = moe_fields_error(self)
             if bad:
                 raise CardError(f"model card {self.name}: {bad}")
         if self.kv_lora_rank or self.qk_rope_head_dim or self.qk_nope_head_dim or self.v_head_dim or self.q_lora_rank:
             if min(self.kv_lora_rank, self.qk_rope_head_dim, self.qk_nope_head_dim, self.v_head_dim) < 1:
-                raise CardError(f"model card {self.name}: latent attention needs kv_lora_rank, qk_rope_head_dim, "
-                                 f"qk_nope_head_dim and v_head_dim all >= 1 ({self.kv_lora_rank}, "
-                                 f"{self.qk_rope_head_dim}, {self.qk_nope_head_dim}, {self.v_head_dim} given)")
+                raise CardError(
+                    f"model card {self.name}: latent attention needs kv_lora_rank, qk_rope_head_dim, "
+                    f"qk_nope_head_dim and v_head_dim all >= 1 ({self.kv_lora_rank}, "
+                    f"{self.qk_rope_head_dim}, {self.qk_nope_head_dim}, {self.v_head_dim} given)"
+                )
 
     @property
     def is_moe(self) -> bool:
@@ -90,7 +98,9 @@ class ModelCard:
             h, rope = self.n_heads, self.qk_rope_head_dim
             q_out = h * (self.qk_nope_head_dim + rope)
             q = self.hidden * self.q_lora_rank + self.q_lora_rank * q_out if self.q_lora_rank else self.hidden * q_out
-            kv = self.hidden * (self.kv_lora_rank + rope) + self.kv_lora_rank * h * (self.qk_nope_head_dim + self.v_head_dim)
+            kv = self.hidden * (self.kv_lora_rank + rope) + self.kv_lora_rank * h * (
+                self.qk_nope_head_dim + self.v_head_dim
+            )
             return q + kv + h * self.v_head_dim * self.hidden
         return self.hidden * (self.n_heads * self.head_dim) * 2 + self.hidden * (self.n_kv_heads * self.head_dim) * 2
 
@@ -143,8 +153,7 @@ class ModelCard:
     def _layer_params(self) -> int:
         if not self.is_moe:
             return self.n_layers * self.params_per_layer
-        return (self.dense_layers * self.params_per_layer + self.moe_layers * self.moe_always_params
-                + self.routed_params)
+        return self.dense_layers * self.params_per_layer + self.moe_layers * self.moe_always_params + self.routed_params
 
     def kv_bytes_per_token(self, bits: float) -> float:
         """K and V for one token across all layers; under latent attention, its latent and rotary key."""
@@ -154,9 +163,15 @@ class ModelCard:
 
 
 def moe_fields_error(card: ModelCard) -> str:
-    """"" where a card's expert fields agree, else the first disagreement, naming the field."""
-    for f in ("n_experts", "experts_per_token", "expert_intermediate", "n_shared_experts", "shared_intermediate",
-              "dense_layers"):
+    """ "" where a card's expert fields agree, else the first disagreement, naming the field."""
+    for f in (
+        "n_experts",
+        "experts_per_token",
+        "expert_intermediate",
+        "n_shared_experts",
+        "shared_intermediate",
+        "dense_layers",
+    ):
         v = getattr(card, f)
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
             return f"{f} = {v!r} must be an integer >= 0"
@@ -179,20 +194,20 @@ LINKS = ("nvlink", "pcie", "xgmi", "none")
 @dataclass(frozen=True)
 class HardwareCard:
     name: str
-    kind: str                      # "gpu" or "cpu"
-    mem_bw_gbs: float              # peak memory bandwidth, GB/s
-    tflops: dict = field(default_factory=dict)   # dense peak TFLOP/s by compute dtype: fp32, fp16, fp8, int8
+    kind: str  # "gpu" or "cpu"
+    mem_bw_gbs: float  # peak memory bandwidth, GB/s
+    tflops: dict = field(default_factory=dict)  # dense peak TFLOP/s by compute dtype: fp32, fp16, fp8, int8
     mem_gib: float = 0.0
     price_per_hour: float = 0.0
     price_date: str = ""
     price_source: str = ""
-    link_gbs: float = 0.0          # bandwidth between two devices of a node, GB/s per direction
-    source: str = "spec-sheet"     # "spec-sheet" or "measured:<date>"
+    link_gbs: float = 0.0  # bandwidth between two devices of a node, GB/s per direction
+    source: str = "spec-sheet"  # "spec-sheet" or "measured:<date>"
     # The node: how many devices one holds, what joins them, and the latency of one hop over it (a
     # tensor-parallel worker lives inside one node; replicas and disaggregated pools may span nodes).
     gpus_per_node: int = 1
-    link: str = "none"             # "nvlink", "pcie", "xgmi" or "none"
-    link_latency_us: float = 0.0   # one hop of a collective over the link, microseconds
+    link: str = "none"  # "nvlink", "pcie", "xgmi" or "none"
+    link_latency_us: float = 0.0  # one hop of a collective over the link, microseconds
 
     def __post_init__(self) -> None:
         if self.link not in LINKS:
@@ -200,12 +215,15 @@ class HardwareCard:
         if isinstance(self.gpus_per_node, bool) or not isinstance(self.gpus_per_node, int) or self.gpus_per_node < 1:
             raise ValueError(f"hardware {self.name}.gpus_per_node: {self.gpus_per_node!r} must be an integer >= 1")
         if self.kind == "cpu" and self.gpus_per_node != 1:
-            raise ValueError(f"hardware {self.name}.gpus_per_node: a CPU card is one device ({self.gpus_per_node} given)")
+            raise ValueError(
+                f"hardware {self.name}.gpus_per_node: a CPU card is one device ({self.gpus_per_node} given)"
+            )
         if self.link_gbs < 0 or self.link_latency_us < 0:
             raise ValueError(f"hardware {self.name}.link_gbs / link_latency_us: must be >= 0")
         if self.gpus_per_node > 1 and (self.link == "none" or self.link_gbs <= 0):
-            raise ValueError(f"hardware {self.name}.link: a node of {self.gpus_per_node} devices needs a link "
-                             f"and link_gbs > 0")
+            raise ValueError(
+                f"hardware {self.name}.link: a node of {self.gpus_per_node} devices needs a link and link_gbs > 0"
+            )
 
     def peak_flops(self, dtype: str) -> float:
         """FLOP/s for a compute dtype, falling back to the widest dtype the card lists."""
@@ -243,8 +261,18 @@ def shipped_models() -> dict[str, ModelCard]:
 def same_architecture_cards(card: ModelCard) -> list[str]:
     """The shipped cards of the same architecture as `card` (layers, widths, heads, head size): an
     instruct model and its base under other names, whose published rows and fits stand for it."""
-    shape = lambda c: (c.n_layers, c.hidden, c.n_heads, c.n_kv_heads, c.head_dim, c.intermediate,  # noqa: E731
-                       c.n_experts, c.experts_per_token, c.expert_intermediate, c.kv_lora_rank)
+    shape = lambda c: (
+        c.n_layers,
+        c.hidden,
+        c.n_heads,
+        c.n_kv_heads,
+        c.head_dim,
+        c.intermediate,  # noqa: E731
+        c.n_experts,
+        c.experts_per_token,
+        c.expert_intermediate,
+        c.kv_lora_rank,
+    )
     return [n for n, c in shipped_models().items() if shape(c) == shape(card)]
 
 
@@ -274,13 +302,14 @@ def resolve_model_card(ref: str, base: Path | None = None, name: str | None = No
             card = model_card_from_gguf(str(p), name)
         except CardError:
             raise
-        except Exception as e:      # a damaged header: numpy/struct errors from the reader
+        except Exception as e:  # a damaged header: numpy/struct errors from the reader
             raise CardError(f"model card {ref!r}: not a readable GGUF header ({type(e).__name__})") from None
         return replace(card, family=family)
     if p.suffix == ".json" or p.is_dir():
         return model_card_from_hf_config(p, name, family)
-    raise CardError(f"model card {ref!r}: unknown; give a shipped card ({', '.join(cards)}), "
-                    f"a config.json path or a .gguf path")
+    raise CardError(
+        f"model card {ref!r}: unknown; give a shipped card ({', '.join(cards)}), a config.json path or a .gguf path"
+    )
 
 
 def inline_model_card(fields: dict, name: str = "inline") -> ModelCard:
@@ -295,7 +324,9 @@ def inline_model_card(fields: dict, name: str = "inline") -> ModelCard:
     if need:
         raise CardError(f"model card: inline fields lack {', '.join(need)}")
     for k, v in fields.items():
-        if k in _HF_BOUNDS and (isinstance(v, bool) or not isinstance(v, int) or not _HF_BOUNDS[k][0] <= v <= _HF_BOUNDS[k][1]):
+        if k in _HF_BOUNDS and (
+            isinstance(v, bool) or not isinstance(v, int) or not _HF_BOUNDS[k][0] <= v <= _HF_BOUNDS[k][1]
+        ):
             raise CardError(f"model card: {k} = {v!r} must be an integer in {_HF_BOUNDS[k][0]}..{_HF_BOUNDS[k][1]}")
     return ModelCard(name=name, source="inline", **fields)
 
@@ -304,8 +335,8 @@ def model_card_from_gguf(path: str, name: str | None = None) -> ModelCard:
     """Read the architecture numbers from a GGUF file's metadata."""
     from pareto_atlas.spec.gguf_header import read_header
 
-    header = read_header(path)      # the metadata without gguf-py's numpy view of the vocabulary
-    val = header.metadata.get       # an array field's value is its length
+    header = read_header(path)  # the metadata without gguf-py's numpy view of the vocabulary
+    val = header.metadata.get  # an array field's value is its length
 
     arch = val("general.architecture")
     if arch is None:
@@ -344,8 +375,11 @@ def _gguf_moe_fields(val, arch: str, names: set[str]) -> dict:
     if n:
         ffn = val(f"{arch}.feed_forward_length")
         expert_w = val(f"{arch}.expert_feed_forward_length") or ffn
-        out = {"n_experts": n, "experts_per_token": int(val(f"{arch}.expert_used_count") or 0),
-               "expert_intermediate": int(expert_w)}
+        out = {
+            "n_experts": n,
+            "experts_per_token": int(val(f"{arch}.expert_used_count") or 0),
+            "expert_intermediate": int(expert_w),
+        }
         shared = int(val(f"{arch}.expert_shared_count") or 0)
         shared_w = int(val(f"{arch}.expert_shared_feed_forward_length") or 0)
         if shared or shared_w:
@@ -362,7 +396,11 @@ def _gguf_moe_fields(val, arch: str, names: set[str]) -> dict:
     if rank:
         rope = int(val(f"{arch}.rope.dimension_count") or 0)
         key = int(val(f"{arch}.attention.key_length") or 0)
-        out.update(kv_lora_rank=int(rank), qk_rope_head_dim=rope, qk_nope_head_dim=key - rope,
-                   v_head_dim=int(val(f"{arch}.attention.value_length") or 0),
-                   q_lora_rank=int(val(f"{arch}.attention.q_lora_rank") or 0))
+        out.update(
+            kv_lora_rank=int(rank),
+            qk_rope_head_dim=rope,
+            qk_nope_head_dim=key - rope,
+            v_head_dim=int(val(f"{arch}.attention.value_length") or 0),
+            q_lora_rank=int(val(f"{arch}.attention.q_lora_rank") or 0),
+        )
     return out

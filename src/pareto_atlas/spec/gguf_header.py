@@ -29,7 +29,7 @@ class GGUFHeaderError(ValueError):
 class TensorInfo:
     name: str
     shape: tuple[int, ...]
-    type_id: int          # ggml type (gguf.GGMLQuantizationType)
+    type_id: int  # ggml type (gguf.GGMLQuantizationType)
     n_elements: int
     n_bytes: int
 
@@ -37,7 +37,7 @@ class TensorInfo:
 @dataclass(frozen=True)
 class GGUFHeader:
     version: int
-    metadata: dict        # scalar and string values; an array's value is its length
+    metadata: dict  # scalar and string values; an array's value is its length
     tensors: tuple[TensorInfo, ...]
 
 
@@ -125,7 +125,7 @@ def _read(path: str, size: int, _mtime_ns: int) -> GGUFHeader:
             name = r.string()
             dims = tuple(r.read("Q") for _ in range(r.read("I")))
             type_id = r.read("I")
-            r.read("Q")                                  # offset in the data section
+            r.read("Q")  # offset in the data section
             n = 1
             for d in dims:
                 n *= d

@@ -16,8 +16,15 @@ class CardError(ValueError):
 
 
 # Bounds a real decoder's config stays within: a typo (hidden = 40960000) is an error, not a card.
-_HF_BOUNDS = {"n_layers": (1, 1024), "hidden": (16, 131072), "n_heads": (1, 1024), "n_kv_heads": (1, 1024),
-              "head_dim": (8, 1024), "intermediate": (16, 1048576), "vocab": (16, 4_194_304)}
+_HF_BOUNDS = {
+    "n_layers": (1, 1024),
+    "hidden": (16, 131072),
+    "n_heads": (1, 1024),
+    "n_kv_heads": (1, 1024),
+    "head_dim": (8, 1024),
+    "intermediate": (16, 1048576),
+    "vocab": (16, 4_194_304),
+}
 
 
 # config.json keys per card field, first found wins.
@@ -36,15 +43,46 @@ _MLA = ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
 # the weights a step reads unchanged (loss coefficients, group-limited top-k, score scaling). Any
 # other key naming experts or MoE is an error: it may place or size experts in a way not modelled
 # (Jamba's expert_layer_period, say), and a card that silently ignored it would be wrong.
-_KNOWN_MOE_KEYS = frozenset({
-    *_EXPERTS, *_PER_TOKEN, "moe_intermediate_size", "n_shared_experts", "shared_expert_intermediate_size",
-    "first_k_dense_replace", "moe_layer_freq", "decoder_sparse_step", "mlp_only_layers", "interleave_moe_layer_step",
-    "moe_layers", "ep_size", "norm_topk_prob", "router_aux_loss_coef", "output_router_logits", "router_jitter_noise",
-    "router_z_loss_coef", "aux_loss_alpha", "seq_aux", "topk_method", "scoring_func", "routed_scaling_factor",
-    "n_group", "topk_group"})
-_BOUNDS = {**_HF_BOUNDS, "n_experts": (2, 4096), "experts_per_token": (1, 4096), "expert_intermediate": (16, 1048576),
-           "n_shared_experts": (0, 64), "shared_intermediate": (0, 1048576), "layer_step": (1, 1024),
-           "first_k_dense": (0, 1024), "rank": (1, 65536), "q_lora_rank": (0, 65536)}
+_KNOWN_MOE_KEYS = frozenset(
+    {
+        *_EXPERTS,
+        *_PER_TOKEN,
+        "moe_intermediate_size",
+        "n_shared_experts",
+        "shared_expert_intermediate_size",
+        "first_k_dense_replace",
+        "moe_layer_freq",
+        "decoder_sparse_step",
+        "mlp_only_layers",
+        "interleave_moe_layer_step",
+        "moe_layers",
+        "ep_size",
+        "norm_topk_prob",
+        "router_aux_loss_coef",
+        "output_router_logits",
+        "router_jitter_noise",
+        "router_z_loss_coef",
+        "aux_loss_alpha",
+        "seq_aux",
+        "topk_method",
+        "scoring_func",
+        "routed_scaling_factor",
+        "n_group",
+        "topk_group",
+    }
+)
+_BOUNDS = {
+    **_HF_BOUNDS,
+    "n_experts": (2, 4096),
+    "experts_per_token": (1, 4096),
+    "expert_intermediate": (16, 1048576),
+    "n_shared_experts": (0, 64),
+    "shared_intermediate": (0, 1048576),
+    "layer_step": (1, 1024),
+    "first_k_dense": (0, 1024),
+    "rank": (1, 65536),
+    "q_lora_rank": (0, 65536),
+}
 
 
 class _Config:
@@ -89,8 +127,9 @@ def _read(path: str | Path) -> tuple[Path, dict, dict]:
     except FileNotFoundError:
         raise CardError(f"model card {str(path)!r}: no such config.json") from None
     except (OSError, UnicodeDecodeError, ValueError) as e:
-        raise CardError(f"model card {str(path)!r}: not a readable JSON config ({type(e).__name__}: "
-                        f"{str(e).splitlines()[0][:120]})") from None
+        raise CardError(
+            f"model card {str(path)!r}: not a readable JSON config ({type(e).__name__}: {str(e).splitlines()[0][:120]})"
+        ) from None
     if not isinstance(raw, dict):
         raise CardError(f"model card {str(path)!r}: config.json must hold a JSON object, not {type(raw).__name__}")
     # multimodal configs (Llama-4, Gemma-3) nest the language model under text_config
@@ -141,12 +180,14 @@ def _experts(c: _Config, n_layers: int, intermediate: int, model_type: str) -> d
     for key, v in c.cfg.items():
         low = key.lower()
         if ("expert" in low or "moe" in low) and key not in _KNOWN_MOE_KEYS and v not in (None, False, 0, [], {}):
-            raise c.error(f"{key} = {v!r}: an expert setting this reader does not model (it reads "
-                          f"{', '.join(sorted(_KNOWN_MOE_KEYS & set(c.cfg)) or _EXPERTS)})")
+            raise c.error(
+                f"{key} = {v!r}: an expert setting this reader does not model (it reads "
+                f"{', '.join(sorted(_KNOWN_MOE_KEYS & set(c.cfg)) or _EXPERTS)})"
+            )
     n = c.int("n_experts", _EXPERTS, 0, agree=True)
     if not n:
         for k in _PER_TOKEN + ("moe_intermediate_size", "n_shared_experts", "first_k_dense_replace"):
-            if c.cfg.get(k):     # 0 or null: a dense config's placeholder
+            if c.cfg.get(k):  # 0 or null: a dense config's placeholder
                 raise c.error(f"{k} without a count of experts ({', '.join(_EXPERTS)})")
         return {}
     k = c.int("experts_per_token", _PER_TOKEN, agree=True)
@@ -171,8 +212,10 @@ def _experts(c: _Config, n_layers: int, intermediate: int, model_type: str) -> d
         if c.has("intermediate_size_mlp"):
             out["intermediate"] = c.int("intermediate", ("intermediate_size_mlp",))
         elif not c.has("moe_intermediate_size"):
-            raise c.error(f"{out['dense_layers']} dense layers but no width for their MLP "
-                          f"(intermediate_size_mlp or moe_intermediate_size)")
+            raise c.error(
+                f"{out['dense_layers']} dense layers but no width for their MLP "
+                f"(intermediate_size_mlp or moe_intermediate_size)"
+            )
     return out
 
 
@@ -191,20 +234,24 @@ def _moe_layer_count(c: _Config, n_layers: int) -> int:
     elif c.has("decoder_sparse_step") or c.has("mlp_only_layers"):
         step = c.int("layer_step", ("decoder_sparse_step",), 1)
         only = c.cfg.get("mlp_only_layers") or []
-        if not isinstance(only, list) or any(isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < n_layers
-                                             for i in only):
+        if not isinstance(only, list) or any(
+            isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < n_layers for i in only
+        ):
             raise c.error(f"mlp_only_layers = {only!r} must list layer indices in 0..{n_layers - 1}")
         layers = [i for i in range(n_layers) if i not in only and (i + 1) % step == 0]
     elif c.has("moe_layers"):
         given = c.cfg["moe_layers"]
-        if not isinstance(given, list) or any(isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < n_layers
-                                              for i in given):
+        if not isinstance(given, list) or any(
+            isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < n_layers for i in given
+        ):
             raise c.error(f"moe_layers = {given!r} must list layer indices in 0..{n_layers - 1}")
         layers = sorted(set(given))
     else:
         step = c.int("layer_step", ("interleave_moe_layer_step",), 1)
         layers = list(range(step - 1, n_layers, step))
     if not layers:
-        raise c.error("the experts' keys place no MoE layer (first_k_dense_replace / decoder_sparse_step / "
-                      "interleave_moe_layer_step)")
+        raise c.error(
+            "the experts' keys place no MoE layer (first_k_dense_replace / decoder_sparse_step / "
+            "interleave_moe_layer_step)"
+        )
     return len(layers)

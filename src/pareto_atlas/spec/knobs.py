@@ -11,7 +11,23 @@ import json
 from dataclasses import asdict, dataclass, fields
 from pareto_atlas.spec.fields import check_fields
 
-WEIGHT_TYPES = ("F32", "F16", "BF16", "Q8_0", "FP8", "Q5_0", "Q4_1", "Q4_K_M", "Q4_0", "AWQ4", "W4A16", "W8A8", "Q3_K", "Q2_K", "RANDOM")
+WEIGHT_TYPES = (
+    "F32",
+    "F16",
+    "BF16",
+    "Q8_0",
+    "FP8",
+    "Q5_0",
+    "Q4_1",
+    "Q4_K_M",
+    "Q4_0",
+    "AWQ4",
+    "W4A16",
+    "W8A8",
+    "Q3_K",
+    "Q2_K",
+    "RANDOM",
+)
 KV_TYPES = ("f16", "q8_0", "fp8", "q4_0")
 EVICTION = ("none", "streaming", "h2o", "snapkv", "pyramidkv")
 SPEC = ("none", "ngram", "draft", "eagle")
@@ -21,13 +37,34 @@ BATCHING = ("static", "continuous", "chunked", "slo", "disagg")
 # int4 weight-only with group-128 scales, as AWQ; W8A8: int8 weights and activations, per-channel scales). F32 is vLLM's
 # float32 on a CPU without native bf16: the GGUF source dequantized, stored and streamed as float32.
 BITS_PER_WEIGHT = {
-    "F32": 32.0, "F16": 16.0, "BF16": 16.0, "Q8_0": 8.5, "FP8": 8.0, "Q5_0": 5.5, "Q4_1": 5.0, "Q4_K_M": 4.85,
-    "Q4_0": 4.5, "AWQ4": 4.25, "W4A16": 4.25, "W8A8": 8.0, "Q3_K": 3.4375, "Q2_K": 2.625, "RANDOM": 4.5,  # RANDOM is stored as Q4_0
+    "F32": 32.0,
+    "F16": 16.0,
+    "BF16": 16.0,
+    "Q8_0": 8.5,
+    "FP8": 8.0,
+    "Q5_0": 5.5,
+    "Q4_1": 5.0,
+    "Q4_K_M": 4.85,
+    "Q4_0": 4.5,
+    "AWQ4": 4.25,
+    "W4A16": 4.25,
+    "W8A8": 8.0,
+    "Q3_K": 3.4375,
+    "Q2_K": 2.625,
+    "RANDOM": 4.5,  # RANDOM is stored as Q4_0
 }
 BITS_PER_KV = {"f16": 16.0, "q8_0": 8.5, "fp8": 8.0, "q4_0": 4.5}
 # Parallelism fields and their defaults (one GPU, one copy): left out of a key where default.
-PARALLEL_DEFAULTS = {"tp": 1, "pp": 1, "replicas": 1, "prefill_workers": 1, "prefill_tp": 0, "decode_workers": 1,
-                     "ep": 1, "attn_dp": 1}
+PARALLEL_DEFAULTS = {
+    "tp": 1,
+    "pp": 1,
+    "replicas": 1,
+    "prefill_workers": 1,
+    "prefill_tp": 0,
+    "decode_workers": 1,
+    "ep": 1,
+    "attn_dp": 1,
+}
 PARALLEL_FIELDS = tuple(PARALLEL_DEFAULTS)
 DISAGG_FIELDS = ("prefill_workers", "prefill_tp", "decode_workers")
 
@@ -38,29 +75,29 @@ class Knobs:
 
     weights: str = "F16"
     kv: str = "f16"
-    kv_keep: float = 1.0          # fraction of KV entries kept by an eviction policy
+    kv_keep: float = 1.0  # fraction of KV entries kept by an eviction policy
     eviction: str = "none"
-    spec: str = "none"            # speculative decoding method
-    spec_k: int = 0               # draft length
-    spec_accept: float = 0.0      # acceptance rate per drafted token (measured where anchored)
+    spec: str = "none"  # speculative decoding method
+    spec_k: int = 0  # draft length
+    spec_accept: float = 0.0  # acceptance rate per drafted token (measured where anchored)
     batching: str = "continuous"
-    slots: int = 1                # max sequences decoded together (llama.cpp --parallel)
-    chunk_tokens: int = 0         # prefill chunk budget for batching="chunked"/"slo" (0 = none)
-    sparse_budget: float = 1.0    # fraction of the KV read per decode step by sparse attention
+    slots: int = 1  # max sequences decoded together (llama.cpp --parallel)
+    chunk_tokens: int = 0  # prefill chunk budget for batching="chunked"/"slo" (0 = none)
+    sparse_budget: float = 1.0  # fraction of the KV read per decode step by sparse attention
     # Parallelism (speed only: the tokens are the same). One worker is tp x pp GPUs of one node; the
     # whole unit is copied `replicas` times. With batching = "disagg" the unit is prefill_workers
     # workers of prefill_tp GPUs (0: tp) and decode_workers workers of tp x pp GPUs.
-    tp: int = 1                   # tensor-parallel degree of a worker
-    pp: int = 1                   # pipeline stages of a worker
-    replicas: int = 1             # data-parallel copies of the unit, each taking load / replicas
+    tp: int = 1  # tensor-parallel degree of a worker
+    pp: int = 1  # pipeline stages of a worker
+    replicas: int = 1  # data-parallel copies of the unit, each taking load / replicas
     prefill_workers: int = 1
     prefill_tp: int = 0
     decode_workers: int = 1
     # Mixture-of-experts layouts (simulate.moe): a (decode) worker's tp x attn_dp GPUs run attention as
     # attn_dp data-parallel groups of tp, and the experts over the same GPUs as ep expert-parallel
     # groups of MoE-TP = tp x attn_dp / ep (TP x attention-DP = MoE-TP x EP).
-    ep: int = 1                   # expert-parallel degree: the routed experts split over ep GPUs
-    attn_dp: int = 1              # attention data-parallel groups: the batch split for attention
+    ep: int = 1  # expert-parallel degree: the routed experts split over ep GPUs
+    attn_dp: int = 1  # attention data-parallel groups: the batch split for attention
 
     # Prefix caching (speed only: exact reuse yields the same tokens): a request's prefix whose KV is
     # still cached from an earlier request skips its prefill. Off by default, so every key made before
@@ -70,8 +107,13 @@ class Knobs:
     prefix_cache: bool = False
 
     def __post_init__(self) -> None:
-        for name, allowed in (("weights", WEIGHT_TYPES), ("kv", KV_TYPES), ("eviction", EVICTION),
-                              ("spec", SPEC), ("batching", BATCHING)):
+        for name, allowed in (
+            ("weights", WEIGHT_TYPES),
+            ("kv", KV_TYPES),
+            ("eviction", EVICTION),
+            ("spec", SPEC),
+            ("batching", BATCHING),
+        ):
             value = getattr(self, name)
             if value not in allowed:
                 raise ValueError(f"knobs.{name}: {value!r} is not one of {', '.join(allowed)}")
@@ -93,18 +135,24 @@ class Knobs:
             v = getattr(self, name)
             lo = 0 if name == "prefill_tp" else 1
             if v < lo or (v > 0 and v & (v - 1)):
-                raise ValueError(f"knobs.{name}: {v} must be a power of two >= 1" + (" (or 0: same as tp)" if lo == 0 else ""))
+                raise ValueError(
+                    f"knobs.{name}: {v} must be a power of two >= 1" + (" (or 0: same as tp)" if lo == 0 else "")
+                )
         for name in ("pp", "replicas", "prefill_workers", "decode_workers"):
             if getattr(self, name) < 1:
                 raise ValueError(f"knobs.{name}: {getattr(self, name)} must be >= 1")
         if (self.tp * self.attn_dp) % self.ep:
-            raise ValueError(f"knobs.ep: {self.ep} does not divide tp x attn_dp = {self.tp * self.attn_dp} "
-                             f"(TP x attention-DP = MoE-TP x EP over one worker's GPUs)")
+            raise ValueError(
+                f"knobs.ep: {self.ep} does not divide tp x attn_dp = {self.tp * self.attn_dp} "
+                f"(TP x attention-DP = MoE-TP x EP over one worker's GPUs)"
+            )
         if self.batching != "disagg":
             for name in DISAGG_FIELDS:
                 if getattr(self, name) != PARALLEL_DEFAULTS[name]:
-                    raise ValueError(f"knobs.{name}: {getattr(self, name)} is only meaningful with batching = \"disagg\" "
-                                     f"(batching is {self.batching!r})")
+                    raise ValueError(
+                        f"knobs.{name}: {getattr(self, name)} is only meaningful with batching = \"disagg\" "
+                        f"(batching is {self.batching!r})"
+                    )
 
     @property
     def prefill_tp_resolved(self) -> int:
@@ -123,8 +171,9 @@ class Knobs:
     def gpus(self) -> int:
         """GPUs the configuration occupies: every replica, every stage and both pools of a disaggregated one."""
         if self.batching == "disagg":
-            return self.replicas * (self.prefill_workers * self.prefill_tp_resolved
-                                    + self.decode_workers * self.gpus_per_worker())
+            return self.replicas * (
+                self.prefill_workers * self.prefill_tp_resolved + self.decode_workers * self.gpus_per_worker()
+            )
         return self.replicas * self.gpus_per_worker()
 
     def is_default_parallelism(self) -> bool:
@@ -159,8 +208,13 @@ class Knobs:
         Greedy speculative decoding and batching are exact in principle, so arms that differ
         only in those share one quality measurement (recorded as inherited, never as measured).
         """
-        q = {"weights": self.weights, "kv": self.kv, "kv_keep": self.kv_keep, "eviction": self.eviction,
-             "sparse_budget": self.sparse_budget}
+        q = {
+            "weights": self.weights,
+            "kv": self.kv,
+            "kv_keep": self.kv_keep,
+            "eviction": self.eviction,
+            "sparse_budget": self.sparse_budget,
+        }
         return json.dumps(q, sort_keys=True)
 
     def to_dict(self) -> dict:
@@ -192,7 +246,7 @@ class Knobs:
             if f.name in row:
                 v = row[f.name]
                 v = v.item() if hasattr(v, "item") else v
-                if v is not None and v == v:          # NaN is missing
+                if v is not None and v == v:  # NaN is missing
                     # an integer knob read back from a float column (a table where some rows lack it)
                     out[f.name] = int(v) if f.type == "int" and isinstance(v, float) and v.is_integer() else v
         return cls.from_dict(out)
@@ -224,9 +278,14 @@ class Knobs:
             dec = f"TP{self.tp}" + (f" PP{self.pp}" if self.pp > 1 else "")
             unit = f"{self.prefill_workers}P(TP{self.prefill_tp_resolved}) + {self.decode_workers}D({dec})"
         else:
-            unit = " ".join(p for p in (f"TP{self.tp}" if self.tp > 1 else "", f"PP{self.pp}" if self.pp > 1 else "") if p)
-        moe = " ".join(p for p in (f"attention-DP{self.attn_dp}" if self.attn_dp > 1 else "",
-                                   f"EP{self.ep}" if self.ep > 1 else "") if p)
+            unit = " ".join(
+                p for p in (f"TP{self.tp}" if self.tp > 1 else "", f"PP{self.pp}" if self.pp > 1 else "") if p
+            )
+        moe = " ".join(
+            p
+            for p in (f"attention-DP{self.attn_dp}" if self.attn_dp > 1 else "", f"EP{self.ep}" if self.ep > 1 else "")
+            if p
+        )
         unit = " ".join(p for p in (unit, moe) if p)
         parts = [p for p in (unit, f"{self.replicas} replicas" if self.replicas > 1 else "") if p]
         words = " \u00d7 ".join(parts) or "one GPU"

@@ -18,8 +18,16 @@ from importlib import resources
 # claim without an interval can never clear the quality guard on its own.
 DEFAULT_QUALITY_SPREAD = (-0.10, 0.02)
 
-FAMILIES = ("speculation", "kv-evict", "kv-quant", "sparse-attn", "weight-quant", "batching", "disaggregation",
-            "simulation")
+FAMILIES = (
+    "speculation",
+    "kv-evict",
+    "kv-quant",
+    "sparse-attn",
+    "weight-quant",
+    "batching",
+    "disaggregation",
+    "simulation",
+)
 
 
 @dataclass(frozen=True)
@@ -28,11 +36,11 @@ class Prior:
     method: str
     family: str
     metric: str
-    value: float = math.nan      # point value where the source gives one
-    lo: float = math.nan         # range where the source gives one ("up to X" sets only hi)
+    value: float = math.nan  # point value where the source gives one
+    lo: float = math.nan  # range where the source gives one ("up to X" sets only hi)
     hi: float = math.nan
     setting: str = ""
-    source: str = ""             # evidence_table.tsv key
+    source: str = ""  # evidence_table.tsv key
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
@@ -86,8 +94,11 @@ def evidence_keys() -> frozenset[str]:
 
 
 def priors_for(family: str | None = None, metric: str | None = None) -> list[Prior]:
-    return [p for p in load_priors().values()
-            if (family is None or p.family == family) and (metric is None or p.metric == metric)]
+    return [
+        p
+        for p in load_priors().values()
+        if (family is None or p.family == family) and (metric is None or p.metric == metric)
+    ]
 
 
 def get_prior(key: str) -> Prior:

@@ -49,8 +49,10 @@ class Sharing:
     def check(self, prompt_tokens: int) -> None:
         """One-line ValueError where the pattern does not fit a prompt of `prompt_tokens`."""
         if self.prefix_tokens >= prompt_tokens:
-            raise ValueError(f"share.prefix_tokens: {self.prefix_tokens} is not allowed: fewer than the prompt's "
-                             f"{prompt_tokens} tokens (each request keeps at least one token of its own)")
+            raise ValueError(
+                f"share.prefix_tokens: {self.prefix_tokens} is not allowed: fewer than the prompt's "
+                f"{prompt_tokens} tokens (each request keeps at least one token of its own)"
+            )
 
     def new_tokens(self, prompt_tokens: int) -> int:
         """New user tokens of each turn after the first."""
@@ -70,16 +72,20 @@ def sharing(value: str | dict | Sharing | None, prompt_tokens: int) -> Sharing |
         return value
     if isinstance(value, str):
         if value not in PRESETS:
-            raise ValueError(f"share: {value!r} is not a shipped pattern; shipped: {', '.join(PRESETS)} "
-                             f"(or a table of prefix_tokens, groups, turns, turn_tokens)")
+            raise ValueError(
+                f"share: {value!r} is not a shipped pattern; shipped: {', '.join(PRESETS)} "
+                f"(or a table of prefix_tokens, groups, turns, turn_tokens)"
+            )
         value = PRESETS[value]
     if not isinstance(value, dict):
         raise ValueError(f"share: a preset name or a table, not {type(value).__name__}")
     d = dict(value)
     unknown = set(d) - {"prefix_tokens", "prefix_share", "groups", "turns", "turn_tokens"}
     if unknown:
-        raise ValueError(f"share.{sorted(unknown)[0]}: unknown field; allowed: prefix_tokens, prefix_share, groups, "
-                         f"turns, turn_tokens")
+        raise ValueError(
+            f"share.{sorted(unknown)[0]}: unknown field; allowed: prefix_tokens, prefix_share, groups, "
+            f"turns, turn_tokens"
+        )
     if "prefix_share" in d:
         f = d.pop("prefix_share")
         if "prefix_tokens" in d:
@@ -158,5 +164,6 @@ def requests(s: Sharing, prompt: int, output: int, n: int, width: int = 1, block
         segs = _segments(s, sess, t, prompt, output)
         prompts.append(sum(length for _, length in segs[:-1]))
         blocks.append(block_ids(segs, block))
-    return Requests(tuple(prompts), (output,) * n, tuple(blocks), tuple(o[0] for o in order),
-                    tuple(o[1] for o in order), block)
+    return Requests(
+        tuple(prompts), (output,) * n, tuple(blocks), tuple(o[0] for o in order), tuple(o[1] for o in order), block
+    )

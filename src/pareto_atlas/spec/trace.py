@@ -18,9 +18,11 @@ from pathlib import Path
 
 import numpy as np
 
-COLUMNS = {"arrival_s": ("arrival_s", "arrival", "timestamp", "time"),
-           "prompt_tokens": ("prompt_tokens", "input_tokens", "input_len", "prompt_len", "input_length"),
-           "output_tokens": ("output_tokens", "output_len", "max_tokens", "completion_tokens", "output_length")}
+COLUMNS = {
+    "arrival_s": ("arrival_s", "arrival", "timestamp", "time"),
+    "prompt_tokens": ("prompt_tokens", "input_tokens", "input_len", "prompt_len", "input_length"),
+    "output_tokens": ("output_tokens", "output_len", "max_tokens", "completion_tokens", "output_length"),
+}
 SUFFIXES = (".csv", ".jsonl", ".json")
 # A row may name its prompt's blocks (the Mooncake trace format, kvcache-ai/Mooncake FAST25-release/traces:
 # `hash_ids`, one id per block of this many prompt tokens, the last one partial; equal ids, equal tokens).
@@ -37,10 +39,10 @@ class TraceRow:
     arrival_s: float
     prompt_tokens: int
     output_tokens: int
-    hash_ids: tuple[int, ...] = ()      # the prompt's blocks of HASH_BLOCK_TOKENS, where the trace names them
+    hash_ids: tuple[int, ...] = ()  # the prompt's blocks of HASH_BLOCK_TOKENS, where the trace names them
 
 
-MAX_ROWS = 100_000                 # requests one trace replays (spec.bounds.MAX_REQUESTS)
+MAX_ROWS = 100_000  # requests one trace replays (spec.bounds.MAX_REQUESTS)
 MAX_BYTES = 64 * 2**20
 
 
@@ -52,7 +54,9 @@ def _records(path: Path) -> tuple[list[tuple[int, object]], int]:
             raise TraceError(f"trace {path.name}: {path.stat().st_size} bytes; at most {MAX_BYTES // 2**20} MiB")
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as e:
-        raise TraceError(f"trace {path.name}: cannot read ({type(e).__name__}: {str(e).splitlines()[0][:100]})") from None
+        raise TraceError(
+            f"trace {path.name}: cannot read ({type(e).__name__}: {str(e).splitlines()[0][:100]})"
+        ) from None
     lines = [(i, s) for i, s in enumerate(text.splitlines(), start=1) if s.strip() and not s.lstrip().startswith("#")]
     if path.suffix.lower() in (".jsonl", ".json"):
         out = []
@@ -60,7 +64,9 @@ def _records(path: Path) -> tuple[list[tuple[int, object]], int]:
             try:
                 out.append((i, json.loads(s)))
             except ValueError as e:
-                raise TraceError(f"trace {path.name} line {i}: not a JSON object ({str(e).splitlines()[0][:80]})") from None
+                raise TraceError(
+                    f"trace {path.name} line {i}: not a JSON object ({str(e).splitlines()[0][:80]})"
+                ) from None
         return out, 1
     if not lines:
         return [], 2
@@ -102,17 +108,21 @@ def load_trace(path: str | Path) -> list[TraceRow]:
     rows = []
     for lineno, r in raw:
         if not isinstance(r, dict):
-            raise TraceError(f"trace {path.name} line {lineno}: a row must be an object of "
-                             f"{', '.join(COLUMNS)}, not {type(r).__name__}")
+            raise TraceError(
+                f"trace {path.name} line {lineno}: a row must be an object of "
+                f"{', '.join(COLUMNS)}, not {type(r).__name__}"
+            )
         vals = {}
         for field, aliases in COLUMNS.items():
             key = next((a for a in aliases if a in r and r[a] is not None), None)
             if key is None:
-                raise TraceError(f"trace {path.name} line {lineno}: missing column {field!r} "
-                                 f"(also accepted: {', '.join(aliases[1:])})")
+                raise TraceError(
+                    f"trace {path.name} line {lineno}: missing column {field!r} "
+                    f"(also accepted: {', '.join(aliases[1:])})"
+                )
             raw = r[key]
             if field == "arrival_s" and key == "timestamp" and "input_length" in r and isinstance(raw, (int, float)):
-                raw = raw / 1e3         # the Mooncake format's timestamps are milliseconds
+                raw = raw / 1e3  # the Mooncake format's timestamps are milliseconds
             vals[field] = _value(path, lineno, field, raw)
         if r.get(HASH_COLUMN) is not None:
             vals["hash_ids"] = _hash_ids(path, lineno, r[HASH_COLUMN], vals["prompt_tokens"])
@@ -139,8 +149,10 @@ def _hash_ids(path: Path, lineno: int, raw, prompt_tokens: int) -> tuple[int, ..
         raise TraceError(f"{where} is not allowed: a list of integer block ids >= 0")
     need = -(-prompt_tokens // HASH_BLOCK_TOKENS)
     if len(ids) != need:
-        raise TraceError(f"{where}: {len(ids)} block ids is not allowed: the prompt's {prompt_tokens} tokens are "
-                         f"{need} block(s) of {HASH_BLOCK_TOKENS} (the last one partial)")
+        raise TraceError(
+            f"{where}: {len(ids)} block ids is not allowed: the prompt's {prompt_tokens} tokens are "
+            f"{need} block(s) of {HASH_BLOCK_TOKENS} (the last one partial)"
+        )
     return ids
 
 
@@ -161,8 +173,10 @@ def resolve_trace(value: str, base: Path | None = None) -> str:
     if not path.is_absolute():
         path = (base or Path.cwd()) / path
     if not path.is_file() or path.suffix.lower() not in SUFFIXES:
-        raise ValueError(f"{value!r} is not allowed: a shipped trace ({', '.join(sorted(shipped)) or 'none'}) or an "
-                         f"existing {'/'.join(SUFFIXES)} file of arrival_s, prompt_tokens, output_tokens")
+        raise ValueError(
+            f"{value!r} is not allowed: a shipped trace ({', '.join(sorted(shipped)) or 'none'}) or an "
+            f"existing {'/'.join(SUFFIXES)} file of arrival_s, prompt_tokens, output_tokens"
+        )
     rows = trace_rows(str(path.resolve()))
     if len(rows) < 2:
         raise ValueError(f"{value!r}: a trace needs at least 2 requests, found {len(rows)}")
@@ -191,8 +205,10 @@ def trace_sha256(value: str) -> str:
 def typical_lengths(rows: tuple[TraceRow, ...] | list[TraceRow]) -> tuple[int, int]:
     """(prompt, output) tokens standing for the trace in one-number places (the points table's
     columns): the rounded means, so tokens per request times requests is the trace's total."""
-    return (int(round(float(np.mean([r.prompt_tokens for r in rows])))),
-            int(round(float(np.mean([r.output_tokens for r in rows])))))
+    return (
+        int(round(float(np.mean([r.prompt_tokens for r in rows])))),
+        int(round(float(np.mean([r.output_tokens for r in rows])))),
+    )
 
 
 def identity(value: str) -> dict:

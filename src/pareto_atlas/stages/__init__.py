@@ -20,10 +20,52 @@ from pareto_atlas.stages.estimates import FIRST_GUESS_S, TOOLS_BUILD_S
 from pareto_atlas.stages.llama_tools import TOOLS_SCRIPT
 from pareto_atlas.stages.progress import POWER_HALFWIDTH
 from pareto_atlas.stages.quality import QUALITY_TASKS, parse_n, quality
-from pareto_atlas.stages.run import (PEER_FORMATS, _knobs, atlas, calibrate, evict, export_peer, import_files, kld,
-                                     measure, pick, published, published_quality, report, simulate)
+from pareto_atlas.stages.run import (
+    PEER_FORMATS,
+    _knobs,
+    atlas,
+    calibrate,
+    evict,
+    export_peer,
+    import_files,
+    kld,
+    measure,
+    pick,
+    published,
+    published_quality,
+    report,
+    simulate,
+)
 
-__all__ = ["FIRST_GUESS_S", "MEASURING", "PEER_FORMATS", "POWER_HALFWIDTH", "QUALITY_TASKS", "TOOLS_BUILD_S",
-           "TOOLS_SCRIPT", "USER_ERRORS", "BuildClock", "Context", "_knobs", "atlas", "build", "build_stages",
-           "calibrate", "default_store", "evict", "export_peer", "import_files", "kld", "load_study", "measure",
-           "needs_arms", "parse_n", "pick", "published", "published_quality", "quality", "report", "simulate"]
+__all__ = [
+    "FIRST_GUESS_S",
+    "MEASURING",
+    "PEER_FORMATS",
+    "POWER_HALFWIDTH",
+    "QUALITY_TASKS",
+    "TOOLS_BUILD_S",
+    "TOOLS_SCRIPT",
+    "USER_ERRORS",
+    "BuildClock",
+    "Context",
+    "_knobs",
+    "atlas",
+    "build",
+    "build_stages",
+    "calibrate",
+    "default_store",
+    "evict",
+    "export_peer",
+    "import_files",
+    "kld",
+    "load_study",
+    "measure",
+    "needs_arms",
+    "parse_n",
+    "pick",
+    "published",
+    "published_quality",
+    "quality",
+    "report",
+    "simulate",
+]

@@ -33,14 +33,26 @@ def build_stages(study: Study, with_quality: bool = True) -> list[str]:
 
 
 def build(ctx: Context, with_quality: bool = True) -> None:
-    stages_of = {"measure": measure, "quality": quality, "kld": kld, "evict": lambda c: evict(c, required=False),
-                 "calibrate": calibrate, "simulate": simulate, "atlas": atlas, "report": report}
+    stages_of = {
+        "measure": measure,
+        "quality": quality,
+        "kld": kld,
+        "evict": lambda c: evict(c, required=False),
+        "calibrate": calibrate,
+        "simulate": simulate,
+        "atlas": atlas,
+        "report": report,
+    }
     plan = {name: stages_of[name] for name in build_stages(ctx.study, with_quality)}
     if not ctx.study.measures:
-        ctx.console.print(f"{ctx.study.name}: no [[arms]], nothing to measure on an engine: skipping "
-                          f"{', '.join(MEASURING)}; simulate, atlas and report run on published evidence alone "
-                          "(GPU speed: the published anchors' fits; quality: the published scores, the model "
-                          "itself at 16 bits, priors marked projected)", highlight=False, markup=False)
+        ctx.console.print(
+            f"{ctx.study.name}: no [[arms]], nothing to measure on an engine: skipping "
+            f"{', '.join(MEASURING)}; simulate, atlas and report run on published evidence alone "
+            "(GPU speed: the published anchors' fits; quality: the published scores, the model "
+            "itself at 16 bits, priors marked projected)",
+            highlight=False,
+            markup=False,
+        )
     if {"measure", "quality"} & set(plan):
         consented(ctx)
     clock = BuildClock(ctx, list(plan))
@@ -60,13 +72,15 @@ def build(ctx: Context, with_quality: bool = True) -> None:
                 paths = out
             clock.done(name, t)
     finally:
-        if tools is not None and tools.poll() is None:      # interrupted: the script resumes next time
+        if tools is not None and tools.poll() is None:  # interrupted: the script resumes next time
             os.killpg(tools.pid, signal.SIGTERM)
     if ctx.study.claims:
         from pareto_atlas.report.claims import claims_study
 
         paths.update(claims_study(ctx.study, ctx.store, ctx.out, ctx.console))
     per_stage = ", ".join(f"{k} {v:.0f} s" for k, v in clock.took.items())
-    ctx.console.print(f"\n[bold green]done[/] in {time.monotonic() - clock.t0:.0f} s ({per_stage}). Outputs in {ctx.out}/:")
+    ctx.console.print(
+        f"\n[bold green]done[/] in {time.monotonic() - clock.t0:.0f} s ({per_stage}). Outputs in {ctx.out}/:"
+    )
     for name, p in paths.items():
         ctx.console.print(f"  {name:<22} {p}")

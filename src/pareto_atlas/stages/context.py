@@ -8,7 +8,7 @@ from pathlib import Path
 from rich.console import Console
 
 from pareto_atlas.measure.consent import Consent, authorize
-from pareto_atlas.measure.resolve import load_study   # a study read with the checks that read this host
+from pareto_atlas.measure.resolve import load_study  # a study read with the checks that read this host
 from pareto_atlas.measure.weights import ModelError
 from pareto_atlas.scale import Executor, InProcess, executor_for
 from pareto_atlas.spec.study import Study, StudyError
@@ -24,15 +24,22 @@ class Context:
     store: Store
     console: Console
     executor: Executor = field(default_factory=InProcess)
-    consent: Consent | None = None     # what the user allowed the study (None: their config file alone)
+    consent: Consent | None = None  # what the user allowed the study (None: their config file alone)
 
     @classmethod
-    def open(cls, study: str, out: Path | None, console: Console, ray: str | None = None,
-             store: Path | None = None, consent: Consent | None = None) -> "Context":
+    def open(
+        cls,
+        study: str,
+        out: Path | None,
+        console: Console,
+        ray: str | None = None,
+        store: Path | None = None,
+        consent: Consent | None = None,
+    ) -> "Context":
         s = load_study(study)
         out = Path(out) if out else Path("atlas-out") / s.name
         out.mkdir(parents=True, exist_ok=True)
-        executor = executor_for(ray)     # first: an unreachable cluster fails before the store is opened
+        executor = executor_for(ray)  # first: an unreachable cluster fails before the store is opened
         return cls(s, out, Store(store or default_store(s, out)), console, executor, consent)
 
     def __enter__(self) -> "Context":
@@ -53,8 +60,10 @@ def default_store(study: Study, out: Path) -> Path:
 
 def needs_arms(ctx: Context, stage: str) -> None:
     if not ctx.study.measures:
-        raise StudyError(f"{stage}: study {ctx.study.name!r} has no [[arms]], nothing to run on an engine; "
-                         f"`build` runs simulate, atlas and report on published evidence")
+        raise StudyError(
+            f"{stage}: study {ctx.study.name!r} has no [[arms]], nothing to run on an engine; "
+            f"`build` runs simulate, atlas and report on published evidence"
+        )
 
 
 def consented(ctx: Context) -> None:

@@ -30,14 +30,22 @@ def start_tools_build(ctx: Context) -> subprocess.Popen | None:
     if ctx.study.engine.name != "llamacpp" or not tools_to_build():
         return None
     log = ctx.out / "llama_tools_build.log"
-    ctx.console.print(f"building llama.cpp's llama-perplexity in the background (niced; about {TOOLS_BUILD_S / 60:.0f} min "
-                      f"on 2 cores, once) while GSM8K is scored; log: {log}", highlight=False)
+    ctx.console.print(
+        f"building llama.cpp's llama-perplexity in the background (niced; about {TOOLS_BUILD_S / 60:.0f} min "
+        f"on 2 cores, once) while GSM8K is scored; log: {log}",
+        highlight=False,
+    )
     with open(log, "wb") as f:
         # its own process group, so an interrupted build stops its compilers too
         # through bash: package data need not keep its executable bit; PYTHON: the interpreter that
         # downloads the llama.cpp source (the script's own guess is a checkout's .venv)
-        return subprocess.Popen(["nice", "-n", "10", "bash", str(TOOLS_SCRIPT)], stdout=f, stderr=subprocess.STDOUT,
-                                start_new_session=True, env={**os.environ, "PYTHON": os.environ.get("PYTHON") or sys.executable})
+        return subprocess.Popen(
+            ["nice", "-n", "10", "bash", str(TOOLS_SCRIPT)],
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, "PYTHON": os.environ.get("PYTHON") or sys.executable},
+        )
 
 
 def wait_tools_build(ctx: Context, proc: subprocess.Popen | None) -> None:
@@ -46,5 +54,8 @@ def wait_tools_build(ctx: Context, proc: subprocess.Popen | None) -> None:
     t = time.monotonic()
     rc = proc.wait()
     tail = (ctx.out / "llama_tools_build.log").read_text(errors="replace").strip().splitlines()[-1:] or [""]
-    ctx.console.print(f"llama-perplexity build {'done' if rc == 0 else f'failed ({tail[0]})'}"
-                      f" (waited {time.monotonic() - t:.0f} s for it)", highlight=False)
+    ctx.console.print(
+        f"llama-perplexity build {'done' if rc == 0 else f'failed ({tail[0]})'}"
+        f" (waited {time.monotonic() - t:.0f} s for it)",
+        highlight=False,
+    )

@@ -21,11 +21,10 @@ def fmt(v, unit: str = "", nd: int = 1) -> str:
     return "—" if v is None or v != v else f"{v:.{nd}f}{unit}"
 
 
-
 def measure_progress(c: Console) -> Progress:
     """The measure stage's progress: a line per anchor (with an ETA from the anchors so far), a dot per
     request, then its figures or why it failed."""
-    spent: list[float] = []      # seconds per anchor measured so far: the ETA of the rest
+    spent: list[float] = []  # seconds per anchor measured so far: the ETA of the rest
 
     def on(ev: str, info: dict) -> None:
         if ev == "consent":
@@ -35,19 +34,21 @@ def measure_progress(c: Console) -> Progress:
         elif ev == "anchor":
             spent.append(time.monotonic())
             left = info["n"] - info["i"]
-            eta = "" if len(spent) < 2 else \
-                f" (ETA ~{(spent[-1] - spent[0]) / (len(spent) - 1) * left / 60:.1f} min)"
+            eta = "" if len(spent) < 2 else f" (ETA ~{(spent[-1] - spent[0]) / (len(spent) - 1) * left / 60:.1f} min)"
             c.print(f"  [{info['i'] + 1}/{info['n']}]{eta} {info['arm']}: ", end="", highlight=False)
         elif ev == "request":
             c.print(".", end="")
         elif ev == "done":
             m = info["metrics"]
             if info["status"] == "ok":
-                c.print(f" ok  TTFT p50 {fmt(m.get('ttft', {}).get('p50'), ' ms')}  "
-                        f"TPOT p50 {fmt(m.get('tpot', {}).get('p50'), ' ms')}  "
-                        f"{fmt(m.get('throughput_tok_s'), ' tok/s')}  rejected {m.get('n_rejected', 0)}"
-                        + (f"  start-up {m['engine_startup_s']:.0f} s" if m.get("engine_startup_s") else "")
-                        + (f"  [red]{escape(m['error_line'])}[/]" if m.get("error_line") else ""), soft_wrap=True)
+                c.print(
+                    f" ok  TTFT p50 {fmt(m.get('ttft', {}).get('p50'), ' ms')}  "
+                    f"TPOT p50 {fmt(m.get('tpot', {}).get('p50'), ' ms')}  "
+                    f"{fmt(m.get('throughput_tok_s'), ' tok/s')}  rejected {m.get('n_rejected', 0)}"
+                    + (f"  start-up {m['engine_startup_s']:.0f} s" if m.get("engine_startup_s") else "")
+                    + (f"  [red]{escape(m['error_line'])}[/]" if m.get("error_line") else ""),
+                    soft_wrap=True,
+                )
                 if m.get("decode_bw_line"):
                     c.print(f"      {m['decode_bw_line']}", highlight=False)
                 if m.get("contended"):
@@ -56,17 +57,24 @@ def measure_progress(c: Console) -> Progress:
                 c.print(f" [red]failed[/]: {info['reason']}", highlight=False, soft_wrap=True)
         elif ev == "remeasured":
             after = info["after"]
-            c.print(f" again: other work {info['before']:.2f} -> "
-                    f"{'?' if after is None else f'{after:.2f}'} cores; kept the {info['kept']} try"
-                    + (f" (TTFT p50 {fmt(info['metrics'].get('ttft', {}).get('p50'), ' ms')}, TPOT p50 "
-                       f"{fmt(info['metrics'].get('tpot', {}).get('p50'), ' ms')})" if info["kept"] == "new" else ""),
-                    highlight=False)
+            c.print(
+                f" again: other work {info['before']:.2f} -> "
+                f"{'?' if after is None else f'{after:.2f}'} cores; kept the {info['kept']} try"
+                + (
+                    f" (TTFT p50 {fmt(info['metrics'].get('ttft', {}).get('p50'), ' ms')}, TPOT p50 "
+                    f"{fmt(info['metrics'].get('tpot', {}).get('p50'), ' ms')})"
+                    if info["kept"] == "new"
+                    else ""
+                ),
+                highlight=False,
+            )
 
     return on
 
 
 def quality_progress(c: Console, study: Study) -> Progress:
     """The quality stage's progress: a line per arm, a dot per item, then its score and its task's lines."""
+
     def on(ev: str, info: dict) -> None:
         if ev == "consent":
             c.print(f"  {info['line']}", highlight=False, markup=False, soft_wrap=True)
@@ -96,27 +104,37 @@ def task_lines(study: Study, s: dict) -> list[str]:
     task = study.quality.task
     out = []
     if task == "humaneval":
-        out.append("sandbox outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(s.get("sandbox_outcomes", {}).items())))
+        out.append(
+            "sandbox outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(s.get("sandbox_outcomes", {}).items()))
+        )
         ref = PUBLISHED_PASS_AT_1.get(study.model.name)
         if ref is not None:
-            out.append(f"reference (not an input): the maker reports HumanEval pass@1 {ref} % for {study.model.name} "
-                       "(Qwen2.5-Coder technical report, EvalPlus harness, unquantized weights)")
+            out.append(
+                f"reference (not an input): the maker reports HumanEval pass@1 {ref} % for {study.model.name} "
+                "(Qwen2.5-Coder technical report, EvalPlus harness, unquantized weights)"
+            )
     elif task == "ruler":
         for c in s.get("ruler_cells", []):
             st = c["strict"]
-            out.append(f"{c['subtask']} at {c['context_tokens']}: {st['k']}/{st['n']} = {st['p']:.3f} "
-                       f"[95% {st['lo']:.2f}–{st['hi']:.2f}], string_match_all {c['string_match_all']:.3f}")
+            out.append(
+                f"{c['subtask']} at {c['context_tokens']}: {st['k']}/{st['n']} = {st['p']:.3f} "
+                f"[95% {st['lo']:.2f}–{st['hi']:.2f}], string_match_all {c['string_match_all']:.3f}"
+            )
     elif task == "ifeval":
         for key in ("prompt_strict", "prompt_loose", "instruction_strict", "instruction_loose"):
             sc = s.get(key)
             if sc:
-                out.append(f"{key.replace('_', '-level ', 1)}: {sc['k']}/{sc['n']} = {sc['p']:.3f} "
-                           f"[95% {sc['lo']:.2f}–{sc['hi']:.2f}]")
+                out.append(
+                    f"{key.replace('_', '-level ', 1)}: {sc['k']}/{sc['n']} = {sc['p']:.3f} "
+                    f"[95% {sc['lo']:.2f}–{sc['hi']:.2f}]"
+                )
         apart = s.get("sentence_count")
         if apart:
-            out.append(f"sentence-count prompts (counted by our own splitter, not NLTK punkt): {apart['n_prompts']} "
-                       f"prompts, strict {apart['prompt_strict']['k']}/{apart['n_prompts']}; "
-                       f"without them: prompt-level strict {apart['without']['prompt_strict']['p']:.3f}")
+            out.append(
+                f"sentence-count prompts (counted by our own splitter, not NLTK punkt): {apart['n_prompts']} "
+                f"prompts, strict {apart['prompt_strict']['k']}/{apart['n_prompts']}; "
+                f"without them: prompt-level strict {apart['without']['prompt_strict']['p']:.3f}"
+            )
     return out
 
 
@@ -130,12 +148,17 @@ def print_agreement(c: Console, study: Study, store: Store, task: str) -> None:
     agree = agreement_table(study, store)
     base = quality_table(study, store).get(study.baseline.knobs().quality_key()) or {}
     for _, a in (agree[agree.task == task] if len(agree) else agree).iterrows():
-        c.print(f"  {a.task} {a.arm} vs {a.reference}: same answer on {a.answer_agreement:.0%} of {a.n} items "
-                f"[95% {a.answer_agreement_lo:.0%}–{a.answer_agreement_hi:.0%}], identical output {a.identical_outputs:.0%}, "
-                f"first divergence at {a.unit} {fmt(a.median_first_divergence, nd=0)} (median); flips: "
-                f"{a.right_to_wrong} right->wrong, {a.wrong_to_right} wrong->right (exact McNemar p = {a.mcnemar_p:.3g})",
-                highlight=False)
+        c.print(
+            f"  {a.task} {a.arm} vs {a.reference}: same answer on {a.answer_agreement:.0%} of {a.n} items "
+            f"[95% {a.answer_agreement_lo:.0%}–{a.answer_agreement_hi:.0%}], identical output {a.identical_outputs:.0%}, "
+            f"first divergence at {a.unit} {fmt(a.median_first_divergence, nd=0)} (median); flips: "
+            f"{a.right_to_wrong} right->wrong, {a.wrong_to_right} wrong->right (exact McNemar p = {a.mcnemar_p:.3g})",
+            highlight=False,
+        )
         need = items_for_halfwidth(int(a.right_to_wrong + a.wrong_to_right), int(a.n), POWER_HALFWIDTH, p=base.get("p"))
-        c.print(f"    items for a ±{POWER_HALFWIDTH:.0%} interval on the difference at these rates: "
-                f"{'at least ' if need['floored'] else ''}{need['paired']} paired"
-                + (f", {need['unpaired']} unpaired" if "unpaired" in need else ""), highlight=False)
+        c.print(
+            f"    items for a ±{POWER_HALFWIDTH:.0%} interval on the difference at these rates: "
+            f"{'at least ' if need['floored'] else ''}{need['paired']} paired"
+            + (f", {need['unpaired']} unpaired" if "unpaired" in need else ""),
+            highlight=False,
+        )

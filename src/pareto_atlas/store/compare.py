@@ -17,7 +17,7 @@ from pareto_atlas.measure.resolve import load_study
 from pareto_atlas.spec.study import Study
 from pareto_atlas.store.db import Store
 
-DEFAULT_ENGINE = "llamacpp"     # labels and point ids of its rows stay as they were before engines mixed
+DEFAULT_ENGINE = "llamacpp"  # labels and point ids of its rows stay as they were before engines mixed
 
 
 @lru_cache(maxsize=8)

@@ -46,14 +46,22 @@ def io_reason(e: BaseException) -> str:
         return f"the file size limit was reached (File too large{where})"
     if "Conflicting lock" in msg or "Could not set lock" in msg:
         pid = re.search(r"PID (\d+)", msg)
-        return (f"another process{' (pid ' + pid.group(1) + ')' if pid else ''} has it open; "
-                f"one build at a time per store (or give this one another --out)")
+        return (
+            f"another process{' (pid ' + pid.group(1) + ')' if pid else ''} has it open; "
+            f"one build at a time per store (or give this one another --out)"
+        )
     if "version number" in msg or "newer version" in msg or "storage version" in msg.lower():
         return f"it was written by a newer DuckDB than this pareto-atlas reads ({msg[:160]}); upgrade pareto-atlas"
-    if "Could not read enough bytes" in msg or "not a valid DuckDB database" in msg or "Corrupt" in msg \
-            or "checksum" in msg:
-        return (f"it is truncated or damaged ({msg[:160]}); `pareto-atlas check` reports what is readable, "
-                f"a copy from before the damage (or a new --out) starts again")
+    if (
+        "Could not read enough bytes" in msg
+        or "not a valid DuckDB database" in msg
+        or "Corrupt" in msg
+        or "checksum" in msg
+    ):
+        return (
+            f"it is truncated or damaged ({msg[:160]}); `pareto-atlas check` reports what is readable, "
+            f"a copy from before the damage (or a new --out) starts again"
+        )
     return msg[:240]
 
 
@@ -95,9 +103,11 @@ class Store:
             newer = unknown_migrations(self.con)
             if newer:
                 # refused before anything is written: this code would write rows the newer schema does not expect
-                raise StoreError(f"store {self.path}: written by a newer pareto-atlas (migration {newer[0]!r} is unknown "
-                                 f"to {__version__}, which knows {MIGRATIONS[0][0]}..{MIGRATIONS[-1][0]}); upgrade "
-                                 f"pareto-atlas to use it, or give this build another --out")
+                raise StoreError(
+                    f"store {self.path}: written by a newer pareto-atlas (migration {newer[0]!r} is unknown "
+                    f"to {__version__}, which knows {MIGRATIONS[0][0]}..{MIGRATIONS[-1][0]}); upgrade "
+                    f"pareto-atlas to use it, or give this build another --out"
+                )
             self._migrate()
         except StoreError:
             self.con.close()
@@ -149,12 +159,16 @@ class Store:
                         raise
                     # a failed COMMIT is rolled back by DuckDB: this write is lost, every earlier one kept
                     if exc_type is None or is_fault(exc):
-                        raise StoreError(f"store {store.path}: could not save: {io_reason(exc or e)}; this write "
-                                         f"was rolled back, everything saved before it is kept") from None
+                        raise StoreError(
+                            f"store {store.path}: could not save: {io_reason(exc or e)}; this write "
+                            f"was rolled back, everything saved before it is kept"
+                        ) from None
                     return False
                 if exc_type is not None and is_fault(exc):
-                    raise StoreError(f"store {store.path}: could not save: {io_reason(exc)}; this write was "
-                                     f"rolled back, everything saved before it is kept") from None
+                    raise StoreError(
+                        f"store {store.path}: could not save: {io_reason(exc)}; this write was "
+                        f"rolled back, everything saved before it is kept"
+                    ) from None
                 return False
 
         return _Tx()
@@ -164,8 +178,9 @@ class Store:
         row = self.con.execute("SELECT status FROM anchors WHERE anchor_id = ?", [anchor_id]).fetchone()
         return row[0] if row else None
 
-    def _replace(self, table: str, key: str, row: dict, children: str | None = None,
-                 child_rows: list[tuple] = ()) -> None:
+    def _replace(
+        self, table: str, key: str, row: dict, children: str | None = None, child_rows: list[tuple] = ()
+    ) -> None:
         """Write one row (and its child rows) in one transaction, replacing an earlier try of the same key."""
         row = {**row, "tool_version": __version__}
         cols = list(row)
@@ -173,11 +188,13 @@ class Store:
             if children:
                 self.con.execute(f"DELETE FROM {children} WHERE {key} = ?", [row[key]])
             self.con.execute(f"DELETE FROM {table} WHERE {key} = ?", [row[key]])
-            self.con.execute(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
-                             [row[c] for c in cols])
+            self.con.execute(
+                f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})", [row[c] for c in cols]
+            )
             if child_rows:
-                self.con.executemany(f"INSERT INTO {children} VALUES ({', '.join('?' * len(child_rows[0]))})",
-                                     child_rows)
+                self.con.executemany(
+                    f"INSERT INTO {children} VALUES ({', '.join('?' * len(child_rows[0]))})", child_rows
+                )
 
     def put_anchor(self, row: dict, records: Iterable[dict]) -> None:
         """Write an anchor and its raw per-request records in one transaction (replacing a failed try)."""
@@ -193,7 +210,9 @@ class Store:
         return self.con.execute(q + " ORDER BY started_at", args).df()
 
     def requests(self, anchor_id: str) -> list[dict]:
-        rows = self.con.execute("SELECT record_json FROM requests WHERE anchor_id = ? ORDER BY idx", [anchor_id]).fetchall()
+        rows = self.con.execute(
+            "SELECT record_json FROM requests WHERE anchor_id = ? ORDER BY idx", [anchor_id]
+        ).fetchall()
         return [json.loads(r[0]) for r in rows]
 
     # -- quality ------------------------------------------------------------------------------
@@ -210,7 +229,9 @@ class Store:
         """Save one scored item as soon as it exists, so a quality arm stopped midway resumes
         with the items it already has (the run's own row comes when the arm finishes)."""
         with self.transaction():
-            self.con.execute("DELETE FROM quality_items WHERE qrun_id = ? AND item_id = ?", [qrun_id, str(item["item_id"])])
+            self.con.execute(
+                "DELETE FROM quality_items WHERE qrun_id = ? AND item_id = ?", [qrun_id, str(item["item_id"])]
+            )
             self.con.execute("INSERT INTO quality_items VALUES (?, ?, ?)", [qrun_id, str(item["item_id"]), dumps(item)])
 
     def quality_runs(self, study: str | None = None, status: str | None = "ok") -> pd.DataFrame:
@@ -222,8 +243,9 @@ class Store:
         return self.con.execute(q + " ORDER BY started_at", args).df()
 
     def quality_items(self, qrun_id: str) -> list[dict]:
-        rows = self.con.execute("SELECT record_json FROM quality_items WHERE qrun_id = ? ORDER BY item_id",
-                                [qrun_id]).fetchall()
+        rows = self.con.execute(
+            "SELECT record_json FROM quality_items WHERE qrun_id = ? ORDER BY item_id", [qrun_id]
+        ).fetchall()
         return [json.loads(r[0]) for r in rows]
 
     # -- KV eviction (measured in transformers) -----------------------------------------------------
@@ -243,8 +265,9 @@ class Store:
         return self.con.execute(q + " ORDER BY created_at", args).df()
 
     def eviction_items(self, evict_id: str) -> list[dict]:
-        rows = self.con.execute("SELECT record_json FROM eviction_items WHERE evict_id = ? ORDER BY item_id",
-                                [evict_id]).fetchall()
+        rows = self.con.execute(
+            "SELECT record_json FROM eviction_items WHERE evict_id = ? ORDER BY item_id", [evict_id]
+        ).fetchall()
         return [json.loads(r[0]) for r in rows]
 
     # -- KL divergence against the baseline (llama-perplexity) ---------------------------------------
@@ -275,11 +298,14 @@ class Store:
     def put_probe(self, probe_id: str, hardware: str, card: dict) -> None:
         with self.transaction():
             self.con.execute("DELETE FROM hardware_probes WHERE probe_id = ?", [probe_id])
-            self.con.execute("INSERT INTO hardware_probes VALUES (?, ?, ?, ?)", [probe_id, hardware, dumps(card), now()])
+            self.con.execute(
+                "INSERT INTO hardware_probes VALUES (?, ?, ?, ?)", [probe_id, hardware, dumps(card), now()]
+            )
 
     def latest_probe(self, hardware: str) -> dict | None:
-        row = self.con.execute("SELECT card_json FROM hardware_probes WHERE hardware = ? ORDER BY created_at DESC LIMIT 1",
-                               [hardware]).fetchone()
+        row = self.con.execute(
+            "SELECT card_json FROM hardware_probes WHERE hardware = ? ORDER BY created_at DESC LIMIT 1", [hardware]
+        ).fetchone()
         return json.loads(row[0]) if row else None
 
     # -- simulated points ------------------------------------------------------------------------
@@ -290,30 +316,44 @@ class Store:
         try:
             with self.transaction():
                 exists = self.con.execute(
-                    "SELECT count(*) FROM information_schema.tables WHERE table_name = 'sim_points'").fetchone()[0]
+                    "SELECT count(*) FROM information_schema.tables WHERE table_name = 'sim_points'"
+                ).fetchone()[0]
                 if not exists:
                     self.con.execute("CREATE TABLE sim_points AS SELECT * FROM _incoming LIMIT 0")
-                have = {r[0] for r in self.con.execute(
-                    "SELECT column_name FROM information_schema.columns WHERE table_name = 'sim_points'").fetchall()}
+                have = {
+                    r[0]
+                    for r in self.con.execute(
+                        "SELECT column_name FROM information_schema.columns WHERE table_name = 'sim_points'"
+                    ).fetchall()
+                }
                 for col in df.columns:
                     if col not in have:
                         dtype = self.con.execute(f'SELECT typeof("{col}") FROM _incoming LIMIT 1').fetchone()
-                        self.con.execute(f'ALTER TABLE sim_points ADD COLUMN "{col}" {dtype[0] if dtype else "VARCHAR"}')
+                        self.con.execute(
+                            f'ALTER TABLE sim_points ADD COLUMN "{col}" {dtype[0] if dtype else "VARCHAR"}'
+                        )
                 self.con.execute("DELETE FROM sim_points WHERE sim_id = ?", [sim_id])
                 self.con.execute("DELETE FROM sim_runs WHERE sim_id = ?", [sim_id])
                 self.con.execute("INSERT INTO sim_points BY NAME SELECT * FROM _incoming")
-                self.con.execute("INSERT INTO sim_runs VALUES (?, ?, ?, ?, ?, ?)",
-                                 [sim_id, study, calib_id, len(df), now(), __version__])
+                self.con.execute(
+                    "INSERT INTO sim_runs VALUES (?, ?, ?, ?, ?, ?)",
+                    [sim_id, study, calib_id, len(df), now(), __version__],
+                )
         finally:
             self.con.unregister("_incoming")
 
     def sim_points(self, sim_id: str | None = None, study: str | None = None) -> pd.DataFrame:
         exists = self.con.execute(
-            "SELECT count(*) FROM information_schema.tables WHERE table_name = 'sim_points'").fetchone()[0]
+            "SELECT count(*) FROM information_schema.tables WHERE table_name = 'sim_points'"
+        ).fetchone()[0]
         if not exists:
             return pd.DataFrame()
         if sim_id is None:
-            q = "SELECT sim_id FROM sim_runs" + (" WHERE study = ?" if study else "") + " ORDER BY created_at DESC LIMIT 1"
+            q = (
+                "SELECT sim_id FROM sim_runs"
+                + (" WHERE study = ?" if study else "")
+                + " ORDER BY created_at DESC LIMIT 1"
+            )
             row = self.con.execute(q, [study] if study else []).fetchone()
             if row is None:
                 return pd.DataFrame()
@@ -322,15 +362,18 @@ class Store:
 
     # -- a sweep's saved shards (simulate.resume) ---------------------------------------------------
     def sim_shard(self, sweep_key: str, shard: int) -> bytes | None:
-        row = self.con.execute("SELECT points FROM sim_shards WHERE sweep_key = ? AND shard = ?",
-                               [sweep_key, shard]).fetchone()
+        row = self.con.execute(
+            "SELECT points FROM sim_shards WHERE sweep_key = ? AND shard = ?", [sweep_key, shard]
+        ).fetchone()
         return bytes(row[0]) if row else None
 
     def put_sim_shard(self, sweep_key: str, study: str, shard: int, n_shards: int, points: bytes) -> None:
         with self.transaction():
             self.con.execute("DELETE FROM sim_shards WHERE sweep_key = ? AND shard = ?", [sweep_key, shard])
-            self.con.execute("INSERT INTO sim_shards VALUES (?, ?, ?, ?, ?, ?, ?)",
-                             [sweep_key, study, shard, n_shards, points, now(), __version__])
+            self.con.execute(
+                "INSERT INTO sim_shards VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [sweep_key, study, shard, n_shards, points, now(), __version__],
+            )
 
     def prune_sim_shards(self, study: str, keep: str) -> None:
         """Drop this study's shards of every sweep but `keep` (they would never be resumed)."""
@@ -343,11 +386,17 @@ class Store:
             raise StoreError(f"export format {fmt!r}: allowed parquet, csv, json")
         out_dir.mkdir(parents=True, exist_ok=True)
         paths = []
-        tables = [r[0] for r in self.con.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'").fetchall()]
+        tables = [
+            r[0]
+            for r in self.con.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'"
+            ).fetchall()
+        ]
         for t in tables:
             p = out_dir / f"{t}.{fmt}"
-            opts = {"parquet": "(FORMAT parquet)", "csv": "(FORMAT csv, HEADER)", "json": "(FORMAT json, ARRAY true)"}[fmt]
+            opts = {"parquet": "(FORMAT parquet)", "csv": "(FORMAT csv, HEADER)", "json": "(FORMAT json, ARRAY true)"}[
+                fmt
+            ]
             self.con.execute(f"COPY {t} TO '{p}' {opts}")
             paths.append(p)
         return paths

@@ -23,8 +23,18 @@ from pareto_atlas.simulate.targets import Target
 from pareto_atlas.spec.knobs import Knobs
 from pareto_atlas.spec.study import Study
 from pareto_atlas.store.db import Store
-from pareto_atlas.store.quality import (KLD_COLUMNS, TOKEN_KNOBS, NO_KLD, QUALITY_COLUMNS, WEIGHT_PRIORS, Quality,
-                                        _from_prior, _with_effects, quality_row, quality_table)
+from pareto_atlas.store.quality import (
+    KLD_COLUMNS,
+    TOKEN_KNOBS,
+    NO_KLD,
+    QUALITY_COLUMNS,
+    WEIGHT_PRIORS,
+    Quality,
+    _from_prior,
+    _with_effects,
+    quality_row,
+    quality_table,
+)
 
 NAN = float("nan")
 # A carried relative effect keeps its measured centre; its interval's half-widths are multiplied by
@@ -44,13 +54,14 @@ def reference_knobs(study: Study, target: Target, kind: str) -> Knobs:
 
 
 def _is_reference(knobs: Knobs, ref: Knobs) -> bool:
-    if ref.weights in GPU_NATIVE and knobs.weights in GPU_NATIVE:     # F16 and BF16 hold the same weights
+    if ref.weights in GPU_NATIVE and knobs.weights in GPU_NATIVE:  # F16 and BF16 hold the same weights
         knobs = replace(knobs, weights=ref.weights)
     return knobs.quality_key() == ref.quality_key()
 
 
-def published_quality(target: Target, knobs: Knobs, task: str, table: pd.DataFrame | None = None,
-                      engine: str = "vllm") -> Quality | None:
+def published_quality(
+    target: Target, knobs: Knobs, task: str, table: pd.DataFrame | None = None, engine: str = "vllm"
+) -> Quality | None:
     """Rung (b): the published score the guard uses for this model and knobs, if any (`table`: the
     published table, read once by the caller; None reads it). Where several documents score the
     method, the interval is their envelope (quality.published_pool). A quantized KV cache's row
@@ -61,8 +72,15 @@ def published_quality(target: Target, knobs: Knobs, task: str, table: pd.DataFra
     from pareto_atlas.quality.published_pool import guard_interval
 
     method = kv_method(engine, knobs.kv)
-    hits = published_for(target.card.name, knobs.weights, knobs.kv, knobs.eviction, knobs.kv_keep, table=table,
-                         kv_scales=method.kv_scales if method is not None else None)
+    hits = published_for(
+        target.card.name,
+        knobs.weights,
+        knobs.kv,
+        knobs.eviction,
+        knobs.kv_keep,
+        table=table,
+        kv_scales=method.kv_scales if method is not None else None,
+    )
     best = guard_interval(hits, task)
     if best is None or best.informational:
         return None
@@ -78,8 +96,9 @@ def published_model_names(target: Target) -> list[str]:
     return list(dict.fromkeys([target.card.name, *same_architecture_cards(target.card)]))
 
 
-def _published(target: Target, knobs: Knobs, task: str, table: pd.DataFrame | None = None,
-               engine: str = "vllm") -> Quality | None:
+def _published(
+    target: Target, knobs: Knobs, task: str, table: pd.DataFrame | None = None, engine: str = "vllm"
+) -> Quality | None:
     for name in published_model_names(target):
         q = published_quality(replace(target, card=replace(target.card, name=name)), knobs, task, table, engine)
         if q is not None:
@@ -87,8 +106,7 @@ def _published(target: Target, knobs: Knobs, task: str, table: pd.DataFrame | No
     return None
 
 
-def carried(q: Quality, source_model: str, arm: str, scaling=None, n_from: float = 0.0,
-            n_to: float = 0.0) -> Quality:
+def carried(q: Quality, source_model: str, arm: str, scaling=None, n_from: float = 0.0, n_to: float = 0.0) -> Quality:
     """Rung (c): a measured relative effect carried to another size of the family. `scaling` (a
     quality.damage_scaling.DamageScaling of the same knob, or None) and the two parameter counts
     widen it where the knob's damage grows towards the target's size (see that module)."""
@@ -109,10 +127,20 @@ def carried(q: Quality, source_model: str, arm: str, scaling=None, n_from: float
                 centre = 1.0 - (1.0 - q.rel) * f_centre
             lo = min(lo, centre, 1.0 - d_hi * f_up)
             hi = max(hi, centre)
-            how += (f"; its damage grows with size ({scaling.describe()}): centre x{f_centre:.2g}, "
-                    f"the damage it cannot exclude x{f_up:.2g} at this size")
-    return Quality(NAN, NAN, NAN, max(centre, 0.0), max(lo, 0.0), hi,
-                   f"carried:{source_model} {arm} (its measured effect, {how})", "carried")
+            how += (
+                f"; its damage grows with size ({scaling.describe()}): centre x{f_centre:.2g}, "
+                f"the damage it cannot exclude x{f_up:.2g} at this size"
+            )
+    return Quality(
+        NAN,
+        NAN,
+        NAN,
+        max(centre, 0.0),
+        max(lo, 0.0),
+        hi,
+        f"carried:{source_model} {arm} (its measured effect, {how})",
+        "carried",
+    )
 
 
 def _scaling(knobs: Knobs, ref: Knobs, family: str):
@@ -121,8 +149,16 @@ def _scaling(knobs: Knobs, ref: Knobs, family: str):
     return scaling_for(family, (ref.weights, ref.kv), (knobs.weights, knobs.kv))
 
 
-def target_quality(knobs: Knobs, target: Target, kind: str, study: Study, qt: dict[str, dict],
-                   task: str, table: pd.DataFrame | None = None, measured_family: str | None = None) -> Quality:
+def target_quality(
+    knobs: Knobs,
+    target: Target,
+    kind: str,
+    study: Study,
+    qt: dict[str, dict],
+    task: str,
+    table: pd.DataFrame | None = None,
+    measured_family: str | None = None,
+) -> Quality:
     """The quality of `knobs` on `target` served on a card of `kind` (see the module doc). `table`
     and `measured_family` (the published table, the measured model's family) are read once by a
     caller that asks for many configurations; None reads them."""
@@ -133,7 +169,7 @@ def target_quality(knobs: Knobs, target: Target, kind: str, study: Study, qt: di
     if measured_family is None:
         measured_family = _measured_family(study)
     ref = reference_knobs(study, target, kind)
-    engine = study.engine.name if kind == "cpu" else "vllm"      # GPU cards are simulated as vLLM
+    engine = study.engine.name if kind == "cpu" else "vllm"  # GPU cards are simulated as vLLM
     core_knobs = replace(knobs, eviction="none", kv_keep=1.0, sparse_budget=1.0)
     if core_knobs != knobs:
         # an eviction policy's own published score; the table has no sparse-attention rows, and a
@@ -144,26 +180,46 @@ def target_quality(knobs: Knobs, target: Target, kind: str, study: Study, qt: di
         core = target_quality(core_knobs, target, kind, study, qt, task, table, measured_family)
         if core.evidence == "unmeasured":
             return core
-        return _with_effects(knobs, core, {})           # measured effects belong to the measured model
+        return _with_effects(knobs, core, {})  # measured effects belong to the measured model
     pub = _published(target, knobs, task, table, engine)
     base = _published(target, ref, task, table, engine) if ref.weights in GPU_NATIVE else None
     if _is_reference(knobs, ref):
         if base is not None:
-            return replace(base, rel=1.0, rel_lo=1.0, rel_hi=1.0, evidence="reference",
-                           provenance=f"reference ({target.name} at its own precision); score {base.provenance}")
+            return replace(
+                base,
+                rel=1.0,
+                rel_lo=1.0,
+                rel_hi=1.0,
+                evidence="reference",
+                provenance=f"reference ({target.name} at its own precision); score {base.provenance}",
+            )
         return Quality(NAN, NAN, NAN, 1.0, 1.0, 1.0, f"reference ({target.name} at its own precision)", "reference")
     if pub is not None:
         return pub
     measured_ref = study.baseline.knobs()
     hit = qt.get(knobs.quality_key())
-    if (hit is not None and ref.quality_key() == measured_ref.quality_key() and target.family
-            and target.family == measured_family and hit.get("rel") == hit.get("rel")):
+    if (
+        hit is not None
+        and ref.quality_key() == measured_ref.quality_key()
+        and target.family
+        and target.family == measured_family
+        and hit.get("rel") == hit.get("rel")
+    ):
         q = Quality(hit["p"], hit["lo"], hit["hi"], hit["rel"], hit["rel_lo"], hit["rel_hi"], "", "measured")
-        return carried(q, study.model.name, hit["arm"], _scaling(knobs, measured_ref, measured_family),
-                       _measured_params(study), target.card.n_params)
+        return carried(
+            q,
+            study.model.name,
+            hit["arm"],
+            _scaling(knobs, measured_ref, measured_family),
+            _measured_params(study),
+            target.card.n_params,
+        )
     # the reference's published absolute score, where there is one, is what a prior's ratio scales
-    base = (Quality(base.q, base.lo, base.hi, 1.0, 1.0, 1.0, "", "prior") if base is not None
-            else Quality(NAN, NAN, NAN, 1.0, 1.0, 1.0, "", "prior"))
+    base = (
+        Quality(base.q, base.lo, base.hi, 1.0, 1.0, 1.0, "", "prior")
+        if base is not None
+        else Quality(NAN, NAN, NAN, 1.0, 1.0, 1.0, "", "prior")
+    )
     if replace(knobs, weights=ref.weights).quality_key() != ref.quality_key():
         return Quality.unmeasured()
     if knobs.weights in WEIGHT_PRIORS:
@@ -178,7 +234,7 @@ def _measured_card(study: Study):
 
     try:
         return model_card(study)
-    except Exception:       # a study whose model file is not here yet has no card to read
+    except Exception:  # a study whose model file is not here yet has no card to read
         return None
 
 
@@ -217,8 +273,13 @@ def attach_target_quality(points: pd.DataFrame, target: Target, study: Study, st
         task = tasks[str(row.workload)]
         key = (*(getattr(row, c) for c in token_cols), kind, task)
         if key not in cache:
-            k = Knobs(weights=row.weights, kv=row.kv, eviction=row.eviction, kv_keep=float(row.kv_keep),
-                      sparse_budget=float(row.sparse_budget))
+            k = Knobs(
+                weights=row.weights,
+                kv=row.kv,
+                eviction=row.eviction,
+                kv_keep=float(row.kv_keep),
+                sparse_budget=float(row.sparse_budget),
+            )
             q = target_quality(k, target, kind, qs, qts[task], task, table, family)
             cache[key] = (quality_row(q) + NO_KLD, kld_row(k, kt)[0] if kind == "cpu" else NAN)
         vals.append(cache[key][0])

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 MIGRATIONS: list[tuple[str, str]] = [
-    ("001_anchors", """
+    (
+        "001_anchors",
+        """
         CREATE TABLE anchors (
             anchor_id TEXT PRIMARY KEY,      -- hash of study, arm, knobs, workload, load, model, hardware, repeat
             study TEXT, arm TEXT, repeat INTEGER, campaign_id TEXT,
@@ -19,8 +21,11 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE TABLE requests (
             anchor_id TEXT, idx INTEGER, warmup BOOLEAN, ok BOOLEAN, record_json TEXT
         );
-    """),
-    ("002_quality", """
+    """,
+    ),
+    (
+        "002_quality",
+        """
         CREATE TABLE quality_runs (
             qrun_id TEXT PRIMARY KEY,        -- hash of study, arm, quality knobs, task, mode, n, seed, model
             study TEXT, arm TEXT, quality_key TEXT, task TEXT, mode TEXT, n INTEGER, seed INTEGER,
@@ -31,8 +36,11 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE TABLE quality_items (
             qrun_id TEXT, item_id TEXT, record_json TEXT
         );
-    """),
-    ("003_calibration_and_simulation", """
+    """,
+    ),
+    (
+        "003_calibration_and_simulation",
+        """
         CREATE TABLE calibrations (
             calib_id TEXT PRIMARY KEY, study TEXT, hardware TEXT, engine TEXT, engine_version TEXT,
             params_json TEXT, fidelity_json TEXT, n_anchors INTEGER, created_at TIMESTAMP, tool_version TEXT
@@ -41,15 +49,21 @@ MIGRATIONS: list[tuple[str, str]] = [
             sim_id TEXT PRIMARY KEY, study TEXT, calib_id TEXT, n_points INTEGER,
             created_at TIMESTAMP, tool_version TEXT
         );
-    """),
-    ("004_hardware_probes", """
+    """,
+    ),
+    (
+        "004_hardware_probes",
+        """
         CREATE TABLE hardware_probes (
             probe_id TEXT PRIMARY KEY, hardware TEXT, card_json TEXT, created_at TIMESTAMP
         );
-    """),
+    """,
+    ),
     # KV eviction measured on the real model in transformers (llama.cpp has none): one row per
     # policy and keep ratio on one item set, plus that set's full-cache reference (policy 'none').
-    ("005_eviction_points", """
+    (
+        "005_eviction_points",
+        """
         CREATE TABLE eviction_points (
             evict_id TEXT PRIMARY KEY,       -- hash of study, model file, item set, policy, keep, chunk, engine
             ref_id TEXT,                     -- evict_id of the full-cache run on the same items (itself for 'none')
@@ -68,12 +82,15 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE TABLE eviction_items (
             evict_id TEXT, item_id TEXT, record_json TEXT
         );
-    """),
+    """,
+    ),
     # Token-level KL divergence and top-1 agreement of each quality configuration against the
     # baseline arm (llama.cpp's llama-perplexity on a fixed GSM8K text; quality.kld): one row per
     # (study, configuration, base, text, chunks, ctx). The baseline's own row (role 'base') is zero
     # by definition and carries the baseline's perplexity. Intervals are 95 %, chunk-clustered.
-    ("006_kld_points", """
+    (
+        "006_kld_points",
+        """
         CREATE TABLE kld_points (
             kld_id TEXT PRIMARY KEY,         -- hash of study, model, quality key, base, text, chunks, ctx, engine
             study TEXT, arm TEXT, role TEXT, -- role: base | arm
@@ -93,22 +110,28 @@ MIGRATIONS: list[tuple[str, str]] = [
             engine TEXT, engine_version TEXT, seconds DOUBLE, output TEXT,
             created_at TIMESTAMP, tool_version TEXT
         );
-    """),
+    """,
+    ),
     # A sweep's shards as they finish (simulate.resume): a simulate stage stopped midway resumes
     # from them. Points are Parquet bytes: the points table's columns grow with the code.
-    ("007_sim_shards", """
+    (
+        "007_sim_shards",
+        """
         CREATE TABLE sim_shards (
             sweep_key TEXT, study TEXT, shard INTEGER, n_shards INTEGER, points BLOB,
             created_at TIMESTAMP, tool_version TEXT,
             PRIMARY KEY (sweep_key, shard)
         );
-    """),
+    """,
+    ),
 ]
 MIGRATIONS.append(
     # Result files of other tools imported as anchors (measure.imports): each file's bytes kept beside
     # the anchors it gave (their provenance names it imported:<tool>@<version>:<sha256>), and the
     # quality evidence of evaluation harnesses. One row per (study, file): importing it again is a no-op.
-    ("008_imports", """
+    (
+        "008_imports",
+        """
         CREATE TABLE import_files (
             study TEXT, sha256 TEXT, tool TEXT, tool_version TEXT, file_name TEXT, n_bytes INTEGER,
             content BLOB, summary_json TEXT, imported_at TIMESTAMP, atlas_version TEXT,
@@ -120,4 +143,6 @@ MIGRATIONS.append(
             n INTEGER, n_original INTEGER, knobs_json TEXT, model TEXT, settings_json TEXT,
             provenance_json TEXT, created_at TIMESTAMP
         );
-    """))
+    """,
+    )
+)

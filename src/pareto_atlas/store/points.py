@@ -15,16 +15,27 @@ from pareto_atlas.spec.knobs import Knobs
 from pareto_atlas.spec.study import Study
 from pareto_atlas.store.compare import companion, engine_key, engine_label, quality_study
 from pareto_atlas.store.db import Store
-from pareto_atlas.store.quality import (KLD_COLUMNS, NO_KLD, QUALITY_COLUMNS, Quality, attach_quality, kld_row,
-                                       kld_table, quality_for, quality_row, quality_table)
+from pareto_atlas.store.quality import (
+    KLD_COLUMNS,
+    NO_KLD,
+    QUALITY_COLUMNS,
+    Quality,
+    attach_quality,
+    kld_row,
+    kld_table,
+    quality_for,
+    quality_row,
+    quality_table,
+)
 
 __all__ = ["all_points", "attach_quality", "cost_per_mtok", "measured_points", "point_id"]
 
 NAN = float("nan")
 
 
-def point_id(knobs: Knobs, hardware: str, workload: str, concurrency: int, rate: float | None,
-             engine: str | None = None) -> str:
+def point_id(
+    knobs: Knobs, hardware: str, workload: str, concurrency: int, rate: float | None, engine: str | None = None
+) -> str:
     ident = json.dumps([knobs.to_dict(), hardware, workload, concurrency, rate, *engine_key(engine)], sort_keys=True)
     return hashlib.sha256(ident.encode()).hexdigest()[:16]
 
@@ -82,56 +93,88 @@ def _measured_rows(study: Study, store: Store) -> pd.DataFrame:
         load = json.loads(a.load_json)
         wl = json.loads(a.workload_json)
         prov = json.loads(a.provenance_json or "{}")
-        imported = prov.get("origin") == "imported"      # measure.imports: a peer's file, on the card it names
+        imported = prov.get("origin") == "imported"  # measure.imports: a peer's file, on the card it names
         card = shipped_hardware().get(a.hardware) if imported else None
-        if imported and card is None:       # a peer's run on no card it named: kept as evidence, not a point
+        if imported and card is None:  # a peer's run on no card it named: kept as evidence, not a point
             continue
         model = a.get("model") or study.model.name
         # quality is scored on the study's [model]; another model's anchors (an arm's own model, an
         # imported run of another model) have none here
-        q = (quality_row(quality_for(knobs, a.arm if qs is study else "", qs, qt)) + kld_row(knobs, kt)
-             if model == study.model.name else quality_row(Quality.unmeasured(f"none: {'imported ' if imported else ''}anchor of {model}")) + NO_KLD)
+        q = (
+            quality_row(quality_for(knobs, a.arm if qs is study else "", qs, qt)) + kld_row(knobs, kt)
+            if model == study.model.name
+            else quality_row(Quality.unmeasured(f"none: {'imported ' if imported else ''}anchor of {model}")) + NO_KLD
+        )
         quality = dict(zip(QUALITY_COLUMNS + KLD_COLUMNS, q))
         price, price_date = _price(study, a.hardware)
         thr = m.get("throughput_tok_s", NAN)
         # an open loop has no clients (anchors stored before this said the arm's default of 1)
         conc = 0 if load.get("rate_rps") else load["concurrency"]
-        drafted, accept = (0.0, NAN) if knobs.spec == "none" else (
-            spec_from_counters(m) if m.get("server_counters_source") else spec_measured(store, a.anchor_id))
+        drafted, accept = (
+            (0.0, NAN)
+            if knobs.spec == "none"
+            else (spec_from_counters(m) if m.get("server_counters_source") else spec_measured(store, a.anchor_id))
+        )
         pid = point_id(knobs, a.hardware, wl["name"], conc, load.get("rate_rps"), a.engine)
-        if model != study.model.name:       # an arm's own model (ArmSpec.model): another point
+        if model != study.model.name:  # an arm's own model (ArmSpec.model): another point
             pid = hashlib.sha256(f"{pid}|{model}".encode()).hexdigest()[:16]
-        rows.append({
-            # repeats of one configuration are separate measurements, each its own point
-            "point_id": pid + (f"-r{a['repeat']}" if a["repeat"] else ""),
-            "model": model, "arm": a.arm, "anchor_id": a.anchor_id, "repeat": a["repeat"], "campaign_id": a.campaign_id,
-            "label": engine_label(knobs, a.engine), "engine": a.engine,
-            "model_card": "imported" if imported else "measured here", "hardware": a.hardware, "workload": wl["name"],
-            "prompt_tokens": wl["prompt_tokens"], "output_tokens": wl["output_tokens"],
-            "concurrency": conc, "rate_rps": load.get("rate_rps") or NAN, "n_requests": load["requests"],
-            **knobs.as_row(),
-            "spec_drafted_per_token": drafted, "spec_accept_measured": accept,
-            # the share of prompt tokens the server reported cached (measured; NaN where none reported)
-            "prefix_hit_rate": NAN if m.get("prefix_hit_rate") is None else m["prefix_hit_rate"],
-            "optimizations": "+".join(knobs.optimizations()), "n_opts": len(knobs.optimizations()),
-            "provenance": "measured", "origin": prov["source"] if imported else "measured",
-            "ttft_p50_ms": m["ttft"]["p50"], "ttft_p99_ms": m["ttft"]["p99"],
-            "tpot_p50_ms": m["tpot"]["p50"], "tpot_p99_ms": m["tpot"]["p99"],
-            "e2e_p50_ms": m["e2e"]["p50"], "e2e_p99_ms": m["e2e"]["p99"],
-            "throughput_tok_s": thr, "goodput_rps": m.get("goodput_rps") or NAN,
-            "mem_gb": (m.get("peak_rss_mb") or NAN) / 1024,
-            "lat_rel_err": 0.0, "thr_rel_err": 0.0,
-            "price_per_hour": price, "price_date": price_date,
-            "cost_per_mtok": cost_per_mtok(price, thr),
-            **quality, "quality_task": qs.quality.task,     # an anchor's shape is guarded by the study's task
-            "engine_version": a.engine_version, "feasible": True, "infeasible_reason": "",
-            "weights_bpw": json.loads(a.provenance_json or "{}").get("weights_bpw", NAN),
-            # other work on the machine during the run, in cores (measure.contention; NaN: not measured)
-            "other_cpu_cores": m.get("other_cpu_cores", NAN), "contended": bool(m.get("contended", False)),
-            # errored requests past measure.campaign.ERROR_SHARE_MAX: flagged, left out of calibration
-            "error_share": m.get("error_share", NAN), "errored": bool(m.get("errored", False)),
-            "error_line": m.get("error_line", ""),
-        })
+        rows.append(
+            {
+                # repeats of one configuration are separate measurements, each its own point
+                "point_id": pid + (f"-r{a['repeat']}" if a["repeat"] else ""),
+                "model": model,
+                "arm": a.arm,
+                "anchor_id": a.anchor_id,
+                "repeat": a["repeat"],
+                "campaign_id": a.campaign_id,
+                "label": engine_label(knobs, a.engine),
+                "engine": a.engine,
+                "model_card": "imported" if imported else "measured here",
+                "hardware": a.hardware,
+                "workload": wl["name"],
+                "prompt_tokens": wl["prompt_tokens"],
+                "output_tokens": wl["output_tokens"],
+                "concurrency": conc,
+                "rate_rps": load.get("rate_rps") or NAN,
+                "n_requests": load["requests"],
+                **knobs.as_row(),
+                "spec_drafted_per_token": drafted,
+                "spec_accept_measured": accept,
+                # the share of prompt tokens the server reported cached (measured; NaN where none reported)
+                "prefix_hit_rate": NAN if m.get("prefix_hit_rate") is None else m["prefix_hit_rate"],
+                "optimizations": "+".join(knobs.optimizations()),
+                "n_opts": len(knobs.optimizations()),
+                "provenance": "measured",
+                "origin": prov["source"] if imported else "measured",
+                "ttft_p50_ms": m["ttft"]["p50"],
+                "ttft_p99_ms": m["ttft"]["p99"],
+                "tpot_p50_ms": m["tpot"]["p50"],
+                "tpot_p99_ms": m["tpot"]["p99"],
+                "e2e_p50_ms": m["e2e"]["p50"],
+                "e2e_p99_ms": m["e2e"]["p99"],
+                "throughput_tok_s": thr,
+                "goodput_rps": m.get("goodput_rps") or NAN,
+                "mem_gb": (m.get("peak_rss_mb") or NAN) / 1024,
+                "lat_rel_err": 0.0,
+                "thr_rel_err": 0.0,
+                "price_per_hour": price,
+                "price_date": price_date,
+                "cost_per_mtok": cost_per_mtok(price, thr),
+                **quality,
+                "quality_task": qs.quality.task,  # an anchor's shape is guarded by the study's task
+                "engine_version": a.engine_version,
+                "feasible": True,
+                "infeasible_reason": "",
+                "weights_bpw": json.loads(a.provenance_json or "{}").get("weights_bpw", NAN),
+                # other work on the machine during the run, in cores (measure.contention; NaN: not measured)
+                "other_cpu_cores": m.get("other_cpu_cores", NAN),
+                "contended": bool(m.get("contended", False)),
+                # errored requests past measure.campaign.ERROR_SHARE_MAX: flagged, left out of calibration
+                "error_share": m.get("error_share", NAN),
+                "errored": bool(m.get("errored", False)),
+                "error_line": m.get("error_line", ""),
+            }
+        )
     return pd.DataFrame(rows)
 
 

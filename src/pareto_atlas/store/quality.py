@@ -51,7 +51,7 @@ class Quality:
     rel_lo: float
     rel_hi: float
     provenance: str
-    evidence: str           # measured | inherited | measured-effect | prior | unmeasured
+    evidence: str  # measured | inherited | measured-effect | prior | unmeasured
 
     @classmethod
     def unmeasured(cls, why: str = "unmeasured") -> "Quality":
@@ -60,9 +60,16 @@ class Quality:
     def scaled(self, rel: float, rel_lo: float, rel_hi: float) -> "Quality":
         """This quality times a relative effect, the score and its ratio to the baseline alike
         (interval times interval: wider, never narrower)."""
-        cap = lambda v: v if v != v else min(1.0, v)    # noqa: E731  (NaN stays NaN: min(1, nan) is 1)
-        return replace(self, q=cap(self.q * rel), lo=self.lo * rel_lo, hi=cap(self.hi * rel_hi),
-                       rel=self.rel * rel, rel_lo=self.rel_lo * rel_lo, rel_hi=self.rel_hi * rel_hi)
+        cap = lambda v: v if v != v else min(1.0, v)  # noqa: E731  (NaN stays NaN: min(1, nan) is 1)
+        return replace(
+            self,
+            q=cap(self.q * rel),
+            lo=self.lo * rel_lo,
+            hi=cap(self.hi * rel_hi),
+            rel=self.rel * rel,
+            rel_lo=self.rel_lo * rel_lo,
+            rel_hi=self.rel_hi * rel_hi,
+        )
 
 
 def quality_table(study: Study, store: Store, task: str | None = None) -> dict[str, dict]:
@@ -82,9 +89,17 @@ def quality_table(study: Study, store: Store, task: str | None = None) -> dict[s
         strict = s.get("strict") or {}
         if not strict:
             continue
-        out[r.quality_key] = {"arm": r.arm, "qrun_id": r.qrun_id, "p": strict["p"], "lo": strict["lo"],
-                              "hi": strict["hi"], "n": strict["n"], "k": strict.get("k"),
-                              "flex": (s.get("flexible") or {}).get("p", NAN), "metric": f"{r.task} {r.mode} strict"}
+        out[r.quality_key] = {
+            "arm": r.arm,
+            "qrun_id": r.qrun_id,
+            "p": strict["p"],
+            "lo": strict["lo"],
+            "hi": strict["hi"],
+            "n": strict["n"],
+            "k": strict.get("k"),
+            "flex": (s.get("flexible") or {}).get("p", NAN),
+            "metric": f"{r.task} {r.mode} strict",
+        }
     base_key = study.baseline.knobs().quality_key()
     base = out.get(base_key)
     if base is None:
@@ -99,7 +114,9 @@ def quality_table(study: Study, store: Store, task: str | None = None) -> dict[s
         if not shared:
             hit.update(rel=NAN, rel_lo=NAN, rel_hi=NAN, paired=None)
             continue
-        d = paired_difference([m.correct_strict for m in shared], [base_items[m.item_id].correct_strict for m in shared])
+        d = paired_difference(
+            [m.correct_strict for m in shared], [base_items[m.item_id].correct_strict for m in shared]
+        )
         rel, lo, hi = d.rel_interval()
         hit.update(rel=rel, rel_lo=lo, rel_hi=hi, paired=d.to_dict())
     return out
@@ -135,10 +152,23 @@ def eviction_effects(study: Study, store: Store, task: str | None = None) -> dic
     out: dict[str, list[dict]] = {}
     for (policy, keep), (_, r, ref) in sorted(chosen.items()):
         g = guard_paired(records(r.evict_id), records(ref.evict_id), floor=study.quality.floor)
-        out.setdefault(policy, []).append({
-            "keep": float(keep), "kv_keep": float(r.kv_keep), "rel": g.rel, "rel_lo": g.rel_lo, "rel_hi": g.rel_hi,
-            "method": g.method, "k": int(r.correct), "k_full": int(ref.correct), "n": int(r.n_items),
-            "task": r.task, "model": r.model, "engine": "transformers", "evict_id": r.evict_id})
+        out.setdefault(policy, []).append(
+            {
+                "keep": float(keep),
+                "kv_keep": float(r.kv_keep),
+                "rel": g.rel,
+                "rel_lo": g.rel_lo,
+                "rel_hi": g.rel_hi,
+                "method": g.method,
+                "k": int(r.correct),
+                "k_full": int(ref.correct),
+                "n": int(r.n_items),
+                "task": r.task,
+                "model": r.model,
+                "engine": "transformers",
+                "evict_id": r.evict_id,
+            }
+        )
     return out
 
 
@@ -176,26 +206,31 @@ def _with_effects(knobs: Knobs, core: Quality, effects: dict[str, list[dict]]) -
         effect, how = _measured_effect(effects.get(policy, []), level, what)
         if effect is not None and effect["rel"] != effect["rel"]:
             # the full cache answered nothing right: no ratio to carry over, so the prior stands
-            undefined += (f" (measured {policy}@{effect['keep']:g} has no relative effect: "
-                          f"full cache {effect['k_full']}/{effect['n']})")
+            undefined += (
+                f" (measured {policy}@{effect['keep']:g} has no relative effect: "
+                f"full cache {effect['k_full']}/{effect['n']})"
+            )
             effect = None
         if effect is None:
             q, source = _from_prior(q, QUALITY_PRIORS[family])
             priors.append(source)
             continue
         q = q.scaled(effect["rel"], effect["rel_lo"], effect["rel_hi"])
-        provs.append(f"measured-effect:{policy}@{effect['keep']:g}{how} ({effect['engine']}, "
-                     f"{effect['model']}, {effect['task']} n={effect['n']}{note})")
+        provs.append(
+            f"measured-effect:{policy}@{effect['keep']:g}{how} ({effect['engine']}, "
+            f"{effect['model']}, {effect['task']} n={effect['n']}{note})"
+        )
     if priors:
         provs.append("prior:" + "+".join(priors))
-    if core.evidence == "prior":        # the core's own prior (weights) stays on record beside the effects
+    if core.evidence == "prior":  # the core's own prior (weights) stays on record beside the effects
         provs.insert(0, core.provenance)
     evidence = "prior" if priors or core.evidence == "prior" else "measured-effect"
     return replace(q, provenance="+".join(provs) + undefined, evidence=evidence)
 
 
-def quality_for(knobs: Knobs, arm: str, study: Study, qt: dict[str, dict],
-                effects: dict[str, list[dict]] | None = None) -> Quality:
+def quality_for(
+    knobs: Knobs, arm: str, study: Study, qt: dict[str, dict], effects: dict[str, list[dict]] | None = None
+) -> Quality:
     """The quality of a configuration, in order of trust:
 
     1. measured on this arm, or inherited from an arm with the same token-changing knobs, relative
@@ -211,9 +246,16 @@ def quality_for(knobs: Knobs, arm: str, study: Study, qt: dict[str, dict],
     hit = qt.get(knobs.quality_key())
     if hit is not None:
         own = hit["arm"] == arm
-        return Quality(hit["p"], hit["lo"], hit["hi"], hit.get("rel", NAN), hit.get("rel_lo", NAN),
-                       hit.get("rel_hi", NAN), "measured" if own else f"inherited:{hit['arm']}",
-                       "measured" if own else "inherited")
+        return Quality(
+            hit["p"],
+            hit["lo"],
+            hit["hi"],
+            hit.get("rel", NAN),
+            hit.get("rel_lo", NAN),
+            hit.get("rel_hi", NAN),
+            "measured" if own else f"inherited:{hit['arm']}",
+            "measured" if own else "inherited",
+        )
     core_knobs = replace(knobs, eviction="none", kv_keep=1.0, sparse_budget=1.0)
     if core_knobs != knobs:
         core = quality_for(core_knobs, "", study, qt)
@@ -227,7 +269,11 @@ def quality_for(knobs: Knobs, arm: str, study: Study, qt: dict[str, dict],
     if replace(knobs, weights=base.weights).quality_key() != base.quality_key():
         return Quality.unmeasured()
     core = Quality(base_hit["p"], base_hit["lo"], base_hit["hi"], 1.0, 1.0, 1.0, "", "prior")
-    if knobs.weights in REENCODINGS and src in BITS_PER_WEIGHT and BITS_PER_WEIGHT[knobs.weights] >= BITS_PER_WEIGHT[src]:
+    if (
+        knobs.weights in REENCODINGS
+        and src in BITS_PER_WEIGHT
+        and BITS_PER_WEIGHT[knobs.weights] >= BITS_PER_WEIGHT[src]
+    ):
         q = core.scaled(1.0, *REENCODING_REL)
         return replace(q, provenance=f"prior:lossless re-encoding of the {src} source")
     if knobs.weights in WEIGHT_PRIORS:
@@ -238,8 +284,16 @@ def quality_for(knobs: Knobs, arm: str, study: Study, qt: dict[str, dict],
 
 # the knobs that change the tokens a configuration writes (its quality); the rest change only its speed
 TOKEN_KNOBS = ("weights", "kv", "eviction", "kv_keep", "sparse_budget")
-QUALITY_COLUMNS = ("quality", "quality_lo", "quality_hi", "quality_rel", "quality_rel_lo", "quality_rel_hi",
-                   "quality_provenance", "quality_evidence")
+QUALITY_COLUMNS = (
+    "quality",
+    "quality_lo",
+    "quality_hi",
+    "quality_rel",
+    "quality_rel_lo",
+    "quality_rel_hi",
+    "quality_provenance",
+    "quality_evidence",
+)
 KLD_COLUMNS = ("kld", "kld_lo", "kld_hi", "top1", "top1_lo", "top1_hi", "kld_arm")
 NO_KLD = (NAN,) * 6 + ("",)
 
@@ -252,7 +306,7 @@ def kld_table(study: Study, store: Store) -> dict[str, tuple]:
         return {}
     pts = pts[pts.model == study.model.name]
     out: dict[str, tuple] = {}
-    for r in pts.itertuples():          # oldest first: the latest per configuration wins
+    for r in pts.itertuples():  # oldest first: the latest per configuration wins
         out[r.quality_key] = (r.kld, r.kld_lo, r.kld_hi, r.top1, r.top1_lo, r.top1_hi, r.arm)
     return out
 
@@ -268,8 +322,9 @@ def quality_row(q: Quality) -> tuple:
     return q.q, q.lo, q.hi, q.rel, q.rel_lo, q.rel_hi, q.provenance, q.evidence
 
 
-def attach_quality(points: pd.DataFrame, study: Study, store: Store,
-                   task_of: Callable[[str], str] | None = None) -> pd.DataFrame:
+def attach_quality(
+    points: pd.DataFrame, study: Study, store: Store, task_of: Callable[[str], str] | None = None
+) -> pd.DataFrame:
     """Fill the quality columns of simulated points from the store's quality runs, its measured
     eviction effects and KL divergences, and priors; each workload's points from the runs of the task
     that guards it (`task_of(workload)`; default: the study's task), named in `quality_task`."""
@@ -309,10 +364,23 @@ def arm_quality_table(study: Study, store: Store) -> pd.DataFrame:
         for key in dict.fromkeys([*qt, *(kt if i == 0 else ())]):
             hit, kl = qt.get(key, {}), dict(zip(KLD_COLUMNS, kt.get(key, NO_KLD)))
             d = hit.get("paired") or {}
-            rows.append({"task": task, "arm": hit.get("arm") or kl["kld_arm"], "baseline": key == base_key,
-                         "quality_key": key, "k": hit.get("k"), "n": hit.get("n"), "score": hit.get("p", NAN),
-                         "diff": d.get("diff", 0.0 if key == base_key else NAN), "diff_lo": d.get("lo", NAN),
-                         "diff_hi": d.get("hi", NAN), "mcnemar_p": d.get("mcnemar_p", NAN),
-                         "rel": hit.get("rel", NAN), "rel_lo": hit.get("rel_lo", NAN), "rel_hi": hit.get("rel_hi", NAN),
-                         **{c: kl[c] for c in KLD_COLUMNS if c != "kld_arm"}})
+            rows.append(
+                {
+                    "task": task,
+                    "arm": hit.get("arm") or kl["kld_arm"],
+                    "baseline": key == base_key,
+                    "quality_key": key,
+                    "k": hit.get("k"),
+                    "n": hit.get("n"),
+                    "score": hit.get("p", NAN),
+                    "diff": d.get("diff", 0.0 if key == base_key else NAN),
+                    "diff_lo": d.get("lo", NAN),
+                    "diff_hi": d.get("hi", NAN),
+                    "mcnemar_p": d.get("mcnemar_p", NAN),
+                    "rel": hit.get("rel", NAN),
+                    "rel_lo": hit.get("rel_lo", NAN),
+                    "rel_hi": hit.get("rel_hi", NAN),
+                    **{c: kl[c] for c in KLD_COLUMNS if c != "kld_arm"},
+                }
+            )
     return pd.DataFrame(rows)

@@ -14,9 +14,9 @@ from pareto_atlas.calibrate.published_table import COLUMNS, PARALLEL, PARALLEL_D
 
 @dataclass(frozen=True)
 class SourceFile:
-    repo: str        # owner/name
-    path: str        # inside the repository
-    commit: str      # 40 hex digits: the version read
+    repo: str  # owner/name
+    path: str  # inside the repository
+    commit: str  # 40 hex digits: the version read
     text: str
 
     @property
@@ -27,7 +27,7 @@ class SourceFile:
 @dataclass
 class ReadResult:
     rows: list[dict[str, str]] = field(default_factory=list)
-    skipped: Counter = field(default_factory=Counter)    # reason -> rows of the source left out
+    skipped: Counter = field(default_factory=Counter)  # reason -> rows of the source left out
 
     def skip(self, reason: str) -> None:
         self.skipped[reason] += 1

@@ -25,8 +25,12 @@ from pareto_atlas.calibrate.published_readers import ReadResult, SourceFile, tab
 SOURCE_ID = "aiconfigurator-silicon-sample"
 # Dense checkpoints the model catalog (spec/models.toml) has a card for; the file's MoE models are
 # left out (the simulator has no expert routing).
-MODELS = {"meta-llama/Llama-3.1-70B": "llama-3.1-70b", "meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b",
-          "nvidia/Llama-3.1-8B-Instruct-FP8": "llama-3.1-8b", "Qwen/Qwen3-32B": "qwen3-32b"}
+MODELS = {
+    "meta-llama/Llama-3.1-70B": "llama-3.1-70b",
+    "meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b",
+    "nvidia/Llama-3.1-8B-Instruct-FP8": "llama-3.1-8b",
+    "Qwen/Qwen3-32B": "qwen3-32b",
+}
 SYSTEMS = {"h100_sxm": "H100-SXM", "h200_sxm": "H200", "b200_sxm": "B200"}
 # gemm_quant_mode -> weight format; fp8_block (block-scaled FP8) reads as FP8, FP4 has no format here
 WEIGHTS = {"fp8": "FP8", "fp8_block": "FP8", "": "BF16"}
@@ -52,15 +56,23 @@ def _topology(r: dict[str, str]) -> dict[str, int] | str:
             return "attention-DP > 1 on a dense model (GPUs per engine not stated)"
         return {"tp": tp, "pp": pp, "replicas": 1, "n_gpus": tp * pp}
     if r["mode"] == "disagg":
-        pw, ptp, dw, dtp = (_int(r[k]) for k in ("prefill_num_workers", "prefill_tp_size",
-                                                  "decode_num_workers", "decode_tp_size"))
+        pw, ptp, dw, dtp = (
+            _int(r[k]) for k in ("prefill_num_workers", "prefill_tp_size", "decode_num_workers", "decode_tp_size")
+        )
         ppp, dpp = _int(r["prefill_pp_size"]) or 1, _int(r["decode_pp_size"]) or 1
         if min(pw, ptp, dw, dtp) < 1:
             return "disaggregated row without workers or their TP"
         if ppp != 1 or max(_int(r["prefill_attention_dp_size"]), _int(r["decode_attention_dp_size"])) > 1:
             return "disaggregated row with prefill PP or attention-DP > 1"
-        return {"tp": dtp, "pp": dpp, "replicas": 1, "prefill_workers": pw, "prefill_tp": ptp,
-                "decode_workers": dw, "n_gpus": pw * ptp + dw * dtp * dpp}
+        return {
+            "tp": dtp,
+            "pp": dpp,
+            "replicas": 1,
+            "prefill_workers": pw,
+            "prefill_tp": ptp,
+            "decode_workers": dw,
+            "n_gpus": pw * ptp + dw * dtp * dpp,
+        }
     return f"mode {r['mode']!r}"
 
 
@@ -72,8 +84,19 @@ def _concurrency(r: dict[str, str]) -> int:
 def read(src: SourceFile) -> ReadResult:
     out = ReadResult()
     rows = list(csv.DictReader(io.StringIO(src.text)))
-    need = {"id", "silicon_data_source", "backend", "model_path", "system", "mode", "isl", "osl",
-            "gemm_quant_mode", "silicon_ttft_ms", "silicon_tpot_ms"}
+    need = {
+        "id",
+        "silicon_data_source",
+        "backend",
+        "model_path",
+        "system",
+        "mode",
+        "isl",
+        "osl",
+        "gemm_quant_mode",
+        "silicon_ttft_ms",
+        "silicon_tpot_ms",
+    }
     if rows and (missing := need - set(rows[0])):
         raise ValueError(f"{src.url}: not aiconfigurator's silicon_sample format (no {', '.join(sorted(missing))})")
     kept: dict[tuple, list[dict[str, str]]] = defaultdict(list)
@@ -103,17 +126,35 @@ def read(src: SourceFile) -> ReadResult:
         date = _DATE.search(src_note)
         quant = r["gemm_quant_mode"]
         row = table_row(
-            source_id=SOURCE_ID, source=src.url, date=date.group(1) if date else "undated",
-            engine=ENGINES[r["backend"]], engine_version=r.get("backend_version") or "unstated",
-            gpu=SYSTEMS[r["system"]], gpu_published=r["system"], model=MODELS[r["model_path"]],
-            model_published=r["model_path"], weights=WEIGHTS[quant],
-            weights_published=(f"precision {r.get('precision') or '-'}, gemm_quant_mode {quant}" if quant
-                               else "not stated (precision empty): the checkpoint's BF16"),
-            kv="unstated", prompt_tokens=int(r["isl"]), output_tokens=int(r["osl"]), load="concurrency",
-            load_value=conc, stat="unstated", ttft_ms=r["silicon_ttft_ms"], tpot_ms=r["silicon_tpot_ms"],
-            notes=(f"silicon_ttft_ms and silicon_tpot_ms as published (mean or median not stated); {r['mode']}; "
-                   f"id {r['id']}; silicon_data_source: {src_note}"),
-            **{k: str(v) for k, v in topo.items()})
+            source_id=SOURCE_ID,
+            source=src.url,
+            date=date.group(1) if date else "undated",
+            engine=ENGINES[r["backend"]],
+            engine_version=r.get("backend_version") or "unstated",
+            gpu=SYSTEMS[r["system"]],
+            gpu_published=r["system"],
+            model=MODELS[r["model_path"]],
+            model_published=r["model_path"],
+            weights=WEIGHTS[quant],
+            weights_published=(
+                f"precision {r.get('precision') or '-'}, gemm_quant_mode {quant}"
+                if quant
+                else "not stated (precision empty): the checkpoint's BF16"
+            ),
+            kv="unstated",
+            prompt_tokens=int(r["isl"]),
+            output_tokens=int(r["osl"]),
+            load="concurrency",
+            load_value=conc,
+            stat="unstated",
+            ttft_ms=r["silicon_ttft_ms"],
+            tpot_ms=r["silicon_tpot_ms"],
+            notes=(
+                f"silicon_ttft_ms and silicon_tpot_ms as published (mean or median not stated); {r['mode']}; "
+                f"id {r['id']}; silicon_data_source: {src_note}"
+            ),
+            **{k: str(v) for k, v in topo.items()},
+        )
         key = tuple(row[c] for c in row if c not in ("ttft_ms", "tpot_ms", "notes", "date"))
         kept[key].append(row)
     for group in kept.values():
@@ -121,8 +162,13 @@ def read(src: SourceFile) -> ReadResult:
         if len(group) == 1:
             out.rows.append(group[0])
         elif len(figures) == 1:
-            out.rows.append(group[0] | {"notes": group[0]["notes"] + f"; the same setup and figures {len(group)} times in the source"})
+            out.rows.append(
+                group[0]
+                | {"notes": group[0]["notes"] + f"; the same setup and figures {len(group)} times in the source"}
+            )
         else:
-            out.rows += [g | {"notes": g["notes"] + f"; repeat {i} of {len(group)} of this setup (figures differ)"}
-                         for i, g in enumerate(group, 1)]
+            out.rows += [
+                g | {"notes": g["notes"] + f"; repeat {i} of {len(group)} of this setup (figures differ)"}
+                for i, g in enumerate(group, 1)
+            ]
     return out

@@ -16,12 +16,24 @@ import re
 
 from pareto_atlas.calibrate.published_readers import ReadResult, SourceFile, markdown_cells, number, table_row
 
-GPUS = {"H200 141GB HBM3": "H200", "H200 131GB HBM3": "H200", "H100 80GB HBM3": "H100-SXM",
-        "H200": "H200", "H100": "H100-SXM", "B200": "B200"}
+GPUS = {
+    "H200 141GB HBM3": "H200",
+    "H200 131GB HBM3": "H200",
+    "H100 80GB HBM3": "H100-SXM",
+    "H200": "H200",
+    "H100": "H100-SXM",
+    "B200": "B200",
+}
 # The document's model names -> catalog cards (spec/models.toml).
-MODELS = {"LLaMA v3.1 8B": "llama-3.1-8b", "LLaMA 3.1 8B": "llama-3.1-8b", "Llama 3.1 8B": "llama-3.1-8b",
-          "LLaMA v3.1 70B": "llama-3.1-70b", "LLaMA 3.1 70B": "llama-3.1-70b", "Llama 3.3 70B": "llama-3.3-70b",
-          "Mistral 7B": "mistral-7b"}
+MODELS = {
+    "LLaMA v3.1 8B": "llama-3.1-8b",
+    "LLaMA 3.1 8B": "llama-3.1-8b",
+    "Llama 3.1 8B": "llama-3.1-8b",
+    "LLaMA v3.1 70B": "llama-3.1-70b",
+    "LLaMA 3.1 70B": "llama-3.1-70b",
+    "Llama 3.3 70B": "llama-3.3-70b",
+    "Mistral 7B": "mistral-7b",
+}
 PRECISIONS = {"FP8": "FP8", "FP16": "F16", "BF16": "BF16"}
 _V1_GPU = re.compile(r"^(?P<gpu>[A-Za-z0-9 ]+?)<br/>TP(?P<tp>\d+) \((?P<prec>\w+)\)$")
 _VERSION = re.compile(r"generated using version ([\d.]+)")
@@ -34,7 +46,7 @@ def _num_requests(lines: list[str]) -> dict[tuple[int, int], int]:
         cells = markdown_cells(line)
         if cells[:2] == ["Input Length", "Output Length"] and "$num_requests" in cells:
             j = cells.index("$num_requests")
-            for row in lines[i + 2:]:
+            for row in lines[i + 2 :]:
                 c = markdown_cells(row)
                 if not row.strip().startswith("|") or len(c) <= j or not number(c[0]):
                     break
@@ -42,8 +54,21 @@ def _num_requests(lines: list[str]) -> dict[tuple[int, int], int]:
     return out
 
 
-def _offline(out: ReadResult, src: SourceFile, source_id: str, version: str, nreq: dict, model_pub: str,
-             gpu_pub: str, tp: int, prec: str, isl: int, osl: int, value: str, what: str) -> None:
+def _offline(
+    out: ReadResult,
+    src: SourceFile,
+    source_id: str,
+    version: str,
+    nreq: dict,
+    model_pub: str,
+    gpu_pub: str,
+    tp: int,
+    prec: str,
+    isl: int,
+    osl: int,
+    value: str,
+    what: str,
+) -> None:
     model, gpu, weights = MODELS.get(model_pub), GPUS.get(gpu_pub), PRECISIONS.get(prec)
     if not model:
         out.skip(f"model {model_pub}: no catalog card")
@@ -57,14 +82,36 @@ def _offline(out: ReadResult, src: SourceFile, source_id: str, version: str, nre
         n = nreq[(isl, osl)]
         # the v0.17 document: "If you specify FP8 quantization, the KV cache will automatically be set to FP8"
         kv = "fp8" if weights == "FP8" and what == "v0.17" else "unstated"
-        out.rows.append(table_row(
-            source_id=source_id, source=src.url, date="undated", engine="trtllm", engine_version=version,
-            gpu=gpu, gpu_published=gpu_pub, model=model, model_published=model_pub, weights=weights,
-            weights_published=prec, kv=kv, prompt_tokens=isl, output_tokens=osl, load="offline", load_value=n,
-            n_requests=n, stat="-", out_tok_s=value, tp=tp, n_gpus=tp,
-            notes=(f"Throughput (tokens/sec) of trtllm-bench, TP{tp}, all requests queued at once (max load); "
-                   f"$num_requests from the document's table"
-                   + ("; KV cache FP8 with FP8 quantization, as the document says" if kv == "fp8" else ""))))
+        out.rows.append(
+            table_row(
+                source_id=source_id,
+                source=src.url,
+                date="undated",
+                engine="trtllm",
+                engine_version=version,
+                gpu=gpu,
+                gpu_published=gpu_pub,
+                model=model,
+                model_published=model_pub,
+                weights=weights,
+                weights_published=prec,
+                kv=kv,
+                prompt_tokens=isl,
+                output_tokens=osl,
+                load="offline",
+                load_value=n,
+                n_requests=n,
+                stat="-",
+                out_tok_s=value,
+                tp=tp,
+                n_gpus=tp,
+                notes=(
+                    f"Throughput (tokens/sec) of trtllm-bench, TP{tp}, all requests queued at once (max load); "
+                    f"$num_requests from the document's table"
+                    + ("; KV cache FP8 with FP8 quantization, as the document says" if kv == "fp8" else "")
+                ),
+            )
+        )
 
 
 def _wide_table(out: ReadResult, src: SourceFile, lines: list[str], source_id: str, nreq: dict) -> None:
@@ -72,11 +119,11 @@ def _wide_table(out: ReadResult, src: SourceFile, lines: list[str], source_id: s
     start = next((i for i, ln in enumerate(lines) if ln.strip().startswith("| Throughput (tokens / sec)")), None)
     if start is None:
         return
-    version = next((m.group(1) for ln in lines[max(0, start - 4):start] if (m := _VERSION.search(ln))), "unstated")
+    version = next((m.group(1) for ln in lines[max(0, start - 4) : start] if (m := _VERSION.search(ln))), "unstated")
     gpus = markdown_cells(lines[start])[3:]
     precs = markdown_cells(lines[start + 2])[3:]
     model, tp = "", 0
-    for line in lines[start + 4:]:
+    for line in lines[start + 4 :]:
         if not line.strip().startswith("|"):
             break
         c = markdown_cells(line)
@@ -93,7 +140,7 @@ def _online_table(out: ReadResult, src: SourceFile, lines: list[str], source_id:
     if start is None:
         return
     head = [h.strip("* ") for h in markdown_cells(lines[start])]
-    note = next((ln for ln in lines[max(0, start - 6):start] if _VERSION.search(ln)), "")
+    note = next((ln for ln in lines[max(0, start - 6) : start] if _VERSION.search(ln)), "")
     version = _VERSION.search(note).group(1) if note else "unstated"
     n = int(m.group(1)) if (m := re.search(r"with (\d+) requests", note)) else 0
     prec = m.group(1) if (m := re.search(r"and (\w+) precision", note)) else ""
@@ -102,7 +149,7 @@ def _online_table(out: ReadResult, src: SourceFile, lines: list[str], source_id:
         return
     col = {h: i for i, h in enumerate(head)}
     carry: dict[str, str] = {}
-    for line in lines[start + 1:]:
+    for line in lines[start + 1 :]:
         if not line.strip().startswith("|"):
             break
         c = markdown_cells(line)
@@ -114,19 +161,42 @@ def _online_table(out: ReadResult, src: SourceFile, lines: list[str], source_id:
             continue
         qps, tp = c[col["QPS"]], int(carry["TP"])
         load, value = ("offline", n) if qps.upper() == "INF" else ("rate", qps)
-        out.rows.append(table_row(
-            source_id=source_id, source=src.url, date="undated", engine="trtllm",
-            engine_version=f"{version} (Triton TensorRT-LLM backend)", gpu=gpu, gpu_published=carry["GPU"],
-            model=model, model_published=carry["Model"], weights=PRECISIONS[prec], weights_published=prec,
-            kv="unstated", prompt_tokens=int(carry["Input Length"]), output_tokens=int(carry["Output Length"]),
-            load=load, load_value=value, n_requests=n, stat="mean", ttft_ms=number(c[col["Mean TTFT(ms)"]]),
-            itl_ms=number(c[col["Mean ITL(ms)"]]), out_tok_s=number(c[col["Output Tput (tok/s)"]]), tp=tp, n_gpus=tp,
-            notes=(f"online serving, QPS {qps}, {n} requests; Mean TTFT(ms), Mean ITL(ms), Output Tput (tok/s); "
-                   f"Tput(req/s) {c[col['Tput(req/s)']]}, Total Token Tput (tok/s) {c[col['Total Token Tput (tok/s)']]}")))
+        out.rows.append(
+            table_row(
+                source_id=source_id,
+                source=src.url,
+                date="undated",
+                engine="trtllm",
+                engine_version=f"{version} (Triton TensorRT-LLM backend)",
+                gpu=gpu,
+                gpu_published=carry["GPU"],
+                model=model,
+                model_published=carry["Model"],
+                weights=PRECISIONS[prec],
+                weights_published=prec,
+                kv="unstated",
+                prompt_tokens=int(carry["Input Length"]),
+                output_tokens=int(carry["Output Length"]),
+                load=load,
+                load_value=value,
+                n_requests=n,
+                stat="mean",
+                ttft_ms=number(c[col["Mean TTFT(ms)"]]),
+                itl_ms=number(c[col["Mean ITL(ms)"]]),
+                out_tok_s=number(c[col["Output Tput (tok/s)"]]),
+                tp=tp,
+                n_gpus=tp,
+                notes=(
+                    f"online serving, QPS {qps}, {n} requests; Mean TTFT(ms), Mean ITL(ms), Output Tput (tok/s); "
+                    f"Tput(req/s) {c[col['Tput(req/s)']]}, Total Token Tput (tok/s) {c[col['Total Token Tput (tok/s)']]}"
+                ),
+            )
+        )
 
 
-def _per_model_tables(out: ReadResult, src: SourceFile, lines: list[str], source_id: str, version: str,
-                      nreq: dict) -> None:
+def _per_model_tables(
+    out: ReadResult, src: SourceFile, lines: list[str], source_id: str, version: str, nreq: dict
+) -> None:
     """The v1.0 layout: "#### <model>" then a table whose columns are "GPU<br/>TPn (PRECISION)"."""
     model = ""
     for i, line in enumerate(lines):
@@ -136,7 +206,7 @@ def _per_model_tables(out: ReadResult, src: SourceFile, lines: list[str], source
         if not cells or cells[0] != "Sequence Length (ISL/OSL)":
             continue
         heads = [_V1_GPU.match(h) for h in cells[1:]]
-        for row in lines[i + 2:]:
+        for row in lines[i + 2 :]:
             if not row.strip().startswith("|"):
                 break
             c = markdown_cells(row)
@@ -147,8 +217,21 @@ def _per_model_tables(out: ReadResult, src: SourceFile, lines: list[str], source
                 if h is None:
                     out.skip("column without GPU<br/>TPn (PRECISION)")
                     continue
-                _offline(out, src, source_id, version, nreq, model, h["gpu"], int(h["tp"]), h["prec"], isl, osl,
-                         value, "v1.0")
+                _offline(
+                    out,
+                    src,
+                    source_id,
+                    version,
+                    nreq,
+                    model,
+                    h["gpu"],
+                    int(h["tp"]),
+                    h["prec"],
+                    isl,
+                    osl,
+                    value,
+                    "v1.0",
+                )
 
 
 def read(src: SourceFile, source_id: str, version: str = "unstated") -> ReadResult:

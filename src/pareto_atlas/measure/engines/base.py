@@ -39,7 +39,7 @@ class ArmLaunch:
 
     model_path: str = ""
     knobs: Knobs = field(default_factory=Knobs)
-    n_ctx: int = 2048                 # context of one request (llama.cpp gets n_ctx x slots in all)
+    n_ctx: int = 2048  # context of one request (llama.cpp gets n_ctx x slots in all)
     threads: int = 2
     draft_model_path: str | None = None
     extra: Mapping = field(default_factory=dict)
@@ -75,10 +75,10 @@ class RunningEngine(ABC):
 
     name: str = "?"
     base_url: str = ""
-    pid: int | None = None          # the process whose memory is the arm's (None when attached)
+    pid: int | None = None  # the process whose memory is the arm's (None when attached)
     version: str = "unknown"
-    model: str | None = None        # the model name to put in requests (None: server default)
-    extra_body: Mapping = {}        # engine-specific request fields (e.g. llama.cpp's cache_prompt)
+    model: str | None = None  # the model name to put in requests (None: server default)
+    extra_body: Mapping = {}  # engine-specific request fields (e.g. llama.cpp's cache_prompt)
 
     def headers(self) -> dict[str, str]:
         """Request headers (credentials read at call time, never kept on the object)."""
@@ -122,6 +122,7 @@ class Engine(ABC):
 
 # ----------------------------------------------------------------------------- process helpers
 
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -151,8 +152,13 @@ class ServerProcess:
     `explain(log_path, default)` says why it died (default: `last_line`); an engine whose root cause
     is not its last line (vLLM's engine core dies first, its API server after) passes its own."""
 
-    def __init__(self, argv: list[str], env: Mapping[str, str] | None = None, stdout_pipe: bool = False,
-                 explain: Callable[[Path, str], str] | None = None):
+    def __init__(
+        self,
+        argv: list[str],
+        env: Mapping[str, str] | None = None,
+        stdout_pipe: bool = False,
+        explain: Callable[[Path, str], str] | None = None,
+    ):
         self.argv, self.explain = argv, explain or last_line
         fd, name = tempfile.mkstemp(prefix="pareto-engine-", suffix=".log")
         os.close(fd)
@@ -160,9 +166,15 @@ class ServerProcess:
         self._log = self.log_path.open("wb")
         try:
             self.proc = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE if stdout_pipe else self._log,
-                stderr=self._log, env={**os.environ, **(env or {})}, start_new_session=True,
-                text=True, errors="replace")
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE if stdout_pipe else self._log,
+                stderr=self._log,
+                env={**os.environ, **(env or {})},
+                start_new_session=True,
+                text=True,
+                errors="replace",
+            )
         except OSError as e:
             self._log.close()
             raise EngineStartError(f"cannot run {argv[0]!r}: {e.strerror or e}") from e

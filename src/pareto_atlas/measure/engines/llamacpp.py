@@ -20,7 +20,7 @@ import httpx
 
 from .base import ArmLaunch, Engine, EngineStartError, RunningEngine, ServerProcess, check_extra, free_port, last_line
 
-KV_CACHE_TYPES = {"f16": "f16", "q8_0": "q8_0", "q4_0": "q4_0"}   # knobs.kv -> llama.cpp cache type
+KV_CACHE_TYPES = {"f16": "f16", "q8_0": "q8_0", "q4_0": "q4_0"}  # knobs.kv -> llama.cpp cache type
 EXTRA_KEYS = ("binary", "n_batch", "ngram_size_n", "ngram_min_hits", "draft_n_min", "draft_p_min")
 WORKER_MODULE = "pareto_atlas.measure.engines.llamacpp_worker"
 
@@ -39,28 +39,60 @@ def worker_params(launch: ArmLaunch) -> dict:
     if k.spec == "draft" and not launch.draft_model_path:
         raise ValueError("draft_model_path: required when knobs.spec='draft'")
     if k.eviction != "none" or k.sparse_budget < 1.0:
-        raise ValueError("knobs.eviction/sparse_budget: llamacpp serves neither; allowed: eviction='none', sparse_budget=1")
+        raise ValueError(
+            "knobs.eviction/sparse_budget: llamacpp serves neither; allowed: eviction='none', sparse_budget=1"
+        )
     if k.batching not in ("continuous", "static", "chunked"):
-        raise ValueError(f"knobs.batching: {k.batching!r} is not served by llamacpp; allowed: continuous, static, chunked")
+        raise ValueError(
+            f"knobs.batching: {k.batching!r} is not served by llamacpp; allowed: continuous, static, chunked"
+        )
     n_batch = extra.get("n_batch")
     if k.batching == "chunked" and k.chunk_tokens > 0:
         n_batch = k.chunk_tokens  # llama.cpp splits prompts into n_batch chunks between decode steps
     return {
         # llama.cpp splits -c among the slots; launch.n_ctx is per request, as vLLM's --max-model-len
-        "model_path": launch.model_path, "n_ctx": launch.n_ctx * k.slots, "threads": launch.threads,
-        "slots": k.slots, "kv": KV_CACHE_TYPES[k.kv], "flash_attn": k.kv != "f16",
-        "cont_batching": k.batching != "static", "n_batch": n_batch,
-        "spec": k.spec, "spec_k": k.spec_k, "draft_model_path": launch.draft_model_path,
-        "ngram_size_n": extra.get("ngram_size_n"), "ngram_min_hits": extra.get("ngram_min_hits"),
-        "draft_n_min": extra.get("draft_n_min"), "draft_p_min": extra.get("draft_p_min"),
+        "model_path": launch.model_path,
+        "n_ctx": launch.n_ctx * k.slots,
+        "threads": launch.threads,
+        "slots": k.slots,
+        "kv": KV_CACHE_TYPES[k.kv],
+        "flash_attn": k.kv != "f16",
+        "cont_batching": k.batching != "static",
+        "n_batch": n_batch,
+        "spec": k.spec,
+        "spec_k": k.spec_k,
+        "draft_model_path": launch.draft_model_path,
+        "ngram_size_n": extra.get("ngram_size_n"),
+        "ngram_min_hits": extra.get("ngram_min_hits"),
+        "draft_n_min": extra.get("draft_n_min"),
+        "draft_p_min": extra.get("draft_p_min"),
     }
 
 
 def llama_server_argv(params: Mapping, binary: str, port: int) -> list[str]:
     """Command line of a native llama-server for the same arm."""
-    argv = [binary, "-m", params["model_path"], "--host", "127.0.0.1", "--port", str(port),
-            "-c", str(params["n_ctx"]), "-t", str(params["threads"]), "--parallel", str(params["slots"]),
-            "--no-cache-prompt", "--cache-reuse", "0", "--cache-ram", "0", "--no-cache-idle-slots", "--no-webui"]
+    argv = [
+        binary,
+        "-m",
+        params["model_path"],
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "-c",
+        str(params["n_ctx"]),
+        "-t",
+        str(params["threads"]),
+        "--parallel",
+        str(params["slots"]),
+        "--no-cache-prompt",
+        "--cache-reuse",
+        "0",
+        "--cache-ram",
+        "0",
+        "--no-cache-idle-slots",
+        "--no-webui",
+    ]
     if params["flash_attn"]:
         argv += ["-fa", "on", "-ctk", params["kv"], "-ctv", params["kv"]]
     if not params["cont_batching"]:
@@ -74,8 +106,14 @@ def llama_server_argv(params: Mapping, binary: str, port: int) -> list[str]:
         if params["ngram_min_hits"]:
             argv += ["--spec-ngram-simple-min-hits", str(params["ngram_min_hits"])]
     elif params["spec"] == "draft":
-        argv += ["-md", params["draft_model_path"], "--spec-type", "draft-simple",
-                 "--spec-draft-n-max", str(params["spec_k"])]
+        argv += [
+            "-md",
+            params["draft_model_path"],
+            "--spec-type",
+            "draft-simple",
+            "--spec-draft-n-max",
+            str(params["spec_k"]),
+        ]
         if params["draft_n_min"] is not None:
             argv += ["--spec-draft-n-min", str(params["draft_n_min"])]
         if params["draft_p_min"] is not None:
@@ -93,8 +131,14 @@ class LlamaCppRunning(RunningEngine):
         self.pid, self._build, self._params, self._backend = server.pid, build, params, backend
 
     def describe(self) -> dict:
-        return {"engine": self.name, "version": self.version, "backend": self._backend, "build": self._build,
-                "launch": self._params, "argv": self._server.argv}
+        return {
+            "engine": self.name,
+            "version": self.version,
+            "backend": self._backend,
+            "build": self._build,
+            "launch": self._params,
+            "argv": self._server.argv,
+        }
 
     def alive(self) -> bool:
         return self._server.alive()

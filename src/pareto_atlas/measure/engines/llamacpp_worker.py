@@ -67,8 +67,11 @@ def main(argv: list[str]) -> int:
         import xllamacpp as x
 
         server = x.Server(build_params(params))
-        ready = {"address": server.listening_address, "version": x.__version__,
-                 "build_info": dict(getattr(x, "BUILD_INFO", {}) or {})}
+        ready = {
+            "address": server.listening_address,
+            "version": x.__version__,
+            "build_info": dict(getattr(x, "BUILD_INFO", {}) or {}),
+        }
     except Exception as e:  # noqa: BLE001 - any failure to build the server is reported, one line
         print(json.dumps({"error": " ".join(f"{type(e).__name__}: {e}".split())}), flush=True)
         return 1

@@ -29,8 +29,13 @@ class OpenAIRunning(RunningEngine):
         return {"Authorization": f"Bearer {key}"} if key else {}
 
     def describe(self) -> dict:
-        return {"engine": self.name, "version": self.version, "base_url": self.base_url, "model": self.model,
-                "api_key_env": self.api_key_env}  # the variable's name only
+        return {
+            "engine": self.name,
+            "version": self.version,
+            "base_url": self.base_url,
+            "model": self.model,
+            "api_key_env": self.api_key_env,
+        }  # the variable's name only
 
     def stop(self) -> None:
         pass  # attached, not owned
@@ -66,9 +71,13 @@ def _probe(running: OpenAIRunning) -> str:
     try:
         r = httpx.get(f"{running.base_url}/v1/models", headers=headers, timeout=10)
     except httpx.HTTPError as e:
-        raise EngineStartError(redact(f"openai: cannot reach {running.base_url}: {type(e).__name__}: {e}", secrets)) from None
+        raise EngineStartError(
+            redact(f"openai: cannot reach {running.base_url}: {type(e).__name__}: {e}", secrets)
+        ) from None
     if r.status_code >= 400:
-        raise EngineStartError(redact(f"openai: {running.base_url}/v1/models answered HTTP {r.status_code}: {r.text[:160]}", secrets))
+        raise EngineStartError(
+            redact(f"openai: {running.base_url}/v1/models answered HTTP {r.status_code}: {r.text[:160]}", secrets)
+        )
     try:
         ids = [m.get("id") for m in r.json().get("data", [])]
     except (ValueError, AttributeError):

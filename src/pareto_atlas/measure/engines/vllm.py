@@ -23,13 +23,32 @@ from . import vllm_metrics
 from .base import ArmLaunch, Engine, EngineStartError, RunningEngine, ServerProcess, check_extra, free_port
 from .vllm_errors import why_vllm_died
 
-WEIGHTS = {"F32": ["--dtype", "float32"], "F16": ["--dtype", "float16"], "BF16": ["--dtype", "bfloat16"],
-           "FP8": ["--quantization", "fp8"], "AWQ4": ["--quantization", "awq"]}
+WEIGHTS = {
+    "F32": ["--dtype", "float32"],
+    "F16": ["--dtype", "float16"],
+    "BF16": ["--dtype", "bfloat16"],
+    "FP8": ["--quantization", "fp8"],
+    "AWQ4": ["--quantization", "awq"],
+}
 KV = {"f16": ["--kv-cache-dtype", "auto"], "fp8": ["--kv-cache-dtype", "fp8"]}
-EXTRA_KEYS = ("binary", "python", "gpu_memory_utilization", "seed", "max_num_batched_tokens", "prompt_lookup_max",
-              "prompt_lookup_min", "served_model_name", "tensor_parallel_size", "enforce_eager", "dtype",
-              "prefix_caching", "kv_cache_space_gib", "startup_timeout_s", "checkpoint_quantized",
-              "tokenizer")
+EXTRA_KEYS = (
+    "binary",
+    "python",
+    "gpu_memory_utilization",
+    "seed",
+    "max_num_batched_tokens",
+    "prompt_lookup_max",
+    "prompt_lookup_min",
+    "served_model_name",
+    "tensor_parallel_size",
+    "enforce_eager",
+    "dtype",
+    "prefix_caching",
+    "kv_cache_space_gib",
+    "startup_timeout_s",
+    "checkpoint_quantized",
+    "tokenizer",
+)
 API_MODULE = "vllm.entrypoints.openai.api_server"
 VENV = ".venv-vllm"
 
@@ -41,9 +60,12 @@ def speculative_config(launch: ArmLaunch) -> dict | None:
     if k.spec_k < 1:
         raise ValueError(f"knobs.spec_k: {k.spec_k} must be >= 1 when spec={k.spec!r}")
     if k.spec == "ngram":
-        return {"method": "ngram", "num_speculative_tokens": k.spec_k,
-                "prompt_lookup_max": int(extra.get("prompt_lookup_max", 4)),
-                "prompt_lookup_min": int(extra.get("prompt_lookup_min", 1))}
+        return {
+            "method": "ngram",
+            "num_speculative_tokens": k.spec_k,
+            "prompt_lookup_max": int(extra.get("prompt_lookup_max", 4)),
+            "prompt_lookup_min": int(extra.get("prompt_lookup_min", 1)),
+        }
     if not launch.draft_model_path:
         raise ValueError(f"draft_model_path: required when knobs.spec={k.spec!r}")
     cfg = {"model": launch.draft_model_path, "num_speculative_tokens": k.spec_k}
@@ -71,9 +93,20 @@ def vllm_argv(launch: ArmLaunch, port: int, binary: str = "vllm", python: str | 
     _check_knobs(launch)
     k, extra = launch.knobs, launch.extra
     head = [python, "-m", API_MODULE, "--model", launch.model_path] if python else [binary, "serve", launch.model_path]
-    argv = head + ["--host", "127.0.0.1", "--port", str(port), "--served-model-name", served_name(launch),
-                   "--max-model-len", str(launch.n_ctx), "--max-num-seqs", str(k.slots),
-                   "--seed", str(int(extra.get("seed", 0)))]
+    argv = head + [
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--served-model-name",
+        served_name(launch),
+        "--max-model-len",
+        str(launch.n_ctx),
+        "--max-num-seqs",
+        str(k.slots),
+        "--seed",
+        str(int(extra.get("seed", 0))),
+    ]
     if "gpu_memory_utilization" in extra:
         argv += ["--gpu-memory-utilization", str(float(extra["gpu_memory_utilization"]))]
     # Off unless the arm asks: every contract request opens with a unique nonce, so a prefix cache
@@ -106,7 +139,7 @@ def vllm_argv(launch: ArmLaunch, port: int, binary: str = "vllm", python: str | 
     argv += parallel_argv(launch)
     if extra.get("enforce_eager"):
         argv += ["--enforce-eager"]
-    if extra.get("tokenizer"):       # a tokenizer kept apart from the weights (scripts/gpu_anchors.py's random model)
+    if extra.get("tokenizer"):  # a tokenizer kept apart from the weights (scripts/gpu_anchors.py's random model)
         argv += ["--tokenizer", str(extra["tokenizer"])]
     return argv
 
@@ -117,11 +150,16 @@ def parallel_argv(launch: ArmLaunch) -> list[str]:
     older spelling: allowed only where it says what knobs.tp says."""
     k, extra = launch.knobs, launch.extra
     if extra.get("tensor_parallel_size") and int(extra["tensor_parallel_size"]) != k.tp:
-        raise ValueError(f"launch.extra.tensor_parallel_size: {extra['tensor_parallel_size']} differs from the arm's "
-                         f"tp {k.tp}; state the parallelism as the arm's tp (the anchor records it)")
+        raise ValueError(
+            f"launch.extra.tensor_parallel_size: {extra['tensor_parallel_size']} differs from the arm's "
+            f"tp {k.tp}; state the parallelism as the arm's tp (the anchor records it)"
+        )
     out = []
-    for flag, v in (("--tensor-parallel-size", k.tp), ("--pipeline-parallel-size", k.pp),
-                    ("--data-parallel-size", k.replicas)):
+    for flag, v in (
+        ("--tensor-parallel-size", k.tp),
+        ("--pipeline-parallel-size", k.pp),
+        ("--data-parallel-size", k.replicas),
+    ):
         if v > 1:
             out += [flag, str(v)]
     return out
@@ -140,13 +178,15 @@ def cpu_threads_bind(threads: int, ranks: int) -> str:
 def vllm_env(launch: ArmLaunch) -> dict[str, str]:
     """The server's environment: offline, no telemetry, and on a CPU its KV space and cores."""
     return {
-        "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",     # the model is a local directory
-        "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",  # the model is a local directory
+        "VLLM_NO_USAGE_STATS": "1",
+        "DO_NOT_TRACK": "1",
         # GiB of KV cache on a CPU (GPU: ignored, gpu_memory_utilization decides)
         "VLLM_CPU_KVCACHE_SPACE": str(launch.extra.get("kv_cache_space_gib", 2)),
         # by default vLLM keeps a core for its front end; the model gets all `threads` cores instead
         "VLLM_CPU_OMP_THREADS_BIND": cpu_threads_bind(launch.threads, launch.knobs.tp * launch.knobs.pp),
-        "PYTHONPATH": "",     # never our venv's packages inside vLLM's
+        "PYTHONPATH": "",  # never our venv's packages inside vLLM's
     }
 
 
@@ -170,15 +210,21 @@ def find_python(explicit: str | None = None) -> str | None:
 class VllmRunning(RunningEngine):
     name = "vllm"
 
-    def __init__(self, server: ServerProcess, base_url: str, version: str, model: str, startup_s: float,
-                 env: Mapping[str, str]):
+    def __init__(
+        self, server: ServerProcess, base_url: str, version: str, model: str, startup_s: float, env: Mapping[str, str]
+    ):
         self._server, self.base_url, self.version, self.model = server, base_url, version, model
         self.pid, self.startup_s, self._env = server.pid, startup_s, dict(env)
 
     def describe(self) -> dict:
         cpu_env = {k: v for k, v in self._env.items() if k.startswith("VLLM_CPU")}
-        return {"engine": self.name, "version": self.version, "argv": self._server.argv, "env": cpu_env,
-                "startup_s": round(self.startup_s, 1)}
+        return {
+            "engine": self.name,
+            "version": self.version,
+            "argv": self._server.argv,
+            "env": cpu_env,
+            "startup_s": round(self.startup_s, 1),
+        }
 
     def counters(self) -> dict | None:
         return vllm_metrics.scrape(self.base_url)
@@ -213,8 +259,10 @@ class VllmEngine(Engine):
         on_path = shutil.which("vllm")
         if on_path:
             return on_path, None
-        raise EngineStartError("vllm: not installed; on this CPU run `make setup-vllm` (makes .venv-vllm), on a GPU "
-                               "host pip install vllm, or set PARETO_ATLAS_VLLM_PYTHON to a venv's python")
+        raise EngineStartError(
+            "vllm: not installed; on this CPU run `make setup-vllm` (makes .venv-vllm), on a GPU "
+            "host pip install vllm, or set PARETO_ATLAS_VLLM_PYTHON to a venv's python"
+        )
 
     def start(self, launch: ArmLaunch | Mapping) -> VllmRunning:
         launch = ArmLaunch.coerce(launch)
@@ -230,8 +278,11 @@ class VllmEngine(Engine):
         port = free_port()
         env = vllm_env(launch)
         t0 = time.monotonic()
-        server = ServerProcess(vllm_argv(launch, port, binary or "vllm", python), env=env,
-                               explain=partial(why_vllm_died, knobs=launch.knobs))
+        server = ServerProcess(
+            vllm_argv(launch, port, binary or "vllm", python),
+            env=env,
+            explain=partial(why_vllm_died, knobs=launch.knobs),
+        )
         base_url = f"http://127.0.0.1:{port}"
         server.wait_healthy(base_url, float(launch.extra.get("startup_timeout_s", launch.startup_timeout_s)))
         startup_s = time.monotonic() - t0

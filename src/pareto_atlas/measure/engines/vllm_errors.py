@@ -16,18 +16,31 @@ from pareto_atlas.spec.knobs import Knobs
 
 # "ValueError: ...", "(EngineCore_DP0 pid=12) NotImplementedError: ..." , "torch.OutOfMemoryError: ..."
 _EXCEPTION = re.compile(r"(?:^|[\s)\]])((?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)): (.+)$")
-_NOISE = re.compile(r"\b(?:DEBUG|INFO|WARNING)\b \d\d-\d\d ")    # vLLM's own log lines below ERROR
-_PYDANTIC_DETAIL = re.compile(r"Value error, (.+?)(?: \[type=.*)?$")   # the line after a ValidationError
-_WRAPPERS = ("Engine core initialization failed", "See root cause above", "Failed core proc",
-             "Background process failed", "Engine process failed to start")
+_NOISE = re.compile(r"\b(?:DEBUG|INFO|WARNING)\b \d\d-\d\d ")  # vLLM's own log lines below ERROR
+_PYDANTIC_DETAIL = re.compile(r"Value error, (.+?)(?: \[type=.*)?$")  # the line after a ValidationError
+_WRAPPERS = (
+    "Engine core initialization failed",
+    "See root cause above",
+    "Failed core proc",
+    "Background process failed",
+    "Engine process failed to start",
+)
 
 # A phrase of vLLM's message -> the knob it refuses (first match wins).
 KNOB_HINTS: tuple[tuple[str, str], ...] = (
-    ("kv cache", "kv"), ("kv_cache_dtype", "kv"), ("kv-cache-dtype", "kv"),
-    ("speculative", "spec"), ("ngram", "spec"), ("num_speculative_tokens", "spec_k"),
-    ("max_num_batched_tokens", "chunk_tokens"), ("chunked prefill", "batching"),
+    ("kv cache", "kv"),
+    ("kv_cache_dtype", "kv"),
+    ("kv-cache-dtype", "kv"),
+    ("speculative", "spec"),
+    ("ngram", "spec"),
+    ("num_speculative_tokens", "spec_k"),
+    ("max_num_batched_tokens", "chunk_tokens"),
+    ("chunked prefill", "batching"),
     ("max_num_seqs", "slots"),
-    ("quantization", "weights"), ("dtype", "weights"), ("bfloat16", "weights"), ("float16", "weights"),
+    ("quantization", "weights"),
+    ("dtype", "weights"),
+    ("bfloat16", "weights"),
+    ("float16", "weights"),
 )
 
 
@@ -41,7 +54,7 @@ def root_cause(lines: list[str]) -> str | None:
             continue
         name, msg = m.group(1).rsplit(".", 1)[-1], m.group(2).strip()
         if name == "ValidationError":
-            detail = next((d for d in (_PYDANTIC_DETAIL.search(x.strip()) for x in lines[i + 1:i + 4]) if d), None)
+            detail = next((d for d in (_PYDANTIC_DETAIL.search(x.strip()) for x in lines[i + 1 : i + 4]) if d), None)
             msg = f"{msg.removeprefix('1 validation error for ')}: {detail.group(1)}" if detail else msg
         return f"{name}: {msg}"[:300]
     return None

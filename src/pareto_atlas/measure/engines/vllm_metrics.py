@@ -73,12 +73,14 @@ def run_summary(before: dict | None, after: dict | None) -> dict:
         out["spec_acceptance"] = (accepted or 0) / drafted if drafted else None
         out["spec_drafts"] = int(_delta(before, after, "vllm:spec_decode_num_drafts_total") or 0)
         out["spec_drafted_per_token"] = drafted / generated if generated else None
-    for key, hist in (("server_ttft_ms_mean", "vllm:time_to_first_token_seconds"),
-                      ("server_itl_ms_mean", "vllm:inter_token_latency_seconds"),
-                      ("server_prefill_ms_mean", "vllm:request_prefill_time_seconds"),
-                      ("server_decode_ms_mean", "vllm:request_decode_time_seconds"),
-                      ("server_queue_ms_mean", "vllm:request_queue_time_seconds"),
-                      ("server_e2e_ms_mean", "vllm:e2e_request_latency_seconds")):
+    for key, hist in (
+        ("server_ttft_ms_mean", "vllm:time_to_first_token_seconds"),
+        ("server_itl_ms_mean", "vllm:inter_token_latency_seconds"),
+        ("server_prefill_ms_mean", "vllm:request_prefill_time_seconds"),
+        ("server_decode_ms_mean", "vllm:request_decode_time_seconds"),
+        ("server_queue_ms_mean", "vllm:request_queue_time_seconds"),
+        ("server_e2e_ms_mean", "vllm:e2e_request_latency_seconds"),
+    ):
         v = _mean_ms(before, after, hist)
         if v is not None:
             out[key] = v

@@ -16,8 +16,9 @@ from pareto_atlas.store import Store
 __all__ = ["ImportFileError", "ImportedFile", "Outcome", "import_paths", "read_result"]
 
 
-def read_result(path: str | Path, raw: bytes | None = None, requested_output: int | None = None,
-                strict: bool = False) -> ImportedFile:
+def read_result(
+    path: str | Path, raw: bytes | None = None, requested_output: int | None = None, strict: bool = False
+) -> ImportedFile:
     """One file read, or an ImportFileError in one line. strict=True lets an unforeseen reader error
     through (the property test uses it to find them); otherwise it is reported as the file's."""
     try:
@@ -37,9 +38,17 @@ def _card(kind: str, name: str | None, allowed: list[str]) -> str | None:
     return name
 
 
-def import_paths(store: Store, study: str, paths: list[str | Path], *, hardware: str | None = None,
-                 model: str | None = None, engine: str | None = None, knobs: Knobs | None = None,
-                 requested_output: int | None = None) -> list[Outcome]:
+def import_paths(
+    store: Store,
+    study: str,
+    paths: list[str | Path],
+    *,
+    hardware: str | None = None,
+    model: str | None = None,
+    engine: str | None = None,
+    knobs: Knobs | None = None,
+    requested_output: int | None = None,
+) -> list[Outcome]:
     """Read every file first (one bad file imports nothing), then write them all in one transaction."""
     gpus = sorted(n for n, h in shipped_hardware().items() if h.kind == "gpu")
     hardware = _card("hardware", hardware, gpus)

@@ -27,10 +27,24 @@ from pareto_atlas.measure.imports.parse import CEILING, Fields
 from pareto_atlas.measure.imports.result import ImportedAnchor, Original, reject
 
 METHOD = "numpy.percentile (linear), AIPerf/genai-perf"
-TO_MS = {"ms": 1.0, "msec": 1.0, "milliseconds": 1.0, "s": 1e3, "sec": 1e3, "seconds": 1e3, "us": 1e-3,
-         "microseconds": 1e-3, "ns": 1e-6, "nanoseconds": 1e-6}
-MAP = (("time_to_first_token", "ttft"), ("inter_token_latency", "tpot"), ("inter_chunk_latency", "itl_chunk"),
-       ("request_latency", "e2e"))
+TO_MS = {
+    "ms": 1.0,
+    "msec": 1.0,
+    "milliseconds": 1.0,
+    "s": 1e3,
+    "sec": 1e3,
+    "seconds": 1e3,
+    "us": 1e-3,
+    "microseconds": 1e-3,
+    "ns": 1e-6,
+    "nanoseconds": 1e-6,
+}
+MAP = (
+    ("time_to_first_token", "ttft"),
+    ("inter_token_latency", "tpot"),
+    ("inter_chunk_latency", "itl_chunk"),
+    ("request_latency", "e2e"),
+)
 STATS = (("avg", "mean"), ("p50", "p50"), ("p90", "p90"), ("p99", "p99"))
 # pre-release tags that were renamed later
 ALIASES = {"ttft": "time_to_first_token", "ttst": "time_to_second_token"}
@@ -43,8 +57,9 @@ def is_export(obj: object) -> bool:
         return False
     if isinstance(obj.get("records"), dict):
         return any(isinstance(b, dict) and "unit" in b for b in obj["records"].values())
-    return isinstance(obj.get("time_to_first_token", obj.get("request_latency")), dict) \
-        and "unit" in (obj.get("time_to_first_token") or obj.get("request_latency") or {})
+    return isinstance(obj.get("time_to_first_token", obj.get("request_latency")), dict) and "unit" in (
+        obj.get("time_to_first_token") or obj.get("request_latency") or {}
+    )
 
 
 def is_csv(text: str) -> bool:
@@ -53,8 +68,12 @@ def is_csv(text: str) -> bool:
 
 def is_request_record(obj: object) -> bool:
     """One line of AIPerf's per-request export: {"metadata": {...}, "metrics": {tag: {value, unit}}}."""
-    return isinstance(obj, dict) and isinstance(obj.get("metadata"), dict) and isinstance(obj.get("metrics"), dict) \
+    return (
+        isinstance(obj, dict)
+        and isinstance(obj.get("metadata"), dict)
+        and isinstance(obj.get("metrics"), dict)
         and all(isinstance(m, dict) and "value" in m for m in obj["metrics"].values())
+    )
 
 
 def tool_of(obj: dict) -> tuple[str, str]:
@@ -100,8 +119,9 @@ def _block(get: Block, f: Fields, key: str, units: dict[str, float]) -> tuple[Fi
         return None
     unit = b.text("unit", required=True)
     if unit.lower() not in units:
-        raise reject(f.path, b.name("unit"), f"{unit!r}: a unit this import cannot establish (allowed: "
-                     f"{', '.join(units)})")
+        raise reject(
+            f.path, b.name("unit"), f"{unit!r}: a unit this import cannot establish (allowed: {', '.join(units)})"
+        )
     return b, units[unit.lower()]
 
 
@@ -157,15 +177,23 @@ def _lengths(get: Block, f: Fields, a: ImportedAnchor, tool: str) -> None:
         a.contract_note = f"{tool} writes no per-request lengths or mismatch count here: contract unverified"
         return
     if hi < asked:
-        raise reject(f.path, b.name("max"), f"{hi:g} tokens at most against {asked:g} asked "
-                     "(input_config.input.prompt.output_tokens.mean): every output stopped early by the tool's "
-                     "count, which breaks the token-count contract")
+        raise reject(
+            f.path,
+            b.name("max"),
+            f"{hi:g} tokens at most against {asked:g} asked "
+            "(input_config.input.prompt.output_tokens.mean): every output stopped early by the tool's "
+            "count, which breaks the token-count contract",
+        )
     if lo == hi == asked:
-        a.contract, a.contract_note = "aggregate", (f"{tool}'s output lengths run from {lo:g} to {hi:g}, the "
-                                                    f"{asked:g} asked (no per-request lengths here)")
+        a.contract, a.contract_note = (
+            "aggregate",
+            (f"{tool}'s output lengths run from {lo:g} to {hi:g}, the {asked:g} asked (no per-request lengths here)"),
+        )
     else:
-        a.contract_note = (f"{tool}'s output lengths run from {lo:g} to {hi:g} against {asked:g} asked (counted by "
-                           "the client's tokenizer): contract unverified")
+        a.contract_note = (
+            f"{tool}'s output lengths run from {lo:g} to {hi:g} against {asked:g} asked (counted by "
+            "the client's tokenizer): contract unverified"
+        )
 
 
 def parse(path: str, data: dict) -> tuple[str, str, list[ImportedAnchor]]:
@@ -175,21 +203,31 @@ def parse(path: str, data: dict) -> tuple[str, str, list[ImportedAnchor]]:
     load, value = _load(f)
     n = get("request_count")
     count = n.number("avg") if n else None
-    if n is None:            # the earliest exports have no request_count: each latency block counts them
+    if n is None:  # the earliest exports have no request_count: each latency block counts them
         lat = get("request_latency") or get("time_to_first_token")
         count = lat.number("count") if lat else None
     if not count:
         raise reject(path, n.name("avg") if n else "request_count.avg", f"{count}: no request completed")
     errors = f.items("error_summary") or []
-    n_err = sum(int(e.get("count", 1)) if isinstance(e, dict) and isinstance(e.get("count", 1), int) else 1
-                for e in errors)
+    n_err = sum(
+        int(e.get("count", 1)) if isinstance(e, dict) and isinstance(e.get("count", 1), int) else 1 for e in errors
+    )
     osl = _avg(get, f, "output_sequence_length", ("tokens",))
     isl = _avg(get, f, "input_sequence_length", ("tokens",))
-    a = ImportedAnchor(label=f"{load} {value:g}", load=load, load_value=value, n_requests=int(count) + n_err,
-                       n_failed=n_err, prompt_tokens=isl, output_tokens=osl, contract="unverified", contract_note="",
-                       throughput_tok_s=_avg(get, f, "output_token_throughput", ("tokens/sec",)),
-                       request_rate_rps=_avg(get, f, "request_throughput", ("requests/sec",)),
-                       duration_s=_avg(get, f, "benchmark_duration", ("sec",)))
+    a = ImportedAnchor(
+        label=f"{load} {value:g}",
+        load=load,
+        load_value=value,
+        n_requests=int(count) + n_err,
+        n_failed=n_err,
+        prompt_tokens=isl,
+        output_tokens=osl,
+        contract="unverified",
+        contract_note="",
+        throughput_tok_s=_avg(get, f, "output_token_throughput", ("tokens/sec",)),
+        request_rate_rps=_avg(get, f, "request_throughput", ("requests/sec",)),
+        duration_s=_avg(get, f, "benchmark_duration", ("sec",)),
+    )
     for key, ours in MAP:
         got = _block(get, f, key, TO_MS)
         if got is None:
@@ -197,8 +235,12 @@ def parse(path: str, data: dict) -> tuple[str, str, list[ImportedAnchor]]:
         b, scale = got
         for tool_stat, stat in STATS:
             v = b.number(tool_stat)
-            a.put(ours, stat, v * scale if v is not None else None,
-                  Original(b.name(tool_stat), b.text("unit"), tool_stat, METHOD))
+            a.put(
+                ours,
+                stat,
+                v * scale if v is not None else None,
+                Original(b.name(tool_stat), b.text("unit"), tool_stat, METHOD),
+            )
     if "ttft" not in a.metrics and "e2e" not in a.metrics:
         raise reject(path, "time_to_first_token", "no latency figure in the export")
     if all(v == 0.0 for d in a.metrics.values() for v in d.values()):
@@ -208,14 +250,26 @@ def parse(path: str, data: dict) -> tuple[str, str, list[ImportedAnchor]]:
     if bad:
         worst = get("osl_mismatch_diff_pct")
         lo = worst.number("min", minimum=None) if worst else None
-        raise reject(path, "osl_mismatch_count", f"{bad:g} of {count:g} requests generated other than the output "
-                     "length asked for" + (f" (worst {lo:+.1f} %)" if lo is not None else "")
-                     + "; outputs that stop early break the token-count contract")
+        raise reject(
+            path,
+            "osl_mismatch_count",
+            f"{bad:g} of {count:g} requests generated other than the output "
+            "length asked for"
+            + (f" (worst {lo:+.1f} %)" if lo is not None else "")
+            + "; outputs that stop early break the token-count contract",
+        )
     if bad == 0.0:
-        a.contract, a.contract_note = "aggregate", (f"{tool}'s osl_mismatch_count is 0: every output matched the "
-                                                    "length asked for, by the tool's count (no per-request lengths)")
+        a.contract, a.contract_note = (
+            "aggregate",
+            (
+                f"{tool}'s osl_mismatch_count is 0: every output matched the "
+                "length asked for, by the tool's count (no per-request lengths)"
+            ),
+        )
     else:
         _lengths(get, f, a, tool)
-    a.notes.append(f"{tool}'s inter_token_latency is (latency - TTFT) / (OSL - 1), the project's TPOT; its "
-                   "inter_chunk_latency is the per-chunk gap")
+    a.notes.append(
+        f"{tool}'s inter_token_latency is (latency - TTFT) / (OSL - 1), the project's TPOT; its "
+        "inter_chunk_latency is the per-chunk gap"
+    )
     return tool, version, [a]

@@ -7,12 +7,26 @@ import hashlib
 from pathlib import Path
 
 from pareto_atlas.measure.imports import aiperf, guidellm, llama_bench, lm_eval, mlperf, sglang, vllm
-from pareto_atlas.measure.imports.parse import (decode, load_json, load_json_lines, load_yaml, looks_like_json_lines,
-                                                looks_like_yaml_report)
+from pareto_atlas.measure.imports.parse import (
+    decode,
+    load_json,
+    load_json_lines,
+    load_yaml,
+    looks_like_json_lines,
+    looks_like_yaml_report,
+)
 from pareto_atlas.measure.imports.result import ImportedFile, ImportFileError, reject
 
-TOOLS = ("vllm-bench", "sglang-bench-serving", "guidellm", "aiperf", "genai-perf", "llama-bench", "mlperf-loadgen",
-         "lm-eval")
+TOOLS = (
+    "vllm-bench",
+    "sglang-bench-serving",
+    "guidellm",
+    "aiperf",
+    "genai-perf",
+    "llama-bench",
+    "mlperf-loadgen",
+    "lm-eval",
+)
 # What a reader may raise on a malformed file it did not foresee; `read_result` turns them into one line
 UNFORESEEN = (KeyError, TypeError, ValueError, AttributeError, IndexError, ZeroDivisionError, OverflowError)
 
@@ -24,9 +38,13 @@ def detect(path: str, text: str) -> tuple[str, object, str]:
     if mlperf.is_detail(text):
         return "mlperf-loadgen", text, "detail"
     if aiperf.is_csv(text):
-        raise reject(path, "Metric", "an AIPerf (or genai-perf) CSV export: it does not say the run's load "
-                     "(concurrency or request rate) nor the length asked for; import the profile_export_aiperf.json "
-                     "written beside it")
+        raise reject(
+            path,
+            "Metric",
+            "an AIPerf (or genai-perf) CSV export: it does not say the run's load "
+            "(concurrency or request rate) nor the length asked for; import the profile_export_aiperf.json "
+            "written beside it",
+        )
     if looks_like_yaml_report(text):
         data, container = load_yaml(path, text), "object"
         if not guidellm.is_report(data):
@@ -42,9 +60,13 @@ def detect(path: str, text: str) -> tuple[str, object, str]:
         raise ImportFileError(f"{path}: empty: no result in the file")
     first = rows[0]
     if aiperf.is_request_record(first):
-        raise reject(path, "metadata", "AIPerf per-request records (profile_export.jsonl): they do not say the "
-                     "run's load (concurrency or request rate); import the profile_export_aiperf.json written beside "
-                     "them")
+        raise reject(
+            path,
+            "metadata",
+            "AIPerf per-request records (profile_export.jsonl): they do not say the "
+            "run's load (concurrency or request rate); import the profile_export_aiperf.json written beside "
+            "them",
+        )
     if isinstance(data, dict):
         if lm_eval.is_results(data):
             return "lm-eval", data, container

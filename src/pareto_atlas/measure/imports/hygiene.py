@@ -17,8 +17,11 @@ REPEAT_KEYS = ("random_prefix_len", "prefix_repetition_prefix_len", "gsp_system_
 def _on(f: Fields, keys: tuple[str, ...]) -> str | None:
     for k in keys:
         v = f.raw(k)
-        if v is True or (isinstance(v, str) and v.lower() in ("true", "1", "on")) or (
-                isinstance(v, (int, float)) and not isinstance(v, bool) and v == 1):
+        if (
+            v is True
+            or (isinstance(v, str) and v.lower() in ("true", "1", "on"))
+            or (isinstance(v, (int, float)) and not isinstance(v, bool) and v == 1)
+        ):
             return k
     return None
 
@@ -29,9 +32,14 @@ def warm_prefix_cache(f: Fields) -> None:
     if on is None or _on(f, CACHE_OFF):
         return
     dataset = f.raw("dataset_name")
-    repeated = [k for k in REPEAT_KEYS if isinstance(f.raw(k), (int, float)) and not isinstance(f.raw(k), bool)
-                and f.raw(k) > 0]
+    repeated = [
+        k for k in REPEAT_KEYS if isinstance(f.raw(k), (int, float)) and not isinstance(f.raw(k), bool) and f.raw(k) > 0
+    ]
     if dataset in REPEATED_DATASETS or repeated:
         what = f"dataset {dataset!r}" if dataset in REPEATED_DATASETS else f"{repeated[0]} = {f.raw(repeated[0])}"
-        raise reject(f.path, f.name(on), f"prefix caching on with repeated prompts ({what}): a warm-cache "
-                     "figure, not the configuration's (throughput inflated up to 2.3x in vLLM #52884)")
+        raise reject(
+            f.path,
+            f.name(on),
+            f"prefix caching on with repeated prompts ({what}): a warm-cache "
+            "figure, not the configuration's (throughput inflated up to 2.3x in vLLM #52884)",
+        )

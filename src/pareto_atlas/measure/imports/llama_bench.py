@@ -31,22 +31,49 @@ def parse_test(f: Fields) -> ImportedAnchor:
     depth = f.integer("n_depth") or 0
     kind = "tg" if n_gen else "pp"
     tokens = n_gen or n_prompt
-    a = ImportedAnchor(label=f"{kind} {tokens}" + (f" @ depth {depth}" if depth else ""), load="batch",
-                       load_value=1.0, n_requests=max(len(samples), 1), n_failed=0, prompt_tokens=float(n_prompt),
-                       output_tokens=float(n_gen), contract="verified",
-                       contract_note="llama-bench runs exactly n_prompt / n_gen tokens by construction",
-                       duration_s=avg_ns / 1e9)
-    a.settings = {k: f.raw(k) for k in ("build_commit", "build_number", "model_type", "model_filename", "n_batch",
-                                         "n_ubatch", "n_threads", "n_gpu_layers", "type_k", "type_v", "flash_attn",
-                                         "backends", "gpu_info", "cpu_info", "test_time") if k in f.obj}
+    a = ImportedAnchor(
+        label=f"{kind} {tokens}" + (f" @ depth {depth}" if depth else ""),
+        load="batch",
+        load_value=1.0,
+        n_requests=max(len(samples), 1),
+        n_failed=0,
+        prompt_tokens=float(n_prompt),
+        output_tokens=float(n_gen),
+        contract="verified",
+        contract_note="llama-bench runs exactly n_prompt / n_gen tokens by construction",
+        duration_s=avg_ns / 1e9,
+    )
+    a.settings = {
+        k: f.raw(k)
+        for k in (
+            "build_commit",
+            "build_number",
+            "model_type",
+            "model_filename",
+            "n_batch",
+            "n_ubatch",
+            "n_threads",
+            "n_gpu_layers",
+            "type_k",
+            "type_v",
+            "flash_attn",
+            "backends",
+            "gpu_info",
+            "cpu_info",
+            "test_time",
+        )
+        if k in f.obj
+    }
     ms = avg_ns / 1e6
     if kind == "tg":
         # a decode step's time, not a request's TPOT: kept under its own name
         a.settings["batch1_decode_ms_per_token"] = ms / n_gen
         a.throughput_tok_s = ts if ts is not None else n_gen / (avg_ns / 1e9)
         a.original["throughput_tok_s"] = Original("avg_ts", "tokens/s", "mean", METHOD)
-        a.notes.append("tg test: single-sequence decode from an empty context; its time per token is a batch-1 "
-                       "decode step (no HTTP, sampling or queue), never a served request's TPOT")
+        a.notes.append(
+            "tg test: single-sequence decode from an empty context; its time per token is a batch-1 "
+            "decode step (no HTTP, sampling or queue), never a served request's TPOT"
+        )
     else:
         a.settings["prefill_ms"] = ms
         a.settings["prefill_tok_s"] = ts if ts is not None else n_prompt / (avg_ns / 1e9)

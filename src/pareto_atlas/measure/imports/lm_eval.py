@@ -16,8 +16,11 @@ from pareto_atlas.measure.imports.result import ImportFileError, QualityEvidence
 
 
 def is_results(obj: object) -> bool:
-    return isinstance(obj, dict) and isinstance(obj.get("results"), dict) and (
-        "n-samples" in obj or "configs" in obj or "versions" in obj)
+    return (
+        isinstance(obj, dict)
+        and isinstance(obj.get("results"), dict)
+        and ("n-samples" in obj or "configs" in obj or "versions" in obj)
+    )
 
 
 def version(obj: dict) -> str:
@@ -45,8 +48,15 @@ def parse(path: str, data: dict) -> tuple[str, list[QualityEvidence], str | None
     configs = f.sub("configs", required=False)
     cfg = f.sub("config", required=False)
     model = _model(cfg) if cfg else None
-    run = {k: cfg.raw(k) for k in ("model", "model_args", "batch_size", "limit", "gen_kwargs", "random_seed")
-           if cfg and cfg.has(k)} if cfg else {}
+    run = (
+        {
+            k: cfg.raw(k)
+            for k in ("model", "model_args", "batch_size", "limit", "gen_kwargs", "random_seed")
+            if cfg and cfg.has(k)
+        }
+        if cfg
+        else {}
+    )
     out = []
     for task in results.obj:
         r = results.sub(task)
@@ -55,14 +65,20 @@ def parse(path: str, data: dict) -> tuple[str, list[QualityEvidence], str | None
             s = samples.sub(task)
             n, n_orig = s.integer("effective", required=True), s.integer("original")
             if n_orig is not None and n < n_orig:
-                raise reject(path, f"n-samples.{task}.effective", f"{n} of {n_orig} items: a partial evaluation "
-                             "(--limit), not the task's score")
+                raise reject(
+                    path,
+                    f"n-samples.{task}.effective",
+                    f"{n} of {n_orig} items: a partial evaluation (--limit), not the task's score",
+                )
         if n == 0:
             raise reject(path, f"n-samples.{task}.effective", "0 items scored")
         tc = configs.sub(task, required=False) if configs and configs.has(task) else None
-        settings = {"n_shot": shots.raw(task) if shots else None, **run,
-                    "generation_kwargs": tc.raw("generation_kwargs") if tc else None,
-                    "output_type": tc.raw("output_type") if tc else None}
+        settings = {
+            "n_shot": shots.raw(task) if shots else None,
+            **run,
+            "generation_kwargs": tc.raw("generation_kwargs") if tc else None,
+            "output_type": tc.raw("output_type") if tc else None,
+        }
         for key in r.obj:
             if "," not in key or "_stderr," in key or key == "alias":
                 continue
@@ -74,8 +90,11 @@ def parse(path: str, data: dict) -> tuple[str, list[QualityEvidence], str | None
             se = r.number(f"{metric}_stderr,{filt}") if isinstance(se_raw, (int, float)) else None
             if n is None:
                 raise reject(path, f"n-samples.{task}", "missing: the number of items scored is not in the file")
-            out.append(QualityEvidence(task=task, metric=key, value=value, stderr=se, n=n, n_original=n_orig,
-                                       settings=settings))
+            out.append(
+                QualityEvidence(
+                    task=task, metric=key, value=value, stderr=se, n=n, n_original=n_orig, settings=settings
+                )
+            )
     if not out:
         raise ImportFileError(f"{path}: field 'results': no task score in the file")
     return version(data), out, model

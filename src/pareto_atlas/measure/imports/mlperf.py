@@ -86,7 +86,7 @@ def read_detail(path: str, text: str) -> dict:
         if not line.startswith(":::MLLOG"):
             continue
         try:
-            d = json.loads(line[len(":::MLLOG"):])
+            d = json.loads(line[len(":::MLLOG") :])
         except (json.JSONDecodeError, RecursionError):
             raise ImportFileError(f"{path}:{i}: not an MLLOG JSON line") from None
         if not isinstance(d, dict) or not isinstance(d.get("key"), str):
@@ -119,11 +119,19 @@ def parse(path: str, text: str, detail: bool) -> tuple[str, list[ImportedAnchor]
     if scenario not in ("Offline", "Server", "SingleStream"):
         raise reject(path, "Scenario", f"{scenario!r}: allowed Offline, Server, SingleStream")
     samples, tokens = r.get("samples_per_s"), r.get("tokens_per_s")
-    a = ImportedAnchor(label=f"MLPerf {scenario}", load="burst" if scenario == "Offline" else
-                       ("concurrency" if scenario == "SingleStream" else "rate"),
-                       load_value=1.0, n_requests=0, n_failed=0, prompt_tokens=None, output_tokens=None,
-                       contract="unverified", contract_note="loadgen logs hold no per-sample token counts",
-                       throughput_tok_s=tokens, request_rate_rps=samples)
+    a = ImportedAnchor(
+        label=f"MLPerf {scenario}",
+        load="burst" if scenario == "Offline" else ("concurrency" if scenario == "SingleStream" else "rate"),
+        load_value=1.0,
+        n_requests=0,
+        n_failed=0,
+        prompt_tokens=None,
+        output_tokens=None,
+        contract="unverified",
+        contract_note="loadgen logs hold no per-sample token counts",
+        throughput_tok_s=tokens,
+        request_rate_rps=samples,
+    )
     a.settings = {"scenario": scenario, "samples_per_second": samples, "tokens_per_second": tokens}
     for (family, stat), (v, name) in sorted(r["lat"].items()):
         ours = STAT_OF.get(stat, stat if stat == "mean" else None)
@@ -133,10 +141,16 @@ def parse(path: str, text: str, detail: bool) -> tuple[str, list[ImportedAnchor]
             a.put(OURS[family], ours, v / 1e6, Original(name, "ns", stat, METHOD))
     if scenario == "Offline":
         if samples is None and tokens is None:
-            raise reject(path, "Samples per second", "an Offline run without a throughput: its latency is the "
-                         "whole query's, not a request latency, and is not imported as one")
-        a.notes.append("Offline: one query holds every sample, so its latency is the query's, not a request's; "
-                       "kept as offline_query_* only")
+            raise reject(
+                path,
+                "Samples per second",
+                "an Offline run without a throughput: its latency is the "
+                "whole query's, not a request latency, and is not imported as one",
+            )
+        a.notes.append(
+            "Offline: one query holds every sample, so its latency is the query's, not a request's; "
+            "kept as offline_query_* only"
+        )
     elif not a.metrics:
         raise reject(path, "latency", f"a {scenario} run without latency figures")
     if tokens is None:

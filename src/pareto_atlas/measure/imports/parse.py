@@ -10,7 +10,7 @@ from typing import Any
 
 from pareto_atlas.measure.imports.result import ImportFileError, reject
 
-MAX_BYTES = 64 * 2**20          # a result file larger than this is not a benchmark summary
+MAX_BYTES = 64 * 2**20  # a result file larger than this is not a benchmark summary
 # No figure of a benchmark run comes near this (a day in ns is 8.6e13): larger is a broken writer,
 # and would overflow once scaled to ms or summed
 CEILING = 1e15
@@ -84,8 +84,9 @@ class Fields:
             return None
         return Fields(self.path, self.obj[key], self.name(key))
 
-    def number(self, key: str, required: bool = False, minimum: float | None = 0.0,
-               allow_inf: bool = False) -> float | None:
+    def number(
+        self, key: str, required: bool = False, minimum: float | None = 0.0, allow_inf: bool = False
+    ) -> float | None:
         """A finite number (>= minimum); missing or null gives None unless required."""
         if not self.has(key):
             if required:
@@ -151,7 +152,7 @@ def looks_like_yaml_report(text: str) -> bool:
 
 
 def load_yaml(path: str, text: str) -> Any:
-    import yaml   # only GuideLLM's .yaml reports need it
+    import yaml  # only GuideLLM's .yaml reports need it
 
     try:
         return yaml.safe_load(text)

@@ -14,7 +14,7 @@ from typing import Any
 # A file whose outputs break it (shorter or longer than asked, lengths drawn from a range) is rejected.
 CONTRACT_LEVELS = ("verified", "aggregate", "unverified")
 STATS = ("mean", "p50", "p90", "p99")
-METRICS = ("ttft", "tpot", "itl_chunk", "e2e")      # the project's names (ms); itl_chunk: per streamed chunk
+METRICS = ("ttft", "tpot", "itl_chunk", "e2e")  # the project's names (ms); itl_chunk: per streamed chunk
 
 
 class ImportFileError(ValueError):
@@ -31,8 +31,8 @@ class Original:
 
     name: str
     unit: str
-    stat: str                  # mean, p50, ... as the tool labels it (e.g. "median", "p99")
-    method: str                # how the tool computed its percentiles
+    stat: str  # mean, p50, ... as the tool labels it (e.g. "median", "p99")
+    method: str  # how the tool computed its percentiles
 
     def to_dict(self) -> dict:
         return {"name": self.name, "unit": self.unit, "stat": self.stat, "method": self.method}
@@ -42,23 +42,23 @@ class Original:
 class ImportedAnchor:
     """One measured configuration and load of an imported file."""
 
-    label: str                                 # e.g. "request rate 1 req/s", "concurrency 4"
-    load: str                                  # concurrency | rate | burst (all sent at once) | batch
-    load_value: float                          # clients, req/s, or requests sent together
-    n_requests: int                            # measured requests (completed + failed)
+    label: str  # e.g. "request rate 1 req/s", "concurrency 4"
+    load: str  # concurrency | rate | burst (all sent at once) | batch
+    load_value: float  # clients, req/s, or requests sent together
+    n_requests: int  # measured requests (completed + failed)
     n_failed: int
-    prompt_tokens: float | None                # mean per request (the requested length where fixed)
+    prompt_tokens: float | None  # mean per request (the requested length where fixed)
     output_tokens: float | None
-    contract: str                              # one of CONTRACT_LEVELS
+    contract: str  # one of CONTRACT_LEVELS
     contract_note: str
-    metrics: dict[str, dict[str, float]] = field(default_factory=dict)   # METRICS -> STATS -> ms
-    throughput_tok_s: float | None = None      # output tokens / run duration
+    metrics: dict[str, dict[str, float]] = field(default_factory=dict)  # METRICS -> STATS -> ms
+    throughput_tok_s: float | None = None  # output tokens / run duration
     request_rate_rps: float | None = None
     duration_s: float | None = None
-    original: dict[str, Original] = field(default_factory=dict)         # "ttft.p50" -> where it came from
+    original: dict[str, Original] = field(default_factory=dict)  # "ttft.p50" -> where it came from
     notes: list[str] = field(default_factory=list)
-    records: list[dict] = field(default_factory=list)   # RequestRecord dicts, where the file has requests
-    settings: dict[str, Any] = field(default_factory=dict)               # the run's own settings, as written
+    records: list[dict] = field(default_factory=list)  # RequestRecord dicts, where the file has requests
+    settings: dict[str, Any] = field(default_factory=dict)  # the run's own settings, as written
 
     def __post_init__(self) -> None:
         if self.contract not in CONTRACT_LEVELS:
@@ -77,12 +77,12 @@ class QualityEvidence:
     """One task score of an evaluation harness, as evidence for the knobs the importer names."""
 
     task: str
-    metric: str                      # the harness's name, e.g. "acc,none", "exact_match,strict-match"
+    metric: str  # the harness's name, e.g. "acc,none", "exact_match,strict-match"
     value: float
     stderr: float | None
-    n: int                           # items scored
-    n_original: int | None           # items in the task
-    settings: dict[str, Any]         # n-shot, generation settings, model arguments, limit
+    n: int  # items scored
+    n_original: int | None  # items in the task
+    settings: dict[str, Any]  # n-shot, generation settings, model arguments, limit
 
 
 @dataclass
@@ -93,11 +93,11 @@ class ImportedFile:
     sha256: str
     tool: str
     version: str
-    kind: str                                  # speed | quality
+    kind: str  # speed | quality
     anchors: list[ImportedAnchor] = field(default_factory=list)
     quality: list[QualityEvidence] = field(default_factory=list)
-    model_published: str | None = None         # the model as the file names it
-    engine: str | None = None                  # the serving engine, where the file says
+    model_published: str | None = None  # the model as the file names it
+    engine: str | None = None  # the serving engine, where the file says
     hardware_published: str | None = None
     notes: list[str] = field(default_factory=list)
 

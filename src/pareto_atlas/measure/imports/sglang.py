@@ -23,8 +23,9 @@ STATS = (("mean", "mean"), ("median", "p50"), ("p90", "p90"), ("p99", "p99"))
 
 
 def is_run(obj: object) -> bool:
-    return isinstance(obj, dict) and "backend" in obj and (
-        "mean_e2e_latency_ms" in obj or "median_e2e_latency_ms" in obj)
+    return (
+        isinstance(obj, dict) and "backend" in obj and ("mean_e2e_latency_ms" in obj or "median_e2e_latency_ms" in obj)
+    )
 
 
 def version(run: dict) -> str:
@@ -44,16 +45,23 @@ def _lengths_contract(f: Fields, completed: int) -> tuple[str, str, int | None]:
     ratio = f.number("random_range_ratio")
     if ratio is None or ratio < 1.0:
         lo = max(1, int(want * (ratio or 0.0)))
-        raise reject(f.path, f.name("random_range_ratio"), f"{ratio}: SGLang draws each request's output length "
-                     f"uniformly from {lo} to {want}, not {want} each (only a ratio of 1 fixes the lengths)"
-                     + (f"; the run averaged {n_out / completed:.0f} tokens" if n_out is not None else ""))
+        raise reject(
+            f.path,
+            f.name("random_range_ratio"),
+            f"{ratio}: SGLang draws each request's output length "
+            f"uniformly from {lo} to {want}, not {want} each (only a ratio of 1 fixes the lengths)"
+            + (f"; the run averaged {n_out / completed:.0f} tokens" if n_out is not None else ""),
+        )
     return _totals(f, completed, n_out, want, "random_output_len")
 
 
 def _totals(f: Fields, completed: int, n_out: int | None, want: int, key: str) -> tuple[str, str, int]:
     if n_out is not None and n_out != want * completed:
-        raise reject(f.path, f.name("total_output_tokens"), f"{n_out} over {completed} requests, not {want} each "
-                     f"({key}): outputs stopped early or ran long")
+        raise reject(
+            f.path,
+            f.name("total_output_tokens"),
+            f"{n_out} over {completed} requests, not {want} each ({key}): outputs stopped early or ran long",
+        )
     return "aggregate", f"total_output_tokens = {completed} x {want} ({key}; no per-request lengths)", want
 
 
@@ -67,18 +75,38 @@ def parse_run(f: Fields) -> ImportedAnchor:
     conc = f.integer("max_concurrency", minimum=1)
     load, value = ("concurrency", conc) if conc else (("rate", rate) if math.isfinite(rate) else ("burst", completed))
     n_in = f.integer("total_input_tokens")
-    a = ImportedAnchor(label=f"{load} {value:g}", load=load, load_value=float(value), n_requests=completed,
-                       n_failed=0, prompt_tokens=n_in / completed if n_in is not None else None,
-                       output_tokens=want if want else (f.number("total_output_tokens") or 0) / completed or None,
-                       contract=level, contract_note=note, duration_s=f.number("duration"),
-                       throughput_tok_s=f.number("output_throughput"),
-                       request_rate_rps=f.number("request_throughput"))
-    a.settings = {k: f.raw(k) for k in ("backend", "dataset_name", "request_rate", "max_concurrency",
-                                         "random_input_len", "random_output_len", "random_range_ratio",
-                                         "sharegpt_output_len") if k in f.obj}
+    a = ImportedAnchor(
+        label=f"{load} {value:g}",
+        load=load,
+        load_value=float(value),
+        n_requests=completed,
+        n_failed=0,
+        prompt_tokens=n_in / completed if n_in is not None else None,
+        output_tokens=want if want else (f.number("total_output_tokens") or 0) / completed or None,
+        contract=level,
+        contract_note=note,
+        duration_s=f.number("duration"),
+        throughput_tok_s=f.number("output_throughput"),
+        request_rate_rps=f.number("request_throughput"),
+    )
+    a.settings = {
+        k: f.raw(k)
+        for k in (
+            "backend",
+            "dataset_name",
+            "request_rate",
+            "max_concurrency",
+            "random_input_len",
+            "random_output_len",
+            "random_range_ratio",
+            "sharegpt_output_len",
+        )
+        if k in f.obj
+    }
     if not math.isfinite(rate):
-        a.notes.append("request_rate is Infinity (SGLang writes a bare Infinity token, not JSON): every request "
-                       "was sent at once")
+        a.notes.append(
+            "request_rate is Infinity (SGLang writes a bare Infinity token, not JSON): every request was sent at once"
+        )
     for stem, ours in STEMS:
         for tool_stat, stat in STATS:
             key = f"{tool_stat}_{stem}_ms"
@@ -86,17 +114,27 @@ def parse_run(f: Fields) -> ImportedAnchor:
     if not a.metrics or all(v == 0.0 for m in a.metrics.values() for v in m.values()):
         raise reject(f.path, f.name("median_ttft_ms"), "no latency figure, or every one is 0.0 ms")
     if f.has("ttfts") and f.has("output_lens"):
-        recs = from_arrays(f.path, f.numbers("ttfts", required=True),
-                           [Fields(f.path, {"g": g}, f.name(f"itls[{i}]")).numbers("g", required=True)
-                            for i, g in enumerate(f.items("itls") or [])] or None,
-                           f.numbers("input_lens", required=True), f.numbers("output_lens", required=True))
-        a.contract, a.contract_note = output_contract(f.path, f.name("output_lens"),
-                                                      [r["completion_tokens"] for r in recs], want, "output_lens")
+        recs = from_arrays(
+            f.path,
+            f.numbers("ttfts", required=True),
+            [
+                Fields(f.path, {"g": g}, f.name(f"itls[{i}]")).numbers("g", required=True)
+                for i, g in enumerate(f.items("itls") or [])
+            ]
+            or None,
+            f.numbers("input_lens", required=True),
+            f.numbers("output_lens", required=True),
+        )
+        a.contract, a.contract_note = output_contract(
+            f.path, f.name("output_lens"), [r["completion_tokens"] for r in recs], want, "output_lens"
+        )
         a.metrics, a.original = {}, {}
         put_derived(a, recs)
         a.records = recs
-    a.notes.append("SGLang's ITL is one sample per streamed chunk (inflated under speculation); kept as the "
-                   "inter-chunk gap, never as TPOT")
+    a.notes.append(
+        "SGLang's ITL is one sample per streamed chunk (inflated under speculation); kept as the "
+        "inter-chunk gap, never as TPOT"
+    )
     return a
 
 

@@ -26,8 +26,12 @@ STATS = (("mean", "mean"), ("median", "p50"), ("p50", "p50"), ("p90", "p90"), ("
 
 
 def is_run(obj: object) -> bool:
-    return isinstance(obj, dict) and "completed" in obj and any(
-        k in obj for k in ("mean_ttft_ms", "median_ttft_ms")) and "mean_e2e_latency_ms" not in obj
+    return (
+        isinstance(obj, dict)
+        and "completed" in obj
+        and any(k in obj for k in ("mean_ttft_ms", "median_ttft_ms"))
+        and "mean_e2e_latency_ms" not in obj
+    )
 
 
 def version(run: dict) -> str:
@@ -40,7 +44,7 @@ def _rate(f: Fields) -> float:
     r = f.raw("request_rate")
     if isinstance(r, str):
         try:
-            v = float(r)             # vLLM writes "inf" as a string
+            v = float(r)  # vLLM writes "inf" as a string
         except ValueError:
             raise reject(f.path, f.name("request_rate"), f"{r!r} is not a rate") from None
         if math.isnan(v) or v <= 0:
@@ -54,22 +58,50 @@ def parse_run(f: Fields, requested_output: int | None = None) -> ImportedAnchor:
     completed = f.integer("completed", required=True)
     failed = f.integer("failed") or 0
     if completed == 0:
-        raise reject(path, f.name("completed"), f"0 of {completed + failed or f.integer('num_prompts') or '?'} "
-                     "requests completed; vLLM then writes every latency as 0.0 ms, which is no measurement")
+        raise reject(
+            path,
+            f.name("completed"),
+            f"0 of {completed + failed or f.integer('num_prompts') or '?'} "
+            "requests completed; vLLM then writes every latency as 0.0 ms, which is no measurement",
+        )
     rate = _rate(f)
     conc = f.integer("max_concurrency", minimum=1)
-    load, value = ("concurrency", conc) if conc else (("rate", rate) if math.isfinite(rate) else
-                                                       ("burst", f.integer("num_prompts") or completed))
+    load, value = (
+        ("concurrency", conc)
+        if conc
+        else (("rate", rate) if math.isfinite(rate) else ("burst", f.integer("num_prompts") or completed))
+    )
     n_in, n_out = f.integer("total_input_tokens"), f.integer("total_output_tokens")
-    a = ImportedAnchor(label=f"{load} {value:g}", load=load, load_value=float(value), n_requests=completed + failed,
-                       n_failed=failed, prompt_tokens=n_in / completed if n_in is not None else None,
-                       output_tokens=n_out / completed if n_out is not None else None,
-                       contract="unverified", contract_note="", duration_s=f.number("duration"),
-                       throughput_tok_s=f.number("output_throughput"),
-                       request_rate_rps=f.number("request_throughput"))
-    a.settings = {k: f.raw(k) for k in ("backend", "endpoint_type", "model_id", "num_prompts", "request_rate",
-                                         "burstiness", "max_concurrency", "max_num_seqs", "run_number", "date")
-                  if k in f.obj}
+    a = ImportedAnchor(
+        label=f"{load} {value:g}",
+        load=load,
+        load_value=float(value),
+        n_requests=completed + failed,
+        n_failed=failed,
+        prompt_tokens=n_in / completed if n_in is not None else None,
+        output_tokens=n_out / completed if n_out is not None else None,
+        contract="unverified",
+        contract_note="",
+        duration_s=f.number("duration"),
+        throughput_tok_s=f.number("output_throughput"),
+        request_rate_rps=f.number("request_throughput"),
+    )
+    a.settings = {
+        k: f.raw(k)
+        for k in (
+            "backend",
+            "endpoint_type",
+            "model_id",
+            "num_prompts",
+            "request_rate",
+            "burstiness",
+            "max_concurrency",
+            "max_num_seqs",
+            "run_number",
+            "date",
+        )
+        if k in f.obj
+    }
     for stem, ours in STEMS:
         for tool_stat, stat in STATS:
             key = f"{tool_stat}_{stem}_ms"
@@ -77,41 +109,57 @@ def parse_run(f: Fields, requested_output: int | None = None) -> ImportedAnchor:
     if not a.metrics:
         raise reject(path, f.name("median_ttft_ms"), "no latency figure in the run")
     if all(v == 0.0 for m in a.metrics.values() for v in m.values()):
-        raise reject(path, f.name("mean_ttft_ms"), f"every latency is 0.0 ms with {completed} requests "
-                     "completed: not a measurement")
+        raise reject(
+            path,
+            f.name("mean_ttft_ms"),
+            f"every latency is 0.0 ms with {completed} requests completed: not a measurement",
+        )
     if f.has("ttfts"):
         _detailed(f, a, requested_output)
     elif requested_output is not None and n_out is not None:
         if n_out != requested_output * completed:
-            raise reject(path, f.name("total_output_tokens"), f"{n_out} tokens over {completed} requests, not "
-                         f"{requested_output} each as asked: outputs stopped early or ran long")
-        a.contract, a.contract_note = "aggregate", (f"total_output_tokens = {completed} x {requested_output} asked "
-                                                    "(no per-request lengths)")
+            raise reject(
+                path,
+                f.name("total_output_tokens"),
+                f"{n_out} tokens over {completed} requests, not "
+                f"{requested_output} each as asked: outputs stopped early or ran long",
+            )
+        a.contract, a.contract_note = (
+            "aggregate",
+            (f"total_output_tokens = {completed} x {requested_output} asked (no per-request lengths)"),
+        )
     else:
-        a.contract_note = ("vLLM writes neither ignore_eos nor the requested length, so outputs that stopped "
-                           "early look like any other run: contract unverified (give --output-tokens to check)")
+        a.contract_note = (
+            "vLLM writes neither ignore_eos nor the requested length, so outputs that stopped "
+            "early look like any other run: contract unverified (give --output-tokens to check)"
+        )
     spec = {k: f.raw(k) for k in f.obj if k.startswith("spec_decode_")}
     a.settings.update(spec)
     itl, tpot = a.metrics.get("itl_chunk", {}).get("p50"), a.metrics.get("tpot", {}).get("p50")
     length = f.number("spec_decode_acceptance_length") if spec else None
     if length:
-        a.notes.append(f"speculative decoding (vLLM's spec_decode_acceptance_length {length:.3g} tokens per step): "
-                       f"each streamed chunk carries several tokens, so the median ITL {itl or float('nan'):.3g} ms is a "
-                       f"chunk gap, not a token's; TPOT ({tpot or float('nan'):.3g} ms) is the per-token figure")
+        a.notes.append(
+            f"speculative decoding (vLLM's spec_decode_acceptance_length {length:.3g} tokens per step): "
+            f"each streamed chunk carries several tokens, so the median ITL {itl or float('nan'):.3g} ms is a "
+            f"chunk gap, not a token's; TPOT ({tpot or float('nan'):.3g} ms) is the per-token figure"
+        )
     elif itl and tpot and itl > 1.5 * tpot:
-        a.notes.append(f"median inter-chunk gap {itl:.3g} ms is {itl / tpot:.1f}x the median TPOT: chunks carry "
-                       "several tokens (multi-step scheduling or speculation); ITL kept as the chunk gap only")
+        a.notes.append(
+            f"median inter-chunk gap {itl:.3g} ms is {itl / tpot:.1f}x the median TPOT: chunks carry "
+            "several tokens (multi-step scheduling or speculation); ITL kept as the chunk gap only"
+        )
     else:
-        a.notes.append("vLLM's ITL is one sample per streamed chunk (inflated under speculation); kept as the "
-                       "inter-chunk gap, never as TPOT")
+        a.notes.append(
+            "vLLM's ITL is one sample per streamed chunk (inflated under speculation); kept as the "
+            "inter-chunk gap, never as TPOT"
+        )
     return a
 
 
 def _detailed(f: Fields, a: ImportedAnchor, requested_output: int | None) -> None:
     ttfts = f.numbers("ttfts", required=True)
     gaps = f.items("itls", required=True)
-    gap_lists = [Fields(f.path, {"g": g}, f.name(f"itls[{i}]")).numbers("g", required=True)
-                 for i, g in enumerate(gaps)]
+    gap_lists = [Fields(f.path, {"g": g}, f.name(f"itls[{i}]")).numbers("g", required=True) for i, g in enumerate(gaps)]
     ins, outs = f.numbers("input_lens", required=True), f.numbers("output_lens", required=True)
     errors = f.items("errors")
     if errors is not None and not all(isinstance(e, (str, type(None))) for e in errors):
@@ -133,13 +181,17 @@ def _detailed(f: Fields, a: ImportedAnchor, requested_output: int | None) -> Non
     a.prompt_tokens = sum(r["prompt_tokens"] for r in ok) / len(ok)
     a.output_tokens = sum(r["completion_tokens"] for r in ok) / len(ok)
     a.contract, a.contract_note = output_contract(
-        f.path, f.name("output_lens"), [r["completion_tokens"] for r in ok], requested_output, "output_lens")
-    a.notes.append("end-to-end latency reconstructed as TTFT + the inter-chunk gaps (the last streamed chunk); "
-                   "vLLM's own latency also counts the stream's close")
+        f.path, f.name("output_lens"), [r["completion_tokens"] for r in ok], requested_output, "output_lens"
+    )
+    a.notes.append(
+        "end-to-end latency reconstructed as TTFT + the inter-chunk gaps (the last streamed chunk); "
+        "vLLM's own latency also counts the stream's close"
+    )
 
 
-def parse(path: str, data: object, container: str, requested_output: int | None = None
-          ) -> tuple[str, list[ImportedAnchor]]:
+def parse(
+    path: str, data: object, container: str, requested_output: int | None = None
+) -> tuple[str, list[ImportedAnchor]]:
     """(version, anchors) of a run (container "object"), a sweep summary ("list") or JSON lines ("lines")."""
     runs = data if isinstance(data, list) else [data]
     if not runs:
@@ -147,7 +199,11 @@ def parse(path: str, data: object, container: str, requested_output: int | None 
     anchors = []
     for i, run in enumerate(runs):
         # a JSON line is named by its line number, a summary's run by its index
-        f = Fields(f"{path}:{i + 1}", run) if container == "lines" else Fields(path, run, f"[{i}]" if container == "list" else "")
+        f = (
+            Fields(f"{path}:{i + 1}", run)
+            if container == "lines"
+            else Fields(path, run, f"[{i}]" if container == "list" else "")
+        )
         warm_prefix_cache(f)
         anchors.append(parse_run(f, requested_output))
     first = runs[0] if isinstance(runs[0], dict) else {}

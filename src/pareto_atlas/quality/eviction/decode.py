@@ -32,16 +32,16 @@ class GenResult:
     text: str
     token_ids: tuple[int, ...]
     n_prompt: int
-    peak_kv_tokens: int      # largest cache length per head during the run (mean over layers)
-    kv_keep: float           # cache length (mean over layers) / tokens a full cache would hold, at the end;
-                             # topk: keys read / keys cached, averaged over the decode steps
+    peak_kv_tokens: int  # largest cache length per head during the run (mean over layers)
+    kv_keep: float  # cache length (mean over layers) / tokens a full cache would hold, at the end;
+    # topk: keys read / keys cached, averaged over the decode steps
     seconds: float
-    sparse_steps: int = 0    # decode steps run under top-k attention (the first token comes from the prefill)
+    sparse_steps: int = 0  # decode steps run under top-k attention (the first token comes from the prefill)
 
 
 @dataclass(frozen=True)
 class PplResult:
-    nll: float               # mean negative log-likelihood per predicted token (nats)
+    nll: float  # mean negative log-likelihood per predicted token (nats)
     ppl: float
     n_tokens: int
     peak_kv_tokens: int
@@ -65,7 +65,7 @@ class PrunedCache:
         self.pos: list[Any] = [None] * self.n_layers
         self.acc: list[Any] = [None] * self.n_layers
         self.peak = 0
-        self.seen = 0            # tokens forwarded so far: what a full cache would hold
+        self.seen = 0  # tokens forwarded so far: what a full cache would hold
 
     def __len__(self) -> int:
         """Layer 0's cache length: what transformers builds the attention mask from."""
@@ -96,11 +96,11 @@ class PrunedCache:
         for layer in range(self.n_layers):
             self.pos[layer] = new_pos.clone() if self.pos[layer] is None else torch.cat([self.pos[layer], new_pos], 1)
             if attentions is not None:
-                a = self._grouped(attentions[layer])                        # [kvh, q, kv]
-                got = a.sum(1)                                             # attention received, [kvh, kv]
+                a = self._grouped(attentions[layer])  # [kvh, q, kv]
+                got = a.sum(1)  # attention received, [kvh, kv]
                 prev = self.acc[layer]
                 self.acc[layer] = got if prev is None else torch.cat([prev, torch.zeros(self.kv_heads, q)], 1) + got
-                obs[layer] = a[:, -self.cfg.window:, :].sum(1)
+                obs[layer] = a[:, -self.cfg.window :, :].sum(1)
         self.peak = max(self.peak, self.held())
         self.seen = max(self.seen, start + q)
         if compress and self.budgets is not None:
@@ -113,10 +113,10 @@ class PrunedCache:
                 continue
             acc = self.acc[layer].numpy() if self.acc[layer] is not None else None
             o = obs[layer].numpy() if obs[layer] is not None else None
-            idx = torch.from_numpy(select(self.cfg, budget, self.pos[layer].numpy(), acc, o))   # [kvh, b]
+            idx = torch.from_numpy(select(self.cfg, budget, self.pos[layer].numpy(), acc, o))  # [kvh, b]
             lay = self.cache.layers[layer]
             heads = torch.arange(self.kv_heads)[:, None]
-            lay.keys = lay.keys[0][heads, idx].unsqueeze(0)                  # [1, kvh, b, d]
+            lay.keys = lay.keys[0][heads, idx].unsqueeze(0)  # [1, kvh, b, d]
             lay.values = lay.values[0][heads, idx].unsqueeze(0)
             self.pos[layer] = torch.gather(self.pos[layer], 1, idx)
             if self.acc[layer] is not None:
@@ -144,9 +144,15 @@ def _forward(model: Any, state: PrunedCache, ids: Any, start: int, compress: boo
     # position_ids carry the true positions, which differ from c once entries are evicted.
     # `topk` reaches the attention function (sparse.topk_attention) through the forward's kwargs.
     extra = {} if topk is None else {"topk": topk}
-    out = model(input_ids=ids, position_ids=torch.arange(start, start + q)[None],
-                attention_mask=torch.ones(1, c + q, dtype=torch.long),
-                cache=state.cache, use_cache=True, output_attentions=state.cfg.needs_attention, **extra)
+    out = model(
+        input_ids=ids,
+        position_ids=torch.arange(start, start + q)[None],
+        attention_mask=torch.ones(1, c + q, dtype=torch.long),
+        cache=state.cache,
+        use_cache=True,
+        output_attentions=state.cfg.needs_attention,
+        **extra,
+    )
     state.after_forward(start, q, out.attentions if state.cfg.needs_attention else None, compress)
     return out.logits
 
@@ -161,8 +167,9 @@ def _state(model: Any, cfg: EvictionConfig, n_prompt: int) -> PrunedCache:
     return PrunedCache(model, cfg, cfg.budgets(n_prompt, model.config.num_hidden_layers))
 
 
-def generate(model: Any, tok: Any, prompt: str, cfg: EvictionConfig, max_new_tokens: int = 16,
-             stop: Sequence[str] = ("\n",)) -> GenResult:
+def generate(
+    model: Any, tok: Any, prompt: str, cfg: EvictionConfig, max_new_tokens: int = 16, stop: Sequence[str] = ("\n",)
+) -> GenResult:
     """Greedy continuation of `prompt` under `cfg`. Under topk the prefill reads every key, so the
     first answer token is the full cache's; each later one comes from a sparse decode step."""
     torch = require_torch()
@@ -185,8 +192,9 @@ def generate(model: Any, tok: Any, prompt: str, cfg: EvictionConfig, max_new_tok
             text = tok.decode(out_ids, skip_special_tokens=True)
             if any(x and x in text for x in stop) or step == max_new_tokens - 1:
                 break
-            logits = _forward(model, state, torch.tensor([[nxt]]), n + step, compress=cfg.evicts_during_decode,
-                              topk=topk)
+            logits = _forward(
+                model, state, torch.tensor([[nxt]]), n + step, compress=cfg.evicts_during_decode, topk=topk
+            )
             steps += 1
     text = tok.decode(out_ids, skip_special_tokens=True)
     # Measured on the cache itself, not derived from the budget: SnapKV does not evict while
@@ -194,8 +202,15 @@ def generate(model: Any, tok: Any, prompt: str, cfg: EvictionConfig, max_new_tok
     keep = min(1.0, state.held() / state.seen) if cfg.evicts else 1.0
     if topk is not None:
         keep = topk.fraction()
-    return GenResult(text=text, token_ids=tuple(out_ids), n_prompt=n, peak_kv_tokens=state.peak,
-                     kv_keep=keep, seconds=time.monotonic() - t0, sparse_steps=steps if topk else 0)
+    return GenResult(
+        text=text,
+        token_ids=tuple(out_ids),
+        n_prompt=n,
+        peak_kv_tokens=state.peak,
+        kv_keep=keep,
+        seconds=time.monotonic() - t0,
+        sparse_steps=steps if topk else 0,
+    )
 
 
 def perplexity(model: Any, tok: Any, text: str, cfg: EvictionConfig) -> PplResult:
@@ -213,7 +228,7 @@ def perplexity(model: Any, tok: Any, text: str, cfg: EvictionConfig) -> PplResul
             logits = _forward(model, state, ids[:, s:e], s, compress=True, topk=topk)
             # logits at position t predict token t+1; the last one predicts the next chunk's first
             lp = torch.log_softmax(logits[0].float(), -1)
-            tgt = ids[0, s + 1:e + 1]
+            tgt = ids[0, s + 1 : e + 1]
             total -= float(lp[: len(tgt)].gather(1, tgt[:, None]).sum())
             count += len(tgt)
     nll = total / max(1, count)

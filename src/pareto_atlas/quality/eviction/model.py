@@ -49,7 +49,8 @@ def load_dense(gguf: str | Path, cache: bool = True) -> tuple[Any, Any]:
         tok = AutoTokenizer.from_pretrained(cached)
     else:
         model = AutoModelForCausalLM.from_pretrained(
-            gguf.parent, gguf_file=gguf.name, quantization_config=GgufConfig(dequantize=True), **kw)
+            gguf.parent, gguf_file=gguf.name, quantization_config=GgufConfig(dequantize=True), **kw
+        )
         tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
         if cache:
             cached.mkdir(parents=True, exist_ok=True)

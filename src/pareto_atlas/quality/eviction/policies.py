@@ -35,14 +35,14 @@ from pareto_atlas.spec.eviction_policies import ALIASES, EVICTING, POLICIES, can
 @dataclass(frozen=True)
 class EvictionConfig:
     policy: str = "none"
-    keep: float = 1.0        # KV budget / prompt length (kv_keep); topk: keys read / keys cached (sparse_budget)
-    sinks: int = 4           # StreamingLLM: first tokens always kept (attention sinks)
-    window: int = 32         # SnapKV/PyramidKV observation window (also always kept)
-    pool: int = 7            # SnapKV/PyramidKV max-pool kernel over positions (keeps neighbours of a hit)
-    beta: float = 20.0       # PyramidKV: the top layer keeps 1/beta of the mean budget beyond the window
+    keep: float = 1.0  # KV budget / prompt length (kv_keep); topk: keys read / keys cached (sparse_budget)
+    sinks: int = 4  # StreamingLLM: first tokens always kept (attention sinks)
+    window: int = 32  # SnapKV/PyramidKV observation window (also always kept)
+    pool: int = 7  # SnapKV/PyramidKV max-pool kernel over positions (keeps neighbours of a hit)
+    beta: float = 20.0  # PyramidKV: the top layer keeps 1/beta of the mean budget beyond the window
     heavy_frac: float = 0.5  # H2O: share of the budget for heavy hitters; the rest is the recent window
-    chunk: int = 128         # prefill chunk, compressed after each (bounded memory); 0 = whole prompt, then compress once
-    min_budget: int = 16     # entries kept per head (evicting) or keys read per query (topk), at least
+    chunk: int = 128  # prefill chunk, compressed after each (bounded memory); 0 = whole prompt, then compress once
+    min_budget: int = 16  # entries kept per head (evicting) or keys read per query (topk), at least
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
@@ -103,8 +103,9 @@ class EvictionConfig:
         return f"{self.policy}@{self.keep:g}" + ("/oneshot" if self.evicts and self.chunk == 0 else "")
 
 
-def pyramid_budgets(total: int, n_layers: int, beta: float = 20.0, window: int = 32,
-                    length: int | None = None) -> tuple[int, ...]:
+def pyramid_budgets(
+    total: int, n_layers: int, beta: float = 20.0, window: int = 32, length: int | None = None
+) -> tuple[int, ...]:
     """PyramidKV's per-layer budgets: `total` entries per head over `n_layers` layers, non-increasing
     with the layer, summing to `total` exactly.
 
@@ -120,9 +121,9 @@ def pyramid_budgets(total: int, n_layers: int, beta: float = 20.0, window: int =
     if n_layers < 1 or total < 0:
         raise ValueError(f"pyramid budgets: n_layers {n_layers} must be >= 1 and total {total} >= 0")
     if length is not None and total >= n_layers * length:
-        return (length,) * n_layers            # every layer keeps the whole prompt
+        return (length,) * n_layers  # every layer keeps the whole prompt
     floor = min(window, total // n_layers)
-    free = total - floor * n_layers            # entries beyond the windows, over all layers
+    free = total - floor * n_layers  # entries beyond the windows, over all layers
     if n_layers == 1:
         return (total,)
     mean = free / n_layers
@@ -131,7 +132,7 @@ def pyramid_budgets(total: int, n_layers: int, beta: float = 20.0, window: int =
     if length is not None and hi > length - floor:
         hi = length - floor
         lo = 2 * mean - hi
-    share = np.round(hi - (hi - lo) * np.arange(n_layers) / (n_layers - 1), 9)   # sums to `free`
+    share = np.round(hi - (hi - lo) * np.arange(n_layers) / (n_layers - 1), 9)  # sums to `free`
     base = np.floor(share).astype(np.int64)
     order = np.lexsort((np.arange(n_layers), -(share - base)))
     base[order[: free - int(base.sum())]] += 1
@@ -157,8 +158,9 @@ def maxpool1d(x: np.ndarray, kernel: int) -> np.ndarray:
     return windows.max(axis=-1)
 
 
-def select(cfg: EvictionConfig, budget: int, pos: np.ndarray, acc: np.ndarray | None = None,
-           obs: np.ndarray | None = None) -> np.ndarray:
+def select(
+    cfg: EvictionConfig, budget: int, pos: np.ndarray, acc: np.ndarray | None = None, obs: np.ndarray | None = None
+) -> np.ndarray:
     """Indices to keep, shape [heads, min(budget, L)], ascending (cache order = position order).
     `budget` is this layer's (`EvictionConfig.budgets`); PyramidKV then selects as SnapKV does."""
     heads, length = pos.shape

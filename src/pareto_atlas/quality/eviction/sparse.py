@@ -31,8 +31,8 @@ class TopK:
 
     def __init__(self, cfg: EvictionConfig):
         self.keep, self.min_budget = cfg.keep, cfg.min_budget
-        self.rows = 0            # query rows sparsified, counted once per layer
-        self.ratio_sum = 0.0     # per row: keys read / keys visible (the same in every layer and head)
+        self.rows = 0  # query rows sparsified, counted once per layer
+        self.ratio_sum = 0.0  # per row: keys read / keys visible (the same in every layer and head)
 
     def record(self, read: Any, visible: Any) -> None:
         # read, visible: [rows] of the first head; every head and layer reads the same count
@@ -44,8 +44,17 @@ class TopK:
         return self.ratio_sum / self.rows if self.rows else 1.0
 
 
-def topk_attention(module: Any, query: Any, key: Any, value: Any, attention_mask: Any, scaling: float,
-                   dropout: float = 0.0, topk: TopK | None = None, **kwargs: Any) -> tuple[Any, Any]:
+def topk_attention(
+    module: Any,
+    query: Any,
+    key: Any,
+    value: Any,
+    attention_mask: Any,
+    scaling: float,
+    dropout: float = 0.0,
+    topk: TopK | None = None,
+    **kwargs: Any,
+) -> tuple[Any, Any]:
     """Eager attention (query [b, heads, q, d], key/value [b, kv_heads, L, d], additive mask
     [b, 1, q, >= L], its last L columns read), restricted to each row's top-k keys when `topk` is given."""
     torch = require_torch()
@@ -53,15 +62,15 @@ def topk_attention(module: Any, query: Any, key: Any, value: Any, attention_mask
 
     keys = repeat_kv(key, module.num_key_value_groups)
     values = repeat_kv(value, module.num_key_value_groups)
-    weights = torch.matmul(query, keys.transpose(2, 3)) * scaling                # [b, heads, q, L]
+    weights = torch.matmul(query, keys.transpose(2, 3)) * scaling  # [b, heads, q, L]
     if attention_mask is not None:
-        attention_mask = attention_mask[..., -weights.shape[-1]:]                  # this layer's cache
+        attention_mask = attention_mask[..., -weights.shape[-1] :]  # this layer's cache
         weights = weights + attention_mask
     if topk is not None:
         q, length = weights.shape[-2:]
         if attention_mask is not None:
-            visible = attention_mask == 0                                           # [b, 1, q, L]
-        else:   # no mask given: causal over a cache that holds every earlier token
+            visible = attention_mask == 0  # [b, 1, q, L]
+        else:  # no mask given: causal over a cache that holds every earlier token
             visible = torch.ones(q, length, dtype=torch.bool).tril(length - q)[None, None]
         chosen = select_topk(weights.detach().float().numpy(), visible.numpy(), topk.keep, topk.min_budget)
         chosen = torch.from_numpy(chosen)

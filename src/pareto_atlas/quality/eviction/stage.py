@@ -34,8 +34,14 @@ def engine_version() -> str:
         return "unknown"
 
 
-def sweep_spec(study: Study, *, policies: list[str] | None = None, keeps: list[float] | None = None,
-               task: str | None = None, n: int | None = None) -> EvictionSpec:
+def sweep_spec(
+    study: Study,
+    *,
+    policies: list[str] | None = None,
+    keeps: list[float] | None = None,
+    task: str | None = None,
+    n: int | None = None,
+) -> EvictionSpec:
     """The study's `[eviction]` sweep with the command line's options on top."""
     return study.eviction.with_overrides(policies=policies, keeps=keeps, task=task, n=n)
 
@@ -47,53 +53,117 @@ def items_ident(study: Study, spec: EvictionSpec) -> dict:
     if task == "gsm8k":
         return {"task": task, "mode": q.mode, "n": spec.n or q.n, "seed": q.seed, "max_tokens": q.max_tokens}
     if task == "ruler":
-        return {"task": task, "mode": "ruler", "n": spec.n or q.ruler_per_cell, "seed": q.seed,
-                "lengths": list(spec.lengths or q.ruler_lengths), "subtasks": list(q.ruler_subtasks),
-                "max_tokens": q.max_tokens if "max_tokens" in q.model_fields_set else None}
-    return {"task": task, "mode": "niah", "n": spec.n or q.retrieval_per_cell, "seed": q.seed,
-            "lengths": list(spec.lengths or q.retrieval_lengths)}
+        return {
+            "task": task,
+            "mode": "ruler",
+            "n": spec.n or q.ruler_per_cell,
+            "seed": q.seed,
+            "lengths": list(spec.lengths or q.ruler_lengths),
+            "subtasks": list(q.ruler_subtasks),
+            "max_tokens": q.max_tokens if "max_tokens" in q.model_fields_set else None,
+        }
+    return {
+        "task": task,
+        "mode": "niah",
+        "n": spec.n or q.retrieval_per_cell,
+        "seed": q.seed,
+        "lengths": list(spec.lengths or q.retrieval_lengths),
+    }
 
 
 def evict_id(study: Study, model_sha256: str, items: dict, policy: str, keep: float, chunk: int) -> str:
-    ident = {"study": study.name, "model": study.model.name, "model_sha256": model_sha256, "items": items,
-             "policy": policy, "keep": keep, "chunk": chunk, "engine": ENGINE}
+    ident = {
+        "study": study.name,
+        "model": study.model.name,
+        "model_sha256": model_sha256,
+        "items": items,
+        "policy": policy,
+        "keep": keep,
+        "chunk": chunk,
+        "engine": ENGINE,
+    }
     return hashlib.sha256(dumps(ident).encode()).hexdigest()[:20]
 
 
-def point_row(point: Any, *, study: Study, items: dict, eid: str, ref_id: str, model_file: str, model_sha256: str,
-              ppl_full: float | None, ppl_item: str, engine_version: str) -> dict:
+def point_row(
+    point: Any,
+    *,
+    study: Study,
+    items: dict,
+    eid: str,
+    ref_id: str,
+    model_file: str,
+    model_sha256: str,
+    ppl_full: float | None,
+    ppl_item: str,
+    engine_version: str,
+) -> dict:
     """The store row of one `EvictionPoint`."""
     acc = point.accuracy
-    return {"evict_id": eid, "ref_id": ref_id, "study": study.name, "model": study.model.name,
-            "model_file": model_file, "model_sha256": model_sha256, "task": items["task"], "mode": items["mode"],
-            "n": items["n"], "seed": items["seed"], "items_json": dumps(items),
-            "policy": point.policy, "keep": point.keep, "chunk": point.chunk, "label": point.label,
-            "kv_keep": point.kv_keep, "peak_kv_tokens": point.peak_kv_tokens,
-            "kv_bytes_per_token": point.kv_bytes_per_token,
-            "n_items": acc.n if acc else 0, "correct": acc.k if acc else 0,
-            "p": acc.p if acc else None, "lo": acc.lo if acc else None, "hi": acc.hi if acc else None,
-            "ppl": point.ppl, "ppl_full": ppl_full if ppl_full is not None else point.ppl, "ppl_item": ppl_item,
-            "seconds": point.seconds, "engine": ENGINE, "engine_version": engine_version}
+    return {
+        "evict_id": eid,
+        "ref_id": ref_id,
+        "study": study.name,
+        "model": study.model.name,
+        "model_file": model_file,
+        "model_sha256": model_sha256,
+        "task": items["task"],
+        "mode": items["mode"],
+        "n": items["n"],
+        "seed": items["seed"],
+        "items_json": dumps(items),
+        "policy": point.policy,
+        "keep": point.keep,
+        "chunk": point.chunk,
+        "label": point.label,
+        "kv_keep": point.kv_keep,
+        "peak_kv_tokens": point.peak_kv_tokens,
+        "kv_bytes_per_token": point.kv_bytes_per_token,
+        "n_items": acc.n if acc else 0,
+        "correct": acc.k if acc else 0,
+        "p": acc.p if acc else None,
+        "lo": acc.lo if acc else None,
+        "hi": acc.hi if acc else None,
+        "ppl": point.ppl,
+        "ppl_full": ppl_full if ppl_full is not None else point.ppl,
+        "ppl_item": ppl_item,
+        "seconds": point.seconds,
+        "engine": ENGINE,
+        "engine_version": engine_version,
+    }
 
 
 def _line(row: dict) -> str:
-    acc = (f"{row['correct']}/{row['n_items']} = {row['p']:.3f} [95% {row['lo']:.2f}–{row['hi']:.2f}]"
-           if row["n_items"] else "no items")
+    acc = (
+        f"{row['correct']}/{row['n_items']} = {row['p']:.3f} [95% {row['lo']:.2f}–{row['hi']:.2f}]"
+        if row["n_items"]
+        else "no items"
+    )
     ppl = "—" if row["ppl"] is None else f"{row['ppl']:.3f} vs full {row['ppl_full']:.3f}"
-    achieved = "attended" if row["policy"] == "topk" else "kv_keep"     # topk reads a share of a full cache
-    return (f"{row['label']:<16} keep {row['keep']:.2f}  achieved {achieved} {row['kv_keep']:.3f}  "
-            f"peak {row['peak_kv_tokens']} tok  {acc}  ppl {ppl}  ({row['seconds']:.0f} s)")
+    achieved = "attended" if row["policy"] == "topk" else "kv_keep"  # topk reads a share of a full cache
+    return (
+        f"{row['label']:<16} keep {row['keep']:.2f}  achieved {achieved} {row['kv_keep']:.3f}  "
+        f"peak {row['peak_kv_tokens']} tok  {acc}  ppl {ppl}  ({row['seconds']:.0f} s)"
+    )
 
 
-def evict_study(study: Study, store: Store, console: Console, *, policies: list[str] | None = None,
-                keeps: list[float] | None = None, task: str | None = None, n: int | None = None) -> list[dict]:
+def evict_study(
+    study: Study,
+    store: Store,
+    console: Console,
+    *,
+    policies: list[str] | None = None,
+    keeps: list[float] | None = None,
+    task: str | None = None,
+    n: int | None = None,
+) -> list[dict]:
     """Run what the store lacks of the study's eviction sweep; returns the rows of the whole sweep."""
     from .model import require_torch
 
     spec = sweep_spec(study, policies=policies, keeps=keeps, task=task, n=n)
     try:
         require_torch()
-    except ImportError as e:    # one line naming the extra, like a missing Ray (scale.ray_exec)
+    except ImportError as e:  # one line naming the extra, like a missing Ray (scale.ray_exec)
         raise ValueError(f"evict: {e}") from None
 
     from pareto_atlas.quality.campaign import study_items
@@ -108,13 +178,17 @@ def evict_study(study: Study, store: Store, console: Console, *, policies: list[
     configs = [ref] + [EvictionConfig(p, k, chunk=spec.chunk) for p in spec.policies for k in spec.keeps]
     ids = {c: evict_id(study, sha, items, c.policy, c.keep, c.chunk) for c in configs}
     ref_id = ids[ref]
-    what = {"gsm8k": f"GSM8K ({items['mode']}), n = {items['n']}",
-            "ruler": f"RULER {', '.join(items.get('subtasks', ()))} at {items['lengths']} tokens, {items['n']} per "
-                     "subtask and length"}.get(items["task"], f"needle retrieval at {items['lengths']} tokens, "
-                                                              f"{items['n']} per length and depth")
-    console.print(f"[bold]evict[/] {study.name}: {study.model.name} ({path.name}) dense in transformers, {what}; "
-                  f"{', '.join(spec.policies)} at keep {', '.join(f'{k:g}' for k in spec.keeps)}, "
-                  f"prefill chunk {spec.chunk}", highlight=False)
+    what = {
+        "gsm8k": f"GSM8K ({items['mode']}), n = {items['n']}",
+        "ruler": f"RULER {', '.join(items.get('subtasks', ()))} at {items['lengths']} tokens, {items['n']} per "
+        "subtask and length",
+    }.get(items["task"], f"needle retrieval at {items['lengths']} tokens, {items['n']} per length and depth")
+    console.print(
+        f"[bold]evict[/] {study.name}: {study.model.name} ({path.name}) dense in transformers, {what}; "
+        f"{', '.join(spec.policies)} at keep {', '.join(f'{k:g}' for k in spec.keeps)}, "
+        f"prefill chunk {spec.chunk}",
+        highlight=False,
+    )
 
     rows: dict[str, dict] = {}
     stored = store.eviction_points(study.name)
@@ -132,22 +206,34 @@ def evict_study(study: Study, store: Store, console: Console, *, policies: list[
     # Haystacks sized with the model's own tokenizer, without special tokens as the engine's
     # /tokenize counts them, so the prompts are the engine quality arm's wherever the two agree.
     lengths = {"ruler": "ruler_lengths", "retrieval": "retrieval_lengths"}.get(items["task"])
-    q = (study.quality.model_copy(update={lengths: items["lengths"]}) if lengths else study.quality)
-    qitems = study_items(q, task=items["task"], n=items["n"],
-                         count_tokens=lambda s: len(tok(s, add_special_tokens=False).input_ids))
+    q = study.quality.model_copy(update={lengths: items["lengths"]}) if lengths else study.quality
+    qitems = study_items(
+        q, task=items["task"], n=items["n"], count_tokens=lambda s: len(tok(s, add_special_tokens=False).input_ids)
+    )
     # Perplexity on the longest prompt of the set: where the evicted share of the cache is largest.
     ppl_src = max(qitems, key=lambda it: len(item_prompt(tok, it)))
-    console.print(f"  model loaded in {time.monotonic() - t0:.0f} s; {len(qitems)} items, "
-                  f"perplexity on {ppl_src.item_id}", highlight=False)
+    console.print(
+        f"  model loaded in {time.monotonic() - t0:.0f} s; {len(qitems)} items, perplexity on {ppl_src.item_id}",
+        highlight=False,
+    )
 
     by_knob = {(c.policy, 1.0 if c.reference else c.keep): c for c in todo}
 
     def save(point) -> None:
         cfg = by_knob[(point.policy, point.keep)]
         full = rows.get(ref_id)
-        row = point_row(point, study=study, items=items, eid=ids[cfg], ref_id=ref_id, model_file=str(path),
-                        model_sha256=sha, ppl_full=None if full is None else full["ppl"],
-                        ppl_item=ppl_src.item_id, engine_version=engine_version())
+        row = point_row(
+            point,
+            study=study,
+            items=items,
+            eid=ids[cfg],
+            ref_id=ref_id,
+            model_file=str(path),
+            model_sha256=sha,
+            ppl_full=None if full is None else full["ppl"],
+            ppl_item=ppl_src.item_id,
+            engine_version=engine_version(),
+        )
         store.put_eviction_point(row, [r.to_dict() for r in point.records])
         rows[ids[cfg]] = row
         console.print(f"  {_line(row)}", highlight=False, markup=False)

@@ -14,11 +14,12 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 
-try:     # numba internals; without them the kernels compile in every process instead (see CACHE)
+try:  # numba internals; without them the kernels compile in every process instead (see CACHE)
     from numba.core import caching as _caching
     from numba.core.caching import _CacheLocator
+
     _CacheImpl = getattr(_caching, "CacheImpl", None) or getattr(_caching, "_CacheImpl", None)
-except ImportError:     # pragma: no cover - depends on the installed numba
+except ImportError:  # pragma: no cover - depends on the installed numba
     _CacheImpl = None
 
 
@@ -39,6 +40,7 @@ def _stamp(files: tuple) -> str:
 
 
 if _CacheImpl is not None:
+
     class PackageLocator(_CacheLocator):
         """Numba's own locator for the file (where the cache lives), with the package's stamp."""
 

@@ -53,4 +53,4 @@ BURST_GAP_S = 1e-6
 
 POLICIES = ("static", "continuous", "chunked", "slo", "disagg")
 STATIC, CONTINUOUS, CHUNKED, SLO, DISAGG = range(5)
-DEFAULT_CHUNK = 512          # prefill token budget when chunked/slo policies leave it unset
+DEFAULT_CHUNK = 512  # prefill token budget when chunked/slo policies leave it unset

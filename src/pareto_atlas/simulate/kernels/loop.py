@@ -11,8 +11,21 @@ import numpy as np
 from numba import njit
 
 from pareto_atlas.simulate.kernels._cache import CACHE
-from pareto_atlas.simulate.kernels.layout import (ACC, BURST_GAP_S, CHUNKED, CV, DEFAULT_CHUNK, DISAGG, DRAFT_P, K,
-                                                  O_REQ, Q, SLO, STATIC, XFER)
+from pareto_atlas.simulate.kernels.layout import (
+    ACC,
+    BURST_GAP_S,
+    CHUNKED,
+    CV,
+    DEFAULT_CHUNK,
+    DISAGG,
+    DRAFT_P,
+    K,
+    O_REQ,
+    Q,
+    SLO,
+    STATIC,
+    XFER,
+)
 from pareto_atlas.simulate.kernels.policies import _budget_chunked, _budget_slo, _least_loaded, _prefill_alone
 from pareto_atlas.simulate.kernels.rand import _accepted, _noise, _normal, _tokens_per_step
 from pareto_atlas.simulate.kernels.step import _step_time, _upper_bound, prefill_pairs, step_time
@@ -37,8 +50,25 @@ def _enqueue(arrival, ready, prompt, output, need_pf, lo, at, t):
 
 
 @njit(cache=CACHE)
-def run_kernel(c, arrival, prompt, output, policy, slots, chunk, tpot_target, concurrency, kv_cap, seed,
-               first_t, finish_t, think, c_pf, prefill_workers, cached):
+def run_kernel(
+    c,
+    arrival,
+    prompt,
+    output,
+    policy,
+    slots,
+    chunk,
+    tpot_target,
+    concurrency,
+    kv_cap,
+    seed,
+    first_t,
+    finish_t,
+    think,
+    c_pf,
+    prefill_workers,
+    cached,
+):
     """Simulate all requests; fills first_t / finish_t (seconds). Closed loop when concurrency > 0:
     arrival[] is then written as requests complete, each client sending its next request think[i]
     seconds after its last one finished (its first at think[i] from the start; think may be empty:
@@ -101,19 +131,19 @@ def run_kernel(c, arrival, prompt, output, policy, slots, chunk, tpot_target, co
     for i in range(n):
         first_t[i] = -1.0
         finish_t[i] = -1.0
-    pf_next = 0                      # the next request the prefill pool takes
-    pf_free = np.zeros(max(prefill_workers, 1))    # when each prefill worker is free
+    pf_next = 0  # the next request the prefill pool takes
+    pf_free = np.zeros(max(prefill_workers, 1))  # when each prefill worker is free
     now = 0.0
     done = 0
     steps = 0
     peak_kv = 0
     n_preempt = 0
-    kv_used = 0          # KV tokens held by the running sequences
-    pending = 0          # prompt tokens they still have to prefill
-    n_dec = 0            # running sequences past their prefill
-    ctx_dec = 0          # and the KV tokens those hold
-    min_left = 1 << 62   # fewest tokens a running sequence has left to generate
-    n_finished = 0       # running sequences with none left (retired at the end of the step)
+    kv_used = 0  # KV tokens held by the running sequences
+    pending = 0  # prompt tokens they still have to prefill
+    n_dec = 0  # running sequences past their prefill
+    ctx_dec = 0  # and the KV tokens those hold
+    min_left = 1 << 62  # fewest tokens a running sequence has left to generate
+    n_finished = 0  # running sequences with none left (retired at the end of the step)
     static_b = 0
     budget_default = chunk if chunk > 0 else DEFAULT_CHUNK
     upper = _upper_bound(c)
@@ -213,9 +243,10 @@ def run_kernel(c, arrival, prompt, output, policy, slots, chunk, tpot_target, co
             if policy == CHUNKED:
                 budget = _budget_chunked(budget_default, n_dec, q)
             elif policy == SLO:
-                budget = _budget_slo(c, nrun, s_pf, s_to_pf, pending, budget_default, n_dec, ctx_dec, tpot_target,
-                                     upper)
-            else:   # static, continuous, disagg: every pending prompt token in this step
+                budget = _budget_slo(
+                    c, nrun, s_pf, s_to_pf, pending, budget_default, n_dec, ctx_dec, tpot_target, upper
+                )
+            else:  # static, continuous, disagg: every pending prompt token in this step
                 budget = pending
         n_pf = 0
         pf_pairs = 0.0
@@ -250,7 +281,7 @@ def run_kernel(c, arrival, prompt, output, policy, slots, chunk, tpot_target, co
                 can_admit = policy != STATIC and nrun < slots and nxt < n_known and ready[nxt] > now
                 gap = ready[nxt] - now if can_admit else np.inf
                 if gap < 2.0 * _step_time(c, b_eff, ctx_dec + (m - 1) * ramp, 0.0, 0.0, 0.0, b_eff, 1.0):
-                    m = 0   # the arrival cuts it to under two steps, even at a lower bound of their time
+                    m = 0  # the arrival cuts it to under two steps, even at a lower bound of their time
                 else:
                     t1 = step_time(c, b_eff, ctx_dec + (m - 1) * ramp, 0.0, 0.0, 0.0, b_eff)
                     m_t = int(gap // t1) if can_admit else m
@@ -310,7 +341,7 @@ def run_kernel(c, arrival, prompt, output, policy, slots, chunk, tpot_target, co
                             if first_t[run[j]] < 0.0:
                                 first_t[run[j]] = now
                 else:
-                    cnt = min(emitted[d], s_left[j])   # the d-th decoding sequence
+                    cnt = min(emitted[d], s_left[j])  # the d-th decoding sequence
                     d += 1
                     s_left[j] -= cnt
                     s_kv[j] += cnt

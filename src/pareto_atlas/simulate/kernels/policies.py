@@ -34,8 +34,17 @@ def _budget_slo(c, nrun, s_pf, s_to_pf, pending, budget_default, n_dec, ctx_dec,
     lo = 0
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if _step_within(c, float(n_dec), float(ctx_dec), float(mid), prefill_pairs(float(mid), before0),
-                        before0, float(n_dec + 1), tpot_target, upper):
+        if _step_within(
+            c,
+            float(n_dec),
+            float(ctx_dec),
+            float(mid),
+            prefill_pairs(float(mid), before0),
+            before0,
+            float(n_dec + 1),
+            tpot_target,
+            upper,
+        ):
             lo = mid
         else:
             hi = mid - 1

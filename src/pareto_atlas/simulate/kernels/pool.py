@@ -21,8 +21,22 @@ from pareto_atlas.simulate.kernels.step import step_time
 
 
 @njit(cache=CACHE)
-def run_pool_kernel(c, arrival, prompt, output, slots, concurrency, kv_cap, seed, first_t, finish_t, think, c_pf,
-                    prefill_workers, decode_workers):
+def run_pool_kernel(
+    c,
+    arrival,
+    prompt,
+    output,
+    slots,
+    concurrency,
+    kv_cap,
+    seed,
+    first_t,
+    finish_t,
+    think,
+    c_pf,
+    prefill_workers,
+    decode_workers,
+):
     """As loop.run_kernel with policy disagg, for `decode_workers` decode engines of `slots` sequences
     and `kv_cap` KV tokens each. Returns (steps, peak KV tokens over the pool, preemptions = 0)."""
     np.random.seed(seed)
@@ -35,7 +49,7 @@ def run_pool_kernel(c, arrival, prompt, output, slots, concurrency, kv_cap, seed
     acc = c[ACC]
     p_draft = c[DRAFT_P]
     spec_on = k > 0 and p_draft > 0.0
-    need_pf = prompt.copy()          # _enqueue keeps it in step with the requests it reorders
+    need_pf = prompt.copy()  # _enqueue keeps it in step with the requests it reorders
     ready = arrival.copy()
     thinks = think.shape[0] > 0
     if concurrency > 0:
@@ -66,7 +80,7 @@ def run_pool_kernel(c, arrival, prompt, output, slots, concurrency, kv_cap, seed
     clock = np.zeros(d_n)
     stepping = np.zeros(d_n, np.bool_)
     emitted = np.ones(slots, np.int64)
-    nxt = 0                          # the next prefilled request to route
+    nxt = 0  # the next prefilled request to route
     now = 0.0
     done = 0
     steps = 0
@@ -94,7 +108,7 @@ def run_pool_kernel(c, arrival, prompt, output, slots, concurrency, kv_cap, seed
             now = t_route
             i = nxt
             nxt += 1
-            if output[i] <= 1:        # its one token came from the prefill worker
+            if output[i] <= 1:  # its one token came from the prefill worker
                 finish_t[i] = first_t[i]
                 done += 1
                 if concurrency > 0 and n_known < n:
@@ -113,7 +127,7 @@ def run_pool_kernel(c, arrival, prompt, output, slots, concurrency, kv_cap, seed
                 clock[w] = max(clock[w], now)
             continue
         if e < 0:
-            if pf_next < n_known:     # a pausing client's request not yet sent
+            if pf_next < n_known:  # a pausing client's request not yet sent
                 now = arrival[pf_next]
                 continue
             break
@@ -161,7 +175,7 @@ def run_pool_kernel(c, arrival, prompt, output, slots, concurrency, kv_cap, seed
             nrun[e] += 1
         if nrun[e] == 0:
             if q_head[e] < q_tail[e]:
-                clock[e] = ready[queue[e, q_head[e]]]      # idle until the next KV arrives
+                clock[e] = ready[queue[e, q_head[e]]]  # idle until the next KV arrives
             continue
         pool_kv = 0
         for w in range(d_n):

@@ -10,9 +10,9 @@ from numba.core.typing import signature
 
 from pareto_atlas.simulate.kernels._cache import CACHE
 
-try:    # numba internals (see _uniform below); a numba without them runs the plain calls instead
+try:  # numba internals (see _uniform below); a numba without them runs the plain calls instead
     from numba.cpython.randomimpl import GuassArgs, _gauss_impl, get_next_double, get_state_ptr
-except ImportError:     # pragma: no cover - depends on the installed numba
+except ImportError:  # pragma: no cover - depends on the installed numba
     get_next_double = None
 
 
@@ -23,19 +23,23 @@ except ImportError:     # pragma: no cover - depends on the installed numba
 # These helpers are not numba's public API: if a release drops them, the import above fails and the
 # plain calls below give the same stream, about a third slower on speculative cases.
 if get_next_double is not None:
+
     @intrinsic
     def _uniform(typingcontext):
         def codegen(context, builder, sig, args):
             return get_next_double(context, builder, get_state_ptr(context, builder, "np"))
+
         return signature(types.float64), codegen
 
     @intrinsic
     def _normal(typingcontext, loc, scale):
         def as_is(builder, value):
             return value
+
         sig = signature(types.float64, types.float64, types.float64)
         return sig, _gauss_impl(GuassArgs("np", _uniform), as_is, as_is)
-else:     # pragma: no cover
+else:  # pragma: no cover
+
     @njit(cache=CACHE)
     def _uniform() -> float:
         return np.random.random()
@@ -85,7 +89,7 @@ def _tokens_per_step(spec_on, k, acc, p_draft):
         e2 = 1.0 - p_draft
         e_tok = 1.0 - p_draft
         for j in range(1, k + 2):
-            pj = acc ** (j - 1) * (1.0 - acc) if j <= k else acc ** k
+            pj = acc ** (j - 1) * (1.0 - acc) if j <= k else acc**k
             e_tok += p_draft * j * pj
             e2 += p_draft * j * j * pj
         v_tok = e2 - e_tok * e_tok

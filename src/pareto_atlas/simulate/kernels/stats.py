@@ -46,11 +46,11 @@ def _order_stats(x: np.ndarray, ranks: np.ndarray) -> np.ndarray:
         count[int((v - lo) * scale)] += 1
     out = np.empty(ranks.shape[0])
     b = 0
-    below = 0                       # values in the buckets before b
+    below = 0  # values in the buckets before b
     held_b = -1
     held = np.empty(0)
     for j in range(ranks.shape[0]):
-        if ranks[j] < below:        # ranks out of order: walk the buckets from the start
+        if ranks[j] < below:  # ranks out of order: walk the buckets from the start
             b = 0
             below = 0
         while below + count[b] <= ranks[j]:
@@ -69,8 +69,16 @@ def _order_stats(x: np.ndarray, ranks: np.ndarray) -> np.ndarray:
     return out
 
 
-SUMMARY = ("ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "e2e_p50_ms", "e2e_p99_ms",
-           "throughput_tok_s", "goodput_rps")
+SUMMARY = (
+    "ttft_p50_ms",
+    "ttft_p99_ms",
+    "tpot_p50_ms",
+    "tpot_p99_ms",
+    "e2e_p50_ms",
+    "e2e_p99_ms",
+    "throughput_tok_s",
+    "goodput_rps",
+)
 
 
 @njit(cache=CACHE)

@@ -6,9 +6,37 @@ import numpy as np
 from numba import njit
 
 from pareto_atlas.simulate.kernels._cache import CACHE
-from pareto_atlas.simulate.kernels.layout import (ATTN_DP, AT, COMM_STEP, COMM_TOK, CTX_SCALE, D_FL, D_KVR, D_O, D_W, DRAFT_P,
-                                                  FL, FL_H, FL_V, K, KV_PAD, KVR, KVW, MOE_E, MOE_K, MOE_SKEW, MOE_W,
-                                                  O_REQ, O_SEQ, O_STEP, P, PP_STAGES, Q, TILE, W_T)
+from pareto_atlas.simulate.kernels.layout import (
+    ATTN_DP,
+    AT,
+    COMM_STEP,
+    COMM_TOK,
+    CTX_SCALE,
+    D_FL,
+    D_KVR,
+    D_O,
+    D_W,
+    DRAFT_P,
+    FL,
+    FL_H,
+    FL_V,
+    K,
+    KV_PAD,
+    KVR,
+    KVW,
+    MOE_E,
+    MOE_K,
+    MOE_SKEW,
+    MOE_W,
+    O_REQ,
+    O_SEQ,
+    O_STEP,
+    P,
+    PP_STAGES,
+    Q,
+    TILE,
+    W_T,
+)
 
 
 @njit(cache=CACHE)
@@ -41,8 +69,9 @@ def _smooth_max2(a: float, b: float, da: float, db: float, p: float, bound: floa
 
 
 @njit(cache=CACHE)
-def step_time(c: np.ndarray, n_dec: float, ctx_dec: float, n_pf: float, pf_pairs: float, pf_ctx: float,
-              n_seqs: float) -> float:
+def step_time(
+    c: np.ndarray, n_dec: float, ctx_dec: float, n_pf: float, pf_pairs: float, pf_ctx: float, n_seqs: float
+) -> float:
     """Seconds for one step: n_dec sequences decoding over ctx_dec total context tokens, plus
     n_pf prompt tokens whose attention covers pf_pairs (query, key) pairs and reads pf_ctx
     earlier KV tokens (chunked prefill). Without jitter; the simulation adds that."""
@@ -50,13 +79,21 @@ def step_time(c: np.ndarray, n_dec: float, ctx_dec: float, n_pf: float, pf_pairs
 
 
 @njit(cache=CACHE, inline="always")
-def _step_time(c: np.ndarray, n_dec: float, ctx_dec: float, n_pf: float, pf_pairs: float, pf_ctx: float,
-               n_seqs: float, bound: float) -> float:
+def _step_time(
+    c: np.ndarray,
+    n_dec: float,
+    ctx_dec: float,
+    n_pf: float,
+    pf_pairs: float,
+    pf_ctx: float,
+    n_seqs: float,
+    bound: float,
+) -> float:
     # step_time with bound 0. With bound 1, a lower bound of it; with bound >= 2^(1/p) (1 + 1e-12)
     # (_upper_bound), an upper bound: each smooth max lies within [max, 2^(1/p) max], also in
     # floating point (pow is faithfully rounded, the margin covers the rest), and the step time
     # is non-decreasing in both. Bounds cost no pow call and settle most comparisons exactly.
-    rows = c[Q]                     # rows per decoding sequence (1 + drafts verified)
+    rows = c[Q]  # rows per decoding sequence (1 + drafts verified)
     tokens = n_dec * rows + n_pf
     if tokens <= 0.0:
         return 0.0
@@ -70,7 +107,7 @@ def _step_time(c: np.ndarray, n_dec: float, ctx_dec: float, n_pf: float, pf_pair
     # and multiplies each query by what it reads. A step is never both kinds at once, so a long
     # context's attention adds to a weight-bound step instead of hiding under it.
     mem = weights_s
-    routed = tokens                 # tokens each pass through the experts routes (a micro-batch's under PP)
+    routed = tokens  # tokens each pass through the experts routes (a micro-batch's under PP)
     # Logits: every decode (and verify) row, but only the last token of a prompt (n_seqs - n_dec
     # sequences are prefilling in this step).
     logits = n_dec * rows + max(n_seqs - n_dec, 0.0)
@@ -116,7 +153,7 @@ def touched_share(tokens: float, experts: float, per_token: float, skew: float) 
     skewed routing lands more tokens on the same experts. One token: k/E; many: all (simulate.moe)."""
     if tokens <= 0.0:
         return 0.0
-    return 1.0 - (1.0 - per_token / experts) ** (tokens ** skew)
+    return 1.0 - (1.0 - per_token / experts) ** (tokens**skew)
 
 
 @njit(cache=CACHE)
@@ -133,8 +170,17 @@ def _upper_bound(c: np.ndarray) -> float:
 
 
 @njit(cache=CACHE)
-def _step_within(c: np.ndarray, n_dec: float, ctx_dec: float, n_pf: float, pf_pairs: float, pf_ctx: float,
-                 n_seqs: float, target: float, upper: float) -> bool:
+def _step_within(
+    c: np.ndarray,
+    n_dec: float,
+    ctx_dec: float,
+    n_pf: float,
+    pf_pairs: float,
+    pf_ctx: float,
+    n_seqs: float,
+    target: float,
+    upper: float,
+) -> bool:
     # step_time(...) <= target, from its bounds where they settle it (upper = _upper_bound(c)).
     if _step_time(c, n_dec, ctx_dec, n_pf, pf_pairs, pf_ctx, n_seqs, 1.0) > target:
         return False

@@ -25,7 +25,32 @@ from pareto_atlas.spec.study.quality import EvictionSpec, QualitySpec, QualityTa
 from pareto_atlas.spec.study.serving import EngineSpec, LoadSpec, ModelSpec, WorkloadSpec
 from pareto_atlas.spec.study.space import GRID_KNOBS, GridSpec, RegimeSpec, ShapeSpec, SimulateSpec, TargetSpec
 
-__all__ = ["ARM_KNOBS", "BUILTIN", "GRID_KNOBS", "ArmSpec", "EngineSpec", "EvictionSpec", "Frozen", "GridSpec",
-           "HostChecks", "LoadSpec", "ModelSpec", "QualitySpec", "QualityTask", "RegimeSpec", "ShapeSpec",
-           "SimulateSpec", "Study", "StudyError", "TargetSpec", "WorkloadSpec", "check_hardware", "describe",
-           "known_hardware", "load_study", "parse_study", "study_from_dict", "study_ref"]
+__all__ = [
+    "ARM_KNOBS",
+    "BUILTIN",
+    "GRID_KNOBS",
+    "ArmSpec",
+    "EngineSpec",
+    "EvictionSpec",
+    "Frozen",
+    "GridSpec",
+    "HostChecks",
+    "LoadSpec",
+    "ModelSpec",
+    "QualitySpec",
+    "QualityTask",
+    "RegimeSpec",
+    "ShapeSpec",
+    "SimulateSpec",
+    "Study",
+    "StudyError",
+    "TargetSpec",
+    "WorkloadSpec",
+    "check_hardware",
+    "describe",
+    "known_hardware",
+    "load_study",
+    "parse_study",
+    "study_from_dict",
+    "study_ref",
+]

@@ -26,7 +26,7 @@ ARM_DEFAULTS = {"weights": "Q4_K_M"}
 ARM_BOUNDS = {
     "spec_k": Int(0, 64, "tokens drafted a step"),
     "slots": Int(1, B.MAX_SLOTS, "sequences one host's engine decodes together"),
-    "chunk_tokens": Int(0, B.MAX_CTX, "tokens; within engine.n_ctx"),   # vllm: "chunked" = chunked prefill
+    "chunk_tokens": Int(0, B.MAX_CTX, "tokens; within engine.n_ctx"),  # vllm: "chunked" = chunked prefill
 }
 _KNOB_TYPES = typing.get_type_hints(Knobs)
 
@@ -68,7 +68,7 @@ _ArmKnobs: type[BaseModel] = create_model("_ArmKnobs", __base__=_Named, **_arm_k
 class ArmSpec(_ArmKnobs):
     concurrency: Int(1, B.MAX_CLIENTS, "clients one host's load generator runs") = 1
     rate_rps: Real(B.MIN_RATE_RPS, B.MAX_RATE_RPS, "requests/s one host sends", optional=True) = None
-    quality: Bool = False                       # also run the quality arm for this configuration
+    quality: Bool = False  # also run the quality arm for this configuration
     # measure this arm more often than load.repeats (repeat spread)
     repeats: Int(1, 100, "repeats of one anchor", optional=True) = None
     # requests for this arm instead of load.requests: a closed loop of c clients needs about as many
@@ -84,7 +84,7 @@ class ArmSpec(_ArmKnobs):
     # This arm's own sharing pattern instead of the workload's (WorkloadSpec.share): anchors at two or
     # more sharing levels, with prefix_cache on and off, in one study.
     share: str | dict[str, int | float] | None = None
-    hardware: str | None = None                 # the card this arm measures on; default: engine.hardware
+    hardware: str | None = None  # the card this arm measures on; default: engine.hardware
     # Another model than the study's [model] for this arm's speed anchors (`Study.model_for`): anchors
     # of several sizes in one fit split a step's fixed cost from the cost per weight streamed. Its
     # quality is not scored (quality runs are the study model's), so `quality` must stay off.
@@ -128,11 +128,15 @@ class ArmSpec(_ArmKnobs):
 
     @model_validator(mode="after")
     def _check(self) -> "ArmSpec":
-        self.knobs()    # raises ValueError naming the knob and its allowed values
+        self.knobs()  # raises ValueError naming the knob and its allowed values
         if self.share is not None and self.trace:
-            raise ValueError(f"arms.{self.name}.share: a trace states what it shares by its rows' hash_ids; "
-                             f"leave share out beside trace")
+            raise ValueError(
+                f"arms.{self.name}.share: a trace states what it shares by its rows' hash_ids; "
+                f"leave share out beside trace"
+            )
         if self.model is not None and self.quality:
-            raise ValueError(f"arms.{self.name}.quality: an arm with its own model measures speed only (quality "
-                             f"runs score the study's [model]); set quality = false or measure it in its own study")
+            raise ValueError(
+                f"arms.{self.name}.quality: an arm with its own model measures speed only (quality "
+                f"runs score the study's [model]); set quality = false or measure it in its own study"
+            )
         return self

@@ -20,8 +20,6 @@ def check_hardware(name: str) -> str:
     return name
 
 
-
-
 def known_hardware(names: list[str]) -> list[str]:
     known = ["this-cpu", *shipped_hardware()]
     bad = [h for h in names if h not in known]

@@ -25,8 +25,12 @@ def _fields_at(loc: tuple, root: type[BaseModel]) -> list[str]:
             continue
         ann = model.model_fields[part].annotation if part in model.model_fields else None
         inner = [a for a in (typing.get_args(ann) or (ann,)) if isinstance(a, type) and issubclass(a, BaseModel)]
-        inner += [b for a in typing.get_args(ann) for b in typing.get_args(a)
-                  if isinstance(b, type) and issubclass(b, BaseModel)]
+        inner += [
+            b
+            for a in typing.get_args(ann)
+            for b in typing.get_args(a)
+            if isinstance(b, type) and issubclass(b, BaseModel)
+        ]
         if not inner:
             return []
         model = inner[0]
@@ -44,4 +48,4 @@ def describe(err: ValidationError, root: type[BaseModel]) -> str:
         msg = f"unknown field; allowed: {', '.join(_fields_at(e['loc'][:-1], root))}"
     elif e["type"] not in ("value_error", "missing") and "input" in e:
         msg = f"{B.show(e['input'])} is not allowed: {msg}"
-    return " ".join((f"{where}: {msg}" if where else msg).split())     # a check across fields names its own
+    return " ".join((f"{where}: {msg}" if where else msg).split())  # a check across fields names its own

@@ -29,13 +29,14 @@ def parse_study(text: str, origin: str = "<study>", base: Path | None = None, ho
     """A study from TOML text; `base`: the folder its relative paths (a trace) are read from."""
     try:
         raw = tomllib.loads(text)
-    except (tomllib.TOMLDecodeError, ValueError) as e:     # ValueError: an integer of over 4300 digits
+    except (tomllib.TOMLDecodeError, ValueError) as e:  # ValueError: an integer of over 4300 digits
         raise StudyError(f"{origin}: not valid TOML: {' '.join(str(e).split())[:200]}") from None
     return study_from_dict(raw, origin, base, host)
 
 
-def study_from_dict(raw: dict, origin: str = "<study>", base: Path | None = None,
-                    host: HostChecks | None = None) -> Study:
+def study_from_dict(
+    raw: dict, origin: str = "<study>", base: Path | None = None, host: HostChecks | None = None
+) -> Study:
     """A study from its parsed TOML tables; any error is one StudyError line. `host`: the checks that
     read this host (measure.resolve.HOST), run before and after the study's own."""
     try:
@@ -47,14 +48,22 @@ def study_from_dict(raw: dict, origin: str = "<study>", base: Path | None = None
         return study
     except ValidationError as e:
         raise StudyError(f"{origin}: {describe(e, Study)}") from None
-    except ValueError as e:     # a host check's own one-line error
+    except ValueError as e:  # a host check's own one-line error
         raise StudyError(f"{origin}: {' '.join(str(e).split())}") from None
 
 
-BUILTIN = {"default": "default_study.toml", "full": "full_study.toml", "tiny": "tiny_study.toml", "ladder": "ladder_study.toml",
-           "vllm-cpu": "vllm_cpu_study.toml", "sizes": "sizes_study.toml", "paper": "paper_study.toml",
-           "workloads": "workloads_study.toml", "llama70b": "llama70b_study.toml",
-           "prefix": "prefix_study.toml"}
+BUILTIN = {
+    "default": "default_study.toml",
+    "full": "full_study.toml",
+    "tiny": "tiny_study.toml",
+    "ladder": "ladder_study.toml",
+    "vllm-cpu": "vllm_cpu_study.toml",
+    "sizes": "sizes_study.toml",
+    "paper": "paper_study.toml",
+    "workloads": "workloads_study.toml",
+    "llama70b": "llama70b_study.toml",
+    "prefix": "prefix_study.toml",
+}
 
 
 def load_study(path_or_name: str | Path | None = None, host: HostChecks | None = None) -> Study:
@@ -62,8 +71,9 @@ def load_study(path_or_name: str | Path | None = None, host: HostChecks | None =
     `workloads`, `paper`, `llama70b`, `prefix`)."""
     if path_or_name is None or str(path_or_name) in BUILTIN:
         fname = BUILTIN[str(path_or_name or "default")]
-        return parse_study(resources.files("pareto_atlas.spec").joinpath(fname).read_text(), f"built-in:{fname}",
-                           host=host)
+        return parse_study(
+            resources.files("pareto_atlas.spec").joinpath(fname).read_text(), f"built-in:{fname}", host=host
+        )
     path = Path(path_or_name)
     if not path.exists():
         raise StudyError(f"study file {path} does not exist; built-in studies: {', '.join(BUILTIN)}")

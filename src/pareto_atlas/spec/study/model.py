@@ -21,7 +21,7 @@ from pareto_atlas.spec.study.space import RegimeSpec, SimulateSpec, TargetSpec
 
 
 class Study(Frozen):
-    name: Slug                                  # names atlas-out/<name>: a folder name, never a path
+    name: Slug  # names atlas-out/<name>: a folder name, never a path
     description: str = Field("", max_length=10_000)
     model: ModelSpec
     engine: EngineSpec = EngineSpec()
@@ -37,9 +37,9 @@ class Study(Frozen):
     # The models the atlas answers for (see TargetSpec); none: the measured model on every card.
     targets: list[TargetSpec] = Field(default_factory=list)
     regimes: list[RegimeSpec] = Field(default_factory=list)
-    prices: dict[str, Price] = Field(default_factory=dict)       # $/hour overrides by hardware name
+    prices: dict[str, Price] = Field(default_factory=dict)  # $/hour overrides by hardware name
     price_date: str = Field("2026-07", pattern=r"^\d{4}(-\d{2}(-\d{2})?)?$")
-    cpu_price_per_hour: Price = 0.0835                           # this machine's assumed rental price
+    cpu_price_per_hour: Price = 0.0835  # this machine's assumed rental price
     # Another study (built-in name or TOML path) on the same hardware: this study's anchors go into
     # its store, and this study's calibration and atlas see its measured anchors beside its own, so
     # two engines are compared on one machine (vllm-cpu names default).
@@ -73,8 +73,10 @@ class Study(Frozen):
             if a.rate_rps is not None or a.concurrency != 1:
                 raise ValueError(f"arms.{a.name}: a trace gives the arrivals; leave concurrency and rate_rps out")
             if self.workload.trace and (a.prompt_tokens or a.output_tokens):
-                raise ValueError(f"arms.{a.name}: the workload replays a trace, whose rows give the lengths; "
-                                 f"leave prompt_tokens and output_tokens out (or name another trace in the arm)")
+                raise ValueError(
+                    f"arms.{a.name}: the workload replays a trace, whose rows give the lengths; "
+                    f"leave prompt_tokens and output_tokens out (or name another trace in the arm)"
+                )
         return self
 
     @model_validator(mode="after")
@@ -82,24 +84,37 @@ class Study(Frozen):
         # one request's prompt and output must fit the engine's context: else every request of the
         # arm fails at the engine, after the engine has started
         ctx = self.engine.n_ctx
-        for where, wl in [("workload", self.workload)] + [(f"arms.{a.name}", a.workload(self.workload))
-                                                          for a in self.arms]:
+        for where, wl in [("workload", self.workload)] + [
+            (f"arms.{a.name}", a.workload(self.workload)) for a in self.arms
+        ]:
             rows = wl.trace_rows()
-            p, n = (max((r.prompt_tokens + r.output_tokens, r.prompt_tokens, r.output_tokens) for r in rows)[1:]
-                    if rows else (wl.longest_prompt(), wl.output_tokens))
+            p, n = (
+                max((r.prompt_tokens + r.output_tokens, r.prompt_tokens, r.output_tokens) for r in rows)[1:]
+                if rows
+                else (wl.longest_prompt(), wl.output_tokens)
+            )
             if p + n > ctx:
-                what = ("its trace's longest request" if rows else "a session's last turn" if wl.share is not None
-                        and p > wl.prompt_tokens else "prompt_tokens + output_tokens")
+                what = (
+                    "its trace's longest request"
+                    if rows
+                    else "a session's last turn"
+                    if wl.share is not None and p > wl.prompt_tokens
+                    else "prompt_tokens + output_tokens"
+                )
                 raise ValueError(f"{where}: {what} = {p} + {n} tokens is not allowed: within engine.n_ctx = {ctx}")
         for a in self.arms:
             if a.chunk_tokens > ctx:
-                raise ValueError(f"arms.{a.name}.chunk_tokens: {a.chunk_tokens} is not allowed: within engine.n_ctx = {ctx}")
+                raise ValueError(
+                    f"arms.{a.name}.chunk_tokens: {a.chunk_tokens} is not allowed: within engine.n_ctx = {ctx}"
+                )
             n = a.n_requests(self.load, a.workload(self.workload))
             if a.rate_rps and n / a.rate_rps > B.MAX_ARRIVALS_S:
-                raise ValueError(f"arms.{a.name}.rate_rps: {a.rate_rps:g} is not allowed: {n} requests at that rate "
-                                 f"arrive over {n / a.rate_rps / 3600:.0f} h; at most {B.MAX_ARRIVALS_S / 3600:.0f} h")
+                raise ValueError(
+                    f"arms.{a.name}.rate_rps: {a.rate_rps:g} is not allowed: {n} requests at that rate "
+                    f"arrive over {n / a.rate_rps / 3600:.0f} h; at most {B.MAX_ARRIVALS_S / 3600:.0f} h"
+                )
         q = self.quality
-        for task in q.all_tasks():      # every task the quality stage scores must fit one request
+        for task in q.all_tasks():  # every task the quality stage scores must fit one request
             longest, what = {
                 "retrieval": (q.max_tokens + max(q.retrieval_lengths), "max_tokens + the longest retrieval_lengths"),
                 "ruler": (max(q.ruler_lengths), "the longest ruler_lengths (prompt and answer within it)"),
@@ -125,19 +140,25 @@ class Study(Frozen):
             raise ValueError(f"targets: {dup[0]!r} is named twice; target names must be unique")
         for i, t in enumerate(self.targets):
             if t.card is None and t.name != self.model.name:
-                raise ValueError(f"targets.{i}.card: {t.name!r} is not the measured model ({self.model.name!r}); "
-                                 f"give its card (a shipped card, a config.json or a .gguf path)")
+                raise ValueError(
+                    f"targets.{i}.card: {t.name!r} is not the measured model ({self.model.name!r}); "
+                    f"give its card (a shipped card, a config.json or a .gguf path)"
+                )
             bad = sorted(set(t.hardware or ()) - set(self.simulate.hardware))
             if bad:
-                raise ValueError(f"targets.{i}.hardware: {bad[0]!r} is not in [simulate] hardware "
-                                 f"({', '.join(self.simulate.hardware)})")
+                raise ValueError(
+                    f"targets.{i}.hardware: {bad[0]!r} is not in [simulate] hardware "
+                    f"({', '.join(self.simulate.hardware)})"
+                )
             scored = self.quality.all_tasks()
             for j, w in enumerate(t.workloads or ()):
                 # the measured model's workloads are guarded by what the quality stage scores; another
                 # model's may rest on published scores for any task
                 if w.task is not None and t.card is None and self.measures and w.task not in scored:
-                    raise ValueError(f"targets.{i}.workloads.{j}.task: {w.task!r} is not scored by this study; "
-                                     f"allowed: {', '.join(scored)} (or add it to [quality] tasks)")
+                    raise ValueError(
+                        f"targets.{i}.workloads.{j}.task: {w.task!r} is not scored by this study; "
+                        f"allowed: {', '.join(scored)} (or add it to [quality] tasks)"
+                    )
         return self
 
     def hardware_of(self, arm: ArmSpec) -> str:
@@ -147,13 +168,17 @@ class Study(Frozen):
     @model_validator(mode="after")
     def _arm_models(self) -> "Study":
         if self.baseline.model is not None:
-            raise ValueError(f"quality.baseline_arm: {self.baseline.name!r} serves its own model; the baseline "
-                             f"(by default the first arm) must serve the study's [model] ({self.model.name!r})")
+            raise ValueError(
+                f"quality.baseline_arm: {self.baseline.name!r} serves its own model; the baseline "
+                f"(by default the first arm) must serve the study's [model] ({self.model.name!r})"
+            )
         for a in self.arms:
             if a.spec == "draft" and not self.model_for(a).draft:
                 where = f"arms.{a.name}.model.draft" if a.model is not None else "model.draft"
-                raise ValueError(f"{where}: arm {a.name!r} has spec = 'draft' and needs a draft model "
-                                 f"(a known source or a .gguf path sharing the target's tokenizer)")
+                raise ValueError(
+                    f"{where}: arm {a.name!r} has spec = 'draft' and needs a draft model "
+                    f"(a known source or a .gguf path sharing the target's tokenizer)"
+                )
         return self
 
     def model_for(self, arm: ArmSpec) -> ModelSpec:

@@ -38,15 +38,19 @@ class QualitySpec(Frozen):
     # listed as "projected — measure to confirm", with the command that would measure them).
     allow_priors: Bool = False
     retrieval_lengths: list[Int(64, B.MAX_CTX, "tokens of a haystack; within engine.n_ctx")] = Field(
-        default_factory=lambda: [512, 1024], min_length=1, max_length=32)
+        default_factory=lambda: [512, 1024], min_length=1, max_length=32
+    )
     retrieval_per_cell: Int(1, 1000, "items per length and depth") = 2
     # Each length holds a whole request (prompt, chat template and answer), as RULER's max_seq_length.
     ruler_lengths: list[Int(512, B.MAX_CTX, "tokens of a whole request; within engine.n_ctx")] = Field(
-        default_factory=lambda: [1024, 2048], min_length=1, max_length=32)
+        default_factory=lambda: [1024, 2048], min_length=1, max_length=32
+    )
     ruler_per_cell: Int(1, 1000, "items per subtask and length") = 2
     ruler_subtasks: list[Literal["niah_single_1", "niah_multikey_2", "niah_multikey_3", "vt", "cwe"]] = Field(
         default_factory=lambda: ["niah_single_1", "niah_multikey_2", "niah_multikey_3", "vt", "cwe"],
-        min_length=1, max_length=5)
+        min_length=1,
+        max_length=5,
+    )
     # Tokens scored per configuration by `pareto-atlas kld` (quality.kld), in whole chunks of 255
     # (llama-perplexity at ctx 512); the baseline's saved logits take ~300 kB a token while it runs.
     # 2040 (8 chunks, ~1 min a configuration on 2 cores) already separates Q8_0, Q4_0 and a q4_0 KV
@@ -67,15 +71,17 @@ class QualitySpec(Frozen):
     @field_validator("ruler_lengths", "ruler_subtasks")
     @classmethod
     def _ruler_unique(cls, v: list):
-        B.unique(list(v), "the value")   # one item id per (subtask, length, index)
+        B.unique(list(v), "the value")  # one item id per (subtask, length, index)
         return v
 
     @field_validator("kld_tokens", mode="before")
     @classmethod
     def _kld_tokens(cls, v) -> int:
         if isinstance(v, bool) or not isinstance(v, int) or not 255 <= v <= 65280:
-            raise ValueError(f"{B.show(v)} is not allowed; an integer between 255 (one chunk of 512 scores 255 tokens) "
-                             f"and 65280 (256 chunks: the baseline's logits file then takes ~20 GB)")
+            raise ValueError(
+                f"{B.show(v)} is not allowed; an integer between 255 (one chunk of 512 scores 255 tokens) "
+                f"and 65280 (256 chunks: the baseline's logits file then takes ~20 GB)"
+            )
         return v
 
 
@@ -84,8 +90,8 @@ class EvictionSpec(Frozen):
     has no eviction): every policy at every keep ratio, plus the full cache on the same items."""
 
     policies: list[str] = Field(default_factory=lambda: ["streaming", "h2o", "snapkv"])
-    keeps: list[float] = Field(default_factory=lambda: [0.5, 0.25])   # KV budget / prompt length
-    task: Literal["gsm8k", "retrieval", "ruler"] | None = None   # default: the study's quality task
+    keeps: list[float] = Field(default_factory=lambda: [0.5, 0.25])  # KV budget / prompt length
+    task: Literal["gsm8k", "retrieval", "ruler"] | None = None  # default: the study's quality task
     # GSM8K items, or retrieval items per (length, depth); default: [quality]'s
     n: Int(1, 1319, "items", optional=True) = None
     # prefill chunk compressed after each (0: the whole prompt at once)

@@ -21,14 +21,14 @@ if TYPE_CHECKING:
 
 
 class ModelSpec(Frozen):
-    name: Name                                  # a known source (measure.weights.SOURCES), a .gguf path, or a label
+    name: Name  # a known source (measure.weights.SOURCES), a .gguf path, or a label
     # The architecture card: a shipped card name, a Hugging Face config.json (or a directory holding
     # one; relative paths from the study's folder), or the fields inline ([model.card] n_layers = ...);
     # default: read from the GGUF. An attached endpoint (engine "openai") reads nothing local: a model
     # the package does not ship needs one.
     card: str | dict[str, int | bool | str] | None = None
     chat: Bool = True
-    draft: str | None = None                    # draft model for spec="draft" arms
+    draft: str | None = None  # draft model for spec="draft" arms
     # Engines that read Hugging Face directories (vllm): a local directory to serve as it is, or a
     # model id ("org/name") in the measuring host's Hugging Face cache; default: the source GGUF
     # converted once (measure.hf_model), cached by its sha256.
@@ -60,8 +60,8 @@ class EngineSpec(Frozen):
     threads: Int(1, B.MAX_THREADS, "threads one host runs") = 2
     # tokens of one request's context: every length of the study (prompt + output) must fit in it
     n_ctx: Int(256, B.MAX_CTX, "tokens of one request's context") = 2048
-    base_url: str | None = None                 # for engine = "openai"
-    api_key_env: str | None = None              # name of the env var holding the key; the key is never stored
+    base_url: str | None = None  # for engine = "openai"
+    api_key_env: str | None = None  # name of the env var holding the key; the key is never stored
     # Engine-specific launch options for every arm (an arm's engine_options override them); each
     # engine names the keys it takes (e.g. vllm: enforce_eager, kv_cache_space_gib, prefix_caching).
     options: dict[str, str | int | float | bool] = Field(default_factory=dict)
@@ -78,8 +78,10 @@ class EngineSpec(Frozen):
     def _key_env(cls, v: str | None) -> str | None:
         # a name, never the key: a value that looks like a key is refused before it is stored anywhere
         if v is not None and not re.match(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$", v):
-            raise ValueError("is not the name of an environment variable (letters, digits, _): give the name of "
-                             "the variable holding the key, never the key itself")
+            raise ValueError(
+                "is not the name of an environment variable (letters, digits, _): give the name of "
+                "the variable holding the key, never the key itself"
+            )
         return v
 
     @field_validator("hardware")
@@ -111,7 +113,7 @@ class WorkloadSpec(Frozen):
     def _share(self) -> "WorkloadSpec":
         if self.share is not None and self.trace:
             raise ValueError("share: a trace states what it shares by its rows' hash_ids; leave share out beside trace")
-        self.sharing()      # one-line ValueError naming the field
+        self.sharing()  # one-line ValueError naming the field
         return self
 
     def sharing(self) -> Sharing | None:
@@ -145,7 +147,7 @@ class LoadSpec(Frozen):
     @classmethod
     def _think(cls, v):
         if v == "auto" or isinstance(v, str):
-            return check_think(v, "ms", field="")     # pydantic names the field
+            return check_think(v, "ms", field="")  # pydantic names the field
         return B.check_real(v, 0.0, B.MAX_THINK_MS, "ms of one client's mean pause, or 'auto'")
 
     @property

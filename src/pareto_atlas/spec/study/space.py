@@ -12,8 +12,16 @@ from pydantic import BaseModel, Field, ValidationInfo, create_model, field_valid
 
 from pareto_atlas.spec import bounds as B
 from pareto_atlas.spec.bounds import Int, Name, Real
-from pareto_atlas.spec.knobs import (BATCHING, DISAGG_FIELDS, EVICTION, KV_TYPES, PARALLEL_FIELDS, SPEC, WEIGHT_TYPES,
-                                     Knobs)
+from pareto_atlas.spec.knobs import (
+    BATCHING,
+    DISAGG_FIELDS,
+    EVICTION,
+    KV_TYPES,
+    PARALLEL_FIELDS,
+    SPEC,
+    WEIGHT_TYPES,
+    Knobs,
+)
 from pareto_atlas.spec.sharing import sharing
 from pareto_atlas.spec.study.base import Frozen, known_hardware
 from pareto_atlas.spec.study.quality import QualityTask
@@ -26,7 +34,9 @@ GRID_KNOBS = tuple(f.name for f in fields(Knobs) if f.name not in NOT_GRID_KNOBS
 GRID_CHOICES = {"weights": WEIGHT_TYPES, "kv": KV_TYPES, "eviction": EVICTION, "spec": SPEC, "batching": BATCHING}
 GRID_ITEMS = {
     "slots": Annotated[int, Field(ge=1)],
-    "sparse_budget": Annotated[float, Field(gt=0.0, le=1.0)],    # 1.0: dense attention ("eviction": "none" keeps the full cache)
+    "sparse_budget": Annotated[
+        float, Field(gt=0.0, le=1.0)
+    ],  # 1.0: dense attention ("eviction": "none" keeps the full cache)
 }
 _KNOB_TYPES = typing.get_type_hints(Knobs)
 
@@ -56,11 +66,21 @@ class GridSpec(_GridKnobs):
             if bad:
                 raise ValueError(f"{name}: {bad[0]!r} is not one of {', '.join(allowed)}")
             if allowed is None and name in PARALLEL_FIELDS:
-                for v in values or ():      # each value as Knobs itself would take it (tp a power of two, ...)
+                for v in values or ():  # each value as Knobs itself would take it (tp a power of two, ...)
                     try:
                         # ep alone must divide tp x attn_dp: taken beside an attention-DP of its own size
-                        Knobs(**{name: v, **({"batching": "disagg"} if name in DISAGG_FIELDS else
-                                             {"attn_dp": v} if name == "ep" and isinstance(v, int) and v > 0 else {})})
+                        Knobs(
+                            **{
+                                name: v,
+                                **(
+                                    {"batching": "disagg"}
+                                    if name in DISAGG_FIELDS
+                                    else {"attn_dp": v}
+                                    if name == "ep" and isinstance(v, int) and v > 0
+                                    else {}
+                                ),
+                            }
+                        )
                     except ValueError as e:
                         raise ValueError(f"{name}: {str(e).split(': ', 1)[-1]}") from None
         return self
@@ -73,11 +93,13 @@ class GridSpec(_GridKnobs):
 class SimulateSpec(Frozen):
     hardware: list[str] = Field(default_factory=lambda: ["this-cpu"], min_length=1, max_length=64)
     concurrency: list[Int(1, B.MAX_SIM_CLIENTS, "clients of a simulated closed loop")] = Field(
-        default_factory=lambda: [1, 2, 4, 8], min_length=1, max_length=64)
+        default_factory=lambda: [1, 2, 4, 8], min_length=1, max_length=64
+    )
     # Poisson open loops at these fractions of each configuration's capacity (its completion rate
     # with every slot busy), beside the closed loops: P99 under random arrivals, at any card's scale.
-    utilization: list[Real(0.0, 1.0, "a fraction of capacity", lo_open=True)] = Field(default_factory=list,
-                                                                                       max_length=64)
+    utilization: list[Real(0.0, 1.0, "a fraction of capacity", lo_open=True)] = Field(
+        default_factory=list, max_length=64
+    )
     n_requests: Int(10, 100_000, "requests of one simulated point") = 200
     max_configs: Int(1, 1_000_000, "configurations simulated") = 20000
     grid: GridSpec = GridSpec()
@@ -103,7 +125,7 @@ class ShapeSpec(Frozen):
 
     @model_validator(mode="after")
     def _share(self) -> "ShapeSpec":
-        sharing(self.share, self.prompt_tokens)      # one-line ValueError naming the field
+        sharing(self.share, self.prompt_tokens)  # one-line ValueError naming the field
         return self
 
 
@@ -118,9 +140,9 @@ class TargetSpec(Frozen):
     # relative paths are read from the study's folder. Default: the measured model's own card, when
     # `name` is the study's [model] name.
     card: str | None = None
-    family: Name | None = None                  # default: the card's (spec/models.toml)
-    hardware: list[str] | None = None           # default: [simulate] hardware
-    workloads: list[ShapeSpec] | None = Field(None, max_length=64)   # default: the shapes the arms measured
+    family: Name | None = None  # default: the card's (spec/models.toml)
+    hardware: list[str] | None = None  # default: [simulate] hardware
+    workloads: list[ShapeSpec] | None = Field(None, max_length=64)  # default: the shapes the arms measured
 
     @field_validator("workloads")
     @classmethod
@@ -153,5 +175,5 @@ class RegimeSpec(Frozen):
     name: Name
     objective: Name
     direction: Literal["min", "max"] = "min"
-    constraints: dict[str, list] = Field(default_factory=dict)   # column -> [op, value]
+    constraints: dict[str, list] = Field(default_factory=dict)  # column -> [op, value]
     quality_floor: Real(0.0, 1.5, "quality relative to the baseline", lo_open=True, optional=True) = None

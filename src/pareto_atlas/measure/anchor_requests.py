@@ -1,0 +1,48 @@
+"""What an anchor sends: its requests' lengths, its contract prompts (unique, or sharing exactly the
+prefix its workload states) and the per-request engine fields its knobs ask for."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pareto_atlas.spec.study import WorkloadSpec
+
+
+def request_lengths(wl: WorkloadSpec, rows, warmup: int) -> tuple[int | list[int], int | list[int]]:
+    """(prompt, output) tokens of an anchor's requests: the workload's, or one pair per request of a
+    trace's rows (the warm-ups take its first row's)."""
+    if not rows:
+        return wl.prompt_tokens, wl.output_tokens
+    sent = list(rows[:1]) * warmup + list(rows)
+    return [r.prompt_tokens for r in sent], [r.output_tokens for r in sent]
+
+
+def anchor_prompts(running, wl: WorkloadSpec, P, n: int | None, seed: int) -> list[str]:
+    """The anchor's contract prompts: each unique (a nonce first), or, for a workload that states what
+    it shares, sharing exactly its prefix (contract.build_shared_prompts)."""
+    from pareto_atlas.measure.contract import build_contract_prompts, build_shared_prompts
+
+    share = wl.sharing()
+    if share is not None and share.turns > 1:
+        raise ValueError(
+            f"workload {wl.name}: share.turns = {share.turns}: sessions of several turns are simulated, "
+            f"not yet measured; measure a shared prefix (turns = 1)"
+        )
+    if share is None and wl.shares():
+        raise ValueError(
+            f"workload {wl.name}: replaying a trace's hash_ids on an engine is not built; its "
+            f"sharing is simulated (simulate.prefix_cache)"
+        )
+    kw = {"api": wl.api, "model": running.model, "headers": running.headers()}
+    if share is None or share.prefix_tokens == 0:
+        return build_contract_prompts(running.base_url, P, n, seed=seed, **kw)
+    return build_shared_prompts(running.base_url, P, n, share.prefix_tokens, share.groups, seed=seed, **kw)
+
+
+def request_extra(extra: dict, engine: str, knobs) -> dict:
+    """Per-request engine fields: llama.cpp's prompt cache follows the arm's prefix_cache knob (off by
+    default: unique prompts could only cost)."""
+    if engine == "llamacpp" and knobs.prefix_cache:
+        return {**extra, "cache_prompt": True}
+    return dict(extra)
