@@ -7,7 +7,9 @@ from pareto_atlas.measure.hwprobe import (
     THIS,
     measure_this_machine,
     mem_total_gib,
-    read_bandwidth_gbs,  # noqa: F401
+    read_bandwidth_gbs,
     sgemm_gflops,
     this_machine,
 )
+
+__all__ = ["THIS", "measure_this_machine", "mem_total_gib", "read_bandwidth_gbs", "sgemm_gflops", "this_machine"]
