@@ -44,6 +44,30 @@ from pareto_atlas.cli_run import (
     run_quality_tasks,
     study_name,
 )
+from pareto_atlas.cli_options import (
+    QUALITY_KINDS,
+    QUALITY_OPTIONS,
+    QUALITY_KIND,
+    QUALITY_N,
+    QUALITY_TASK,
+    QUALITY_MAX_TOKENS,
+    QUALITY_TOKENS,
+    QUALITY_POLICIES,
+    QUALITY_KEEPS,
+    QUALITY_TABLE,
+    CALIBRATE_PUBLISHED,
+    CALIBRATE_IMPORT,
+    CALIBRATE_HARDWARE,
+    CALIBRATE_ENGINE,
+    CALIBRATE_MODEL,
+    CALIBRATE_KNOBS,
+    CALIBRATE_OUTPUT_TOKENS,
+    CALIBRATE_TABLE,
+    CALIBRATE_MULTI_GPU,
+    PICK_CONSTRAINT,
+    PICK_ALLOW_PRIORS,
+    PICK_MODEL,
+)
 
 app = typer.Typer(
     add_completion=False,
@@ -97,88 +121,26 @@ def measure(
     guarded(go)
 
 
-QUALITY_KINDS = ("task", "kld", "evict", "published")
-# which --kind reads which option: any other is refused, never silently ignored
-QUALITY_OPTIONS = {
-    "--arm": ("task", "kld"),
-    "--n": ("task", "evict"),
-    "--task": ("task", "evict", "published"),
-    "--max-tokens": ("task",),
-    "--ray": ("task",),
-    "--tokens": ("kld",),
-    "--keep-base": ("kld",),
-    "--policies": ("evict",),
-    "--keeps": ("evict",),
-    "--store": ("kld", "evict"),
-    "--table": ("published",),
-    "--model": ("published",),
-    "--endpoint-host": ("task",),
-    "--allow-key-env": ("task",),
-    "--allow-program": ("task",),
-}
-
-
 @app.command()
 def quality(
     study: Optional[str] = STUDY,
     study_opt: Optional[str] = STUDY_OPT,
     out: Optional[Path] = OUT,
-    kind: str = typer.Option(
-        "task",
-        "--kind",
-        help="task: score the quality arms on the study's tasks; "
-        "kld: token-level KL divergence and top-1 agreement against the baseline "
-        "(llama-perplexity; `make llama-tools` builds it); evict: KV eviction and top-k "
-        "sparse attention in transformers (extra: pip install 'pareto-atlas\\[eviction]'); "
-        "published: the published quality of deployed checkpoints (no study read).",
-    ),
+    kind: str = QUALITY_KIND,
     arm: list[str] = ARMS,
-    n: Optional[str] = typer.Option(
-        None,
-        help="task: items per arm, or 'all' (overrides the study; retrieval "
-        "and ruler: items per cell); evict: GSM8K items, or retrieval "
-        "items per length and depth.",
-    ),
-    task: Optional[str] = typer.Option(
-        None,
-        help="task: gsm8k, retrieval, humaneval, ifeval or ruler (default: "
-        "the study's task, then each of its [quality] tasks); evict: "
-        "retrieval, ruler or gsm8k (default: the study's [eviction] "
-        "task, else its quality task); published: the task the "
-        "guard prefers (default: gsm8k).",
-    ),
-    max_tokens: Optional[int] = typer.Option(
-        None,
-        "--max-tokens",
-        help="task: tokens per answer (overrides the study; humaneval, "
-        "ifeval and each ruler subtask have their own default "
-        "when the study sets none).",
-    ),
+    n: Optional[str] = QUALITY_N,
+    task: Optional[str] = QUALITY_TASK,
+    max_tokens: Optional[int] = QUALITY_MAX_TOKENS,
     ray: Optional[str] = RAY,
     endpoint_host: list[str] = HOSTS,
     allow_key_env: list[str] = KEYS,
     allow_program: list[str] = PROGRAMS,
-    tokens: Optional[int] = typer.Option(
-        None,
-        help="kld: tokens scored per configuration (overrides the "
-        "study's \\[quality] kld_tokens; whole chunks of 255).",
-    ),
+    tokens: Optional[int] = QUALITY_TOKENS,
     keep_base: bool = typer.Option(False, help="kld: keep the baseline's logits file (~300 kB a token)."),
-    policies: Optional[str] = typer.Option(
-        None,
-        help="evict: comma-separated streamingllm (= streaming), h2o, "
-        "snapkv, pyramidkv (= pyramid), topk (= sparse: oracle "
-        "top-k sparse attention) (overrides the study's \\[eviction]).",
-    ),
-    keeps: Optional[str] = typer.Option(
-        None,
-        help="evict: comma-separated KV keep ratios in (0, 1), e.g. "
-        "0.5,0.25 (topk: the share of the keys each decode step reads).",
-    ),
+    policies: Optional[str] = QUALITY_POLICIES,
+    keeps: Optional[str] = QUALITY_KEEPS,
     store: Optional[Path] = STORE,
-    table: list[Path] = typer.Option(
-        None, "--table", help="published: another published-quality CSV in the shipped table's columns (repeatable)."
-    ),
+    table: list[Path] = QUALITY_TABLE,
     model: Optional[str] = typer.Option(None, help="published: also list this model card's scores, e.g. qwen2.5-7b."),
 ) -> None:
     """Quality evidence, by kind: the study's tasks scored through the engine (GSM8K, needle retrieval,
@@ -232,59 +194,15 @@ def calibrate(
     study: Optional[str] = STUDY,
     study_opt: Optional[str] = STUDY_OPT,
     out: Optional[Path] = OUT,
-    published: bool = typer.Option(
-        False,
-        "--published",
-        help="Calibrate the GPU cards on published "
-        "measurements (spec/published_anchors.csv plus --table) instead: the "
-        "anchors, the fit, its leave-one-source-out error and the seed paper's "
-        "ratios beside the projection; `simulate` uses the stored fit.",
-    ),
-    import_: list[Path] = typer.Option(
-        None,
-        "--import",
-        show_default=False,
-        help="Import another tool's "
-        "result file as anchors first (repeatable): vllm bench serve / "
-        "benchmark_serving.py JSON or JSON lines, vllm bench sweep, GuideLLM, "
-        "AIPerf, genai-perf, SGLang bench_serving, llama-bench, MLPerf loadgen "
-        "logs, lm-eval results (told by shape); then the card they name is "
-        "calibrated.",
-    ),
-    hardware: list[str] = typer.Option(
-        None,
-        "--hardware",
-        help="--import: the GPU card the runs used (a "
-        "shipped card, e.g. H100-SXM); --published: only this card "
-        "(repeatable).",
-    ),
-    engine: list[str] = typer.Option(
-        None,
-        "--engine",
-        help="--import: the serving engine, where the file "
-        "does not say; --published: only this engine's anchors (repeatable).",
-    ),
-    model: Optional[str] = typer.Option(
-        None, "--model", help="--import: the model card (a shipped one, e.g. llama-3-8b)."
-    ),
-    knobs: Optional[str] = typer.Option(
-        None, "--knobs", help='--import: the configuration served, e.g. "weights=FP8,kv=fp8" (default: the baseline).'
-    ),
-    output_tokens: Optional[int] = typer.Option(
-        None,
-        "--output-tokens",
-        help="--import: the output length every request asked for, to check the token-count contract.",
-    ),
-    table: list[Path] = typer.Option(
-        None, "--table", help="--published: another published-anchor CSV in the shipped table's columns (repeatable)."
-    ),
-    multi_gpu: bool = typer.Option(
-        False,
-        "--multi-gpu",
-        help="--published: also fit "
-        "spec/published_multigpu.csv per card and engine and print its held-out "
-        "error per parallelism (one source, model, engine left out); minutes.",
-    ),
+    published: bool = CALIBRATE_PUBLISHED,
+    import_: list[Path] = CALIBRATE_IMPORT,
+    hardware: list[str] = CALIBRATE_HARDWARE,
+    engine: list[str] = CALIBRATE_ENGINE,
+    model: Optional[str] = CALIBRATE_MODEL,
+    knobs: Optional[str] = CALIBRATE_KNOBS,
+    output_tokens: Optional[int] = CALIBRATE_OUTPUT_TOKENS,
+    table: list[Path] = CALIBRATE_TABLE,
+    multi_gpu: bool = CALIBRATE_MULTI_GPU,
     allow_aggregate: bool = ALLOW_AGG,
     allow_unverified: bool = ALLOW_UNV,
 ) -> None:
@@ -384,26 +302,13 @@ def _looks_like_constraint(text: str) -> bool:
 @app.command()
 def pick(
     study: Optional[str] = STUDY,
-    constraint: Optional[str] = typer.Argument(
-        None,
-        metavar="CONSTRAINT",
-        show_default=False,
-        help='e.g. "tpot_p99_ms<=40, quality_rel>=0.95" (given alone, it is the constraint and STUDY is the default).',
-    ),
+    constraint: Optional[str] = PICK_CONSTRAINT,
     study_opt: Optional[str] = STUDY_OPT,
     objective: str = typer.Option("cost_per_mtok", help="Column to optimise."),
     maximize: bool = typer.Option(False, help="Maximise the objective instead of minimising it."),
     price: list[str] = typer.Option(None, help='Re-price hardware, e.g. "A100-80G-PCIe=2.085" (repeatable).'),
-    allow_priors: bool = typer.Option(
-        False,
-        "--allow-priors",
-        help="Let configurations whose quality or speed rests only on priors "
-        "win (default: they are listed as projected, with the command that "
-        "would measure them).",
-    ),
-    model: Optional[str] = typer.Option(
-        None, help="Answer for this model only (default: each model the atlas answers for)."
-    ),
+    allow_priors: bool = PICK_ALLOW_PRIORS,
+    model: Optional[str] = PICK_MODEL,
     workload: Optional[str] = typer.Option(None, help="Answer for this workload only (default: each)."),
     out: Optional[Path] = OUT,
 ) -> None:

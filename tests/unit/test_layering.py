@@ -39,7 +39,17 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("simulate stage", (f"{PKG}.simulate.stage", f"{PKG}.simulate.resume")),
     ("atlas", (f"{PKG}.atlas",)),
     ("report", (f"{PKG}.report",)),
-    ("stages", (f"{PKG}.stages", f"{PKG}.cli", f"{PKG}.cli_run", f"{PKG}.cli_aliases", f"{PKG}.__main__")),
+    (
+        "stages",
+        (
+            f"{PKG}.stages",
+            f"{PKG}.cli",
+            f"{PKG}.cli_run",
+            f"{PKG}.cli_options",
+            f"{PKG}.cli_aliases",
+            f"{PKG}.__main__",
+        ),
+    ),
 )
 
 

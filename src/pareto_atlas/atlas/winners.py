@@ -30,134 +30,12 @@ from pareto_atlas.atlas.objectives import interval, with_derived
 from pareto_atlas.atlas.regimes import Regime, admission
 from pareto_atlas.simulate.space import load_label
 from pareto_atlas.spec.knobs import Knobs
-
-ALL = "all"
-WINNER_COLUMNS = (
-    "regime",
-    "model",
-    "workload",
-    "quality_task",
-    "hardware",
-    "point_id",
-    "label",
-    "deployment",
-    "load",
-    "concurrency",
-    "rate_rps",
-    "utilization",
-    "provenance",
-    "quality_provenance",
-    "objective",
-    "direction",
-    "value",
-    "value_lo",
-    "value_hi",
-    "quality",
-    "quality_rel",
-    "cost_per_mtok",
-    "tpot_p99_ms",
-    "ttft_p99_ms",
-    "throughput_tok_s",
-    "n_opts",
-    "optimizations",
-    "stacked",
-    "stack_beats_singles",
-    "best_single_label",
-    "best_single_value",
-    "runner_up_label",
-    "runner_up_value",
-    "separated",
-    "n_candidates",
-    "n_boundary",
-    "note",
-    "quality_rel_lo",
-    "quality_rel_hi",
-    "kld",
-    "quality_evidence",
-    "speed_evidence",
-    "calib_provenance",
-    "evidence",
-    "lat_rel_err",
-    "weights_cost",
-    "n_projected",
-    "projected_label",
-    "projected_hardware",
-    "projected_value",
-    "projected_evidence",
-    "confirm_command",
-    "verdict",
-    "verdict_note",
-    "overlap",
-)
-# More than this share of the narrower interval shared with the runner-up's: a tie, not a winner.
-TIE_OVERLAP = 0.5
-# A latency or throughput bar wider than this (relative half-width): the winner is low-confidence.
-LOW_CONFIDENCE_BAR = 0.5
-
-
-def interval_overlap(lo0: float, hi0: float, lo1: float, hi1: float) -> float:
-    """The share of the narrower of two intervals that the other covers (0 to 1); two points that
-    coincide overlap fully, two distinct points not at all."""
-    shared = min(hi0, hi1) - max(lo0, lo1)
-    narrow = min(hi0 - lo0, hi1 - lo1)
-    if narrow <= 0:
-        return 1.0 if shared >= 0 else 0.0
-    return float(min(max(shared / narrow, 0.0), 1.0))
-
-
-def verdict(row: dict, lat_err: float, thr_err: float) -> tuple[str, str]:
-    """(verdict, the words printed beside the winner) for a cell with a winner (see the module)."""
-    if row.get("runner_up_label") and (row.get("overlap") or 0.0) > TIE_OVERLAP:
-        return "tie", (
-            f"tie with {row['runner_up_label']} (intervals overlap {row['overlap']:.0%}, more than {TIE_OVERLAP:.0%})"
-        )
-    bars = [e for e in (lat_err, thr_err) if e == e]
-    if bars and max(bars) > LOW_CONFIDENCE_BAR:
-        return "low-confidence", f"low confidence (bar ±{max(bars):.0%}, wider than ±{LOW_CONFIDENCE_BAR:.0%})"
-    return "winner", ""
-
-
-def _rank(sub: pd.DataFrame, regime: Regime) -> np.ndarray:
-    """Positions of `sub` best-first: objective, then quality, then cost, then id (deterministic ties)."""
-    sign = 1.0 if regime.direction == "min" else -1.0
-    keys = [
-        sub["point_id"].astype(str).to_numpy(),
-        np.nan_to_num(sub["cost_per_mtok"].to_numpy(dtype=float, na_value=np.nan), nan=np.inf),
-        -np.nan_to_num(sub["quality_rel"].to_numpy(dtype=float, na_value=np.nan), nan=-np.inf),
-        sign * sub[regime.objective].to_numpy(dtype=float, na_value=np.nan),
-    ]
-    return np.lexsort(keys)
-
-
-def _better(a: float, b: float, direction: str) -> bool:
-    return a < b if direction == "min" else a > b
-
-
-def projected_beating(sub: pd.DataFrame, adm: pd.DataFrame, regime: Regime, value: float | None) -> pd.DataFrame:
-    """The projected points of `sub` (in or boundary on quality, resting on priors) whose objective
-    beats `value` (all of them when there is no winner's value), best first."""
-    proj = sub[adm["projected"].to_numpy()]
-    if value is not None and value == value and len(proj):
-        v = proj[regime.objective].to_numpy(dtype=float, na_value=np.nan)
-        proj = proj[(v < value) if regime.direction == "min" else (v > value)]
-    return proj.iloc[_rank(proj, regime)] if len(proj) else proj
-
-
-def _projected(sub: pd.DataFrame, adm: pd.DataFrame, regime: Regime, row: dict, study_ref: str | StudyRef) -> None:
-    """The best projected point that beats the cell's winner, or any when the cell has none, with the
-    command that would confirm it."""
-    proj = projected_beating(sub, adm, regime, row.get("value"))
-    row["n_projected"] = len(proj)
-    if proj.empty:
-        return
-    p = proj.iloc[0]
-    row.update(
-        projected_label=p["label"],
-        projected_hardware=p["hardware"],
-        projected_value=float(p[regime.objective]),
-        projected_evidence=str(evidence_label(proj.loc[[p.name]])[0]),
-        confirm_command=confirm_command(p, study_ref),
-    )
+from pareto_atlas.atlas.ranking import interval_overlap, verdict, _rank, _better, projected_beating, _projected, _err
+from pareto_atlas.atlas.ranking import (
+    TIE_OVERLAP as TIE_OVERLAP,
+    LOW_CONFIDENCE_BAR as LOW_CONFIDENCE_BAR,
+)  # re-exported: importable from here as before
+from pareto_atlas.atlas.winner_columns import ALL, WINNER_COLUMNS, model_column
 
 
 def _cell(
@@ -270,11 +148,6 @@ def _cell(
     return row
 
 
-def _err(point: pd.Series, column: str) -> float:
-    v = point.get(column)
-    return float(v) if v is not None and v == v else float("nan")
-
-
 def deployment_words(point: pd.Series) -> str:
     """A point's deployment in words where it holds more than one GPU ("FP8, TP4 × 2 replicas, 8 × H100-SXM"),
     else "": the GPUs per replica and the parallelism, which the compact label abbreviates."""
@@ -325,13 +198,6 @@ def winner_cells(
                     m = in_wl if hw == ALL else in_wl & (pts["hardware"].astype(str) == hw).to_numpy()
                     rows.append(_cell(pts[m], adm[m], regime, wl, hw, study_ref, model))
     return pd.DataFrame(rows, columns=list(WINNER_COLUMNS))
-
-
-def model_column(points: pd.DataFrame) -> np.ndarray:
-    """Each point's model (the atlas's axis); "" for tables that predate it (one model)."""
-    if "model" not in points.columns:
-        return np.full(len(points), "", dtype=object)
-    return points["model"].fillna("").astype(str).to_numpy()
 
 
 def projected_cases(
