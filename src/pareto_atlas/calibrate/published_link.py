@@ -34,7 +34,7 @@ import pandas as pd
 from pareto_atlas.calibrate.fidelity import _error_bars
 from pareto_atlas.calibrate.fit import TARGETS, WEIGHTS, _anchors, predict
 from pareto_atlas.calibrate.published import _rel, card_frame
-from pareto_atlas.calibrate.published_multigpu import parallelism, sample_rows
+from pareto_atlas.calibrate.published_multigpu import SCHEMES, THR, _pct, parallelism, sample_rows, scheme_errors
 from pareto_atlas.calibrate.published_table import PublishedTable
 from pareto_atlas.simulate.params import CalibParams, default_params
 from pareto_atlas.spec.cards import shipped_hardware
@@ -45,9 +45,7 @@ from pareto_atlas.spec.cards import shipped_hardware
 LINK_EFFS = (0.25, 0.4, 0.55, 0.7, 0.85, 1.0)
 LATENCY_SCALES = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 SAMPLE = 2
-SCHEMES = ("LOSO", "LOMO", "LOEO")
 LABEL = {"LOSO": "source_id", "LOMO": "model", "LOEO": "engine"}
-THR = "throughput_tok_s"
 MAX_REQUESTS = 256  # requests a closed-loop row simulates, or two waves of its clients where more
 
 
@@ -192,15 +190,6 @@ def with_link(params: CalibParams, cal: LinkCalibration) -> CalibParams:
     )
 
 
-def _med(a: pd.DataFrame, cols: list[str]) -> float:
-    v = np.abs(a[cols].to_numpy(float)).ravel()
-    return float(np.nanmedian(v)) if np.isfinite(v).any() else np.nan
-
-
-def _pct(v: float) -> str:
-    return "n/a" if v != v else f"{100 * v:.0f} %"
-
-
 def coverage(cal: LinkCalibration, schemes: tuple[str, ...]) -> tuple[float, int]:
     """Share of the held-out figures of `schemes` inside the carried bar, and how many there are."""
     inside = n = 0
@@ -227,20 +216,10 @@ def report_lines(cals: list[LinkCalibration]) -> list[str]:
             f"other schemes"
         )
         for sc in SCHEMES:
-            out.append(
-                f"    {sc}: all {len(c.anchors)} rows  "
-                f"{_pct(_med(c.anchors, [f'ttft_p50_ms_{sc}', f'ttft_p99_ms_{sc}']))} / "
-                f"{_pct(_med(c.anchors, [f'tpot_p50_ms_{sc}', f'tpot_p99_ms_{sc}']))} / "
-                f"{_pct(_med(c.anchors, [f'{THR}_{sc}']))}"
-            )
+            out.append(f"    {sc}: all {len(c.anchors)} rows  {scheme_errors(c.anchors, sc)}")
         par = c.anchors.apply(parallelism, axis=1)
         for p, g in c.anchors.groupby(par, sort=False):
-            cells = "  ".join(
-                f"{sc} {_pct(_med(g, [f'ttft_p50_ms_{sc}', f'ttft_p99_ms_{sc}']))} / "
-                f"{_pct(_med(g, [f'tpot_p50_ms_{sc}', f'tpot_p99_ms_{sc}']))} / "
-                f"{_pct(_med(g, [f'{THR}_{sc}']))}"
-                for sc in SCHEMES
-            )
+            cells = "  ".join(f"{sc} {scheme_errors(g, sc)}" for sc in SCHEMES)
             out.append(f"      {p:<10} {len(g):>3} rows  {cells}")
     return out
 

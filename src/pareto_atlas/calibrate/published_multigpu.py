@@ -157,6 +157,15 @@ def _pct(v: float) -> str:
     return "n/a" if v != v else f"{100 * v:.0f} %"
 
 
+def scheme_errors(g: pd.DataFrame, scheme: str) -> str:
+    """One scheme's held-out median |error| of a group of rows: "TTFT / TPOT / throughput"."""
+    ttft, tpot = [t for t in LATENCY if t.startswith("ttft")], [t for t in LATENCY if t.startswith("tpot")]
+    return (
+        f"{_pct(_med(g, [f'{t}_{scheme}' for t in ttft]))} / "
+        f"{_pct(_med(g, [f'{t}_{scheme}' for t in tpot]))} / {_pct(_med(g, [f'{THR}_{scheme}']))}"
+    )
+
+
 def parallelism(r: pd.Series) -> str:
     """ "TP4", "TP2 PP2", "TP1 x 2 replicas", "1P(TP2)+2D(TP4)"."""
     if int(r.prefill_workers):
@@ -185,7 +194,6 @@ def report_lines(cals: list[MultiGpuCalibration]) -> list[str]:
         "multi-GPU held-out median |error| (TTFT / TPOT / throughput) per scheme: LOSO leaves a document "
         "out, LOMO a model, LOEO an engine"
     ]
-    ttft, tpot = [t for t in LATENCY if t.startswith("ttft")], [t for t in LATENCY if t.startswith("tpot")]
     for c in cals:
         cov, n = coverage(c, tuple(s for s in SCHEMES if s != c.bar_from))
         out.append(
@@ -196,10 +204,6 @@ def report_lines(cals: list[MultiGpuCalibration]) -> list[str]:
         )
         par = c.anchors.apply(parallelism, axis=1)
         for p, g in c.anchors.groupby(par, sort=False):
-            cells = "  ".join(
-                f"{sc} {_pct(_med(g, [f'{t}_{sc}' for t in ttft]))} / "
-                f"{_pct(_med(g, [f'{t}_{sc}' for t in tpot]))} / {_pct(_med(g, [f'{THR}_{sc}']))}"
-                for sc in SCHEMES
-            )
+            cells = "  ".join(f"{sc} {scheme_errors(g, sc)}" for sc in SCHEMES)
             out.append(f"    {p:<8} {len(g):>3} rows  {cells}")
     return out
