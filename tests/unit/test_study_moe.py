@@ -63,3 +63,79 @@ def test_a_winners_deployment_names_ep_attention_dp_and_the_gpus():
     point = pd.Series({"weights": "F16", "tp": 1, "attn_dp": 8, "ep": 8, "hardware": "H200"})
     words = deployment_words(point)
     assert "attention-DP8" in words and "EP8" in words and "8 \u00d7 H200" in words
+
+
+def small_moe(hardware: tuple[str, ...] = ("H200",)):
+    """The MoE study on a grid small enough for the default suite: 16-bit weights, one and 64 clients,
+    20 requests a point; its models, workload, regimes and parallel layouts as shipped."""
+    s = load_study("moe")
+    grid = s.simulate.grid.model_copy(update={"weights": ["F16"], "batching": ["continuous"], "slots": [8, 64]})
+    sim = s.simulate.model_copy(
+        update={"hardware": list(hardware), "concurrency": [1, 64], "utilization": [], "n_requests": 20, "grid": grid}
+    )
+    return s.model_copy(update={"simulate": sim})
+
+
+def _answer(study, path, calibrated: bool):
+    from rich.console import Console
+
+    import pareto_atlas.calibrate.published_stage as ps
+    from pareto_atlas.atlas.stage import study_answer
+    from pareto_atlas.simulate.stage import simulate_study
+    from pareto_atlas.store import Store
+
+    store = Store(path / "store.duckdb")
+    with pytest.MonkeyPatch.context() as mp:
+        if not calibrated:
+            mp.setattr(ps, "published_params", lambda *a, **k: {})
+        simulate_study(study, store, Console(quiet=True))
+        answer = study_answer(study, store)
+    store.close()
+    return answer
+
+
+def _won(answer) -> pd.DataFrame:
+    cells = answer.cells
+    return cells[cells.point_id.fillna("").astype(bool)]
+
+
+@pytest.fixture(scope="module")
+def answer(tmp_path_factory):
+    """The small MoE study simulated once and answered, uncalibrated: the published fit with its links
+    takes minutes on 2 cores, and what is checked here is how winners are named and compared, which
+    does not depend on it (the slow test below runs the fits)."""
+    return _answer(small_moe(), tmp_path_factory.mktemp("moe"), calibrated=False)
+
+
+def test_the_winners_name_their_gpus_and_an_moe_wins_on_the_dense_models_score(answer):
+    from pareto_atlas.atlas.tables import models_side_by_side
+
+    won = _won(answer)
+    won = won[won.hardware == "all"]
+    assert set(won.model) == {DENSE, *MOE}
+    several = won[won.deployment.fillna("") != ""]  # a winner on several GPUs names them and its layout
+    assert len(several) and several.deployment.str.contains("\u00d7 H200").all()
+    # side by side on the task's absolute score: an MoE winner at least as good as the dense model's,
+    # for less per token in some regime
+    side = models_side_by_side(answer.cells)
+    dense = side[side.model == DENSE].set_index("regime")
+    wins = [
+        (r.regime, r.model)
+        for r in side[side.model.isin(MOE)].itertuples()
+        if r.regime in dense.index
+        and r.quality >= dense.loc[r.regime, "quality"]
+        and r.cost_per_mtok < dense.loc[r.regime, "cost_per_mtok"]
+    ]
+    assert wins, side[["regime", "model", "quality", "cost_per_mtok"]].to_string()
+
+
+@pytest.mark.slow
+def test_on_the_published_fits_an_moe_winner_serves_with_expert_and_attention_data_parallelism(tmp_path):
+    """With each card's fit on the published anchors and its link on the published multi-GPU rows (as
+    `build moe` runs), expert parallelism with attention-DP wins somewhere for an MoE model, and its
+    deployment says so (the full build: Qwen3-235B-A22B's throughput and cost on 8 H100-SXM, and
+    Qwen3-30B-A3B's tight latency on 8 H200, both attention-DP8 EP8)."""
+    won = _won(_answer(small_moe(("H100-SXM", "H200")), tmp_path, calibrated=True))
+    layouts = won[won.model.isin(MOE)].deployment.fillna("")
+    assert layouts.str.contains("attention-DP\\d EP\\d").any(), list(layouts)
+    assert not won[won.model == DENSE].deployment.fillna("").str.contains("EP").any()  # a dense card has no experts
