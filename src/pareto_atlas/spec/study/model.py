@@ -17,8 +17,8 @@ from pareto_atlas.spec.study.base import Frozen, known_hardware
 from pareto_atlas.spec.study.errors import StudyError
 from pareto_atlas.spec.study.quality import EvictionSpec, QualitySpec
 from pareto_atlas.spec.study.serving import EngineSpec, LoadSpec, ModelSpec, WorkloadSpec
-from pareto_atlas.spec.study.tasks import TABLES
 from pareto_atlas.spec.study.space import RegimeSpec, SimulateSpec, TargetSpec
+from pareto_atlas.spec.study.tasks import TABLES
 
 
 class Study(Frozen):
