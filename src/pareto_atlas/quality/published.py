@@ -41,6 +41,7 @@ from .published_table import (
     read_quality_table,
 )
 from .stats import Z95
+from .tasks import published_benchmark
 
 __all__ = [
     "COLUMNS",
@@ -272,7 +273,8 @@ def guard_choice(results: list[PublishedQuality], task: str = "gsm8k") -> Publis
     usable = [r for r in results if not r.informational and math.isfinite(r.rel_lo)]
     if not usable:
         return None
-    return min(usable, key=lambda r: (r.benchmark != task, -r.n_items, r.rel_lo, r.source))
+    family = published_benchmark(task)  # the task's benchmark in the published table (quality.tasks)
+    return min(usable, key=lambda r: (r.benchmark != family, -r.n_items, r.rel_lo, r.source))
 
 
 def summary_lines(table: pd.DataFrame) -> list[str]:

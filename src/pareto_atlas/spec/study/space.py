@@ -24,7 +24,7 @@ from pareto_atlas.spec.knobs import (
 )
 from pareto_atlas.spec.sharing import sharing
 from pareto_atlas.spec.study.base import Frozen, known_hardware
-from pareto_atlas.spec.study.quality import QualityTask
+from pareto_atlas.spec.study.tasks import QualityTask
 
 # Knobs a grid does not list: each follows another knob's values in the shipped grid (kv_keep the
 # eviction policy's, spec_k and spec_accept the speculation method's, chunk_tokens the batching policy's).
