@@ -112,7 +112,8 @@ def study_space(
     kinds = sorted({h.kind for h in hardware})
     arms = [a.knobs() for a in study.arms]
     swept = study_evictions(study)
-    grid = [k for kind in kinds for k in default_knobs(kind, study.engine.name, swept)]
+    opt_in = tuple(study.simulate.grid.weights or ())  # opt-in formats (space.FP4_OPT_IN) the grid lists
+    grid = [k for kind in kinds for k in default_knobs(kind, study.engine.name, swept, weights_extra=opt_in)]
     # a workload that shares prefixes: every knob with its prefix cache on beside off (what caching is
     # worth); one that shares nothing keeps its grid
     if any(w.shares for w in (workloads or measured_workloads(study))):

@@ -110,6 +110,19 @@ class SimulateSpec(Frozen):
         B.unique(v, "hardware")
         return known_hardware(v)
 
+    @model_validator(mode="after")
+    def _fp4_cards(self) -> "SimulateSpec":
+        # a W4A4 FP4 format no listed card can run would leave the grid's points silently empty
+        from pareto_atlas.spec.cards import shipped_hardware
+        from pareto_atlas.spec.fp4 import fp4_unserved
+
+        cards = [c for n, c in shipped_hardware().items() if n in self.hardware]
+        for w in self.grid.weights or ():
+            whys = [fp4_unserved(w, c.name, c.tflops) for c in cards]
+            if whys and all(whys):
+                raise ValueError(f"grid.{whys[0]}; list a card that has them (e.g. B200) in hardware")
+        return self
+
 
 class ShapeSpec(Frozen):
     """A workload shape a target model is answered for: fixed prompt and output lengths."""
