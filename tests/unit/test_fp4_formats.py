@@ -151,3 +151,33 @@ def _shipped() -> str:
     from importlib import resources
 
     return str(resources.files("pareto_atlas.spec").joinpath("published_quality.csv"))
+
+
+def test_a_study_listing_mxfp4_simulates_gpt_oss_on_hopper_and_blackwell_marked_derived():
+    # the built-in MoE study with gpt-oss-120b's own format opted in and the B200 beside the Hopper cards
+    from dataclasses import replace
+
+    from pareto_atlas.simulate.space import Load, Workload
+    from pareto_atlas.simulate.stage import study_space
+    from pareto_atlas.simulate.sweep import sweep
+    from pareto_atlas.spec.study import load_study
+
+    s = load_study("moe")
+    grid = s.simulate.grid.model_copy(update={"weights": ["F16", "MXFP4"], "batching": ["continuous"], "slots": [8]})
+    sim = s.simulate.model_copy(update={"hardware": ["H100-SXM", "H200", "B200"], "grid": grid})
+    study = s.model_copy(update={"simulate": sim})
+    hw = [HW[h] for h in study.simulate.hardware]
+    space = study_space(study, hw, GPT_OSS, budget=10**9)
+    mx = [k for k in space.knobs if k.weights == "MXFP4"]
+    assert mx and {k.ep for k in mx} >= {1, 8}  # with the expert-parallel layouts
+    one = [k for k in mx if k.gpus() == 1][:1] + [k for k in space.knobs if k.weights == "F16" and k.gpus() == 1][:1]
+    small = replace(space, knobs=tuple(one), workloads=(Workload("w", 1024, 64),), loads=(Load(concurrency=1),))
+    df = sweep(small, n_requests=10).set_index(["weights", "hardware"])
+    tpot = {}
+    for h in ("H100-SXM", "H200", "B200"):
+        assert df.loc[("MXFP4", h), "weights_cost"] == "derived"  # sim*: no anchor fitted FP4 kernels
+        # 117B weights at 4.25 bits (62 GB) fit one GPU of each; at 16 bits (234 GB) none
+        assert df.loc[("F16", h), "infeasible_reason"] and not df.loc[("MXFP4", h), "infeasible_reason"]
+        tpot[h] = df.loc[("MXFP4", h), "tpot_p50_ms"]
+    # one client's decode is weight-bound: faster with each card's bandwidth (3.35, 4.8, 8 TB/s)
+    assert tpot["B200"] < tpot["H200"] < tpot["H100-SXM"]
