@@ -181,3 +181,16 @@ def test_a_study_listing_mxfp4_simulates_gpt_oss_on_hopper_and_blackwell_marked_
         tpot[h] = df.loc[("MXFP4", h), "tpot_p50_ms"]
     # one client's decode is weight-bound: faster with each card's bandwidth (3.35, 4.8, 8 TB/s)
     assert tpot["B200"] < tpot["H200"] < tpot["H100-SXM"]
+
+
+def test_nvidias_deepseek_r1_fp4_rows_stand_against_their_fp8_baseline_as_informational_proxies():
+    rows = [r for r in read_quality_table() if r["checkpoint"] == "nvidia/DeepSeek-R1-FP4"]
+    assert {r["benchmark"] for r in rows} == {"mmlu", "gsm8k", "aime2024", "gpqa_diamond", "math500"}
+    assert all(r["weights"] == "NVFP4" and "FP8" in r["baseline_checkpoint"] for r in rows)
+    ev = published_for("deepseek-v3", "NVFP4")
+    assert len(ev) == 5 and all(e.informational and e.reason.startswith("proxy") for e in ev)
+    assert {e.benchmark: round(e.rel, 4) for e in ev}["mmlu"] == round(90.7 / 90.8, 4)
+    # measured on DeepSeek-R1, not on the deepseek-v3 card: printed, never decided on
+    from pareto_atlas.quality.published import guard_choice
+
+    assert guard_choice(ev, "gsm8k") is None
