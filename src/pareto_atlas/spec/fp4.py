@@ -22,6 +22,10 @@ lack FP4 hardware support, we can leverage the Marlin kernel for fast weight-onl
 group size 16 for NVFP4 scales, 32 for MXFP4), i.e. 16-bit compute over dequantized weights, as
 W4A16. Its kernel cost on a card is fitted where published measurements exist (calibrate) and else
 derived from the card's roofline (`sim*`), as for every format no anchor measured.
+
+An assumption where it matters: weight-only formats compute at the 16-bit peak on the B200 too. vLLM
+on Blackwell also has MXFP4 x MXFP8 MoE kernels (FlashInfer; vllm-project/vllm issue 35528), whose
+prefill would run faster than this derivation; decode, bound by the weights' bytes, is not affected.
 """
 
 from __future__ import annotations
