@@ -263,10 +263,7 @@ def published_for(
     if eviction != "none":
         t = t[[_budget_matches(b, kv_keep) for b in t["kv_budget"]]]
     # a released checkpoint scored against itself (gpt-oss's MXFP4) is the reference: rel 1 by definition
-    return [
-        evidence(r, baseline_as=weights) if _is_reference(r) else evidence(r)
-        for _, r in t.iterrows()
-    ]
+    return [evidence(r, baseline_as=weights) if _is_reference(r) else evidence(r) for _, r in t.iterrows()]
 
 
 def guard_choice(results: list[PublishedQuality], task: str = "gsm8k") -> PublishedQuality | None:
