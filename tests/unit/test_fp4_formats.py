@@ -194,3 +194,21 @@ def test_nvidias_deepseek_r1_fp4_rows_stand_against_their_fp8_baseline_as_inform
     from pareto_atlas.quality.published import guard_choice
 
     assert guard_choice(ev, "gsm8k") is None
+
+
+def test_the_ladder_takes_gpt_oss_mxfp4_as_published_at_rel_1_and_nvfp4_on_deepseek_as_no_evidence():
+    from pareto_atlas.simulate.targets import Target
+    from pareto_atlas.spec.study import load_study
+    from pareto_atlas.store.ladder import target_quality
+
+    study = load_study("moe")
+
+    def q(card: str, w: str):
+        t = Target(card, M[card], (HW["H100-SXM"],), (), measured=False)
+        return target_quality(Knobs(weights=w), t, "gpu", study, {}, "ifeval")
+
+    mx = q("gpt-oss-120b", "MXFP4")
+    assert mx.evidence == "published" and mx.rel == mx.rel_lo == mx.rel_hi == 1.0
+    assert mx.q == pytest.approx(0.900)  # no IFEval score: the guard's fallback, MMLU (most items)
+    # an R1 checkpoint's NVFP4 rows are informational on the deepseek-v3 card: no evidence the guard decides on
+    assert q("deepseek-v3", "NVFP4").evidence == "unmeasured"
