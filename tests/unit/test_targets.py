@@ -376,3 +376,25 @@ def test_a_question_is_one_frozen_value_about_one_model_and_workload():
         pick(pts, question=q.about(model="huge"))
     with pytest.raises(ConstraintError, match="objective"):
         Question.make(None, "speed")
+
+
+def test_a_size_measured_for_the_fit_alone_is_not_a_point_of_the_atlas(monkeypatch):
+    # the default study's SmolLM2 anchors calibrate this CPU; the atlas answers for its targets only
+    import pareto_atlas.store.points as P
+
+    rows = pd.DataFrame(
+        [
+            {"model": "qwen2.5-coder-0.5b-instruct", "model_card": "measured here", "arm": "q4km"},
+            {"model": "smollm2-135m-instruct", "model_card": "measured here", "arm": "smol-q4_0"},
+            {"model": "llama-3.1-8b", "model_card": "imported", "arm": "peer"},
+        ]
+    )
+    monkeypatch.setattr(P, "measured_points", lambda study, store: rows.copy())
+
+    class NoSims:
+        def sim_points(self, study):
+            return pd.DataFrame()
+
+    assert list(P.all_points(load_study("default"), NoSims()).arm) == ["q4km", "peer"]
+    # a study without [[targets]] answers for every model it measured, as before
+    assert len(P.all_points(load_study("sizes"), NoSims())) == 3
