@@ -92,8 +92,7 @@ def group_lines(name: str, s: pd.DataFrame) -> list[str]:
     if s.projected.all():
         return lines + [
             "  projected, not carried: the calibration saw one model size, so no transfer error stands behind "
-            "a bar; signed median error "
-            + ", ".join(f"{t} {np.nanmedian(s[t]):+.0%}" for t in SCORED)
+            "a bar; signed median error " + ", ".join(f"{t} {np.nanmedian(s[t]):+.0%}" for t in SCORED)
         ]
     lines.append(
         f"  bar carried: latency ±{s.lat_bar.iloc[0]:.1%}, throughput ±{s.thr_bar.iloc[0]:.1%} "

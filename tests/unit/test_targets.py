@@ -204,10 +204,22 @@ def test_a_fit_on_one_size_projects_a_point_of_another_instead_of_inventing_its_
     assert SPEED_PROJECTED in one.provenance and "1 model size(s) (qwen2.5-0.5b)" in one.provenance
     pts = pd.DataFrame(
         [
-            {"model": "qwen2.5-1.5b", "hardware": "this-cpu", "provenance": "simulated", "weights": "Q4_K_M",
-             "calib_provenance": one.provenance, "quality_evidence": "published"},
-            {"model": "qwen2.5-1.5b", "hardware": "this-cpu", "provenance": "simulated", "weights": "Q4_K_M",
-             "calib_provenance": p.provenance, "quality_evidence": "published"},
+            {
+                "model": "qwen2.5-1.5b",
+                "hardware": "this-cpu",
+                "provenance": "simulated",
+                "weights": "Q4_K_M",
+                "calib_provenance": one.provenance,
+                "quality_evidence": "published",
+            },
+            {
+                "model": "qwen2.5-1.5b",
+                "hardware": "this-cpu",
+                "provenance": "simulated",
+                "weights": "Q4_K_M",
+                "calib_provenance": p.provenance,
+                "quality_evidence": "published",
+            },
         ]
     )
     assert list(speed_evidence(pts)) == ["prior", "calibrated"]  # projected: it cannot win

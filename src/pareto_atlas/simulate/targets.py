@@ -102,7 +102,10 @@ def carried_params(
         lat, thr = max(params.lat_rel_err, xl), max(params.thr_rel_err, xt)
         how = f"transfer error ±{lat:.0%} / ±{thr:.0%} (leave-one-model-out)"
         return replace(
-            params, lat_rel_err=lat, thr_rel_err=thr, provenance=f"{params.provenance}; carried to {target.name} ({how})"
+            params,
+            lat_rel_err=lat,
+            thr_rel_err=thr,
+            provenance=f"{params.provenance}; carried to {target.name} ({how})",
         )
     # the bar kept is the measured model's, shown as such: no transfer error stands behind it
     return replace(
@@ -122,4 +125,7 @@ def second_size_hint(hw: str, study: str = "STUDY") -> str:
             f'"smollm2-135m-instruct", card = "smollm2-135m" }} to {study}, then pareto-atlas measure {study} '
             f"--arm smol-q4_0 && pareto-atlas calibrate {study}"
         )
-    return f"measure a second size on {hw}: published rows of another model on {hw} (pareto-atlas published)"
+    return (
+        f"measure a second size on {hw}: published rows of another model on {hw} "
+        f"(pareto-atlas calibrate {study} --published --table ROWS.csv)"
+    )
