@@ -22,6 +22,7 @@ import pandas as pd
 from pareto_atlas.calibrate.fidelity import contention_flags
 from pareto_atlas.calibrate.fit import TARGETS, _anchors, predict
 from pareto_atlas.calibrate.stage import THIS, anchor_cards, attach_load, model_card, this_machine
+from pareto_atlas.simulate.params import kernel_format
 from pareto_atlas.simulate.stage import fitted_models, latest_params
 from pareto_atlas.simulate.space import Workload
 from pareto_atlas.simulate.targets import SPEED_PROJECTED, Target, carried_params
@@ -82,13 +83,20 @@ def score(df: pd.DataFrame, cards: list, params, fitted: set[str], hw) -> pd.Dat
         [c.name for c in cards],
         [f"{p}/{n} x{c}" for p, n, c in zip(df.prompt_tokens, df.output_tokens, df.concurrency)],
     )
+    # where each anchor's kernel cost comes from in this fit: fitted, borrowed from its family, or derived
+    # from the roofline (e.g. the 1.5B's Q4_K_M runs real K-quant rows, which no default anchor runs)
+    out["kernels"] = [f"{kernel_format(w, c)} {params.weight_cost(w, 'gemv', c)[1]}" for w, c in zip(df.weights, cards)]
     out["contended"] = contention_flags(df).to_numpy()
     out["other_cores"] = df.get("other_cpu_cores", pd.Series(np.nan, index=df.index)).to_numpy()
     return out
 
 
 def group_lines(name: str, s: pd.DataFrame) -> list[str]:
-    lines = [f"{name}: {len(s)} anchors ({', '.join(f'{a} {sh}' for a, sh in zip(s.arm, s['shape']))})"]
+    lines = [
+        f"{name}: {len(s)} anchors ("
+        + ", ".join(f"{a} {sh}, kernels {k}" for a, sh, k in zip(s.arm, s["shape"], s.kernels))
+        + ")"
+    ]
     if s.projected.all():
         return lines + [
             "  projected, not carried: the calibration saw one model size, so no transfer error stands behind "
