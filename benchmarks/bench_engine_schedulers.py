@@ -215,7 +215,9 @@ def main() -> None:
         print(_line(reading, readings[reading]))
     print(
         "\nschedulers: "
-        + "; ".join(f"{c}: {scheduler(e, shipped_hardware()[c]).label}" for c in cards for e in ("trtllm", "sglang", "vllm"))
+        + "; ".join(
+            f"{c}: {scheduler(e, shipped_hardware()[c]).label}" for c in cards for e in ("trtllm", "sglang", "vllm")
+        )
     )
     print("bar (issue 31): median |TTFT error| <= 25 % and |TPOT error| <= 15 % over all rows, engine defaults")
 

@@ -40,7 +40,9 @@ def main() -> None:
     print(f"link fits of {', '.join(cals)} ({time.perf_counter() - t:.0f} s, from the fit cache where unchanged)")
     for card, c in cals.items():
         an = c.anchors
-        print(f"\n{card}: {len(an)} rows, {an.source_id.nunique()} sources, {an.model.nunique()} models; {c.provenance()}")
+        print(
+            f"\n{card}: {len(an)} rows, {an.source_id.nunique()} sources, {an.model.nunique()} models; {c.provenance()}"
+        )
         for sc in SCHEMES:
             print(f"  {sc} median |error| TTFT / TPOT / throughput: {scheme_errors(an, sc)}")
         lat_loso = _figs(an, ("LOSO",), LATENCY)

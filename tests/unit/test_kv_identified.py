@@ -17,8 +17,15 @@ M = shipped_models()["llama-3.1-8b"]
 def _frame(rows: list[tuple[int, int, int]]) -> pd.DataFrame:
     return pd.DataFrame(
         [
-            {"prompt_tokens": p, "output_tokens": o, "concurrency": c, "slots": c, "rate_rps": float("nan"),
-             "kv": "f16", "weights": "BF16"}
+            {
+                "prompt_tokens": p,
+                "output_tokens": o,
+                "concurrency": c,
+                "slots": c,
+                "rate_rps": float("nan"),
+                "kv": "f16",
+                "weights": "BF16",
+            }
             for p, o, c in rows
         ]
     )

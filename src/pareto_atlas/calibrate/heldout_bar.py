@@ -91,6 +91,4 @@ def carried_bar(held: dict[str, np.ndarray], targets: tuple[str, ...], groups: n
             inside = np.concatenate([np.abs(lb[np.isfinite(lb)]) <= ql, np.abs(tb[np.isfinite(tb)]) <= qt])
             ways.append(float(inside.mean()))
         cov = (ways[0], ways[1])
-    return HeldOutBar(
-        bar_lat, bar_thr, int(np.isfinite(lat).sum()), int(np.isfinite(thr).sum()), cov
-    )
+    return HeldOutBar(bar_lat, bar_thr, int(np.isfinite(lat).sum()), int(np.isfinite(thr).sum()), cov)
