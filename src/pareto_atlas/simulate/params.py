@@ -99,6 +99,10 @@ class CalibParams:
     # missing here falls back to its family, then to 2 FLOPs / (peak x eff_flops).
     gemv_s_per_weight: dict = field(default_factory=dict)  # small batches: one pass over the weights per token
     gemm_s_per_weight: dict = field(default_factory=dict)  # tiled GEMM columns (prefill, large batches)
+    # Kernel formats whose costs above were carried from other cards of this card's generation (format ->
+    # the cards they were fitted on), not fitted on this card's own anchors (calibrate.published_formats).
+    # Left out of to_dict when empty.
+    carried_formats: dict = field(default_factory=dict)
     gemm_tile: int = 0  # GEMM column tile; 0: every batch runs as GEMM (GPU kernels)
     head_ratio: float = 1.0  # lm_head cost per weight relative to the body's GEMV
     overhead_step_s: float = 2e-3  # scheduler, sampling, kernel launches: paid once per step
@@ -194,11 +198,12 @@ class CalibParams:
     def weight_cost(self, weights: str, path: str, model=None) -> tuple[float | None, str]:
         """(seconds per weight per token on `path` ("gemv" or "gemm"), where it came from): the
         kernel format's own fitted cost (kernel_format: the format on `model`'s rows), its layout's,
-        its family's (geometric mean), or None (derive it)."""
+        one carried from a card of the same generation ("generation"), its family's (geometric
+        mean), or None (derive it)."""
         table = self.gemv_s_per_weight if path == "gemv" else self.gemm_s_per_weight
         w = kernel_format(weights, model)
         if w in table:
-            return table[w], "fitted"
+            return table[w], "generation" if w in self.carried_formats else "fitted"
         fam = [v for k, v in table.items() if format_family(k) == format_family(w)]
         if fam:
             return float(np.exp(np.mean(np.log(fam)))), "family"
@@ -210,7 +215,8 @@ class CalibParams:
         return {
             f.name: getattr(self, f.name)
             for f in fields(self)
-            if f.name not in LINK_DEFAULTS or not _same(getattr(self, f.name), LINK_DEFAULTS[f.name])
+            if (f.name not in LINK_DEFAULTS or not _same(getattr(self, f.name), LINK_DEFAULTS[f.name]))
+            and not (f.name == "carried_formats" and not self.carried_formats)
         }
 
     def parallel_bars(self) -> tuple[float, float, str]:

@@ -1,0 +1,305 @@
+"""Quantized weight formats' kernel costs per GPU card, fitted on published measurements.
+
+A card's published fit (calibrate.published) moves every parameter on its own anchors, mostly 16-bit.
+Here each quantized format's GEMV and GEMM cost per weight is fitted on the one-GPU rows of that format
+on the card and engine (the one-GPU table's, and the multi-GPU table's rows on one GPU), every other
+parameter held at the card's fit: what the format's kernels cost, on top of what the card's engine and
+memory do. Per (card, format) it says how well that predicts rows it never saw (a source held out, or
+a model, or an anchor, where the format has one source or model there), and how far the roofline's
+derivation (`sim*`: the format's cost from the card's peak, no anchor of it) was from the same rows.
+
+A format no row measured on a card takes the efficiency its kernels reach on the cards of the same
+generation (HardwareCard.arch) that have rows of it: the fitted cost as a share of the card's peak
+rate for the format, applied to this card's peak. Where two cards of a generation have rows, each is
+predicted from the other's carried cost (leave-one-card-out): the error a carried format has.
+A format no card of its generation measured stays derived from the roofline (`sim*`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import pandas as pd
+
+from pareto_atlas.calibrate.fit import TARGETS, _anchors, _Space, fit_params, predict
+from pareto_atlas.calibrate.published_table import PublishedTable, batch1_speed
+from pareto_atlas.simulate.cost_model import compute_dtype
+from pareto_atlas.simulate.params import FAMILY, CalibParams
+from pareto_atlas.spec.cards import HardwareCard, ModelCard
+
+# The GPU weight formats whose kernels are not the 16-bit GEMMs (simulate.params.FAMILY)
+QUANT_FORMATS = ("FP8", "W8A8", "AWQ4", "W4A16")
+GROUPS = {
+    "TTFT": ("ttft_p50_ms", "ttft_p99_ms"),
+    "TPOT": ("tpot_p50_ms", "tpot_p99_ms"),
+    "throughput": ("throughput_tok_s",),
+}
+LOSO, LOMO, LOAO, LOCO = (
+    "leave-one-source-out",
+    "leave-one-model-out within its only source",
+    "leave-one-anchor-out within its only source and model",
+    "leave-one-card-out within its generation",
+)
+
+
+@dataclass(frozen=True)
+class FormatFit:
+    """One quantized format's kernel cost on one card and engine, and how well it predicts held-out rows."""
+
+    hardware: str
+    engine: str
+    fmt: str
+    basis: str  # "fitted" (rows of it on this card) or "generation" (carried from cards of its generation)
+    rests_on: str  # the sources and row counts, or the cards it was carried from
+    gemv: float  # seconds per weight per token
+    gemm: float
+    n_rows: int = 0
+    held_out: str = ""  # the scheme of `errors`; "" where nothing could be held out
+    errors: dict = field(default_factory=dict)  # median |held-out relative error| per GROUPS key (NaN: none)
+    roofline: dict = field(default_factory=dict)  # the same rows predicted with the format derived (sim*)
+
+
+def format_rows(table: PublishedTable, multigpu: PublishedTable | None, card: str, engine: str) -> pd.DataFrame:
+    """The one-GPU rows of quantized formats on (card, engine): the one-GPU table's and the multi-GPU
+    table's rows on one GPU (its script leaves out rows the one-GPU table already holds)."""
+    parts = [table.rows]
+    if multigpu is not None:
+        m = multigpu.rows
+        parts.append(m[m["n_gpus"].astype(str) == "1"])
+    rows = pd.concat(parts, ignore_index=True, sort=False)
+    keep = (rows.gpu == card) & (rows.engine == engine) & rows.weights.isin(QUANT_FORMATS)
+    return rows[keep].reset_index(drop=True)
+
+
+def _fixed(frame: pd.DataFrame, models: list[ModelCard], fmt: str) -> tuple[str, ...]:
+    # every parameter the card's fit moves except the format's own two costs
+    names = _Space.for_anchors(_anchors(frame), False, req_overhead=True, cards=models).names
+    return tuple(n for n in names if n not in (f"gemv:{fmt}", f"gemm:{fmt}"))
+
+
+def _without(p: CalibParams, fmts: set[str]) -> CalibParams:
+    return replace(
+        p,
+        gemv_s_per_weight={k: v for k, v in p.gemv_s_per_weight.items() if k not in fmts},
+        gemm_s_per_weight={k: v for k, v in p.gemm_s_per_weight.items() if k not in fmts},
+        carried_formats={k: v for k, v in p.carried_formats.items() if k not in fmts},
+    )
+
+
+def _with(p: CalibParams, fmt: str, gemv: float, gemm: float, carried: str = "") -> CalibParams:
+    gv, gm, car = dict(p.gemv_s_per_weight), dict(p.gemm_s_per_weight), dict(p.carried_formats)
+    gv[fmt], gm[fmt] = gemv, gemm
+    car.pop(fmt, None)
+    if carried:
+        car[fmt] = carried
+    return replace(p, gemv_s_per_weight=gv, gemm_s_per_weight=gm, carried_formats=car)
+
+
+def fit_format(
+    base: CalibParams, frame: pd.DataFrame, models: list[ModelCard], hw: HardwareCard, fmt: str
+) -> tuple[float, float]:
+    """(GEMV, GEMM) seconds per weight of `fmt` fitted on these anchors (all of that format), the card's
+    other parameters held at `base`; the fit starts from the roofline, never from a cost of the format."""
+    start = _without(base, {fmt})
+    p, _ = fit_params(
+        frame, models, hw, start=start, fit_cv=False, head_ratio_starts=(1.0,), fixed=_fixed(frame, models, fmt)
+    )
+    return p.gemv_s_per_weight[fmt], p.gemm_s_per_weight[fmt]
+
+
+def _rel(pred: np.ndarray, meas: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(meas > 0, pred / meas - 1.0, np.nan)
+
+
+def group_errors(err: np.ndarray, rows: pd.DataFrame) -> dict[str, float]:
+    """Median |relative error| per GROUPS key; a batch-1 speed row's per-token error (the inverse of its
+    throughput error) counts as TPOT, as in the card's own report."""
+    b1 = np.array([batch1_speed(r) for _, r in rows.iterrows()], dtype=bool)
+    thr = err[:, TARGETS.index("throughput_tok_s")]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_tok = np.where(b1, 1.0 / (1.0 + thr) - 1.0, np.nan)
+    out = {}
+    for g, cols in GROUPS.items():
+        v = np.abs(err[:, [TARGETS.index(c) for c in cols]]).ravel()
+        if g == "TPOT":
+            v = np.concatenate([v, np.abs(per_tok)])
+        out[g] = float(np.nanmedian(v)) if np.isfinite(v).any() else float("nan")
+    return out
+
+
+def _folds(rows: pd.DataFrame) -> tuple[list[np.ndarray], str]:
+    for col, how in (("source_id", LOSO), ("model", LOMO)):
+        vals = rows[col].to_numpy()
+        if len(set(vals)) >= 2:
+            return [vals == v for v in dict.fromkeys(vals)], how
+    if len(rows) >= 2:
+        return [np.arange(len(rows)) == i for i in range(len(rows))], LOAO
+    return [], ""
+
+
+def calibrate_format(
+    base: CalibParams, rows: pd.DataFrame, frame: pd.DataFrame, models: list[ModelCard], hw: HardwareCard, fmt: str
+) -> FormatFit:
+    """Fit one format on its rows of one card and score it on held-out rows (see _folds) and against
+    the roofline's derivation of it (every format of its family dropped from the card's fit)."""
+    gemv, gemm = fit_format(base, frame, models, hw, fmt)
+    meas = frame[list(TARGETS)].to_numpy(float)
+    folds, how = _folds(rows)
+    err = np.full_like(meas, np.nan)
+    for test in folds:
+        train = ~test
+        v, m = fit_format(base, frame[train], [c for c, t in zip(models, train) if t], hw, fmt)
+        pred = predict(_anchors(frame[test]), [c for c, t in zip(models, test) if t], hw, _with(base, fmt, v, m))
+        err[test] = _rel(pred, meas[test])
+    family = {k for k in FAMILY if FAMILY[k] == FAMILY[fmt]}
+    roof = _rel(predict(_anchors(frame), models, hw, _without(base, family)), meas)
+    srcs = ", ".join(f"{s} {n}" for s, n in rows.source_id.value_counts(sort=False).items())
+    return FormatFit(
+        hw.name,
+        str(rows.engine.iloc[0]),
+        fmt,
+        "fitted",
+        srcs,
+        gemv,
+        gemm,
+        len(rows),
+        how,
+        group_errors(err, rows) if how else {g: float("nan") for g in GROUPS},
+        group_errors(roof, rows),
+    )
+
+
+def peak_share(cost: float, hw: HardwareCard, fmt: str) -> float:
+    """A per-weight cost as the share of the card's peak rate for the format it reaches (2 FLOPs a weight)."""
+    return 2.0 / (hw.peak_flops(compute_dtype(fmt, hw)) * cost)
+
+
+def carried_cost(donors: list[FormatFit], cards: dict[str, HardwareCard], hw: HardwareCard) -> tuple[float, float]:
+    """(GEMV, GEMM) cost of a format on `hw` from its fits on other cards of the generation: the geometric
+    mean of the share of peak the donors' kernels reach, at this card's peak for the format."""
+    out = []
+    for path in ("gemv", "gemm"):
+        shares = [peak_share(getattr(d, path), cards[d.hardware], d.fmt) for d in donors]
+        share = float(np.exp(np.mean(np.log(shares))))
+        out.append(2.0 / (hw.peak_flops(compute_dtype(donors[0].fmt, hw)) * share))
+    return out[0], out[1]
+
+
+def _pooled(errs: list[np.ndarray], rows: list[pd.DataFrame]) -> dict[str, float]:
+    return group_errors(np.vstack(errs), pd.concat(rows, ignore_index=True)) if errs else {}
+
+
+def calibrate_formats(cals: list, table: PublishedTable, multigpu: PublishedTable | None) -> list:
+    """The cards' fits (calibrate.published.CardCalibration) on the served engine with their quantized
+    formats fitted where the card has rows of them, else carried from cards of the same generation;
+    each fit's `formats` says which and how well they predict held-out rows."""
+    from pareto_atlas.calibrate.published import SERVED_ENGINE, card_frame
+    from pareto_atlas.spec.cards import shipped_hardware
+
+    cards = shipped_hardware()
+    served = [c for c in cals if c.engine == SERVED_ENGINE and cards[c.hardware].kind == "gpu"]
+    own: dict[tuple[str, str], FormatFit] = {}
+    data: dict[tuple[str, str], tuple] = {}  # (card, fmt) -> (base, rows, frame, models): for leave-one-card-out
+    for c in served:
+        rows = format_rows(table, multigpu, c.hardware, c.engine)
+        for fmt, g in rows.groupby("weights", sort=False):
+            g = g.reset_index(drop=True)
+            frame, models = card_frame(g, cards[c.hardware])
+            own[c.hardware, fmt] = calibrate_format(c.params, g, frame, models, cards[c.hardware], fmt)
+            data[c.hardware, fmt] = (c.params, g, frame, models)
+    carried: dict[tuple[str, str], FormatFit] = {}
+    for c in served:
+        hw = cards[c.hardware]
+        for fmt in QUANT_FORMATS:
+            if (c.hardware, fmt) in own or not hw.arch:
+                continue
+            donors = [f for (card, f2), f in own.items() if f2 == fmt and card != c.hardware and cards[card].arch == hw.arch]
+            if not donors:
+                continue
+            gemv, gemm = carried_cost(donors, cards, hw)
+            errs, rows = _leave_one_card_out(fmt, hw.arch, own, data, cards)
+            carried[c.hardware, fmt] = FormatFit(
+                c.hardware,
+                c.engine,
+                fmt,
+                "generation",
+                f"{', '.join(d.hardware for d in donors)} ({hw.arch})",
+                gemv,
+                gemm,
+                0,
+                LOCO if errs else "",
+                _pooled(errs, rows) or {g: float("nan") for g in GROUPS},
+            )
+    out = []
+    for c in cals:
+        fits = tuple(f for (card, _), f in {**own, **carried}.items() if card == c.hardware and c in served)
+        p = c.params
+        for f in fits:
+            p = _with(p, f.fmt, f.gemv, f.gemm, f.rests_on if f.basis == "generation" else "")
+        if fits:
+            p = replace(p, provenance=f"{p.provenance}; {provenance(fits)}")
+        out.append(replace(c, params=p, formats=fits))
+    return out
+
+
+def _leave_one_card_out(fmt: str, arch: str, own: dict, data: dict, cards: dict) -> tuple[list, list]:
+    """Each card of the generation with rows of `fmt` predicted from the format carried from the others."""
+    fitted = [card for (card, f) in own if f == fmt and cards[card].arch == arch]
+    errs, rows = [], []
+    for card in fitted if len(fitted) >= 2 else []:
+        donors = [own[d, fmt] for d in fitted if d != card]
+        base, g, frame, models = data[card, fmt]
+        v, m = carried_cost(donors, cards, cards[card])
+        pred = predict(_anchors(frame), models, cards[card], _with(base, fmt, v, m))
+        errs.append(_rel(pred, frame[list(TARGETS)].to_numpy(float)))
+        rows.append(g)
+    return errs, rows
+
+
+def provenance(fits: tuple[FormatFit, ...]) -> str:
+    parts = [
+        f"{f.fmt} kernels {'fitted on ' + str(f.n_rows) + ' published rows' if f.basis == 'fitted' else 'carried from ' + f.rests_on}"
+        for f in fits
+    ]
+    return "quantized formats: " + ", ".join(parts)
+
+
+def _pct(v: float) -> str:
+    return f"{v:5.1%}" if v == v else "  n/a"
+
+
+def report_lines(cals: list) -> list[str]:
+    """Per card and quantized format: where its kernel cost comes from, its held-out error (how, on what),
+    and the roofline's error on the same rows; then the formats still derived from the roofline."""
+    from pareto_atlas.calibrate.published import SERVED_ENGINE
+    from pareto_atlas.spec.cards import shipped_hardware
+
+    cards = shipped_hardware()
+    out = [
+        "Quantized formats per card (served engine): kernel cost fitted on the card's published rows of the format, "
+        "or carried from cards of its generation; held-out median |error| (TTFT / TPOT / throughput), and the "
+        "roofline's (sim*: the format derived, no row of it) on the same rows",
+        f"{'card':15s} {'format':6s} {'basis':10s} {'rows':>4s} {'TTFT':>6s} {'TPOT':>6s} {'thr.':>6s} "
+        f"{'sim* TPOT':>9s} {'GEMM peak':>9s}  held out by; rests on",
+    ]
+    for c in cals:
+        for f in getattr(c, "formats", ()):
+            e, r = f.errors, f.roofline
+            out.append(
+                f"{f.hardware:15s} {f.fmt:6s} {f.basis:10s} {f.n_rows:4d} {_pct(e.get('TTFT', np.nan)):>6s} "
+                f"{_pct(e.get('TPOT', np.nan)):>6s} {_pct(e.get('throughput', np.nan)):>6s} "
+                f"{_pct(r.get('TPOT', np.nan)):>9s} {peak_share(f.gemm, cards[f.hardware], f.fmt):9.0%}  "
+                f"{f.held_out or 'none held out'}; {f.rests_on}"
+            )
+    gpus = {c.hardware for c in cals if c.engine == SERVED_ENGINE and cards[c.hardware].kind == "gpu"}
+    for card in sorted(gpus):
+        have = {FAMILY[f.fmt] for c in cals if c.hardware == card for f in getattr(c, "formats", ())}
+        left = [f for f in QUANT_FORMATS if FAMILY[f] not in have]  # a family member borrows the fitted one's
+        if left:
+            out.append(
+                f"{card}: {', '.join(left)} derived from the roofline (sim*): no published measurement of "
+                f"{'it' if len(left) == 1 else 'them'} on any {cards[card].arch or 'same-generation'} card"
+            )
+    return out
