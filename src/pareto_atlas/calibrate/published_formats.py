@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
+from pareto_atlas.calibrate.fidelity import LATENCY
 from pareto_atlas.calibrate.fit import TARGETS, _anchors, _Space, fit_params, predict
 from pareto_atlas.calibrate.published_table import PublishedTable, batch1_speed
 from pareto_atlas.simulate.cost_model import compute_dtype
@@ -58,6 +59,10 @@ class FormatFit:
     held_out: str = ""  # the scheme of `errors`; "" where nothing could be held out
     errors: dict = field(default_factory=dict)  # median |held-out relative error| per GROUPS key (NaN: none)
     roofline: dict = field(default_factory=dict)  # the same rows predicted with the format derived (sim*)
+    # p90 of |held-out error| over latency (TTFT, TPOT, per output token) and throughput: the bar a point
+    # of the format carries at least (CalibParams.format_rel_err); NaN where nothing was held out
+    lat_bar: float = float("nan")
+    thr_bar: float = float("nan")
 
 
 def format_rows(table: PublishedTable, multigpu: PublishedTable | None, card: str, engine: str) -> pd.DataFrame:
@@ -84,16 +89,26 @@ def _without(p: CalibParams, fmts: set[str]) -> CalibParams:
         gemv_s_per_weight={k: v for k, v in p.gemv_s_per_weight.items() if k not in fmts},
         gemm_s_per_weight={k: v for k, v in p.gemm_s_per_weight.items() if k not in fmts},
         carried_formats={k: v for k, v in p.carried_formats.items() if k not in fmts},
+        format_rel_err={k: v for k, v in p.format_rel_err.items() if k not in fmts},
     )
 
 
-def _with(p: CalibParams, fmt: str, gemv: float, gemm: float, carried: str = "") -> CalibParams:
-    gv, gm, car = dict(p.gemv_s_per_weight), dict(p.gemm_s_per_weight), dict(p.carried_formats)
+def _with(
+    p: CalibParams, fmt: str, gemv: float, gemm: float, carried: str = "", bars: tuple[float, float] | None = None
+) -> CalibParams:
+    gv, gm, car, err = (
+        dict(p.gemv_s_per_weight),
+        dict(p.gemm_s_per_weight),
+        dict(p.carried_formats),
+        dict(p.format_rel_err),
+    )
     gv[fmt], gm[fmt] = gemv, gemm
     car.pop(fmt, None)
     if carried:
         car[fmt] = carried
-    return replace(p, gemv_s_per_weight=gv, gemm_s_per_weight=gm, carried_formats=car)
+    if bars is not None and any(b == b for b in bars):
+        err[fmt] = [float(b) for b in bars]
+    return replace(p, gemv_s_per_weight=gv, gemm_s_per_weight=gm, carried_formats=car, format_rel_err=err)
 
 
 def fit_format(
@@ -127,6 +142,18 @@ def group_errors(err: np.ndarray, rows: pd.DataFrame) -> dict[str, float]:
             v = np.concatenate([v, np.abs(per_tok)])
         out[g] = float(np.nanmedian(v)) if np.isfinite(v).any() else float("nan")
     return out
+
+
+def p90_bars(err: np.ndarray, rows: pd.DataFrame) -> tuple[float, float]:
+    """(latency, throughput) p90 of |relative error|, a batch-1 row's per-token error counted as latency."""
+    b1 = np.array([batch1_speed(r) for _, r in rows.iterrows()], dtype=bool)
+    thr = err[:, TARGETS.index("throughput_tok_s")]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_tok = np.where(b1, 1.0 / (1.0 + thr) - 1.0, np.nan)
+    lat = np.concatenate([np.abs(err[:, [TARGETS.index(c) for c in LATENCY]]).ravel(), np.abs(per_tok)])
+    thr = np.abs(np.where(b1, np.nan, thr))  # a batch-1 row's throughput error is its per-token error
+    p90 = [float(np.nanpercentile(v, 90)) if np.isfinite(v).any() else float("nan") for v in (lat, thr)]
+    return p90[0], p90[1]
 
 
 def _folds(rows: pd.DataFrame) -> tuple[list[np.ndarray], str]:
@@ -168,6 +195,7 @@ def calibrate_format(
         how,
         group_errors(err, rows) if how else {g: float("nan") for g in GROUPS},
         group_errors(roof, rows),
+        *(p90_bars(err, rows) if how else (float("nan"), float("nan"))),
     )
 
 
@@ -215,11 +243,20 @@ def calibrate_formats(cals: list, table: PublishedTable, multigpu: PublishedTabl
         for fmt in QUANT_FORMATS:
             if (c.hardware, fmt) in own or not hw.arch:
                 continue
-            donors = [f for (card, f2), f in own.items() if f2 == fmt and card != c.hardware and cards[card].arch == hw.arch]
+            donors = [
+                f for (card, f2), f in own.items() if f2 == fmt and card != c.hardware and cards[card].arch == hw.arch
+            ]
             if not donors:
                 continue
             gemv, gemm = carried_cost(donors, cards, hw)
             errs, rows = _leave_one_card_out(fmt, hw.arch, own, data, cards)
+            # the bar: the leave-one-card-out error where two cards of the generation have rows, else the
+            # widest of the donors' own held-out bars (the carry itself then unmeasured, said so)
+            bars = (
+                p90_bars(np.vstack(errs), pd.concat(rows, ignore_index=True))
+                if errs
+                else (max(d.lat_bar for d in donors), max(d.thr_bar for d in donors))
+            )
             carried[c.hardware, fmt] = FormatFit(
                 c.hardware,
                 c.engine,
@@ -231,13 +268,15 @@ def calibrate_formats(cals: list, table: PublishedTable, multigpu: PublishedTabl
                 0,
                 LOCO if errs else "",
                 _pooled(errs, rows) or {g: float("nan") for g in GROUPS},
+                {},
+                *bars,
             )
     out = []
     for c in cals:
         fits = tuple(f for (card, _), f in {**own, **carried}.items() if card == c.hardware and c in served)
         p = c.params
         for f in fits:
-            p = _with(p, f.fmt, f.gemv, f.gemm, f.rests_on if f.basis == "generation" else "")
+            p = _with(p, f.fmt, f.gemv, f.gemm, f.rests_on if f.basis == "generation" else "", (f.lat_bar, f.thr_bar))
         if fits:
             p = replace(p, provenance=f"{p.provenance}; {provenance(fits)}")
         out.append(replace(c, params=p, formats=fits))
@@ -282,7 +321,7 @@ def report_lines(cals: list) -> list[str]:
         "or carried from cards of its generation; held-out median |error| (TTFT / TPOT / throughput), and the "
         "roofline's (sim*: the format derived, no row of it) on the same rows",
         f"{'card':15s} {'format':6s} {'basis':10s} {'rows':>4s} {'TTFT':>6s} {'TPOT':>6s} {'thr.':>6s} "
-        f"{'sim* TPOT':>9s} {'GEMM peak':>9s}  held out by; rests on",
+        f"{'sim* TPOT':>9s} {'GEMM peak':>9s} {'bar lat':>7s} {'bar thr':>7s}  held out by; rests on",
     ]
     for c in cals:
         for f in getattr(c, "formats", ()):
@@ -290,7 +329,8 @@ def report_lines(cals: list) -> list[str]:
             out.append(
                 f"{f.hardware:15s} {f.fmt:6s} {f.basis:10s} {f.n_rows:4d} {_pct(e.get('TTFT', np.nan)):>6s} "
                 f"{_pct(e.get('TPOT', np.nan)):>6s} {_pct(e.get('throughput', np.nan)):>6s} "
-                f"{_pct(r.get('TPOT', np.nan)):>9s} {peak_share(f.gemm, cards[f.hardware], f.fmt):9.0%}  "
+                f"{_pct(r.get('TPOT', np.nan)):>9s} {peak_share(f.gemm, cards[f.hardware], f.fmt):9.0%} "
+                f"{_pct(f.lat_bar):>7s} {_pct(f.thr_bar):>7s}  "
                 f"{f.held_out or 'none held out'}; {f.rests_on}"
             )
     gpus = {c.hardware for c in cals if c.engine == SERVED_ENGINE and cards[c.hardware].kind == "gpu"}

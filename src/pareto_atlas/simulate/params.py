@@ -103,6 +103,10 @@ class CalibParams:
     # the cards they were fitted on), not fitted on this card's own anchors (calibrate.published_formats).
     # Left out of to_dict when empty.
     carried_formats: dict = field(default_factory=dict)
+    # Per kernel format, [latency, throughput] relative error bars of its fitted or carried cost: p90 of
+    # its held-out error (calibrate.published_formats). A point of the format carries the wider of this
+    # and the card's bar. Left out of to_dict when empty.
+    format_rel_err: dict = field(default_factory=dict)
     gemm_tile: int = 0  # GEMM column tile; 0: every batch runs as GEMM (GPU kernels)
     head_ratio: float = 1.0  # lm_head cost per weight relative to the body's GEMV
     overhead_step_s: float = 2e-3  # scheduler, sampling, kernel launches: paid once per step
@@ -209,6 +213,12 @@ class CalibParams:
             return float(np.exp(np.mean(np.log(fam)))), "family"
         return None, "derived"
 
+    def bars_for(self, weights: str, model=None) -> tuple[float, float]:
+        """(latency, throughput) bar of a point of this weight format: the card's, widened to the format's
+        own held-out error where its cost was fitted or carried with one (format_rel_err)."""
+        lat, thr = self.format_rel_err.get(kernel_format(weights, model), (float("nan"), float("nan")))
+        return max(self.lat_rel_err, lat if lat == lat else 0.0), max(self.thr_rel_err, thr if thr == thr else 0.0)
+
     def to_dict(self) -> dict:
         # the link's parameters only where they differ from their defaults: calibrations stored and
         # keyed before they existed keep their keys
@@ -216,7 +226,7 @@ class CalibParams:
             f.name: getattr(self, f.name)
             for f in fields(self)
             if (f.name not in LINK_DEFAULTS or not _same(getattr(self, f.name), LINK_DEFAULTS[f.name]))
-            and not (f.name == "carried_formats" and not self.carried_formats)
+            and not (f.name in ("carried_formats", "format_rel_err") and not getattr(self, f.name))
         }
 
     def parallel_bars(self) -> tuple[float, float, str]:
