@@ -166,6 +166,10 @@ def paper_ratios(params: dict[str, CalibParams]) -> pd.DataFrame:
                 "f16_tpot_ms": base,
                 "awq4": _tpot(hw, p, Knobs(weights="AWQ4")) / base,
                 "fp8": _tpot(hw, p, Knobs(weights="FP8")) / base,
+                # where each format's kernel cost comes from: fitted on the card's published rows,
+                # carried from its generation ("generation"), its family's, or derived (the roofline)
+                "awq4_basis": p.weight_cost("AWQ4", "gemv")[1],
+                "fp8_basis": p.weight_cost("FP8", "gemv")[1],
                 "ngram": _tpot(hw, p, spec) / base,
             }
         )
