@@ -128,9 +128,25 @@ def test_the_report_names_each_fitted_format_and_what_stays_derived_per_generati
     cal_h200 = type("C", (), {"hardware": "H200", "engine": "vllm", "formats": (fit,)})()
     cal_l4 = type("C", (), {"hardware": "L4", "engine": "vllm", "formats": ()})()
     text = "\n".join(pf.report_lines([cal_h200, cal_l4]))
-    assert "H200            FP8    fitted" in text and "10.0%" in text and pf.LOMO in text and "50%" in text
+    assert "H200            FP8    fitted" in text and "10.0%" in text and pf.LOMO in text and "50.0%" in text
     assert "H200: W8A8, AWQ4, W4A16 derived from the roofline (sim*)" in text
     assert (
         "L4: FP8, W8A8, AWQ4, W4A16 derived from the roofline (sim*): no published measurement of them on any ada card"
         in text
     )
+
+
+def test_a_format_no_card_of_its_generation_measured_carries_the_roofline_error_measured_on_other_formats():
+    cards = shipped_hardware()
+    c = lambda name: type("C", (), {"hardware": name, "engine": "vllm"})()  # noqa: E731
+    fp8 = pf.FormatFit("H200", "vllm", "FP8", "fitted", "s", 1e-12, 1e-13, 5, roof_lat_bar=0.3, roof_thr_bar=0.1)
+    awq = pf.FormatFit("A100-80G-PCIe", "vllm", "AWQ4", "fitted", "s", 1e-12, 1e-13, 5, roof_lat_bar=0.9)
+    own = {("H200", "FP8"): fp8, ("A100-80G-PCIe", "AWQ4"): awq}
+    out = pf._derived_bars([c("H200"), c("L4")], own, {}, cards)
+    # the H200's W8A8 and its int4 formats: the roofline's error on the Hopper FP8 rows, never the Ampere AWQ4's
+    assert {k for k in out if k[0] == "H200"} == {("H200", f) for f in ("W8A8", "AWQ4", "W4A16")}
+    assert out["H200", "W8A8"].basis == "derived" and out["H200", "W8A8"].lat_bar == 0.3
+    assert "FP8 (H200)" in out["H200", "W8A8"].rests_on
+    # no Ada card has rows: the widest over every card's fitted formats
+    assert out["L4", "FP8"].lat_bar == 0.9 and out["L4", "FP8"].thr_bar == 0.1
+    assert "derived from the roofline (sim*" in pf.provenance((out["L4", "FP8"],))

@@ -51,7 +51,9 @@ class FormatFit:
     hardware: str
     engine: str
     fmt: str
-    basis: str  # "fitted" (rows of it on this card) or "generation" (carried from cards of its generation)
+    # "fitted" (rows of it on this card), "generation" (carried from cards of its generation) or "derived"
+    # (no card of its generation has rows of it: the roofline's, its bar the roofline's error on other formats)
+    basis: str
     rests_on: str  # the sources and row counts, or the cards it was carried from
     gemv: float  # seconds per weight per token
     gemm: float
@@ -63,6 +65,9 @@ class FormatFit:
     # of the format carries at least (CalibParams.format_rel_err); NaN where nothing was held out
     lat_bar: float = float("nan")
     thr_bar: float = float("nan")
+    # p90 of the roofline's |error| on the same rows: what a point of a format derived from it (sim*) carries
+    roof_lat_bar: float = float("nan")
+    roof_thr_bar: float = float("nan")
 
 
 def format_rows(table: PublishedTable, multigpu: PublishedTable | None, card: str, engine: str) -> pd.DataFrame:
@@ -196,6 +201,7 @@ def calibrate_format(
         group_errors(err, rows) if how else {g: float("nan") for g in GROUPS},
         group_errors(roof, rows),
         *(p90_bars(err, rows) if how else (float("nan"), float("nan"))),
+        *p90_bars(roof, rows),
     )
 
 
@@ -271,15 +277,41 @@ def calibrate_formats(cals: list, table: PublishedTable, multigpu: PublishedTabl
                 {},
                 *bars,
             )
+    derived = _derived_bars(served, own, carried, cards)
     out = []
     for c in cals:
-        fits = tuple(f for (card, _), f in {**own, **carried}.items() if card == c.hardware and c in served)
+        fits = tuple(f for (card, _), f in {**own, **carried, **derived}.items() if card == c.hardware and c in served)
         p = c.params
         for f in fits:
+            if f.basis == "derived":  # no cost of its own: only the measured error of deriving one
+                p = replace(p, format_rel_err={**p.format_rel_err, f.fmt: [f.lat_bar, f.thr_bar]})
+                continue
             p = _with(p, f.fmt, f.gemv, f.gemm, f.rests_on if f.basis == "generation" else "", (f.lat_bar, f.thr_bar))
         if fits:
             p = replace(p, provenance=f"{p.provenance}; {provenance(fits)}")
         out.append(replace(c, params=p, formats=fits))
+    return out
+
+
+def _derived_bars(served: list, own: dict, carried: dict, cards: dict) -> dict[tuple[str, str], FormatFit]:
+    """Per card, each quantized format with no cost fitted or carried (nor one of its family): its bar is
+    the widest p90 error of the roofline on the formats fitted on cards of the same generation, else on
+    every card (how far deriving a format from the roofline was from the rows that measured one)."""
+    out = {}
+    for c in served:
+        hw = cards[c.hardware]
+        have = {FAMILY[f] for (card, f) in {**own, **carried} if card == c.hardware}
+        same = [f for (card, _), f in own.items() if cards[card].arch == hw.arch] or list(own.values())
+        if not same:
+            continue
+        lat = max((f.roof_lat_bar for f in same if f.roof_lat_bar == f.roof_lat_bar), default=float("nan"))
+        thr = max((f.roof_thr_bar for f in same if f.roof_thr_bar == f.roof_thr_bar), default=float("nan"))
+        basis = f"roofline error on {', '.join(sorted({f'{f.fmt} ({f.hardware})' for f in same}))}"
+        for fmt in QUANT_FORMATS:
+            if FAMILY[fmt] not in have:
+                out[c.hardware, fmt] = FormatFit(
+                    c.hardware, c.engine, fmt, "derived", basis, float("nan"), float("nan"), lat_bar=lat, thr_bar=thr
+                )
     return out
 
 
@@ -298,11 +330,12 @@ def _leave_one_card_out(fmt: str, arch: str, own: dict, data: dict, cards: dict)
 
 
 def provenance(fits: tuple[FormatFit, ...]) -> str:
-    parts = [
-        f"{f.fmt} kernels {'fitted on ' + str(f.n_rows) + ' published rows' if f.basis == 'fitted' else 'carried from ' + f.rests_on}"
-        for f in fits
-    ]
-    return "quantized formats: " + ", ".join(parts)
+    how = {
+        "fitted": lambda f: f"fitted on {f.n_rows} published rows",
+        "generation": lambda f: f"carried from {f.rests_on}",
+        "derived": lambda f: f"derived from the roofline (sim*; its bar the {f.rests_on})",
+    }
+    return "quantized formats: " + ", ".join(f"{f.fmt} kernels {how[f.basis](f)}" for f in fits)
 
 
 def _pct(v: float) -> str:
@@ -329,13 +362,15 @@ def report_lines(cals: list) -> list[str]:
             out.append(
                 f"{f.hardware:15s} {f.fmt:6s} {f.basis:10s} {f.n_rows:4d} {_pct(e.get('TTFT', np.nan)):>6s} "
                 f"{_pct(e.get('TPOT', np.nan)):>6s} {_pct(e.get('throughput', np.nan)):>6s} "
-                f"{_pct(r.get('TPOT', np.nan)):>9s} {peak_share(f.gemm, cards[f.hardware], f.fmt):9.0%} "
+                f"{_pct(r.get('TPOT', np.nan)):>9s} {_pct(peak_share(f.gemm, cards[f.hardware], f.fmt)):>9s} "
                 f"{_pct(f.lat_bar):>7s} {_pct(f.thr_bar):>7s}  "
-                f"{f.held_out or 'none held out'}; {f.rests_on}"
+                f"{f.held_out or ('-' if f.basis == 'derived' else 'none held out')}; {f.rests_on}"
             )
     gpus = {c.hardware for c in cals if c.engine == SERVED_ENGINE and cards[c.hardware].kind == "gpu"}
     for card in sorted(gpus):
-        have = {FAMILY[f.fmt] for c in cals if c.hardware == card for f in getattr(c, "formats", ())}
+        have = {
+            FAMILY[f.fmt] for c in cals if c.hardware == card for f in getattr(c, "formats", ()) if f.basis != "derived"
+        }
         left = [f for f in QUANT_FORMATS if FAMILY[f] not in have]  # a family member borrows the fitted one's
         if left:
             out.append(
