@@ -171,6 +171,15 @@ def _folds(rows: pd.DataFrame) -> tuple[list[np.ndarray], str]:
     return [], ""
 
 
+def roofline_errors(
+    base: CalibParams, frame: pd.DataFrame, models: list[ModelCard], hw: HardwareCard, fmt: str
+) -> np.ndarray:
+    """Relative error of these anchors predicted with `fmt` derived from the roofline: every format of its
+    family dropped from the card's fit (what a `sim*` point of the format rests on)."""
+    family = {k for k in FAMILY if FAMILY[k] == FAMILY[fmt]}
+    return _rel(predict(_anchors(frame), models, hw, _without(base, family)), frame[list(TARGETS)].to_numpy(float))
+
+
 def calibrate_format(
     base: CalibParams, rows: pd.DataFrame, frame: pd.DataFrame, models: list[ModelCard], hw: HardwareCard, fmt: str
 ) -> FormatFit:
@@ -185,8 +194,7 @@ def calibrate_format(
         v, m = fit_format(base, frame[train], [c for c, t in zip(models, train) if t], hw, fmt)
         pred = predict(_anchors(frame[test]), [c for c, t in zip(models, test) if t], hw, _with(base, fmt, v, m))
         err[test] = _rel(pred, meas[test])
-    family = {k for k in FAMILY if FAMILY[k] == FAMILY[fmt]}
-    roof = _rel(predict(_anchors(frame), models, hw, _without(base, family)), meas)
+    roof = roofline_errors(base, frame, models, hw, fmt)
     srcs = ", ".join(f"{s} {n}" for s, n in rows.source_id.value_counts(sort=False).items())
     return FormatFit(
         hw.name,
@@ -277,7 +285,7 @@ def calibrate_formats(cals: list, table: PublishedTable, multigpu: PublishedTabl
                 {},
                 *bars,
             )
-    derived = _derived_bars(served, own, carried, cards)
+    derived = _derived_bars(served, own, carried, cards, data)
     out = []
     for c in cals:
         fits = tuple(f for (card, _), f in {**own, **carried, **derived}.items() if card == c.hardware and c in served)
@@ -293,20 +301,20 @@ def calibrate_formats(cals: list, table: PublishedTable, multigpu: PublishedTabl
     return out
 
 
-def _derived_bars(served: list, own: dict, carried: dict, cards: dict) -> dict[tuple[str, str], FormatFit]:
+def _derived_bars(served: list, own: dict, carried: dict, cards: dict, data: dict) -> dict[tuple[str, str], FormatFit]:
     """Per card, each quantized format with no cost fitted or carried (nor one of its family): its bar is
-    the widest p90 error of the roofline on the formats fitted on cards of the same generation, else on
-    every card (how far deriving a format from the roofline was from the rows that measured one)."""
+    the p90 error of the roofline over the rows of the formats fitted on cards of the same generation,
+    else of every card, pooled (how far deriving a format from the roofline was from rows that measured one)."""
     out = {}
     for c in served:
         hw = cards[c.hardware]
         have = {FAMILY[f] for (card, f) in {**own, **carried} if card == c.hardware}
-        same = [f for (card, _), f in own.items() if cards[card].arch == hw.arch] or list(own.values())
+        same = [k for k in own if cards[k[0]].arch == hw.arch] or list(own)
         if not same:
             continue
-        lat = max((f.roof_lat_bar for f in same if f.roof_lat_bar == f.roof_lat_bar), default=float("nan"))
-        thr = max((f.roof_thr_bar for f in same if f.roof_thr_bar == f.roof_thr_bar), default=float("nan"))
-        basis = f"roofline error on {', '.join(sorted({f'{f.fmt} ({f.hardware})' for f in same}))}"
+        errs = [roofline_errors(data[k][0], data[k][2], data[k][3], cards[k[0]], k[1]) for k in same]
+        lat, thr = p90_bars(np.vstack(errs), pd.concat([data[k][1] for k in same], ignore_index=True))
+        basis = f"roofline's p90 error on the rows of {', '.join(sorted(f'{f} ({card})' for card, f in same))}"
         for fmt in QUANT_FORMATS:
             if FAMILY[fmt] not in have:
                 out[c.hardware, fmt] = FormatFit(
