@@ -229,6 +229,10 @@ def carried_cost(donors: list[FormatFit], cards: dict[str, HardwareCard], hw: Ha
     return out[0], out[1]
 
 
+def _widest(bars) -> float:
+    return max((b for b in bars if b == b), default=float("nan"))
+
+
 def _pooled(errs: list[np.ndarray], rows: list[pd.DataFrame]) -> dict[str, float]:
     return group_errors(np.vstack(errs), pd.concat(rows, ignore_index=True)) if errs else {}
 
@@ -269,7 +273,7 @@ def calibrate_formats(cals: list, table: PublishedTable, multigpu: PublishedTabl
             bars = (
                 p90_bars(np.vstack(errs), pd.concat(rows, ignore_index=True))
                 if errs
-                else (max(d.lat_bar for d in donors), max(d.thr_bar for d in donors))
+                else (_widest(d.lat_bar for d in donors), _widest(d.thr_bar for d in donors))
             )
             carried[c.hardware, fmt] = FormatFit(
                 c.hardware,
@@ -288,7 +292,8 @@ def calibrate_formats(cals: list, table: PublishedTable, multigpu: PublishedTabl
     derived = _derived_bars(served, own, carried, cards, data)
     out = []
     for c in cals:
-        fits = tuple(f for (card, _), f in {**own, **carried, **derived}.items() if card == c.hardware and c in served)
+        mine = any(c is s for s in served)
+        fits = tuple(f for (card, _), f in {**own, **carried, **derived}.items() if card == c.hardware and mine)
         p = c.params
         for f in fits:
             if f.basis == "derived":  # no cost of its own: only the measured error of deriving one
