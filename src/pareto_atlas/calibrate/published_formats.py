@@ -111,8 +111,8 @@ def _with(
     car.pop(fmt, None)
     if carried:
         car[fmt] = carried
-    if bars is not None and any(b == b for b in bars):
-        err[fmt] = [float(b) for b in bars]
+    if bars is not None and (own := _bars(bars)):
+        err[fmt] = own
     return replace(p, gemv_s_per_weight=gv, gemm_s_per_weight=gm, carried_formats=car, format_rel_err=err)
 
 
@@ -229,6 +229,11 @@ def carried_cost(donors: list[FormatFit], cards: dict[str, HardwareCard], hw: Ha
     return out[0], out[1]
 
 
+def _bars(bars: tuple[float, float]) -> dict[str, float]:
+    # the measured ones only: a NaN (nothing held out) neither widens a bar nor survives a JSON round trip equal
+    return {k: float(b) for k, b in zip(("lat", "thr"), bars) if b == b}
+
+
 def _widest(bars) -> float:
     return max((b for b in bars if b == b), default=float("nan"))
 
@@ -297,7 +302,8 @@ def calibrate_formats(cals: list, table: PublishedTable, multigpu: PublishedTabl
         p = c.params
         for f in fits:
             if f.basis == "derived":  # no cost of its own: only the measured error of deriving one
-                p = replace(p, format_rel_err={**p.format_rel_err, f.fmt: [f.lat_bar, f.thr_bar]})
+                if own := _bars((f.lat_bar, f.thr_bar)):
+                    p = replace(p, format_rel_err={**p.format_rel_err, f.fmt: own})
                 continue
             p = _with(p, f.fmt, f.gemv, f.gemm, f.rests_on if f.basis == "generation" else "", (f.lat_bar, f.thr_bar))
         if fits:

@@ -103,9 +103,9 @@ class CalibParams:
     # the cards they were fitted on), not fitted on this card's own anchors (calibrate.published_formats).
     # Left out of to_dict when empty.
     carried_formats: dict = field(default_factory=dict)
-    # Per kernel format, [latency, throughput] relative error bars of its fitted or carried cost: p90 of
-    # its held-out error (calibrate.published_formats). A point of the format carries the wider of this
-    # and the card's bar. Left out of to_dict when empty.
+    # Per kernel format, {"lat": .., "thr": ..} relative error bars of its fitted, carried or derived cost:
+    # p90 of its held-out error (calibrate.published_formats; a key only where one was measured). A point
+    # of the format carries the wider of this and the card's bar. Left out of to_dict when empty.
     format_rel_err: dict = field(default_factory=dict)
     gemm_tile: int = 0  # GEMM column tile; 0: every batch runs as GEMM (GPU kernels)
     head_ratio: float = 1.0  # lm_head cost per weight relative to the body's GEMV
@@ -216,8 +216,8 @@ class CalibParams:
     def bars_for(self, weights: str, model=None) -> tuple[float, float]:
         """(latency, throughput) bar of a point of this weight format: the card's, widened to the format's
         own held-out error where its cost was fitted or carried with one (format_rel_err)."""
-        lat, thr = self.format_rel_err.get(kernel_format(weights, model), (float("nan"), float("nan")))
-        return max(self.lat_rel_err, lat if lat == lat else 0.0), max(self.thr_rel_err, thr if thr == thr else 0.0)
+        own = self.format_rel_err.get(kernel_format(weights, model), {})
+        return max(self.lat_rel_err, own.get("lat", 0.0)), max(self.thr_rel_err, own.get("thr", 0.0))
 
     def to_dict(self) -> dict:
         # the link's parameters only where they differ from their defaults: calibrations stored and
