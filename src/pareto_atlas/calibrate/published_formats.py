@@ -111,8 +111,8 @@ def _with(
     car.pop(fmt, None)
     if carried:
         car[fmt] = carried
-    if bars is not None and (own := _bars(bars)):
-        err[fmt] = own
+    if bars is not None and (measured := _bars(bars)):
+        err[fmt] = measured
     return replace(p, gemv_s_per_weight=gv, gemm_s_per_weight=gm, carried_formats=car, format_rel_err=err)
 
 
@@ -302,8 +302,8 @@ def calibrate_formats(cals: list, table: PublishedTable, multigpu: PublishedTabl
         p = c.params
         for f in fits:
             if f.basis == "derived":  # no cost of its own: only the measured error of deriving one
-                if own := _bars((f.lat_bar, f.thr_bar)):
-                    p = replace(p, format_rel_err={**p.format_rel_err, f.fmt: own})
+                if measured := _bars((f.lat_bar, f.thr_bar)):
+                    p = replace(p, format_rel_err={**p.format_rel_err, f.fmt: measured})
                 continue
             p = _with(p, f.fmt, f.gemv, f.gemm, f.rests_on if f.basis == "generation" else "", (f.lat_bar, f.thr_bar))
         if fits:
