@@ -49,6 +49,8 @@ class CardCalibration:
     # per model among the card's anchors: median |relative error| per GROUPS key of its anchors
     # predicted by a fit on the card's other models (leave-one-model-out); empty with one model
     lomo_errors: dict[str, dict[str, float]] = field(default_factory=dict)
+    # the quantized formats' kernel costs and their held-out errors (calibrate.published_formats.FormatFit)
+    formats: tuple = ()
 
     @property
     def n_sources(self) -> int:
@@ -309,7 +311,13 @@ def calibrate_published(table: PublishedTable, hardware: list[str] | None = None
             f"published: no published anchor on {', '.join(unknown)}; cards with anchors: {', '.join(have)}"
         )
     rows = table.rows[table.rows.gpu.isin(hardware or have)]
-    return [calibrate_card(g, cards[gpu]) for (gpu, _), g in rows.groupby(["gpu", "engine"], sort=False)]
+    cals = [calibrate_card(g, cards[gpu]) for (gpu, _), g in rows.groupby(["gpu", "engine"], sort=False)]
+    # the quantized formats fitted on their rows of each card (both shipped tables' one-GPU rows), or
+    # carried from cards of the same generation (calibrate.published_formats)
+    from pareto_atlas.calibrate.published_formats import calibrate_formats
+    from pareto_atlas.calibrate.published_table import load_multigpu
+
+    return calibrate_formats(cals, table, load_multigpu())
 
 
 def tpot_held_out_by_source(cals: list[CardCalibration], engine: str = SERVED_ENGINE) -> list[str]:
