@@ -263,7 +263,8 @@ def link_calibrations(
     per-GPU costs are the shipped one-GPU table's fits (`one_gpu`: those already made, else cached or
     fitted here)."""
     from pareto_atlas.calibrate import published_cache
-    from pareto_atlas.calibrate.published import calibrate_published, for_atlas
+    from pareto_atlas.calibrate.published import for_atlas
+    from pareto_atlas.calibrate.published_formats import calibrate_published_formats
     from pareto_atlas.calibrate.published_cache import fit_key
     from pareto_atlas.calibrate.published_table import load_multigpu, load_published
 
@@ -281,7 +282,7 @@ def link_calibrations(
             ckey = published_cache.cache_key(fit_key(shipped), [card])
             one = published_cache.load(ckey)
             if one is None:
-                one = calibrate_published(shipped, [card])
+                one = calibrate_published_formats(shipped, [card])
                 published_cache.save(ckey, one)
         cal = calibrate_link(
             table,

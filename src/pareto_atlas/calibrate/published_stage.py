@@ -12,12 +12,12 @@ import pandas as pd
 from rich.console import Console
 
 from pareto_atlas.calibrate.fit import TARGETS
+from pareto_atlas.calibrate.published_formats import calibrate_published_formats
 from pareto_atlas.calibrate.published import (
     B1,
     GROUPS,
     SERVED_ENGINE,
     CardCalibration,
-    calibrate_published,
     for_atlas,
     tpot_held_out_by_source,
 )
@@ -109,7 +109,7 @@ def published_params(
                 "version; `pareto-atlas published` prints the fit)",
                 highlight=False,
             )
-            cals = calibrate_published(shipped, missing)
+            cals = calibrate_published_formats(shipped, missing)
             published_cache.save(ckey, cals)
         else:
             console.print(
@@ -337,7 +337,7 @@ def published_study(
             highlight=False,
             soft_wrap=True,
         )
-    cals = calibrate_published(table, hardware)
+    cals = calibrate_published_formats(table, hardware)
     used = for_atlas(cals)
     for cal in cals:
         show("\n".join(card_lines(cal, used[cal.hardware] is cal)), markup=False, highlight=False, soft_wrap=True)
