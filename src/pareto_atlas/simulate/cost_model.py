@@ -263,7 +263,8 @@ def _moe_terms(
     c[W_T] = (weight_bytes(model, knobs.weights) - routed) / tp / bw
     c[MOE_W] = routed / (tp * dp) / bw
     c[MOE_E], c[MOE_K] = model.n_experts, model.experts_per_token
-    c[MOE_SKEW] = moe.ROUTING_SKEW if skew is None else skew
+    fitted = params.routing_skew if params.routing_skew == params.routing_skew else moe.ROUTING_SKEW
+    c[MOE_SKEW] = fitted if skew is None else skew
     if dp > 1:
         # each attention-DP group runs its own sequences: the body's compute and attention divide
         # over the groups a step's sequences fill (kernels._step_time), and each all-reduces its own
