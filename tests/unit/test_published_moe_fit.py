@@ -12,16 +12,21 @@ import pandas as pd
 import pytest
 
 from pareto_atlas.calibrate.fit import TARGETS, _anchors, predict
+from pareto_atlas.calibrate import published_moe
 from pareto_atlas.calibrate.published_moe import SKEWS, calibrate_moe, moe_frame, report_lines, with_moe
 from pareto_atlas.calibrate.published_readers import table_row
 from pareto_atlas.calibrate.published_table import PublishedTable
 from pareto_atlas.simulate.api import simulate_point
+from pareto_atlas.simulate.cost_model import coeffs
 from pareto_atlas.simulate.params import default_params
 from pareto_atlas.spec.cards import shipped_hardware, shipped_models
 from pareto_atlas.spec.knobs import Knobs
 
 CARD = "H200"
 TRUE_SKEW = 0.8
+TRUE = (TRUE_SKEW, 50e-6, 0.5)  # skew, s per MoE layer a step, expert GEMM efficiency
+# the fit's grid cut to every skew around the truth's other two terms (the full grid is 90 points)
+SUB_GRID = tuple((s, ls, fe) for s in SKEWS for ls in (0.0, 50e-6, 100e-6) for fe in (1.0, 0.5))
 # (model, tp, attn_dp, ep): two MoE cards, so leaving one model out has a model to fit on
 LAYOUTS = (("qwen3-235b-a22b", 4, 1, 4), ("gpt-oss-120b", 2, 1, 2))
 
@@ -61,16 +66,20 @@ def fitted():
     base = default_params(hw, "vllm")
     rows = _rows()
     frame, models = moe_frame(rows, hw)
-    truth = predict(_anchors(frame), models, hw, replace(base, routing_skew=TRUE_SKEW))
+    truth = predict(
+        _anchors(frame), models, hw, replace(base, routing_skew=TRUE[0], moe_layer_s=TRUE[1], moe_flops_eff=TRUE[2])
+    )
     rows["ttft_ms"] = [f"{v:.6f}" for v in truth[:, TARGETS.index("ttft_p50_ms")]]
     rows["tpot_ms"] = [f"{v:.6f}" for v in truth[:, TARGETS.index("tpot_p50_ms")]]
-    cal = calibrate_moe(PublishedTable(rows, ("synthetic",), "x"), CARD, {"vllm": base}, "defaults", k=10)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(published_moe, "GRID", SUB_GRID)
+        cal = calibrate_moe(PublishedTable(rows, ("synthetic",), "x"), CARD, {"vllm": base}, "defaults", k=10)
     return cal, base
 
 
 def test_recovers_the_skew_it_was_generated_with(fitted):
     cal, _ = fitted
-    assert TRUE_SKEW in SKEWS and cal.routing_skew == pytest.approx(TRUE_SKEW)
+    assert TRUE_SKEW in SKEWS and cal.terms["vllm"] == pytest.approx(TRUE)
     a = cal.anchors
     # within the simulation's step jitter (the fit samples rows in its own order: other seeds)
     assert np.nanmax(np.abs(a[["ttft_p50_ms_fitted", "tpot_p50_ms_fitted"]].to_numpy(float))) < 0.05
@@ -86,15 +95,20 @@ def test_the_skew_matters_to_the_rows(fitted):
     hw = shipped_hardware()[CARD]
     rows = _rows()
     frame, models = moe_frame(rows, hw)
-    uni = predict(_anchors(frame), models, hw, replace(base, routing_skew=1.0))[:, TARGETS.index("tpot_p50_ms")]
-    meas = cal.anchors["tpot_p50_ms_measured"].to_numpy(float)
-    assert np.max(np.abs(uni / meas - 1)) > 0.05
+    tpot = TARGETS.index("tpot_p50_ms")
+
+    def at(skew: float) -> np.ndarray:
+        p = replace(base, routing_skew=skew, moe_layer_s=TRUE[1], moe_flops_eff=TRUE[2])
+        return predict(_anchors(frame), models, hw, p)[:, tpot]
+
+    assert np.max(np.abs(at(1.0) / at(TRUE_SKEW) - 1)) > 0.05
 
 
 def test_report_lines_name_schemes_models_and_layouts(fitted):
     cal, _ = fitted
     text = "\n".join(report_lines([cal]))
-    assert f"{CARD}: MoE routing skew 0.8 fitted on 6 published MoE rows" in text
+    assert f"{CARD}: MoE terms (vllm: skew 0.8, 50 us/MoE layer, expert GEMMs x0.5; all: skew 0.8" in text
+    assert "fitted on 6 published MoE rows" in text
     assert "LOMO qwen3-235b-a22b" in text and "LOMO gpt-oss-120b" in text
     # one source, one engine: nothing to leave out there; by model, the errors are the jitter's
     assert "LOSO: all 6 rows  n/a / n/a / n/a" in text and "LOEO: all 6 rows  n/a / n/a / n/a" in text
@@ -109,9 +123,12 @@ def test_a_simulated_moe_point_carries_the_fit(fitted):
     k = Knobs(weights="FP8", tp=4, ep=4, slots=8)
     row = simulate_point(m, hw, k, 256, 64, concurrency=8, n_requests=32, params=p)
     assert row["lat_rel_err"] == pytest.approx(max(cal.lat_bar, 0.1))
-    assert "MoE routing skew 0.8" in row["calib_provenance"]
+    assert "vllm: skew 0.8" in row["calib_provenance"]
     uni = simulate_point(m, hw, k, 256, 64, concurrency=8, n_requests=32, params=replace(p, routing_skew=1.0))
     assert uni["tpot_p50_ms"] > row["tpot_p50_ms"] * 1.02
     # a dense model on the same params keeps the dense bar
     dense = simulate_point(shipped_models()["llama-3.1-8b"], hw, Knobs(weights="FP8"), 256, 64, concurrency=1, n_requests=8, params=p)
     assert dense["lat_rel_err"] == pytest.approx(0.1)
+    # and its step costs ignore the MoE terms
+    d = shipped_models()["llama-3.1-8b"]
+    assert (coeffs(d, hw, Knobs(weights="FP8"), p) == coeffs(d, hw, Knobs(weights="FP8"), base)).all()

@@ -1,19 +1,24 @@
 """Each GPU card's mixture-of-experts cost, calibrated on the published MoE rows
 (spec/published_moe.csv) and held out, so the atlas's MoE points rest on measurements.
 
-What is fitted is what the MoE cost adds to the dense one (simulate.moe): the routing skew s, the
-exponent on the batch in the experts a step touches, E (1 - (1 - k/E)^(B^s)), searched over SKEWS
-inside its prior interval (moe.ROUTING_SKEW_INTERVAL). Everything else is what the card's dense fit
-already carries: its engine's one-GPU published fit (else the atlas's fit for the card, else the
-uncalibrated default, as calibrate.published_link chooses) with the card's link fitted on the dense
-multi-GPU rows (published_link.with_link). Each row runs under its engine's default scheduler with
-its own expert layout (tp, attention-DP, EP), as a simulated point does; so a row's error is the
-error of what the atlas predicts for that MoE deployment.
+What is fitted is what the MoE cost adds to the dense one (simulate.moe, cost_model._moe_terms):
+- the routing skew s, the exponent on the batch in the experts a step touches,
+  E (1 - (1 - k/E)^(B^s)), over SKEWS inside its prior interval (moe.ROUTING_SKEW_INTERVAL);
+- a step's fixed cost per MoE layer (LAYER_S: router, top-k, permutation, grouped-GEMM launches);
+- the expert GEMMs' efficiency against the dense GEMMs' (FLOPS_EFFS).
+The three are chosen together per (card, engine) on a grid (GRID): the engines' MoE kernels differ as
+their dense ones do; "*" is the choice over all the card's rows, for an engine without MoE rows.
+Everything else is what the card's dense fit already carries: its engine's one-GPU published fit
+(else the atlas's fit for the card, else the uncalibrated default, as calibrate.published_link
+chooses) with the card's link fitted on the dense multi-GPU rows (published_link.with_link). Each row
+runs under its engine's default scheduler with its own expert layout (tp, attention-DP, EP), as a
+simulated point does; so a row's error is the error of what the atlas predicts for that deployment.
 
-Each row is simulated once per skew; every held-out fold re-chooses the skew on its training rows
-from the same predictions: leave one source out (LOSO), one model out (LOMO: a model card, so
-DeepSeek-R1 and -V3, one architecture, leave together), one engine out (LOEO). Rows: SAMPLE per
-(engine, model, weights, layout, load) spread over their setups.
+Each row is simulated once per grid point; every held-out fold re-chooses the grid point on its
+training rows (of the row's engine where it has any, else of all) from the same predictions: leave
+one source out (LOSO), one model out (LOMO: a model card, so DeepSeek-R1 and -V3, one architecture,
+leave together), one engine out (LOEO). Rows: SAMPLE per (engine, model, weights, layout, load)
+spread over their setups.
 
 An MoE point's bar is the p90 of the held-out errors of the first scheme that has any (LOSO, LOMO,
 LOEO), latency and throughput apart; what it covers is counted on the other schemes' figures.
@@ -38,8 +43,14 @@ from pareto_atlas.simulate.params import CalibParams, default_params
 from pareto_atlas.spec.cards import HardwareCard, ModelCard, shipped_hardware, shipped_models
 from pareto_atlas.spec.knobs import Knobs
 
-# The skews searched: the prior interval [0.75, 1] (simulate.moe) in steps of 0.05.
+# The skews searched: the prior interval [0.75, 1] (simulate.moe) in steps of 0.05. The MoE layer's
+# fixed cost per step: none to 200 us (a MoE layer launches ~5-10 kernels at a few us each, and a
+# grouped GEMM over few tokens a expert idles most of its tiles); the expert GEMMs at the dense rate
+# down to a quarter of it.
 SKEWS = (0.75, 0.8, 0.85, 0.9, 0.95, 1.0)
+LAYER_S = (0.0, 25e-6, 50e-6, 100e-6, 200e-6)
+FLOPS_EFFS = (1.0, 0.5, 0.25)
+GRID = tuple((s, l, f) for s in SKEWS for l in LAYER_S for f in FLOPS_EFFS)
 SAMPLE = 2
 KEEP = [
     "source_id",
@@ -60,7 +71,7 @@ KEEP = [
 @dataclass(frozen=True)
 class MoeCalibration:
     hardware: str
-    routing_skew: float
+    terms: dict  # engine -> (routing skew, per-MoE-layer step cost s, expert GEMM efficiency); "*": all rows'
     anchors: pd.DataFrame  # per row: setup, layout, measured, fitted and held-out errors per scheme
     lat_bar: float  # an MoE point's bar (relative): p90 of bar_from's latency errors
     thr_bar: float
@@ -71,11 +82,20 @@ class MoeCalibration:
         a = self.anchors
         srcs = ", ".join(f"{s} {n}" for s, n in a.source_id.value_counts(sort=False).items())
         bar = f"p90 of {self.bar_from}" if self.bar_from != "none" else "none held out: the default's"
+        fits = "; ".join(
+            f"{e if e != '*' else 'all'}: skew {sk:g}, {1e6 * ls:g} us/MoE layer, expert GEMMs x{fe:g}"
+            for e, (sk, ls, fe) in self.terms.items()
+        )
         return (
-            f"MoE routing skew {self.routing_skew:g} fitted on {len(a)} published MoE rows ({srcs}; "
+            f"MoE terms ({fits}) fitted on {len(a)} published MoE rows ({srcs}; "
             f"{', '.join(dict.fromkeys(a.model))}); MoE error bar: {bar} (latency ±{self.lat_bar:.0%}, "
             f"throughput ±{self.thr_bar:.0%}); dense costs: {self.base}"
         )
+
+
+    def engine_for(self, engine: str) -> str:
+        """The engine whose fit a point of `engine` uses: its own where fitted, else all rows' ("*")."""
+        return engine if engine in self.terms else "*"
 
 
 def moe_rows(table: PublishedTable, card: str, k: int = SAMPLE) -> pd.DataFrame:
@@ -117,34 +137,43 @@ def moe_frame(rows: pd.DataFrame, hw: HardwareCard) -> tuple[pd.DataFrame, list[
 def predictions(
     frame: pd.DataFrame, models: list[ModelCard], hw: HardwareCard, base: dict[str, CalibParams], engines: np.ndarray
 ) -> np.ndarray:
-    """Relative error (predicted / published - 1) per skew, row and target: shape (SKEWS, rows, TARGETS)."""
+    """Relative error (predicted / published - 1) per grid point, row and target: (GRID, rows, TARGETS)."""
     meas = frame[list(TARGETS)].to_numpy(float)
-    err = np.full((len(SKEWS), *meas.shape), np.nan)
-    for g, s in enumerate(SKEWS):
+    err = np.full((len(GRID), *meas.shape), np.nan)
+    for g, (s, layer, eff) in enumerate(GRID):
         for e, p in base.items():
             on = engines == e
             if on.any():
-                ps = replace(p, routing_skew=s)
+                ps = replace(p, routing_skew=s, moe_layer_s=layer, moe_flops_eff=eff)
                 pred = predict(_anchors(frame[on]), [m for m, t in zip(models, on) if t], hw, ps)
                 err[g, on] = _rel(pred, meas[on])
     return err
 
 
-def held_out(err: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """Each row's error under the skew chosen on the rows of other labels (NaN: one label only)."""
+def choose(err: np.ndarray, train: np.ndarray, engines: np.ndarray, engine: str) -> int:
+    """The grid point that fits the training rows of `engine` best (all training rows where the engine
+    has none among them)."""
+    on = train & (engines == engine)
+    return int(np.argmin(_loss(err[:, on if on.any() else train])))
+
+
+def held_out(err: np.ndarray, labels: np.ndarray, engines: np.ndarray) -> np.ndarray:
+    """Each row's error under the grid point chosen on the rows of other labels (NaN: one label only)."""
     h = np.full(err.shape[1:], np.nan)
     if len(set(labels)) >= 2:
         for lab in dict.fromkeys(labels):
             test = labels == lab
-            h[test] = err[int(np.argmin(_loss(err[:, ~test]))), test]
+            for e in dict.fromkeys(engines[test]):
+                on = test & (engines == e)
+                h[on] = err[choose(err, ~test, engines, e), on]
     return h
 
 
 def calibrate_moe(
     table: PublishedTable, card: str, base: dict[str, CalibParams], said: str, k: int = SAMPLE
 ) -> MoeCalibration | None:
-    """The card's routing skew fitted on its MoE rows, with LOSO/LOMO/LOEO errors per row (`base`:
-    per engine the dense calibration the rows run on); None where the card has no MoE row."""
+    """The card's MoE terms fitted on its MoE rows, with LOSO/LOMO/LOEO errors per row (`base`: per
+    engine the dense calibration the rows run on); None where the card has no MoE row."""
     rows = moe_rows(table, card, k)
     if rows.empty:
         return None
@@ -153,28 +182,44 @@ def calibrate_moe(
     missing = sorted(set(rows.engine) - set(base))
     if missing:
         raise ValueError(f"calibrate_moe: no dense calibration for engine {', '.join(missing)} on {card}")
-    err = predictions(frame, models, hw, base, rows.engine.to_numpy())
-    best = int(np.argmin(_loss(err)))
-    held = {sc: held_out(err, rows[LABEL[sc]].to_numpy()) for sc in SCHEMES}
+    eng = rows.engine.to_numpy()
+    err = predictions(frame, models, hw, base, eng)
+    every = np.ones(len(rows), dtype=bool)
+    picks = {e: choose(err, every, eng, e) for e in dict.fromkeys(eng)}
+    picks["*"] = int(np.argmin(_loss(err)))
+    held = {sc: held_out(err, rows[LABEL[sc]].to_numpy(), eng) for sc in SCHEMES}
     bar_from = next((sc for sc in SCHEMES if np.isfinite(held[sc]).any()), "none")
     empty = pd.DataFrame(columns=list(TARGETS))
     lat_bar, thr_bar = _error_bars(
         pd.DataFrame(held[bar_from], columns=list(TARGETS)) if bar_from != "none" else empty, empty, {}
     )
     anchors = rows[KEEP].copy()
+    fitted = np.stack([err[picks[e], i] for i, e in enumerate(eng)])
     for i, t in enumerate(TARGETS):
         anchors[f"{t}_measured"] = frame[t].to_numpy(float)
-        anchors[f"{t}_fitted"] = err[best, :, i]
+        anchors[f"{t}_fitted"] = fitted[:, i]
         for sc in SCHEMES:
             anchors[f"{t}_{sc}"] = held[sc][:, i]
-    return MoeCalibration(card, SKEWS[best], anchors, lat_bar, thr_bar, bar_from, said)
+    return MoeCalibration(
+        card,
+        {e: GRID[g] for e, g in picks.items()},
+        anchors,
+        lat_bar,
+        thr_bar,
+        bar_from,
+        said,
+    )
 
 
 def with_moe(params: CalibParams, cal: MoeCalibration) -> CalibParams:
-    """The card's calibration with its fitted routing skew, and an MoE point's bar and provenance."""
+    """The card's calibration with its engine's fitted MoE terms (all rows' where the engine has no MoE
+    row), and an MoE point's bar and provenance."""
+    skew, layer_s, flops_eff = cal.terms[cal.engine_for(params.engine)]
     return replace(
         params,
-        routing_skew=cal.routing_skew,
+        routing_skew=skew,
+        moe_layer_s=layer_s,
+        moe_flops_eff=flops_eff,
         moe_lat_rel_err=max(cal.lat_bar, params.lat_rel_err),
         moe_thr_rel_err=max(cal.thr_bar, params.thr_rel_err),
         moe_provenance=cal.provenance(),

@@ -72,6 +72,8 @@ LINK_DEFAULTS = {
     "link_provenance": "",
     # a mixture of experts' routing skew and bar, fitted on published MoE rows (calibrate.published_moe)
     "routing_skew": float("nan"),
+    "moe_layer_s": 0.0,
+    "moe_flops_eff": 1.0,
     "moe_lat_rel_err": float("nan"),
     "moe_thr_rel_err": float("nan"),
     "moe_provenance": "",
@@ -143,6 +145,12 @@ class CalibParams:
     # held-out error of that fit, calibrate.published_moe; NaN / "": an MoE point carries the dense bar).
     # Left out of to_dict at these defaults.
     routing_skew: float = float("nan")
+    # What an MoE layer costs beyond its weights and FLOPs at the dense kernels' rates, fitted beside the
+    # skew: seconds per MoE layer per step (router, top-k, token permutation and the grouped GEMMs'
+    # launches, paid whatever the batch), and the expert GEMMs' efficiency relative to the dense GEMMs'
+    # (tokens split over many small experts run tiles part empty). 0 and 1: the dense kernels' costs.
+    moe_layer_s: float = 0.0
+    moe_flops_eff: float = 1.0
     moe_lat_rel_err: float = float("nan")
     moe_thr_rel_err: float = float("nan")
     moe_provenance: str = ""
@@ -171,6 +179,10 @@ class CalibParams:
             raise ValueError(f"calib.kv_pad: {self.kv_pad} must be >= 0 cells")
         if self.gemm_tile < 0 or self.head_ratio <= 0:
             raise ValueError(f"calib.gemm_tile {self.gemm_tile} must be >= 0 and head_ratio {self.head_ratio} > 0")
+        if self.moe_layer_s < 0 or not 0.0 < self.moe_flops_eff <= 1.0:
+            raise ValueError(
+                f"calib.moe_layer_s {self.moe_layer_s} must be >= 0 s and moe_flops_eff {self.moe_flops_eff} in (0, 1]"
+            )
         if self.routing_skew == self.routing_skew and not 0.0 < self.routing_skew <= 1.5:
             raise ValueError(f"calib.routing_skew: {self.routing_skew} must be in (0, 1.5] or NaN (the prior)")
         for name in (
