@@ -127,7 +127,9 @@ def test_a_simulated_moe_point_carries_the_fit(fitted):
     uni = simulate_point(m, hw, k, 256, 64, concurrency=8, n_requests=32, params=replace(p, routing_skew=1.0))
     assert uni["tpot_p50_ms"] > row["tpot_p50_ms"] * 1.02
     # a dense model on the same params keeps the dense bar
-    dense = simulate_point(shipped_models()["llama-3.1-8b"], hw, Knobs(weights="FP8"), 256, 64, concurrency=1, n_requests=8, params=p)
+    dense = simulate_point(
+        shipped_models()["llama-3.1-8b"], hw, Knobs(weights="FP8"), 256, 64, concurrency=1, n_requests=8, params=p
+    )
     assert dense["lat_rel_err"] == pytest.approx(0.1)
     # and its step costs ignore the MoE terms
     d = shipped_models()["llama-3.1-8b"]
