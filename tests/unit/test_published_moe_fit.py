@@ -45,7 +45,7 @@ def _rows() -> pd.DataFrame:
                     model=model,
                     weights="FP8",
                     kv="unstated",
-                    prompt_tokens=256,
+                    prompt_tokens=2048,
                     output_tokens=64,
                     load="concurrency",
                     load_value=conc,
@@ -73,13 +73,14 @@ def fitted():
     rows["tpot_ms"] = [f"{v:.6f}" for v in truth[:, TARGETS.index("tpot_p50_ms")]]
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(published_moe, "GRID", SUB_GRID)
-        cal = calibrate_moe(PublishedTable(rows, ("synthetic",), "x"), CARD, {"vllm": base}, "defaults", k=10)
+        table = PublishedTable(rows, ("synthetic",), "x")
+        cal = calibrate_moe(table, {CARD: {"vllm": base}}, {CARD: "defaults"}, k=10)[CARD]
     return cal, base
 
 
 def test_recovers_the_skew_it_was_generated_with(fitted):
     cal, _ = fitted
-    assert TRUE_SKEW in SKEWS and cal.terms["vllm"] == pytest.approx(TRUE)
+    assert TRUE_SKEW in SKEWS and cal.terms == pytest.approx(TRUE)
     a = cal.anchors
     # within the simulation's step jitter (the fit samples rows in its own order: other seeds)
     assert np.nanmax(np.abs(a[["ttft_p50_ms_fitted", "tpot_p50_ms_fitted"]].to_numpy(float))) < 0.05
@@ -107,8 +108,8 @@ def test_the_skew_matters_to_the_rows(fitted):
 def test_report_lines_name_schemes_models_and_layouts(fitted):
     cal, _ = fitted
     text = "\n".join(report_lines([cal]))
-    assert f"{CARD}: MoE terms (vllm: skew 0.8, 50 us/MoE layer, expert GEMMs x0.5; all: skew 0.8" in text
-    assert "fitted on 6 published MoE rows" in text
+    assert f"{CARD}: MoE terms (skew 0.8, 50 us/MoE layer, expert GEMMs x0.5; fitted on every card's rows)" in text
+    assert f"held out on 6 published MoE rows of {CARD}" in text
     assert "LOMO qwen3-235b-a22b" in text and "LOMO gpt-oss-120b" in text
     # one source, one engine: nothing to leave out there; by model, the errors are the jitter's
     assert "LOSO: all 6 rows  n/a / n/a / n/a" in text and "LOEO: all 6 rows  n/a / n/a / n/a" in text
@@ -123,7 +124,7 @@ def test_a_simulated_moe_point_carries_the_fit(fitted):
     k = Knobs(weights="FP8", tp=4, ep=4, slots=8)
     row = simulate_point(m, hw, k, 256, 64, concurrency=8, n_requests=32, params=p)
     assert row["lat_rel_err"] == pytest.approx(max(cal.lat_bar, 0.1))
-    assert "vllm: skew 0.8" in row["calib_provenance"]
+    assert "MoE terms (skew 0.8" in row["calib_provenance"]
     uni = simulate_point(m, hw, k, 256, 64, concurrency=8, n_requests=32, params=replace(p, routing_skew=1.0))
     assert uni["tpot_p50_ms"] > row["tpot_p50_ms"] * 1.02
     # a dense model on the same params keeps the dense bar

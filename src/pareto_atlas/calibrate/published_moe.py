@@ -6,22 +6,23 @@ What is fitted is what the MoE cost adds to the dense one (simulate.moe, cost_mo
   E (1 - (1 - k/E)^(B^s)), over SKEWS inside its prior interval (moe.ROUTING_SKEW_INTERVAL);
 - a step's fixed cost per MoE layer (LAYER_S: router, top-k, permutation, grouped-GEMM launches);
 - the expert GEMMs' efficiency against the dense GEMMs' (FLOPS_EFFS).
-The three are chosen together per (card, engine) on a grid (GRID): the engines' MoE kernels differ as
-their dense ones do; "*" is the choice over all the card's rows, for an engine without MoE rows.
-Everything else is what the card's dense fit already carries: its engine's one-GPU published fit
+The three are chosen together on a grid (GRID) over every card's rows: they are the MoE kernels' and
+the routers' (a launch and a sync cost the same few us on H100 and B200, and the skew is the
+models'), while each card's rows run on that card's dense costs: its engine's one-GPU published fit
 (else the atlas's fit for the card, else the uncalibrated default, as calibrate.published_link
 chooses) with the card's link fitted on the dense multi-GPU rows (published_link.with_link). Each row
 runs under its engine's default scheduler with its own expert layout (tp, attention-DP, EP), as a
 simulated point does; so a row's error is the error of what the atlas predicts for that deployment.
+Chosen per card or per engine instead, the terms of a card with two models were one model's and
+carried worse to the other (pooled: median |held-out TPOT| 23 % over the sampled rows; per card 32 %).
 
 Each row is simulated once per grid point; every held-out fold re-chooses the grid point on its
-training rows (of the row's engine where it has any, else of all) from the same predictions: leave
-one source out (LOSO), one model out (LOMO: a model card, so DeepSeek-R1 and -V3, one architecture,
-leave together), one engine out (LOEO). Rows: SAMPLE per (engine, model, weights, layout, load)
-spread over their setups.
+training rows from the same predictions: leave one source out (LOSO), one model out (LOMO: a model
+card, so DeepSeek-R1 and -V3, one architecture, leave together; its rows on every card), one engine
+out (LOEO). Rows: SAMPLE per (card, engine, model, weights, layout, load) spread over their setups.
 
-An MoE point's bar is the p90 of the held-out errors of the first scheme that has any (LOSO, LOMO,
-LOEO), latency and throughput apart; what it covers is counted on the other schemes' figures.
+An MoE point's bar is the p90 of its card's held-out errors of the first scheme that has any (LOSO,
+LOMO, LOEO), latency and throughput apart; what it covers is counted on the other schemes' figures.
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ KEEP = [
 @dataclass(frozen=True)
 class MoeCalibration:
     hardware: str
-    terms: dict  # engine -> (routing skew, per-MoE-layer step cost s, expert GEMM efficiency); "*": all rows'
+    terms: tuple  # (routing skew, per-MoE-layer step cost s, expert GEMM efficiency), fitted on every card's rows
     anchors: pd.DataFrame  # per row: setup, layout, measured, fitted and held-out errors per scheme
     lat_bar: float  # an MoE point's bar (relative): p90 of bar_from's latency errors
     thr_bar: float
@@ -91,19 +92,13 @@ class MoeCalibration:
         a = self.anchors
         srcs = ", ".join(f"{s} {n}" for s, n in a.source_id.value_counts(sort=False).items())
         bar = f"p90 of {self.bar_from}" if self.bar_from != "none" else "none held out: the default's"
-        fits = "; ".join(
-            f"{e if e != '*' else 'all'}: skew {sk:g}, {1e6 * ls:g} us/MoE layer, expert GEMMs x{fe:g}"
-            for e, (sk, ls, fe) in self.terms.items()
-        )
+        sk, ls, fe = self.terms
         return (
-            f"MoE terms ({fits}) fitted on {len(a)} published MoE rows ({srcs}; "
+            f"MoE terms (skew {sk:g}, {1e6 * ls:g} us/MoE layer, expert GEMMs x{fe:g}; fitted on every card's "
+            f"rows) held out on {len(a)} published MoE rows of {self.hardware} ({srcs}; "
             f"{', '.join(dict.fromkeys(a.model))}); MoE error bar: {bar} (latency ±{self.lat_bar:.0%}, "
             f"throughput ±{self.thr_bar:.0%}); dense costs: {self.base}"
         )
-
-    def engine_for(self, engine: str) -> str:
-        """The engine whose fit a point of `engine` uses: its own where fitted, else all rows' ("*")."""
-        return engine if engine in self.terms else "*"
 
 
 def moe_rows(table: PublishedTable, card: str, k: int = SAMPLE) -> pd.DataFrame:
@@ -166,71 +161,61 @@ def _loss(err: np.ndarray) -> np.ndarray:
     return np.nansum(w * lr**2, axis=(1, 2))
 
 
-def choose(err: np.ndarray, train: np.ndarray, engines: np.ndarray, engine: str) -> int:
-    """The grid point that fits the training rows of `engine` best (all training rows where the engine
-    has none among them)."""
-    on = train & (engines == engine)
-    return int(np.argmin(_loss(err[:, on if on.any() else train])))
-
-
-def held_out(err: np.ndarray, labels: np.ndarray, engines: np.ndarray) -> np.ndarray:
+def held_out(err: np.ndarray, labels: np.ndarray) -> np.ndarray:
     """Each row's error under the grid point chosen on the rows of other labels (NaN: one label only)."""
     h = np.full(err.shape[1:], np.nan)
     if len(set(labels)) >= 2:
         for lab in dict.fromkeys(labels):
             test = labels == lab
-            for e in dict.fromkeys(engines[test]):
-                on = test & (engines == e)
-                h[on] = err[choose(err, ~test, engines, e), on]
+            h[test] = err[int(np.argmin(_loss(err[:, ~test]))), test]
     return h
 
 
 def calibrate_moe(
-    table: PublishedTable, card: str, base: dict[str, CalibParams], said: str, k: int = SAMPLE
-) -> MoeCalibration | None:
-    """The card's MoE terms fitted on its MoE rows, with LOSO/LOMO/LOEO errors per row (`base`: per
-    engine the dense calibration the rows run on); None where the card has no MoE row."""
-    rows = moe_rows(table, card, k)
-    if rows.empty:
-        return None
-    hw = shipped_hardware()[card]
-    frame, models = moe_frame(rows, hw)
-    missing = sorted(set(rows.engine) - set(base))
-    if missing:
-        raise ValueError(f"calibrate_moe: no dense calibration for engine {', '.join(missing)} on {card}")
-    eng = rows.engine.to_numpy()
-    err = predictions(frame, models, hw, base, eng)
-    every = np.ones(len(rows), dtype=bool)
-    picks = {e: choose(err, every, eng, e) for e in dict.fromkeys(eng)}
-    picks["*"] = int(np.argmin(_loss(err)))
-    held = {sc: held_out(err, rows[LABEL[sc]].to_numpy(), eng) for sc in SCHEMES}
-    bar_from = next((sc for sc in SCHEMES if np.isfinite(held[sc]).any()), "none")
+    table: PublishedTable, bases: dict[str, dict[str, CalibParams]], said: dict[str, str], k: int = SAMPLE
+) -> dict[str, MoeCalibration]:
+    """The MoE terms fitted on the MoE rows of every card in `bases` (per card, per engine the dense
+    calibration its rows run on), with LOSO/LOMO/LOEO errors per row; per card with rows, its rows,
+    errors and bar."""
+    parts = []
+    for card, base in bases.items():
+        rows = moe_rows(table, card, k)
+        if rows.empty:
+            continue
+        missing = sorted(set(rows.engine) - set(base))
+        if missing:
+            raise ValueError(f"calibrate_moe: no dense calibration for engine {', '.join(missing)} on {card}")
+        hw = shipped_hardware()[card]
+        frame, models = moe_frame(rows, hw)
+        parts.append((card, rows, frame[list(TARGETS)], predictions(frame, models, hw, base, rows.engine.to_numpy())))
+    if not parts:
+        return {}
+    rows = pd.concat([r for _, r, _, _ in parts], ignore_index=True)
+    meas = pd.concat([m for _, _, m, _ in parts], ignore_index=True)
+    err = np.concatenate([e for *_, e in parts], axis=1)
+    best = int(np.argmin(_loss(err)))
+    held = {sc: held_out(err, rows[LABEL[sc]].to_numpy()) for sc in SCHEMES}
+    out = {}
     empty = pd.DataFrame(columns=list(TARGETS))
-    lat_bar, thr_bar = _error_bars(
-        pd.DataFrame(held[bar_from], columns=list(TARGETS)) if bar_from != "none" else empty, empty, {}
-    )
-    anchors = rows[KEEP].copy()
-    fitted = np.stack([err[picks[e], i] for i, e in enumerate(eng)])
-    for i, t in enumerate(TARGETS):
-        anchors[f"{t}_measured"] = frame[t].to_numpy(float)
-        anchors[f"{t}_fitted"] = fitted[:, i]
-        for sc in SCHEMES:
-            anchors[f"{t}_{sc}"] = held[sc][:, i]
-    return MoeCalibration(
-        card,
-        {e: GRID[g] for e, g in picks.items()},
-        anchors,
-        lat_bar,
-        thr_bar,
-        bar_from,
-        said,
-    )
+    for card, *_ in parts:
+        on = (rows.gpu == card).to_numpy()
+        bar_from = next((sc for sc in SCHEMES if np.isfinite(held[sc][on]).any()), "none")
+        lat_bar, thr_bar = _error_bars(
+            pd.DataFrame(held[bar_from][on], columns=list(TARGETS)) if bar_from != "none" else empty, empty, {}
+        )
+        anchors = rows.loc[on, KEEP].reset_index(drop=True)
+        for i, t in enumerate(TARGETS):
+            anchors[f"{t}_measured"] = meas.loc[on, t].to_numpy(float)
+            anchors[f"{t}_fitted"] = err[best, on, i]
+            for sc in SCHEMES:
+                anchors[f"{t}_{sc}"] = held[sc][on, i]
+        out[card] = MoeCalibration(card, GRID[best], anchors, lat_bar, thr_bar, bar_from, said[card])
+    return out
 
 
 def with_moe(params: CalibParams, cal: MoeCalibration) -> CalibParams:
-    """The card's calibration with its engine's fitted MoE terms (all rows' where the engine has no MoE
-    row), and an MoE point's bar and provenance."""
-    skew, layer_s, flops_eff = cal.terms[cal.engine_for(params.engine)]
+    """The card's calibration with the fitted MoE terms, and its MoE points' bar and provenance."""
+    skew, layer_s, flops_eff = cal.terms
     return replace(
         params,
         routing_skew=skew,
@@ -267,6 +252,16 @@ def report_lines(cals: list[MoeCalibration]) -> list[str]:
         "MoE fit per card (routing skew; what `simulate` uses for MoE points), held-out median |error| "
         "TTFT / TPOT / throughput: LOSO leaves a document out, LOMO a model, LOEO an engine"
     ]
+    if len(cals) > 1:
+        a = pd.concat([c.anchors for c in cals], ignore_index=True)
+        held = "  ".join(f"{sc} {scheme_errors(a, sc)}" for sc in SCHEMES)
+        inside = [coverage(c, SCHEMES) for c in cals]
+        n = sum(k for _, k in inside)
+        cov = sum(v * k for v, k in inside if k) / n if n else np.nan
+        out.append(
+            f"  every card: {len(a)} rows of {a.model.nunique()} models; {held}; inside each card's bar: "
+            f"{_pct(cov)} of {n} held-out figures"
+        )
     for c in cals:
         a = c.anchors
         cov, n = coverage(c, tuple(s for s in SCHEMES if s != c.bar_from))
@@ -293,26 +288,26 @@ def _encode(c: MoeCalibration) -> dict:
 
 def _decode(d: dict) -> MoeCalibration:
     a = d["anchors"]
-    terms = {e: tuple(v) for e, v in d["terms"].items()}
     return MoeCalibration(
-        **{**d, "terms": terms, "anchors": pd.DataFrame(a["data"], columns=a["columns"], index=a["index"])}
+        **{**d, "terms": tuple(d["terms"]), "anchors": pd.DataFrame(a["data"], columns=a["columns"], index=a["index"])}
     )
 
 
-def _key(table: PublishedTable, dense_key: str, card: str) -> str:
+def _key(table: PublishedTable, dense_key: str) -> str:
     from pareto_atlas.calibrate import published_cache
 
-    what = f"{table.sha256}|{dense_key}|{published_cache.code_hash()}|{card}|{GRID}|{SAMPLE}|{FIT_WEIGHTS}"
+    what = f"{table.sha256}|{dense_key}|{published_cache.code_hash()}|{GRID}|{SAMPLE}|{FIT_WEIGHTS}"
     return "moe-" + hashlib.sha256(what.encode()).hexdigest()[:20]
 
 
 def moe_calibrations(
     cards: list[str], table: PublishedTable | None = None, one_gpu: list | None = None
 ) -> dict[str, MoeCalibration]:
-    """Per card of `cards` with rows in the shipped MoE table (or `table`), its MoE fit on the card's
-    dense calibration: per engine its one-GPU published fit (`one_gpu`: those already made, else cached
-    or fitted), the card's link fit on the dense multi-GPU rows over it. From the fit cache when the
-    tables, fits and code are unchanged (minutes otherwise, once)."""
+    """Per card of `cards` with rows in the shipped MoE table (or `table`), the MoE fit over every
+    card's rows (the same terms for all) with that card's held-out errors and bar. Each card's rows run
+    on its dense calibration: per engine its one-GPU published fit (`one_gpu`: those already made, else
+    cached or fitted), the card's link fit on the dense multi-GPU rows over it. From the fit cache when
+    the tables, fits and code are unchanged (minutes otherwise, once)."""
     from pareto_atlas.calibrate import published_cache
     from pareto_atlas.calibrate.published import calibrate_published, for_atlas
     from pareto_atlas.calibrate.published_cache import fit_key
@@ -321,18 +316,18 @@ def moe_calibrations(
     from pareto_atlas.calibrate.published_table import load_multigpu, load_published
 
     table = table or load_moe()
-    shipped, out = load_published(), {}
-    todo = [c for c in cards if c in set(table.rows.gpu)]
+    shipped = load_published()
+    every = [c for c in dict.fromkeys(table.rows.gpu) if c in shipped_hardware()]
     dense_key = f"{fit_key(shipped)}|{load_multigpu().sha256}|{sorted((c.hardware, c.engine) for c in one_gpu or [])}"
-    paths = {c: published_cache.cache_dir() / f"{_key(table, dense_key, c)}.json" for c in todo}
-    for card in list(todo):
-        try:
-            out[card] = _decode(json.loads(paths[card].read_text()))
-            todo.remove(card)
-        except (OSError, ValueError, KeyError, TypeError):
-            pass
-    links = link_calibrations(todo, one_gpu=one_gpu) if todo else {}
-    for card in todo:
+    path = published_cache.cache_dir() / f"{_key(table, dense_key)}.json"
+    try:
+        fits = {c: _decode(d) for c, d in json.loads(path.read_text()).items()}
+        return {c: fits[c] for c in cards if c in fits}
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    links = link_calibrations(every, one_gpu=one_gpu)
+    bases, said = {}, {}
+    for card in every:
         one = [c for c in one_gpu or [] if c.hardware == card]
         if not one and card in set(shipped.rows.gpu):
             ckey = published_cache.cache_key(fit_key(shipped), [card])
@@ -341,23 +336,21 @@ def moe_calibrations(
                 one = calibrate_published(shipped, [card])
                 published_cache.save(ckey, one)
         engines = list(dict.fromkeys(table.rows[table.rows.gpu == card].engine))
-        base, said = _base_params(
+        bases[card], said[card] = _base_params(
             card,
             engines,
             {(c.hardware, c.engine): c.params for c in one},
             {g: c.params for g, c in for_atlas(one).items()},
         )
         if card in links:
-            base = {e: with_link(p, links[card]) for e, p in base.items()}
-            said += f"; link fitted on the dense multi-GPU rows (link_eff {links[card].link_eff:.2f})"
-        if not (cal := calibrate_moe(table, card, base, said)):
-            continue
-        out[card] = cal
-        try:
-            paths[card].parent.mkdir(parents=True, exist_ok=True)
-            tmp = paths[card].with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(_encode(cal), default=lambda v: v.item()))
-            os.replace(tmp, paths[card])
-        except OSError:
-            pass
-    return out
+            bases[card] = {e: with_link(p, links[card]) for e, p in bases[card].items()}
+            said[card] += f"; link fitted on the dense multi-GPU rows (link_eff {links[card].link_eff:.2f})"
+    fits = calibrate_moe(table, bases, said)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({c: _encode(f) for c, f in fits.items()}, default=lambda v: v.item()))
+        os.replace(tmp, path)
+    except OSError:
+        pass
+    return {c: fits[c] for c in cards if c in fits}
