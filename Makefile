@@ -1,6 +1,6 @@
 # The two commands of the README, and the slower targets. `make atlas` is the whole pipeline up to
 # the atlas (`pareto-atlas build`); `pareto-atlas atlas` alone re-prints the atlas from the store.
-.PHONY: atlas atlas-full test format test-slow bench ladder llama-tools quantizer kld setup-vllm atlas-vllm atlas-workloads atlas-sizes cli-docs
+.PHONY: atlas atlas-full test format test-slow page-check bench ladder llama-tools quantizer kld setup-vllm atlas-vllm atlas-workloads atlas-sizes cli-docs
 
 atlas:
 	scripts/setup.sh && .venv/bin/pareto-atlas build
@@ -36,6 +36,11 @@ kld:
 # the weight ladder below the source precision (Q4_K_M, Q4_0, Q3_K, Q2_K), speed and GSM8K
 ladder:
 	scripts/setup.sh && scripts/build_llama_tools.sh && .venv/bin/pareto-atlas build --study ladder
+
+# the page `make atlas` wrote, opened in headless Chromium at 1,600 px and checked view by view;
+# a screenshot of each view lands in atlas-out/default-cpu/screenshots/ (ATLAS_PAGE=... for another)
+page-check:
+	scripts/setup.sh test && ATLAS_PAGE=$${ATLAS_PAGE:-atlas-out/default-cpu/atlas.html} ATLAS_SCREENSHOTS=$${ATLAS_SCREENSHOTS:-atlas-out/default-cpu/screenshots} .venv/bin/python -m pytest -q tests/browser/test_browser_built_page.py
 
 bench:
 	scripts/setup.sh test && for b in benchmarks/bench_*.py; do .venv/bin/python $$b; done

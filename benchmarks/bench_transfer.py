@@ -19,6 +19,9 @@ coverage: the share of figures inside the bar (goal >= 90 %). Anchors measured b
 contention printed: on a shared machine that is what the figures rest on.
 
     python benchmarks/bench_transfer.py [--store atlas-out/sizes-cpu/store.duckdb] [--measure]
+
+On the default build's store (`--store atlas-out/default-cpu/store.duckdb`, or `--study default`) it
+scores the default's calibration instead: benchmarks/transfer_default.py.
 """
 
 from __future__ import annotations
@@ -141,8 +144,19 @@ def signed(err: pd.DataFrame) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--store", type=Path, default=Path("atlas-out/sizes-cpu/store.duckdb"))
-    ap.add_argument("--measure", action="store_true", help="measure the sizes study's missing anchors first")
+    ap.add_argument("--measure", action="store_true", help="measure the missing anchors first (held-out ones too)")
+    ap.add_argument(
+        "--study",
+        choices=("sizes", "default"),
+        help="whose calibration is scored: the sizes study's (held out in turn) or the default's (the 1.5B and "
+        "F16 at a new shape held out, benchmarks/transfer_study.toml); default: the default's where the store "
+        "holds its calibration, else sizes",
+    )
     args = ap.parse_args()
+    from transfer_default import run, wants_default  # benchmarks/, beside this script
+
+    if args.study == "default" or (args.study is None and wants_default(args.store)):
+        return run(args.store, "default", args.measure)
     study = load_study("sizes")
     args.store.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()

@@ -144,3 +144,25 @@ def test_the_same_knobs_on_two_models_are_not_repeats_of_one_arm():
     assert all(v != v for v in repeat_spread(df).values())  # no arm was measured twice
     twice = pd.concat([df, anchors_of(MID, seed=3)], ignore_index=True)
     assert 0 < repeat_spread(twice)["tpot_p50_ms"] < 0.1
+
+
+def test_the_default_fit_on_two_sizes_carries_its_measured_transfer_error_to_the_1_5b():
+    # the default study's situation: this CPU fitted on SmolLM2-135M and the 0.5B; a point of the 1.5B
+    # takes the leave-one-model-out error that fit measured, and the 1.5B's figures fall inside it
+    from pareto_atlas.simulate.space import Workload
+    from pareto_atlas.simulate.targets import SPEED_PROJECTED, Target, carried_params
+
+    df = pd.concat([anchors_of(SMALL), anchors_of(MID, seed=2)], ignore_index=True)
+    cal = fit(df, [CARDS[m] for m in df.model], CPU, loo=False)
+    p = cal.params
+    assert p.xfer_lat_rel_err == p.xfer_lat_rel_err and p.xfer_thr_rel_err == p.xfer_thr_rel_err
+    big = Target("qwen2.5-1.5b", BIG, (CPU,), (Workload("w", 128, 32),), False)
+    c = carried_params(p, big, {SMALL.name, MID.name}, CPU.name)
+    assert c.lat_rel_err == max(p.lat_rel_err, p.xfer_lat_rel_err) and SPEED_PROJECTED not in c.provenance
+    held = anchors_of(BIG, seed=3)
+    err = predict(_anchors(held), BIG, CPU, p) / held[list(TARGETS)].to_numpy(float) - 1
+    lat = [TARGETS.index(t) for t in ("ttft_p50_ms", "tpot_p50_ms", "tpot_p99_ms")]
+    assert (np.abs(err[:, lat]) <= c.lat_rel_err).mean() >= 0.9
+    # on one size the same target is projected, its bar the fitted model's own
+    one = fit(anchors_of(MID), MID, CPU, loo=False).params
+    assert SPEED_PROJECTED in carried_params(one, big, {MID.name}, CPU.name).provenance

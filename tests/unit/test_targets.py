@@ -16,7 +16,7 @@ from pareto_atlas.atlas.regimes import Regime
 from pareto_atlas.atlas.winners import winners
 from pareto_atlas.simulate.params import CalibParams
 from pareto_atlas.simulate.space import Workload
-from pareto_atlas.simulate.targets import UNMEASURED_TRANSFER_WIDENING, Target, carried_params, study_targets
+from pareto_atlas.simulate.targets import SPEED_PROJECTED, Target, carried_params, study_targets
 from pareto_atlas.spec.cards import (
     CardError,
     HardwareCard,
@@ -156,6 +156,19 @@ def test_without_targets_the_measured_model_answers_everywhere():
     assert len(ts) == 1 and ts[0].measured and ts[0].hardware == tuple(hw)
 
 
+def test_the_default_study_calibrates_this_cpu_on_two_model_sizes():
+    # one size cannot tell a step's fixed cost from its cost per weight, nor measure how far its fit
+    # carries: the default measures a second size, for speed only (quality scores the study's model)
+    from pareto_atlas.measure.model_card import anchor_cards
+
+    s = load_study("default")
+    arms = pd.DataFrame([{"model": a.model.name if a.model else None, "weights": a.weights} for a in s.arms])
+    cards = {c.name for c in anchor_cards(s, arms)}
+    assert len(cards) >= 2 and "qwen2.5-0.5b" in cards
+    assert all(not a.quality for a in s.arms if a.model is not None)
+    assert not {a.model.name for a in s.arms if a.model} & {t.name for t in s.targets}  # evidence, not a target
+
+
 def test_default_study_answers_for_a_gpu_sized_model_on_gpus():
     s = load_study("default")
     by = {t.name: t for t in s.targets}
@@ -170,17 +183,49 @@ def _target(card: str = "qwen2.5-7b", measured: bool = False) -> Target:
     return Target(card, c, (shipped_hardware()["L4"],), (Workload("w", 512, 128),), measured)
 
 
-def test_a_carried_point_widens_to_the_transfer_error():
+def test_a_carried_point_takes_the_measured_transfer_error():
     p = CalibParams(lat_rel_err=0.1, thr_rel_err=0.2, provenance="calibrated on 9 published anchors")
     t = _target()
     assert carried_params(p, t, {"qwen2.5-7b"}) is p  # the fit saw this model
     assert carried_params(p, replace(t, measured=True), set()) is p
-    wide = carried_params(p, t, {"llama-3.1-8b"})
-    assert math.isclose(wide.lat_rel_err, 0.1 * UNMEASURED_TRANSFER_WIDENING)
-    assert "carried to qwen2.5-7b" in wide.provenance and "not measured" in wide.provenance
-    if hasattr(p, "xfer_lat_rel_err"):
-        m = carried_params(replace(p, xfer_lat_rel_err=0.3, xfer_thr_rel_err=0.05), t, {"llama-3.1-8b"})
-        assert m.lat_rel_err == 0.3 and m.thr_rel_err == 0.2  # never narrower than within-model
+    m = carried_params(replace(p, xfer_lat_rel_err=0.3, xfer_thr_rel_err=0.05), t, {"llama-3.1-8b", "qwen2.5-1.5b"})
+    assert m.lat_rel_err == 0.3 and m.thr_rel_err == 0.2  # the measured transfer error, never narrower than within
+    assert "carried to qwen2.5-7b" in m.provenance and "leave-one-model-out" in m.provenance
+    assert SPEED_PROJECTED not in m.provenance
+
+
+def test_a_fit_on_one_size_projects_a_point_of_another_instead_of_inventing_its_bar():
+    from pareto_atlas.atlas.evidence import StudyRef, confirm_command, evidence_ok, speed_evidence
+
+    p = CalibParams(lat_rel_err=0.1, thr_rel_err=0.2, provenance="calibrated on 11 measured anchors")
+    one = carried_params(p, _target("qwen2.5-1.5b"), {"qwen2.5-0.5b"}, "this-cpu", "default")
+    # no multiple of the within-model bar stands for the unmeasured transfer error
+    assert (one.lat_rel_err, one.thr_rel_err) == (0.1, 0.2)
+    assert SPEED_PROJECTED in one.provenance and "1 model size(s) (qwen2.5-0.5b)" in one.provenance
+    pts = pd.DataFrame(
+        [
+            {
+                "model": "qwen2.5-1.5b",
+                "hardware": "this-cpu",
+                "provenance": "simulated",
+                "weights": "Q4_K_M",
+                "calib_provenance": one.provenance,
+                "quality_evidence": "published",
+            },
+            {
+                "model": "qwen2.5-1.5b",
+                "hardware": "this-cpu",
+                "provenance": "simulated",
+                "weights": "Q4_K_M",
+                "calib_provenance": p.provenance,
+                "quality_evidence": "published",
+            },
+        ]
+    )
+    assert list(speed_evidence(pts)) == ["prior", "calibrated"]  # projected: it cannot win
+    assert list(evidence_ok(pts)) == [False, True]
+    cmd = confirm_command(pts.iloc[0], StudyRef("default", model="qwen2.5-coder-0.5b-instruct"))
+    assert cmd.startswith("measure a second size") and "pareto-atlas measure default --arm smol-q4_0" in cmd
 
 
 def test_an_instruct_card_counts_as_the_fitted_base_architecture():
@@ -343,3 +388,25 @@ def test_a_question_is_one_frozen_value_about_one_model_and_workload():
         pick(pts, question=q.about(model="huge"))
     with pytest.raises(ConstraintError, match="objective"):
         Question.make(None, "speed")
+
+
+def test_a_size_measured_for_the_fit_alone_is_not_a_point_of_the_atlas(monkeypatch):
+    # the default study's SmolLM2 anchors calibrate this CPU; the atlas answers for its targets only
+    import pareto_atlas.store.points as P
+
+    rows = pd.DataFrame(
+        [
+            {"model": "qwen2.5-coder-0.5b-instruct", "model_card": "measured here", "arm": "q4km"},
+            {"model": "smollm2-135m-instruct", "model_card": "measured here", "arm": "smol-q4_0"},
+            {"model": "llama-3.1-8b", "model_card": "imported", "arm": "peer"},
+        ]
+    )
+    monkeypatch.setattr(P, "measured_points", lambda study, store: rows.copy())
+
+    class NoSims:
+        def sim_points(self, study):
+            return pd.DataFrame()
+
+    assert list(P.all_points(load_study("default"), NoSims()).arm) == ["q4km", "peer"]
+    # a study without [[targets]] answers for every model it measured, as before
+    assert len(P.all_points(load_study("sizes"), NoSims())) == 3

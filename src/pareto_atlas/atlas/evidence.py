@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from pareto_atlas.simulate.targets import SPEED_PROJECTED
 from pareto_atlas.spec.knobs import Knobs
 
 # published: a source's score for that model and knobs beside its own baseline; carried: a measured
@@ -78,8 +79,12 @@ def speed_evidence(points: pd.DataFrame) -> np.ndarray:
     calib = _str(points, "calib_provenance")
     # "calibrated on 1 published anchor; error bar: ... kept at the uncalibrated default's" is calibrated
     uncal = np.char.startswith(calib.astype(str), "uncalibrated")
+    # carried to a model from a fit on one size: no measured transfer error, a projection (simulate.targets)
+    projected = np.char.find(calib.astype(str), SPEED_PROJECTED) >= 0
     return np.select(
-        [prov == "measured", prov == "prior", uncal], ["measured", "prior", "uncalibrated"], default="calibrated"
+        [prov == "measured", (prov == "prior") | projected, uncal],
+        ["measured", "prior", "uncalibrated"],
+        default="calibrated",
     )
 
 
@@ -169,6 +174,10 @@ def other_model_command(row: pd.Series, k: Knobs, model: str) -> str:
             )
     if str(row.get("provenance", "")) == "prior":
         wants.append(f"its speed with spec = \"{k.spec}\" on {row.get('hardware', '')}")
+    calib = str(row.get("calib_provenance", "") or "")
+    if SPEED_PROJECTED in calib:  # the card's fit saw one size: the command that would measure a second
+        parts = calib[calib.index(SPEED_PROJECTED) :].split("; ")
+        return (parts[1] if len(parts) > 1 else parts[0]) + ("; then " + "; ".join(wants) if wants else "")
     if not wants:
         return ""
     return (

@@ -150,11 +150,12 @@ def print_models_side_by_side(cells: pd.DataFrame, console: Console) -> None:
     for col in ("workload", "regime", "model", "winner", "on", "score [95 %]", "rests on", "TPOT p99 ms", "$/Mtok"):
         t.add_column(col)
     for _, c in side.iterrows():
+        dep = c.get("deployment")  # the GPUs a replica holds and their parallelism (TP, EP, attention-DP)
         t.add_row(
             str(c.workload),
             c.regime,
             str(c.model),
-            c.label,
+            c.label + (f"\n{dep}" if isinstance(dep, str) and dep else ""),
             str(c.get("win_hardware", "")),
             "—" if c.quality != c.quality else f"{c.quality:.3f}",
             short_evidence(c),

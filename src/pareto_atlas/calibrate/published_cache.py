@@ -27,7 +27,7 @@ from pareto_atlas.simulate.params import CalibParams
 _CODE = ("calibrate", "simulate")
 
 
-FIT_VERSION = "5"  # bump when the published fit's setup changes: stored fits are then redone
+FIT_VERSION = "6"  # bump when the published fit's setup changes: stored fits are then redone
 
 
 def fit_key(table: PublishedTable) -> str:

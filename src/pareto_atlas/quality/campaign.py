@@ -14,6 +14,7 @@ from typing import Callable, Iterable, Iterator
 
 from pareto_atlas.measure.campaign import launch_for, served_model
 from pareto_atlas.measure.consent import Consent, authorize
+from pareto_atlas.quality.tasks import task as task_of
 from pareto_atlas.scale.local import Executor  # where jobs run: knows no campaign, so it sits below them
 from pareto_atlas.spec.study import ArmSpec, QualitySpec, Study
 from pareto_atlas.store import Store
@@ -36,32 +37,18 @@ def qrun_id(study: Study, arm: ArmSpec, n: int) -> str:
         "max_tokens": max_tokens_for(q),
         "engine": study.engine.name,
     }
-    if q.task == "retrieval":
-        ident |= {"mode": "niah", "n": None, "lengths": q.retrieval_lengths, "per_cell": q.retrieval_per_cell}
-    if q.task == "ruler":
-        ident |= {"n": None, "lengths": q.ruler_lengths, "per_cell": q.ruler_per_cell, "subtasks": q.ruler_subtasks}
+    ident |= task_of(q.task).run_ident(q)  # the task's own fields its items depend on
     return hashlib.sha256(dumps(ident).encode()).hexdigest()[:20]
-
-
-# Tasks whose items are built with the serving model's own tokenizer, once its server is up.
-SIZED_BY_TOKENIZER = ("retrieval", "ruler")
-# Tasks whose answers run long: their own max_tokens unless the study sets max_tokens itself.
-TASK_MAX_TOKENS = {"humaneval": 512, "ifeval": 768}
-TASK_SIZES = {"gsm8k": 1319, "humaneval": 164, "ifeval": 541}
 
 
 def task_mode(q: QualitySpec) -> str:
     """The scoring variant a run's rows are stored under."""
-    return {"gsm8k": q.mode, "retrieval": "niah", "humaneval": "evalplus-chat", "ifeval": "ifeval", "ruler": "ruler"}[
-        q.task
-    ]
+    return task_of(q.task).variant(q)
 
 
 def max_tokens_for(q: QualitySpec, task: str | None = None) -> int:
-    task = task or q.task
-    if task in TASK_MAX_TOKENS and "max_tokens" not in q.model_fields_set:
-        return TASK_MAX_TOKENS[task]
-    return q.max_tokens
+    """Tokens generated per item of `task` (default q.task): its own unless the study sets max_tokens."""
+    return task_of(task or q.task).max_tokens_of(q)
 
 
 def with_task(study: Study, task: str | None, max_tokens: int | None = None) -> Study:
@@ -77,41 +64,11 @@ def with_task(study: Study, task: str | None, max_tokens: int | None = None) -> 
 def study_items(
     q: QualitySpec, *, task: str | None = None, n: int | None = None, count_tokens: Callable[[str], int] | None = None
 ) -> list:
-    """The study's quality items: `n` seeded GSM8K questions (default q.n), or the needle grid at
-    q.retrieval_lengths with `n` items per length and depth (default q.retrieval_per_cell), its
-    haystacks sized with `count_tokens` (the serving model's own tokenizer), or `n` seeded HumanEval
-    problems / IFEval prompts (None: all), or RULER's q.ruler_subtasks at q.ruler_lengths with `n`
-    items per subtask and length (default q.ruler_per_cell), sized with `count_tokens` too, each
-    subtask with RULER's own max_tokens unless the study sets max_tokens. `task`: default q.task.
-    The same call builds them for the engine's quality arms and for the eviction sweep."""
-    from pareto_atlas.quality.gsm8k import gsm8k_items
-    from pareto_atlas.quality.retrieval import retrieval_items
-
-    task = task or q.task
-    if task == "gsm8k":
-        return gsm8k_items(n or q.n, q.mode, sample_seed=q.seed, max_tokens=q.max_tokens)
-    if task == "humaneval":
-        from pareto_atlas.quality.humaneval import humaneval_items
-
-        return humaneval_items(n or q.n, seed=q.seed, max_tokens=max_tokens_for(q, task))
-    if task == "ifeval":
-        from pareto_atlas.quality.ifeval import ifeval_items
-
-        return ifeval_items(n or q.n, seed=q.seed, max_tokens=max_tokens_for(q, task))
-    if task == "ruler":
-        from pareto_atlas.quality.ruler import ruler_items
-
-        return ruler_items(
-            q.ruler_lengths,
-            q.ruler_subtasks,
-            per_cell=n or q.ruler_per_cell,
-            seed=q.seed,
-            count_tokens=count_tokens,
-            max_tokens=q.max_tokens if "max_tokens" in q.model_fields_set else None,
-        )
-    return retrieval_items(
-        q.retrieval_lengths, per_cell=n or q.retrieval_per_cell, seed=q.seed, count_tokens=count_tokens
-    )
+    """The study's quality items of `task` (default q.task), as its module builds them (quality.tasks):
+    `n` seeded items (default q.n; HumanEval, IFEval: None is all), or `n` items per cell (retrieval's
+    length and depth, RULER's subtask and length) sized with `count_tokens` (the serving model's own
+    tokenizer). The same call builds them for the engine's quality arms and for the eviction sweep."""
+    return task_of(task or q.task).items(q, n, count_tokens)
 
 
 def quality_arms(study: Study, arms: list[str] | None = None) -> list[ArmSpec]:
@@ -289,7 +246,7 @@ def run_quality_campaign(
         on_progress("consent", {"line": line})
     q = study.quality
     n = n or q.n
-    items = study_items(q, n=n) if q.task not in SIZED_BY_TOKENIZER else None
+    items = study_items(q, n=n) if not task_of(q.task).sized_by_tokenizer else None
     if items is not None:
         n = len(items)  # HumanEval / IFEval: n beyond the task's size means all of it
 

@@ -41,6 +41,7 @@ from .published_table import (
     read_quality_table,
 )
 from .stats import Z95
+from .tasks import published_benchmark
 
 __all__ = [
     "COLUMNS",
@@ -216,6 +217,12 @@ def evidence(r: pd.Series, baseline_as: str = "") -> PublishedQuality:
     )
 
 
+def _is_reference(r: pd.Series) -> bool:
+    """A released checkpoint scored against itself at its own KV precision, no eviction: the model as
+    shipped in a quantized format (gpt-oss's MXFP4), whose rows are their own baseline."""
+    return r["checkpoint"] == r["baseline_checkpoint"] and r["kv"] in OWN_KV and r["eviction"] == "none"
+
+
 def _budget_matches(budget: str, kv_keep: float) -> bool:
     """A ratio budget must equal kv_keep; a token budget cannot be converted to a fraction without
     the prompts' lengths, so it matches any kv_keep < 1 (its kv_budget field says what it was)."""
@@ -255,7 +262,8 @@ def published_for(
         t = t[t["kv_scales"] == kv_scales]
     if eviction != "none":
         t = t[[_budget_matches(b, kv_keep) for b in t["kv_budget"]]]
-    return [evidence(r) for _, r in t.iterrows()]
+    # a released checkpoint scored against itself (gpt-oss's MXFP4) is the reference: rel 1 by definition
+    return [evidence(r, baseline_as=weights) if _is_reference(r) else evidence(r) for _, r in t.iterrows()]
 
 
 def guard_choice(results: list[PublishedQuality], task: str = "gsm8k") -> PublishedQuality | None:
@@ -272,7 +280,8 @@ def guard_choice(results: list[PublishedQuality], task: str = "gsm8k") -> Publis
     usable = [r for r in results if not r.informational and math.isfinite(r.rel_lo)]
     if not usable:
         return None
-    return min(usable, key=lambda r: (r.benchmark != task, -r.n_items, r.rel_lo, r.source))
+    family = published_benchmark(task)  # the task's benchmark in the published table (quality.tasks)
+    return min(usable, key=lambda r: (r.benchmark != family, -r.n_items, r.rel_lo, r.source))
 
 
 def summary_lines(table: pd.DataFrame) -> list[str]:

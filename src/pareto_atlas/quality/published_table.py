@@ -63,7 +63,10 @@ REQUIRED = (
     "scale",
 )
 OWN_PRECISION = ("F16", "BF16")  # the model as shipped: the baseline itself
-WEIGHTS = OWN_PRECISION + ("FP8", "AWQ4", "W8A8", "W8A16", "W4A16")
+# FP4 formats (spec.fp4): NVFP4 W4A4 (e.g. NVIDIA's TensorRT Model Optimizer checkpoints), NVFP4A16
+# weight-only, MXFP4 (gpt-oss ships in it: its released checkpoint is its own reference, a row whose
+# checkpoint is its baseline_checkpoint, scored against itself)
+WEIGHTS = OWN_PRECISION + ("FP8", "AWQ4", "W8A8", "W8A16", "W4A16", "NVFP4", "NVFP4A16", "MXFP4")
 KV = ("f16", "bf16", "fp8", "int8", "int4", "int2", "q8_0", "q4_0")
 SCALES = ("percent", "proportion", "perplexity", "score")
 PROPORTION = ("percent", "proportion")
@@ -133,6 +136,11 @@ def row_error(r: dict[str, str], models: Sequence[str]) -> str:
     for f, kind in checks:
         if err := _number(f, r[f], kind)[1]:
             return err
+    if r["checkpoint"] == r["baseline_checkpoint"] and float(r["score"]) != float(r["baseline_score"]):
+        return (
+            f"field 'baseline_score': {r['baseline_score']} differs from score {r['score']}, yet checkpoint "
+            f"{r['checkpoint']!r} is its own baseline (a released reference scored against itself)"
+        )
     top = {"percent": 100.0, "proportion": 1.0}.get(r["scale"])
     for f in ("score", "baseline_score"):
         if top is not None and float(r[f]) > top:

@@ -19,7 +19,7 @@ class QualityItem:
     """One prompt, as sent: the same item gives the same `prompt_sha256` on every arm."""
 
     item_id: str  # stable across arms, e.g. "gsm8k/test/0042"
-    task: str  # "gsm8k" | "retrieval" | "humaneval" | "ifeval" | "ruler"
+    task: str  # a quality task's name (quality.tasks: gsm8k, retrieval, humaneval, ifeval, ruler)
     variant: str  # scoring rules: "lm-eval-5shot" | "chat-0shot" | "niah"
     target: str  # reference answer (GSM8K: the number after "#### ")
     prompt: str | None = None  # for /v1/completions

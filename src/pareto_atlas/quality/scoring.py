@@ -1,4 +1,4 @@
-"""Scoring of saved records: the task registry, `rescore` and the per-run summary.
+"""Scoring of saved records: each task's scorer (quality.tasks), `rescore` and the per-run summary.
 
 Everything here is a function of the records alone: re-scoring after a fix to an extractor
 re-reads `output` and never calls an engine.
@@ -11,60 +11,27 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from .gsm8k import score_gsm8k
-from .humaneval import VARIANT as HUMANEVAL_VARIANT
-from .humaneval import score_humaneval
 from .records import QualityRecord
-from .retrieval import score_retrieval
-from .ruler import ruler_summary, score_ruler
 from .stats import Score, score_bools
+from .tasks import TASKS
 
 Scorer = Callable[[str, str, Sequence[str]], tuple[str, str, bool, bool]]
 
-SCORERS: dict[tuple[str, str], Scorer] = {
-    ("gsm8k", "lm-eval-5shot"): lambda out, tgt, stop: score_gsm8k(out, tgt, "lm-eval-5shot", stop),
-    ("gsm8k", "chat-0shot"): lambda out, tgt, stop: score_gsm8k(out, tgt, "chat-0shot", stop),
-    ("retrieval", "niah"): lambda out, tgt, stop: score_retrieval(out, tgt),
-    # runs the answer in quality.sandbox: scoring is a subprocess, never the project's process
-    ("humaneval", HUMANEVAL_VARIANT): score_humaneval,
-    ("ifeval", "ifeval"): lambda out, tgt, stop: _score_ifeval(out, tgt),
-    # RULER's string_match_all: strict when every reference occurs in the answer
-    ("ruler", "ruler"): lambda out, tgt, stop: score_ruler(out, tgt),
-}
-
-
-def _score_ifeval(output: str, target: str) -> tuple[str, str, bool, bool]:
-    from .ifeval import score_ifeval  # lazy: the IFEval data is read on first use
-
-    return score_ifeval(output, target)
-
 
 def task_extras(records: Sequence[QualityRecord]) -> dict:
-    """Task-specific parts of a run's summary: HumanEval's sandbox outcomes, IFEval's
-    instruction-level accuracies and its sentence-count prompts apart, RULER's pass rate and mean
-    string_match_all per (subtask, length)."""
-    task = records[0].task if records else None
-    if task == "humaneval":
-        counts: dict[str, int] = {}
-        for r in records:
-            kind = "error (request)" if r.error else r.extracted_flexible.split(":")[0]
-            counts[kind] = counts.get(kind, 0) + 1
-        return {"sandbox_outcomes": counts}
-    if task == "ifeval":
-        from .ifeval import ifeval_summary
-
-        return ifeval_summary(records)
-    if task == "ruler":
-        return ruler_summary(records)
-    return {}
+    """The task's own parts of a run's summary (quality.tasks: e.g. HumanEval's sandbox outcomes,
+    IFEval's instruction-level accuracies, RULER's pass rate per subtask and length)."""
+    t = TASKS.get(records[0].task) if records else None
+    return t.summary_extras(records) if t is not None else {}
 
 
-def scorer_for(task: str, variant: str) -> Scorer:
-    try:
-        return SCORERS[(task, variant)]
-    except KeyError:
-        valid = ", ".join(f"{t}/{v}" for t, v in SCORERS)
-        raise ValueError(f"quality task/variant: {task}/{variant} is not supported; supported: {valid}") from None
+def scorer_for(name: str, variant: str) -> Scorer:
+    """The scorer of a task's variant (quality.tasks), or a one-line ValueError listing the supported ones."""
+    t = TASKS.get(name)
+    if t is None or variant not in t.variants:
+        valid = ", ".join(f"{n}/{v}" for n, u in TASKS.items() for v in u.variants)
+        raise ValueError(f"quality task/variant: {name}/{variant} is not supported; supported: {valid}")
+    return lambda output, target, stop: t.score(variant, output, target, stop)
 
 
 def score_output(task: str, variant: str, output: str, target: str, stop: Sequence[str]) -> tuple[str, str, bool, bool]:

@@ -11,6 +11,7 @@ from rich.console import Console
 from pareto_atlas import __version__
 from pareto_atlas.atlas.stage import study_answer
 from pareto_atlas.report.build import write_report
+from pareto_atlas.quality.tasks import task
 from pareto_atlas.spec.study import Study
 from pareto_atlas.store import Store
 
@@ -38,13 +39,7 @@ def report_study(study: Study, store: Store, out: Path, console: Console) -> dic
         "engine": study.engine.name,
         "tool_version": __version__,
         "workload": f"{study.workload.prompt_tokens} prompt / {study.workload.output_tokens} output tokens",
-        "quality": (
-            f"GSM8K ({study.quality.mode}), n = {study.quality.n}"
-            if study.quality.task == "gsm8k"
-            else f"RULER {', '.join(study.quality.ruler_subtasks)} at {study.quality.ruler_lengths} tokens"
-            if study.quality.task == "ruler"
-            else f"needle retrieval at {study.quality.retrieval_lengths} tokens"
-        )
+        "quality": task(study.quality.task).headline(study.quality)  # quality.tasks: the task's own words
         + f", floor {study.quality.floor:.0%} of arm '{study.baseline.name}' (95 % interval, paired)"
         + (f", KL divergence <= {study.quality.kld_max:g} nats/token where measured" if study.quality.kld_max else ""),
         "price_source": f"GPU prices: spec/hardware.toml (seed paper, {study.price_date}) with study overrides; "

@@ -51,6 +51,7 @@ from pareto_atlas.simulate import moe
 from pareto_atlas.simulate.parallel import comm_terms, kv_share
 from pareto_atlas.simulate.params import CalibParams, base_format
 from pareto_atlas.spec.cards import HardwareCard, ModelCard, shipped_models
+from pareto_atlas.spec.fp4 import FP4, fp4_compute_dtype
 from pareto_atlas.spec.knobs import BITS_PER_KV, Knobs
 
 
@@ -61,8 +62,10 @@ def weight_bytes(model: ModelCard, weights: str, matmul_only: bool = True) -> fl
 
 
 def compute_dtype(weights: str, hw: HardwareCard) -> str:
-    """The dtype the matmuls run in: FP8 weights run FP8 and W8A8 int8 where the card has the units;
-    AWQ/W4A16 and GGUF dequantize to fp16."""
+    """The dtype the matmuls run in: FP8 weights run FP8 and W8A8 int8 where the card has the units,
+    W4A4 NVFP4 FP4 (spec.fp4); AWQ/W4A16, weight-only FP4 and GGUF dequantize to fp16."""
+    if weights in FP4:
+        return fp4_compute_dtype(weights, hw.tflops)
     if weights == "FP8" and "fp8" in hw.tflops:
         return "fp8"
     return "int8" if weights == "W8A8" and "int8" in hw.tflops else "fp16"

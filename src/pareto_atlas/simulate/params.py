@@ -33,6 +33,11 @@ FAMILY = {
     # W4A16 (GPTQ int4 weight-only) runs the same Marlin-class kernels as AWQ; W8A8 its own int8 GEMMs
     "W4A16": "int4-gpu",
     "W8A8": "int8",
+    # FP4 (spec.fp4): W4A4 NVFP4 runs FP4 tensor-core GEMMs; weight-only NVFP4 and MXFP4 dequantize to
+    # 16 bits (Marlin-class FP4 kernels, not AWQ's int4 ones), so neither family stands in for the other
+    "NVFP4": "fp4",
+    "NVFP4A16": "fp4-weight-only",
+    "MXFP4": "fp4-weight-only",
 }
 LAYOUT = {"RANDOM": "Q4_0"}  # formats that run exactly another format's kernels
 # llama.cpp's K-quants pack 256 weights a block along a tensor's rows; a tensor whose rows are not a

@@ -6,6 +6,7 @@ import itertools
 from dataclasses import dataclass, field, replace
 
 from pareto_atlas.spec.cards import HardwareCard, ModelCard
+from pareto_atlas.spec.fp4 import FP4, fp4_unserved
 from pareto_atlas.spec.knobs import Knobs
 from pareto_atlas.spec.sharing import Sharing
 from pareto_atlas.spec.think import check_think
@@ -13,8 +14,12 @@ from pareto_atlas.spec.think import check_think
 # What each engine family can serve. GGUF types and q8_0/q4_0 KV are llama.cpp's (CPU); vLLM on
 # GPUs serves F16/BF16, FP8 (W8A8 where the card has FP8 units, weight-only Marlin on Ampere, as
 # the seed paper measured on its A100) and AWQ 4-bit, with an f16 or fp8 KV cache.
+# The 4-bit float formats (spec.fp4) are served on GPUs too: NVFP4 (W4A4) only where the card has FP4
+# tensor cores, NVFP4A16 and MXFP4 weight-only on any. They join a grid only where a study's grid lists
+# them (FP4_OPT_IN), so a study that does not keeps the space it had before they existed.
 CPU_WEIGHTS = ("F16", "Q8_0", "Q5_0", "Q4_K_M", "Q4_0", "Q3_K", "Q2_K")
-GPU_WEIGHTS = ("F16", "BF16", "FP8", "AWQ4", "W4A16", "W8A8")
+FP4_OPT_IN = tuple(FP4)
+GPU_WEIGHTS = ("F16", "BF16", "FP8", "AWQ4", "W4A16", "W8A8", *FP4_OPT_IN)
 CPU_KV = ("f16", "q8_0", "q4_0")
 GPU_KV = ("f16", "fp8")
 CPU_SPEC = ("none", "ngram", "draft")
@@ -62,6 +67,8 @@ def compatible(knobs: Knobs, hw: HardwareCard, engine: str = "llamacpp", model: 
     weights, kvs, specs = _served(hw, engine)
     if knobs.weights not in weights:
         return f"weights {knobs.weights} not served on {hw.kind}"
+    if why := fp4_unserved(knobs.weights, hw.name, hw.tflops):
+        return why
     if knobs.kv not in kvs:
         return f"kv {knobs.kv} not served on {hw.kind}"
     if knobs.spec not in specs:
@@ -236,15 +243,22 @@ def prefix_variants(knobs: list[Knobs]) -> list[Knobs]:
 
 
 def default_knobs(
-    kind: str, engine: str = "llamacpp", evictions_extra: tuple[tuple[str, float], ...] = (), parallel: bool = False
+    kind: str,
+    engine: str = "llamacpp",
+    evictions_extra: tuple[tuple[str, float], ...] = (),
+    parallel: bool = False,
+    weights_extra: tuple[str, ...] = (),
 ) -> list[Knobs]:
     """The knob grid for one hardware kind: weights x KV x eviction x speculation x batching x slots x
     sparsity; `evictions_extra`: (policy, keep) pairs beside the grid's own (a study's eviction sweep);
-    `parallel`: on GPUs, the grid's parallel layouts too (parallel_variants), after the one-GPU grid."""
+    `parallel`: on GPUs, the grid's parallel layouts too (parallel_variants), after the one-GPU grid;
+    `weights_extra`: opt-in GPU formats (FP4_OPT_IN) a study's grid lists, after the shipped ones."""
     cpu = kind == "cpu"
     if cpu and engine == "vllm":
         return vllm_cpu_knobs()
     weights = ("F16", "Q8_0", "Q4_K_M", "Q4_0") if cpu else ("F16", "FP8", "AWQ4", "W4A16", "W8A8")
+    if not cpu:
+        weights += tuple(w for w in weights_extra if w in FP4_OPT_IN and w not in weights)
     kvs = CPU_KV if cpu else GPU_KV
     evictions = tuple(dict.fromkeys((("none", 1.0), ("h2o", 0.5), ("snapkv", 0.25), *evictions_extra)))
     # Acceptance: n-gram lookup finds little in chat (the seeds measured near zero); a draft model's

@@ -32,7 +32,7 @@ from pareto_atlas.simulate.space import (
 from pareto_atlas.simulate.targets import Target, carried_params, study_targets
 from pareto_atlas.spec.cards import HardwareCard, shipped_hardware
 from pareto_atlas.spec.knobs import PARALLEL_FIELDS, Knobs
-from pareto_atlas.spec.study import Study
+from pareto_atlas.spec.study import Study, study_ref
 from pareto_atlas.store import Store
 from pareto_atlas.store.compare import quality_study
 from pareto_atlas.store.db import dumps
@@ -112,7 +112,8 @@ def study_space(
     kinds = sorted({h.kind for h in hardware})
     arms = [a.knobs() for a in study.arms]
     swept = study_evictions(study)
-    grid = [k for kind in kinds for k in default_knobs(kind, study.engine.name, swept)]
+    opt_in = tuple(study.simulate.grid.weights or ())  # opt-in formats (space.FP4_OPT_IN) the grid lists
+    grid = [k for kind in kinds for k in default_knobs(kind, study.engine.name, swept, weights_extra=opt_in)]
     # a workload that shares prefixes: every knob with its prefix cache on beside off (what caching is
     # worth); one that shares nothing keeps its grid
     if any(w.shares for w in (workloads or measured_workloads(study))):
@@ -204,7 +205,8 @@ def simulate_study(study: Study, store: Store, console: Console, executor: Execu
     frames = []
     for t, space in zip(targets, spaces):
         fitted = {h.name: fitted_models(h, study, model, anchors) for h in t.hardware}
-        tparams = {h.name: carried_params(params[h.name], t, fitted[h.name]) for h in t.hardware}
+        ref = study_ref(study)  # a projected point's command names the study
+        tparams = {h.name: carried_params(params[h.name], t, fitted[h.name], h.name, ref) for h in t.hardware}
         shapes = ", ".join(f"{w.prompt_tokens}/{w.output_tokens}" for w in t.workloads)
         console.print(
             f"  {t.name} ({'measured here' if t.measured else t.card.source}; {shapes} tokens): "

@@ -19,9 +19,10 @@ from pareto_atlas.spec.cards import HardwareCard, ModelCard, resolve_model_card
 from pareto_atlas.spec.sharing import sharing
 from pareto_atlas.spec.study import Study
 
-# Where a card's calibration never saw the target's size and no transfer error was measured, the
-# within-model bar is widened by this stated factor (a labelled assumption, printed with the point).
-UNMEASURED_TRANSFER_WIDENING = 2.0
+# Where a card's calibration saw one model size, how far it carries to another is not measured: such
+# a point's speed is projected (atlas.evidence reads this phrase in its calibration's provenance),
+# never carried with an invented bar, and says what would measure a second size.
+SPEED_PROJECTED = "speed projected"
 
 
 @dataclass(frozen=True)
@@ -85,9 +86,12 @@ def _shipped_family(ref: str) -> str:
     return card.family if card else ""
 
 
-def carried_params(params: CalibParams, target: Target, fitted_models: set[str]) -> CalibParams:
+def carried_params(
+    params: CalibParams, target: Target, fitted_models: set[str], hw: str = "", study: str = "STUDY"
+) -> CalibParams:
     """The calibration a target's points on one card are simulated with: the card's own, with its
-    error bar widened to the measured transfer error where the fit never saw the target's model."""
+    error bar widened to the measured transfer error where the fit never saw the target's model;
+    where that error was not measured (the fit saw one size), the points are projected."""
     from pareto_atlas.spec.cards import same_architecture_cards
 
     seen = target.card.name in fitted_models or bool(set(same_architecture_cards(target.card)) & fitted_models)
@@ -97,10 +101,31 @@ def carried_params(params: CalibParams, target: Target, fitted_models: set[str])
     if xl == xl and xt == xt:
         lat, thr = max(params.lat_rel_err, xl), max(params.thr_rel_err, xt)
         how = f"transfer error ±{lat:.0%} / ±{thr:.0%} (leave-one-model-out)"
-    else:
-        f = UNMEASURED_TRANSFER_WIDENING
-        lat, thr = params.lat_rel_err * f, params.thr_rel_err * f
-        how = f"transfer error not measured: the within-model bar x{f:g} stands for it"
+        return replace(
+            params,
+            lat_rel_err=lat,
+            thr_rel_err=thr,
+            provenance=f"{params.provenance}; carried to {target.name} ({how})",
+        )
+    # the bar kept is the measured model's, shown as such: no transfer error stands behind it
     return replace(
-        params, lat_rel_err=lat, thr_rel_err=thr, provenance=f"{params.provenance}; carried to {target.name} ({how})"
+        params,
+        provenance=f"{params.provenance}; {SPEED_PROJECTED} for {target.name}: the fit saw "
+        f"{len(fitted_models)} model size(s) ({', '.join(sorted(fitted_models)) or 'none'}), so its error on a model "
+        f"it did not see is not measured (the ±{params.lat_rel_err:.0%} shown is the fitted model's own); "
+        + second_size_hint(hw, study),
+    )
+
+
+def second_size_hint(hw: str, study: str = "STUDY") -> str:
+    """What would measure a second model size on card `hw`, so its fit reports a leave-one-model-out error."""
+    if hw in ("", "this-cpu"):
+        return (
+            'measure a second size: add [[arms]] name = "smol-q4_0", weights = "Q4_0", model = { name = '
+            f'"smollm2-135m-instruct", card = "smollm2-135m" }} to {study}, then pareto-atlas measure {study} '
+            f"--arm smol-q4_0 && pareto-atlas calibrate {study}"
+        )
+    return (
+        f"measure a second size on {hw}: published rows of another model on {hw} "
+        f"(pareto-atlas calibrate {study} --published --table ROWS.csv)"
     )

@@ -10,6 +10,7 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass, fields
 from pareto_atlas.spec.fields import check_fields
+from pareto_atlas.spec.fp4 import FP4
 
 WEIGHT_TYPES = (
     "F32",
@@ -24,6 +25,9 @@ WEIGHT_TYPES = (
     "AWQ4",
     "W4A16",
     "W8A8",
+    "NVFP4",
+    "NVFP4A16",
+    "MXFP4",
     "Q3_K",
     "Q2_K",
     "RANDOM",
@@ -36,6 +40,9 @@ BATCHING = ("static", "continuous", "chunked", "slo", "disagg")
 # Bits per weight including block scales (GGUF block layouts; FP8/AWQ as served by vLLM; W4A16: GPTQ-style
 # int4 weight-only with group-128 scales, as AWQ; W8A8: int8 weights and activations, per-channel scales). F32 is vLLM's
 # float32 on a CPU without native bf16: the GGUF source dequantized, stored and streamed as float32.
+# The 4-bit floating-point formats (spec.fp4: layouts and where each runs natively) store E2M1 values
+# with a scale per block: NVFP4 an FP8 E4M3 scale per 16 values (4 + 8/16 = 4.5 bits; its one FP32
+# scale per tensor is under 1e-6 bit a weight), MXFP4 an E8M0 scale per 32 (4 + 8/32 = 4.25).
 BITS_PER_WEIGHT = {
     "F32": 32.0,
     "F16": 16.0,
@@ -49,6 +56,7 @@ BITS_PER_WEIGHT = {
     "AWQ4": 4.25,
     "W4A16": 4.25,
     "W8A8": 8.0,
+    **{name: layout.bits_per_weight for name, layout in FP4.items()},
     "Q3_K": 3.4375,
     "Q2_K": 2.625,
     "RANDOM": 4.5,  # RANDOM is stored as Q4_0

@@ -98,44 +98,10 @@ def quality_progress(c: Console, study: Study) -> Progress:
 
 
 def task_lines(study: Study, s: dict) -> list[str]:
-    """The task-specific lines under an arm's score (from its saved summary)."""
-    from pareto_atlas.quality.humaneval import PUBLISHED_PASS_AT_1
+    """The task-specific lines under an arm's score (from its saved summary), as its module words them."""
+    from pareto_atlas.quality.tasks import task
 
-    task = study.quality.task
-    out = []
-    if task == "humaneval":
-        out.append(
-            "sandbox outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(s.get("sandbox_outcomes", {}).items()))
-        )
-        ref = PUBLISHED_PASS_AT_1.get(study.model.name)
-        if ref is not None:
-            out.append(
-                f"reference (not an input): the maker reports HumanEval pass@1 {ref} % for {study.model.name} "
-                "(Qwen2.5-Coder technical report, EvalPlus harness, unquantized weights)"
-            )
-    elif task == "ruler":
-        for c in s.get("ruler_cells", []):
-            st = c["strict"]
-            out.append(
-                f"{c['subtask']} at {c['context_tokens']}: {st['k']}/{st['n']} = {st['p']:.3f} "
-                f"[95% {st['lo']:.2f}–{st['hi']:.2f}], string_match_all {c['string_match_all']:.3f}"
-            )
-    elif task == "ifeval":
-        for key in ("prompt_strict", "prompt_loose", "instruction_strict", "instruction_loose"):
-            sc = s.get(key)
-            if sc:
-                out.append(
-                    f"{key.replace('_', '-level ', 1)}: {sc['k']}/{sc['n']} = {sc['p']:.3f} "
-                    f"[95% {sc['lo']:.2f}–{sc['hi']:.2f}]"
-                )
-        apart = s.get("sentence_count")
-        if apart:
-            out.append(
-                f"sentence-count prompts (counted by our own splitter, not NLTK punkt): {apart['n_prompts']} "
-                f"prompts, strict {apart['prompt_strict']['k']}/{apart['n_prompts']}; "
-                f"without them: prompt-level strict {apart['without']['prompt_strict']['p']:.3f}"
-            )
-    return out
+    return task(study.quality.task).summary_lines(study, s)
 
 
 def print_agreement(c: Console, study: Study, store: Store, task: str) -> None:

@@ -194,6 +194,11 @@ def _price(study: Study, hardware: str) -> tuple[float, str]:
 def all_points(study: Study, store: Store) -> pd.DataFrame:
     """Measured anchors and the latest simulated run of the study, one points table."""
     measured = measured_points(study, store)
+    if study.targets and len(measured) and "model" in measured:
+        # an arm of another model that no target answers for (a size measured for the fit alone,
+        # e.g. the default study's SmolLM2 anchors) is evidence for the calibration, not a point
+        answered = {t.name for t in study.targets}
+        measured = measured[measured.model.isin(answered) | measured.model_card.ne("measured here")]
     simulated = store.sim_points(study=study.name)
     if len(simulated):
         simulated = simulated.drop(columns=["sim_id"], errors="ignore")

@@ -18,6 +18,7 @@ from typing import Any
 from rich.console import Console
 
 from pareto_atlas.measure.weights import source_file
+from pareto_atlas.quality.tasks import task as task_of
 from pareto_atlas.spec.study import EvictionSpec, Study
 from pareto_atlas.store import Store
 from pareto_atlas.store.db import dumps
@@ -49,26 +50,7 @@ def sweep_spec(
 def items_ident(study: Study, spec: EvictionSpec) -> dict:
     """Everything that defines the item set; two sweeps with the same ident ask the same prompts."""
     q = study.quality
-    task = spec.task or q.task
-    if task == "gsm8k":
-        return {"task": task, "mode": q.mode, "n": spec.n or q.n, "seed": q.seed, "max_tokens": q.max_tokens}
-    if task == "ruler":
-        return {
-            "task": task,
-            "mode": "ruler",
-            "n": spec.n or q.ruler_per_cell,
-            "seed": q.seed,
-            "lengths": list(spec.lengths or q.ruler_lengths),
-            "subtasks": list(q.ruler_subtasks),
-            "max_tokens": q.max_tokens if "max_tokens" in q.model_fields_set else None,
-        }
-    return {
-        "task": task,
-        "mode": "niah",
-        "n": spec.n or q.retrieval_per_cell,
-        "seed": q.seed,
-        "lengths": list(spec.lengths or q.retrieval_lengths),
-    }
+    return task_of(spec.task or q.task).eviction_ident(q, spec)  # quality.tasks: the task's own fields
 
 
 def evict_id(study: Study, model_sha256: str, items: dict, policy: str, keep: float, chunk: int) -> str:
@@ -178,11 +160,7 @@ def evict_study(
     configs = [ref] + [EvictionConfig(p, k, chunk=spec.chunk) for p in spec.policies for k in spec.keeps]
     ids = {c: evict_id(study, sha, items, c.policy, c.keep, c.chunk) for c in configs}
     ref_id = ids[ref]
-    what = {
-        "gsm8k": f"GSM8K ({items['mode']}), n = {items['n']}",
-        "ruler": f"RULER {', '.join(items.get('subtasks', ()))} at {items['lengths']} tokens, {items['n']} per "
-        "subtask and length",
-    }.get(items["task"], f"needle retrieval at {items['lengths']} tokens, {items['n']} per length and depth")
+    what = task_of(items["task"]).eviction_what(items)
     console.print(
         f"[bold]evict[/] {study.name}: {study.model.name} ({path.name}) dense in transformers, {what}; "
         f"{', '.join(spec.policies)} at keep {', '.join(f'{k:g}' for k in spec.keeps)}, "
@@ -205,7 +183,7 @@ def evict_study(
     model, tok = load_dense(path)
     # Haystacks sized with the model's own tokenizer, without special tokens as the engine's
     # /tokenize counts them, so the prompts are the engine quality arm's wherever the two agree.
-    lengths = {"ruler": "ruler_lengths", "retrieval": "retrieval_lengths"}.get(items["task"])
+    lengths = task_of(items["task"]).length_field
     q = study.quality.model_copy(update={lengths: items["lengths"]}) if lengths else study.quality
     qitems = study_items(
         q, task=items["task"], n=items["n"], count_tokens=lambda s: len(tok(s, add_special_tokens=False).input_ids)

@@ -21,9 +21,10 @@ from pareto_atlas.spec.study.base import Frozen, check_hardware, known_hardware
 from pareto_atlas.spec.study.errors import StudyError, describe
 from pareto_atlas.spec.study.load import BUILTIN, HostChecks, load_study, parse_study, study_from_dict, study_ref
 from pareto_atlas.spec.study.model import Study
-from pareto_atlas.spec.study.quality import EvictionSpec, QualitySpec, QualityTask
+from pareto_atlas.spec.study.quality import EvictionSpec, QualitySpec
 from pareto_atlas.spec.study.serving import EngineSpec, LoadSpec, ModelSpec, WorkloadSpec
 from pareto_atlas.spec.study.space import GRID_KNOBS, GridSpec, RegimeSpec, ShapeSpec, SimulateSpec, TargetSpec
+from pareto_atlas.spec.study.tasks import QualityTask
 
 __all__ = [
     "ARM_KNOBS",

@@ -18,6 +18,7 @@ from pareto_atlas.spec.study.errors import StudyError
 from pareto_atlas.spec.study.quality import EvictionSpec, QualitySpec
 from pareto_atlas.spec.study.serving import EngineSpec, LoadSpec, ModelSpec, WorkloadSpec
 from pareto_atlas.spec.study.space import RegimeSpec, SimulateSpec, TargetSpec
+from pareto_atlas.spec.study.tasks import TABLES
 
 
 class Study(Frozen):
@@ -115,10 +116,7 @@ class Study(Frozen):
                 )
         q = self.quality
         for task in q.all_tasks():  # every task the quality stage scores must fit one request
-            longest, what = {
-                "retrieval": (q.max_tokens + max(q.retrieval_lengths), "max_tokens + the longest retrieval_lengths"),
-                "ruler": (max(q.ruler_lengths), "the longest ruler_lengths (prompt and answer within it)"),
-            }.get(task, (q.max_tokens, "max_tokens"))
+            longest, what = TABLES[task].longest_request(q)
             if longest > ctx:
                 raise ValueError(f"quality: {what} = {longest} tokens is not allowed: within engine.n_ctx = {ctx}")
         return self

@@ -11,10 +11,7 @@ from pareto_atlas.spec.bounds import Bool, Int, Real
 from pareto_atlas.spec.eviction_policies import canonical_policy
 from pareto_atlas.spec.study.base import Frozen
 from pareto_atlas.spec.study.errors import StudyError, describe
-
-
-# The quality tasks a study can score (quality.campaign), each guarding the workloads that name it.
-QualityTask = Literal["gsm8k", "retrieval", "humaneval", "ifeval", "ruler"]
+from pareto_atlas.spec.study.tasks import EvictableTask, QualityTask  # one module each in quality.tasks
 
 
 class QualitySpec(Frozen):
@@ -91,7 +88,7 @@ class EvictionSpec(Frozen):
 
     policies: list[str] = Field(default_factory=lambda: ["streaming", "h2o", "snapkv"])
     keeps: list[float] = Field(default_factory=lambda: [0.5, 0.25])  # KV budget / prompt length
-    task: Literal["gsm8k", "retrieval", "ruler"] | None = None  # default: the study's quality task
+    task: EvictableTask | None = None  # default: the study's quality task
     # GSM8K items, or retrieval items per (length, depth); default: [quality]'s
     n: Int(1, 1319, "items", optional=True) = None
     # prefill chunk compressed after each (0: the whole prompt at once)

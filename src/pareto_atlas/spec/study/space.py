@@ -24,7 +24,7 @@ from pareto_atlas.spec.knobs import (
 )
 from pareto_atlas.spec.sharing import sharing
 from pareto_atlas.spec.study.base import Frozen, known_hardware
-from pareto_atlas.spec.study.quality import QualityTask
+from pareto_atlas.spec.study.tasks import QualityTask
 
 # Knobs a grid does not list: each follows another knob's values in the shipped grid (kv_keep the
 # eviction policy's, spec_k and spec_accept the speculation method's, chunk_tokens the batching policy's).
@@ -109,6 +109,19 @@ class SimulateSpec(Frozen):
     def _hardware(cls, v: list[str]) -> list[str]:
         B.unique(v, "hardware")
         return known_hardware(v)
+
+    @model_validator(mode="after")
+    def _fp4_cards(self) -> "SimulateSpec":
+        # a W4A4 FP4 format no listed card can run would leave the grid's points silently empty
+        from pareto_atlas.spec.cards import shipped_hardware
+        from pareto_atlas.spec.fp4 import fp4_unserved
+
+        cards = [c for n, c in shipped_hardware().items() if n in self.hardware]
+        for w in self.grid.weights or ():
+            whys = [fp4_unserved(w, c.name, c.tflops) for c in cards]
+            if whys and all(whys):
+                raise ValueError(f"grid.{whys[0]}; list a card that has them (e.g. B200) in hardware")
+        return self
 
 
 class ShapeSpec(Frozen):
