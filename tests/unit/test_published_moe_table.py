@@ -94,7 +94,7 @@ def test_reader_keeps_the_layout_and_counts_what_it_leaves_out():
     adp = next(r for r in out.rows if r["ep"] == "8")
     assert (adp["tp"], adp["attn_dp"], adp["n_gpus"]) == ("1", "8", "8")
     assert out.skipped == {
-        "weights nvfp4: no weight format (no 4-bit float format in the catalog)": 1,
+        "weights nvfp4: not mapped to a catalog weight format (FP4 rows not read yet)": 1,
         "more than 8 GPUs per engine (multi-node: no card for the link between nodes)": 1,
         "tp x attention-DP differs from MoE-TP x EP (GPUs held not stated)": 1,
         "disaggregated MoE point (the simulated prefill pool has no expert parallelism)": 1,
