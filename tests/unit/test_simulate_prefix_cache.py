@@ -128,3 +128,21 @@ def test_calibration_replays_an_anchors_measured_hits():
     assert anchors[0].hit == 0.0 and anchors[1].hit == 0.8
     ttft = predict(anchors, m, hw, default_params(hw, "vllm"))[:, 0]
     assert ttft[1] < 0.5 * ttft[0]
+
+
+def test_a_measured_anchors_warm_ups_fill_the_cache_before_its_scored_requests():
+    from pareto_atlas.simulate.prefix_cache import hit_rate, measured_twin_cached
+
+    s = Sharing(prefix_tokens=192)
+    warm = measured_twin_cached(s, 384, 16, 12, 1, 1, 1e6, 1)
+    cold = measured_twin_cached(s, 384, 16, 12, 0, 1, 1e6, 1)
+    # after one warm-up every scored request finds the 192-token system prompt (12 blocks of 16)
+    assert warm.tolist() == [192] * 12
+    assert cold.tolist() == [0] + [192] * 11
+    assert hit_rate(warm, np.full(12, 384)) == pytest.approx(0.5)
+    # two groups on two sessions side by side: the warm-up holds group 0's prefix only, so the first
+    # scored request (group 1) misses and every later one hits its group's prefix
+    two = measured_twin_cached(Sharing(prefix_tokens=288, groups=2), 384, 16, 6, 1, 2, 1e6, 2)
+    assert two.tolist() == [0] + [288] * 5
+    # no room left by the running batch: nothing is cached
+    assert measured_twin_cached(s, 384, 16, 4, 1, 1, 400, 1).tolist() == [0] * 4
