@@ -93,8 +93,7 @@ def regime_moves(answer) -> pd.DataFrame:
     """Per (regime, model, workload) that shares prefixes, on the best card: the winner with the cache
     allowed (the atlas's own) beside the winner of the same points without it, and whether the cache
     moved it: its other knobs, card or load differ, not only +pcache added. Empty where no workload shares."""
-    from pareto_atlas.atlas.answer import Answer
-    from pareto_atlas.atlas.winners import ALL
+    from pareto_atlas.atlas.winners import ALL, winner_cells
 
     pts = answer.points
     if "prefix_hit_rate" not in pts or "prefix_cache" not in pts or not pts.prefix_hit_rate.notna().any():
@@ -113,10 +112,10 @@ def regime_moves(answer) -> pd.DataFrame:
     keys = ["regime", "model", "workload"]
     cols = keys + ["label", "win_hardware", "load", "value", "objective", "point_id"]
 
-    def best(p: pd.DataFrame) -> pd.DataFrame:
-        a = Answer.of(p, answer.regimes, **kw)
-        c = a.best_cells
-        hw = dict(zip(a.points.point_id, a.points.hardware))
+    def best(p: pd.DataFrame) -> pd.DataFrame:  # as Answer.best_cells over these points
+        p = p.reset_index(drop=True)
+        c = winner_cells(p, answer.regimes, per_hardware=False, **kw)
+        hw = dict(zip(p.point_id, p.hardware))
         c = c.assign(win_hardware=c.point_id.map(hw).fillna(""))
         return c[c.hardware == ALL][cols] if len(c) else pd.DataFrame(columns=cols)
 
