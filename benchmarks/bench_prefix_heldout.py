@@ -22,7 +22,9 @@ measured figures are the project's campaign's (measure.campaign), under the exac
 from __future__ import annotations
 
 import argparse
+import json
 import time
+import tomllib
 from pathlib import Path
 
 import numpy as np
@@ -37,14 +39,16 @@ from pareto_atlas.simulate import des
 from pareto_atlas.simulate.cost_model import coeffs
 from pareto_atlas.simulate.memory import plan_memory
 from pareto_atlas.simulate.params import CalibParams
-from pareto_atlas.simulate.prefix_cache import hit_rate, measured_twin_cached
+from pareto_atlas.simulate.prefix_cache import SharedLoad, cache_tokens, cached_tokens, hit_rate, measured_twin_cached
+from pareto_atlas.spec.trace import HASH_BLOCK_TOKENS, trace_rows
 from pareto_atlas.spec.cards import HardwareCard, ModelCard
 from pareto_atlas.spec.knobs import Knobs
-from pareto_atlas.spec.study import Study, load_study
+from pareto_atlas.spec.study import Study, study_from_dict
 from pareto_atlas.store import Store
 from pareto_atlas.store.points import measured_points
 
 STUDY = Path(__file__).with_name("prefix_heldout_study.toml")
+SOURCE = "mooncake_conversation"  # the shipped trace the slice is cut from
 GOALS = {"ttft_p50_ms": 0.10, "tpot_p50_ms": 0.10}
 HIT_GOAL = 0.05  # points of prompt tokens
 FIT_PREFIX, HELD_PREFIX = "fit-", "held-"
@@ -67,12 +71,52 @@ def predict_shared(
     plan_ = plan_memory(model, hw, k, P, O, params)
     cap = plan_.kv_cap_tokens if plan_.kv_cap_tokens > 0 else np.inf
     cached = None
-    if share is not None and k.prefix_cache:  # the warm-ups filled the cache; their times are not scored
-        cached = measured_twin_cached(share, P, O, n, warm, max(conc, k.slots), cap, k.slots)
+    if wl.trace:  # an open loop replayed at its measured sends, each request's blocks the trace row's
+        sends = np.asarray(row.send_offsets, float)
+        rows = wl.trace_rows()[: len(sends)]
+        arr = des.trace(sends, np.asarray(row.req_prompt_tokens, np.int64), np.asarray(row.req_output_tokens, np.int64))
+        if k.prefix_cache:  # the warm-ups (the first row, sent first) filled the cache
+            sent = list(rows[:1]) * warm + list(rows)
+            load = SharedLoad(
+                np.array([r.prompt_tokens for r in sent], np.int64),
+                np.array([r.output_tokens for r in sent], np.int64),
+                tuple(r.hash_ids for r in sent),
+                HASH_BLOCK_TOKENS,
+            )
+            room = cache_tokens(cap, k.slots, float(np.mean(load.prompt) + np.mean(load.output)))
+            cached = cached_tokens(load, room)[warm:]
+    else:
+        if share is not None and k.prefix_cache:  # the warm-ups filled the cache; their times are not scored
+            cached = measured_twin_cached(share, P, O, n, warm, max(conc, k.slots), cap, k.slots)
+        arr = des.closed_loop(conc, n, P, O, think)
     c = coeffs(model, hw, k, params)
-    arr = des.closed_loop(conc, n, P, O, think)
     s = des.run(c, arr, k.batching, k.slots, k.chunk_tokens, cap, None, seed=0, cached=cached).summary
     return s["ttft_p50_ms"], s["tpot_p50_ms"], hit_rate(cached, arr.prompt) if cached is not None else 0.0
+
+
+def write_slice(path: Path, n: int, max_prompt: int, output_scale: int = 16) -> Path:
+    """A slice of the Mooncake conversation trace at this machine's scale, as a trace file: its first n
+    rows whose prompt fits max_prompt tokens (their 512-token blocks and arrival times unchanged; they
+    share the trace's common first block and what else their sessions repeat), each answer 1/output_scale
+    of its length (at least 4 tokens) so a 135M model on two cores replays it in about a minute."""
+    rows = [r for r in trace_rows(SOURCE) if r.prompt_tokens <= max_prompt][:n]
+    lines = [
+        f"# {n} rows of {SOURCE} (kvcache-ai/Mooncake FAST25-release/traces/conversation_trace.jsonl @3b5a594, "
+        f"Apache-2.0) with prompts <= {max_prompt} tokens; outputs / {output_scale}; written by {Path(__file__).name}"
+    ]
+    for r in rows:
+        lines.append(
+            json.dumps(
+                {
+                    "timestamp": round(r.arrival_s * 1e3),
+                    "input_length": r.prompt_tokens,
+                    "output_length": max(4, r.output_tokens // output_scale),
+                    "hash_ids": list(r.hash_ids),
+                }
+            )
+        )
+    path.write_text("\n".join(lines) + "\n")
+    return path
 
 
 def scored(df: pd.DataFrame, study: Study, hw: HardwareCard, params: CalibParams) -> pd.DataFrame:
@@ -125,9 +169,17 @@ def main() -> None:
     ap.add_argument("--study", default=str(STUDY))
     ap.add_argument("--store", default="atlas-out/prefix-heldout/store.duckdb")
     ap.add_argument("--no-measure", action="store_true", help="score the anchors already in the store")
+    ap.add_argument("--slice-rows", type=int, default=24, help="Mooncake rows replayed (0: none)")
+    ap.add_argument("--slice-max-prompt", type=int, default=1536, help="the slice's longest prompt, tokens")
     a = ap.parse_args()
-    study = load_study(a.study)
     Path(a.store).parent.mkdir(parents=True, exist_ok=True)
+    raw = tomllib.loads(Path(a.study).read_text())
+    if a.slice_rows:  # the Mooncake slice at this machine's scale, its cache off and on
+        path = write_slice(Path(a.store).parent / "mooncake_slice.jsonl", a.slice_rows, a.slice_max_prompt)
+        for on in (False, True):
+            arm = {"name": f"held-mooncake-{'on' if on else 'off'}", "weights": "Q8_0", "trace": str(path)}
+            raw["arms"].append({**arm, "prefix_cache": True} if on else arm)
+    study = study_from_dict(raw, a.study, base=Path(a.study).parent)
     with Store(a.store) as store:
         hw = this_machine(study, store)
         if not a.no_measure:
