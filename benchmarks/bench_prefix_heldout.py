@@ -116,7 +116,7 @@ def write_slice(path: Path, n: int, max_prompt: int, output_scale: int = 16) -> 
             )
         )
     path.write_text("\n".join(lines) + "\n")
-    return path
+    return path.resolve()
 
 
 def scored(df: pd.DataFrame, study: Study, hw: HardwareCard, params: CalibParams) -> pd.DataFrame:
