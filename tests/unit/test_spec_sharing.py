@@ -170,6 +170,16 @@ def test_the_prompt_cache_follows_the_knob_and_unbuilt_measurements_say_so(tmp_p
     wl = _study({"prompt_tokens": 256, "share": "chat-multiturn"}).workload
     with pytest.raises(ValueError, match="share.turns = 4: sessions of several turns are simulated, not yet measured"):
         anchor_prompts(None, wl, 256, 4, 0)
+    trace = _mooncake(
+        tmp_path,
+        [
+            {"timestamp": 0, "input_length": 100, "output_length": 10, "hash_ids": [1]},
+            {"timestamp": 9, "input_length": 600, "output_length": 10, "hash_ids": [1, 2]},
+        ],
+    )
+    traced = _study({"trace": str(trace)}).workload
+    with pytest.raises(ValueError, match="a trace with hash_ids needs each sent request's blocks"):
+        anchor_prompts(None, traced, [100, 600], None, 0, blocks=[(1,)])
 
 
 def test_a_gzipped_trace_reads_as_its_plain_twin(tmp_path):

@@ -32,10 +32,11 @@ def anchor_prompts(running, wl: WorkloadSpec, P, n: int | None, seed: int, block
             f"workload {wl.name}: share.turns = {share.turns}: sessions of several turns are simulated, "
             f"not yet measured; measure a shared prefix (turns = 1)"
         )
+    traced = share is None and wl.shares()
+    if traced and (blocks is None or isinstance(P, int) or len(blocks) != len(P)):
+        raise ValueError(f"workload {wl.name}: a trace with hash_ids needs each sent request's blocks")
     kw = {"api": wl.api, "model": running.model, "headers": running.headers()}
-    if share is None and wl.shares():
-        if blocks is None or len(blocks) != len(P):
-            raise ValueError(f"workload {wl.name}: a trace with hash_ids needs each sent request's blocks")
+    if traced:
         return build_block_prompts(running.base_url, P, blocks, HASH_BLOCK_TOKENS, seed=seed, **kw)
     if share is None or share.prefix_tokens == 0:
         return build_contract_prompts(running.base_url, P, n, seed=seed, **kw)
