@@ -74,3 +74,28 @@ def test_the_uncached_answer_is_deterministic_and_a_cached_one_is_served_from_th
     # guaranteed here (the module's doc), and was seen to fail after five tokens when the slot held the
     # whole prompt and recomputed one token
     assert cached.split()[:3] == a.split()[:3]
+
+
+def test_a_traces_blocks_become_prompts_that_share_exactly_their_leading_blocks(server):
+    from pareto_atlas.measure.contract import TokenCounter, build_block_prompts
+
+    B = 64  # tokens a block (the Mooncake trace's are 512)
+    P = [150, 200, 150, 100]
+    ids = [(1, 2, 3), (1, 2, 4, 5), (1, 6, 7), (1, 2)]
+    prompts = build_block_prompts(server, P, ids, B, seed=3)
+    with httpx.Client(base_url=server, timeout=60) as c:
+        count = TokenCounter(c)
+        assert [count(p) for p in prompts] == P  # the exact token contract
+
+        def common(a: str, b: str) -> int:
+            ta = c.post("/tokenize", json={"content": a}).json()["tokens"]
+            tb = c.post("/tokenize", json={"content": b}).json()["tokens"]
+            return next((i for i, (x, y) in enumerate(zip(ta, tb)) if x != y), min(len(ta), len(tb)))
+
+        # rows sharing blocks 1, 2 share about two blocks of tokens; a row sharing block 1 only, one block
+        assert 2 * B - 2 <= common(prompts[0], prompts[1]) <= 2 * B + 2
+        assert B - 2 <= common(prompts[0], prompts[2]) <= B + 2
+        # the last row ends inside block 2: a partial block is the start of the same id's full one
+        assert common(prompts[3], prompts[1]) >= P[3] - 2
+    with pytest.raises(ValueError, match="block lists must match"):
+        build_block_prompts(server, P, ids[:2], B)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -128,3 +130,97 @@ def test_calibration_replays_an_anchors_measured_hits():
     assert anchors[0].hit == 0.0 and anchors[1].hit == 0.8
     ttft = predict(anchors, m, hw, default_params(hw, "vllm"))[:, 0]
     assert ttft[1] < 0.5 * ttft[0]
+
+
+def test_a_measured_anchors_warm_ups_fill_the_cache_before_its_scored_requests():
+    from pareto_atlas.simulate.prefix_cache import hit_rate, measured_twin_cached
+
+    s = Sharing(prefix_tokens=192)
+    warm = measured_twin_cached(s, 384, 16, 12, 1, 1, 1e6, 1)
+    cold = measured_twin_cached(s, 384, 16, 12, 0, 1, 1e6, 1)
+    # after one warm-up every scored request finds the 192-token system prompt (12 blocks of 16)
+    assert warm.tolist() == [192] * 12
+    assert cold.tolist() == [0] + [192] * 11
+    assert hit_rate(warm, np.full(12, 384)) == pytest.approx(0.5)
+    # two groups on two sessions side by side: the warm-up holds group 0's prefix only, so the first
+    # scored request (group 1) misses and every later one hits its group's prefix
+    two = measured_twin_cached(Sharing(prefix_tokens=288, groups=2), 384, 16, 6, 1, 2, 1e6, 2)
+    assert two.tolist() == [0] + [288] * 5
+    # no room left by the running batch: nothing is cached
+    assert measured_twin_cached(s, 384, 16, 4, 1, 1, 400, 1).tolist() == [0] * 4
+
+
+def _answer(df):
+    from pareto_atlas.atlas.answer import Answer
+    from pareto_atlas.atlas.objectives import with_derived
+    from pareto_atlas.atlas.regimes import default_regimes
+
+    q = {"quality": 0.8, "quality_lo": 0.78, "quality_hi": 0.82, "quality_rel": 1.0, "quality_rel_lo": 0.98}
+    pts = with_derived(df.assign(**q, quality_rel_hi=1.02, quality_provenance="measured"))
+    return Answer.of(pts, default_regimes(pts), allow_priors=True)
+
+
+def test_the_atlas_names_the_regime_winners_the_cache_moves():
+    from pareto_atlas.atlas.prefix import move_lines
+
+    knobs = [
+        Knobs(weights="FP8", kv=kv, slots=s, prefix_cache=pc)
+        for kv in ("f16", "fp8")
+        for s in (32, 128)
+        for pc in (False, True)
+    ]
+    df = _sweep(knobs, [CHAT, Workload("plain", 1024, 128)]).assign(model="llama-3.1-8b")
+    m = _answer(df).prefix_moves
+    assert set(m.workload) == {"chat"} and len(m) == len(set(m.regime))  # one row per regime, shared workloads only
+    assert not m.moved.any() and m.cached.all()  # here the cache only speeds up the winner it had
+    assert "moved 0 of" in move_lines(m)[-1] and "projected" in move_lines(m)[0]
+    # a configuration the cache makes 10x faster for the GPU: it wins throughput only with the cache on
+    bumped = df.copy()
+    star = (bumped.label == "FP8+x32+pcache") & (bumped.workload == "chat")
+    bumped.loc[star, ["throughput_tok_s", "throughput_per_device_tok_s"]] *= 10
+    m = _answer(bumped).prefix_moves.set_index("regime")
+    assert m.loc["high-throughput", "label"] == "FP8+x32+pcache" and m.loc["high-throughput", "moved"]
+    assert m.loc["high-throughput", "label_off"] == "FP8+kvfp8+x128"
+    assert not m.loc["quality-floor", "moved"]  # same quality both ways: a tie, not a move
+    assert any("moves from FP8+kvfp8+x128" in line for line in move_lines(m.reset_index()))
+    # without its twin (the cache off) that configuration is not weighed: with and without must differ by the cache
+    alone = bumped[~((bumped.label == "FP8+x32") & (bumped.workload == "chat"))]
+    assert "FP8+x32+pcache" not in set(_answer(alone).prefix_moves.label)
+    assert len(_answer(df[df.workload == "plain"]).prefix_moves) == 0
+
+
+def _target_knobs(extra: list[dict], max_configs: int = 400):
+    from rich.console import Console
+
+    from pareto_atlas.measure.model_card import model_card
+    from pareto_atlas.simulate.stage import measured_workloads, target_spaces
+    from pareto_atlas.simulate.targets import study_targets
+    from pareto_atlas.spec.study import study_from_dict
+
+    gpu = {"name": "llama-3.1-8b-instruct", "card": "llama-3.1-8b", "hardware": ["L4", "H100-SXM"]}
+    raw = {
+        "name": "x",
+        "model": {"name": "smollm2-135m-instruct", "card": "smollm2-135m"},
+        "workload": {"name": "p64-n8", "prompt_tokens": 64, "output_tokens": 8},
+        "arms": [{"name": "a", "weights": "Q4_1"}],
+        "simulate": {"hardware": ["L4", "H100-SXM"], "concurrency": [1, 8], "max_configs": max_configs},
+        "targets": [{**gpu, "workloads": [{"name": "chat", "prompt_tokens": 512, "output_tokens": 64}]}] + extra,
+    }
+    st = study_from_dict(raw)
+    hw = [shipped_hardware()[h] for h in ("L4", "H100-SXM")]
+    targets = study_targets(st, model_card(st, None), hw, measured_workloads(st))
+    return [sp.knobs for sp in target_spaces(st, targets, None, Console(quiet=True))]
+
+
+def test_a_target_with_its_own_budget_leaves_the_others_thinned_as_before_and_pairs_the_cache():
+    share = {"name": "agent", "prompt_tokens": 2048, "output_tokens": 64, "share": "agent-shared-preamble"}
+    extra = {"name": "qwen2.5-7b-instruct", "card": "qwen2.5-7b", "hardware": ["H100-SXM"], "workloads": [share]}
+    alone = _target_knobs([])
+    both = _target_knobs([{**extra, "max_configs": 120}])
+    assert both[0] == alone[0]  # the first target's thinned grid is the same configurations
+    shared = both[1]
+    on = {replace(k, prefix_cache=False) for k in shared if k.prefix_cache}
+    off = {k for k in shared if not k.prefix_cache and k.eviction == "none" and k.decode_workers == 1}
+    assert on and on == off  # thinned in pairs: every configuration with the cache has its twin without
+    # without its own budget the new target takes a share of the study's, and the first target's grid shrinks
+    assert len(_target_knobs([extra])[0]) < len(alone[0])

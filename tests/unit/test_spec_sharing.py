@@ -170,3 +170,44 @@ def test_the_prompt_cache_follows_the_knob_and_unbuilt_measurements_say_so(tmp_p
     wl = _study({"prompt_tokens": 256, "share": "chat-multiturn"}).workload
     with pytest.raises(ValueError, match="share.turns = 4: sessions of several turns are simulated, not yet measured"):
         anchor_prompts(None, wl, 256, 4, 0)
+    trace = _mooncake(
+        tmp_path,
+        [
+            {"timestamp": 0, "input_length": 100, "output_length": 10, "hash_ids": [1]},
+            {"timestamp": 9, "input_length": 600, "output_length": 10, "hash_ids": [1, 2]},
+        ],
+    )
+    traced = _study({"trace": str(trace)}).workload
+    with pytest.raises(ValueError, match="a trace with hash_ids needs each sent request's blocks"):
+        anchor_prompts(None, traced, [100, 600], None, 0, blocks=[(1,)])
+
+
+def test_a_gzipped_trace_reads_as_its_plain_twin(tmp_path):
+    import gzip
+
+    from pareto_atlas.spec.trace import resolve_trace, trace_name
+
+    rows = [
+        {"timestamp": 0, "input_length": 1000, "output_length": 10, "hash_ids": [1, 2]},
+        {"timestamp": 1500, "input_length": 513, "output_length": 5, "hash_ids": [1, 3]},
+    ]
+    plain = _mooncake(tmp_path, rows)
+    gz = tmp_path / "mc2.jsonl.gz"
+    gz.write_bytes(gzip.compress(("# a comment\n" + plain.read_text()).encode()))
+    assert load_trace(gz) == load_trace(plain)
+    assert trace_name(resolve_trace(str(gz))) == "mc2"
+    bad = tmp_path / "bad.jsonl.gz"
+    bad.write_bytes(b"not gzip")
+    with pytest.raises(TraceError, match="bad.jsonl.gz: cannot read"):
+        load_trace(bad)
+
+
+def test_the_shipped_mooncake_trace_is_the_whole_conversation_trace():
+    from pareto_atlas.spec.trace import shipped_traces, trace_rows
+
+    assert "mooncake_conversation" in shipped_traces()
+    rows = trace_rows("mooncake_conversation")
+    head = trace_rows("mooncake_conversation_head")
+    # kvcache-ai/Mooncake conversation_trace.jsonl at 3b5a594: 12,031 rows over 58.9 minutes; the head is its start
+    assert len(rows) == 12031 and 3500 < rows[-1].arrival_s < 3600
+    assert rows[: len(head)] == head and all(r.hash_ids for r in rows)

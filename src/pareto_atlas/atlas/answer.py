@@ -106,6 +106,14 @@ class Answer:
         return frontier(self.points, self.objectives, by=("workload", "hardware"))
 
     @cached_property
+    def prefix_moves(self) -> pd.DataFrame:
+        """Per regime winner of a workload that shares prefixes, with the cache allowed and without
+        (atlas.prefix.regime_moves); empty where no workload shares."""
+        from pareto_atlas.atlas.prefix import regime_moves
+
+        return regime_moves(self)
+
+    @cached_property
     def models(self) -> np.ndarray:
         """Each point's model ("" for a table that predates the column)."""
         return model_column(self.points)

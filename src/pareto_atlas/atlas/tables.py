@@ -13,6 +13,7 @@ from rich.table import Table
 from pareto_atlas.atlas.answer import Answer
 from pareto_atlas.atlas.infeasible import infeasible_summary
 from pareto_atlas.atlas.pick import PickResult
+from pareto_atlas.atlas.prefix import move_lines
 from pareto_atlas.spec.study import Study
 
 
@@ -311,6 +312,9 @@ def print_atlas(study: Study, answer: Answer, quality: pd.DataFrame, console: Co
     if any(set(points.hardware[models == m]) != {"this-cpu"} for m in on_cpu):
         print_winners(cells, console, "this-cpu")
     print_models_side_by_side(cells, console)
+    if len(answer.prefix_moves):  # what prefix caching is worth, where a workload shares (atlas.prefix)
+        for line in move_lines(answer.prefix_moves):
+            console.print(line, highlight=False, markup=False, soft_wrap=True)
     return cells
 
 

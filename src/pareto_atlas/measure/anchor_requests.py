@@ -18,10 +18,13 @@ def request_lengths(wl: WorkloadSpec, rows, warmup: int) -> tuple[int | list[int
     return [r.prompt_tokens for r in sent], [r.output_tokens for r in sent]
 
 
-def anchor_prompts(running, wl: WorkloadSpec, P, n: int | None, seed: int) -> list[str]:
+def anchor_prompts(running, wl: WorkloadSpec, P, n: int | None, seed: int, blocks=None) -> list[str]:
     """The anchor's contract prompts: each unique (a nonce first), or, for a workload that states what
-    it shares, sharing exactly its prefix (contract.build_shared_prompts)."""
-    from pareto_atlas.measure.contract import build_contract_prompts, build_shared_prompts
+    it shares, sharing exactly its prefix (contract.build_shared_prompts), or, for a trace whose rows
+    name their blocks, `blocks` (each sent request's hash_ids, warm-ups first) as text
+    (contract.build_block_prompts)."""
+    from pareto_atlas.measure.contract import build_block_prompts, build_contract_prompts, build_shared_prompts
+    from pareto_atlas.spec.trace import HASH_BLOCK_TOKENS
 
     share = wl.sharing()
     if share is not None and share.turns > 1:
@@ -29,12 +32,12 @@ def anchor_prompts(running, wl: WorkloadSpec, P, n: int | None, seed: int) -> li
             f"workload {wl.name}: share.turns = {share.turns}: sessions of several turns are simulated, "
             f"not yet measured; measure a shared prefix (turns = 1)"
         )
-    if share is None and wl.shares():
-        raise ValueError(
-            f"workload {wl.name}: replaying a trace's hash_ids on an engine is not built; its "
-            f"sharing is simulated (simulate.prefix_cache)"
-        )
+    traced = share is None and wl.shares()
+    if traced and (blocks is None or isinstance(P, int) or len(blocks) != len(P)):
+        raise ValueError(f"workload {wl.name}: a trace with hash_ids needs each sent request's blocks")
     kw = {"api": wl.api, "model": running.model, "headers": running.headers()}
+    if traced:
+        return build_block_prompts(running.base_url, P, blocks, HASH_BLOCK_TOKENS, seed=seed, **kw)
     if share is None or share.prefix_tokens == 0:
         return build_contract_prompts(running.base_url, P, n, seed=seed, **kw)
     return build_shared_prompts(running.base_url, P, n, share.prefix_tokens, share.groups, seed=seed, **kw)

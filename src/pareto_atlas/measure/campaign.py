@@ -167,7 +167,9 @@ def measure_anchor(
                     }
                 )
             n = load.warmup + arm.n_requests(load, wl)
-            prompts = anchor_prompts(running, wl, P, None if rows else n, int(p.anchor_id[:8], 16))
+            sent = (list(rows[:1]) * load.warmup + list(rows)) if rows else []  # as request_lengths sends them
+            blocks = [r.hash_ids for r in sent] if sent and sent[0].hash_ids else None
+            prompts = anchor_prompts(running, wl, P, None if rows else n, int(p.anchor_id[:8], 16), blocks)
             done = [0]
             # the server's own counters (vLLM's /metrics) from the end of the warm-up to the end of the run
             counters = [running.counters() if load.warmup == 0 else None]

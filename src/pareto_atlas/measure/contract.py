@@ -275,3 +275,43 @@ def build_shared_prompts(
             out.append(exact_prompt(count, P, prefix, rng, hint=hint))
             hint = len(out[-1][len(prefix) :].split())
         return out
+
+
+def build_block_prompts(
+    base_url: str,
+    P: Sequence[int],
+    blocks: Sequence[Sequence[int]],
+    block_tokens: int,
+    seed: int = 0,
+    *,
+    api: str = "completions",
+    model: str | None = None,
+    headers: Mapping[str, str] | None = None,
+    timeout_s: float = 60.0,
+) -> list[str]:
+    """Prompts of exactly P[i] server tokens whose blocks are a trace row's ids (the Mooncake format's
+    hash_ids, one id per `block_tokens` tokens, the last one partial): equal ids are equal text, so two
+    prompts share exactly the chain of leading blocks their rows share. A block's text is its id's own
+    word draw (seeded by the id), about `block_tokens` tokens; the last block is the first words of its
+    id's draw, as many as make the prompt exactly P[i] tokens (so a partial block is a prefix of the
+    same id's full one). What a cache reused is the server's to report, never assumed from this."""
+    if len(P) != len(blocks) or block_tokens < 1 or any(not b for b in blocks):
+        raise ValueError(
+            f"build_block_prompts: {len(P)} lengths and {len(blocks)} block lists must match, every list "
+            f"non-empty, block_tokens={block_tokens} >= 1"
+        )
+    with httpx.Client(base_url=base_url, timeout=timeout_s, headers=dict(headers or {})) as client:
+        count = TokenCounter(client, api=api, model=model)
+        base = count("")  # what the server adds to any text (its BOS)
+        text: dict[int, str] = {}
+
+        def full(h: int) -> str:
+            if h not in text:
+                text[h] = exact_prompt(count, base + block_tokens, "", random.Random(f"{seed}:{h}"))
+            return text[h]
+
+        out = []
+        for target, ids in zip(P, blocks):
+            head = " ".join(full(h) for h in ids[:-1])
+            out.append(exact_prompt(count, int(target), head + " " if head else "", random.Random(f"{seed}:{ids[-1]}")))
+        return out

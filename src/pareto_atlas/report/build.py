@@ -12,6 +12,7 @@ import pandas as pd
 from pareto_atlas.atlas.answer import Answer
 from pareto_atlas.atlas.evidence import StudyRef
 from pareto_atlas.atlas.objectives import DEFAULT_OBJECTIVES, Objective, with_derived
+from pareto_atlas.atlas.prefix import move_lines
 from pareto_atlas.atlas.regimes import Regime, admission, default_regimes
 from pareto_atlas.atlas.summary import frontier_frequency, stacked_vs_single
 from pareto_atlas.report import figures as F
@@ -100,6 +101,9 @@ def write_report(
     cells.to_json(paths["winners_json"], orient="records", indent=1)
     paths["winners_md"] = out_dir / "winners.md"
     paths["winners_md"].write_text(winners_markdown(cells), encoding="utf-8")
+    if len(answer.prefix_moves):  # what prefix caching is worth, where a workload shares (atlas.prefix)
+        paths["prefix_cache_csv"] = out_dir / "prefix_cache.csv"
+        answer.prefix_moves.to_csv(paths["prefix_cache_csv"], index=False)
 
     counts = {r.kind: {"on_frontier": int(r.on_frontier), "total": int(r.total)} for r in svs.itertuples(index=False)}
     summary = {
@@ -114,6 +118,7 @@ def write_report(
         "frontier_frequency": freq.to_dict(orient="records"),
         "n_boundary_cases": int(len(boundary)),
         "n_projected": int(len(projected)),
+        **({"prefix_cache": move_lines(answer.prefix_moves)} if len(answer.prefix_moves) else {}),
         "allow_priors": bool(allow_priors),
         "percentile_method": meta.get("percentile_method", PERCENTILE_METHOD),
         "definitions": METRIC_DEFINITIONS,

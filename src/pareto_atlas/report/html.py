@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from pareto_atlas.atlas.answer import Answer
+from pareto_atlas.atlas.prefix import move_lines
 from pareto_atlas.report.bundle import plotly_js
 from pareto_atlas.report.definitions import METRIC_DEFINITIONS, PERCENTILE_METHOD
 from pareto_atlas.report.page_data import MAX_POINTS, page_payload
@@ -51,7 +52,15 @@ def _static(answer: Answer, meta: dict) -> dict[str, str]:
         for k, v in meta.items()
         if k not in ("definitions", "title") and not isinstance(v, (dict, list))
     ]
-    return {"defs": dl, "regimes": regs, "prices": price_rows, "facts": " · ".join(facts)}
+    moves = answer.prefix_moves
+    prefix = (
+        "<h2>What prefix caching is worth</h2><ul class=\"regimes\">"
+        + "".join(f"<li>{e(line.strip())}</li>" for line in move_lines(moves))
+        + "</ul>"
+        if len(moves)
+        else ""
+    )
+    return {"defs": dl, "regimes": regs, "prices": price_rows, "facts": " · ".join(facts), "prefix": prefix}
 
 
 def render_html(
@@ -120,6 +129,7 @@ the projected points resting on priors too; faint points are dominated. Drag to 
 <table id="winners"><thead><tr><th>regime</th><th>model</th><th>workload</th><th>card</th><th>winner</th><th>layout</th><th>load</th><th>objective [error]</th><th>quality_rel [95 %]</th><th>evidence</th><th>stack</th><th>separated</th></tr></thead>
 <tbody id="winners-body"></tbody></table>
 <p class="legend" id="evidence-legend"></p>
+{s['prefix']}
 <h2>Quality evidence</h2>
 <p class="note" id="quality-note"></p>
 <div class="scroll"><table id="quality-table"></table></div>

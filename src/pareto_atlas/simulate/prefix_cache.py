@@ -100,3 +100,14 @@ def cached_tokens(load: SharedLoad, capacity_tokens: float) -> np.ndarray:
 def hit_rate(cached: np.ndarray, prompt: np.ndarray) -> float:
     """Share of prompt tokens served from the cache."""
     return float(np.sum(cached) / max(1, np.sum(prompt)))
+
+
+def measured_twin_cached(
+    share: Sharing, prompt: int, output: int, n: int, warmup: int, width: int, kv_cap_tokens: float, slots: int
+) -> np.ndarray:
+    """Per measured request, the prompt tokens the block cache serves for an anchor that sent `warmup`
+    requests of the pattern first (one at a time, unscored: they only fill the cache) and then n more,
+    `width` sessions side by side, on a configuration of `slots` sequences and kv_cap_tokens of KV."""
+    load = shared_load(share, (), prompt, output, warmup + n, width)
+    room = cache_tokens(kv_cap_tokens, slots, float(np.mean(load.prompt) + np.mean(load.output)))
+    return cached_tokens(load, room)[warmup:]

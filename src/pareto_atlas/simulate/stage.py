@@ -114,10 +114,7 @@ def study_space(
     swept = study_evictions(study)
     opt_in = tuple(study.simulate.grid.weights or ())  # opt-in formats (space.FP4_OPT_IN) the grid lists
     grid = [k for kind in kinds for k in default_knobs(kind, study.engine.name, swept, weights_extra=opt_in)]
-    # a workload that shares prefixes: every knob with its prefix cache on beside off (what caching is
-    # worth); one that shares nothing keeps its grid
-    if any(w.shares for w in (workloads or measured_workloads(study))):
-        grid += prefix_variants(grid)
+    shares = any(w.shares for w in (workloads or measured_workloads(study)))
     grid = [k for k in grid if study.simulate.grid.keeps(k)]
     # Parallel layouts where the study's grid names any (tp = [1, 2, 4, 8], ...): a study that does not
     # keeps its one-GPU space, thinning and winners exactly as before parallelism existed
@@ -135,9 +132,14 @@ def study_space(
     knobs = list(dict.fromkeys(kept + grid))
     cost = {k: per_pair * sum(1 for h in hardware if not compatible(k, h, study.engine.name, model)) for k in knobs}
     budget = study.simulate.max_configs if budget is None else budget
-    if sum(cost.values()) > budget:
+    pair = 2 if shares else 1
+    if pair * sum(cost.values()) > budget:
         evidenced = {a.quality_key() for a in arms} if evidenced is None else evidenced
-        knobs = thinned(knobs, kept, cost, budget, evidenced)
+        knobs = thinned(knobs, kept, cost, budget // pair, evidenced)
+    # a workload that shares prefixes: every knob kept with its prefix cache on beside off (what caching
+    # is worth, thinned as pairs so the two differ by the cache alone); one that shares nothing keeps its grid
+    if shares:
+        knobs = list(dict.fromkeys(knobs + [k for k in prefix_variants(knobs) if study.simulate.grid.keeps(k)]))
     return Space(model, tuple(hardware), tuple(knobs), tuple(workloads), tuple(loads), {}, engine=study.engine.name)
 
 
@@ -262,10 +264,10 @@ def target_spaces(study: Study, targets: list[Target], anchors, console: Console
     then the knobs whose tokens have quality evidence for that model."""
     full = [study_space(study, list(t.hardware), t.card, list(t.workloads), budget=10**12) for t in targets]
     sizes = [sp.size() for sp in full]
-    total = sum(sizes) or 1
+    total = sum(n for t, n in zip(targets, sizes) if t.max_configs is None) or 1
     out = []
     for t, sp, n in zip(targets, full, sizes):
-        budget = max(1, int(study.simulate.max_configs * n / total))
+        budget = t.max_configs or max(1, int(study.simulate.max_configs * n / total))
         ev = None if t.measured else evidenced_keys(study, t)
         space = study_space(study, list(t.hardware), t.card, list(t.workloads), budget=budget, evidenced=ev)
         out.append(with_measured_acceptance(space, anchors, console, t.name))

@@ -35,6 +35,7 @@ class Target:
     workloads: tuple[Workload, ...]
     measured: bool  # the study's own [model]: its quality is measured here
     tasks: tuple[str, ...] = ()  # the quality task guarding each workload (default: the study's)
+    max_configs: int | None = None  # its own budget (TargetSpec.max_configs); None: a share of the study's
 
     @property
     def family(self) -> str:
@@ -75,7 +76,7 @@ def study_targets(
             else tuple(measured_workloads)
         )
         tasks = tuple(w.task or default for w in t.workloads) if t.workloads else (default,) * len(wls)
-        out.append(Target(t.name, card, hw, wls, measured, tasks))
+        out.append(Target(t.name, card, hw, wls, measured, tasks, t.max_configs))
     return out
 
 

@@ -9,6 +9,7 @@ anchor and its simulated twin see one load. A study names a trace by a shipped n
 from __future__ import annotations
 
 import csv
+import gzip
 import hashlib
 import json
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ COLUMNS = {
     "output_tokens": ("output_tokens", "output_len", "max_tokens", "completion_tokens", "output_length"),
 }
 SUFFIXES = (".csv", ".jsonl", ".json")
+GZIP = ".gz"  # any of them gzipped (a public trace of a few MB ships compressed)
 # A row may name its prompt's blocks (the Mooncake trace format, kvcache-ai/Mooncake FAST25-release/traces:
 # `hash_ids`, one id per block of this many prompt tokens, the last one partial; equal ids, equal tokens).
 HASH_BLOCK_TOKENS = 512
@@ -46,19 +48,42 @@ MAX_ROWS = 100_000  # requests one trace replays (spec.bounds.MAX_REQUESTS)
 MAX_BYTES = 64 * 2**20
 
 
+def _format(path: Path) -> str:
+    """The table format of a trace file: its suffix, under a .gz one."""
+    suffixes = [s.lower() for s in path.suffixes]
+    return suffixes[-2] if suffixes[-1:] == [GZIP] and len(suffixes) >= 2 else (suffixes[-1] if suffixes else "")
+
+
+def _stem(path: Path) -> str:
+    """A trace's name: its file name less the format's suffix (and .gz)."""
+    name = path.name[: -len(GZIP)] if path.name.lower().endswith(GZIP) else path.name
+    return Path(name).stem
+
+
+def _read_text(path: Path) -> str:
+    """The file's text, decompressed where it is gzipped (its decompressed size bounded as a plain file's)."""
+    if path.suffix.lower() != GZIP:
+        return path.read_text()
+    with gzip.open(path, "rb") as f:
+        data = f.read(MAX_BYTES + 1)
+    if len(data) > MAX_BYTES:
+        raise TraceError(f"trace {path.name}: over {MAX_BYTES // 2**20} MiB decompressed")
+    return data.decode()
+
+
 def _records(path: Path) -> tuple[list[tuple[int, object]], int]:
     """The file's rows with their line numbers. Lines starting with '#' are comments (a trace says
     where its figures come from)."""
     try:
         if path.stat().st_size > MAX_BYTES:
             raise TraceError(f"trace {path.name}: {path.stat().st_size} bytes; at most {MAX_BYTES // 2**20} MiB")
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as e:
+        text = _read_text(path)
+    except (OSError, UnicodeDecodeError, EOFError) as e:
         raise TraceError(
             f"trace {path.name}: cannot read ({type(e).__name__}: {str(e).splitlines()[0][:100]})"
         ) from None
     lines = [(i, s) for i, s in enumerate(text.splitlines(), start=1) if s.strip() and not s.lstrip().startswith("#")]
-    if path.suffix.lower() in (".jsonl", ".json"):
+    if _format(path) in (".jsonl", ".json"):
         out = []
         for i, s in lines:
             try:
@@ -159,7 +184,7 @@ def _hash_ids(path: Path, lineno: int, raw, prompt_tokens: int) -> tuple[int, ..
 def shipped_traces() -> dict[str, Path]:
     """Traces that come with the package, by name (file stem)."""
     folder = resources.files("pareto_atlas.spec").joinpath("traces")
-    return {Path(str(f)).stem: Path(str(f)) for f in folder.iterdir() if Path(str(f)).suffix in SUFFIXES}
+    return {_stem(Path(str(f))): Path(str(f)) for f in folder.iterdir() if _format(Path(str(f))) in SUFFIXES}
 
 
 def resolve_trace(value: str, base: Path | None = None) -> str:
@@ -172,10 +197,10 @@ def resolve_trace(value: str, base: Path | None = None) -> str:
     path = Path(value).expanduser()
     if not path.is_absolute():
         path = (base or Path.cwd()) / path
-    if not path.is_file() or path.suffix.lower() not in SUFFIXES:
+    if not path.is_file() or _format(path) not in SUFFIXES:
         raise ValueError(
             f"{value!r} is not allowed: a shipped trace ({', '.join(sorted(shipped)) or 'none'}) or an "
-            f"existing {'/'.join(SUFFIXES)} file of arrival_s, prompt_tokens, output_tokens"
+            f"existing {'/'.join(SUFFIXES)} file (or one gzipped) of arrival_s, prompt_tokens, output_tokens"
         )
     rows = trace_rows(str(path.resolve()))
     if len(rows) < 2:
@@ -189,7 +214,7 @@ def trace_path(value: str) -> Path:
 
 
 def trace_name(value: str) -> str:
-    return trace_path(value).stem
+    return _stem(trace_path(value))
 
 
 @lru_cache(maxsize=32)

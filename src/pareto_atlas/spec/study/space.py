@@ -156,6 +156,9 @@ class TargetSpec(Frozen):
     family: Name | None = None  # default: the card's (spec/models.toml)
     hardware: list[str] | None = None  # default: [simulate] hardware
     workloads: list[ShapeSpec] | None = Field(None, max_length=64)  # default: the shapes the arms measured
+    # This target's own configuration budget, outside [simulate] max_configs (which the other targets
+    # share as before): a target added to a study leaves the others' thinned grids as they were.
+    max_configs: Int(1, 1_000_000, "configurations of this target", optional=True) = None
 
     @field_validator("workloads")
     @classmethod
