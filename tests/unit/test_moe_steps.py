@@ -47,12 +47,23 @@ def test_the_moe_step_grows_with_the_experts_touched_and_the_dense_one_far_less(
 def test_a_fit_on_some_slot_counts_finds_the_skew_and_predicts_the_others():
     measured = steps(MOE, TRUE)
     fixed = {k: TRUE[k] for k in ("gemv", "overhead_seq_s")}
-    fit = fit_steps(MOE, CPU, "F32", BASE, {b: measured[b] for b in (1, 2, 8)}, ("skew", "overhead_step_s", "eff_bw"), CTX, fixed)
+    fit = fit_steps(
+        MOE, CPU, "F32", BASE, {b: measured[b] for b in (1, 2, 8)}, ("skew", "overhead_step_s", "eff_bw"), CTX, fixed
+    )
     assert fit.skew == pytest.approx(0.85, abs=0.01)
     assert fit.values["eff_bw"] == pytest.approx(1.4, rel=0.01)
     assert predict_steps(MOE, CPU, "F32", fit, [4], CTX)[4] == pytest.approx(measured[4], rel=0.002)
     # a wrong skew fixed in its place misses the held-out slot count: the law is what predicts it
-    wrong = fit_steps(MOE, CPU, "F32", BASE, {b: measured[b] for b in (1, 8)}, ("overhead_step_s", "eff_bw"), CTX, {**fixed, "skew": 1.3})
+    wrong = fit_steps(
+        MOE,
+        CPU,
+        "F32",
+        BASE,
+        {b: measured[b] for b in (1, 8)},
+        ("overhead_step_s", "eff_bw"),
+        CTX,
+        {**fixed, "skew": 1.3},
+    )
     assert abs(predict_steps(MOE, CPU, "F32", wrong, [4], CTX)[4] / measured[4] - 1) > 0.02
 
 
