@@ -54,6 +54,15 @@ def git_commit() -> str:
     return out.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
+def _autogroup() -> str:
+    # The scheduler's group and its nice: with autogroups on, a process's nice weighs only against its own
+    # session, so the priority a measurement ran at is this line (see docs/results/2026-12-02-moe-cpu.md).
+    try:
+        return Path("/proc/self/autogroup").read_text().strip()
+    except OSError:
+        return ""
+
+
 def measure(a: argparse.Namespace) -> dict:
     from pareto_atlas.measure.hwprobe import measure_this_machine
 
@@ -106,7 +115,7 @@ def report(data: dict) -> None:
         f"machine: {data['machine']['host']} ({data['machine']['cpus']} CPUs), card {hw.mem_bw_gbs} GB/s read, "
         f"{hw.tflops} TFLOP/s ({hw.source}); commit {data['commit']}; measured {data['measured_at']}"
     )
-    print(f"command: {data['command']}")
+    print(f"command: {data['command']}; scheduler group {data['machine'].get('autogroup') or '?'}")
     loads = [x for p in pts.values() for x in p.load_1m]
     other = [p.other_cpu_cores for p in pts.values() if p.other_cpu_cores is not None]
     print(
