@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -59,8 +60,10 @@ def measure_decode(
     weights: str = "F32",
     seed: int = 0,
     timeout_s: float = 300.0,
+    on_start: Callable[[int], None] | None = None,
 ) -> DecodePoint:
-    """One decode point (see the module doc); raises if the engine fails or no request met the contract."""
+    """One decode point (see the module doc); raises if the engine fails or no request met the contract.
+    `on_start`: called with the engine's pid once it serves, before any request (e.g. to set its priority)."""
     from pareto_atlas.measure.contention import ContentionMeter
     from pareto_atlas.measure.contract import build_contract_prompts
     from pareto_atlas.measure.engines import get_engine
@@ -82,6 +85,8 @@ def measure_decode(
     }
     load0 = os.getloadavg()[0]
     with get_engine("llamacpp").start(launch) as eng:
+        if on_start is not None:
+            on_start(eng.pid)
         prompts = build_contract_prompts(eng.base_url, P, warmup + rounds * slots, seed=seed)
         with ContentionMeter(eng.pid) as other:
             recs = run_load_sync(
