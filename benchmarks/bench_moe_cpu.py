@@ -105,6 +105,7 @@ def measure(a: argparse.Namespace) -> dict:
             "cpus": os.cpu_count(),
             "platform": platform.platform(),
             "card": hw.__dict__,
+            "autogroup": _autogroup(),
         },
         "shapes": {k: asdict(s) for k, s in shapes.items()},
         "points": points,
