@@ -1,13 +1,14 @@
 """One inlined helper per batching policy that needs one: the prefill token budget of a step (chunked,
-SLO-aware) and the disaggregated prefill pool's routing and prefill. Static, continuous and disagg prefill every pending
-prompt token of the running batch in one step (loop.run_kernel)."""
+SLO-aware) and the disaggregated prefill pool (its routing and prefill, one loop for loop.run_kernel
+and pool.run_pool_kernel). Static, continuous and disagg prefill every pending prompt token of the running
+batch in one step (loop.run_kernel)."""
 
 from __future__ import annotations
 
 from numba import njit
 
 from pareto_atlas.simulate.kernels._cache import CACHE
-from pareto_atlas.simulate.kernels.layout import CV
+from pareto_atlas.simulate.kernels.layout import CV, XFER
 from pareto_atlas.simulate.kernels.rand import _noise
 from pareto_atlas.simulate.kernels.step import _step_within, prefill_pairs, step_time
 
@@ -66,3 +67,24 @@ def _prefill_alone(c, p, start):
     # disagg: when a prefill worker that starts a p-token prompt at `start` finishes it (one prompt
     # per step, with the step's jitter)
     return start + step_time(c, 0.0, 0.0, p, prefill_pairs(p, 0.0), 0.0, 1.0) * _noise(c[CV], 1.0)
+
+
+@njit(cache=CACHE, inline="always")
+def _prefill_pool(c, c_pf, arrival, ready, prompt, need_pf, first_t, pf_free, pf_next, n_known, now, thinks):
+    # disagg: the prefill pool, FCFS: every request sent by now (pf_next..n_known) goes to the worker
+    # free first, prefills need_pf[i] tokens there (its first token leaves from there), and is ready
+    # for a decode engine once its KV (c[XFER] per prompt token) has crossed the link; need_pf[i] is
+    # then 0. Returns the next request the pool takes.
+    while pf_next < n_known:
+        i = pf_next
+        if thinks and arrival[i] > now:
+            # Not yet sent: a client that pauses may still send an earlier request.
+            break
+        w = _least_loaded(pf_free)
+        end = _prefill_alone(c_pf, float(need_pf[i]), max(arrival[i], pf_free[w]))
+        pf_free[w] = end
+        first_t[i] = end
+        ready[i] = end + c[XFER] * float(prompt[i])
+        need_pf[i] = 0
+        pf_next += 1
+    return pf_next

@@ -13,9 +13,9 @@ import numpy as np
 from numba import njit
 
 from pareto_atlas.simulate.kernels._cache import CACHE
-from pareto_atlas.simulate.kernels.layout import ACC, BURST_GAP_S, CV, DRAFT_P, K, O_REQ, XFER
+from pareto_atlas.simulate.kernels.layout import ACC, BURST_GAP_S, CV, DRAFT_P, K, O_REQ
 from pareto_atlas.simulate.kernels.loop import _enqueue
-from pareto_atlas.simulate.kernels.policies import _least_loaded, _prefill_alone
+from pareto_atlas.simulate.kernels.policies import _prefill_pool
 from pareto_atlas.simulate.kernels.rand import _accepted, _noise
 from pareto_atlas.simulate.kernels.step import step_time
 
@@ -49,7 +49,9 @@ def run_pool_kernel(
     acc = c[ACC]
     p_draft = c[DRAFT_P]
     spec_on = k > 0 and p_draft > 0.0
-    need_pf = prompt.copy()  # _enqueue keeps it in step with the requests it reorders
+    # prompt tokens each request will prefill (all of them: no prefix cache here); _enqueue keeps
+    # it in step with the requests it reorders
+    need_pf = prompt.copy()
     ready = arrival.copy()
     thinks = think.shape[0] > 0
     if concurrency > 0:
@@ -87,16 +89,9 @@ def run_pool_kernel(
     peak = 0
     while done < n:
         # The prefill pool (as in run_kernel): FCFS, each request to the worker free first.
-        while pf_next < n_known:
-            i = pf_next
-            if thinks and arrival[i] > now:
-                break
-            w = _least_loaded(pf_free)
-            end = _prefill_alone(c_pf, float(prompt[i]), max(arrival[i], pf_free[w]))
-            pf_free[w] = end
-            first_t[i] = end
-            ready[i] = end + c[XFER] * float(prompt[i])
-            pf_next += 1
+        pf_next = _prefill_pool(
+            c, c_pf, arrival, ready, prompt, need_pf, first_t, pf_free, pf_next, n_known, now, thinks
+        )
         # The earliest event: a request's KV arriving to be routed, or an engine's step boundary.
         t_route = ready[nxt] if nxt < pf_next else np.inf
         e = -1
