@@ -113,7 +113,12 @@ def test_the_link_fit_finds_the_link_that_made_its_rows_and_holds_sources_and_mo
     table = _measured_table(truth)
     cal = published_link.calibrate_link(table, "H100-SXM", {("H100-SXM", "vllm"): base}, {})
     assert (cal.link_eff, cal.link_latency_scale) == (0.4, 8.0)
-    assert cal.bar_from == "LOSO" and np.isfinite(cal.anchors.filter(like="_LOMO").to_numpy(float)).any()
+    # one engine: nothing held out by engine; the bar pools the two schemes that hold out and covers 90 %
+    assert cal.bar_from == "LOSO+LOMO" and np.isfinite(cal.anchors.filter(like="_LOMO").to_numpy(float)).any()
+    assert published_link.coverage(cal, published_link.SCHEMES)[0] >= 0.9
+    assert len(cal.bar_check) == 2 and published_link._decode(published_link._encode(cal)).bar_check == cal.bar_check
+    head = published_link.report_lines([cal])[1]
+    assert "held-out figures" in head and ("covers" in head or "no split check" in head)
     # the rows were made by a grid point: a fold re-finds it or a neighbour, so little held out is off
     loso = np.abs(cal.anchors.filter(like="_LOSO").to_numpy(float))
     assert np.nanmax(loso) < 0.05 and np.nanmedian(loso) < 0.01

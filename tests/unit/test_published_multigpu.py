@@ -268,3 +268,11 @@ def test_coverage_counts_figures_inside_the_carried_bar():
     a["throughput_tok_s_LOEO"] = [0.3, np.nan]  # inside the 40 % throughput bar
     cal = MultiGpuCalibration("H200", "vllm", None, a, 0.10, 0.40, "LOSO")
     assert coverage(cal, ("LOMO", "LOEO")) == (2 / 3, 3)
+    # the report counts every scheme's figures against the bar and states the split check
+    from pareto_atlas.calibrate.published_multigpu import report_lines
+
+    a = a.assign(source_id=["s", "s"], model=["m", "m"], tp=[2, 2], pp=[1, 1], replicas=[1, 1], prefill_workers=[0, 0])
+    lines = report_lines([MultiGpuCalibration("H200", "vllm", None, a, 0.10, 0.40, "LOSO+LOMO+LOEO", (0.95, 0.8))])
+    assert "inside it: 67 % of 3 held-out figures" in lines[1] and "covers 95 % / 80 %" in lines[1]
+    lines = report_lines([MultiGpuCalibration("H200", "vllm", None, a, 0.10, 0.40, "LOSO")])
+    assert "no split check" in lines[1]

@@ -104,7 +104,9 @@ def evidence_label(points: pd.DataFrame) -> np.ndarray:
     s = np.where(
         derived,
         np.char.add(
-            s.astype(str), " (the weight format's kernels derived from the roofline: no anchor of it on that card)"
+            s.astype(str),
+            " (the weight format's kernels derived from the roofline: no anchor or published measurement of it "
+            "on that card or its generation)",
         ),
         s,
     )

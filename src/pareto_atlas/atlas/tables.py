@@ -36,8 +36,8 @@ EVIDENCE_KEY = (
     "rests on: quality / speed — meas measured, inh inherited from an arm with the same tokens, effect a "
     "measured eviction effect, KL a measured KL divergence, pub published, carried from a measured model of "
     "the family, ref the model itself; sim simulated with a calibration (± its error bar); winners.md has "
-    "the long form; sim* the weight format's kernel cost was fitted on no anchor of it or its family on "
-    "that card: derived from the card's roofline and its calibrated bandwidth"
+    "the long form; sim* the weight format's kernel cost was fitted on no anchor or published measurement of "
+    "it or its family on that card or its generation: derived from the card's roofline and its calibrated bandwidth"
 )
 
 

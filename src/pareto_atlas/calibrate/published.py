@@ -49,6 +49,8 @@ class CardCalibration:
     # per model among the card's anchors: median |relative error| per GROUPS key of its anchors
     # predicted by a fit on the card's other models (leave-one-model-out); empty with one model
     lomo_errors: dict[str, dict[str, float]] = field(default_factory=dict)
+    # the quantized formats' kernel costs and their held-out errors (calibrate.published_formats.FormatFit)
+    formats: tuple = ()
 
     @property
     def n_sources(self) -> int:
@@ -101,6 +103,31 @@ def attn_flops_share(frame: pd.DataFrame, models: list[ModelCard]) -> dict[str, 
 # 8,000-token prompt then spent 105 ms on attention alone).
 ATTN_IDENTIFIED = 0.05
 
+# A decode's KV reads must take at least this share of some anchor's decode-step bytes (weights + the
+# batch's KV) for that anchor to show their speed, and anchors that show it must differ in context per
+# sequence: at one context, KV bytes grow with the batch exactly as the per-sequence overhead does, and
+# the fit splits the two where it pleases (H200's vLLM fit, on 512-token prompts alone, read the KV at
+# 45 % of the card's bandwidth, and a 4,000-token decode batch took twice its measured TPOT).
+KV_IDENTIFIED = 0.1
+
+
+def kv_read_contexts(frame: pd.DataFrame, models: list[ModelCard]) -> dict[str, set[int]]:
+    """Per KV dtype, the decode contexts per sequence (prompt + half the output) of the anchors whose
+    KV reads take at least KV_IDENTIFIED of a decode step's bytes (an open-rate anchor, whose batch
+    is not known, shows none)."""
+    from pareto_atlas.simulate.cost_model import weight_bytes
+    from pareto_atlas.spec.knobs import BITS_PER_KV
+
+    out: dict[str, set[int]] = {}
+    for (_, r), m in zip(frame.iterrows(), models):
+        batch = int(r["concurrency"]) or (int(r["slots"]) if r["rate_rps"] != r["rate_rps"] else 0)
+        ctx = int(r["prompt_tokens"]) + int(r["output_tokens"]) // 2
+        kv = batch * ctx * m.kv_bytes_per_token(BITS_PER_KV[r["kv"]])
+        seen = out.setdefault(r["kv"], set())
+        if kv >= KV_IDENTIFIED * (kv + weight_bytes(m, r["weights"])):
+            seen.add(ctx)
+    return out
+
 
 def fit_card(frame: pd.DataFrame, models: list[ModelCard], hw: HardwareCard) -> tuple[CalibParams, np.ndarray]:
     """Least-squares CalibParams for one card from the serving engine's GPU defaults. One head-ratio
@@ -108,9 +135,12 @@ def fit_card(frame: pd.DataFrame, models: list[ModelCard], hw: HardwareCard) -> 
 
     A prompt's attention efficiency is fitted only where an anchor's prompt is long enough to show it
     (ATTN_IDENTIFIED); elsewhere it is left out of the fit and follows the fitted decode attention's
-    efficiency (CalibParams.attn_flops_eff: a KV dtype without its own figure uses its eff_attn)."""
+    efficiency (CalibParams.attn_flops_eff: a KV dtype without its own figure uses its eff_attn). A
+    decode's KV read efficiency likewise, where anchors at two contexts show it (KV_IDENTIFIED); else
+    it stays the uncalibrated default's eff_attn."""
     unseen = (
         tuple(f"attn_flops:{kv}" for kv, share in attn_flops_share(frame, models).items() if share < ATTN_IDENTIFIED)
+        + tuple(f"eff_attn:{kv}" for kv, ctx in kv_read_contexts(frame, models).items() if len(ctx) < 2)
         if hw.kind == "gpu"
         else ()
     )
@@ -281,7 +311,13 @@ def calibrate_published(table: PublishedTable, hardware: list[str] | None = None
             f"published: no published anchor on {', '.join(unknown)}; cards with anchors: {', '.join(have)}"
         )
     rows = table.rows[table.rows.gpu.isin(hardware or have)]
-    return [calibrate_card(g, cards[gpu]) for (gpu, _), g in rows.groupby(["gpu", "engine"], sort=False)]
+    cals = [calibrate_card(g, cards[gpu]) for (gpu, _), g in rows.groupby(["gpu", "engine"], sort=False)]
+    # the quantized formats fitted on their rows of each card (both shipped tables' one-GPU rows), or
+    # carried from cards of the same generation (calibrate.published_formats)
+    from pareto_atlas.calibrate.published_formats import calibrate_formats
+    from pareto_atlas.calibrate.published_table import load_multigpu
+
+    return calibrate_formats(cals, table, load_multigpu())
 
 
 def tpot_held_out_by_source(cals: list[CardCalibration], engine: str = SERVED_ENGINE) -> list[str]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from dataclasses import asdict
 from importlib import resources
 from pathlib import Path
 
@@ -20,6 +21,7 @@ import pandas as pd
 
 from pareto_atlas import __version__
 from pareto_atlas.calibrate.published import CardCalibration
+from pareto_atlas.calibrate.published_formats import FormatFit
 from pareto_atlas.calibrate.published_table import PublishedTable
 from pareto_atlas.measure.weights import cache_root
 from pareto_atlas.simulate.params import CalibParams
@@ -27,12 +29,16 @@ from pareto_atlas.simulate.params import CalibParams
 _CODE = ("calibrate", "simulate")
 
 
-FIT_VERSION = "5"  # bump when the published fit's setup changes: stored fits are then redone
+FIT_VERSION = "7"  # bump when the published fit's setup changes: stored fits are then redone
 
 
 def fit_key(table: PublishedTable) -> str:
-    """What a stored fit is keyed by: the table's content, this fit's version and the tool's."""
-    return hashlib.sha256(f"{table.sha256}|{FIT_VERSION}|{__version__}".encode()).hexdigest()[:12]
+    """What a stored fit is keyed by: the table's content, the shipped multi-GPU table's (its one-GPU
+    rows fit the quantized formats: calibrate.published_formats), this fit's version and the tool's."""
+    from pareto_atlas.calibrate.published_table import load_multigpu
+
+    multi = load_multigpu().sha256
+    return hashlib.sha256(f"{table.sha256}|{multi}|{FIT_VERSION}|{__version__}".encode()).hexdigest()[:12]
 
 
 def cache_dir() -> Path:
@@ -71,6 +77,7 @@ def _encode(c: CardCalibration) -> dict:
         "errors": c.errors,
         "tpot_basis": list(c.tpot_basis),
         "lomo_errors": c.lomo_errors,
+        "formats": [asdict(f) for f in c.formats],
     }
 
 
@@ -92,6 +99,7 @@ def _decode(d: dict) -> CardCalibration:
         errors={k: float(v) for k, v in d["errors"].items()},
         tpot_basis=tuple(d["tpot_basis"]),
         lomo_errors={m: {k: float(v) for k, v in e.items()} for m, e in d["lomo_errors"].items()},
+        formats=tuple(FormatFit(**f) for f in d["formats"]),
     )
 
 

@@ -21,6 +21,7 @@ from pareto_atlas.calibrate.published import (
     for_atlas,
     tpot_held_out_by_source,
 )
+from pareto_atlas.calibrate.published_formats import report_lines as format_lines
 from pareto_atlas.calibrate.published_table import PublishedTable, load_published
 from pareto_atlas.simulate.api import simulate_point
 from pareto_atlas.simulate.cost_model import compute_dtype
@@ -165,6 +166,10 @@ def paper_ratios(params: dict[str, CalibParams]) -> pd.DataFrame:
                 "f16_tpot_ms": base,
                 "awq4": _tpot(hw, p, Knobs(weights="AWQ4")) / base,
                 "fp8": _tpot(hw, p, Knobs(weights="FP8")) / base,
+                # where each format's kernel cost comes from: fitted on the card's published rows,
+                # carried from its generation ("generation"), its family's, or derived (the roofline)
+                "awq4_basis": p.weight_cost("AWQ4", "gemv")[1],
+                "fp8_basis": p.weight_cost("FP8", "gemv")[1],
                 "ngram": _tpot(hw, p, spec) / base,
             }
         )
@@ -339,6 +344,7 @@ def published_study(
     gpus = [n for n, h in shipped_hardware().items() if h.kind == "gpu" and n not in used]
     show(f"no published anchor (uncalibrated default, ±25 %): {', '.join(gpus) or 'none'}", highlight=False)
     show("\n".join(summary_lines(cals)), highlight=False)
+    show("\n".join(format_lines(cals)), markup=False, highlight=False, soft_wrap=True)
     if ratio_lines is not None:
         show("\n".join(ratio_lines(paper_ratios({g: c.params for g, c in used.items()}))), highlight=False)
     key = store_published(store, study, table, cals, by="command")

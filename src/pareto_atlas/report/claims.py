@@ -128,7 +128,7 @@ def ratio_lines(ratios: pd.DataFrame) -> list[str]:
         f"Seed paper vs projection: {PAPER_MODEL} {PAPER_PROMPT}/{PAPER_OUTPUT}, batch 1, TPOT p50 ratio vs F16 "
         "(paper: references only, never inputs)",
         f"{'card':15s} {'F16 TPOT':>9s} {'AWQ4':>6s} {'paper':>6s} {'FP8':>6s} {'paper':>10s} "
-        f"{'n-gram':>7s} {'paper':>10s}  calibration",
+        f"{'n-gram':>7s} {'paper':>10s}  AWQ4 / FP8 kernels; calibration",
     ]
     for r in ratios.itertuples():
         ref = r.hardware in awq
@@ -136,6 +136,11 @@ def ratio_lines(ratios: pd.DataFrame) -> list[str]:
             f"{r.hardware:15s} {r.f16_tpot_ms:7.2f}ms {r.awq4:6.2f} "
             f"{(f'{awq[r.hardware]:.2f}' if ref else '-'):>6s} {r.fp8:6.2f} "
             f"{(f'{fp8[0]:.2f}-{fp8[1]:.2f}' if ref else '-'):>10s} {r.ngram:7.2f} "
-            f"{(f'{ngram[0]:.2f}-{ngram[1]:.2f}' if ref else '-'):>10s}  {r.calibration}"
+            f"{(f'{ngram[0]:.2f}-{ngram[1]:.2f}' if ref else '-'):>10s}  "
+            f"{getattr(r, 'awq4_basis', '?')} / {getattr(r, 'fp8_basis', '?')}; {r.calibration}"
         )
+    out.append(
+        "kernels: fitted on the card's published rows of the format, generation: carried from a card of its "
+        "generation, family: a format of its family's, derived: the roofline (no measurement: a projection)"
+    )
     return out

@@ -95,7 +95,10 @@ EVIDENCE_LEGEND = {
     "S-cal": "speed simulated by a simulator calibrated on measured or published anchors",
     "S-uncal": "speed simulated with default efficiencies (no calibration)",
     "S-prior": "speed read from a prior (projected, cannot win)",
-    "+roof": "the weight format's kernels derived from the roofline: no anchor of it on that card",
+    "+roof": (
+        "the weight format's kernels derived from the roofline: no anchor or published measurement of it on "
+        "that card or its generation"
+    ),
 }
 
 

@@ -104,6 +104,14 @@ class CalibParams:
     # missing here falls back to its family, then to 2 FLOPs / (peak x eff_flops).
     gemv_s_per_weight: dict = field(default_factory=dict)  # small batches: one pass over the weights per token
     gemm_s_per_weight: dict = field(default_factory=dict)  # tiled GEMM columns (prefill, large batches)
+    # Kernel formats whose costs above were carried from other cards of this card's generation (format ->
+    # the cards they were fitted on), not fitted on this card's own anchors (calibrate.published_formats).
+    # Left out of to_dict when empty.
+    carried_formats: dict = field(default_factory=dict)
+    # Per kernel format, {"lat": .., "thr": ..} relative error bars of its fitted, carried or derived cost:
+    # p90 of its held-out error (calibrate.published_formats; a key only where one was measured). A point
+    # of the format carries the wider of this and the card's bar. Left out of to_dict when empty.
+    format_rel_err: dict = field(default_factory=dict)
     gemm_tile: int = 0  # GEMM column tile; 0: every batch runs as GEMM (GPU kernels)
     head_ratio: float = 1.0  # lm_head cost per weight relative to the body's GEMV
     overhead_step_s: float = 2e-3  # scheduler, sampling, kernel launches: paid once per step
@@ -199,15 +207,22 @@ class CalibParams:
     def weight_cost(self, weights: str, path: str, model=None) -> tuple[float | None, str]:
         """(seconds per weight per token on `path` ("gemv" or "gemm"), where it came from): the
         kernel format's own fitted cost (kernel_format: the format on `model`'s rows), its layout's,
-        its family's (geometric mean), or None (derive it)."""
+        one carried from a card of the same generation ("generation"), its family's (geometric
+        mean), or None (derive it)."""
         table = self.gemv_s_per_weight if path == "gemv" else self.gemm_s_per_weight
         w = kernel_format(weights, model)
         if w in table:
-            return table[w], "fitted"
+            return table[w], "generation" if w in self.carried_formats else "fitted"
         fam = [v for k, v in table.items() if format_family(k) == format_family(w)]
         if fam:
             return float(np.exp(np.mean(np.log(fam)))), "family"
         return None, "derived"
+
+    def bars_for(self, weights: str, model=None) -> tuple[float, float]:
+        """(latency, throughput) bar of a point of this weight format: the card's, widened to the format's
+        own held-out error where its cost was fitted or carried with one (format_rel_err)."""
+        own = self.format_rel_err.get(kernel_format(weights, model), {})
+        return max(self.lat_rel_err, own.get("lat", 0.0)), max(self.thr_rel_err, own.get("thr", 0.0))
 
     def to_dict(self) -> dict:
         # the link's parameters only where they differ from their defaults: calibrations stored and
@@ -215,7 +230,8 @@ class CalibParams:
         return {
             f.name: getattr(self, f.name)
             for f in fields(self)
-            if f.name not in LINK_DEFAULTS or not _same(getattr(self, f.name), LINK_DEFAULTS[f.name])
+            if (f.name not in LINK_DEFAULTS or not _same(getattr(self, f.name), LINK_DEFAULTS[f.name]))
+            and not (f.name in ("carried_formats", "format_rel_err") and not getattr(self, f.name))
         }
 
     def parallel_bars(self) -> tuple[float, float, str]:

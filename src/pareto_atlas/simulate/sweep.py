@@ -245,14 +245,15 @@ def _frame(
     df["infeasible_reason"] = reasons
     # a point on several GPUs carries its card's link fit's held-out bar (CalibParams.parallel_bars)
     bars = [
-        p.parallel_bars() if k.gpus() > 1 else (p.lat_rel_err, p.thr_rel_err, p.provenance)
+        p.parallel_bars() if k.gpus() > 1 else (*p.bars_for(k.weights, space.model), p.provenance)
         for (k, _), p in zip(pairs, hp)
     ]
     df["lat_rel_err"] = np.array([b[0] for b in bars])[pair_idx]
     df["thr_rel_err"] = np.array([b[1] for b in bars])[pair_idx]
     df["calib_provenance"] = np.array([b[2] for b in bars], dtype=object)[pair_idx]
     # where the weight format's kernel cost came from on this card: fitted on its anchors, borrowed from
-    # its family's, or derived from the roofline (no anchor of the format or its family: an extrapolation)
+    # carried from a card of its generation, its family's, or derived from the roofline (no anchor of the
+    # format or its family on the card or its generation: an extrapolation)
     df["weights_cost"] = np.array(
         [p.weight_cost(k.weights, "gemv", space.model)[1] for (k, _), p in zip(pairs, hp)], dtype=object
     )[pair_idx]

@@ -25,6 +25,9 @@ class HardwareCard:
     gpus_per_node: int = 1
     link: str = "none"  # "nvlink", "pcie", "xgmi" or "none"
     link_latency_us: float = 0.0  # one hop of a collective over the link, microseconds
+    # The GPU's architecture (generation), e.g. "hopper": cards of one run the same kernels, so a weight
+    # format's kernel efficiency fitted on one carries to the others (calibrate.published_formats).
+    arch: str = ""
 
     def __post_init__(self) -> None:
         if self.link not in LINKS:
