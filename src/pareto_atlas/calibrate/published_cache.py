@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from pareto_atlas import __version__
-from pareto_atlas.calibrate.published import CardCalibration
+from pareto_atlas.calibrate.published import CardCalibration, calibrate_published
 from pareto_atlas.calibrate.published_formats import FormatFit
 from pareto_atlas.calibrate.published_table import PublishedTable
 from pareto_atlas.measure.weights import cache_root
@@ -123,3 +123,13 @@ def save(key: str, cals: list[CardCalibration]) -> None:
         os.replace(tmp, d / f"{key}.json")
     except OSError:
         return
+
+
+def fitted(table: PublishedTable, cards: list[str]) -> list[CardCalibration]:
+    """The one-GPU fits of `cards` on `table`: from the cache when it holds them, else fitted now and kept."""
+    key = cache_key(fit_key(table), cards)
+    cals = load(key)
+    if cals is None:
+        cals = calibrate_published(table, cards)
+        save(key, cals)
+    return cals

@@ -263,7 +263,7 @@ def link_calibrations(
     per-GPU costs are the shipped one-GPU table's fits (`one_gpu`: those already made, else cached or
     fitted here)."""
     from pareto_atlas.calibrate import published_cache
-    from pareto_atlas.calibrate.published import calibrate_published, for_atlas
+    from pareto_atlas.calibrate.published import for_atlas
     from pareto_atlas.calibrate.published_cache import fit_key
     from pareto_atlas.calibrate.published_table import load_multigpu, load_published
 
@@ -278,11 +278,7 @@ def link_calibrations(
             pass
         one = [c for c in one_gpu or [] if c.hardware == card]
         if not one and card in set(shipped.rows.gpu):
-            ckey = published_cache.cache_key(fit_key(shipped), [card])
-            one = published_cache.load(ckey)
-            if one is None:
-                one = calibrate_published(shipped, [card])
-                published_cache.save(ckey, one)
+            one = published_cache.fitted(shipped, [card])
         cal = calibrate_link(
             table,
             card,
