@@ -25,7 +25,7 @@ from pareto_atlas.simulate.kernels.layout import (
     SLO,
     STATIC,
 )
-from pareto_atlas.simulate.kernels.policies import _budget_chunked, _budget_slo, _prefill_pool
+from pareto_atlas.simulate.kernels.policies import _budget_chunked, _budget_slo, _prefill_one
 from pareto_atlas.simulate.kernels.rand import _accepted, _noise, _normal, _tokens_per_step
 from pareto_atlas.simulate.kernels.step import _step_time, _upper_bound, prefill_pairs, step_time
 
@@ -150,14 +150,17 @@ def run_kernel(
 
     while done < n:
         if policy == DISAGG:
-            taken = pf_next
-            pf_next = _prefill_pool(
-                c, c_pf, arrival, ready, prompt, need_pf, first_t, pf_free, pf_next, n_known, now, thinks
-            )
-            for i in range(taken, pf_next):
-                # out of the pool with its first token, and its prompt's KV
+            # The prefill pool, FCFS: every request sent by now goes to the worker free first.
+            while pf_next < n_known:
+                i = pf_next
+                if thinks and arrival[i] > now:
+                    # Not yet sent: a client that pauses may still send an earlier request.
+                    break
+                _prefill_one(c, c_pf, i, float(need_pf[i]), arrival, ready, prompt, first_t, pf_free)
+                need_pf[i] = 0
                 gen[i] = 1
                 kv[i] = prompt[i]
+                pf_next += 1
 
         # Admission.
         if policy != STATIC or nrun == 0:

@@ -15,7 +15,7 @@ from numba import njit
 from pareto_atlas.simulate.kernels._cache import CACHE
 from pareto_atlas.simulate.kernels.layout import ACC, BURST_GAP_S, CV, DRAFT_P, K, O_REQ
 from pareto_atlas.simulate.kernels.loop import _enqueue
-from pareto_atlas.simulate.kernels.policies import _prefill_pool
+from pareto_atlas.simulate.kernels.policies import _prefill_one
 from pareto_atlas.simulate.kernels.rand import _accepted, _noise
 from pareto_atlas.simulate.kernels.step import step_time
 
@@ -49,9 +49,7 @@ def run_pool_kernel(
     acc = c[ACC]
     p_draft = c[DRAFT_P]
     spec_on = k > 0 and p_draft > 0.0
-    # prompt tokens each request will prefill (all of them: no prefix cache here); _enqueue keeps
-    # it in step with the requests it reorders
-    need_pf = prompt.copy()
+    need_pf = prompt.copy()  # _enqueue keeps it in step with the requests it reorders
     ready = arrival.copy()
     thinks = think.shape[0] > 0
     if concurrency > 0:
@@ -89,9 +87,12 @@ def run_pool_kernel(
     peak = 0
     while done < n:
         # The prefill pool (as in run_kernel): FCFS, each request to the worker free first.
-        pf_next = _prefill_pool(
-            c, c_pf, arrival, ready, prompt, need_pf, first_t, pf_free, pf_next, n_known, now, thinks
-        )
+        while pf_next < n_known:
+            i = pf_next
+            if thinks and arrival[i] > now:
+                break
+            _prefill_one(c, c_pf, i, float(prompt[i]), arrival, ready, prompt, first_t, pf_free)
+            pf_next += 1
         # The earliest event: a request's KV arriving to be routed, or an engine's step boundary.
         t_route = ready[nxt] if nxt < pf_next else np.inf
         e = -1
