@@ -97,7 +97,8 @@ def published_params(cards: list[str], kv_identified: float | None = None) -> tu
     fitted wherever two contexts exist, as before issue 31's rule), fitted here, never cached."""
     from pareto_atlas.calibrate import published as fit_module
     from pareto_atlas.calibrate import published_cache
-    from pareto_atlas.calibrate.published import calibrate_published, for_atlas
+    from pareto_atlas.calibrate.published import for_atlas
+    from pareto_atlas.calibrate.published_formats import calibrate_published_formats
     from pareto_atlas.calibrate.published_table import PublishedTable, _sha, load_published
 
     table = load_published()
@@ -112,7 +113,7 @@ def published_params(cards: list[str], kv_identified: float | None = None) -> tu
     if kv_identified is not None:
         rule, fit_module.KV_IDENTIFIED = fit_module.KV_IDENTIFIED, kv_identified
         try:
-            cals = calibrate_published(shipped, cards)
+            cals = calibrate_published_formats(shipped, cards)
         finally:
             fit_module.KV_IDENTIFIED = rule
         return {g: c.params for g, c in for_atlas(cals).items()}, int(theirs.sum())

@@ -3,6 +3,11 @@ calibrate/published_readers from the files their publishers ship, each row citin
 and commit.
 
     python scripts/read_published.py --aiconfigurator-git DIR [--trtllm-git DIR | --raw DIR] [--out CSV]
+    python scripts/read_published.py --moe --aiconfigurator-git DIR [--out CSV]
+
+--moe writes spec/published_moe.csv instead: the mixture-of-experts points of aiconfigurator's file
+(published_readers.aiconfigurator_moe), each with its expert layout (ep, attn_dp). TensorRT-LLM's
+perf-overview MoE tables (Mixtral, Qwen3-235B-A22B, Llama-4) are not read yet.
 
 Sources (each file is read at the commit named here; a snapshot of the repository must hold it):
 - ai-dynamo/aiconfigurator aic-core/src/aiconfigurator_core/systems/silicon_sample.csv: read from a
@@ -23,7 +28,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pareto_atlas.calibrate.published_readers import ReadResult, SourceFile, aiconfigurator, trtllm_perf
+from pareto_atlas.calibrate.published_moe_table import HEADER as MOE_HEADER
+from pareto_atlas.calibrate.published_moe_table import SHIPPED_MOE, moe_row_error
+from pareto_atlas.calibrate.published_readers import (
+    ReadResult,
+    SourceFile,
+    aiconfigurator,
+    aiconfigurator_moe,
+    trtllm_perf,
+)
 from pareto_atlas.calibrate.published_table import COLUMNS, PARALLEL, SHIPPED_MULTIGPU, read_table, row_error
 
 AIC = ("ai-dynamo/aiconfigurator", "aic-core/src/aiconfigurator_core/systems/silicon_sample.csv")
@@ -65,8 +78,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--raw", type=Path, default=Path(".published_raw"), help="saved files, RAW/<owner+name>/<commit>/<path>"
     )
-    ap.add_argument("--out", type=Path, default=SPEC / SHIPPED_MULTIGPU)
+    ap.add_argument("--out", type=Path, help=f"default: spec/{SHIPPED_MULTIGPU} (spec/{SHIPPED_MOE} with --moe)")
+    ap.add_argument("--moe", action="store_true", help=f"write the MoE table (spec/{SHIPPED_MOE})")
     a = ap.parse_args(argv)
+    if a.moe:
+        return write_moe(aiconfigurator_file(a.aiconfigurator_git), a.out or SPEC / SHIPPED_MOE)
+    a.out = a.out or SPEC / SHIPPED_MULTIGPU
     results: list[tuple[str, ReadResult]] = [
         ("aiconfigurator", aiconfigurator.read(aiconfigurator_file(a.aiconfigurator_git)))
     ]
@@ -103,6 +120,42 @@ def main(argv: list[str] | None = None) -> int:
         w.writeheader()
         w.writerows({c: r[c] for c in w.fieldnames} for r in rows)
     print(f"{a.out}: {len(rows)} rows")
+    return 0
+
+
+def write_moe(src: SourceFile, out: Path) -> int:
+    """The MoE table: aiconfigurator's MoE points, validated, sorted, written."""
+    res = aiconfigurator_moe.read(src)
+    print(f"aiconfigurator MoE: {len(res.rows)} rows")
+    for reason, n in sorted(res.skipped.items()):
+        print(f"    left out {n}: {reason}")
+    for i, r in enumerate(res.rows):
+        if err := moe_row_error(r):
+            sys.exit(f"row {i} ({r['source_id']}, {r['model']}, {r['gpu']}): {err}")
+    rows = sorted(
+        res.rows,
+        key=lambda r: (
+            r["source_id"],
+            r["model"],
+            r["gpu"],
+            r["engine"],
+            r["weights"],
+            int(r["n_gpus"]),
+            int(r["tp"]),
+            int(r["attn_dp"]),
+            int(r["ep"]),
+            int(r["prompt_tokens"]),
+            int(r["output_tokens"]),
+            float(r["load_value"]),
+            r["engine_version"],
+            r["notes"],
+        ),
+    )
+    with out.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=MOE_HEADER, lineterminator="\n")
+        w.writeheader()
+        w.writerows({c: r[c] for c in MOE_HEADER} for r in rows)
+    print(f"{out}: {len(rows)} rows")
     return 0
 
 

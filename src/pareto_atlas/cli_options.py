@@ -153,7 +153,8 @@ CALIBRATE_MULTI_GPU = typer.Option(
     "--multi-gpu",
     help="--published: also fit "
     "spec/published_multigpu.csv per card and engine and print its held-out "
-    "error per parallelism (one source, model, engine left out); minutes.",
+    "error per parallelism (one source, model, engine left out), and spec/published_moe.csv's "
+    "mixture-of-experts fit per card with its held-out error; minutes.",
 )
 
 # pick

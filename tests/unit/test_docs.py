@@ -63,8 +63,8 @@ def test_every_result_opens_with_its_machine_commit_and_command():
     for p in results:
         assert re.fullmatch(r"\d{4}-\d{2}-\d{2}-[a-z0-9-]+\.md", p.name), p.name
         head = p.read_text().splitlines()[:8]
-        for key in ("**Machine**", "**Commit**", "**Command**"):
-            assert any(key in ln for ln in head), f"{p.name} does not open with {key}"
+        for key in ("**Machine**", "**Commit**", "**Command"):  # "**Command**" or "**Commands**"
+            assert any(ln.startswith(f"- {key}") for ln in head), f"{p.name} does not open with {key}"
 
 
 def test_relative_links_resolve():

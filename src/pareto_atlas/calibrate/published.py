@@ -311,13 +311,9 @@ def calibrate_published(table: PublishedTable, hardware: list[str] | None = None
             f"published: no published anchor on {', '.join(unknown)}; cards with anchors: {', '.join(have)}"
         )
     rows = table.rows[table.rows.gpu.isin(hardware or have)]
-    cals = [calibrate_card(g, cards[gpu]) for (gpu, _), g in rows.groupby(["gpu", "engine"], sort=False)]
-    # the quantized formats fitted on their rows of each card (both shipped tables' one-GPU rows), or
-    # carried from cards of the same generation (calibrate.published_formats)
-    from pareto_atlas.calibrate.published_formats import calibrate_formats
-    from pareto_atlas.calibrate.published_table import load_multigpu
-
-    return calibrate_formats(cals, table, load_multigpu())
+    # (the quantized formats' kernel costs are fitted on top of these by
+    # calibrate.published_formats.calibrate_published_formats, which the stage calls)
+    return [calibrate_card(g, cards[gpu]) for (gpu, _), g in rows.groupby(["gpu", "engine"], sort=False)]
 
 
 def tpot_held_out_by_source(cals: list[CardCalibration], engine: str = SERVED_ENGINE) -> list[str]:

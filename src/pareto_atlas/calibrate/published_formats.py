@@ -24,7 +24,8 @@ import pandas as pd
 
 from pareto_atlas.calibrate.fidelity import LATENCY
 from pareto_atlas.calibrate.fit import TARGETS, _anchors, _Space, fit_params, predict
-from pareto_atlas.calibrate.published_table import PublishedTable, batch1_speed
+from pareto_atlas.calibrate.published import SERVED_ENGINE, calibrate_published, card_frame
+from pareto_atlas.calibrate.published_table import PublishedTable, batch1_speed, load_multigpu
 from pareto_atlas.simulate.cost_model import compute_dtype
 from pareto_atlas.simulate.params import FAMILY, CalibParams
 from pareto_atlas.spec.cards import HardwareCard, ModelCard
@@ -246,7 +247,6 @@ def calibrate_formats(cals: list, table: PublishedTable, multigpu: PublishedTabl
     """The cards' fits (calibrate.published.CardCalibration) on the served engine with their quantized
     formats fitted where the card has rows of them, else carried from cards of the same generation;
     each fit's `formats` says which and how well they predict held-out rows."""
-    from pareto_atlas.calibrate.published import SERVED_ENGINE, card_frame
     from pareto_atlas.spec.cards import shipped_hardware
 
     cards = shipped_hardware()
@@ -364,7 +364,6 @@ def _pct(v: float) -> str:
 def report_lines(cals: list) -> list[str]:
     """Per card and quantized format: where its kernel cost comes from, its held-out error (how, on what),
     and the roofline's error on the same rows; then the formats still derived from the roofline."""
-    from pareto_atlas.calibrate.published import SERVED_ENGINE
     from pareto_atlas.spec.cards import shipped_hardware
 
     cards = shipped_hardware()
@@ -397,3 +396,9 @@ def report_lines(cals: list) -> list[str]:
                 f"{'it' if len(left) == 1 else 'them'} on any {cards[card].arch or 'same-generation'} card"
             )
     return out
+
+
+def calibrate_published_formats(table: PublishedTable, hardware: list[str] | None = None) -> list:
+    """calibrate.published.calibrate_published, then each card's quantized formats fitted on their rows
+    of the card (both shipped tables' one-GPU rows) or carried from cards of the same generation."""
+    return calibrate_formats(calibrate_published(table, hardware), table, load_multigpu())

@@ -12,12 +12,12 @@ import pandas as pd
 from rich.console import Console
 
 from pareto_atlas.calibrate.fit import TARGETS
+from pareto_atlas.calibrate.published_formats import calibrate_published_formats
 from pareto_atlas.calibrate.published import (
     B1,
     GROUPS,
     SERVED_ENGINE,
     CardCalibration,
-    calibrate_published,
     for_atlas,
     tpot_held_out_by_source,
 )
@@ -87,13 +87,14 @@ def stored_published(store: Store, study: str, shipped_key: str | None = None) -
 
 
 def published_params(
-    study: str, store: Store, console: Console, cards: list[str], links: bool = False
+    study: str, store: Store, console: Console, cards: list[str], links: bool = False, moe: bool = False
 ) -> dict[str, CalibParams]:
     """The published calibrations of these GPU cards for `simulate`: stored ones (see
     stored_published); cards that have none but have shipped anchors are fitted now, once, and
     kept in the store under the shipped table's hash (seconds, then free until it changes).
     links: each card's link fitted on the published multi-GPU rows too (with_links), for a space
-    with parallel points (minutes once, then from the fit cache)."""
+    with parallel points (minutes once, then from the fit cache); moe: each card's MoE terms fitted
+    on the published MoE rows too (with_moe_fits), for a space with a mixture of experts."""
     shipped = load_published()
     have = stored_published(store, study, fit_key(shipped))
     missing = [c for c in cards if c not in have and c in set(shipped.rows.gpu)]
@@ -109,7 +110,7 @@ def published_params(
                 "version; `pareto-atlas published` prints the fit)",
                 highlight=False,
             )
-            cals = calibrate_published(shipped, missing)
+            cals = calibrate_published_formats(shipped, missing)
             published_cache.save(ckey, cals)
         else:
             console.print(
@@ -121,7 +122,12 @@ def published_params(
         have.update({g: c.params for g, c in for_atlas(cals).items()})
     if not links:
         return {c: have[c] for c in cards if c in have}
-    return with_links(have, cards, console, cals)
+    out = with_links(have, cards, console, cals)
+    if not moe:
+        return out
+    from pareto_atlas.calibrate.published_moe_stage import with_moe_fits
+
+    return with_moe_fits(out, cards, console, cals)
 
 
 def with_links(
@@ -337,7 +343,7 @@ def published_study(
             highlight=False,
             soft_wrap=True,
         )
-    cals = calibrate_published(table, hardware)
+    cals = calibrate_published_formats(table, hardware)
     used = for_atlas(cals)
     for cal in cals:
         show("\n".join(card_lines(cal, used[cal.hardware] is cal)), markup=False, highlight=False, soft_wrap=True)
@@ -388,4 +394,7 @@ def multigpu_study(
     cards = [g for g in dict.fromkeys(table.rows.gpu) if not hardware or g in hardware]
     links = published_link.link_calibrations(cards, table, one_gpu)
     show("\n".join(published_link.report_lines(list(links.values()))), markup=False, highlight=False, soft_wrap=True)
+    from pareto_atlas.calibrate.published_moe_stage import moe_study
+
+    moe_study(console, hardware, one_gpu)
     return cals

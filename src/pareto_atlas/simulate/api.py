@@ -83,9 +83,7 @@ def simulate_point(
         raise ValueError(why)
     accept, prior_label = resolve_acceptance(knobs)
     plan = plan_memory(model, hw, knobs, prompt_tokens, output_tokens, params, draft)
-    lat_err, thr_err, calib = (
-        params.parallel_bars() if knobs.gpus() > 1 else (params.lat_rel_err, params.thr_rel_err, params.provenance)
-    )
+    lat_err, thr_err, calib = params.point_bars(knobs.gpus(), model.is_moe, knobs.weights, model)
     row = {
         "hardware": hw.name,
         "concurrency": int(concurrency or 0),

@@ -205,7 +205,7 @@ def coeffs(
     # Eviction stores keep x ctx; sparse attention then reads only a budget of what is stored.
     c[CTX_SCALE] = knobs.kv_keep * knobs.sparse_budget
     c[KV_PAD] = params.kv_pad / 2.0
-    c[O_STEP] = params.overhead_step_s
+    c[O_STEP] += params.overhead_step_s  # after _moe_terms' per-layer cost
     c[O_SEQ] = params.overhead_seq_s
     c[O_REQ] = params.overhead_req_s
     c[P] = params.roofline_p
@@ -266,7 +266,15 @@ def _moe_terms(
     c[W_T] = (weight_bytes(model, knobs.weights) - routed) / tp / bw
     c[MOE_W] = routed / (tp * dp) / bw
     c[MOE_E], c[MOE_K] = model.n_experts, model.experts_per_token
-    c[MOE_SKEW] = moe.ROUTING_SKEW if skew is None else skew
+    # fitted on published MoE rows (calibrate.published_moe): a step's fixed cost per MoE layer, and the
+    # routed experts' FLOPs at the expert GEMMs' efficiency (the rest of the body's at the dense rate)
+    c[O_STEP] += model.moe_layers * params.moe_layer_s
+    if params.moe_flops_eff < 1.0:
+        extra = model.moe_layers * model.experts_per_token * model.expert_params * (1.0 / params.moe_flops_eff - 1.0)
+        c[FL] += extra * c[FL] / max(model.active_params - head_params(model), 1)
+        c[FL_V] += extra * c[FL_V] / max(model.active_params - head_params(model), 1)
+    fitted = params.routing_skew if params.routing_skew == params.routing_skew else moe.ROUTING_SKEW
+    c[MOE_SKEW] = fitted if skew is None else skew
     if dp > 1:
         # each attention-DP group runs its own sequences: the body's compute and attention divide
         # over the groups a step's sequences fill (kernels._step_time), and each all-reduces its own

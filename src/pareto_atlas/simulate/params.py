@@ -75,6 +75,13 @@ LINK_DEFAULTS = {
     "par_lat_rel_err": float("nan"),
     "par_thr_rel_err": float("nan"),
     "link_provenance": "",
+    # a mixture of experts' routing skew and bar, fitted on published MoE rows (calibrate.published_moe)
+    "routing_skew": float("nan"),
+    "moe_layer_s": 0.0,
+    "moe_flops_eff": 1.0,
+    "moe_lat_rel_err": float("nan"),
+    "moe_thr_rel_err": float("nan"),
+    "moe_provenance": "",
 }
 
 
@@ -146,6 +153,20 @@ class CalibParams:
     par_lat_rel_err: float = float("nan")
     par_thr_rel_err: float = float("nan")
     link_provenance: str = ""
+    # A mixture of experts on this card: the routing skew exponent fitted on published MoE rows
+    # (simulate.moe; NaN: its prior moe.ROUTING_SKEW), and an MoE point's bar and what it rests on (the
+    # held-out error of that fit, calibrate.published_moe; NaN / "": an MoE point carries the dense bar).
+    # Left out of to_dict at these defaults.
+    routing_skew: float = float("nan")
+    # What an MoE layer costs beyond its weights and FLOPs at the dense kernels' rates, fitted beside the
+    # skew: seconds per MoE layer per step (router, top-k, token permutation and the grouped GEMMs'
+    # launches, paid whatever the batch), and the expert GEMMs' efficiency relative to the dense GEMMs'
+    # (tokens split over many small experts run tiles part empty). 0 and 1: the dense kernels' costs.
+    moe_layer_s: float = 0.0
+    moe_flops_eff: float = 1.0
+    moe_lat_rel_err: float = float("nan")
+    moe_thr_rel_err: float = float("nan")
+    moe_provenance: str = ""
 
     def __post_init__(self) -> None:
         # eff_bw may exceed 1: a CPU card's bandwidth is a one-thread numpy copy, and the engine's
@@ -171,7 +192,20 @@ class CalibParams:
             raise ValueError(f"calib.kv_pad: {self.kv_pad} must be >= 0 cells")
         if self.gemm_tile < 0 or self.head_ratio <= 0:
             raise ValueError(f"calib.gemm_tile {self.gemm_tile} must be >= 0 and head_ratio {self.head_ratio} > 0")
-        for name in ("xfer_lat_rel_err", "xfer_thr_rel_err", "par_lat_rel_err", "par_thr_rel_err"):
+        if self.moe_layer_s < 0 or not 0.0 < self.moe_flops_eff <= 1.0:
+            raise ValueError(
+                f"calib.moe_layer_s {self.moe_layer_s} must be >= 0 s and moe_flops_eff {self.moe_flops_eff} in (0, 1]"
+            )
+        if self.routing_skew == self.routing_skew and not 0.0 < self.routing_skew <= 1.5:
+            raise ValueError(f"calib.routing_skew: {self.routing_skew} must be in (0, 1.5] or NaN (the prior)")
+        for name in (
+            "xfer_lat_rel_err",
+            "xfer_thr_rel_err",
+            "par_lat_rel_err",
+            "par_thr_rel_err",
+            "moe_lat_rel_err",
+            "moe_thr_rel_err",
+        ):
             v = getattr(self, name)
             if v == v and not v >= 0.0:
                 raise ValueError(f"calib.{name}: {v} must be >= 0 (a relative error) or NaN (not measured)")
@@ -243,6 +277,24 @@ class CalibParams:
             self.lat_rel_err,
             self.thr_rel_err,
             f"{self.provenance}; link not fitted (default link_eff {self.link_eff:g})",
+        )
+
+    def point_bars(self, gpus: int, moe: bool, weights: str = "", model=None) -> tuple[float, float, str]:
+        """(latency bar, throughput bar, provenance) of a simulated point: a mixture of experts carries
+        its card's MoE fit's held-out bar where fitted, a point on several GPUs the link fit's
+        (parallel_bars), one GPU the card's own widened to its weight format's (bars_for)."""
+        if moe and self.moe_lat_rel_err == self.moe_lat_rel_err and self.moe_thr_rel_err == self.moe_thr_rel_err:
+            return self.moe_lat_rel_err, self.moe_thr_rel_err, f"{self.provenance}; {self.moe_provenance}"
+        if gpus > 1:
+            return self.parallel_bars()
+        return (
+            (*self.bars_for(weights, model), self.provenance)
+            if weights
+            else (
+                self.lat_rel_err,
+                self.thr_rel_err,
+                self.provenance,
+            )
         )
 
     @classmethod

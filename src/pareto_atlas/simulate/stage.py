@@ -179,7 +179,9 @@ def simulate_study(study: Study, store: Store, console: Console, executor: Execu
     if gpus := [h.name for h in hardware if h.kind != "cpu" and h.name not in calibrated]:
         from pareto_atlas.calibrate.published_stage import published_params
 
-        published = published_params(study.name, store, console, gpus, links=True)
+        # a mixture of experts among the targets: the cards' MoE terms fitted on published MoE rows too
+        moe = any(t.card.is_moe for t in study_targets(study, model, hardware, measured_workloads(study)))
+        published = published_params(study.name, store, console, gpus, links=True, moe=moe)
     for h in hardware:
         if h.name in calibrated:
             continue

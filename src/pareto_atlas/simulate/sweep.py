@@ -243,11 +243,9 @@ def _frame(
     df["mem_gb"] = (weights_b + np.where(feasible, peak, 0.0) * kvb_tok) / 1e9
     df["feasible"] = feasible
     df["infeasible_reason"] = reasons
-    # a point on several GPUs carries its card's link fit's held-out bar (CalibParams.parallel_bars)
-    bars = [
-        p.parallel_bars() if k.gpus() > 1 else (*p.bars_for(k.weights, space.model), p.provenance)
-        for (k, _), p in zip(pairs, hp)
-    ]
+    # a point on several GPUs carries its card's link fit's held-out bar, an MoE its MoE fit's, one GPU
+    # its card's widened to its weight format's (CalibParams.point_bars)
+    bars = [p.point_bars(k.gpus(), space.model.is_moe, k.weights, space.model) for (k, _), p in zip(pairs, hp)]
     df["lat_rel_err"] = np.array([b[0] for b in bars])[pair_idx]
     df["thr_rel_err"] = np.array([b[1] for b in bars])[pair_idx]
     df["calib_provenance"] = np.array([b[2] for b in bars], dtype=object)[pair_idx]

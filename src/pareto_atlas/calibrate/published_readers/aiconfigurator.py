@@ -157,18 +157,26 @@ def read(src: SourceFile) -> ReadResult:
         )
         key = tuple(row[c] for c in row if c not in ("ttft_ms", "tpot_ms", "notes", "date"))
         kept[key].append(row)
+    out.rows += deduplicated(kept)
+    return out
+
+
+def deduplicated(kept: dict[tuple, list[dict[str, str]]]) -> list[dict[str, str]]:
+    """The rows of each setup (key -> its rows in source order): once where its figures repeat
+    exactly (the count in its notes), every time, numbered, where they differ."""
+    rows: list[dict[str, str]] = []
     for group in kept.values():
         figures = {(g["ttft_ms"], g["tpot_ms"]) for g in group}
         if len(group) == 1:
-            out.rows.append(group[0])
+            rows.append(group[0])
         elif len(figures) == 1:
-            out.rows.append(
+            rows.append(
                 group[0]
                 | {"notes": group[0]["notes"] + f"; the same setup and figures {len(group)} times in the source"}
             )
         else:
-            out.rows += [
+            rows += [
                 g | {"notes": g["notes"] + f"; repeat {i} of {len(group)} of this setup (figures differ)"}
                 for i, g in enumerate(group, 1)
             ]
-    return out
+    return rows

@@ -1,0 +1,132 @@
+"""Reader of the mixture-of-experts points of aiconfigurator's silicon_sample.csv (the file the
+dense reader, published_readers.aiconfigurator, reads): per point its expert-parallel layout as the
+file states it (tp_size, attention_dp_size, moe_tp_size, moe_ep_size), kept as the MoE table's
+columns tp, attn_dp and ep (MoE-TP = tp x attn_dp / ep, so it is not stored).
+
+What is left out, and why (each counted in the reader's `skipped`):
+- FP4 weights (nvfp4): not mapped yet. The file says nvfp4 for gpt-oss-120b on Hopper too, whose
+  checkpoint ships MXFP4 and runs weight-only there; which of spec.fp4's formats each row ran is a
+  reading of its own, left for the next step;
+- more GPUs per engine than a node holds (16 or 64: tp x attention-DP across nodes), whose
+  inter-node link no hardware card describes;
+- layouts where tp x attention-DP differs from MoE-TP x EP (the file's own identity broken, e.g.
+  tp 1 with MoE-TP 2): the GPUs the engine held are not stated;
+- disaggregated points: the simulator's prefill pool runs without expert parallelism
+  (cost_model.prefill_coeffs), so their topology cannot be stated in its knobs.
+The rest is as the dense reader does: TTFT/TPOT with statistic "unstated", the closed loop's
+clients from silicon_data_source or the id, repeats kept once where equal and numbered where not.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections import defaultdict
+
+from pareto_atlas.calibrate.published_readers import ReadResult, SourceFile, table_row
+from pareto_atlas.calibrate.published_readers.aiconfigurator import (
+    _DATE,
+    ENGINES,
+    SOURCE_ID,
+    SYSTEMS,
+    WEIGHTS,
+    _concurrency,
+    _int,
+    deduplicated,
+)
+
+# The file's MoE checkpoints -> the catalog's MoE cards (spec/models.toml). DeepSeek-R1 is trained from
+# DeepSeek-V3-Base and ships the same architecture (DeepseekV3ForCausalLM, the same config.json
+# dimensions), so both read the deepseek-v3 card; model_published keeps which checkpoint it was, and
+# leaving the card out leaves both out.
+MODELS = {
+    "openai/gpt-oss-120b": "gpt-oss-120b",
+    "Qwen/Qwen3-235B-A22B-FP8": "qwen3-235b-a22b",
+    "deepseek-ai/DeepSeek-R1": "deepseek-v3",
+    "deepseek-ai/DeepSeek-V3": "deepseek-v3",
+}
+NODE_GPUS = 8  # GPUs of one node of the file's systems (HGX H100/H200/B200)
+
+
+def _layout(r: dict[str, str]) -> dict[str, int] | str:
+    """The row's tp, attn_dp, ep and GPUs, or why they cannot be stated."""
+    if r["mode"] != "agg":
+        return "disaggregated MoE point (the simulated prefill pool has no expert parallelism)"
+    tp, adp = _int(r["tp_size"]), _int(r["attention_dp_size"]) or 1
+    mtp, ep, pp = _int(r["moe_tp_size"]) or 1, _int(r["moe_ep_size"]) or 1, _int(r["pp_size"]) or 1
+    if tp < 1:
+        return "no tp_size"
+    if tp * adp != mtp * ep:
+        return "tp x attention-DP differs from MoE-TP x EP (GPUs held not stated)"
+    if tp * adp * pp > NODE_GPUS:
+        return f"more than {NODE_GPUS} GPUs per engine (multi-node: no card for the link between nodes)"
+    return {"tp": tp, "pp": pp, "attn_dp": adp, "ep": ep, "n_gpus": tp * adp * pp}
+
+
+def read(src: SourceFile) -> ReadResult:
+    """The file's aggregated MoE points on the catalog's GPU cards and weight formats."""
+    out = ReadResult()
+    kept: dict[tuple, list[dict[str, str]]] = defaultdict(list)
+    for r in csv.DictReader(io.StringIO(src.text)):
+        r = {k: (v or "").strip() for k, v in r.items()}
+        if r["model_path"] not in MODELS:
+            out.skip("not an MoE model with a catalog card")
+            continue
+        quant = r["gemm_quant_mode"]
+        why = (
+            f"system {r['system']}: no hardware card"
+            if r["system"] not in SYSTEMS
+            else f"weights {quant}: not mapped to a catalog weight format (FP4 rows not read yet)"
+            if quant not in WEIGHTS
+            else f"backend {r['backend']}"
+            if r["backend"] not in ENGINES
+            else ""
+        )
+        layout = _layout(r) if not why else why
+        if isinstance(layout, str):
+            out.skip(layout)
+            continue
+        conc = _concurrency(r)
+        if conc < 1:
+            out.skip("no concurrency stated")
+            continue
+        date = _DATE.search(r["silicon_data_source"])
+        row = table_row(
+            source_id=SOURCE_ID,
+            source=src.url,
+            date=date.group(1) if date else "undated",
+            engine=ENGINES[r["backend"]],
+            engine_version=r.get("backend_version") or "unstated",
+            gpu=SYSTEMS[r["system"]],
+            gpu_published=r["system"],
+            model=MODELS[r["model_path"]],
+            model_published=r["model_path"],
+            weights=WEIGHTS[quant],
+            weights_published=(
+                f"precision {r.get('precision') or '-'}, gemm_quant_mode {quant}, moe_quant_mode "
+                f"{r.get('moe_quant_mode') or '-'}"
+                if quant
+                else "not stated (precision empty): the checkpoint's BF16"
+            ),
+            kv="unstated",
+            prompt_tokens=int(r["isl"]),
+            output_tokens=int(r["osl"]),
+            load="concurrency",
+            load_value=conc,
+            stat="unstated",
+            ttft_ms=r["silicon_ttft_ms"],
+            tpot_ms=r["silicon_tpot_ms"],
+            notes=(
+                f"silicon_ttft_ms and silicon_tpot_ms as published (mean or median not stated); agg; "
+                f"tp_size {r['tp_size']}, attention_dp_size {r['attention_dp_size'] or '-'}, moe_tp_size "
+                f"{r['moe_tp_size']}, moe_ep_size {r['moe_ep_size']}; id {r['id']}; "
+                f"silicon_data_source: {r['silicon_data_source']}"
+            ),
+            tp=layout["tp"],
+            pp=layout["pp"],
+            n_gpus=layout["n_gpus"],
+        ) | {"ep": str(layout["ep"]), "attn_dp": str(layout["attn_dp"])}
+        key = tuple(row[c] for c in row if c not in ("ttft_ms", "tpot_ms", "notes", "date"))
+        kept[key].append(row)
+    out.rows += deduplicated(kept)
+    return out

@@ -1,0 +1,137 @@
+"""The MoE fit on published rows (calibrate.published_moe): it recovers a routing skew from rows the
+product's own cost model generated at that skew, its held-out report names each scheme and model,
+and the fitted skew and bar reach a simulated MoE point."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from pareto_atlas.calibrate.fit import TARGETS, _anchors, predict
+from pareto_atlas.calibrate import published_moe
+from pareto_atlas.calibrate.published_moe import SKEWS, calibrate_moe, moe_frame, report_lines, with_moe
+from pareto_atlas.calibrate.published_readers import table_row
+from pareto_atlas.calibrate.published_table import PublishedTable
+from pareto_atlas.simulate.api import simulate_point
+from pareto_atlas.simulate.cost_model import coeffs
+from pareto_atlas.simulate.params import default_params
+from pareto_atlas.spec.cards import shipped_hardware, shipped_models
+from pareto_atlas.spec.knobs import Knobs
+
+CARD = "H200"
+TRUE_SKEW = 0.8
+TRUE = (TRUE_SKEW, 50e-6, 0.5)  # skew, s per MoE layer a step, expert GEMM efficiency
+# the fit's grid cut to every skew around the truth's other two terms (the full grid is 90 points)
+SUB_GRID = tuple((s, ls, fe) for s in SKEWS for ls in (0.0, 50e-6, 100e-6) for fe in (1.0, 0.5))
+# (model, tp, attn_dp, ep): two MoE cards, so leaving one model out has a model to fit on
+LAYOUTS = (("qwen3-235b-a22b", 4, 1, 4), ("gpt-oss-120b", 2, 1, 2))
+
+
+def _rows() -> pd.DataFrame:
+    out = []
+    for model, tp, adp, ep in LAYOUTS:
+        for conc in (2, 8, 32):
+            out.append(
+                table_row(
+                    source_id="synthetic",
+                    source="https://github.com/x/y/blob/" + "0" * 40 + "/z.csv",
+                    date="undated",
+                    engine="vllm",
+                    gpu=CARD,
+                    model=model,
+                    weights="FP8",
+                    kv="unstated",
+                    prompt_tokens=2048,
+                    output_tokens=64,
+                    load="concurrency",
+                    load_value=conc,
+                    stat="unstated",
+                    ttft_ms=1,
+                    tpot_ms=1,
+                    tp=tp,
+                    n_gpus=tp * adp,
+                )
+                | {"ep": str(ep), "attn_dp": str(adp), "origin": "synthetic"}
+            )
+    return pd.DataFrame(out)
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    hw = shipped_hardware()[CARD]
+    base = default_params(hw, "vllm")
+    rows = _rows()
+    frame, models = moe_frame(rows, hw)
+    truth = predict(
+        _anchors(frame), models, hw, replace(base, routing_skew=TRUE[0], moe_layer_s=TRUE[1], moe_flops_eff=TRUE[2])
+    )
+    rows["ttft_ms"] = [f"{v:.6f}" for v in truth[:, TARGETS.index("ttft_p50_ms")]]
+    rows["tpot_ms"] = [f"{v:.6f}" for v in truth[:, TARGETS.index("tpot_p50_ms")]]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(published_moe, "GRID", SUB_GRID)
+        table = PublishedTable(rows, ("synthetic",), "x")
+        cal = calibrate_moe(table, {CARD: {"vllm": base}}, {CARD: "defaults"}, k=10)[CARD]
+    return cal, base
+
+
+def test_recovers_the_skew_it_was_generated_with(fitted):
+    cal, _ = fitted
+    assert TRUE_SKEW in SKEWS and cal.terms == pytest.approx(TRUE)
+    a = cal.anchors
+    # within the simulation's step jitter (the fit samples rows in its own order: other seeds)
+    assert np.nanmax(np.abs(a[["ttft_p50_ms_fitted", "tpot_p50_ms_fitted"]].to_numpy(float))) < 0.05
+    # the other model's rows choose the same skew: held out by model, the error stays ~0
+    assert np.nanmax(np.abs(a["tpot_p50_ms_LOMO"].to_numpy(float))) < 0.05
+    assert cal.bar_from == "LOMO" and np.isnan(a["tpot_p50_ms_LOSO"].to_numpy(float)).all()
+
+
+def test_the_skew_matters_to_the_rows(fitted):
+    # a fit that could not see the skew would pass the test above by luck: at uniform routing the
+    # same rows' TPOT is off by more than a few percent
+    cal, base = fitted
+    hw = shipped_hardware()[CARD]
+    rows = _rows()
+    frame, models = moe_frame(rows, hw)
+    tpot = TARGETS.index("tpot_p50_ms")
+
+    def at(skew: float) -> np.ndarray:
+        p = replace(base, routing_skew=skew, moe_layer_s=TRUE[1], moe_flops_eff=TRUE[2])
+        return predict(_anchors(frame), models, hw, p)[:, tpot]
+
+    assert np.max(np.abs(at(1.0) / at(TRUE_SKEW) - 1)) > 0.05
+
+
+def test_report_lines_name_schemes_models_and_layouts(fitted):
+    cal, _ = fitted
+    text = "\n".join(report_lines([cal]))
+    assert f"{CARD}: MoE terms (skew 0.8, 50 us/MoE layer, expert GEMMs x0.5; fitted on every card's rows)" in text
+    assert f"held out on 6 published MoE rows of {CARD}" in text
+    assert "LOMO qwen3-235b-a22b" in text and "LOMO gpt-oss-120b" in text
+    # one source, one engine: nothing to leave out there; by model, the errors are the jitter's
+    assert "LOSO: all 6 rows  n/a / n/a / n/a" in text and "LOEO: all 6 rows  n/a / n/a / n/a" in text
+    assert re.search(r"LOMO: all 6 rows  [0-4] % / [0-4] % / n/a", text)
+    assert "TP4 EP4" in text and "TP2 EP2" in text and "inside the bar" in text
+
+
+def test_a_simulated_moe_point_carries_the_fit(fitted):
+    cal, base = fitted
+    p = with_moe(replace(base, lat_rel_err=0.1, thr_rel_err=0.1), cal)
+    hw, m = shipped_hardware()[CARD], shipped_models()["qwen3-235b-a22b"]
+    k = Knobs(weights="FP8", tp=4, ep=4, slots=8)
+    row = simulate_point(m, hw, k, 256, 64, concurrency=8, n_requests=32, params=p)
+    assert row["lat_rel_err"] == pytest.approx(max(cal.lat_bar, 0.1))
+    assert "MoE terms (skew 0.8" in row["calib_provenance"]
+    uni = simulate_point(m, hw, k, 256, 64, concurrency=8, n_requests=32, params=replace(p, routing_skew=1.0))
+    assert uni["tpot_p50_ms"] > row["tpot_p50_ms"] * 1.02
+    # a dense model on the same params keeps the dense bar
+    dense = simulate_point(
+        shipped_models()["llama-3.1-8b"], hw, Knobs(weights="FP8"), 256, 64, concurrency=1, n_requests=8, params=p
+    )
+    assert dense["lat_rel_err"] == pytest.approx(0.1)
+    # and its step costs ignore the MoE terms
+    d = shipped_models()["llama-3.1-8b"]
+    assert (coeffs(d, hw, Knobs(weights="FP8"), p) == coeffs(d, hw, Knobs(weights="FP8"), base)).all()

@@ -1,0 +1,122 @@
+"""The shipped published MoE table (spec/published_moe.csv): every row's fields, layout and
+provenance; the reader of aiconfigurator's MoE points on a small text in its format (what it keeps,
+what it leaves out and why); and one-line errors naming the field on bad rows."""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+import pytest
+
+from pareto_atlas.calibrate.published_moe_table import HEADER, load_moe, moe_row_error, read_moe_table
+from pareto_atlas.calibrate.published_readers import SourceFile, aiconfigurator_moe
+from pareto_atlas.calibrate.published_table import PublishedTableError
+from pareto_atlas.spec.cards import shipped_models
+
+URL = re.compile(r"^https://github\.com/ai-dynamo/aiconfigurator/blob/[0-9a-f]{40}/\S+silicon_sample\.csv$")
+COMMIT = "0" * 39 + "1"
+AIC_HEAD = (
+    "id,silicon_data_source,backend,backend_version,model_path,system,precision,mode,isl,osl,"
+    "gemm_quant_mode,moe_quant_mode,batch_size,tp_size,pp_size,attention_dp_size,moe_tp_size,moe_ep_size,"
+    "prefill_batch_size,prefill_num_workers,prefill_tp_size,prefill_pp_size,prefill_attention_dp_size,"
+    "prefill_moe_tp_size,prefill_moe_ep_size,decode_batch_size,decode_num_workers,decode_tp_size,"
+    "decode_pp_size,decode_attention_dp_size,decode_moe_tp_size,decode_moe_ep_size,silicon_ttft_ms,silicon_tpot_ms\n"
+)
+
+
+@pytest.fixture(scope="module")
+def table() -> pd.DataFrame:
+    return load_moe().rows
+
+
+def test_every_row_valid_with_provenance(table):
+    assert len(table) >= 150
+    assert not [r["origin"] for _, r in table.iterrows() if moe_row_error(dict(r))]
+    assert table.source.map(lambda s: bool(URL.match(s))).all()
+    assert set(table.source_id) == {aiconfigurator_moe.SOURCE_ID}
+    assert all(shipped_models()[m].is_moe for m in table.model)
+    assert {"qwen3-235b-a22b", "deepseek-v3", "gpt-oss-120b"} <= set(table.model)
+    # each figure as published: TTFT and TPOT in ms, statistic unstated, the closed loop's clients
+    assert (table.stat == "unstated").all() and (table.load == "concurrency").all()
+    assert table.ttft_ms.astype(float).gt(0).all() and table.tpot_ms.astype(float).gt(0).all()
+    n = table[["tp", "pp", "replicas", "attn_dp", "ep", "n_gpus"]].astype(int)
+    assert (n.n_gpus == n.tp * n.attn_dp * n.pp * n.replicas).all() and (n.n_gpus <= 8).all()
+    assert ((n.tp * n.attn_dp) % n.ep == 0).all()
+    # expert parallelism and attention-DP both appear; the notes keep the file's own layout fields
+    assert (n.ep > 1).any() and (n.attn_dp > 1).any()
+    assert table.notes.str.contains("moe_ep_size").all() and table.notes.str.contains("silicon_data_source").all()
+    # DeepSeek-R1 reads the deepseek-v3 card and says which checkpoint it was
+    assert set(table[table.model == "deepseek-v3"].model_published) == {
+        "deepseek-ai/DeepSeek-R1",
+        "deepseek-ai/DeepSeek-V3",
+    }
+
+
+def _read(*lines: str):
+    return aiconfigurator_moe.read(SourceFile("ai-dynamo/aiconfigurator", "x.csv", COMMIT, AIC_HEAD + "".join(lines)))
+
+
+ROW = (
+    "q_c16_,src; silicon_concurrency=16; measured=2025-11-01T00:00:00.000Z,trtllm,1.0.0rc3,"
+    "Qwen/Qwen3-235B-A22B-FP8,h100_sxm,fp8,{mode},1024,1024,{quant},{quant},16,{tp},1,{adp},{mtp},{ep},"
+    ",,,,,,,,,,,,,,{ttft},{tpot}\n"
+)
+
+
+def _row(mode="agg", quant="fp8_block", tp=4, adp="", mtp=1, ep=4, ttft=500.5, tpot=30.25) -> str:
+    return ROW.format(mode=mode, quant=quant, tp=tp, adp=adp, mtp=mtp, ep=ep, ttft=ttft, tpot=tpot)
+
+
+def test_reader_keeps_the_layout_and_counts_what_it_leaves_out():
+    out = _read(
+        _row(),
+        _row(),  # the same setup and figures twice: kept once
+        _row(tp=1, adp=8, mtp=1, ep=8),  # attention-DP 8 with EP 8
+        _row(quant="nvfp4"),
+        _row(tp=64, adp=1, mtp=8, ep=8),
+        _row(tp=1, adp="", mtp=2, ep=1),
+        _row(mode="disagg"),
+        "x_c8_,s; silicon_concurrency=8,vllm,0.1,meta-llama/Llama-3.1-70B,h200_sxm,fp8,agg,1,1,fp8,,8,4,1,,,,,,,,,,,,,,,,,,1,1\n",
+    )
+    assert not [r for r in out.rows if moe_row_error(r)]
+    assert len(out.rows) == 2
+    ep4 = next(r for r in out.rows if r["ep"] == "4")
+    assert (ep4["tp"], ep4["attn_dp"], ep4["n_gpus"], ep4["model"], ep4["weights"]) == (
+        "4",
+        "1",
+        "4",
+        "qwen3-235b-a22b",
+        "FP8",
+    )
+    assert "2 times" in ep4["notes"] and ep4["ttft_ms"] == "500.5" and ep4["tpot_ms"] == "30.25"
+    assert ep4["date"] == "2025-11-01" and ep4["source"].endswith(f"/blob/{COMMIT}/x.csv")
+    adp = next(r for r in out.rows if r["ep"] == "8")
+    assert (adp["tp"], adp["attn_dp"], adp["n_gpus"]) == ("1", "8", "8")
+    assert out.skipped == {
+        "weights nvfp4: not mapped to a catalog weight format (FP4 rows not read yet)": 1,
+        "more than 8 GPUs per engine (multi-node: no card for the link between nodes)": 1,
+        "tp x attention-DP differs from MoE-TP x EP (GPUs held not stated)": 1,
+        "disaggregated MoE point (the simulated prefill pool has no expert parallelism)": 1,
+        "not an MoE model with a catalog card": 1,
+    }
+
+
+def test_bad_rows_are_one_line_errors_naming_the_field(tmp_path):
+    good = _read(_row()).rows[0]
+    assert moe_row_error(good) == ""
+    cases = {
+        "ep": (good | {"ep": "3"}, "field 'ep'"),
+        "attn_dp": (good | {"attn_dp": "x"}, "field 'attn_dp'"),
+        "model": (good | {"model": "llama-3.1-70b"}, "field 'model'"),
+        "n_gpus": (good | {"n_gpus": "8"}, "field 'n_gpus'"),
+        # EP 6 over 2 x 3 GPUs: valid GPUs, but Mixtral's 8 experts do not split 6 ways
+        "experts": (good | {"model": "mixtral-8x7b", "tp": "2", "attn_dp": "3", "ep": "6", "n_gpus": "6"}, "field ep"),
+    }
+    for name, (row, want) in cases.items():
+        err = moe_row_error(row)
+        assert want in err and "\n" not in err, (name, err)
+    p = tmp_path / "t.csv"
+    p.write_text(",".join(HEADER) + "\n" + ",".join(f'"{(good | {"ep": "3"})[c]}"' for c in HEADER) + "\n")
+    with pytest.raises(PublishedTableError, match=r"t\.csv:2: field 'ep'"):
+        read_moe_table(p)
