@@ -99,7 +99,6 @@ def published_params(cards: list[str], kv_identified: float | None = None) -> tu
     from pareto_atlas.calibrate import published_cache
     from pareto_atlas.calibrate.published import for_atlas
     from pareto_atlas.calibrate.published_formats import calibrate_published_formats
-    from pareto_atlas.calibrate.published_stage import fit_key
     from pareto_atlas.calibrate.published_table import PublishedTable, _sha, load_published
 
     table = load_published()
@@ -118,11 +117,7 @@ def published_params(cards: list[str], kv_identified: float | None = None) -> tu
         finally:
             fit_module.KV_IDENTIFIED = rule
         return {g: c.params for g, c in for_atlas(cals).items()}, int(theirs.sum())
-    key = published_cache.cache_key(fit_key(shipped), cards)
-    cals = published_cache.load(key)
-    if cals is None:
-        cals = calibrate_published_formats(shipped, cards)
-        published_cache.save(key, cals)
+    cals = published_cache.fitted(shipped, cards)
     return {g: c.params for g, c in for_atlas(cals).items()}, int(theirs.sum())
 
 

@@ -47,6 +47,7 @@ from pareto_atlas.cli_run import (
 from pareto_atlas.cli_options import (
     QUALITY_KINDS,
     QUALITY_OPTIONS,
+    CALIBRATE_OPTIONS,
     QUALITY_KIND,
     QUALITY_N,
     QUALITY_TASK,
@@ -148,28 +149,7 @@ def quality(
     published scores of deployed checkpoints; saved items and configurations are kept on a rerun."""
     if kind not in QUALITY_KINDS:
         raise typer.BadParameter(f"{kind!r}; allowed: {', '.join(QUALITY_KINDS)}", param_hint="--kind")
-    refuse_unread(
-        "--kind",
-        kind,
-        {
-            "--arm": arm,
-            "--n": n,
-            "--task": task,
-            "--max-tokens": max_tokens,
-            "--ray": ray,
-            "--tokens": tokens,
-            "--keep-base": keep_base,
-            "--policies": policies,
-            "--keeps": keeps,
-            "--store": store,
-            "--table": table,
-            "--model": model,
-            "--endpoint-host": endpoint_host,
-            "--allow-key-env": allow_key_env,
-            "--allow-program": allow_program,
-        },
-        QUALITY_OPTIONS,
-    )
+    refuse_unread("--kind", kind, locals(), QUALITY_OPTIONS)
     name = study_name(study, study_opt)
     if kind == "published" and (study or study_opt):
         raise typer.BadParameter(
@@ -213,32 +193,7 @@ def calibrate(
     if published and import_:
         raise typer.BadParameter("give --published or --import, not both", param_hint="--published")
     mode = "--published" if published else "--import" if import_ else "(the store's anchors)"
-    refuse_unread(
-        "calibrate",
-        mode,
-        {
-            "--hardware": hardware,
-            "--engine": engine,
-            "--model": model,
-            "--knobs": knobs,
-            "--output-tokens": output_tokens,
-            "--table": table,
-            "--multi-gpu": multi_gpu,
-            "--allow-aggregate": allow_aggregate,
-            "--allow-unverified": allow_unverified,
-        },
-        {
-            "--hardware": ("--import", "--published"),
-            "--engine": ("--import", "--published"),
-            "--model": ("--import",),
-            "--knobs": ("--import",),
-            "--output-tokens": ("--import",),
-            "--table": ("--published",),
-            "--multi-gpu": ("--published",),
-            "--allow-aggregate": ("--import", "(the store's anchors)"),
-            "--allow-unverified": ("--import", "(the store's anchors)"),
-        },
-    )
+    refuse_unread("calibrate", mode, locals(), CALIBRATE_OPTIONS)
     if published:
         run_published(name, out, table, engine, hardware, multi_gpu)
     elif import_:

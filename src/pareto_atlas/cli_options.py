@@ -24,6 +24,18 @@ QUALITY_OPTIONS = {
     "--allow-key-env": ("task",),
     "--allow-program": ("task",),
 }
+# which calibrate mode reads which option (--published, --import, or neither: the store's anchors)
+CALIBRATE_OPTIONS = {
+    "--hardware": ("--import", "--published"),
+    "--engine": ("--import", "--published"),
+    "--model": ("--import",),
+    "--knobs": ("--import",),
+    "--output-tokens": ("--import",),
+    "--table": ("--published",),
+    "--multi-gpu": ("--published",),
+    "--allow-aggregate": ("--import", "(the store's anchors)"),
+    "--allow-unverified": ("--import", "(the store's anchors)"),
+}
 
 
 # quality

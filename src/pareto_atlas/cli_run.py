@@ -4,6 +4,7 @@ options several verbs share, and one function per job that a verb and its earlie
 from __future__ import annotations
 
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Optional
 
@@ -115,13 +116,16 @@ def allowed_contracts(aggregate: bool, unverified: bool) -> tuple[str, ...]:
     return tuple(c for c, on in (("aggregate", aggregate), ("unverified", unverified)) if on)
 
 
-def refuse_unread(kind_flag: str, kind: str, given: dict[str, object], allowed: dict[str, tuple[str, ...]]) -> None:
-    """Refuse, in one line, an option the chosen kind does not read (it would be silently ignored)."""
-    for option, value in given.items():
+def refuse_unread(kind_flag: str, kind: str, params: Mapping[str, object], reads: dict[str, tuple[str, ...]]) -> None:
+    """Refuse, in one line, an option the chosen kind does not read (it would be silently ignored).
+    `reads`: each option and the kinds that read it (cli_options); `params`: the command's parameters
+    by name (its locals()), option --max-tokens being parameter max_tokens."""
+    for option, kinds in reads.items():
+        value = params[option.removeprefix("--").replace("-", "_")]
         unset = value is None or value is False or (isinstance(value, (list, tuple)) and not value)
-        if not unset and kind not in allowed[option]:
+        if not unset and kind not in kinds:
             raise typer.BadParameter(
-                f"{option} applies to {kind_flag} {', '.join(allowed[option])}, not {kind}", param_hint=option
+                f"{option} applies to {kind_flag} {', '.join(kinds)}, not {kind}", param_hint=option
             )
 
 

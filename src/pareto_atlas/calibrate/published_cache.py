@@ -21,7 +21,7 @@ import pandas as pd
 
 from pareto_atlas import __version__
 from pareto_atlas.calibrate.published import CardCalibration
-from pareto_atlas.calibrate.published_formats import FormatFit
+from pareto_atlas.calibrate.published_formats import FormatFit, calibrate_published_formats
 from pareto_atlas.calibrate.published_table import PublishedTable
 from pareto_atlas.measure.weights import cache_root
 from pareto_atlas.simulate.params import CalibParams
@@ -123,3 +123,14 @@ def save(key: str, cals: list[CardCalibration]) -> None:
         os.replace(tmp, d / f"{key}.json")
     except OSError:
         return
+
+
+def fitted(table: PublishedTable, cards: list[str]) -> list[CardCalibration]:
+    """The one-GPU fits of `cards` on `table`, with their formats: from the cache when it holds them,
+    else fitted now and kept."""
+    key = cache_key(fit_key(table), cards)
+    cals = load(key)
+    if cals is None:
+        cals = calibrate_published_formats(table, cards)
+        save(key, cals)
+    return cals

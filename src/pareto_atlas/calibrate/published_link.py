@@ -264,7 +264,6 @@ def link_calibrations(
     fitted here)."""
     from pareto_atlas.calibrate import published_cache
     from pareto_atlas.calibrate.published import for_atlas
-    from pareto_atlas.calibrate.published_formats import calibrate_published_formats
     from pareto_atlas.calibrate.published_cache import fit_key
     from pareto_atlas.calibrate.published_table import load_multigpu, load_published
 
@@ -279,11 +278,7 @@ def link_calibrations(
             pass
         one = [c for c in one_gpu or [] if c.hardware == card]
         if not one and card in set(shipped.rows.gpu):
-            ckey = published_cache.cache_key(fit_key(shipped), [card])
-            one = published_cache.load(ckey)
-            if one is None:
-                one = calibrate_published_formats(shipped, [card])
-                published_cache.save(ckey, one)
+            one = published_cache.fitted(shipped, [card])
         cal = calibrate_link(
             table,
             card,

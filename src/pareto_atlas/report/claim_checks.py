@@ -9,7 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from pareto_atlas.report import paper_answers as A
-from pareto_atlas.report.claim_row import AGREES, DIFFERS, CANNOT, ClaimRow
+from pareto_atlas.report.claim_row import AGREES, DIFFERS, CANNOT, ClaimRow, verdict_row
 from pareto_atlas.report.claim_frontier import _frontier
 from pareto_atlas.report.claim_frontier import rate_difference as rate_difference  # re-exported: importable as before
 
@@ -41,7 +41,7 @@ def _fp8_winners(view: A.AtlasView, ref: dict, ctx: dict) -> list[ClaimRow]:
                 proj[n] = p
     want = int(ref["fp8_winners"])
     if len(fp8) == want:
-        return [ClaimRow(ref["id"], ref["where"], ref["claim"], answer, AGREES, "")]
+        return [verdict_row(ref, answer, AGREES)]
     if len(fp8) < want <= len(fp8) + len(proj):
         ev = "; ".join(
             f"{n}: {p.label} on {p.hardware} would beat the winner ({p.objective_value:.4g}) but its {p.evidence}"
@@ -49,10 +49,8 @@ def _fp8_winners(view: A.AtlasView, ref: dict, ctx: dict) -> list[ClaimRow]:
         )
         first = next((p for p in proj.values() if bool(alone(pd.DataFrame([p]))[0])), next(iter(proj.values())))
         return [
-            ClaimRow(
-                ref["id"],
-                ref["where"],
-                ref["claim"],
+            verdict_row(
+                ref,
                 answer,
                 CANNOT,
                 f"{ev}. Needs a quality score of {ctx['model']} with FP8 weights (none published in "
@@ -60,10 +58,8 @@ def _fp8_winners(view: A.AtlasView, ref: dict, ctx: dict) -> list[ClaimRow]:
             )
         ]
     return [
-        ClaimRow(
-            ref["id"],
-            ref["where"],
-            ref["claim"],
+        verdict_row(
+            ref,
             answer,
             DIFFERS,
             f"even resting on priors FP8 would win only {len(fp8) + len(proj)} regime(s)",
@@ -84,10 +80,11 @@ def _hardware_winners(view: A.AtlasView, ref: dict, ctx: dict) -> list[ClaimRow]
             if w is None
             else f": {w.cell_objective} {w.cell_value:.4g} [{w.cell_value_lo:.4g}, {w.cell_value_hi:.4g}]"
         )
-        sid = f"{ref['id']}:{regime}"
         if w is None:
             rows.append(
-                ClaimRow(sid, ref["where"], claim, answer, CANNOT, "no configuration is admitted in this regime")
+                verdict_row(
+                    ref, answer, CANNOT, "no configuration is admitted in this regime", part=regime, claim=claim
+                )
             )
             continue
         if w.hardware == hw:
@@ -100,20 +97,20 @@ def _hardware_winners(view: A.AtlasView, ref: dict, ctx: dict) -> list[ClaimRow]
                         f"{w.label} at {w.cell_value:.3f} rests on {w.cell_evidence}"
                     ),
                 )
-            rows.append(ClaimRow(sid, ref["where"], claim, answer, verdict, ev))
+            rows.append(verdict_row(ref, answer, verdict, ev, part=regime, claim=claim))
             continue
         on_hw = lambda p, hw=hw: (p.hardware == hw).to_numpy()  # noqa: E731
         p = A.projected_beating_winner(view, regime, on_hw)
         if p is not None:
             rows.append(
-                ClaimRow(
-                    sid,
-                    ref["where"],
-                    claim,
+                verdict_row(
+                    ref,
                     answer,
                     CANNOT,
                     f"on {hw}, {p.label} would beat it ({p.objective_value:.4g}) but its {p.evidence}; "
                     f"needs: {p.confirm}",
+                    part=regime,
+                    claim=claim,
                 )
             )
             continue
@@ -124,15 +121,15 @@ def _hardware_winners(view: A.AtlasView, ref: dict, ctx: dict) -> list[ClaimRow]
             else f" (a tie on {w.cell_objective}, broken by cost: ${w.cost_per_mtok:.3f} vs ${b.cost_per_mtok:.3f}/Mtok)"
         )
         rows.append(
-            ClaimRow(
-                sid,
-                ref["where"],
-                claim,
+            verdict_row(
+                ref,
                 answer,
                 DIFFERS,
                 f"the winner rests on {w.cell_evidence}; best admitted on {hw}: "
                 + ("none" if b is None else f"{b.label} ({A.load_text(b)}) at {b[w.cell_objective]:.4g}")
                 + tie,
+                part=regime,
+                claim=claim,
             )
         )
     return rows
@@ -149,17 +146,15 @@ def _no_l4(view: A.AtlasView, ref: dict, ctx: dict) -> list[ClaimRow]:
     )
     if b.central == 0:
         note = "" if b.possible == 0 else f"{b.possible} could within the {hw} error bar"
-        return [ClaimRow(ref["id"], ref["where"], ref["claim"], answer, AGREES, note)]
+        return [verdict_row(ref, answer, AGREES, note)]
     best = (
         f"best: {b.best.label} ({A.load_text(b.best)}), TPOT p99 {b.best.tpot_p99_ms:.1f} ms, {A.evidence_of(b.best)}"
     )
     if b.sure:
-        return [ClaimRow(ref["id"], ref["where"], ref["claim"], answer, DIFFERS, best)]
+        return [verdict_row(ref, answer, DIFFERS, best)]
     return [
-        ClaimRow(
-            ref["id"],
-            ref["where"],
-            ref["claim"],
+        verdict_row(
+            ref,
             answer,
             CANNOT,
             f"{best}; within the {hw} error bar (±{b.best.lat_rel_err:.0%}): more published {hw} anchors "
@@ -198,10 +193,8 @@ def _awq(view: A.AtlasView, ref: dict, ctx: dict) -> list[ClaimRow]:
             f"{A.task_verdict(near.rel_lo, near.rel_hi, near.rel, ref['floor'])} at {ref['floor']:g}"
         )
         return [
-            ClaimRow(
-                ref["id"],
-                ref["where"],
-                ref["claim"],
+            verdict_row(
+                ref,
                 answer,
                 CANNOT,
                 f"AWQ's quality rests on a prior only; needs a GSM8K score of {ctx['model']} with AWQ "
@@ -210,22 +203,20 @@ def _awq(view: A.AtlasView, ref: dict, ctx: dict) -> list[ClaimRow]:
             )
         ]
     verdict = AGREES if set(guards) == {"boundary"} else DIFFERS
-    return [ClaimRow(ref["id"], ref["where"], ref["claim"], answer, verdict, "" if verdict == AGREES else answer)]
+    return [verdict_row(ref, answer, verdict, "" if verdict == AGREES else answer)]
 
 
 def _fp8_kv(view: A.AtlasView, ref: dict, ctx: dict) -> list[ClaimRow]:
     guards, ev, sub = A.guard_verdicts(view, A.is_knobs(kv="fp8"), _guard_regime(view))
     answer = _guard_answer("FP8-KV", guards, ev, sub)
     if guards.get("in"):
-        return [ClaimRow(ref["id"], ref["where"], ref["claim"], answer, DIFFERS, "some FP8-KV configurations are in")]
+        return [verdict_row(ref, answer, DIFFERS, "some FP8-KV configurations are in")]
     if set(guards) == {"out"}:
-        return [ClaimRow(ref["id"], ref["where"], ref["claim"], answer, AGREES, "")]
+        return [verdict_row(ref, answer, AGREES)]
     others = A.published_kv_models("fp8")
     return [
-        ClaimRow(
-            ref["id"],
-            ref["where"],
-            ref["claim"],
+        verdict_row(
+            ref,
             answer,
             CANNOT,
             f"no quality evidence for an FP8 KV cache on {ctx['model']}: not admitted, but not eliminated "
@@ -256,10 +247,10 @@ def _ngram(view: A.AtlasView, ref: dict, ctx: dict) -> list[ClaimRow]:
     adds = [n for n, (g, e) in gains.items() if abs(g) > e]
     rests = f"n-gram speed rests on the grid's stated acceptance {accept:g} per drafted token (simulate.space)"
     if inside and not adds:
-        return [ClaimRow(ref["id"], ref["where"], ref["claim"], answer, AGREES, rests)]
+        return [verdict_row(ref, answer, AGREES, rests)]
     why = [] if inside else [f"ratio outside {lo:g}-{hi:g} ±{RATIO_TOLERANCE:g}"]
     why += [f"it wins {n} beyond the error bar" for n in adds]
-    return [ClaimRow(ref["id"], ref["where"], ref["claim"], answer, DIFFERS, "; ".join(why) + f"; {rests}")]
+    return [verdict_row(ref, answer, DIFFERS, "; ".join(why) + f"; {rests}")]
 
 
 def _tpot_ratios(view: A.AtlasView, ref: dict, ctx: dict) -> list[ClaimRow]:
@@ -285,7 +276,7 @@ def _tpot_ratios(view: A.AtlasView, ref: dict, ctx: dict) -> list[ClaimRow]:
         )
         verdict = AGREES if not off else DIFFERS
         ev = ("" if not off else "outside ±" + f"{RATIO_TOLERANCE:g}: " + ", ".join(off) + ". ") + "; ".join(basis)
-        rows.append(ClaimRow(f"{ref['id']}:{fmt}", ref["where"], claim, "batch 1: " + ", ".join(per), verdict, ev))
+        rows.append(verdict_row(ref, "batch 1: " + ", ".join(per), verdict, ev, part=fmt, claim=claim))
     return rows
 
 
@@ -301,10 +292,8 @@ def _price_rise(view: A.AtlasView, ref: dict, ctx: dict) -> list[ClaimRow]:
     answer = f"{hw} at ${new:g}/h: " + "; ".join(parts)
     cmd = f"pareto-atlas pick --study {view.study_ref.name} --price \"{hw}={new:g}\""
     return [
-        ClaimRow(
-            ref["id"],
-            ref["where"],
-            ref["claim"],
+        verdict_row(
+            ref,
             answer,
             AGREES if ok else DIFFERS,
             ("" if ok else f"they do not all move from another card to {to}; ") + f"re-plan: {cmd}",

@@ -4,7 +4,7 @@ evidence and priors included, with the interval of the difference of the two rat
 from __future__ import annotations
 
 from pareto_atlas.report import paper_answers as A
-from pareto_atlas.report.claim_row import AGREES, DIFFERS, CANNOT, ClaimRow
+from pareto_atlas.report.claim_row import AGREES, DIFFERS, CANNOT, ClaimRow, verdict_row
 
 
 def _frontier_text(f: dict) -> str:
@@ -32,10 +32,8 @@ def _frontier(view: A.AtlasView, ref: dict, ctx: dict) -> list[ClaimRow]:
     )
     if not sn or not gn:
         return [
-            ClaimRow(
-                ref["id"],
-                ref["where"],
-                ref["claim"],
+            verdict_row(
+                ref,
                 answer,
                 CANNOT,
                 f"too few points rest on evidence to compare stacks with singles; {grid}",
@@ -54,7 +52,7 @@ def _frontier(view: A.AtlasView, ref: dict, ctx: dict) -> list[ClaimRow]:
             "evidence (published FP8 / AWQ / FP8-KV scores) would separate them",
         )
     )
-    return [ClaimRow(ref["id"], ref["where"], ref["claim"], answer, verdict, f"{how}: {diff}; {grid}")]
+    return [verdict_row(ref, answer, verdict, f"{how}: {diff}; {grid}")]
 
 
 def rate_difference(k1: int, n1: int, k2: int, n2: int) -> tuple[float, float]:

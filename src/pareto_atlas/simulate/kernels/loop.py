@@ -24,9 +24,8 @@ from pareto_atlas.simulate.kernels.layout import (
     Q,
     SLO,
     STATIC,
-    XFER,
 )
-from pareto_atlas.simulate.kernels.policies import _budget_chunked, _budget_slo, _least_loaded, _prefill_alone
+from pareto_atlas.simulate.kernels.policies import _budget_chunked, _budget_slo, _prefill_one
 from pareto_atlas.simulate.kernels.rand import _accepted, _noise, _normal, _tokens_per_step
 from pareto_atlas.simulate.kernels.step import _step_time, _upper_bound, prefill_pairs, step_time
 
@@ -157,11 +156,7 @@ def run_kernel(
                 if thinks and arrival[i] > now:
                     # Not yet sent: a client that pauses may still send an earlier request.
                     break
-                w = _least_loaded(pf_free)
-                end = _prefill_alone(c_pf, float(need_pf[i]), max(arrival[i], pf_free[w]))
-                pf_free[w] = end
-                first_t[i] = end
-                ready[i] = end + c[XFER] * float(prompt[i])
+                _prefill_one(c, c_pf, i, float(need_pf[i]), arrival, ready, prompt, first_t, pf_free)
                 need_pf[i] = 0
                 gen[i] = 1
                 kv[i] = prompt[i]

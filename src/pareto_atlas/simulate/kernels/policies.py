@@ -1,13 +1,14 @@
 """One inlined helper per batching policy that needs one: the prefill token budget of a step (chunked,
-SLO-aware) and the disaggregated prefill pool's routing and prefill. Static, continuous and disagg prefill every pending
-prompt token of the running batch in one step (loop.run_kernel)."""
+SLO-aware) and the disaggregated prefill pool's routing and prefill (one request's, for loop.run_kernel and
+pool.run_pool_kernel alike). Static, continuous and disagg prefill every pending prompt token of the running
+batch in one step (loop.run_kernel)."""
 
 from __future__ import annotations
 
 from numba import njit
 
 from pareto_atlas.simulate.kernels._cache import CACHE
-from pareto_atlas.simulate.kernels.layout import CV
+from pareto_atlas.simulate.kernels.layout import CV, XFER
 from pareto_atlas.simulate.kernels.rand import _noise
 from pareto_atlas.simulate.kernels.step import _step_within, prefill_pairs, step_time
 
@@ -66,3 +67,16 @@ def _prefill_alone(c, p, start):
     # disagg: when a prefill worker that starts a p-token prompt at `start` finishes it (one prompt
     # per step, with the step's jitter)
     return start + step_time(c, 0.0, 0.0, p, prefill_pairs(p, 0.0), 0.0, 1.0) * _noise(c[CV], 1.0)
+
+
+@njit(cache=CACHE, inline="always")
+def _prefill_one(c, c_pf, i, p, arrival, ready, prompt, first_t, pf_free):
+    # disagg: request i prefills p tokens on the prefill worker free first (its first token leaves
+    # from there); ready for a decode engine once its KV (c[XFER] per prompt token) has crossed the
+    # link. One request, not the pool's loop: a shared loop (inlined or called) ran the disaggregated
+    # kernels 20-60 % slower (numba), this one as fast as the two loops written out.
+    w = _least_loaded(pf_free)
+    end = _prefill_alone(c_pf, p, max(arrival[i], pf_free[w]))
+    pf_free[w] = end
+    first_t[i] = end
+    ready[i] = end + c[XFER] * float(prompt[i])

@@ -13,9 +13,9 @@ import numpy as np
 from numba import njit
 
 from pareto_atlas.simulate.kernels._cache import CACHE
-from pareto_atlas.simulate.kernels.layout import ACC, BURST_GAP_S, CV, DRAFT_P, K, O_REQ, XFER
+from pareto_atlas.simulate.kernels.layout import ACC, BURST_GAP_S, CV, DRAFT_P, K, O_REQ
 from pareto_atlas.simulate.kernels.loop import _enqueue
-from pareto_atlas.simulate.kernels.policies import _least_loaded, _prefill_alone
+from pareto_atlas.simulate.kernels.policies import _prefill_one
 from pareto_atlas.simulate.kernels.rand import _accepted, _noise
 from pareto_atlas.simulate.kernels.step import step_time
 
@@ -91,11 +91,7 @@ def run_pool_kernel(
             i = pf_next
             if thinks and arrival[i] > now:
                 break
-            w = _least_loaded(pf_free)
-            end = _prefill_alone(c_pf, float(prompt[i]), max(arrival[i], pf_free[w]))
-            pf_free[w] = end
-            first_t[i] = end
-            ready[i] = end + c[XFER] * float(prompt[i])
+            _prefill_one(c, c_pf, i, float(prompt[i]), arrival, ready, prompt, first_t, pf_free)
             pf_next += 1
         # The earliest event: a request's KV arriving to be routed, or an engine's step boundary.
         t_route = ready[nxt] if nxt < pf_next else np.inf
