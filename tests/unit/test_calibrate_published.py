@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from pareto_atlas.calibrate import published, published_stage
 from pareto_atlas.calibrate.fit import TARGETS, _anchors, predict
+from pareto_atlas.calibrate.published_formats import calibrate_published_formats
 from pareto_atlas.calibrate.published import (
     B1,
     LOAO,
@@ -425,9 +426,9 @@ def test_simulate_fits_the_shipped_table_once_and_a_users_run_takes_precedence(t
 
     def fake(table, hardware=None):  # the real fit, counted
         calls.append((table.sha256, tuple(hardware)))
-        return calibrate_published(table, hardware)
+        return calibrate_published_formats(table, hardware)
 
-    monkeypatch.setattr(published_stage, "calibrate_published", fake)
+    monkeypatch.setattr(published_stage, "calibrate_published_formats", fake)
     con = Console(file=io.StringIO())
     with Store(tmp_path / "s.duckdb") as store:
         first = published_stage.published_params("st", store, con, ["L4", "H100-PCIe"])
@@ -468,9 +469,9 @@ def test_a_fresh_store_reads_the_fit_from_the_cache_and_a_damaged_cache_file_is_
 
     def fake(table, hardware=None):
         calls.append(tuple(hardware))
-        return calibrate_published(table, hardware)
+        return calibrate_published_formats(table, hardware)
 
-    monkeypatch.setattr(published_stage, "calibrate_published", fake)
+    monkeypatch.setattr(published_stage, "calibrate_published_formats", fake)
     out = io.StringIO()
     con = Console(file=out, width=200)
     stored, first = [], None
