@@ -1,6 +1,6 @@
 # The two commands of the README, and the slower targets. `make atlas` is the whole pipeline up to
 # the atlas (`pareto-atlas build`); `pareto-atlas atlas` alone re-prints the atlas from the store.
-.PHONY: atlas atlas-full test format test-slow page-check bench ladder llama-tools quantizer kld setup-vllm atlas-vllm atlas-workloads atlas-sizes cli-docs
+.PHONY: atlas atlas-full test format test-slow page-check bench ladder llama-tools quantizer kld setup-vllm atlas-vllm atlas-prefix-vllm atlas-workloads atlas-sizes cli-docs
 
 atlas:
 	scripts/setup.sh && .venv/bin/pareto-atlas build
@@ -53,6 +53,11 @@ setup-vllm:
 # quality: GSM8K on its float32 baseline only (the other arms inherit it)
 atlas-vllm:
 	scripts/setup.sh && scripts/setup_vllm.sh && .venv/bin/pareto-atlas build --study vllm-cpu
+
+# prefix caching on vLLM's CPU build: a pair of anchors, the cache on and off, on a shared system prompt
+# (study prefix-vllm; each prints its measured hit rate and TTFT p50/p99; ~4 min after setup-vllm)
+atlas-prefix-vllm:
+	scripts/setup.sh && scripts/setup_vllm.sh && .venv/bin/pareto-atlas measure --study prefix-vllm
 
 # quality per workload: instruction following (IFEval) and long context (RULER at 2k
 # and 4k tokens) on the built-in model's quality arms, each workload guarded by its own task (~35 min)

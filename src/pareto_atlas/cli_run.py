@@ -24,6 +24,7 @@ BUILTINS = (
     "paper (the seed paper's setup on published evidence, no engine), "
     "llama70b (Llama-3.1-70B on 1-8 H100-SXM / H200 GPUs a replica, on published evidence, no engine), "
     "prefix (prefix caching on workloads that share), "
+    "prefix-vllm (vLLM's CPU build, prefix caching on and off on a shared system prompt), "
     "moe (Qwen3-30B-A3B and -235B-A22B beside the dense Qwen3-32B on 1-8 H100-SXM / H200 GPUs, EP and attention-DP, no engine)"
 )
 # Every verb that takes a study takes it as STUDY, and as --study / -s (the older spelling).

@@ -4,6 +4,7 @@ message read from a server log, and the server counters read from /metrics."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -159,3 +160,45 @@ def test_served_arm_options_reach_the_launch_and_key_the_anchor():
     extra = launch_for(study, no_pc, "/m")["extra"]
     assert extra["prefix_caching"] is False and extra["enforce_eager"] is True
     assert json.dumps(extra)
+
+
+def test_the_prefix_cache_knob_is_the_switch_and_cached_tokens_are_reported_either_way():
+    on = vllm_argv(ArmLaunch(model_path="m", knobs=Knobs(weights="F32", prefix_cache=True)), 1)
+    off = vllm_argv(ArmLaunch(model_path="m", knobs=Knobs(weights="F32")), 1)
+    assert "--enable-prefix-caching" in on and "--no-enable-prefix-caching" not in on
+    assert "--no-enable-prefix-caching" in off and "--enable-prefix-caching" not in off
+    # the off arm reports its zeros too: its hit rate is measured (0), not missing
+    assert "--enable-prompt-tokens-details" in on and "--enable-prompt-tokens-details" in off
+    # the older engine option may turn caching on, never contradict an arm that asks for it
+    older = vllm_argv(ArmLaunch(model_path="m", knobs=Knobs(weights="F32"), extra={"prefix_caching": True}), 1)
+    assert "--enable-prefix-caching" in older
+    with pytest.raises(ValueError, match="launch.extra.prefix_caching: false contradicts the arm's prefix_cache"):
+        vllm_argv(ArmLaunch(model_path="m", knobs=Knobs(prefix_cache=True), extra={"prefix_caching": False}), 1)
+
+
+def test_prefix_vllm_study_is_a_pair_that_differs_only_in_the_cache():
+    from pareto_atlas.measure.campaign import launch_for
+
+    study = load_study("prefix-vllm")
+    off, on = study.arm("cache-off"), study.arm("cache-on")
+    assert study.engine.name == "vllm" and study.workload.sharing().prefix_tokens == 256
+    assert on.knobs() == replace(off.knobs(), prefix_cache=True)
+    argv = {a.name: vllm_argv(ArmLaunch.coerce(launch_for(study, a, "/m")), 1) for a in (off, on)}
+    assert set(argv["cache-on"]) ^ set(argv["cache-off"]) == {"--enable-prefix-caching", "--no-enable-prefix-caching"}
+
+
+def test_prefix_cache_counters_give_the_servers_hit_rate():
+    before = parse_prometheus(
+        'vllm:prefix_cache_queries_total{engine="0",model_name="m"} 513.0\n'
+        'vllm:prefix_cache_hits_total{engine="0",model_name="m"} 0.0\n'
+    )
+    after = parse_prometheus(
+        'vllm:prefix_cache_queries_total{engine="0",model_name="m"} 4617.0\n'
+        'vllm:prefix_cache_hits_total{engine="0",model_name="m"} 2048.0\n'
+    )
+    s = run_summary(before, after)
+    assert (s["server_prefix_cache_queries"], s["server_prefix_cache_hits"]) == (4104, 2048)
+    assert s["server_prefix_hit_rate"] == pytest.approx(2048 / 4104)
+    assert "server_prefix_hit_rate" not in run_summary(
+        parse_prometheus(METRICS_BEFORE), parse_prometheus(METRICS_AFTER)
+    )

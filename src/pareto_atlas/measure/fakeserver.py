@@ -25,6 +25,10 @@ class FakeBehaviour:
     model_id: str = "fake-model"  # the id /v1/models lists
     tokenize: bool = True  # False: no /tokenize, so prompts are counted from usage probes
     fail_every: int = 0  # > 0: every k-th streamed completion answers HTTP 500 (2: every other)
+    # > 0: a prefix cache of blocks of this many tokens, as vLLM's: a prompt's cached tokens are its
+    # longest common prefix with an earlier prompt in whole blocks (never all of it), reported as
+    # usage.prompt_tokens_details.cached_tokens (0 included, as vLLM 0.32 with --enable-prompt-tokens-details)
+    cache_block: int = 0
 
 
 class FakeOpenAIServer:
@@ -32,6 +36,7 @@ class FakeOpenAIServer:
         self.behaviour = behaviour
         self.requests = 0
         self.streamed = 0  # streamed completion requests (what fail_every counts)
+        self.seen: list[list[str]] = []  # prompts served, in words (what cache_block reuses)
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, name="fake-openai", daemon=True)
@@ -120,6 +125,8 @@ class FakeOpenAIServer:
                 "prompt_tokens": len(text.split()) + (b.chat_template_tokens if chat else 0),
                 "completion_tokens": int(body.get("max_tokens", 16)) + b.extra_completion_tokens,
             }
+            if b.cache_block:
+                usage["prompt_tokens_details"] = {"cached_tokens": self._cached(text.split(), b.cache_block)}
             self.streamed += bool(body.get("stream"))
             if not body.get("stream"):
                 self._send_json(writer, {"choices": [{"text": "x"}], "usage": usage})
@@ -130,6 +137,16 @@ class FakeOpenAIServer:
         else:
             self._send_json(writer, {"error": f"no route {path}"}, status=404)
         await writer.drain()
+
+    def _cached(self, words: list[str], block: int) -> int:
+        """Tokens of `words` an earlier prompt already holds, in whole blocks, the last token never
+        (the engine computes it to sample); the prompt is then kept for later ones."""
+        common = max(
+            (next((i for i, (a, b) in enumerate(zip(w, words)) if a != b), min(len(w), len(words))) for w in self.seen),
+            default=0,
+        )
+        self.seen.append(words)
+        return min(common, len(words) - 1) // block * block
 
     async def _stream(self, writer: asyncio.StreamWriter, chat: bool, usage: dict) -> None:
         b = self.behaviour

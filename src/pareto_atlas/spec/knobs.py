@@ -213,8 +213,10 @@ class Knobs:
     def quality_key(self) -> str:
         """Knobs that can change the tokens produced; speed-only knobs do not enter.
 
-        Greedy speculative decoding and batching are exact in principle, so arms that differ
-        only in those share one quality measurement (recorded as inherited, never as measured).
+        Greedy speculative decoding, batching and prefix caching (exact reuse of a prefix's KV) are
+        exact in principle, so arms that differ only in those share one quality measurement (recorded
+        as inherited, never as measured). For caching, vLLM's greedy tokens were found identical cold
+        and warm here and llama.cpp's not always (docs/structures.md, "Exact reuse").
         """
         q = {
             "weights": self.weights,

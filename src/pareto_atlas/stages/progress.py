@@ -49,6 +49,13 @@ def measure_progress(c: Console) -> Progress:
                     + (f"  [red]{escape(m['error_line'])}[/]" if m.get("error_line") else ""),
                     soft_wrap=True,
                 )
+                if m.get("prefix_hit_rate") is not None:  # a workload that shares: what the server reused
+                    c.print(
+                        f"      prefix cache: hit rate {m['prefix_hit_rate']:.1%} of prompt tokens (as the server "
+                        f"reports them), TTFT p50 {fmt(m.get('ttft', {}).get('p50'), ' ms')} "
+                        f"p99 {fmt(m.get('ttft', {}).get('p99'), ' ms')}",
+                        highlight=False,
+                    )
                 if m.get("decode_bw_line"):
                     c.print(f"      {m['decode_bw_line']}", highlight=False)
                 if m.get("contended"):

@@ -109,14 +109,7 @@ def vllm_argv(launch: ArmLaunch, port: int, binary: str = "vllm", python: str | 
     ]
     if "gpu_memory_utilization" in extra:
         argv += ["--gpu-memory-utilization", str(float(extra["gpu_memory_utilization"]))]
-    # Off unless the arm asks: every contract request opens with a unique nonce, so a prefix cache
-    # can only cost (hashing blocks), never serve one request from another's work.
-    # The arm's prefix_cache knob turns it on too (a workload that states what it shares), and asks the
-    # server to report each request's cached tokens (usage.prompt_tokens_details.cached_tokens).
-    caching = bool(extra.get("prefix_caching", k.prefix_cache))
-    argv += ["--enable-prefix-caching" if caching else "--no-enable-prefix-caching"]
-    if caching:
-        argv += ["--enable-prompt-tokens-details"]
+    argv += prefix_cache_argv(launch)
     # a checkpoint stored quantized (AWQ, GPTQ, FP8, compressed-tensors) says so in its config, which
     # vLLM reads; a --quantization beside it that names another method is refused at start-up
     if not extra.get("checkpoint_quantized"):
@@ -142,6 +135,24 @@ def vllm_argv(launch: ArmLaunch, port: int, binary: str = "vllm", python: str | 
     if extra.get("tokenizer"):  # a tokenizer kept apart from the weights (scripts/gpu_anchors.py's random model)
         argv += ["--tokenizer", str(extra["tokenizer"])]
     return argv
+
+
+def prefix_cache_argv(launch: ArmLaunch) -> list[str]:
+    """Automatic prefix caching as the arm's prefix_cache knob says (`prefix_caching` in the engine's
+    options is the older spelling: it may turn it on, never contradict an arm that asks for it).
+
+    Off unless asked: every contract request opens with a unique nonce, so a prefix cache can only
+    cost (hashing blocks), never serve one request from another's work. Either way the server reports
+    each request's cached tokens (usage.prompt_tokens_details.cached_tokens, 0 included), so an
+    anchor's hit rate is measured on both sides of the switch, never assumed."""
+    k, extra = launch.knobs, launch.extra
+    if k.prefix_cache and "prefix_caching" in extra and not extra["prefix_caching"]:
+        raise ValueError(
+            "launch.extra.prefix_caching: false contradicts the arm's prefix_cache = true; "
+            "state prefix caching as the arm's prefix_cache (the anchor records it)"
+        )
+    caching = bool(extra.get("prefix_caching", k.prefix_cache))
+    return ["--enable-prefix-caching" if caching else "--no-enable-prefix-caching", "--enable-prompt-tokens-details"]
 
 
 def parallel_argv(launch: ArmLaunch) -> list[str]:

@@ -60,6 +60,7 @@ def run_summary(before: dict | None, after: dict | None) -> dict:
     spec_*: drafted and accepted tokens (vLLM's SpecDecoding counters), the measured acceptance per
     drafted token, and drafts per generated token (what the simulator's draft fraction needs).
     server_*_ms_mean: vLLM's histograms' means (TTFT, inter-token latency, prefill, decode, queue).
+    server_prefix_*: prompt tokens its prefix cache looked up and found, and their ratio.
     """
     if before is None or after is None:
         return {}
@@ -86,6 +87,14 @@ def run_summary(before: dict | None, after: dict | None) -> dict:
             out[key] = v
     if generated is not None:
         out["server_generation_tokens"] = int(generated)
+    # the prefix cache's own count (prompt tokens looked up, and found): the server's side of the hit
+    # rate the responses report request by request (metrics.prefix_hit_rate)
+    queries = _delta(before, after, "vllm:prefix_cache_queries_total")
+    hits = _delta(before, after, "vllm:prefix_cache_hits_total")
+    if queries is not None:
+        out["server_prefix_cache_queries"] = int(queries)
+        out["server_prefix_cache_hits"] = int(hits or 0)
+        out["server_prefix_hit_rate"] = (hits or 0) / queries if queries else None
     return out
 
 

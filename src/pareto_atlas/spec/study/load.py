@@ -63,13 +63,14 @@ BUILTIN = {
     "workloads": "workloads_study.toml",
     "llama70b": "llama70b_study.toml",
     "prefix": "prefix_study.toml",
+    "prefix-vllm": "prefix_vllm_study.toml",
     "moe": "moe_study.toml",
 }
 
 
 def load_study(path_or_name: str | Path | None = None, host: HostChecks | None = None) -> Study:
     """A study from a TOML path, or a built-in by name (`default`, `full`, `tiny`, `ladder`, `vllm-cpu`, `sizes`,
-    `workloads`, `paper`, `llama70b`, `prefix`, `moe`)."""
+    `workloads`, `paper`, `llama70b`, `prefix`, `prefix-vllm`, `moe`)."""
     if path_or_name is None or str(path_or_name) in BUILTIN:
         fname = BUILTIN[str(path_or_name or "default")]
         return parse_study(
