@@ -343,7 +343,12 @@ def run_campaign(
         else:
             summary.failed += 1
             summary.failures.append((p.arm.name, row["reason"]))
-        on_progress("done", {"arm": p.arm.name, "status": row["status"], "reason": row["reason"], "metrics": metrics})
+        # whether the anchor is about reuse (its cache on, or a workload that shares): its hit rate is printed
+        prefix = bool(getattr(p.arm, "prefix_cache", False)) or p.arm.workload(study.workload).shares()
+        on_progress(
+            "done",
+            {"arm": p.arm.name, "status": row["status"], "reason": row["reason"], "metrics": metrics, "prefix": prefix},
+        )
     # Anchors that ran beside other work (measure.contention): once more at the end, when that work
     # has likely finished; the less contended try is kept (the other is replaced, not averaged in).
     again = [(i, p) for i, p, _ in contended]

@@ -49,7 +49,9 @@ def measure_progress(c: Console) -> Progress:
                     + (f"  [red]{escape(m['error_line'])}[/]" if m.get("error_line") else ""),
                     soft_wrap=True,
                 )
-                if m.get("prefix_hit_rate") is not None:  # a workload that shares: what the server reused
+                # an anchor about reuse (cache on or a workload that shares): what the server reused; every
+                # anchor records it, but unique prompts reuse nothing worth a line
+                if m.get("prefix_hit_rate") is not None and (info.get("prefix", True) or m["prefix_hit_rate"] > 0):
                     c.print(
                         f"      prefix cache: hit rate {m['prefix_hit_rate']:.1%} of prompt tokens (as the server "
                         f"reports them), TTFT p50 {fmt(m.get('ttft', {}).get('p50'), ' ms')} "
