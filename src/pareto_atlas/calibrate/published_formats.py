@@ -28,7 +28,7 @@ from pareto_atlas.calibrate.published import SERVED_ENGINE, calibrate_published,
 from pareto_atlas.calibrate.published_table import PublishedTable, batch1_speed, load_multigpu
 from pareto_atlas.simulate.cost_model import compute_dtype
 from pareto_atlas.simulate.params import FAMILY, CalibParams
-from pareto_atlas.spec.cards import HardwareCard, ModelCard
+from pareto_atlas.spec.cards import HardwareCard, ModelCard, shipped_hardware
 
 # The GPU weight formats whose kernels are not the 16-bit GEMMs (simulate.params.FAMILY)
 QUANT_FORMATS = ("FP8", "W8A8", "AWQ4", "W4A16")
@@ -247,8 +247,6 @@ def calibrate_formats(cals: list, table: PublishedTable, multigpu: PublishedTabl
     """The cards' fits (calibrate.published.CardCalibration) on the served engine with their quantized
     formats fitted where the card has rows of them, else carried from cards of the same generation;
     each fit's `formats` says which and how well they predict held-out rows."""
-    from pareto_atlas.spec.cards import shipped_hardware
-
     cards = shipped_hardware()
     served = [c for c in cals if c.engine == SERVED_ENGINE and cards[c.hardware].kind == "gpu"]
     own: dict[tuple[str, str], FormatFit] = {}
@@ -364,8 +362,6 @@ def _pct(v: float) -> str:
 def report_lines(cals: list) -> list[str]:
     """Per card and quantized format: where its kernel cost comes from, its held-out error (how, on what),
     and the roofline's error on the same rows; then the formats still derived from the roofline."""
-    from pareto_atlas.spec.cards import shipped_hardware
-
     cards = shipped_hardware()
     out = [
         "Quantized formats per card (served engine): kernel cost fitted on the card's published rows of the format, "
@@ -399,6 +395,5 @@ def report_lines(cals: list) -> list[str]:
 
 
 def calibrate_published_formats(table: PublishedTable, hardware: list[str] | None = None) -> list:
-    """calibrate.published.calibrate_published, then each card's quantized formats fitted on their rows
-    of the card (both shipped tables' one-GPU rows) or carried from cards of the same generation."""
+    """calibrate_published, then each card's quantized formats fitted on its rows, or carried (calibrate_formats)."""
     return calibrate_formats(calibrate_published(table, hardware), table, load_multigpu())
