@@ -37,8 +37,8 @@ from pareto_atlas.calibrate.heldout_bar import carried_bar
 from pareto_atlas.calibrate.published import _rel, card_frame
 from pareto_atlas.calibrate.published_multigpu import (
     SCHEMES,
-    THR,
     _pct,
+    coverage,
     parallelism,
     sample_rows,
     scheme_errors,
@@ -195,18 +195,6 @@ def with_link(params: CalibParams, cal: LinkCalibration) -> CalibParams:
         par_thr_rel_err=max(cal.thr_bar, params.thr_rel_err),
         link_provenance=cal.provenance(),
     )
-
-
-def coverage(cal: LinkCalibration, schemes: tuple[str, ...]) -> tuple[float, int]:
-    """Share of the held-out figures of `schemes` inside the carried bar, and how many there are."""
-    inside = n = 0
-    for sc in schemes:
-        for t in TARGETS:
-            v = np.abs(cal.anchors[f"{t}_{sc}"].to_numpy(float))
-            v = v[np.isfinite(v)]
-            inside += int((v <= (cal.thr_bar if t == THR else cal.lat_bar)).sum())
-            n += len(v)
-    return (inside / n if n else np.nan), n
 
 
 def report_lines(cals: list[LinkCalibration]) -> list[str]:

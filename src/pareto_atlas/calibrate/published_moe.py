@@ -40,7 +40,7 @@ from pareto_atlas.calibrate.fit import TARGETS, _anchors, predict
 from pareto_atlas.calibrate.published import SERVED_ENGINE, _policy, _rel
 from pareto_atlas.calibrate.published_link import LABEL, MAX_REQUESTS
 from pareto_atlas.calibrate.published_moe_table import MOE_PARALLEL, moe_anchor_row
-from pareto_atlas.calibrate.published_multigpu import SCHEMES, THR, _pct, sample_rows, scheme_errors
+from pareto_atlas.calibrate.published_multigpu import SCHEMES, _pct, coverage, sample_rows, scheme_errors
 from pareto_atlas.calibrate.published_table import PARALLEL, UNSTATED_KV, PublishedTable, parallel_knobs
 from pareto_atlas.simulate.memory import plan_memory
 from pareto_atlas.simulate.params import CalibParams, default_params
@@ -227,18 +227,6 @@ def with_moe(params: CalibParams, cal: MoeCalibration) -> CalibParams:
         moe_thr_rel_err=max(cal.thr_bar, params.thr_rel_err),
         moe_provenance=cal.provenance(),
     )
-
-
-def coverage(cal: MoeCalibration, schemes: tuple[str, ...]) -> tuple[float, int]:
-    """Share of the held-out figures of `schemes` inside the carried bar, and how many there are."""
-    inside = n = 0
-    for sc in schemes:
-        for t in TARGETS:
-            v = np.abs(cal.anchors[f"{t}_{sc}"].to_numpy(float))
-            v = v[np.isfinite(v)]
-            inside += int((v <= (cal.thr_bar if t == THR else cal.lat_bar)).sum())
-            n += len(v)
-    return (inside / n if n else np.nan), n
 
 
 def layout(r: pd.Series) -> str:
