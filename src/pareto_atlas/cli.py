@@ -16,7 +16,7 @@ from typing import Optional
 
 import typer
 
-from pareto_atlas import cli_aliases, stages
+from pareto_atlas import cli_aliases, cli_run, stages
 from pareto_atlas.cli_run import (
     ALLOW_AGG,
     ALLOW_UNV,
@@ -337,4 +337,5 @@ for _old, _command in cli_aliases.ALIASES.items():
 
 
 def main() -> None:  # pragma: no cover
+    cli_run.stop_on_sigterm()
     sys.exit(app())

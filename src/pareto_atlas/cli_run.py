@@ -4,6 +4,7 @@ options several verbs share, and one function per job that a verb and its earlie
 from __future__ import annotations
 
 import shutil
+import signal
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Optional
@@ -88,6 +89,17 @@ def open_context(
 
 def consent_of(hosts: Optional[list[str]], keys: Optional[list[str]], programs: Optional[list[str]]) -> Consent:
     return Consent.from_user(hosts or (), keys or (), programs or ())
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+def stop_on_sigterm() -> None:
+    """A plain `kill` or `timeout` ends a command as Ctrl-C does: the running stage unwinds, which
+    stops the engine server it started (its own process group would otherwise outlive us) and
+    keeps everything already measured."""
+    signal.signal(signal.SIGTERM, _interrupt)
 
 
 def guarded(fn, *args, **kw):

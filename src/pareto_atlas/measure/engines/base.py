@@ -147,6 +147,35 @@ def last_line(path: Path, default: str = "") -> str:
     return lines[-1][:300] if lines else default
 
 
+_AUTOGROUP = re.compile(r"\S+\s+nice\s+(-?\d+)")
+
+
+def autogroup_nice(pid: int | str = "self") -> int | None:
+    """The nice value of `pid`'s scheduler autogroup, or None where the kernel has no autogroups."""
+    try:
+        m = _AUTOGROUP.match(Path(f"/proc/{pid}/autogroup").read_text())
+    except OSError:
+        return None
+    return int(m.group(1)) if m else None
+
+
+def share_autogroup_nice(pid: int) -> None:
+    """Give a server started in its own session the campaign's own autogroup priority.
+
+    With autogroups on (`kernel.sched_autogroup_enabled`), CPU time is shared between sessions
+    first and `nice` counts only inside one; a server in a new session would therefore compete at
+    the default weight whatever priority the campaign was given, and a measurement beside other
+    work times the other work. Best effort: without autogroups, or without the right to raise a
+    priority, the server keeps the default."""
+    mine = autogroup_nice()
+    if mine is None or mine == autogroup_nice(pid):
+        return
+    try:
+        Path(f"/proc/{pid}/autogroup").write_text(str(mine))
+    except OSError:
+        pass
+
+
 class ServerProcess:
     """A server child in its own process group, stderr kept in a temp file for diagnosis.
     `explain(log_path, default)` says why it died (default: `last_line`); an engine whose root cause
@@ -178,6 +207,7 @@ class ServerProcess:
         except OSError as e:
             self._log.close()
             raise EngineStartError(f"cannot run {argv[0]!r}: {e.strerror or e}") from e
+        share_autogroup_nice(self.proc.pid)
 
     @property
     def pid(self) -> int:
