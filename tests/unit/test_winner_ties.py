@@ -79,3 +79,18 @@ def test_the_atlas_table_prints_the_tie():
     con = Console(record=True, width=300)
     print_winners(ans.placed_cells, con)
     assert "tie with AWQ4" in con.export_text()
+
+
+def test_a_tie_between_one_configuration_at_two_loads_names_the_runner_ups_load():
+    """The default build printed "Q8_0+chunked+x8 — tie with Q8_0+chunked+x8": the same
+    configuration at another load. The runner-up is told apart by its card and load."""
+    a = cfg("a", "FP8", ["weight-quant"], q=0.76, tpot=20.0, thr=1300)
+    b = cfg("b", "FP8", ["weight-quant"], q=0.76, tpot=21.0, thr=1250)
+    a.update(lat_rel_err=0.2, thr_rel_err=0.2, concurrency=8)
+    b.update(lat_rel_err=0.2, thr_rel_err=0.2, concurrency=16)
+    c = _all(winners(pd.DataFrame([a, b]), [FAST]))
+    assert c.verdict == "tie" and c.runner_up_label == "FP8"
+    assert "tie with FP8 at 16 clients (" in c.verdict_note
+    b.update(concurrency=8)
+    c = _all(winners(pd.DataFrame([a, b]), [FAST]))
+    assert "tie with FP8 (" in c.verdict_note  # nothing to tell apart: nothing added

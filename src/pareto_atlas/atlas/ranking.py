@@ -33,7 +33,7 @@ def verdict(row: dict, lat_err: float, thr_err: float) -> tuple[str, str]:
     """(verdict, the words printed beside the winner) for a cell with a winner (see the module)."""
     if row.get("runner_up_label") and (row.get("overlap") or 0.0) > TIE_OVERLAP:
         return "tie", (
-            f"tie with {row['runner_up_label']} (intervals overlap {row['overlap']:.0%}, more than {TIE_OVERLAP:.0%})"
+            f"tie with {' '.join(filter(None, (row['runner_up_label'], row.get('runner_up_where'))))} (intervals overlap {row['overlap']:.0%}, more than {TIE_OVERLAP:.0%})"
         )
     bars = [e for e in (lat_err, thr_err) if e == e]
     if bars and max(bars) > LOW_CONFIDENCE_BAR:

@@ -43,6 +43,7 @@ WINNER_COLUMNS = (
     "best_single_value",
     "runner_up_label",
     "runner_up_value",
+    "runner_up_where",
     "separated",
     "n_candidates",
     "n_boundary",

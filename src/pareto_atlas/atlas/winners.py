@@ -129,7 +129,11 @@ def _cell(
     )
     if len(order) > 1:
         ru = cand.iloc[order[1]]
-        row.update(runner_up_label=ru["label"], runner_up_value=float(ru[regime.objective]))
+        row.update(
+            runner_up_label=ru["label"],
+            runner_up_value=float(ru[regime.objective]),
+            runner_up_where=_where_else(best, ru),
+        )
         # Separated: the winner's pessimistic bound still beats the runner-up's optimistic one.
         row["separated"] = bool(hi[0] < lo[1]) if regime.direction == "min" else bool(lo[0] > hi[1])
         row["overlap"] = interval_overlap(float(lo[0]), float(hi[0]), float(lo[1]), float(hi[1]))
@@ -153,6 +157,18 @@ def deployment_words(point: pd.Series) -> str:
     else "": the GPUs per replica and the parallelism, which the compact label abbreviates."""
     k = Knobs.from_row(point)
     return f"{k.weights}, {k.layout_words(str(point.get('hardware', '')))}" if k.gpus() > 1 else ""
+
+
+def _where_else(best: pd.Series, other: pd.Series) -> str:
+    """What tells `other` apart from `best` beyond its configuration's name: its card and its load
+    where they differ ("" when neither does), so a tie between one configuration at two loads does
+    not read as a configuration tied with itself."""
+    parts = []
+    if other.get("hardware") != best.get("hardware"):
+        parts.append(f"on {other.get('hardware')}")
+    if load_label(other) != load_label(best):
+        parts.append(f"at {load_label(other)}")
+    return " ".join(parts)
 
 
 def winners(
