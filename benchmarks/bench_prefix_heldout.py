@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 import tomllib
 from pathlib import Path
@@ -137,6 +138,8 @@ def scored(df: pd.DataFrame, study: Study, hw: HardwareCard, params: CalibParams
                 "ttft pred": ttft,
                 "tpot meas": r.tpot_p50_ms,
                 "tpot pred": tpot,
+                # other work on the machine during the anchor, in cores (measure.contention)
+                "other cores": float(r.get("other_cpu_cores", float("nan"))),
             }
         )
     t = pd.DataFrame(out)
@@ -164,6 +167,18 @@ def verdict_lines(held: pd.DataFrame) -> list[str]:
     return lines
 
 
+def progress(ev: str, info: dict) -> None:
+    """A line per anchor measured (and per contended one measured again), with the other work beside it."""
+    if ev in ("done", "remeasured"):
+        m = info.get("metrics") or {}
+        kept = f", kept the {info['kept']} try" if ev == "remeasured" else ""
+        print(
+            f"  {ev} {info['arm']}: {info.get('status', 'ok')}; other work {m.get('other_cpu_cores', float('nan')):.2f} "
+            f"cores{kept}; load {os.getloadavg()[0]:.2f}; {time.strftime('%H:%M:%S', time.gmtime())} UTC",
+            flush=True,
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--study", default=str(STUDY))
@@ -171,6 +186,7 @@ def main() -> None:
     ap.add_argument("--no-measure", action="store_true", help="score the anchors already in the store")
     ap.add_argument("--slice-rows", type=int, default=24, help="Mooncake rows replayed (0: none)")
     ap.add_argument("--slice-max-prompt", type=int, default=1536, help="the slice's longest prompt, tokens")
+    ap.add_argument("--arms", default="", help="measure only these arms (comma-separated; the store resumes)")
     a = ap.parse_args()
     Path(a.store).parent.mkdir(parents=True, exist_ok=True)
     raw = tomllib.loads(Path(a.study).read_text())
@@ -180,17 +196,29 @@ def main() -> None:
             arm = {"name": f"held-mooncake-{'on' if on else 'off'}", "weights": "Q8_0", "trace": str(path)}
             raw["arms"].append({**arm, "prefix_cache": True} if on else arm)
     study = study_from_dict(raw, a.study, base=Path(a.study).parent)
+    arms = [x for x in a.arms.split(",") if x]
+    unknown = sorted(set(arms) - {arm.name for arm in study.arms})
+    if unknown:
+        raise SystemExit(
+            f"--arms: {unknown[0]} is not an arm of {a.study}; arms: {', '.join(x.name for x in study.arms)}"
+        )
     with Store(a.store) as store:
         hw = this_machine(study, store)
         if not a.no_measure:
             t0 = time.monotonic()
+            print(f"measuring at {time.strftime('%H:%M:%S', time.gmtime())} UTC, load {os.getloadavg()[0]:.2f}")
             s = run_campaign(
                 study,
                 store,
+                arms=arms or None,
                 bandwidth_gbs=hw.mem_bw_gbs,
-                on_progress=lambda ev, info: ev == "done" and print(f"  measured {info['arm']}: {info['status']}"),
+                on_progress=progress,
             )
-            print(f"measured {s.measured}, kept {s.skipped}, failed {s.failed} ({time.monotonic() - t0:.0f} s)")
+            print(
+                f"measured {s.measured}, kept {s.skipped}, failed {s.failed}, remeasured {s.remeasured} "
+                f"({time.monotonic() - t0:.0f} s; until {time.strftime('%H:%M:%S', time.gmtime())} UTC, "
+                f"load {os.getloadavg()[0]:.2f})"
+            )
         ids = {p.anchor_id for p in plan(study)}
         df = measured_points(study, store)
         df = df[df.hardware.eq(THIS) & df.anchor_id.isin(ids)].reset_index(drop=True)
@@ -212,6 +240,7 @@ def main() -> None:
     fmt.update({c: "{:+.1%}".format for c in ("ttft err", "tpot err")})
     fmt.update({c: "{:.1%}".format for c in ("hit meas", "hit pred")})
     fmt["hit err"] = lambda v: f"{v * 100:+.1f} pt"
+    fmt["other cores"] = "{:.2f}".format
     with pd.option_context("display.width", 250, "display.max_columns", 20):
         print(table.drop(columns=["cache"]).to_string(index=False, formatters=fmt))
     print(
