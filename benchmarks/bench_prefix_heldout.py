@@ -248,6 +248,9 @@ def main() -> None:
     ap.add_argument("--slice-rows", type=int, default=24, help="Mooncake rows replayed (0: none)")
     ap.add_argument("--slice-max-prompt", type=int, default=1536, help="the slice's longest prompt, tokens")
     ap.add_argument("--arms", default="", help="measure only these arms (comma-separated; the store resumes)")
+    ap.add_argument(
+        "--also-fit", default="", help="arms neither fit- nor held- that the fit sees too (comma-separated)"
+    )
     a = ap.parse_args()
     Path(a.store).parent.mkdir(parents=True, exist_ok=True)
     raw = tomllib.loads(Path(a.study).read_text())
@@ -258,10 +261,13 @@ def main() -> None:
             raw["arms"].append({**arm, "prefix_cache": True} if on else arm)
     study = study_from_dict(raw, a.study, base=Path(a.study).parent)
     arms = [x for x in a.arms.split(",") if x]
-    unknown = sorted(set(arms) - {arm.name for arm in study.arms})
+    also = [x for x in a.also_fit.split(",") if x]
+    if any(x.startswith(HELD_PREFIX) for x in also):
+        raise SystemExit(f"--also-fit: {also}: a held-out arm never enters the fit")
+    unknown = sorted(set(arms + also) - {arm.name for arm in study.arms})
     if unknown:
         raise SystemExit(
-            f"--arms: {unknown[0]} is not an arm of {a.study}; arms: {', '.join(x.name for x in study.arms)}"
+            f"--arms/--also-fit: {unknown[0]} is not an arm of {a.study}; arms: {', '.join(x.name for x in study.arms)}"
         )
     with Store(a.store) as store:
         hw = this_machine(study, store)
@@ -284,7 +290,7 @@ def main() -> None:
         df = measured_points(study, store)
         df = df[df.hardware.eq(THIS) & df.anchor_id.isin(ids)].reset_index(drop=True)
         df = attach_load(df, store)
-    train = df[df.arm.str.startswith(FIT_PREFIX)].reset_index(drop=True)
+    train = df[df.arm.str.startswith(FIT_PREFIX) | df.arm.isin(also)].reset_index(drop=True)
     held = df[df.arm.str.startswith(HELD_PREFIX)].reset_index(drop=True)
     if len(train) < 2 or not len(held):
         raise SystemExit(f"--store {a.store}: {len(train)} calibration and {len(held)} held-out anchors; measure first")
