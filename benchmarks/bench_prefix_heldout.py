@@ -11,8 +11,12 @@ with each anchor's measured hit rate). Every "held-" arm is then predicted as th
 it: its requests laid out by its sharing pattern (spec.sharing, the warm-up requests first, as they
 were sent), the block cache (simulate.prefix_cache: the configuration's memory less a full running
 batch, LRU) deciding which prompt tokens each request finds cached, and the event simulation replaying
-the anchor's load (its clients' recorded think times). Nothing measured about a held-out anchor enters
-its prediction; its hit rate is predicted, not read.
+the anchor's load (its clients' recorded think times). On llama.cpp (the study's engine) the cache is
+its slots' own (simulate.prefix_cache.slot_cached_tokens: each slot reuses the last sequence it served,
+to the token; a request takes the idle slot most similar to its prompt, else the least recently used),
+so which tokens hit depends on when slots are idle: the slot model and the simulation run in turn until
+they agree. Nothing measured about a held-out anchor enters its prediction; its hit rate is predicted,
+not read.
 
 Goals (issue 33): median |error| of TTFT p50 and of TPOT p50 <= 10 % over the held-out anchors, and
 each cached anchor's hit rate within 5 points. Anchors are kept in the store (resumable); the
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 import tomllib
 from pathlib import Path
@@ -39,7 +44,16 @@ from pareto_atlas.simulate import des
 from pareto_atlas.simulate.cost_model import coeffs
 from pareto_atlas.simulate.memory import plan_memory
 from pareto_atlas.simulate.params import CalibParams
-from pareto_atlas.simulate.prefix_cache import SharedLoad, cache_tokens, cached_tokens, hit_rate, measured_twin_cached
+from pareto_atlas.simulate.kernels.layout import BURST_GAP_S, O_REQ
+from pareto_atlas.simulate.prefix_cache import (
+    SharedLoad,
+    cache_tokens,
+    cached_tokens,
+    hit_rate,
+    measured_twin_cached,
+    shared_load,
+    slot_cached_tokens,
+)
 from pareto_atlas.spec.trace import HASH_BLOCK_TOKENS, trace_rows
 from pareto_atlas.spec.cards import HardwareCard, ModelCard
 from pareto_atlas.spec.knobs import Knobs
@@ -52,6 +66,7 @@ SOURCE = "mooncake_conversation"  # the shipped trace the slice is cut from
 GOALS = {"ttft_p50_ms": 0.10, "tpot_p50_ms": 0.10}
 HIT_GOAL = 0.05  # points of prompt tokens
 FIT_PREFIX, HELD_PREFIX = "fit-", "held-"
+SLOT_PASSES = 4  # slot model and simulation in turn: they settle in one or two
 
 
 def predict_shared(
@@ -90,8 +105,55 @@ def predict_shared(
             cached = measured_twin_cached(share, P, O, n, warm, max(conc, k.slots), cap, k.slots)
         arr = des.closed_loop(conc, n, P, O, think)
     c = coeffs(model, hw, k, params)
-    s = des.run(c, arr, k.batching, k.slots, k.chunk_tokens, cap, None, seed=0, cached=cached).summary
+    res = des.run(c, arr, k.batching, k.slots, k.chunk_tokens, cap, None, seed=0, cached=cached)
+    if cached is not None and study.engine.name == "llamacpp":
+        # llama.cpp reuses its slots' own sequences, not a pool of blocks: which slot a request finds idle
+        # is a matter of timing, so the slot model runs on the simulation's times, until they settle
+        load = slot_load(wl, share, P, O, n, warm, max(conc, k.slots), row)
+        for _ in range(SLOT_PASSES):
+            start, end = by_request(res, conc, think)
+            again = slot_cached_tokens(load, start + c[O_REQ], end, k.slots, warm)
+            if np.array_equal(again, cached):
+                break
+            cached = again
+            res = des.run(c, arr, k.batching, k.slots, k.chunk_tokens, cap, None, seed=0, cached=cached)
+    s = res.summary
     return s["ttft_p50_ms"], s["tpot_p50_ms"], hit_rate(cached, arr.prompt) if cached is not None else 0.0
+
+
+def by_request(res: des.DesResult, conc: int, think: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """(send, finish) of each request in the order it was handed out (a closed loop's clients take the
+    next request as each finishes, then pause its think time), from a simulation that keeps requests
+    in the order they arrive (simulate.kernels.loop: a later request with a shorter pause arrives first).
+    An open loop's requests already arrive in their order."""
+    n = len(res.arrival)
+    if conc <= 0:
+        return res.arrival, res.finish_t
+    pause = np.zeros(n) if think is None else np.asarray(think, float)
+    done = np.sort(res.finish_t)
+    sent = np.array(
+        [i * BURST_GAP_S + pause[i] if i < conc else done[i - conc] + BURST_GAP_S + pause[i] for i in range(n)]
+    )
+    where = np.empty(n, np.int64)
+    where[np.argsort(sent, kind="stable")] = np.arange(n)  # request i arrived where-th
+    if not np.allclose(res.arrival[where], sent, atol=1e-6):
+        raise RuntimeError("by_request: the simulation's sends differ from its closed loop's; cannot pair them")
+    return res.arrival[where], res.finish_t[where]
+
+
+def slot_load(wl, share, prompt: int, output: int, n: int, warm: int, width: int, row: pd.Series) -> SharedLoad:
+    """An anchor's requests as sent, warm-ups first, in the blocks llama.cpp reuses: a sharing pattern's
+    token by token (its reuse is token-exact), a trace's as its 512-token hash_ids."""
+    if not wl.trace:
+        return shared_load(share, (), prompt, output, warm + n, width, block=1)
+    rows = wl.trace_rows()[: len(row.send_offsets)]
+    sent = list(rows[:1]) * warm + list(rows)
+    return SharedLoad(
+        np.array([r.prompt_tokens for r in sent], np.int64),
+        np.array([r.output_tokens for r in sent], np.int64),
+        tuple(r.hash_ids for r in sent),
+        HASH_BLOCK_TOKENS,
+    )
 
 
 def write_slice(path: Path, n: int, max_prompt: int, output_scale: int = 16) -> Path:
@@ -137,6 +199,8 @@ def scored(df: pd.DataFrame, study: Study, hw: HardwareCard, params: CalibParams
                 "ttft pred": ttft,
                 "tpot meas": r.tpot_p50_ms,
                 "tpot pred": tpot,
+                # other work on the machine during the anchor, in cores (measure.contention)
+                "other cores": float(r.get("other_cpu_cores", float("nan"))),
             }
         )
     t = pd.DataFrame(out)
@@ -164,6 +228,18 @@ def verdict_lines(held: pd.DataFrame) -> list[str]:
     return lines
 
 
+def progress(ev: str, info: dict) -> None:
+    """A line per anchor measured (and per contended one measured again), with the other work beside it."""
+    if ev in ("done", "remeasured"):
+        m = info.get("metrics") or {}
+        kept = f", kept the {info['kept']} try" if ev == "remeasured" else ""
+        print(
+            f"  {ev} {info['arm']}: {info.get('status', 'ok')}; other work {m.get('other_cpu_cores', float('nan')):.2f} "
+            f"cores{kept}; load {os.getloadavg()[0]:.2f}; {time.strftime('%H:%M:%S', time.gmtime())} UTC",
+            flush=True,
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--study", default=str(STUDY))
@@ -171,6 +247,10 @@ def main() -> None:
     ap.add_argument("--no-measure", action="store_true", help="score the anchors already in the store")
     ap.add_argument("--slice-rows", type=int, default=24, help="Mooncake rows replayed (0: none)")
     ap.add_argument("--slice-max-prompt", type=int, default=1536, help="the slice's longest prompt, tokens")
+    ap.add_argument("--arms", default="", help="measure only these arms (comma-separated; the store resumes)")
+    ap.add_argument(
+        "--also-fit", default="", help="arms neither fit- nor held- that the fit sees too (comma-separated)"
+    )
     a = ap.parse_args()
     Path(a.store).parent.mkdir(parents=True, exist_ok=True)
     raw = tomllib.loads(Path(a.study).read_text())
@@ -180,22 +260,37 @@ def main() -> None:
             arm = {"name": f"held-mooncake-{'on' if on else 'off'}", "weights": "Q8_0", "trace": str(path)}
             raw["arms"].append({**arm, "prefix_cache": True} if on else arm)
     study = study_from_dict(raw, a.study, base=Path(a.study).parent)
+    arms = [x for x in a.arms.split(",") if x]
+    also = [x for x in a.also_fit.split(",") if x]
+    if any(x.startswith(HELD_PREFIX) for x in also):
+        raise SystemExit(f"--also-fit: {also}: a held-out arm never enters the fit")
+    unknown = sorted(set(arms + also) - {arm.name for arm in study.arms})
+    if unknown:
+        raise SystemExit(
+            f"--arms/--also-fit: {unknown[0]} is not an arm of {a.study}; arms: {', '.join(x.name for x in study.arms)}"
+        )
     with Store(a.store) as store:
         hw = this_machine(study, store)
         if not a.no_measure:
             t0 = time.monotonic()
+            print(f"measuring at {time.strftime('%H:%M:%S', time.gmtime())} UTC, load {os.getloadavg()[0]:.2f}")
             s = run_campaign(
                 study,
                 store,
+                arms=arms or None,
                 bandwidth_gbs=hw.mem_bw_gbs,
-                on_progress=lambda ev, info: ev == "done" and print(f"  measured {info['arm']}: {info['status']}"),
+                on_progress=progress,
             )
-            print(f"measured {s.measured}, kept {s.skipped}, failed {s.failed} ({time.monotonic() - t0:.0f} s)")
+            print(
+                f"measured {s.measured}, kept {s.skipped}, failed {s.failed}, remeasured {s.remeasured} "
+                f"({time.monotonic() - t0:.0f} s; until {time.strftime('%H:%M:%S', time.gmtime())} UTC, "
+                f"load {os.getloadavg()[0]:.2f})"
+            )
         ids = {p.anchor_id for p in plan(study)}
         df = measured_points(study, store)
         df = df[df.hardware.eq(THIS) & df.anchor_id.isin(ids)].reset_index(drop=True)
         df = attach_load(df, store)
-    train = df[df.arm.str.startswith(FIT_PREFIX)].reset_index(drop=True)
+    train = df[df.arm.str.startswith(FIT_PREFIX) | df.arm.isin(also)].reset_index(drop=True)
     held = df[df.arm.str.startswith(HELD_PREFIX)].reset_index(drop=True)
     if len(train) < 2 or not len(held):
         raise SystemExit(f"--store {a.store}: {len(train)} calibration and {len(held)} held-out anchors; measure first")
@@ -212,6 +307,7 @@ def main() -> None:
     fmt.update({c: "{:+.1%}".format for c in ("ttft err", "tpot err")})
     fmt.update({c: "{:.1%}".format for c in ("hit meas", "hit pred")})
     fmt["hit err"] = lambda v: f"{v * 100:+.1f} pt"
+    fmt["other cores"] = "{:.2f}".format
     with pd.option_context("display.width", 250, "display.max_columns", 20):
         print(table.drop(columns=["cache"]).to_string(index=False, formatters=fmt))
     print(

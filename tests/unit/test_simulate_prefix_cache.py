@@ -224,3 +224,46 @@ def test_a_target_with_its_own_budget_leaves_the_others_thinned_as_before_and_pa
     assert on and on == off  # thinned in pairs: every configuration with the cache has its twin without
     # without its own budget the new target takes a share of the study's, and the first target's grid shrinks
     assert len(_target_knobs([extra])[0]) < len(alone[0])
+
+
+def _groups(n, warm=1):
+    # two groups (288 of 384 tokens shared) alternating, token by token (llama.cpp reuses to the token)
+    return shared_load(Sharing(prefix_tokens=288, groups=2), (), 384, 16, warm + n, 2, block=1)
+
+
+def test_llamacpp_slots_reuse_their_own_last_sequence_chosen_by_similarity():
+    from pareto_atlas.simulate.prefix_cache import slot_cached_tokens
+
+    load = _groups(5)
+    # both slots idle at every arrival: each request takes the slot holding its group's prefix; the first
+    # scored one (group 1) finds only group 0's slot similar (no: 0 shared), so the empty one, and misses
+    start = np.arange(5) * 10.0
+    assert slot_cached_tokens(load, start, start + 1.0, 2, warmup=1).tolist() == [0, 288, 288, 288, 288]
+    # one slot: the previous sequence is always the other group's, so nothing is reused (a pool of
+    # blocks would hit every request after the first two)
+    assert slot_cached_tokens(load, start, start + 1.0, 1, warmup=1).tolist() == [0] * 5
+    assert (
+        cached_tokens(shared_load(Sharing(prefix_tokens=288, groups=2), (), 384, 16, 6, 2), 1e6).tolist()[3:]
+        == [288] * 3
+    )
+
+
+def test_llamacpp_a_request_that_finds_only_the_other_groups_slot_idle_misses():
+    from pareto_atlas.simulate.prefix_cache import slot_cached_tokens
+
+    load = _groups(4)
+    # scored requests: g1 @0-1, g0 @0-5 (long), g1 @2-3, g0 @6: at t=2 only the slot of g1's first is
+    # idle (g0's is busy until 5): a hit; a g0 request arriving while g0's slot is busy takes g1's and misses
+    start = np.array([0.0, 0.0, 2.0, 3.5])
+    end = np.array([1.0, 5.0, 3.0, 4.0])
+    assert slot_cached_tokens(load, start, end, 2, warmup=1).tolist() == [0, 288, 288, 0]
+    # with no slot idle a request waits for the first freed: a g1 request at 0.5 gets g1's slot at 1
+    end2 = np.array([1.0, 5.0, 3.0, 9.0])
+    start2 = np.array([0.0, 0.0, 0.5, 6.0])
+    assert slot_cached_tokens(load, start2, end2, 2, warmup=1).tolist()[:3] == [0, 288, 288]
+    # both slots idle: the similar one, not the least recently used (which holds the other prompt)
+    a, b = (1, 2, 3), (7, 8, 9)
+    same = _load([a, b, b], [48] * 3)
+    assert slot_cached_tokens(same, np.array([0.0, 2.0]), np.array([1.0, 3.0]), 2, warmup=1).tolist() == [0, 47]
+    with pytest.raises(ValueError, match="slot_cached_tokens: 3 starts"):
+        slot_cached_tokens(load, start[:3], end, 2, warmup=1)

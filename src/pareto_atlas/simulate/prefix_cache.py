@@ -14,7 +14,11 @@ prompt starts with the same blocks skips their prefill. Modelled here as a block
 - KV eviction (kv_keep < 1) keeps a subset of each prefix's entries: not the prefix's KV, so not
   reusable exactly: no hits (the same model of memory, not a rule per pair).
 
-What it approximates: the cache is consulted in send order, before the engine runs, so a request
+llama.cpp's server is another cache (slot_cached_tokens): no pool of blocks, each slot reuses the last
+sequence it served, to the token, and which slot a request gets depends on which are idle when it
+arrives, so it needs the simulation's times (the benchmark runs the two in turn).
+
+What the block LRU approximates: the cache is consulted in send order, before the engine runs, so a request
 sees every block of the requests sent before it, even one still prefilling (vLLM shares such blocks
 too; llama.cpp waits for nothing and may miss them); and running sequences' own blocks are
 counted as the reserved batch, not tracked one by one.
@@ -49,9 +53,11 @@ def shared_load(
     n: int,
     width: int = 1,
     trace: tuple[tuple[float, int, int], ...] = (),
+    block: int = BLOCK_TOKENS,
 ) -> SharedLoad:
     """The first n requests of a workload that shares: its trace's rows with their hash_ids (blocks
-    of HASH_BLOCK_TOKENS), or its sharing pattern with `width` sessions side by side."""
+    of HASH_BLOCK_TOKENS), or its sharing pattern with `width` sessions side by side, in blocks of
+    `block` tokens (1: token by token, as llama.cpp reuses)."""
     if trace_blocks:
         rows = trace[:n]
         return SharedLoad(
@@ -62,7 +68,7 @@ def shared_load(
         )
     if share is None:
         raise ValueError("shared_load: the workload states no sharing (no share, no hash_ids)")
-    r = requests(share, prompt, output, n, width, BLOCK_TOKENS)
+    r = requests(share, prompt, output, n, width, block)
     return SharedLoad(np.array(r.prompt, np.int64), np.array(r.output, np.int64), r.blocks, r.block)
 
 
@@ -95,6 +101,59 @@ def cached_tokens(load: SharedLoad, capacity_tokens: float) -> np.ndarray:
                 if len(lru) > cap:
                     lru.popitem(last=False)
     return out
+
+
+def slot_cached_tokens(
+    load: SharedLoad, start: np.ndarray, finish: np.ndarray, slots: int, warmup: int = 0, similarity: float = 0.1
+) -> np.ndarray:
+    """Per request (send order) after the first `warmup`: prompt tokens llama.cpp's server reuses from
+    its slots' own KV, with its prompt cache on and no host-RAM cache (cache_ram 0, as the campaign
+    runs it). Each slot keeps the last sequence it served (prompt and answer); a request reuses the
+    longest common prefix of that sequence and its prompt (to the block of `load`: 1 is token-exact),
+    less its last token. Which slot it gets is llama.cpp's choice among the slots idle when it arrives
+    (server_context::get_available_slot): the one whose sequence shares the largest part of its prompt,
+    where that part exceeds `similarity` (slot_prompt_similarity, 0.1 by default), else the least
+    recently used; with none idle it waits for the first one freed. So two groups on two slots miss
+    whenever a request finds only the other group's slot free: what a shared pool of blocks never does.
+    `start`, `finish`: each scored request's arrival and end (s, a simulation's: simulate.des); the
+    warm-ups ran one at a time before them."""
+    n = len(load.prompt)
+    if len(start) != n - warmup or len(finish) != n - warmup or slots < 1:
+        raise ValueError(
+            f"slot_cached_tokens: {len(start)} starts and {len(finish)} ends for {n - warmup} scored requests, "
+            f"slots {slots} >= 1"
+        )
+    seq: list[tuple[int, ...]] = [()] * slots  # each slot's last sequence, in blocks
+    free_at = [-np.inf] * slots
+    used_at = [-np.inf] * slots  # when each slot was last released (llama.cpp's t_last_used)
+    t0 = float(np.min(start)) if n > warmup else 0.0
+    times = [(t0 - (warmup - i), t0 - (warmup - i) + 0.5) for i in range(warmup)]  # one at a time, before
+    times += list(zip(np.asarray(start, float).tolist(), np.asarray(finish, float).tolist()))
+    out = np.zeros(n, np.int64)
+    for i in sorted(range(n), key=lambda j: (times[j][0], j)):
+        arrive, end = times[i]
+        blocks = load.blocks[i]
+        at = max(arrive, min(free_at))  # with no slot idle, the request waits for the first one freed
+        idle = [s for s in range(slots) if free_at[s] <= at]
+        common = {s: _common(seq[s], blocks) * load.block for s in idle}
+        best = max(idle, key=lambda s: (common[s], -s))
+        if not seq[best] or common[best] <= similarity * load.prompt[i]:
+            best = min(idle, key=lambda s: (used_at[s], s))
+        out[i] = min(common[best], load.prompt[i] - 1)
+        seq[best] = blocks
+        free_at[best] = max(end, at)
+        used_at[best] = free_at[best]
+    return out[warmup:]
+
+
+def _common(a: tuple[int, ...], b: tuple[int, ...]) -> int:
+    """Leading blocks two sequences share."""
+    k = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        k += 1
+    return k
 
 
 def hit_rate(cached: np.ndarray, prompt: np.ndarray) -> float:
