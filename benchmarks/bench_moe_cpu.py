@@ -74,6 +74,8 @@ def same_priority(pid: int) -> None:
 
 
 def measure(a: argparse.Namespace) -> dict:
+    """One run: every slot count of --slots for both models, prompts seeded by --seed (a repeat with
+    another seed draws other prompts, so other routings: the spread a point's repeats show)."""
     from pareto_atlas.measure.hwprobe import measure_this_machine
 
     shape = MoeShape()
@@ -89,17 +91,20 @@ def measure(a: argparse.Namespace) -> dict:
                 prompt_tokens=a.prompt_tokens,
                 output_tokens=a.output_tokens,
                 rounds=a.rounds,
+                seed=a.seed,
                 on_start=same_priority,
             )
             print(
-                f"  {kind:5s} {slots} slots: step {p.step_ms:7.2f} ms (n={len(p.tpot_ms)}, load {p.load_1m})",
+                f"  {kind:5s} {slots} slots seed {a.seed}: step {p.step_ms:7.2f} ms (n={len(p.tpot_ms)}, "
+                f"load {p.load_1m})",
                 flush=True,
             )
-            points.append({"kind": kind, **p.to_dict()})
-    return {
+            points.append({"kind": kind, "seed": a.seed, **p.to_dict()})
+    run = {
         "measured_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "commit": git_commit(),
-        "command": "flock /tmp/measure.lock python " + " ".join(sys.argv),
+        "command": "/work/wt/measure.sh python " + " ".join(sys.argv),
+        "seed": a.seed,
         "machine": {
             "host": platform.node(),
             "cpus": os.cpu_count(),
@@ -107,9 +112,18 @@ def measure(a: argparse.Namespace) -> dict:
             "card": hw.__dict__,
             "autogroup": _autogroup(),
         },
-        "shapes": {k: asdict(s) for k, s in shapes.items()},
-        "points": points,
     }
+    return {"runs": [run], "shapes": {k: asdict(s) for k, s in shapes.items()}, "points": points}
+
+
+def merge(old: dict, new: dict) -> dict:
+    """A run appended to the saved ones (same shapes only); a point measured again with the same seed
+    replaces the earlier one."""
+    if old.get("shapes") != new["shapes"]:
+        raise SystemExit("--append: the saved points are of other shapes; save to another --points file")
+    seen = {(p["kind"], p["slots"], p["seed"]) for p in new["points"]}
+    kept = [p for p in old["points"] if (p["kind"], p["slots"], p["seed"]) not in seen]
+    return {"runs": old["runs"] + new["runs"], "shapes": new["shapes"], "points": kept + new["points"]}
 
 
 def report(data: dict) -> None:
@@ -206,13 +220,20 @@ def main() -> None:
     ap.add_argument("--slots", type=int, nargs="+", default=[1, 2, 4, 8])
     ap.add_argument("--prompt-tokens", type=int, default=32)
     ap.add_argument("--output-tokens", type=int, default=64)
-    ap.add_argument("--rounds", type=int, default=2, help="requests per slot at each slot count")
+    ap.add_argument("--rounds", type=int, default=3, help="requests per slot at each slot count")
+    ap.add_argument("--seed", type=int, default=0, help="the prompts' seed (a repeat: another seed)")
+    ap.add_argument("--append", action="store_true", help="add this run to the saved points (else replace them)")
+    ap.add_argument("--no-report", action="store_true", help="save only (a locked run need not hold the lock to render)")
     a = ap.parse_args()
     if a.measure:
         data = measure(a)
+        if a.append and a.points.is_file():
+            data = merge(json.loads(a.points.read_text()), data)
         a.points.parent.mkdir(parents=True, exist_ok=True)
         a.points.write_text(json.dumps(data, indent=1) + "\n")
         print(f"saved {a.points}")
+        if a.no_report:
+            return
     if not a.points.is_file():
         raise SystemExit(f"--points: {a.points} does not exist; measure first with --measure")
     report(json.loads(a.points.read_text()))
