@@ -136,7 +136,8 @@ def merge(old: dict, new: dict) -> dict:
         raise SystemExit("--append: the saved points are of other shapes; save to another --points file")
     seen = {(p["kind"], p["slots"], p["seed"]) for p in new["points"]}
     kept = [p for p in old["points"] if (p["kind"], p["slots"], p["seed"]) not in seen]
-    return {"runs": old["runs"] + new["runs"], "shapes": new["shapes"], "points": kept + new["points"]}
+    # anything else saved (the routing replica's counts) is kept
+    return {**old, "runs": old["runs"] + new["runs"], "shapes": new["shapes"], "points": kept + new["points"]}
 
 
 def routing(a: argparse.Namespace) -> dict:

@@ -7,6 +7,10 @@ of its own.
 A step of B decoding sequences, each over `ctx` tokens of context, costs step_time(c, B, B ctx, 0, 0, 0, B)
 with c = coeffs(card, hw, Knobs(weights, slots=B), params, skew=s). Free fields (FREE) are fitted by
 least squares on relative error, in log space for the positive ones, from a few starts.
+
+TwinLaw is the same step written from llama.cpp's CPU kernels instead: the dense twin's measured step
+plus a pass over each touched expert and a dot product per routed row (ggml's mul_mat_id), three
+costs fitted on some slot counts (benchmarks/bench_moe_cpu.py prints both on the held-out ones).
 """
 
 from __future__ import annotations
