@@ -1,15 +1,20 @@
-"""A random-weight mixture of experts measured on this CPU at 1, 2, 4 and 8 slots, against its dense twin of
-the same active size, and the touched-experts law (simulate.moe) fitted on some slot counts through the
-simulator's own step cost and held out on the others. Goal: |error| <= 10 % on every held-out slot count.
+"""A random-weight mixture of experts measured on this CPU at 1-8 slots, against its dense twin of the same
+active size; two laws of its decode step fitted on some slot counts and held out on the others (the dense
+twin's step plus a pass per touched expert and a dot product per routed row, calibrate.moe_steps.TwinLaw;
+and the simulator's own step cost), the touched experts from simulate.moe's law at the skew of the
+routing replica's counts (measure.moe_routing). Goal: |error| <= 10 % on every held-out slot count.
 
-    flock /tmp/measure.lock python benchmarks/bench_moe_cpu.py --measure   # build, measure, save, report
-    python benchmarks/bench_moe_cpu.py                                     # report what was saved
+    /work/wt/measure.sh python benchmarks/bench_moe_cpu.py --measure --no-report --seed 1 --slots 1 2 3 4 6 8
+    /work/wt/measure.sh python benchmarks/bench_moe_cpu.py --measure --no-report --append --seed 2 ...  # repeats
+    python benchmarks/bench_moe_cpu.py --routing --no-report   # the replica's expert counts (no timing)
+    python benchmarks/bench_moe_cpu.py                         # report what was saved
 
 --measure builds both GGUFs (measure.random_moe, cached), measures this machine's card (measure.hwprobe),
 then each model at each slot count with llama.cpp (measure.decode_slots: one request per slot, all sent at
-once, the exact token contract) and saves every request's TPOT with the machine, commit and load to
---points (JSON). The report is re-rendered from that file alone (save first, render later); what it
-prints rests on those measurements and the cards read from the files' headers.
+once, the exact token contract, prompts drawn by --seed) and saves every request's TPOT with the machine,
+commit and load to --points (JSON); --append adds the run to those saved (a repeat: another seed). The
+report is re-rendered from that file alone; what it prints rests on those measurements, the routing
+counts saved beside them and the cards read from the files' headers.
 """
 
 from __future__ import annotations
@@ -305,10 +310,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--measure", action="store_true", help="build, measure and save (hold /tmp/measure.lock)")
     ap.add_argument("--points", type=Path, default=POINTS, help="the measurements (JSON) to save or read")
-    ap.add_argument("--slots", type=int, nargs="+", default=[1, 2, 4, 8])
+    ap.add_argument("--slots", type=int, nargs="+", default=[1, 2, 3, 4, 5, 6, 7, 8])
     ap.add_argument("--prompt-tokens", type=int, default=32)
     ap.add_argument("--output-tokens", type=int, default=64)
-    ap.add_argument("--rounds", type=int, default=3, help="requests per slot at each slot count")
+    ap.add_argument("--rounds", type=int, default=2, help="requests per slot at each slot count")
     ap.add_argument("--seed", type=int, default=0, help="the prompts' seed (a repeat: another seed)")
     ap.add_argument("--append", action="store_true", help="add this run to the saved points (else replace them)")
     ap.add_argument("--routing", action="store_true", help="run the routing replica and save its counts")
