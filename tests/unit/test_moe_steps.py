@@ -118,3 +118,32 @@ def test_the_twin_law_refuses_too_few_slot_counts_in_one_line():
         fit_twin_law(MOE, {1: 0.02, 8: 0.08}, {1: 0.02, 8: 0.05}, 1.0)
     with pytest.raises(ValueError, match="on an MoE card"):
         fit_twin_law(DENSE, {1: 0.02, 2: 0.03, 8: 0.08}, {1: 0.02, 2: 0.03, 8: 0.05}, 1.0)
+
+
+def test_the_saved_cpu_measurement_is_predicted_within_the_goal_on_held_out_slot_counts():
+    """docs/results/2026-12-02-moe-cpu.json (five runs a point): the twin law fitted on 1, 2 and 8 slots at
+    the routing replica's skew predicts every other slot count within 10 %, and a touched expert costs
+    about its weights' streaming time at the card's measured bandwidth."""
+    import json
+    from pathlib import Path
+
+    import numpy as np
+
+    from pareto_atlas.calibrate.moe_steps import fit_twin_law
+    from pareto_atlas.simulate.moe import fit_routing_skew
+
+    data = json.loads((Path(__file__).parents[2] / "docs/results/2026-12-02-moe-cpu.json").read_text())
+    runs: dict = {}
+    for p in data["points"]:
+        runs.setdefault((p["kind"], p["slots"]), []).append(p["step_ms"] / 1e3)
+    mean = {k: float(np.mean(v)) for k, v in runs.items()}
+    touched = data["routing"]["touched"]
+    skew = fit_routing_skew([int(b) for b in touched], [v["mean"] for v in touched.values()], 16, 2)
+    assert 0.95 < skew < 1.05  # the random router spreads tokens as uniform routing would
+    on = (1, 2, 8)
+    fit = fit_twin_law(MOE, {b: mean["moe", b] for b in on}, {b: mean["dense", b] for b in on}, skew)
+    for b in sorted({b for _, b in runs} - set(on)):
+        assert fit.predict(MOE, b, mean["dense", b]) == pytest.approx(mean["moe", b], rel=0.10), b
+    bw = [r["machine"]["card"]["mem_bw_gbs"] * 1e9 for r in data["runs"]]
+    expert_bytes = 3 * 6144 * 256 * 4  # gate, up, down of one expert in one layer, F32
+    assert min(bw) * 0.6 < expert_bytes / fit.t_expert < max(bw) * 1.4
