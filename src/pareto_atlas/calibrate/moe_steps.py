@@ -7,6 +7,10 @@ of its own.
 A step of B decoding sequences, each over `ctx` tokens of context, costs step_time(c, B, B ctx, 0, 0, 0, B)
 with c = coeffs(card, hw, Knobs(weights, slots=B), params, skew=s). Free fields (FREE) are fitted by
 least squares on relative error, in log space for the positive ones, from a few starts.
+
+TwinLaw is the same step written from llama.cpp's CPU kernels instead: the dense twin's measured step
+plus a pass over each touched expert and a dot product per routed row (ggml's mul_mat_id), three
+costs fitted on some slot counts (benchmarks/bench_moe_cpu.py prints both on the held-out ones).
 """
 
 from __future__ import annotations
@@ -127,3 +131,59 @@ def predict_steps(
 ) -> dict[int, float]:
     """The fit's step seconds at each slot count."""
     return {b: step_s(card, hw, weights, fit.params, b, ctx, fit.skew) for b in slots}
+
+
+@dataclass(frozen=True)
+class TwinLaw:
+    """An MoE's decode step as its dense twin's plus what its experts add, the way llama.cpp's CPU
+    backend runs them (ggml's mul_mat_id): each expert a step's tokens touch is one pass over that
+    expert's weights (its rows in blocks of 16, each block reused from cache by every token routed to
+    it), and each routed token-expert pair is one more dot product per weight row (F32 vec_dot, no
+    tiled GEMM for routed weights). The twin runs the same attention, router-free norms, output
+    matrix and sampling per sequence, and one token's worth of expert-sized MLP, so
+
+        step(B) = twin(B) + c0 + L (t_e (T(B) - k) + t_r k (B - 1))
+
+    with T(B) the experts a layer's B tokens touch (simulate.moe's law at the routing's skew), L the
+    MoE layers, k experts per token. c0 (seconds), t_e (seconds per touched expert per layer) and t_r
+    (seconds per extra routed row per layer) are fitted on some slot counts; none may be negative."""
+
+    c0: float
+    t_expert: float
+    t_row: float
+    skew: float
+    slots: tuple[int, ...]
+    rel_err: Mapping[int, float]
+
+    def predict(self, card: ModelCard, slots: int, twin_s: float) -> float:
+        from pareto_atlas.simulate.moe import experts_touched
+
+        k = card.experts_per_token
+        extra = self.t_expert * (experts_touched(slots, card, self.skew) - k) + self.t_row * k * (slots - 1)
+        return twin_s + self.c0 + card.moe_layers * extra
+
+
+def fit_twin_law(card: ModelCard, moe_s: Mapping[int, float], twin_s: Mapping[int, float], skew: float) -> TwinLaw:
+    """TwinLaw's c0, t_e, t_r fitted (non-negative least squares on relative error) to the MoE's step
+    seconds by slot count, given the twin's at the same slot counts; needs 1 slot and two more."""
+    from scipy.optimize import nnls
+
+    from pareto_atlas.simulate.moe import experts_touched
+
+    slots = sorted(moe_s)
+    if not card.is_moe or 1 not in moe_s or len(slots) < 3 or any(b not in twin_s for b in slots):
+        raise ValueError(
+            f"twin law: slot counts {slots} must include 1 and two more, each with the twin's step, on an MoE card"
+        )
+    k, L = card.experts_per_token, card.moe_layers
+    rows = []
+    for b in slots:
+        rows.append([1.0, L * (experts_touched(b, card, skew) - k), L * k * (b - 1)])
+    a = np.array(rows) / np.array([moe_s[b] for b in slots])[:, None]
+    y = np.array([(moe_s[b] - twin_s[b]) / moe_s[b] for b in slots])
+    # c0 may be either sign (the MoE's router and gathers against the twin's one MLP): split it in two
+    a = np.hstack([a[:, :1], -a[:, :1], a[:, 1:]])
+    x, _ = nnls(a, y)
+    law = TwinLaw(float(x[0] - x[1]), float(x[2]), float(x[3]), float(skew), tuple(slots), {})
+    err = {b: law.predict(card, b, twin_s[b]) / moe_s[b] - 1 for b in slots}
+    return replace(law, rel_err=err)
