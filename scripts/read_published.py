@@ -26,6 +26,7 @@ import argparse
 import csv
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from pareto_atlas.calibrate.published_moe_table import HEADER as MOE_HEADER
@@ -94,13 +95,13 @@ def main(argv: list[str] | None = None) -> int:
     for name, res in results:
         fresh = [r for r in res.rows if tuple(r[k] for k in KEY) not in known]
         print(f"{name}: {len(fresh)} rows ({len(res.rows) - len(fresh)} already in the one-GPU table)")
-        for reason, n in sorted(res.skipped.items()):
-            print(f"    left out {n}: {reason}")
+        print_left_out(res)
         rows += fresh
-    for i, r in enumerate(rows):
-        if err := row_error(r):
-            sys.exit(f"row {i} ({r['source_id']}, {r['model']}, {r['gpu']}): {err}")
-    rows.sort(
+    return write_table(
+        rows,
+        a.out,
+        list(COLUMNS[:-1]) + list(PARALLEL) + ["notes"],
+        row_error,
         key=lambda r: (
             r["source_id"],
             r["model"],
@@ -113,13 +114,34 @@ def main(argv: list[str] | None = None) -> int:
             int(r["output_tokens"]),
             r["load"],
             float(r["load_value"]),
-        )
+        ),
     )
-    with a.out.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(COLUMNS[:-1]) + list(PARALLEL) + ["notes"], lineterminator="\n")
+
+
+def print_left_out(res: ReadResult) -> None:
+    """What the reader left out, one line per reason with its count."""
+    for reason, n in sorted(res.skipped.items()):
+        print(f"    left out {n}: {reason}")
+
+
+def write_table(
+    rows: list[dict[str, str]],
+    out: Path,
+    header: list[str],
+    error: Callable[[dict[str, str]], str],
+    key: Callable[[dict[str, str]], tuple],
+) -> int:
+    """Validate every row (exit naming the first bad one, in read order), sort by key, write the
+    header's columns."""
+    for i, r in enumerate(rows):
+        if err := error(r):
+            sys.exit(f"row {i} ({r['source_id']}, {r['model']}, {r['gpu']}): {err}")
+    rows = sorted(rows, key=key)
+    with out.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=header, lineterminator="\n")
         w.writeheader()
-        w.writerows({c: r[c] for c in w.fieldnames} for r in rows)
-    print(f"{a.out}: {len(rows)} rows")
+        w.writerows({c: r[c] for c in header} for r in rows)
+    print(f"{out}: {len(rows)} rows")
     return 0
 
 
@@ -127,13 +149,12 @@ def write_moe(src: SourceFile, out: Path) -> int:
     """The MoE table: aiconfigurator's MoE points, validated, sorted, written."""
     res = aiconfigurator_moe.read(src)
     print(f"aiconfigurator MoE: {len(res.rows)} rows")
-    for reason, n in sorted(res.skipped.items()):
-        print(f"    left out {n}: {reason}")
-    for i, r in enumerate(res.rows):
-        if err := moe_row_error(r):
-            sys.exit(f"row {i} ({r['source_id']}, {r['model']}, {r['gpu']}): {err}")
-    rows = sorted(
+    print_left_out(res)
+    return write_table(
         res.rows,
+        out,
+        MOE_HEADER,
+        moe_row_error,
         key=lambda r: (
             r["source_id"],
             r["model"],
@@ -151,12 +172,6 @@ def write_moe(src: SourceFile, out: Path) -> int:
             r["notes"],
         ),
     )
-    with out.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=MOE_HEADER, lineterminator="\n")
-        w.writeheader()
-        w.writerows({c: r[c] for c in MOE_HEADER} for r in rows)
-    print(f"{out}: {len(rows)} rows")
-    return 0
 
 
 if __name__ == "__main__":

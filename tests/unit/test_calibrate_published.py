@@ -14,7 +14,7 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from pareto_atlas.calibrate import published, published_stage
+from pareto_atlas.calibrate import published, published_cache, published_stage
 from pareto_atlas.calibrate.fit import TARGETS, _anchors, predict
 from pareto_atlas.calibrate.published_formats import calibrate_published_formats
 from pareto_atlas.calibrate.published import (
@@ -428,7 +428,7 @@ def test_simulate_fits_the_shipped_table_once_and_a_users_run_takes_precedence(t
         calls.append((table.sha256, tuple(hardware)))
         return calibrate_published_formats(table, hardware)
 
-    monkeypatch.setattr(published_stage, "calibrate_published_formats", fake)
+    monkeypatch.setattr(published_cache, "calibrate_published_formats", fake)  # where simulate fits
     con = Console(file=io.StringIO())
     with Store(tmp_path / "s.duckdb") as store:
         first = published_stage.published_params("st", store, con, ["L4", "H100-PCIe"])
@@ -463,15 +463,13 @@ def test_the_published_command_exits_0_on_the_shipped_table(tmp_path):
 
 
 def test_a_fresh_store_reads_the_fit_from_the_cache_and_a_damaged_cache_file_is_refitted(tmp_path, monkeypatch):
-    from pareto_atlas.calibrate import published_cache
-
     calls = []
 
     def fake(table, hardware=None):
         calls.append(tuple(hardware))
         return calibrate_published_formats(table, hardware)
 
-    monkeypatch.setattr(published_stage, "calibrate_published_formats", fake)
+    monkeypatch.setattr(published_cache, "calibrate_published_formats", fake)  # where simulate fits
     out = io.StringIO()
     con = Console(file=out, width=200)
     stored, first = [], None

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from dataclasses import asdict
 from importlib import resources
 from pathlib import Path
@@ -125,11 +126,16 @@ def save(key: str, cals: list[CardCalibration]) -> None:
         return
 
 
-def fitted(table: PublishedTable, cards: list[str]) -> list[CardCalibration]:
+def fitted(
+    table: PublishedTable, cards: list[str], tell: Callable[[bool], None] | None = None
+) -> list[CardCalibration]:
     """The one-GPU fits of `cards` on `table`, with their formats: from the cache when it holds them,
-    else fitted now and kept."""
+    else fitted now and kept. `tell` hears which (True: from the cache) before a fit starts, so a
+    caller can say so before the tens of seconds it takes."""
     key = cache_key(fit_key(table), cards)
     cals = load(key)
+    if tell is not None:
+        tell(cals is not None)
     if cals is None:
         cals = calibrate_published_formats(table, cards)
         save(key, cals)

@@ -102,22 +102,17 @@ def published_params(
     if missing:
         from pareto_atlas.calibrate import published_cache
 
-        ckey = published_cache.cache_key(fit_key(shipped), missing)
-        cals = published_cache.load(ckey)
-        if cals is None:
+        def tell(cached: bool) -> None:
             console.print(
-                f"  published anchors: fitting {', '.join(missing)} on {shipped.paths[0]} (once per table "
+                f"  published anchors: the fits of {', '.join(missing)} on {shipped.paths[0]} from the cache "
+                f"({published_cache.cache_dir()}; same table, fit and code)"
+                if cached
+                else f"  published anchors: fitting {', '.join(missing)} on {shipped.paths[0]} (once per table "
                 "version; `pareto-atlas published` prints the fit)",
                 highlight=False,
             )
-            cals = calibrate_published_formats(shipped, missing)
-            published_cache.save(ckey, cals)
-        else:
-            console.print(
-                f"  published anchors: the fits of {', '.join(missing)} on {shipped.paths[0]} from the cache "
-                f"({published_cache.cache_dir()}; same table, fit and code)",
-                highlight=False,
-            )
+
+        cals = published_cache.fitted(shipped, missing, tell)
         store_published(store, study, shipped, cals, by="simulate")
         have.update({g: c.params for g, c in for_atlas(cals).items()})
     if not links:

@@ -81,6 +81,33 @@ def _concurrency(r: dict[str, str]) -> int:
     return int(m.group(1)) if m else 0
 
 
+def common_fields(r: dict[str, str], src: SourceFile, conc: int) -> dict[str, str | int]:
+    """The columns every row of the file fills alike, for this reader and the MoE one
+    (published_readers.aiconfigurator_moe): source, date, engine, GPU, the published model name,
+    weights, KV, lengths, load, statistic and the two figures. The catalog model, the weights as
+    published, the notes and the topology are each reader's own."""
+    date = _DATE.search(r["silicon_data_source"])
+    return {
+        "source_id": SOURCE_ID,
+        "source": src.url,
+        "date": date.group(1) if date else "undated",
+        "engine": ENGINES[r["backend"]],
+        "engine_version": r.get("backend_version") or "unstated",
+        "gpu": SYSTEMS[r["system"]],
+        "gpu_published": r["system"],
+        "model_published": r["model_path"],
+        "weights": WEIGHTS[r["gemm_quant_mode"]],
+        "kv": "unstated",
+        "prompt_tokens": int(r["isl"]),
+        "output_tokens": int(r["osl"]),
+        "load": "concurrency",
+        "load_value": conc,
+        "stat": "unstated",
+        "ttft_ms": r["silicon_ttft_ms"],
+        "tpot_ms": r["silicon_tpot_ms"],
+    }
+
+
 def read(src: SourceFile) -> ReadResult:
     out = ReadResult()
     rows = list(csv.DictReader(io.StringIO(src.text)))
@@ -122,36 +149,18 @@ def read(src: SourceFile) -> ReadResult:
         if conc < 1:
             out.skip("no concurrency stated")
             continue
-        src_note = r["silicon_data_source"]
-        date = _DATE.search(src_note)
         quant = r["gemm_quant_mode"]
         row = table_row(
-            source_id=SOURCE_ID,
-            source=src.url,
-            date=date.group(1) if date else "undated",
-            engine=ENGINES[r["backend"]],
-            engine_version=r.get("backend_version") or "unstated",
-            gpu=SYSTEMS[r["system"]],
-            gpu_published=r["system"],
+            **common_fields(r, src, conc),
             model=MODELS[r["model_path"]],
-            model_published=r["model_path"],
-            weights=WEIGHTS[quant],
             weights_published=(
                 f"precision {r.get('precision') or '-'}, gemm_quant_mode {quant}"
                 if quant
                 else "not stated (precision empty): the checkpoint's BF16"
             ),
-            kv="unstated",
-            prompt_tokens=int(r["isl"]),
-            output_tokens=int(r["osl"]),
-            load="concurrency",
-            load_value=conc,
-            stat="unstated",
-            ttft_ms=r["silicon_ttft_ms"],
-            tpot_ms=r["silicon_tpot_ms"],
             notes=(
                 f"silicon_ttft_ms and silicon_tpot_ms as published (mean or median not stated); {r['mode']}; "
-                f"id {r['id']}; silicon_data_source: {src_note}"
+                f"id {r['id']}; silicon_data_source: {r['silicon_data_source']}"
             ),
             **{k: str(v) for k, v in topo.items()},
         )

@@ -25,13 +25,13 @@ from collections import defaultdict
 
 from pareto_atlas.calibrate.published_readers import ReadResult, SourceFile, table_row
 from pareto_atlas.calibrate.published_readers.aiconfigurator import (
-    _DATE,
     ENGINES,
-    SOURCE_ID,
+    SOURCE_ID as SOURCE_ID,  # its rows cite the same source; callers read it here
     SYSTEMS,
     WEIGHTS,
     _concurrency,
     _int,
+    common_fields,
     deduplicated,
 )
 
@@ -90,32 +90,15 @@ def read(src: SourceFile) -> ReadResult:
         if conc < 1:
             out.skip("no concurrency stated")
             continue
-        date = _DATE.search(r["silicon_data_source"])
         row = table_row(
-            source_id=SOURCE_ID,
-            source=src.url,
-            date=date.group(1) if date else "undated",
-            engine=ENGINES[r["backend"]],
-            engine_version=r.get("backend_version") or "unstated",
-            gpu=SYSTEMS[r["system"]],
-            gpu_published=r["system"],
+            **common_fields(r, src, conc),
             model=MODELS[r["model_path"]],
-            model_published=r["model_path"],
-            weights=WEIGHTS[quant],
             weights_published=(
                 f"precision {r.get('precision') or '-'}, gemm_quant_mode {quant}, moe_quant_mode "
                 f"{r.get('moe_quant_mode') or '-'}"
                 if quant
                 else "not stated (precision empty): the checkpoint's BF16"
             ),
-            kv="unstated",
-            prompt_tokens=int(r["isl"]),
-            output_tokens=int(r["osl"]),
-            load="concurrency",
-            load_value=conc,
-            stat="unstated",
-            ttft_ms=r["silicon_ttft_ms"],
-            tpot_ms=r["silicon_tpot_ms"],
             notes=(
                 f"silicon_ttft_ms and silicon_tpot_ms as published (mean or median not stated); agg; "
                 f"tp_size {r['tp_size']}, attention_dp_size {r['attention_dp_size'] or '-'}, moe_tp_size "
