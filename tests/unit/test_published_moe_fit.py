@@ -25,7 +25,7 @@ from pareto_atlas.spec.knobs import Knobs
 CARD = "H200"
 TRUE_SKEW = 0.8
 TRUE = (TRUE_SKEW, 50e-6, 0.5)  # skew, s per MoE layer a step, expert GEMM efficiency
-# the fit's grid cut to every skew around the truth's other two terms (the full grid is 90 points)
+# the fit's grid cut to every skew around the truth's other two terms (the full grid is 60 points)
 SUB_GRID = tuple((s, ls, fe) for s in SKEWS for ls in (0.0, 50e-6, 100e-6) for fe in (1.0, 0.5))
 # (model, tp, attn_dp, ep): two MoE cards, so leaving one model out has a model to fit on
 LAYOUTS = (("qwen3-235b-a22b", 4, 1, 4), ("gpt-oss-120b", 2, 1, 2))
