@@ -3,11 +3,12 @@ calibrate/published_readers from the files their publishers ship, each row citin
 and commit.
 
     python scripts/read_published.py --aiconfigurator-git DIR [--trtllm-git DIR | --raw DIR] [--out CSV]
-    python scripts/read_published.py --moe --aiconfigurator-git DIR [--out CSV]
+    python scripts/read_published.py --moe --aiconfigurator-git DIR [--trtllm-git DIR | --raw DIR] [--out CSV]
 
 --moe writes spec/published_moe.csv instead: the mixture-of-experts points of aiconfigurator's file
-(published_readers.aiconfigurator_moe), each with its expert layout (ep, attn_dp). TensorRT-LLM's
-perf-overview MoE tables (Mixtral, Qwen3-235B-A22B, Llama-4) are not read yet.
+(published_readers.aiconfigurator_moe) and of TensorRT-LLM's perf-overview at the same two commits
+(published_readers.trtllm_perf_moe: offline throughput of Mixtral 8x7B and Qwen3-30B-A3B), each with
+its expert layout (ep, attn_dp).
 
 Sources (each file is read at the commit named here; a snapshot of the repository must hold it):
 - ai-dynamo/aiconfigurator aic-core/src/aiconfigurator_core/systems/silicon_sample.csv: read from a
@@ -37,6 +38,7 @@ from pareto_atlas.calibrate.published_readers import (
     aiconfigurator,
     aiconfigurator_moe,
     trtllm_perf,
+    trtllm_perf_moe,
 )
 from pareto_atlas.calibrate.published_table import COLUMNS, PARALLEL, SHIPPED_MULTIGPU, read_table, row_error
 
@@ -83,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--moe", action="store_true", help=f"write the MoE table (spec/{SHIPPED_MOE})")
     a = ap.parse_args(argv)
     if a.moe:
-        return write_moe(aiconfigurator_file(a.aiconfigurator_git), a.out or SPEC / SHIPPED_MOE)
+        trt = [(trtllm_file(c, a.trtllm_git, a.raw), sid, v) for c, sid, v in TRT]
+        return write_moe(aiconfigurator_file(a.aiconfigurator_git), trt, a.out or SPEC / SHIPPED_MOE)
     a.out = a.out or SPEC / SHIPPED_MULTIGPU
     results: list[tuple[str, ReadResult]] = [
         ("aiconfigurator", aiconfigurator.read(aiconfigurator_file(a.aiconfigurator_git)))
@@ -145,13 +148,18 @@ def write_table(
     return 0
 
 
-def write_moe(src: SourceFile, out: Path) -> int:
-    """The MoE table: aiconfigurator's MoE points, validated, sorted, written."""
-    res = aiconfigurator_moe.read(src)
-    print(f"aiconfigurator MoE: {len(res.rows)} rows")
-    print_left_out(res)
+def write_moe(src: SourceFile, trt: list[tuple[SourceFile, str, str]], out: Path) -> int:
+    """The MoE table: aiconfigurator's MoE points and TensorRT-LLM's MoE rows (each perf-overview file
+    with its source id and release), validated, sorted, written."""
+    results = [("aiconfigurator MoE", aiconfigurator_moe.read(src))]
+    results += [(f"{sid} MoE", trtllm_perf_moe.read(f, sid, v)) for f, sid, v in trt]
+    rows = []
+    for name, res in results:
+        print(f"{name}: {len(res.rows)} rows")
+        print_left_out(res)
+        rows += res.rows
     return write_table(
-        res.rows,
+        rows,
         out,
         MOE_HEADER,
         moe_row_error,

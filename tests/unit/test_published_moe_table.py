@@ -15,6 +15,10 @@ from pareto_atlas.calibrate.published_table import PublishedTableError
 from pareto_atlas.spec.cards import shipped_models
 
 URL = re.compile(r"^https://github\.com/ai-dynamo/aiconfigurator/blob/[0-9a-f]{40}/\S+silicon_sample\.csv$")
+TRT_URL = re.compile(
+    r"^https://github\.com/NVIDIA/TensorRT-LLM/blob/[0-9a-f]{40}/docs/source/performance/perf-overview\.md$"
+)
+TRT_IDS = {"trtllm-perf-overview-v0.17", "trtllm-perf-overview-v1.0"}
 COMMIT = "0" * 39 + "1"
 AIC_HEAD = (
     "id,silicon_data_source,backend,backend_version,model_path,system,precision,mode,isl,osl,"
@@ -33,24 +37,37 @@ def table() -> pd.DataFrame:
 def test_every_row_valid_with_provenance(table):
     assert len(table) >= 150
     assert not [r["origin"] for _, r in table.iterrows() if moe_row_error(dict(r))]
-    assert table.source.map(lambda s: bool(URL.match(s))).all()
-    assert set(table.source_id) == {aiconfigurator_moe.SOURCE_ID}
+    assert set(table.source_id) == {aiconfigurator_moe.SOURCE_ID, *TRT_IDS}
     assert all(shipped_models()[m].is_moe for m in table.model)
-    assert {"qwen3-235b-a22b", "deepseek-v3", "gpt-oss-120b"} <= set(table.model)
-    # each figure as published: TTFT and TPOT in ms, statistic unstated, the closed loop's clients
-    assert (table.stat == "unstated").all() and (table.load == "concurrency").all()
-    assert table.ttft_ms.astype(float).gt(0).all() and table.tpot_ms.astype(float).gt(0).all()
+    assert {"qwen3-235b-a22b", "deepseek-v3", "gpt-oss-120b", "mixtral-8x7b", "qwen3-30b-a3b"} <= set(table.model)
     n = table[["tp", "pp", "replicas", "attn_dp", "ep", "n_gpus"]].astype(int)
     assert (n.n_gpus == n.tp * n.attn_dp * n.pp * n.replicas).all() and (n.n_gpus <= 8).all()
     assert ((n.tp * n.attn_dp) % n.ep == 0).all()
-    # expert parallelism and attention-DP both appear; the notes keep the file's own layout fields
+    # expert parallelism and attention-DP both appear
     assert (n.ep > 1).any() and (n.attn_dp > 1).any()
-    assert table.notes.str.contains("moe_ep_size").all() and table.notes.str.contains("silicon_data_source").all()
+
+    aic = table[table.source_id == aiconfigurator_moe.SOURCE_ID]
+    assert aic.source.map(lambda s: bool(URL.match(s))).all()
+    # each figure as published: TTFT and TPOT in ms, statistic unstated, the closed loop's clients
+    assert (aic.stat == "unstated").all() and (aic.load == "concurrency").all()
+    assert aic.ttft_ms.astype(float).gt(0).all() and aic.tpot_ms.astype(float).gt(0).all()
+    assert aic.notes.str.contains("moe_ep_size").all() and aic.notes.str.contains("silicon_data_source").all()
     # DeepSeek-R1 reads the deepseek-v3 card and says which checkpoint it was
-    assert set(table[table.model == "deepseek-v3"].model_published) == {
+    assert set(aic[aic.model == "deepseek-v3"].model_published) == {
         "deepseek-ai/DeepSeek-R1",
         "deepseek-ai/DeepSeek-V3",
     }
+
+    # TensorRT-LLM's MoE rows: offline output tokens/s of the whole engine, as published (no TTFT or
+    # TPOT: nothing converted), with the document's request count, at the layout the document states
+    trt = table[table.source_id.isin(TRT_IDS)]
+    assert trt.source.map(lambda s: bool(TRT_URL.match(s))).all()
+    assert (trt.load == "offline").all() and (trt.stat == "-").all() and (trt.engine == "trtllm").all()
+    assert trt.out_tok_s.astype(float).gt(0).all() and (trt.ttft_ms == "").all() and (trt.tpot_ms == "").all()
+    assert (trt.n_requests.astype(int) == trt.load_value.astype(int)).all()
+    assert (trt.ep == "1").all() and (trt.attn_dp == "1").all()
+    assert set(trt[trt.model == "mixtral-8x7b"].tp.astype(int)) == {1, 2, 4, 8}
+    assert set(trt[trt.model == "qwen3-30b-a3b"].weights) == {"NVFP4"}
 
 
 def _read(*lines: str):

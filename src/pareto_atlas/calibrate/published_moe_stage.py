@@ -37,10 +37,16 @@ def moe_study(
     moe = load_moe()
     console.print(
         f"[bold]published, mixtures of experts[/]: {len(moe.rows)} rows ({', '.join(moe.paths)}, sha256 "
-        f"{moe.sha256[:12]}; {', '.join(dict.fromkeys(moe.rows.model))}) published:{moe.rows.source.iloc[0]}",
+        f"{moe.sha256[:12]}; {', '.join(dict.fromkeys(moe.rows.model))})",
         highlight=False,
         soft_wrap=True,
     )
+    for sid, g in moe.rows.groupby("source_id", sort=False):
+        console.print(
+            f"  {sid}: {len(g)} rows ({', '.join(dict.fromkeys(g.model))}) published:{g.source.iloc[0]}",
+            highlight=False,
+            soft_wrap=True,
+        )
     cards = [g for g in dict.fromkeys(moe.rows.gpu) if not hardware or g in hardware]
     fits = published_moe.moe_calibrations(cards, moe, one_gpu)
     console.print(
