@@ -311,7 +311,7 @@ def moe_calibrations(
     cached or fitted), the card's link fit on the dense multi-GPU rows over it. From the fit cache when
     the tables, fits and code are unchanged (minutes otherwise, once)."""
     from pareto_atlas.calibrate import published_cache
-    from pareto_atlas.calibrate.published import calibrate_published, for_atlas
+    from pareto_atlas.calibrate.published import for_atlas
     from pareto_atlas.calibrate.published_cache import fit_key
     from pareto_atlas.calibrate.published_link import _base_params, link_calibrations, with_link
     from pareto_atlas.calibrate.published_moe_table import load_moe
@@ -332,11 +332,9 @@ def moe_calibrations(
     for card in every:
         one = [c for c in one_gpu or [] if c.hardware == card]
         if not one and card in set(shipped.rows.gpu):
-            ckey = published_cache.cache_key(fit_key(shipped), [card])
-            one = published_cache.load(ckey)
-            if one is None:
-                one = calibrate_published(shipped, [card])
-                published_cache.save(ckey, one)
+            # the one cache entry the dense and link fits read too: the same fit, formats included,
+            # whichever asks first (a fit without formats stored under that key changed theirs)
+            one = published_cache.fitted(shipped, [card])
         engines = list(dict.fromkeys(table.rows[table.rows.gpu == card].engine))
         bases[card], said[card] = _base_params(
             card,
