@@ -76,9 +76,7 @@ def _sglang(hw: HardwareCard) -> Scheduler:
 
 
 def _trtllm(hw: HardwareCard) -> Scheduler:
-    return Scheduler(
-        "trtllm", "whole", 8192, 2048, "NVIDIA/TensorRT-LLM tensorrt_llm/llmapi/llm_args.py BaseLlmArgs"
-    )
+    return Scheduler("trtllm", "whole", 8192, 2048, "NVIDIA/TensorRT-LLM tensorrt_llm/llmapi/llm_args.py BaseLlmArgs")
 
 
 SCHEDULERS = {"vllm": _vllm, "sglang": _sglang, "trtllm": _trtllm}
