@@ -84,3 +84,16 @@ def test_simulate_point_says_its_scheduler():
     row = simulate_point(m, HW["H100-SXM"], Knobs(slots=8), 512, 64, concurrency=8, n_requests=40)
     assert row["scheduler"] == "vllm-v1 chunked 8192"
     assert np.isfinite(row["ttft_p50_ms"])
+
+
+@pytest.mark.parametrize(("engine", "label"), [("trtllm", "trtllm whole 8192"), ("sglang", "sglang unmixed 8192")])
+def test_a_gpu_space_of_another_engine_runs_that_engines_scheduler(engine, label):
+    # TensorRT-LLM's whole prompts and SGLang's unmixed prefill steps reach a sweep's GPU points, and
+    # differ from vLLM's mixed chunks on the same space (prompts of 3000 tokens beside 32 decodes)
+    m = shipped_models()["qwen2.5-0.5b"]
+    space = Space(m, (HW["H100-SXM"],), (Knobs(slots=32),), (Workload("long", 3000, 64),), (Load(concurrency=32),))
+    got = sweep(replace(space, engine=engine), n_requests=96)
+    vllm = sweep(replace(space, engine="vllm"), n_requests=96)
+    assert got.scheduler.iloc[0] == label
+    assert np.isfinite(got.ttft_p50_ms.iloc[0])
+    assert (got.ttft_p50_ms.iloc[0], got.tpot_p50_ms.iloc[0]) != (vllm.ttft_p50_ms.iloc[0], vllm.tpot_p50_ms.iloc[0])
