@@ -57,7 +57,7 @@ def test_a_served_row_runs_under_its_engines_default_scheduler():
     assert (b["batching"], b["slots"]) == ("static", 8)
     assert anchor_row(_row())["batching"] == "continuous"
     frame, _ = card_frame(pd.DataFrame([_row(), _row(engine="trtllm"), _row(engine="lmdeploy")]), H100)
-    assert list(frame.batching) == ["chunked", "chunked", "continuous"]
+    assert list(frame.batching) == ["chunked", "whole", "continuous"]  # TensorRT-LLM's whole prompts
 
 
 def test_params_keep_their_keys_and_a_parallel_point_carries_the_link_bar():

@@ -27,10 +27,12 @@ def test_documented_defaults():
     assert default_policy("vllm", HW["H200"]) == ("chunked", 8192, 1024)
     assert default_policy("vllm", HW["A100-80G-PCIe"]) == ("chunked", 2048, 256)
     assert default_policy("vllm", HW["L4"]) == ("chunked", 2048, 256)
-    # SGLang's chunked_prefill_size by memory; TensorRT-LLM's max_num_tokens and max_batch_size
-    assert default_policy("sglang", HW["L4"])[:2] == ("chunked", 2048)
-    assert default_policy("sglang", HW["H200"])[:2] == ("chunked", 8192)
-    assert default_policy("trtllm", HW["H100-SXM"]) == ("chunked", 8192, 2048)
+    # SGLang's chunked_prefill_size by memory, its prefill batches without the decodes
+    # (enable_mixed_chunk off); TensorRT-LLM's max_num_tokens and max_batch_size, whole prompts
+    # (enable_chunked_prefill off)
+    assert default_policy("sglang", HW["L4"])[:2] == ("unmixed", 2048)
+    assert default_policy("sglang", HW["H200"])[:2] == ("unmixed", 8192)
+    assert default_policy("trtllm", HW["H100-SXM"]) == ("whole", 8192, 2048)
     assert set(SCHEDULERS) == {"vllm", "sglang", "trtllm"}
 
 
@@ -43,7 +45,9 @@ def test_bad_engine_and_cpu_are_one_line_errors():
 
 def test_resolve_touches_only_gpu_continuous():
     assert resolve("continuous", 0, HW["H200"]) == ("chunked", 8192, "vllm-v1 chunked 8192")
-    assert resolve("continuous", 0, HW["H200"], "sglang")[2] == "sglang chunked 8192"
+    assert resolve("continuous", 0, HW["H200"], "sglang")[2] == "sglang unmixed 8192"
+    assert resolve("continuous", 0, HW["H200"], "trtllm")[:2] == ("whole", 8192)
+    assert resolve("whole", 4096, HW["H200"]) == ("whole", 4096, "whole 4096")
     assert resolve("continuous", 0, HW["H200"], "llamacpp")[2] == "vllm-v1 chunked 8192"  # GPUs: vLLM's formats
     assert resolve("continuous", 0, CPU) == ("continuous", 0, "continuous")
     assert resolve("chunked", 256, HW["H200"]) == ("chunked", 256, "chunked 256")
@@ -80,3 +84,16 @@ def test_simulate_point_says_its_scheduler():
     row = simulate_point(m, HW["H100-SXM"], Knobs(slots=8), 512, 64, concurrency=8, n_requests=40)
     assert row["scheduler"] == "vllm-v1 chunked 8192"
     assert np.isfinite(row["ttft_p50_ms"])
+
+
+@pytest.mark.parametrize(("engine", "label"), [("trtllm", "trtllm whole 8192"), ("sglang", "sglang unmixed 8192")])
+def test_a_gpu_space_of_another_engine_runs_that_engines_scheduler(engine, label):
+    # TensorRT-LLM's whole prompts and SGLang's unmixed prefill steps reach a sweep's GPU points, and
+    # differ from vLLM's mixed chunks on the same space (prompts of 3000 tokens beside 32 decodes)
+    m = shipped_models()["qwen2.5-0.5b"]
+    space = Space(m, (HW["H100-SXM"],), (Knobs(slots=32),), (Workload("long", 3000, 64),), (Load(concurrency=32),))
+    got = sweep(replace(space, engine=engine), n_requests=96)
+    vllm = sweep(replace(space, engine="vllm"), n_requests=96)
+    assert got.scheduler.iloc[0] == label
+    assert np.isfinite(got.ttft_p50_ms.iloc[0])
+    assert (got.ttft_p50_ms.iloc[0], got.tpot_p50_ms.iloc[0]) != (vllm.ttft_p50_ms.iloc[0], vllm.tpot_p50_ms.iloc[0])

@@ -3,7 +3,8 @@
 The event loop itself is compiled in `kernels.run_kernel`: one engine step at a time, jumping over
 runs of identical decode steps in closed form, so a request costs O(1) events rather than
 O(output tokens) loop turns. Policies: static, continuous, chunked prefill, SLO-aware, disaggregated
-(a pool of prefill workers before the decode engine).
+(a pool of prefill workers before the decode engine), and two engines' own: whole prompts under a
+token budget (TensorRT-LLM) and prefill steps without the decodes (SGLang); see kernels.layout.
 """
 
 from __future__ import annotations

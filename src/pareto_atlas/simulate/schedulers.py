@@ -1,23 +1,27 @@
 """Each GPU engine's own scheduler as it runs by default: its batching policy, prefill token budget and
 sequence limit, so a simulated GPU point runs what a user who starts the engine without flags gets.
 
-vLLM (V1), SGLang and TensorRT-LLM all batch prefills under a per-step token budget beside the running
-decodes; none prefills one request per step. The defaults and where each is set:
+vLLM (V1), SGLang and TensorRT-LLM all batch prefills under a per-step token budget; none prefills
+one request per step. The defaults and where each is set:
 
 engine     policy (kernel)   budget, tokens a step            max sequences   set in
 vllm (V1)  chunked, mixed    8192 on >= 70 GiB but not A100,  1024, else 256  vllm-project/vllm vllm/engine/arg_utils.py:
                              else 2048                                        EngineArgs.get_batch_defaults, API server
-sglang     chunked           2048 under 35 GiB, 8192 under    the KV pool     sgl-project/sglang
+sglang     unmixed           2048 under 35 GiB, 8192 under    the KV pool     sgl-project/sglang
                              160 GiB, else 16384                              python/sglang/srt/server_args.py:
-                                                                              chunked_prefill_size
-trtllm     chunked           max_num_tokens 8192              2048            NVIDIA/TensorRT-LLM
+                                                                              chunked_prefill_size, enable_mixed_chunk
+trtllm     whole             max_num_tokens 8192              2048            NVIDIA/TensorRT-LLM
                                                                               tensorrt_llm/llmapi/llm_args.py: BaseLlmArgs
+                                                                              (enable_chunked_prefill False)
 
-Simplifications: SGLang by default runs a prefill batch without the decodes (enable_mixed_chunk
-False), and TensorRT-LLM admits a prompt only whole (enable_chunked_prefill False); both run here as
-the mixed, chunked budget (the kernel has no unmixed policy). Under prefill load SGLang's real
-decodes wait for its prefill batches (a higher TPOT, a lower TTFT than simulated); TensorRT-LLM's
-differ only when a prompt is longer than what the decodes leave of the budget.
+- vLLM V1 mixes prefill chunks with the running decodes under one budget (`chunked`).
+- SGLang runs a prefill batch without the decodes by default (enable_mixed_chunk False) and first
+  whenever one can be formed (Scheduler.get_next_batch_to_run): `unmixed`, the decodes wait for it.
+- TensorRT-LLM admits a prompt only whole (enable_chunked_prefill False): a prompt that does not fit
+  what the decodes leave of max_num_tokens waits for a later step (`whole`).
+Not modelled: SGLang's admission reserving the running requests' future tokens (new_token_ratio) and
+TensorRT-LLM's GUARANTEED_NO_EVICT reserving each one's whole output; both only bind when the KV pool
+is nearly full, where the kernel preempts instead.
 """
 
 from __future__ import annotations
@@ -64,15 +68,15 @@ def _sglang(hw: HardwareCard) -> Scheduler:
     budget = 2048 if hw.mem_gib < 35 else 8192 if hw.mem_gib < 160 else 16384
     return Scheduler(
         "sglang",
-        "chunked",
+        "unmixed",
         budget,
         UNBOUNDED_SEQS,
-        "sgl-project/sglang python/sglang/srt/server_args.py chunked_prefill_size",
+        "sgl-project/sglang python/sglang/srt/server_args.py chunked_prefill_size, enable_mixed_chunk",
     )
 
 
 def _trtllm(hw: HardwareCard) -> Scheduler:
-    return Scheduler("trtllm", "chunked", 8192, 2048, "NVIDIA/TensorRT-LLM tensorrt_llm/llmapi/llm_args.py BaseLlmArgs")
+    return Scheduler("trtllm", "whole", 8192, 2048, "NVIDIA/TensorRT-LLM tensorrt_llm/llmapi/llm_args.py BaseLlmArgs")
 
 
 SCHEDULERS = {"vllm": _vllm, "sglang": _sglang, "trtllm": _trtllm}
@@ -106,5 +110,6 @@ def resolve(batching: str, chunk_tokens: int, hw: HardwareCard, engine: str = "v
     if hw.kind != "cpu" and batching == "continuous":
         s = scheduler(gpu_engine(engine), hw)
         return s.batching, s.chunk_tokens, s.label
-    label = f"{batching} {chunk_tokens}" if batching in ("chunked", "slo") and chunk_tokens > 0 else batching
+    budgeted = ("chunked", "slo", "whole", "unmixed")
+    label = f"{batching} {chunk_tokens}" if batching in budgeted and chunk_tokens > 0 else batching
     return batching, chunk_tokens, label

@@ -35,7 +35,8 @@ WEIGHT_TYPES = (
 KV_TYPES = ("f16", "q8_0", "fp8", "q4_0")
 EVICTION = ("none", "streaming", "h2o", "snapkv", "pyramidkv")
 SPEC = ("none", "ngram", "draft", "eagle")
-BATCHING = ("static", "continuous", "chunked", "slo", "disagg")
+# whole / unmixed: TensorRT-LLM's and SGLang's default schedulers (simulate.schedulers, kernels.layout)
+BATCHING = ("static", "continuous", "chunked", "slo", "disagg", "whole", "unmixed")
 
 # Bits per weight including block scales (GGUF block layouts; FP8/AWQ as served by vLLM; W4A16: GPTQ-style
 # int4 weight-only with group-128 scales, as AWQ; W8A8: int8 weights and activations, per-channel scales). F32 is vLLM's
@@ -90,7 +91,7 @@ class Knobs:
     spec_accept: float = 0.0  # acceptance rate per drafted token (measured where anchored)
     batching: str = "continuous"
     slots: int = 1  # max sequences decoded together (llama.cpp --parallel)
-    chunk_tokens: int = 0  # prefill chunk budget for batching="chunked"/"slo" (0 = none)
+    chunk_tokens: int = 0  # prefill token budget for batching="chunked"/"slo"/"whole"/"unmixed" (0 = none)
     sparse_budget: float = 1.0  # fraction of the KV read per decode step by sparse attention
     # Parallelism (speed only: the tokens are the same). One worker is tp x pp GPUs of one node; the
     # whole unit is copied `replicas` times. With batching = "disagg" the unit is prefill_workers
@@ -198,7 +199,7 @@ class Knobs:
             on.append("kv-evict")
         if self.spec != "none":
             on.append("speculation")
-        if self.slots > 1 or self.batching in ("chunked", "slo"):
+        if self.slots > 1 or self.batching in ("chunked", "slo", "whole", "unmixed"):
             on.append("batching")
         if self.batching == "disagg":
             on.append("disaggregation")

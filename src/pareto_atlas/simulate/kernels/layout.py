@@ -51,6 +51,11 @@ N_COEFFS = 32
 # a request sent when another completes misses the step the engine starts at that moment.
 BURST_GAP_S = 1e-6
 
-POLICIES = ("static", "continuous", "chunked", "slo", "disagg")
-STATIC, CONTINUOUS, CHUNKED, SLO, DISAGG = range(5)
+# whole: the chunked token budget, but a prompt is only ever prefilled whole in one step (TensorRT-LLM
+# with enable_chunked_prefill off): one that does not fit what the decodes leave of the budget waits,
+# and the prompts behind it too (first come, first served), unless nothing else runs.
+# unmixed: prefill first, in chunks of the whole budget, and a step that prefills runs no decodes
+# (SGLang with enable_mixed_chunk off): the decodes wait for it.
+POLICIES = ("static", "continuous", "chunked", "slo", "disagg", "whole", "unmixed")
+STATIC, CONTINUOUS, CHUNKED, SLO, DISAGG, WHOLE, UNMIXED = range(7)
 DEFAULT_CHUNK = 512  # prefill token budget when chunked/slo policies leave it unset

@@ -24,6 +24,8 @@ from pareto_atlas.simulate.kernels.layout import (
     Q,
     SLO,
     STATIC,
+    UNMIXED,
+    WHOLE,
 )
 from pareto_atlas.simulate.kernels.policies import _budget_chunked, _budget_slo, _prefill_one
 from pareto_atlas.simulate.kernels.rand import _accepted, _noise, _normal, _tokens_per_step
@@ -235,8 +237,10 @@ def run_kernel(
         # admission order.
         budget = 0
         if pending > 0:
-            if policy == CHUNKED:
+            if policy == CHUNKED or policy == WHOLE:
                 budget = _budget_chunked(budget_default, n_dec, q)
+            elif policy == UNMIXED:
+                budget = budget_default
             elif policy == SLO:
                 budget = _budget_slo(
                     c, nrun, s_pf, s_to_pf, pending, budget_default, n_dec, ctx_dec, tpot_target, upper
@@ -252,6 +256,11 @@ def run_kernel(
             for j in range(nrun):
                 if s_to_pf[j] > 0:
                     t_j = min(s_to_pf[j], left)
+                    if policy == WHOLE and t_j < s_to_pf[j]:
+                        # Whole prompts only: this one waits (and those behind it), unless the
+                        # step would otherwise run nothing.
+                        t_j = s_to_pf[j] if (n_pf == 0 and n_dec == 0) else 0
+                        left = 0
                     take[j] = t_j
                     if t_j > 0:
                         left -= t_j
@@ -313,7 +322,12 @@ def run_kernel(
             else:
                 m = 0
         if m == 0:
-            dt = step_time(c, b_eff, float(ctx_dec), float(n_pf), pf_pairs, float(pf_ctx), b_eff + n_pf_seqs)
+            # An unmixed prefill step runs without the decodes: they emit nothing this step.
+            dec_off = policy == UNMIXED and n_pf > 0
+            if dec_off:
+                dt = step_time(c, 0.0, 0.0, float(n_pf), pf_pairs, float(pf_ctx), float(n_pf_seqs))
+            else:
+                dt = step_time(c, b_eff, float(ctx_dec), float(n_pf), pf_pairs, float(pf_ctx), b_eff + n_pf_seqs)
             now += dt * _noise(c[CV], 1.0)
             steps += 1
             if spec_on:
@@ -336,7 +350,7 @@ def run_kernel(
                             if first_t[run[j]] < 0.0:
                                 first_t[run[j]] = now
                 else:
-                    cnt = min(emitted[d], s_left[j])  # the d-th decoding sequence
+                    cnt = 0 if dec_off else min(emitted[d], s_left[j])  # the d-th decoding sequence
                     d += 1
                     s_left[j] -= cnt
                     s_kv[j] += cnt
