@@ -16,7 +16,8 @@ prompt starts with the same blocks skips their prefill. Modelled here as a block
 
 llama.cpp's server is another cache (slot_cached_tokens): no pool of blocks, each slot reuses the last
 sequence it served, to the token, and which slot a request gets depends on which are idle when it
-arrives, so it needs the simulation's times (the benchmark runs the two in turn).
+arrives, so it needs the simulation's times: settle_slots runs the two in turn (the atlas's llama.cpp
+points, simulate.des_points, and the held-out benchmark alike).
 
 What the block LRU approximates: the cache is consulted in send order, before the engine runs, so a request
 sees every block of the requests sent before it, even one still prefilling (vLLM shares such blocks
@@ -27,10 +28,13 @@ counted as the reserved batch, not tracked one by one.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
+from pareto_atlas.simulate.des import DesResult
+from pareto_atlas.simulate.kernels.layout import BURST_GAP_S, O_REQ
 from pareto_atlas.spec.sharing import BLOCK_TOKENS, Sharing, requests
 from pareto_atlas.spec.trace import HASH_BLOCK_TOKENS
 
@@ -144,6 +148,56 @@ def slot_cached_tokens(
         free_at[best] = max(end, at)
         used_at[best] = free_at[best]
     return out[warmup:]
+
+
+SLOT_PASSES = 4  # slot model and simulation in turn: they settle in one or two
+
+
+def settle_slots(
+    simulate: Callable[[np.ndarray], DesResult],
+    res: DesResult,
+    cached: np.ndarray,
+    load: SharedLoad,
+    slots: int,
+    c: np.ndarray,
+    conc: int,
+    think: np.ndarray | None,
+    warmup: int = 0,
+) -> tuple[np.ndarray, DesResult]:
+    """llama.cpp's slot cache on a simulation's times, until the two agree: `res` is `simulate(cached)`
+    (a first guess, e.g. the block pool's), and each pass gives the slot model (slot_cached_tokens over
+    `load`, warm-ups first) the times each request reached the engine (its send plus c[O_REQ]) and
+    finished, then simulates again with the tokens it found cached, at most SLOT_PASSES times (they
+    settle in one or two; a pass that changes nothing ends it). `conc`, `think`: the load's clients
+    (0: an open loop) and pauses, as by_request pairs them. Returns (cached, its simulation)."""
+    for _ in range(SLOT_PASSES):
+        start, end = by_request(res, conc, think)
+        again = slot_cached_tokens(load, start + c[O_REQ], end, slots, warmup)
+        if np.array_equal(again, cached):
+            break
+        cached = again
+        res = simulate(cached)
+    return cached, res
+
+
+def by_request(res: DesResult, conc: int, think: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """(send, finish) of each request in the order it was handed out (a closed loop's clients take the
+    next request as each finishes, then pause its think time), from a simulation that keeps requests
+    in the order they arrive (simulate.kernels.loop: a later request with a shorter pause arrives first).
+    An open loop's requests already arrive in their order."""
+    n = len(res.arrival)
+    if conc <= 0:
+        return res.arrival, res.finish_t
+    pause = np.zeros(n) if think is None else np.asarray(think, float)
+    done = np.sort(res.finish_t)
+    sent = np.array(
+        [i * BURST_GAP_S + pause[i] if i < conc else done[i - conc] + BURST_GAP_S + pause[i] for i in range(n)]
+    )
+    where = np.empty(n, np.int64)
+    where[np.argsort(sent, kind="stable")] = np.arange(n)  # request i arrived where-th
+    if not np.allclose(res.arrival[where], sent, atol=1e-6):
+        raise RuntimeError("by_request: the simulation's sends differ from its closed loop's; cannot pair them")
+    return res.arrival[where], res.finish_t[where]
 
 
 def _common(a: tuple[int, ...], b: tuple[int, ...]) -> int:
