@@ -151,3 +151,61 @@ def test_the_benchmarks_predictions_are_unchanged_by_the_shared_code(arm, think)
     assert got == _predict_before(row, study, CPU, params)
     if think is not None and "2groups" in arm:  # the case that exercises the passes: not the pool's answer
         assert got[2] < 0.6
+
+
+def _slot_cached_before(load, start, finish, slots, warmup=0, similarity=0.1):
+    """slot_cached_tokens as first written (a slot's sequence compared token by token, one slot at a
+    time): the reference its vectorized form must equal."""
+    n = len(load.prompt)
+
+    def common(a, b):
+        k = 0
+        for x, y in zip(a, b):
+            if x != y:
+                break
+            k += 1
+        return k
+
+    seq = [()] * slots
+    free_at, used_at = [-np.inf] * slots, [-np.inf] * slots
+    t0 = float(np.min(start)) if n > warmup else 0.0
+    times = [(t0 - (warmup - i), t0 - (warmup - i) + 0.5) for i in range(warmup)]
+    times += list(zip(np.asarray(start, float).tolist(), np.asarray(finish, float).tolist()))
+    out = np.zeros(n, np.int64)
+    for i in sorted(range(n), key=lambda j: (times[j][0], j)):
+        arrive, end = times[i]
+        at = max(arrive, min(free_at))
+        idle = [s for s in range(slots) if free_at[s] <= at]
+        c = {s: common(seq[s], load.blocks[i]) * load.block for s in idle}
+        best = max(idle, key=lambda s: (c[s], -s))
+        if not seq[best] or c[best] <= similarity * load.prompt[i]:
+            best = min(idle, key=lambda s: (used_at[s], s))
+        out[i] = min(c[best], load.prompt[i] - 1)
+        seq[best] = load.blocks[i]
+        free_at[best] = max(end, at)
+        used_at[best] = free_at[best]
+    return out[warmup:]
+
+
+@pytest.mark.parametrize("slots", [1, 2, 3, 8])
+def test_slot_model_equals_its_first_token_by_token_form(slots):
+    from pareto_atlas.simulate.prefix_cache import SharedLoad
+
+    rng = np.random.default_rng(slots)
+    for trial in range(30):
+        n, warm, block = int(rng.integers(1, 25)), int(rng.integers(0, 3)), int(rng.choice([1, 16]))
+        # sequences drawn from a few stems with random tails (ids not chained: a later match after a
+        # mismatch must not count), some empty
+        stems = [tuple(rng.integers(0, 4, 12).tolist()) for _ in range(3)]
+        blocks = tuple(
+            stems[rng.integers(0, 3)][: rng.integers(0, 13)] + tuple(rng.integers(0, 4, rng.integers(0, 6)).tolist())
+            for _ in range(n)
+        )
+        prompt = np.array([max(1, len(b) * block - int(rng.integers(0, 3))) for b in blocks], np.int64)
+        load = SharedLoad(prompt, np.ones(n, np.int64), blocks, block)
+        start = np.sort(rng.uniform(0, 10, max(0, n - warm)))
+        finish = start + rng.exponential(2.0, len(start))
+        if n - warm < 1:
+            continue
+        got = slot_cached_tokens(load, start, finish, slots, warm)
+        assert got.tolist() == _slot_cached_before(load, start, finish, slots, warm).tolist(), trial

@@ -127,24 +127,33 @@ def slot_cached_tokens(
             f"slot_cached_tokens: {len(start)} starts and {len(finish)} ends for {n - warmup} scored requests, "
             f"slots {slots} >= 1"
         )
-    seq: list[tuple[int, ...]] = [()] * slots  # each slot's last sequence, in blocks
-    free_at = [-np.inf] * slots
-    used_at = [-np.inf] * slots  # when each slot was last released (llama.cpp's t_last_used)
+    # every sequence as a row of block ids, padded with an id none has: a slot's common prefix with a
+    # prompt is then its row's leading run of matches, for all idle slots at once (row n: an empty slot)
+    length = np.array([len(b) for b in load.blocks] + [0], np.int64)
+    flat = np.fromiter((x for b in load.blocks for x in b), np.int64, int(length.sum()))
+    tok = np.full((n + 1, max(1, int(length.max()))), (int(flat.min()) - 1) if len(flat) else -1, np.int64)
+    tok[np.arange(n + 1).repeat(length), np.concatenate([np.arange(k) for k in length])] = flat
+    held = np.full(slots, n)  # the request whose sequence each slot holds last (n: none yet)
+    free_at = np.full(slots, -np.inf)
+    used_at = np.full(slots, -np.inf)  # when each slot was last released (llama.cpp's t_last_used)
     t0 = float(np.min(start)) if n > warmup else 0.0
     times = [(t0 - (warmup - i), t0 - (warmup - i) + 0.5) for i in range(warmup)]  # one at a time, before
     times += list(zip(np.asarray(start, float).tolist(), np.asarray(finish, float).tolist()))
     out = np.zeros(n, np.int64)
     for i in sorted(range(n), key=lambda j: (times[j][0], j)):
         arrive, end = times[i]
-        blocks = load.blocks[i]
-        at = max(arrive, min(free_at))  # with no slot idle, the request waits for the first one freed
-        idle = [s for s in range(slots) if free_at[s] <= at]
-        common = {s: _common(seq[s], blocks) * load.block for s in idle}
-        best = max(idle, key=lambda s: (common[s], -s))
-        if not seq[best] or common[best] <= similarity * load.prompt[i]:
-            best = min(idle, key=lambda s: (used_at[s], s))
-        out[i] = min(common[best], load.prompt[i] - 1)
-        seq[best] = blocks
+        at = max(arrive, float(free_at.min()))  # with no slot idle, the request waits for the first one freed
+        idle = np.flatnonzero(free_at <= at)  # ascending: ties go to the lowest slot
+        m = int(length[i])
+        eq = tok[held[idle], :m] == tok[i, :m]
+        lead = np.where(eq.all(axis=1), m, eq.argmin(axis=1)) if m else np.zeros(len(idle), np.int64)
+        common = lead * load.block
+        k = int(np.argmax(common))
+        if length[held[idle[k]]] == 0 or common[k] <= similarity * load.prompt[i]:
+            k = int(np.argmin(used_at[idle]))
+        best = int(idle[k])
+        out[i] = min(int(common[k]), int(load.prompt[i]) - 1)
+        held[best] = i
         free_at[best] = max(end, at)
         used_at[best] = free_at[best]
     return out[warmup:]
@@ -198,16 +207,6 @@ def by_request(res: DesResult, conc: int, think: np.ndarray | None) -> tuple[np.
     if not np.allclose(res.arrival[where], sent, atol=1e-6):
         raise RuntimeError("by_request: the simulation's sends differ from its closed loop's; cannot pair them")
     return res.arrival[where], res.finish_t[where]
-
-
-def _common(a: tuple[int, ...], b: tuple[int, ...]) -> int:
-    """Leading blocks two sequences share."""
-    k = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        k += 1
-    return k
 
 
 def hit_rate(cached: np.ndarray, prompt: np.ndarray) -> float:
