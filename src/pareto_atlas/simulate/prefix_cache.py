@@ -35,6 +35,7 @@ import numpy as np
 
 from pareto_atlas.simulate.des import DesResult
 from pareto_atlas.simulate.kernels.layout import BURST_GAP_S, O_REQ
+from pareto_atlas.simulate.kernels.slots import slot_reuse
 from pareto_atlas.spec.sharing import BLOCK_TOKENS, Sharing, requests
 from pareto_atlas.spec.trace import HASH_BLOCK_TOKENS
 
@@ -127,36 +128,36 @@ def slot_cached_tokens(
             f"slot_cached_tokens: {len(start)} starts and {len(finish)} ends for {n - warmup} scored requests, "
             f"slots {slots} >= 1"
         )
-    # every sequence as a row of block ids, padded with an id none has: a slot's common prefix with a
-    # prompt is then its row's leading run of matches, for all idle slots at once (row n: an empty slot)
-    length = np.array([len(b) for b in load.blocks] + [0], np.int64)
-    flat = np.fromiter((x for b in load.blocks for x in b), np.int64, int(length.sum()))
-    tok = np.full((n + 1, max(1, int(length.max()))), (int(flat.min()) - 1) if len(flat) else -1, np.int64)
-    tok[np.arange(n + 1).repeat(length), np.concatenate([np.arange(k) for k in length])] = flat
-    held = np.full(slots, n)  # the request whose sequence each slot holds last (n: none yet)
-    free_at = np.full(slots, -np.inf)
-    used_at = np.full(slots, -np.inf)  # when each slot was last released (llama.cpp's t_last_used)
+    tok, length = _rows(load.blocks)
     t0 = float(np.min(start)) if n > warmup else 0.0
-    times = [(t0 - (warmup - i), t0 - (warmup - i) + 0.5) for i in range(warmup)]  # one at a time, before
-    times += list(zip(np.asarray(start, float).tolist(), np.asarray(finish, float).tolist()))
+    ahead = t0 - (warmup - np.arange(warmup, dtype=float))  # the warm-ups: one at a time, before
+    arrive = np.concatenate([ahead, np.asarray(start, float)])
+    end = np.concatenate([ahead + 0.5, np.asarray(finish, float)])
     out = np.zeros(n, np.int64)
-    for i in sorted(range(n), key=lambda j: (times[j][0], j)):
-        arrive, end = times[i]
-        at = max(arrive, float(free_at.min()))  # with no slot idle, the request waits for the first one freed
-        idle = np.flatnonzero(free_at <= at)  # ascending: ties go to the lowest slot
-        m = int(length[i])
-        eq = tok[held[idle], :m] == tok[i, :m]
-        lead = np.where(eq.all(axis=1), m, eq.argmin(axis=1)) if m else np.zeros(len(idle), np.int64)
-        common = lead * load.block
-        k = int(np.argmax(common))
-        if length[held[idle[k]]] == 0 or common[k] <= similarity * load.prompt[i]:
-            k = int(np.argmin(used_at[idle]))
-        best = int(idle[k])
-        out[i] = min(int(common[k]), int(load.prompt[i]) - 1)
-        held[best] = i
-        free_at[best] = max(end, at)
-        used_at[best] = free_at[best]
+    order = np.argsort(arrive, kind="stable")  # by arrival, ties in send order
+    slot_reuse(tok, length, order, arrive, end, load.prompt.astype(np.int64), slots, similarity, load.block, out)
     return out[warmup:]
+
+
+_ROWS: dict[int, tuple[tuple, np.ndarray, np.ndarray]] = {}  # id(blocks): (blocks, rows, lengths)
+
+
+def _rows(blocks: tuple[tuple[int, ...], ...]) -> tuple[np.ndarray, np.ndarray]:
+    """Every sequence as a row of block ids, padded with an id none has, and the lengths, with a last
+    row for an empty slot: a slot's common prefix with a prompt is then its row's leading run of matches
+    (kernels.slots). Kept for the last 32 `blocks` (64 MiB at most) by identity (spec.sharing.requests
+    caches its requests, so a sweep's points of one workload pass the same tuple, pass after pass)."""
+    hit = _ROWS.get(id(blocks))
+    if hit is not None and hit[0] is blocks:
+        return hit[1], hit[2]
+    length = np.array([len(b) for b in blocks] + [0], np.int64)
+    flat = np.fromiter((x for b in blocks for x in b), np.int64, int(length.sum()))
+    tok = np.full((len(length), max(1, int(length.max()))), int(flat.min()) - 1 if len(flat) else -1, np.int64)
+    tok[np.arange(len(length)).repeat(length), np.concatenate([np.arange(k) for k in length])] = flat
+    while _ROWS and (len(_ROWS) >= 32 or sum(v[1].nbytes for v in _ROWS.values()) + tok.nbytes > 64 << 20):
+        _ROWS.pop(next(iter(_ROWS)))  # the oldest: a sweep's points of one workload come together
+    _ROWS[id(blocks)] = (blocks, tok, length)  # holding blocks keeps its id from being reused
+    return tok, length
 
 
 SLOT_PASSES = 4  # slot model and simulation in turn: they settle in one or two
