@@ -209,3 +209,17 @@ def test_slot_model_equals_its_first_token_by_token_form(slots):
             continue
         got = slot_cached_tokens(load, start, finish, slots, warm)
         assert got.tolist() == _slot_cached_before(load, start, finish, slots, warm).tolist(), trial
+
+
+def test_a_replayed_trace_on_llamacpp_reuses_by_slot_its_hash_blocks():
+    # two sessions' rows alternating, each 3 blocks of 512 tokens, sessions differing from the first block:
+    # one llama.cpp slot always holds the other session's last request (no reuse); a pool keeps both
+    rows = tuple((i * 30.0, 1536, 4) for i in range(8))
+    blocks = tuple((10 + i % 2, 20 + i % 2, 30 + i % 2) for i in range(8))
+    wl = Workload("trace", 1536, 4, trace=rows, trace_blocks=blocks)
+    k = Knobs(weights="F16", slots=1, prefix_cache=True)
+    space = Space(MODEL, (CPU, shipped_hardware()["L4"]), (k,), (wl,), (Load(trace=True),), engine="llamacpp")
+    df = sweep(space, n_requests=8)
+    hits = dict(zip(df.hardware, df.prefix_hit_rate))
+    assert hits["this-cpu"] == 0.0
+    assert hits["L4"] == pytest.approx(6 * 1535 / (8 * 1536))  # all but each session's first, less the last token
