@@ -15,8 +15,8 @@ the anchor's load (its clients' recorded think times). On llama.cpp (the study's
 its slots' own (simulate.prefix_cache.slot_cached_tokens: each slot reuses the last sequence it served,
 to the token; a request takes the idle slot most similar to its prompt, else the least recently used),
 so which tokens hit depends on when slots are idle: the slot model and the simulation run in turn until
-they agree. Nothing measured about a held-out anchor enters its prediction; its hit rate is predicted,
-not read.
+they agree (simulate.prefix_cache.settle_slots, as the atlas simulates a llama.cpp point). Nothing
+measured about a held-out anchor enters its prediction; its hit rate is predicted, not read.
 
 Goals (issue 33): median |error| of TTFT p50 and of TPOT p50 <= 10 % over the held-out anchors, and
 each cached anchor's hit rate within 5 points. Anchors are kept in the store (resumable); the
@@ -44,15 +44,14 @@ from pareto_atlas.simulate import des
 from pareto_atlas.simulate.cost_model import coeffs
 from pareto_atlas.simulate.memory import plan_memory
 from pareto_atlas.simulate.params import CalibParams
-from pareto_atlas.simulate.kernels.layout import BURST_GAP_S, O_REQ
 from pareto_atlas.simulate.prefix_cache import (
     SharedLoad,
     cache_tokens,
     cached_tokens,
     hit_rate,
     measured_twin_cached,
+    settle_slots,
     shared_load,
-    slot_cached_tokens,
 )
 from pareto_atlas.spec.trace import HASH_BLOCK_TOKENS, trace_rows
 from pareto_atlas.spec.cards import HardwareCard, ModelCard
@@ -66,7 +65,6 @@ SOURCE = "mooncake_conversation"  # the shipped trace the slice is cut from
 GOALS = {"ttft_p50_ms": 0.10, "tpot_p50_ms": 0.10}
 HIT_GOAL = 0.05  # points of prompt tokens
 FIT_PREFIX, HELD_PREFIX = "fit-", "held-"
-SLOT_PASSES = 4  # slot model and simulation in turn: they settle in one or two
 
 
 def predict_shared(
@@ -110,35 +108,19 @@ def predict_shared(
         # llama.cpp reuses its slots' own sequences, not a pool of blocks: which slot a request finds idle
         # is a matter of timing, so the slot model runs on the simulation's times, until they settle
         load = slot_load(wl, share, P, O, n, warm, max(conc, k.slots), row)
-        for _ in range(SLOT_PASSES):
-            start, end = by_request(res, conc, think)
-            again = slot_cached_tokens(load, start + c[O_REQ], end, k.slots, warm)
-            if np.array_equal(again, cached):
-                break
-            cached = again
-            res = des.run(c, arr, k.batching, k.slots, k.chunk_tokens, cap, None, seed=0, cached=cached)
+        cached, res = settle_slots(
+            lambda hits: des.run(c, arr, k.batching, k.slots, k.chunk_tokens, cap, None, seed=0, cached=hits),
+            res,
+            cached,
+            load,
+            k.slots,
+            c,
+            conc,
+            think,
+            warm,
+        )
     s = res.summary
     return s["ttft_p50_ms"], s["tpot_p50_ms"], hit_rate(cached, arr.prompt) if cached is not None else 0.0
-
-
-def by_request(res: des.DesResult, conc: int, think: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-    """(send, finish) of each request in the order it was handed out (a closed loop's clients take the
-    next request as each finishes, then pause its think time), from a simulation that keeps requests
-    in the order they arrive (simulate.kernels.loop: a later request with a shorter pause arrives first).
-    An open loop's requests already arrive in their order."""
-    n = len(res.arrival)
-    if conc <= 0:
-        return res.arrival, res.finish_t
-    pause = np.zeros(n) if think is None else np.asarray(think, float)
-    done = np.sort(res.finish_t)
-    sent = np.array(
-        [i * BURST_GAP_S + pause[i] if i < conc else done[i - conc] + BURST_GAP_S + pause[i] for i in range(n)]
-    )
-    where = np.empty(n, np.int64)
-    where[np.argsort(sent, kind="stable")] = np.arange(n)  # request i arrived where-th
-    if not np.allclose(res.arrival[where], sent, atol=1e-6):
-        raise RuntimeError("by_request: the simulation's sends differ from its closed loop's; cannot pair them")
-    return res.arrival[where], res.finish_t[where]
 
 
 def slot_load(wl, share, prompt: int, output: int, n: int, warm: int, width: int, row: pd.Series) -> SharedLoad:

@@ -34,12 +34,20 @@ def _shared(
     slo: dict,
     seed: int,
     chunk: int,
+    slot_cache: bool = False,
 ) -> tuple[np.ndarray, float, float]:
     """One point of a workload that shares prefixes: its requests (simulate.prefix_cache.shared_load),
     the tokens its prefix cache serves where the knobs turn one on, and one run of the DES under the
-    row's load (one replica's share of a trace). Returns METRICS, peak KV tokens and the hit rate."""
-    from pareto_atlas.simulate.prefix_cache import cache_tokens, cached_tokens, hit_rate, shared_load
+    row's load (one replica's share of a trace). Returns METRICS, peak KV tokens and the hit rate.
 
+    The cache is a pool of blocks (vLLM, SGLang, TensorRT-LLM), or with slot_cache llama.cpp's slots,
+    each reusing its own last sequence to the token (prefix_cache.slot_cached_tokens): which slot a
+    request finds idle depends on the simulated times, so the two run in turn from the pool's guess
+    until they agree (prefix_cache.settle_slots, as the held-out benchmark predicts llama.cpp's anchors)."""
+    from pareto_atlas.simulate.prefix_cache import cache_tokens, cached_tokens, hit_rate, settle_slots, shared_load
+
+    pauses = None
+    width = max(conc, k.slots)
     if replay:
         idx = np.arange(0, len(wl.trace), k.replicas)
         trace = tuple(wl.trace[i] for i in idx)
@@ -47,7 +55,7 @@ def _shared(
         load = shared_load(wl.share, blocks, wl.prompt_tokens, wl.output_tokens, len(trace), 1, trace)
         arrivals = des.trace(np.array([t for t, _, _ in trace]), load.prompt, load.output)
     else:
-        load = shared_load(wl.share, (), wl.prompt_tokens, wl.output_tokens, n_requests, max(conc, k.slots))
+        load = shared_load(wl.share, (), wl.prompt_tokens, wl.output_tokens, n_requests, width)
         if conc > 0:
             mean = lone_prefill_s(c_pf, float(wl.prompt_tokens)) if think < 0 else think
             pauses = think_times(1.0, n_requests, SEED) * mean if conc >= 2 and mean > 0 else None
@@ -55,23 +63,34 @@ def _shared(
         else:
             gaps = np.random.default_rng(seed).exponential(1.0 / rate, n_requests)
             arrivals = des.Arrivals(np.cumsum(gaps) - gaps[0], load.prompt, load.output)
+
+    def simulate(hits: np.ndarray | None) -> des.DesResult:
+        return des.run(
+            c,
+            arrivals,
+            POLICIES[policy],
+            k.slots,
+            chunk,
+            kv_cap,
+            slo,
+            seed,
+            prefill_c=c_pf,
+            prefill_workers=n_pf,
+            cached=hits,
+        )
+
     cached = None
     if k.prefix_cache and k.eviction == "none" and k.kv_keep == 1.0:
         room = cache_tokens(kv_cap, k.slots, float(np.mean(load.prompt) + np.mean(load.output)))
         cached = cached_tokens(load, room)
-    res = des.run(
-        c,
-        arrivals,
-        POLICIES[policy],
-        k.slots,
-        chunk,
-        kv_cap,
-        slo,
-        seed,
-        prefill_c=c_pf,
-        prefill_workers=n_pf,
-        cached=cached,
-    )
+    res = simulate(cached)
+    if cached is not None and slot_cache:
+        # a sharing pattern's requests token by token (llama.cpp reuses to the token); a trace's in its hash blocks
+        if replay:
+            slot = load
+        else:
+            slot = shared_load(wl.share, (), wl.prompt_tokens, wl.output_tokens, n_requests, width, block=1)
+        cached, res = settle_slots(simulate, res, cached, slot, k.slots, c, 0 if replay else conc, pauses)
     rate_hit = hit_rate(cached, load.prompt) if cached is not None else 0.0
     return np.array([res.summary[m] for m in METRICS]), res.peak_kv_tokens, rate_hit
 

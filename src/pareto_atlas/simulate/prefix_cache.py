@@ -16,7 +16,8 @@ prompt starts with the same blocks skips their prefill. Modelled here as a block
 
 llama.cpp's server is another cache (slot_cached_tokens): no pool of blocks, each slot reuses the last
 sequence it served, to the token, and which slot a request gets depends on which are idle when it
-arrives, so it needs the simulation's times (the benchmark runs the two in turn).
+arrives, so it needs the simulation's times: settle_slots runs the two in turn (the atlas's llama.cpp
+points, simulate.des_points, and the held-out benchmark alike).
 
 What the block LRU approximates: the cache is consulted in send order, before the engine runs, so a request
 sees every block of the requests sent before it, even one still prefilling (vLLM shares such blocks
@@ -27,10 +28,14 @@ counted as the reserved batch, not tracked one by one.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
+from pareto_atlas.simulate.des import DesResult
+from pareto_atlas.simulate.kernels.layout import BURST_GAP_S, O_REQ
+from pareto_atlas.simulate.kernels.slots import slot_reuse
 from pareto_atlas.spec.sharing import BLOCK_TOKENS, Sharing, requests
 from pareto_atlas.spec.trace import HASH_BLOCK_TOKENS
 
@@ -123,37 +128,86 @@ def slot_cached_tokens(
             f"slot_cached_tokens: {len(start)} starts and {len(finish)} ends for {n - warmup} scored requests, "
             f"slots {slots} >= 1"
         )
-    seq: list[tuple[int, ...]] = [()] * slots  # each slot's last sequence, in blocks
-    free_at = [-np.inf] * slots
-    used_at = [-np.inf] * slots  # when each slot was last released (llama.cpp's t_last_used)
+    tok, length = _rows(load.blocks)
     t0 = float(np.min(start)) if n > warmup else 0.0
-    times = [(t0 - (warmup - i), t0 - (warmup - i) + 0.5) for i in range(warmup)]  # one at a time, before
-    times += list(zip(np.asarray(start, float).tolist(), np.asarray(finish, float).tolist()))
+    ahead = t0 - (warmup - np.arange(warmup, dtype=float))  # the warm-ups: one at a time, before
+    arrive = np.concatenate([ahead, np.asarray(start, float)])
+    end = np.concatenate([ahead + 0.5, np.asarray(finish, float)])
     out = np.zeros(n, np.int64)
-    for i in sorted(range(n), key=lambda j: (times[j][0], j)):
-        arrive, end = times[i]
-        blocks = load.blocks[i]
-        at = max(arrive, min(free_at))  # with no slot idle, the request waits for the first one freed
-        idle = [s for s in range(slots) if free_at[s] <= at]
-        common = {s: _common(seq[s], blocks) * load.block for s in idle}
-        best = max(idle, key=lambda s: (common[s], -s))
-        if not seq[best] or common[best] <= similarity * load.prompt[i]:
-            best = min(idle, key=lambda s: (used_at[s], s))
-        out[i] = min(common[best], load.prompt[i] - 1)
-        seq[best] = blocks
-        free_at[best] = max(end, at)
-        used_at[best] = free_at[best]
+    order = np.argsort(arrive, kind="stable")  # by arrival, ties in send order
+    slot_reuse(tok, length, order, arrive, end, load.prompt.astype(np.int64), slots, similarity, load.block, out)
     return out[warmup:]
 
 
-def _common(a: tuple[int, ...], b: tuple[int, ...]) -> int:
-    """Leading blocks two sequences share."""
-    k = 0
-    for x, y in zip(a, b):
-        if x != y:
+_ROWS: dict[int, tuple[tuple, np.ndarray, np.ndarray]] = {}  # id(blocks): (blocks, rows, lengths)
+
+
+def _rows(blocks: tuple[tuple[int, ...], ...]) -> tuple[np.ndarray, np.ndarray]:
+    """Every sequence as a row of block ids, padded with an id none has, and the lengths, with a last
+    row for an empty slot: a slot's common prefix with a prompt is then its row's leading run of matches
+    (kernels.slots). Kept for the last 32 `blocks` (64 MiB at most) by identity (spec.sharing.requests
+    caches its requests, so a sweep's points of one workload pass the same tuple, pass after pass)."""
+    hit = _ROWS.get(id(blocks))
+    if hit is not None and hit[0] is blocks:
+        return hit[1], hit[2]
+    length = np.array([len(b) for b in blocks] + [0], np.int64)
+    flat = np.fromiter((x for b in blocks for x in b), np.int64, int(length.sum()))
+    tok = np.full((len(length), max(1, int(length.max()))), int(flat.min()) - 1 if len(flat) else -1, np.int64)
+    tok[np.arange(len(length)).repeat(length), np.concatenate([np.arange(k) for k in length])] = flat
+    while _ROWS and (len(_ROWS) >= 32 or sum(v[1].nbytes for v in _ROWS.values()) + tok.nbytes > 64 << 20):
+        _ROWS.pop(next(iter(_ROWS)))  # the oldest: a sweep's points of one workload come together
+    _ROWS[id(blocks)] = (blocks, tok, length)  # holding blocks keeps its id from being reused
+    return tok, length
+
+
+SLOT_PASSES = 4  # slot model and simulation in turn: they settle in one or two
+
+
+def settle_slots(
+    simulate: Callable[[np.ndarray], DesResult],
+    res: DesResult,
+    cached: np.ndarray,
+    load: SharedLoad,
+    slots: int,
+    c: np.ndarray,
+    conc: int,
+    think: np.ndarray | None,
+    warmup: int = 0,
+) -> tuple[np.ndarray, DesResult]:
+    """llama.cpp's slot cache on a simulation's times, until the two agree: `res` is `simulate(cached)`
+    (a first guess, e.g. the block pool's), and each pass gives the slot model (slot_cached_tokens over
+    `load`, warm-ups first) the times each request reached the engine (its send plus c[O_REQ]) and
+    finished, then simulates again with the tokens it found cached, at most SLOT_PASSES times (they
+    settle in one or two; a pass that changes nothing ends it). `conc`, `think`: the load's clients
+    (0: an open loop) and pauses, as by_request pairs them. Returns (cached, its simulation)."""
+    for _ in range(SLOT_PASSES):
+        start, end = by_request(res, conc, think)
+        again = slot_cached_tokens(load, start + c[O_REQ], end, slots, warmup)
+        if np.array_equal(again, cached):
             break
-        k += 1
-    return k
+        cached = again
+        res = simulate(cached)
+    return cached, res
+
+
+def by_request(res: DesResult, conc: int, think: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """(send, finish) of each request in the order it was handed out (a closed loop's clients take the
+    next request as each finishes, then pause its think time), from a simulation that keeps requests
+    in the order they arrive (simulate.kernels.loop: a later request with a shorter pause arrives first).
+    An open loop's requests already arrive in their order."""
+    n = len(res.arrival)
+    if conc <= 0:
+        return res.arrival, res.finish_t
+    pause = np.zeros(n) if think is None else np.asarray(think, float)
+    done = np.sort(res.finish_t)
+    sent = np.array(
+        [i * BURST_GAP_S + pause[i] if i < conc else done[i - conc] + BURST_GAP_S + pause[i] for i in range(n)]
+    )
+    where = np.empty(n, np.int64)
+    where[np.argsort(sent, kind="stable")] = np.arange(n)  # request i arrived where-th
+    if not np.allclose(res.arrival[where], sent, atol=1e-6):
+        raise RuntimeError("by_request: the simulation's sends differ from its closed loop's; cannot pair them")
+    return res.arrival[where], res.finish_t[where]
 
 
 def hit_rate(cached: np.ndarray, prompt: np.ndarray) -> float:

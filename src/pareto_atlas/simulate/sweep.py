@@ -54,6 +54,7 @@ def sweep(
     kv_cap = np.empty(n)
     replay = np.zeros(n, bool)  # the point replays its workload's trace
     shared = np.zeros(n, bool)  # its workload shares prefixes: requests of their own, outside the batch kernel
+    slot_cache = np.zeros(n, bool)  # its prefix cache is llama.cpp's slots (a CPU card, llama.cpp), not blocks
     pair_idx = np.empty(n, np.int64)
     wl_idx = np.empty(n, np.int64)
     load_idx = np.empty(n, np.int64)
@@ -80,6 +81,7 @@ def sweep(
                     raise ValueError(f"load: trace=True replays the workload's trace; workload {wl.name!r} has none")
                 replay[r] = ld.trace
                 shared[r] = wl.shares and decoders == 1
+                slot_cache[r] = hw.kind == "cpu" and space.engine == "llamacpp"
                 C[r], C_pf[r], n_pf[r], n_dw[r] = c, c_pf, workers, decoders
                 policy[r] = POLICIES.index(batching)
                 slots[r], chunk[r] = k.slots, chunk_tokens
@@ -174,6 +176,7 @@ def sweep(
             slo,
             int(seed) + int(r),
             int(chunk[r]),
+            bool(slot_cache[r]),
         )
     for r in np.flatnonzero(replay & ~shared & np.isfinite(kv_cap)):
         out[r], peak[r] = _replay(
