@@ -308,3 +308,33 @@ def test_a_k_quant_on_rows_its_blocks_do_not_fit_is_another_kernel_format():
     assert p.weight_cost("Q4_K_M", "gemm", small) == (18e-12, "fitted")
     # the 1.5B's Q4_K_M never borrows the 0.5B's fitted cost as its own: another format's kernels
     assert p.weight_cost("Q4_K_M", "gemm", large)[1] != "fitted"
+
+
+def test_a_format_whose_gemv_cost_stalled_under_the_streaming_time_is_restarted_at_the_ridge(monkeypatch):
+    # On this CPU the fit left F16's and Q8_0's GEMV costs where the step's soft max no longer felt
+    # them (in-sample TPOT +54 % and -21 %). Here F16's truth is compute-bound and the fit starts with
+    # its GEMV cost 4000x under it (a token's compute far below streaming its weights): only a
+    # restart at the ridge recovers it.
+    import sys
+
+    from pareto_atlas.calibrate.fit import _ridge_start, _Space, fit_params
+
+    truth = replace(TRUTH, gemv_s_per_weight={**TRUTH.gemv_s_per_weight, "F16": 120e-12})
+    df = synthetic_anchors(0.0)
+    df = df[df.weights.eq("F16")].reset_index(drop=True)
+    pred = predict(_anchors(df), M, CPU, truth)
+    for i, t in enumerate(TARGETS):
+        df[t] = pred[:, i]
+    stalled = replace(default_params(CPU), gemv_s_per_weight={"F16": 3e-14})
+    x = _Space.for_anchors(_anchors(df), True, cards=[M] * len(df))
+    r = _ridge_start(x.get(stalled, CPU), x, stalled, _anchors(df), [M] * len(df), CPU)
+    # the ridge: a weight's compute as long as streaming its 2 bytes at the fitted bandwidth
+    assert np.exp(r[x.names.index("gemv:F16")]) == pytest.approx(2.0 / (CPU.mem_bw_gbs * 1e9 * stalled.eff_bw))
+
+    def tpot_err() -> float:
+        _, got = fit_params(df, M, CPU, start=stalled, head_ratio_starts=(2.0,))
+        return float(np.max(np.abs(got[:, TARGETS.index("tpot_p50_ms")] / df.tpot_p50_ms - 1)))
+
+    assert tpot_err() < 0.02
+    monkeypatch.setattr(sys.modules["pareto_atlas.calibrate.fit"], "_ridge_start", lambda *a: None)
+    assert tpot_err() > 0.2  # without the restart the fit stays where it started
