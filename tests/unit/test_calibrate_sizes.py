@@ -178,7 +178,8 @@ def test_a_kernel_anchor_trains_every_fold_and_is_never_held_out_as_a_size():
     assert NAME in KERNEL_ANCHORS
     kq = inline_model_card(card_fields(), NAME)
     df = with_cards(
-        pd.concat([anchors_of(MID), anchors_of(BIG), anchors_of(kq)], ignore_index=True), [MID] * 2 + [BIG] * 2 + [kq] * 2
+        pd.concat([anchors_of(MID), anchors_of(BIG), anchors_of(kq)], ignore_index=True),
+        [MID] * 2 + [BIG] * 2 + [kq] * 2,
     )
     calls = []
 

@@ -341,7 +341,14 @@ def fit_params(
     ridge = _ridge_start(best.x, space, start, anchors, cards, hw)
     if ridge is not None:
         sol = least_squares(
-            resid, ridge, bounds=(lo, hi), diff_step=1e-3, x_scale=1.0, max_nfev=200, loss="soft_l1", f_scale=ROBUST_SCALE
+            resid,
+            ridge,
+            bounds=(lo, hi),
+            diff_step=1e-3,
+            x_scale=1.0,
+            max_nfev=200,
+            loss="soft_l1",
+            f_scale=ROBUST_SCALE,
         )
         if sol.cost < best.cost:
             best = sol
