@@ -191,6 +191,8 @@ class _Space:
         names += [f"eff_attn:{kv}" for kv in kvs]
         if len({p for a in anchors for p in (a.prompts or (a.prompt,))}) >= 2:
             names += [f"attn_flops:{kv}" for kv in kvs]
+        if "eff_bw" not in fixed:  # a bandwidth kept at another engine's fit stays the machine's for every format
+            names += [f"bw:{w}" for w in _batched_formats(anchors)]
         names += ["eff_bw", "head_ratio", "overhead_step_s", "overhead_seq_s"]
         if req_overhead:
             names.append("overhead_req_s")
@@ -220,16 +222,19 @@ class _Space:
                 v.append(p.attn_eff(d))
             elif kind == "attn_flops":
                 v.append(p.attn_flops_eff(d))
+            elif kind == "bw":
+                v.append(p.bw_eff(d))
             else:
                 v.append(getattr(p, n))
         return np.log(np.maximum(np.array(v, float), 1e-15))
 
     def set(self, p: CalibParams, x: np.ndarray) -> CalibParams:
-        gv, gm, at, af, kw = (
+        gv, gm, at, af, bw, kw = (
             dict(p.gemv_s_per_weight),
             dict(p.gemm_s_per_weight),
             dict(p.eff_attn_by_kv),
             dict(p.eff_attn_flops_by_kv),
+            dict(p.eff_bw_by_dtype),
             {},
         )
         for n, val in zip(self.names, np.exp(x)):
@@ -242,11 +247,21 @@ class _Space:
                 at[d] = min(float(val), 1.0)
             elif kind == "attn_flops":
                 af[d] = min(float(val), 1.0)
+            elif kind == "bw":
+                bw[d] = min(float(val), MAX_EFF_BW)
             elif n == "eff_bw":
                 kw[n] = min(float(val), MAX_EFF_BW)
             else:
                 kw[n] = float(val)
-        return replace(p, gemv_s_per_weight=gv, gemm_s_per_weight=gm, eff_attn_by_kv=at, eff_attn_flops_by_kv=af, **kw)
+        return replace(
+            p,
+            gemv_s_per_weight=gv,
+            gemm_s_per_weight=gm,
+            eff_attn_by_kv=at,
+            eff_attn_flops_by_kv=af,
+            eff_bw_by_dtype=bw,
+            **kw,
+        )
 
     def bounds(self, hw: HardwareCard | None = None) -> tuple[np.ndarray, np.ndarray]:
         # A GPU card's figures are spec-sheet peaks, which no kernel beats: bandwidth efficiency at
@@ -262,16 +277,30 @@ class _Space:
                 "eff_attn": (1e-3, 1.0),
                 "attn_flops": (1e-3, 1.0),
                 "eff_bw": (1e-3, MAX_EFF_BW),
+                "bw": (1e-3, MAX_EFF_BW),
                 "head_ratio": (0.1, 10.0),
                 "step_cv": (1e-6, 0.5),
             }.get(kind, (1e-7, 2.0))
             if gpu and kind in ("gemv", "gemm"):
                 a = 2.0 / hw.peak_flops(compute_dtype(base_format(d), hw))
-            if gpu and kind == "eff_bw":
+            if gpu and kind in ("eff_bw", "bw"):
                 b = 1.0
             lo.append(np.log(a))
             hi.append(np.log(b))
         return np.array(lo), np.array(hi)
+
+
+def _batched_formats(anchors: list[_Anchor]) -> list[str]:
+    """Weight formats measured at one sequence a step and at more: only there can a fit tell the
+    time of streaming a format's weights (paid once a step) from computing them (paid per token), so
+    only there is its own streaming efficiency fitted (CalibParams.eff_bw_by_dtype). On this CPU
+    they differ by format: Q8_0's step took 74.7 ms at one slot and 68.3 ms at two (525 MB streamed
+    at ~7.5 GB/s), F16's 70.5 and 98.3 ms (0.99 GB at ~14 GB/s, then compute)."""
+    seen: dict[str, set[bool]] = {}
+    for a in anchors:
+        batch = min(a.knobs.slots, a.concurrency) if a.concurrency > 0 else a.knobs.slots
+        seen.setdefault(a.knobs.weights, set()).add(batch > 1)
+    return sorted(w for w, b in seen.items() if b == {True, False})
 
 
 def fit_params(
@@ -371,13 +400,14 @@ def _ridge_start(
     if hw.kind != "cpu" or not names or "eff_bw" not in space.names:
         return None
     p = space.set(start, x)
-    bw = hw.mem_bw_gbs * 1e9 * p.eff_bw
     out = x.copy()
     for n in names:
         d = n.partition(":")[2]
         # seconds per weight to stream it: its file's bytes per weight, as the anchors of the format ran them
         per = [
-            weight_bytes(c, a.knobs.weights) / max(c.matmul_params, 1) / bw
+            weight_bytes(c, a.knobs.weights)
+            / max(c.matmul_params, 1)
+            / (hw.mem_bw_gbs * 1e9 * p.bw_eff(a.knobs.weights))
             for a, c in zip(anchors, cards)
             if weight_format(a.knobs.weights, c) == d
         ]
