@@ -356,7 +356,11 @@ def test_a_format_measured_at_one_and_two_slots_gets_its_own_streaming_efficienc
         df[t] = pred[:, i]
     assert _batched_formats(_anchors(df)) == ["F16", "Q4_K_M"]
     assert _batched_formats(_anchors(df[df.slots.eq(1)])) == []  # one batch size: not separable, not fitted
-    assert "bw:F16" not in _Space.for_anchors(_anchors(df), True, fixed=("eff_bw",)).names  # the machine's, kept
+    assert "bw:F16" in _Space.for_anchors(_anchors(df), True, cpu=True).names
+    assert (
+        "bw:F16" not in _Space.for_anchors(_anchors(df), True, fixed=("eff_bw",), cpu=True).names
+    )  # the machine's, kept
+    assert "bw:F16" not in _Space.for_anchors(_anchors(df), True).names  # a GPU card keeps one
 
     def fitted():
         p, got = fit_params(df, M, CPU, head_ratio_starts=(2.0,))

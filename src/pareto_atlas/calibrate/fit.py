@@ -183,6 +183,7 @@ class _Space:
         fixed: tuple[str, ...] = (),
         req_overhead: bool = False,
         cards: Sequence[ModelCard] | None = None,
+        cpu: bool = False,
     ) -> "_Space":
         cards = list(cards) if cards is not None else [None] * len(anchors)
         fmts = sorted({weight_format(a.knobs.weights, c) for a, c in zip(anchors, cards)})
@@ -191,7 +192,9 @@ class _Space:
         names += [f"eff_attn:{kv}" for kv in kvs]
         if len({p for a in anchors for p in (a.prompts or (a.prompt,))}) >= 2:
             names += [f"attn_flops:{kv}" for kv in kvs]
-        if "eff_bw" not in fixed:  # a bandwidth kept at another engine's fit stays the machine's for every format
+        if (
+            cpu and "eff_bw" not in fixed
+        ):  # a bandwidth kept at another engine's fit stays the machine's for every format
             names += [f"bw:{w}" for w in _batched_formats(anchors)]
         names += ["eff_bw", "head_ratio", "overhead_step_s", "overhead_seq_s"]
         if req_overhead:
@@ -293,7 +296,8 @@ class _Space:
 def _batched_formats(anchors: list[_Anchor]) -> list[str]:
     """Weight formats measured at one sequence a step and at more: only there can a fit tell the
     time of streaming a format's weights (paid once a step) from computing them (paid per token), so
-    only there is its own streaming efficiency fitted (CalibParams.eff_bw_by_dtype). On this CPU
+    only there is its own streaming efficiency fitted (CalibParams.eff_bw_by_dtype; CPU cards: a GPU
+    card's published fits keep one, as before). On this CPU
     they differ by format: Q8_0's step took 74.7 ms at one slot and 68.3 ms at two (525 MB streamed
     at ~7.5 GB/s), F16's 70.5 and 98.3 ms (0.99 GB at ~14 GB/s, then compute)."""
     seen: dict[str, set[bool]] = {}
@@ -337,7 +341,7 @@ def fit_params(
     # ~1 ms, under the anchors' repeat spread: fitting it there only moved the fit to another
     # optimum (held-out 512-token TTFT -23 % on q4_0 KV against -3 % without), so it keeps its default.
     req = hw.kind == "gpu" and bool(ok[:, [TARGETS.index("ttft_p50_ms"), TARGETS.index("ttft_p99_ms")]].any())
-    space = _Space.for_anchors(anchors, fit_cv, fixed, req_overhead=req, cards=cards)
+    space = _Space.for_anchors(anchors, fit_cv, fixed, req_overhead=req, cards=cards, cpu=hw.kind == "cpu")
     x0 = space.get(start, hw)
     lo, hi = space.bounds(hw)
     x0 = np.clip(x0, lo + 1e-9, hi - 1e-9)
