@@ -91,9 +91,11 @@ def test_bench_transfer_scores_the_default_calibration_or_says_the_points_are_pr
         run_campaign(load_study(str(transfer_default.HELD_OUT)), s, measure_fn=_simulated(1))
     transfer_default.run(path, "default", False)
     two = capsys.readouterr().out
-    assert "fitted on qwen2.5-0.5b, smollm2-135m" in two and "(leave-one-model-out)" in two
+    # the kernel anchor (measure.random_kquant) is in the fit, and the 1.5B's real Q4_K rows take its cost
+    assert "fitted on qwen2.5-0.5b, random-dense-q4km, smollm2-135m" in two and "(leave-one-model-out)" in two
+    assert "q15-q4km 128/32 x1, kernels Q4_K_M fitted" in two
     assert "q05-f16-p256 256/64 x1, kernels F16 fitted" in two and "projected, not carried" not in two
-    with Store(path) as s:  # the same build without its second size
+    with Store(path) as s:  # the same build without its second size (the kernel anchor is not a size)
         s.con.execute("DELETE FROM calibrations")
         s.con.execute("DELETE FROM anchors WHERE model = 'smollm2-135m-instruct'")
         calibrate_study(study, s, Console(file=io.StringIO()))

@@ -308,3 +308,66 @@ def test_a_k_quant_on_rows_its_blocks_do_not_fit_is_another_kernel_format():
     assert p.weight_cost("Q4_K_M", "gemm", small) == (18e-12, "fitted")
     # the 1.5B's Q4_K_M never borrows the 0.5B's fitted cost as its own: another format's kernels
     assert p.weight_cost("Q4_K_M", "gemm", large)[1] != "fitted"
+
+
+def test_a_format_whose_gemv_cost_stalled_under_the_streaming_time_is_restarted_at_the_ridge(monkeypatch):
+    # On this CPU the fit left F16's and Q8_0's GEMV costs where the step's soft max no longer felt
+    # them (in-sample TPOT +54 % and -21 %). Here F16's truth is compute-bound and the fit starts with
+    # its GEMV cost 4000x under it (a token's compute far below streaming its weights): only a
+    # restart at the ridge recovers it.
+    import sys
+
+    from pareto_atlas.calibrate.fit import _ridge_start, _Space, fit_params
+
+    truth = replace(TRUTH, gemv_s_per_weight={**TRUTH.gemv_s_per_weight, "F16": 120e-12})
+    df = synthetic_anchors(0.0)
+    df = df[df.weights.eq("F16")].reset_index(drop=True)
+    pred = predict(_anchors(df), M, CPU, truth)
+    for i, t in enumerate(TARGETS):
+        df[t] = pred[:, i]
+    stalled = replace(default_params(CPU), gemv_s_per_weight={"F16": 3e-14})
+    x = _Space.for_anchors(_anchors(df), True, cards=[M] * len(df))
+    r = _ridge_start(x.get(stalled, CPU), x, stalled, _anchors(df), [M] * len(df), CPU)
+    # the ridge: a weight's compute as long as streaming its 2 bytes at the fitted bandwidth
+    assert np.exp(r[x.names.index("gemv:F16")]) == pytest.approx(2.0 / (CPU.mem_bw_gbs * 1e9 * stalled.eff_bw))
+
+    def tpot_err() -> float:
+        _, got = fit_params(df, M, CPU, start=stalled, head_ratio_starts=(2.0,))
+        return float(np.max(np.abs(got[:, TARGETS.index("tpot_p50_ms")] / df.tpot_p50_ms - 1)))
+
+    assert tpot_err() < 0.02
+    monkeypatch.setattr(sys.modules["pareto_atlas.calibrate.fit"], "_ridge_start", lambda *a: None)
+    assert tpot_err() > 0.2  # without the restart the fit stays where it started
+
+
+def test_a_format_measured_at_one_and_two_slots_gets_its_own_streaming_efficiency(monkeypatch):
+    # Q8_0's step hardly grew from one slot to two here (its time: streaming at ~7.5 GB/s), F16's did
+    # (streaming at ~14 GB/s, then compute): one efficiency for both mispredicted batched Q8_0 by +98 %
+    import sys
+
+    from pareto_atlas.calibrate.fit import _batched_formats, _Space, fit_params
+
+    # both formats' steps streaming-bound, at rates 5x apart (keyed by the weight format, as the cost model reads them)
+    truth = replace(TRUTH, eff_bw_by_dtype={"Q4_K_M": 0.3, "F16": 1.5}, gemv_s_per_weight={QK: 5e-12, "F16": 10e-12})
+    df = synthetic_anchors(0.0)
+    df = df[df.prompt_tokens.eq(128) & df.slots.isin([1, 2])].reset_index(drop=True)
+    pred = predict(_anchors(df), M, CPU, truth)
+    for i, t in enumerate(TARGETS):
+        df[t] = pred[:, i]
+    assert _batched_formats(_anchors(df)) == ["F16", "Q4_K_M"]
+    assert _batched_formats(_anchors(df[df.slots.eq(1)])) == []  # one batch size: not separable, not fitted
+    assert "bw:F16" in _Space.for_anchors(_anchors(df), True, cpu=True).names
+    assert (
+        "bw:F16" not in _Space.for_anchors(_anchors(df), True, fixed=("eff_bw",), cpu=True).names
+    )  # the machine's, kept
+    assert "bw:F16" not in _Space.for_anchors(_anchors(df), True).names  # a GPU card keeps one
+
+    def fitted():
+        p, got = fit_params(df, M, CPU, head_ratio_starts=(2.0,))
+        return p, float(np.max(np.abs(got[:, TARGETS.index("tpot_p50_ms")] / df.tpot_p50_ms - 1)))
+
+    p, err = fitted()
+    assert p.bw_eff("F16") == pytest.approx(1.5, rel=0.15) and p.bw_eff("Q4_K_M") == pytest.approx(0.3, rel=0.15)
+    assert err < 0.03
+    monkeypatch.setattr(sys.modules["pareto_atlas.calibrate.fit"], "_batched_formats", lambda a: [])
+    assert fitted()[1] > 0.05  # one efficiency for both formats cannot fit them

@@ -166,3 +166,30 @@ def test_the_default_fit_on_two_sizes_carries_its_measured_transfer_error_to_the
     # on one size the same target is projected, its bar the fitted model's own
     one = fit(anchors_of(MID), MID, CPU, loo=False).params
     assert SPEED_PROJECTED in carried_params(one, big, {MID.name}, CPU.name).provenance
+
+
+def test_a_kernel_anchor_trains_every_fold_and_is_never_held_out_as_a_size():
+    # the random Q4_K_M model (measure.random_kquant) fits a kernel format, not a size: holding it out
+    # would score a format derived from the roofline, not how the fit carries to another model
+    from pareto_atlas.calibrate.sizes import KERNEL_ANCHORS
+    from pareto_atlas.measure.random_kquant import NAME, card_fields
+    from pareto_atlas.spec.cards import inline_model_card
+
+    assert NAME in KERNEL_ANCHORS
+    kq = inline_model_card(card_fields(), NAME)
+    df = with_cards(
+        pd.concat([anchors_of(MID), anchors_of(BIG), anchors_of(kq)], ignore_index=True),
+        [MID] * 2 + [BIG] * 2 + [kq] * 2,
+    )
+    calls = []
+
+    def fake_fit(train, cards):
+        calls.append({c.name for c in cards})
+        return TRUTH
+
+    out = leave_one_model_out(df, CPU, fake_fit)
+    assert set(out[HELD]) == {MID.name, BIG.name}
+    assert calls == [{BIG.name, NAME}, {MID.name, NAME}]
+    # one size and a kernel anchor: no size to carry to, so no transfer error (its points are projected)
+    one = with_cards(pd.concat([anchors_of(MID), anchors_of(kq)], ignore_index=True), [MID] * 2 + [kq] * 2)
+    assert leave_one_model_out(one, CPU, fake_fit) is None

@@ -18,12 +18,19 @@ import numpy as np
 import pandas as pd
 
 from pareto_atlas.calibrate.fit import TARGETS, _anchors, fit_params, predict
+from pareto_atlas.measure.random_kquant import NAME as RANDOM_KQUANT
 from pareto_atlas.simulate.params import CalibParams
 from pareto_atlas.spec.cards import HardwareCard, ModelCard
 
 CARD = "_card"  # the column of an anchors frame holding each anchor's ModelCard
 HELD = "held_model"  # the column of a leave-one-model-out frame naming the model held out
 MIN_ANCHORS = 2  # a fold needs this many anchors of the other models to fit
+# Models that anchor a kernel format, not a size: random weights (measure.random_kquant) whose only
+# role is to fit the Q4_K/Q6_K kernels no served size's rows run. They stay in every fold's training
+# set, as in the full fit, and are never held out: holding one out would measure a format derived
+# from the roofline, which no point of such a fit is (every format of this CPU's grid has an anchor),
+# not how the fit carries to a model size.
+KERNEL_ANCHORS = frozenset({RANDOM_KQUANT})
 
 
 def with_cards(anchors: pd.DataFrame, model: ModelCard | Sequence[ModelCard]) -> pd.DataFrame:
@@ -56,8 +63,9 @@ def leave_one_model_out(
 ) -> pd.DataFrame | None:
     """Relative error per anchor and target of a fit (`fit_fn(train, cards)`, the same setup as the
     full fit) on the anchors of every other model, the model held out named in HELD; only the
-    models in `models` are held out (default: each). None with fewer than two models."""
-    names = model_names(anchors)
+    models in `models` are held out (default: each), never a kernel anchor (KERNEL_ANCHORS). None
+    with fewer than two model sizes."""
+    names = [m for m in model_names(anchors) if m not in KERNEL_ANCHORS]
     if len(names) < 2:
         return None
     of = anchors[CARD].map(lambda c: c.name)

