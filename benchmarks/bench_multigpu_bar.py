@@ -141,7 +141,9 @@ def main() -> None:
         print(f"  per metric (not carried: a point carries one latency bar): {per}")
         if a.breakdown:
             _breakdown(card, an)
-    print(f"\nbar (issue 31): the carried bar covers at least {BAR_QUANTILE:.0%} of held-out figures, on groups never seen")
+    print(
+        f"\nbar (issue 31): the carried bar covers at least {BAR_QUANTILE:.0%} of held-out figures, on groups never seen"
+    )
 
 
 if __name__ == "__main__":

@@ -73,7 +73,6 @@ def test_the_split_check_counts_the_other_halfs_figures():
     assert all(np.isnan(one.split_coverage)) and "no split" in one.describe()
 
 
-
 def _grouped(n_groups: int, per: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     # each group's errors share an offset (one sweep, one miss): figures within a group move together
     rng = np.random.default_rng(seed)
@@ -101,7 +100,8 @@ def test_the_level_is_the_smallest_whose_bar_covers_each_left_out_group():
 def test_one_group_takes_the_top_level_and_labels_must_match_figures():
     rng = np.random.default_rng(0)
     v = rng.normal(0, 0.2, 400)
-    g = np.array([f"g{i % 20}" for i in range(400)])  # every group draws from the same spread: no correction past the target
+    # every group draws from the same spread: no correction past the target
+    g = np.array([f"g{i % 20}" for i in range(400)])
     assert group_level(v, g) <= LOGO_TARGET + 1e-9
     assert group_level(v, np.array(["a"] * 400)) == LEVELS[-1] == 1.0  # one group: its largest figure
     with pytest.raises(ValueError, match="groups"):

@@ -55,7 +55,11 @@ class HeldOutBar:
             if a != a
             else f"set on one half of the row groups, it covers {a:.0%} and {b:.0%} of the other half's"
         )
-        nested = "" if self.nested_coverage != self.nested_coverage else f"; set without each group, it covers {self.nested_coverage:.0%} of that group's"
+        nested = (
+            ""
+            if self.nested_coverage != self.nested_coverage
+            else f"; set without each group, it covers {self.nested_coverage:.0%} of that group's"
+        )
         return (
             f"p{100 * self.level[0]:.0f} / p{100 * self.level[1]:.0f} of {self.n_lat} held-out latency and "
             f"{self.n_thr} throughput figures (every scheme pooled): ±{self.lat:.0%} latency, ±{self.thr:.0%} "

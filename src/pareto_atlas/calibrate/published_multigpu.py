@@ -154,7 +154,16 @@ def calibrate_multigpu(
                     anchors[f"{t}_{sc}"] = held[sc][:, i]
             out.append(
                 MultiGpuCalibration(
-                    gpu, engine, params, anchors, bar.lat, bar.thr, bar_from, bar.split_coverage, bar.nested_coverage, bar.level
+                    gpu,
+                    engine,
+                    params,
+                    anchors,
+                    bar.lat,
+                    bar.thr,
+                    bar_from,
+                    bar.split_coverage,
+                    bar.nested_coverage,
+                    bar.level,
                 )
             )
     return out
