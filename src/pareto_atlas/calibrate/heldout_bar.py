@@ -4,9 +4,11 @@ groups that did not set it.
 The bar is an empirical quantile of the held-out |relative errors| pooled over every held-out scheme
 (a source, a model or an engine left out), latency and throughput apart. The empirical quantile never
 under-covers (numpy's "inverted_cdf": the smallest |error| with at least that share of the figures at
-or below it). Its level is not BAR_QUANTILE itself: the errors of one (source, model) group move
-together (one sweep, one miss), so a p90 set on some groups covers fewer than 90 % of a group it never
-saw (81-97 % on the 2026-12-02 split). The level is the smallest of LEVELS whose bar, set on every
+or below it). Its level is not BAR_QUANTILE itself: the errors of one row group (the caller's, e.g.
+an engine's sweep of one model in one document) move together (one sweep, one miss), so a p90 set on
+some groups covers fewer than 90 % of a group it never saw (81-97 % on the 2026-12-02 split). A kind
+of figure from one group alone takes the top level, its largest figure: nothing says how another
+group differs. The level is the smallest of LEVELS whose bar, set on every
 other group, covers at least LOGO_TARGET of the left-out group's figures, pooled over the groups
 (leave one group out): the finite-group correction, chosen on the held-out figures alone. Its target
 is above BAR_QUANTILE by half the miss share because a level chosen on the same few groups is
