@@ -16,10 +16,11 @@ predictions, so leaving one source out (LOSO), one model out (LOMO) or one engin
 no simulation more. Rows: the card's aggregated rows on more than one GPU per worker (tp x pp > 1),
 SAMPLE per (source, engine, model, weights, parallelism) spread over their setups.
 
-The parallel points' bar (calibrate.heldout_bar) is the p90 of every held-out figure of the three
-schemes pooled, latency and throughput apart: it covers 90 % of what the fit never saw by
-construction, and its split check (the bar set on half the (source, model) groups, counted on the
-other half) says whether it carries to rows that did not set it.
+The parallel points' bar (calibrate.heldout_bar) is a quantile of every held-out figure of the three
+schemes pooled, latency and throughput apart, at the level whose bar, set without one row group
+(published_multigpu.bar_groups), covers that group; its split check (the bar set on half the groups,
+counted on the other half) and its nested check (set without each group, counted on it) say whether
+it carries to rows that did not set it.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from pareto_atlas.calibrate.published import _rel, card_frame
 from pareto_atlas.calibrate.published_multigpu import (
     SCHEMES,
     _pct,
+    bar_groups,
     coverage,
     parallelism,
     sample_rows,
@@ -69,10 +71,13 @@ class LinkCalibration:
     bar_from: str  # the schemes the bar rests on ("LOSO+LOMO+LOEO"), "none" where nothing is held out
     base: str  # which one-GPU fit each engine's rows ran on
     bar_check: tuple[float, float] = (float("nan"), float("nan"))  # its coverage on a split, each way
+    bar_nested: float = float("nan")  # coverage of a bar set without each row group, on that group
+    bar_level: tuple[float, float] = (0.9, 0.9)  # the quantile levels of the latency and throughput bars
 
     def provenance(self) -> str:
         srcs = ", ".join(f"{s} {n}" for s, n in self.anchors.source_id.value_counts(sort=False).items())
-        bar = f"p90 of {self.bar_from} pooled" if self.bar_from != "none" else "none held out: the default's"
+        lv = f"p{100 * self.bar_level[0]:.0f} / p{100 * self.bar_level[1]:.0f}"
+        bar = f"{lv} of {self.bar_from} pooled" if self.bar_from != "none" else "none held out: the default's"
         return (
             f"link fitted on {len(self.anchors)} published multi-GPU rows ({srcs}; "
             f"{self.anchors.model.nunique()} model{'s' if self.anchors.model.nunique() > 1 else ''}): link_eff {self.link_eff:.2f}, latency x{self.link_latency_scale:g}; "
@@ -154,7 +159,7 @@ def calibrate_link(
                 test = labels == lab
                 h[test] = err[int(np.argmin(_loss(err[:, ~test]))), test]
         held[sc] = h
-    bar = carried_bar(held, TARGETS, (rows.source_id + " " + rows.model).to_numpy())
+    bar = carried_bar(held, TARGETS, bar_groups(rows))
     bar_from = "+".join(sc for sc in SCHEMES if np.isfinite(held[sc]).any()) or "none"
     anchors = rows[
         [
@@ -182,7 +187,9 @@ def calibrate_link(
         for sc in SCHEMES:
             anchors[f"{t}_{sc}"] = held[sc][:, i]
     eff, scale = grid[best]
-    return LinkCalibration(card, eff, scale, anchors, bar.lat, bar.thr, bar_from, said, bar.split_coverage)
+    return LinkCalibration(
+        card, eff, scale, anchors, bar.lat, bar.thr, bar_from, said, bar.split_coverage, bar.nested_coverage, bar.level
+    )
 
 
 def with_link(params: CalibParams, cal: LinkCalibration) -> CalibParams:
@@ -208,7 +215,7 @@ def report_lines(cals: list[LinkCalibration]) -> list[str]:
         cov, n = coverage(c, SCHEMES)
         out.append(
             f"  {c.hardware}: {c.provenance()}; inside the bar: {_pct(cov)} of {n} held-out figures; "
-            f"{split_check(c.bar_check)}"
+            f"{split_check(c.bar_check, c.bar_nested)}"
         )
         for sc in SCHEMES:
             out.append(f"    {sc}: all {len(c.anchors)} rows  {scheme_errors(c.anchors, sc)}")
@@ -228,7 +235,14 @@ def _encode(c: LinkCalibration) -> dict:
 def _decode(d: dict) -> LinkCalibration:
     a = d["anchors"]
     anchors = pd.DataFrame(a["data"], columns=a["columns"], index=a["index"])
-    return LinkCalibration(**{**d, "anchors": anchors, "bar_check": tuple(d.get("bar_check", (np.nan, np.nan)))})
+    return LinkCalibration(
+        **{
+            **d,
+            "anchors": anchors,
+            "bar_check": tuple(d.get("bar_check", (np.nan, np.nan))),
+            "bar_level": tuple(d.get("bar_level", (0.9, 0.9))),
+        }
+    )
 
 
 def _key(table: PublishedTable, one_gpu_key: str, card: str) -> str:
