@@ -89,17 +89,19 @@ def test_recovers_the_skew_it_was_generated_with(fitted):
     assert cal.bar_from == "LOMO" and np.isnan(a["tpot_p50_ms_LOSO"].to_numpy(float)).all()
 
 
-def test_the_bar_is_the_pooled_p90_and_is_checked_on_a_split(fitted):
-    # the bar covers at least 90 % of the held-out figures it was set on (heldout_bar's quantile), and
-    # is checked on a split of the (source, model) groups: here two, one a side
+def test_the_bar_is_a_pooled_quantile_from_p90_up_and_is_checked_on_a_split(fitted):
+    # the bar covers at least 90 % of the held-out figures it was set on: one of those figures, at the
+    # p90 or a higher level (heldout_bar.carried_bar chooses it by leaving one row group out), and is
+    # checked on a split of the (source, model) groups: here two, one a side
     cal, _ = fitted
     a = cal.anchors
     lat = np.abs(a[[f"{t}_LOMO" for t in TARGETS if t != "throughput_tok_s"]].to_numpy(float))
     lat = lat[np.isfinite(lat)]
     assert len(lat) and (lat <= cal.lat_bar).mean() >= 0.9
-    assert cal.lat_bar == pytest.approx(np.quantile(lat, 0.9, method="inverted_cdf"))
+    assert cal.lat_bar >= np.quantile(lat, 0.9, method="inverted_cdf") - 1e-12
+    assert np.isclose(lat, cal.lat_bar).any()
     assert np.isfinite(cal.split_coverage).all()
-    assert "set on half of the source-model groups" in "\n".join(report_lines([cal]))
+    assert "set on half of the row groups" in "\n".join(report_lines([cal]))
 
 
 def test_the_skew_matters_to_the_rows(fitted):
