@@ -8,11 +8,14 @@ of the card (`pareto-atlas published`: fitted on the shipped one-GPU table, whic
 rows; any aiconfigurator row it came to hold is left out of the fit), as a closed loop of the row's
 clients, under:
 - `continuous` as it ran before issue 31 (one prefill a step);
-- each engine's default scheduler, before (all three as vLLM's mixed chunked budget) and now
-  (simulate.schedulers: TensorRT-LLM whole prompts, SGLang prefill steps without the decodes);
+- each engine's default scheduler as branch gpusched left it (TensorRT-LLM whole prompts, SGLang
+  prefill steps without the decodes, vLLM mixed chunks; every KV cache 16-bit);
+- that with each half of this branch's change alone, and with both: the KV dtype the reader reads
+  for the row (published_readers.aiconfigurator: kv fp8 on an FP8 GEMM, as aiconfigurator deploys
+  it), and the overlap schedulers TensorRT-LLM and SGLang run by default (simulate.schedulers); the
+  last is what the product's GPU points run now;
 - the row's own deployment as aiconfigurator's benchmark rules write it (deployment(): its sequence
-  limit and token budget, sourced);
-- that, with vLLM's FP8-checkpoint rows on an FP8 KV cache (a hypothesis: the rows state no KV type);
+  limit and token budget, TensorRT-LLM's overlap scheduler, sourced), on the row's KV dtype;
 - that, with TensorRT-LLM's held slots (a count fitted on these rows, reported held out: with_held,
   held_out_slots). Nothing else is fitted on these rows.
 
@@ -32,12 +35,12 @@ from pathlib import Path
 
 import numpy as np
 
-from pareto_atlas.calibrate.published_table import load_multigpu
+from pareto_atlas.calibrate.published_table import UNSTATED_KV, load_multigpu
 from pareto_atlas.simulate import des
 from pareto_atlas.simulate.cost_model import coeffs
 from pareto_atlas.simulate.memory import plan_memory
 from pareto_atlas.simulate.params import CalibParams
-from pareto_atlas.simulate.schedulers import scheduler
+from pareto_atlas.simulate.schedulers import Scheduler, scheduler
 from pareto_atlas.spec.cards import shipped_hardware, shipped_models
 from pareto_atlas.spec.knobs import Knobs
 
@@ -57,6 +60,7 @@ class Row:
     clients: int
     ttft_ms: float
     tpot_ms: float
+    kv: str = "f16"  # the KV dtype the table's reader reads for the row ("unstated": f16)
 
 
 def read_rows(tables: list[Path] | None = None) -> list[Row]:
@@ -85,6 +89,7 @@ def read_rows(tables: list[Path] | None = None) -> list[Row]:
             int(r.load_value),
             float(r.ttft_ms),
             float(r.tpot_ms),
+            "f16" if r.kv == UNSTATED_KV else r.kv,
         )
         key = (row.engine, row.version, row.card, row.weights, row.isl, row.osl, row.clients)
         if key not in seen:
@@ -149,10 +154,11 @@ def deployment(row: Row) -> tuple[str, int, int]:
     up to its 32-token blocks), SGLang's max_prefill_tokens prompt + 1500 with enable_mixed_chunk on
     (its running decodes count against it: PrefillAdder's rem_input_tokens). TensorRT-LLM keeps
     enable_chunked_prefill off (backend_templates/trtllm/extra_engine_args.1.0.0rc3.yaml.j2), so a
-    prompt runs whole ("whole"). The rows do not name the rules they ran under; these are the ones
-    aiconfigurator's own generator writes for a benchmark."""
+    prompt runs whole ("whole"), and its overlap scheduler on (trtllm.rule: `agg
+    disable_overlap_scheduler = false`). The rows do not name the rules they ran under; these are the
+    ones aiconfigurator's own generator writes for a benchmark."""
     if row.engine == "trtllm":
-        return "whole", -(-(row.clients + row.isl + 1500) // 32) * 32, row.clients
+        return "whole+overlap", -(-(row.clients + row.isl + 1500) // 32) * 32, row.clients
     if row.engine == "vllm":
         return "chunked", row.clients + row.isl + 1500, row.clients
     return "chunked", row.isl + 1500, row.clients
@@ -193,20 +199,13 @@ def with_held(row: Row, held: int) -> tuple[str, int, int]:
     return b, chunk, max(seqs - held, 1) if row.engine == "trtllm" else seqs
 
 
-def kv_of(row: Row) -> str:
-    """The KV cache a row is simulated with under the FP8-KV hypothesis: FP8 for vLLM's rows of the FP8
-    checkpoint (nvidia/Llama-3.1-8B-Instruct-FP8, a ModelOpt checkpoint, which can carry FP8 KV
-    scales; the rows state no KV type), the weights' 16-bit otherwise."""
-    return "fp8" if row.engine == "vllm" and row.weights == "FP8" else "f16"
-
-
 def held_out_slots(rows: list[Row], params: dict[str, CalibParams]) -> tuple[int, list[str]]:
     """The held-slot count fitted on all TensorRT-LLM rows (in-sample), and one line per
     leave-one-group-out scheme: the count chosen without each group (by the median |TTFT error| of
     the rest) and the error on the group, pooled."""
     trt = [r for r in rows if r.engine == "trtllm"]
     err = {
-        h: np.array([simulate(r, params[r.card], *with_held(r, h))[READINGS[0]][0] / r.ttft_ms - 1 for r in trt])
+        h: np.array([simulate(r, params[r.card], *with_held(r, h), r.kv)[READINGS[0]][0] / r.ttft_ms - 1 for r in trt])
         for h in HELD_CHOICES
     }
     best = min(HELD_CHOICES, key=lambda h: np.median(np.abs(err[h])))
@@ -265,19 +264,18 @@ def main() -> None:
     held, held_lines = held_out_slots(rows, params)
     print("\nTensorRT-LLM's held slots (fitted; not an engine setting):\n  " + "\n  ".join(held_lines))
     f16 = "f16"
+
+    def plain(s: Scheduler) -> str:  # the policy without the overlap scheduler (branch gpusched's)
+        return s.batching
+
     runs = {
         "continuous (before issue 31)": lambda r, s: (params[r.card], "continuous", 0, s.max_seqs, f16),
-        "engine defaults, all chunked (before)": lambda r, s: (
-            params[r.card],
-            "chunked",
-            s.chunk_tokens,
-            s.max_seqs,
-            f16,
-        ),
-        "engine defaults (now)": lambda r, s: (params[r.card], s.batching, s.chunk_tokens, s.max_seqs, f16),
-        "row's deployment (sourced)": lambda r, s: (params[r.card], *deployment(r), f16),
-        "deployment + FP8 KV (vLLM)": lambda r, s: (params[r.card], *deployment(r), kv_of(r)),
-        f"deployment + FP8 KV + {held} held": lambda r, s: (params[r.card], *with_held(r, held), kv_of(r)),
+        "engine defaults, gpusched (before)": lambda r, s: (params[r.card], plain(s), s.chunk_tokens, s.max_seqs, f16),
+        "  + the row's KV dtype (reader)": lambda r, s: (params[r.card], plain(s), s.chunk_tokens, s.max_seqs, r.kv),
+        "  + overlap schedulers": lambda r, s: (params[r.card], s.policy, s.chunk_tokens, s.max_seqs, f16),
+        "engine defaults now (both)": lambda r, s: (params[r.card], s.policy, s.chunk_tokens, s.max_seqs, r.kv),
+        "row's deployment (sourced)": lambda r, s: (params[r.card], *deployment(r), r.kv),
+        f"deployment + {held} held TRT slot": lambda r, s: (params[r.card], *with_held(r, held), r.kv),
     }
     if a.kv_free:
         runs["engine defaults, KV read fitted freely"] = lambda r, s: (
@@ -287,7 +285,7 @@ def main() -> None:
             s.max_seqs,
             f16,
         )
-    now = f"deployment + FP8 KV + {held} held"
+    now = "engine defaults now (both)"
     err: dict[tuple[str, str], list[tuple[float, float]]] = {}
     readings: dict[str, list[tuple[float, float]]] = {}
     for r in rows:
@@ -326,6 +324,7 @@ def main() -> None:
         )
     )
     print("bar (issue 31): median |TTFT error| <= 25 % and |TPOT error| <= 15 % over all rows, engine defaults")
+    print(f"rows' KV dtype as the reader reads it: {sorted({(r.engine, r.weights, r.kv) for r in rows})}")
     for name in runs:
         e = np.array(err[("all", name)])
         tt, tp = np.median(np.abs(e[:, 0])), np.median(np.abs(e[:, 1]))

@@ -153,9 +153,10 @@ def routing(a: argparse.Namespace) -> dict:
 
     from pareto_atlas.measure.contract import _WORDS
     from pareto_atlas.measure.moe_routing import decode_routes
-    from pareto_atlas.measure.random_moe import _tokenizer_fields, tokenizer_source
+    from pareto_atlas.measure.random_gguf import tokenizer_fields
+    from pareto_atlas.measure.random_moe import tokenizer_source
 
-    vocab = next(v for k, v, *_ in _tokenizer_fields(tokenizer_source()[0]) if k == "tokenizer.ggml.tokens")
+    vocab = next(v for k, v, *_ in tokenizer_fields(tokenizer_source()[0]) if k == "tokenizer.ggml.tokens")
     ids = {t: i for i, t in enumerate(vocab)}
     words = [ids["\u0120" + w] for w in _WORDS if "\u0120" + w in ids]  # a word after a space: one token
     rng = random.Random(a.seed)

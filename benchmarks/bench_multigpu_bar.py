@@ -13,11 +13,15 @@ leaving its source out (LOSO), its model out (LOMO) and its engine out (LOEO). F
   half, counted on the other, each way) and nested (set without each group, its level chosen among the
   others, counted on the group). Its width is printed beside its coverage.
 
+--before also fits each card's link with every row under its engine's default scheduler and read as
+medians (as before calibrate.published_runs), on the same one-GPU fits, and prints both side by side:
+the held-out errors before and after the rows run as their source ran them.
+
 --breakdown prints every row's held-out TTFT and TPOT error per scheme with its setup (engine, TP,
 lengths, clients, source). --save DIR writes each card's anchors (setup, measured, held-out errors);
 --anchors CARD=CSV reads such a file instead of fitting (the bar is a function of the errors alone).
 
-    python benchmarks/bench_multigpu_bar.py [--card H100-SXM --card H200] [--breakdown]
+    python benchmarks/bench_multigpu_bar.py [--card H100-SXM --card H200] [--before] [--breakdown]
 """
 
 from __future__ import annotations
@@ -77,12 +81,31 @@ def _breakdown(card: str, an: pd.DataFrame) -> None:
         )
 
 
+def _side_by_side(after: dict, before: dict) -> None:
+    """Per card and scheme, the held-out median |error| TTFT / TPOT / throughput with every row under its
+    engine's default scheduler (before) and with each row as its source ran it (after), one-GPU fits alike."""
+    print("\nheld-out median |error| TTFT / TPOT / throughput: engine defaults -> each row as its source ran it")
+    for card, cal in after.items():
+        b = before[card]
+        print(
+            f"  {card}: link_eff {b.link_eff:.2f}, latency x{b.link_latency_scale:g} -> {cal.link_eff:.2f}, "
+            f"x{cal.link_latency_scale:g}{''.join(f', {e} x{v:g}' for e, v in cal.latency_by_engine.items())}; bar ±{b.lat_bar:.0%} / ±{b.thr_bar:.0%} -> ±{cal.lat_bar:.0%} / ±{cal.thr_bar:.0%}"
+        )
+        for sc in SCHEMES:
+            print(f"    {sc}: {scheme_errors(b.anchors, sc)} -> {scheme_errors(cal.anchors, sc)}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--card", action="append", help="cards (default H100-SXM and H200)")
     ap.add_argument("--anchors", action="append", default=[], help="CARD=CSV: a card's saved anchors, not refitted")
     ap.add_argument("--save", type=Path, help="write each card's anchors to DIR/<card>.csv")
     ap.add_argument("--breakdown", action="store_true", help="print every row's held-out errors with its setup")
+    ap.add_argument(
+        "--before",
+        action="store_true",
+        help="also fit with every row under its engine's default scheduler, side by side",
+    )
     a = ap.parse_args()
     t = time.perf_counter()
     if a.anchors:
@@ -97,6 +120,8 @@ def main() -> None:
         print(f"link fits of {', '.join(cals)} ({time.perf_counter() - t:.0f} s, from the fit cache where unchanged)")
         for c, cal in cals.items():
             print(f"  {c}: {cal.provenance()}")
+        if a.before:
+            _side_by_side(cals, link_calibrations(list(cals), as_run=False))
     for card, an in cards.items():
         if a.save:
             a.save.mkdir(parents=True, exist_ok=True)

@@ -3,7 +3,8 @@ calibrate/published_readers from the files their publishers ship, each row citin
 and commit.
 
     python scripts/read_published.py --aiconfigurator-git DIR [--trtllm-git DIR | --raw DIR] [--out CSV]
-    python scripts/read_published.py --moe --aiconfigurator-git DIR [--trtllm-git DIR | --raw DIR] [--out CSV]
+    python scripts/read_published.py --moe --aiconfigurator-git DIR [--trtllm-git DIR | --raw DIR |
+        --trtllm-moe-from-table] [--out CSV]
 
 --moe writes spec/published_moe.csv instead: the mixture-of-experts points of aiconfigurator's file
 (published_readers.aiconfigurator_moe) and of TensorRT-LLM's perf-overview at the same two commits
@@ -83,8 +84,21 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--out", type=Path, help=f"default: spec/{SHIPPED_MULTIGPU} (spec/{SHIPPED_MOE} with --moe)")
     ap.add_argument("--moe", action="store_true", help=f"write the MoE table (spec/{SHIPPED_MOE})")
+    ap.add_argument(
+        "--trtllm-moe-from-table",
+        action="store_true",
+        help="with --moe: keep TensorRT-LLM's MoE rows as the shipped table holds them (read from the same "
+        "commits by an earlier run), where neither its git directory nor the saved files are on this machine",
+    )
     a = ap.parse_args(argv)
     if a.moe:
+        if a.trtllm_moe_from_table:
+            from pareto_atlas.calibrate.published_moe_table import read_moe_table
+
+            sids = {sid for _, sid, _ in TRT}
+            kept = [{c: r[c] for c in MOE_HEADER} for r in read_moe_table() if r["source_id"] in sids]
+            print(f"TensorRT-LLM MoE: {len(kept)} rows kept from spec/{SHIPPED_MOE}")
+            return write_moe(aiconfigurator_file(a.aiconfigurator_git), [], a.out or SPEC / SHIPPED_MOE, kept)
         trt = [(trtllm_file(c, a.trtllm_git, a.raw), sid, v) for c, sid, v in TRT]
         return write_moe(aiconfigurator_file(a.aiconfigurator_git), trt, a.out or SPEC / SHIPPED_MOE)
     a.out = a.out or SPEC / SHIPPED_MULTIGPU
@@ -148,12 +162,14 @@ def write_table(
     return 0
 
 
-def write_moe(src: SourceFile, trt: list[tuple[SourceFile, str, str]], out: Path) -> int:
+def write_moe(
+    src: SourceFile, trt: list[tuple[SourceFile, str, str]], out: Path, kept: list[dict[str, str]] = ()
+) -> int:
     """The MoE table: aiconfigurator's MoE points and TensorRT-LLM's MoE rows (each perf-overview file
-    with its source id and release), validated, sorted, written."""
+    with its source id and release, or `kept` as an earlier run read them), validated, sorted, written."""
     results = [("aiconfigurator MoE", aiconfigurator_moe.read(src))]
     results += [(f"{sid} MoE", trtllm_perf_moe.read(f, sid, v)) for f, sid, v in trt]
-    rows = []
+    rows = list(kept)
     for name, res in results:
         print(f"{name}: {len(res.rows)} rows")
         print_left_out(res)

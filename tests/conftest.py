@@ -13,3 +13,11 @@ def _own_published_fit_cache(tmp_path_factory, monkeypatch):
 
     d = tmp_path_factory.mktemp("published-fits")
     monkeypatch.setattr(published_cache, "cache_dir", lambda: d)
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer(tmp_path_factory):
+    """A GGUF of 300 tokens and no tensors: the tokenizer the random-weight model tests copy (tiny_gguf)."""
+    from tiny_gguf import write_tokenizer
+
+    return write_tokenizer(tmp_path_factory.mktemp("tok") / "tok.gguf")

@@ -347,14 +347,14 @@ def test_a_format_measured_at_one_and_two_slots_gets_its_own_streaming_efficienc
 
     from pareto_atlas.calibrate.fit import _batched_formats, _Space, fit_params
 
-    # both formats' steps streaming-bound, at rates 5x apart (keyed by the weight format, as the cost model reads them)
-    truth = replace(TRUTH, eff_bw_by_dtype={"Q4_K_M": 0.3, "F16": 1.5}, gemv_s_per_weight={QK: 5e-12, "F16": 10e-12})
+    # both formats' steps streaming-bound, at rates 5x apart (keyed by the kernel format, as the cost model reads them)
+    truth = replace(TRUTH, eff_bw_by_dtype={QK: 0.3, "F16": 1.5}, gemv_s_per_weight={QK: 5e-12, "F16": 10e-12})
     df = synthetic_anchors(0.0)
     df = df[df.prompt_tokens.eq(128) & df.slots.isin([1, 2])].reset_index(drop=True)
     pred = predict(_anchors(df), M, CPU, truth)
     for i, t in enumerate(TARGETS):
         df[t] = pred[:, i]
-    assert _batched_formats(_anchors(df)) == ["F16", "Q4_K_M"]
+    assert _batched_formats(_anchors(df), [M] * len(df)) == ["F16", QK]
     assert _batched_formats(_anchors(df[df.slots.eq(1)])) == []  # one batch size: not separable, not fitted
     assert "bw:F16" in _Space.for_anchors(_anchors(df), True, cpu=True).names
     assert (
@@ -367,7 +367,56 @@ def test_a_format_measured_at_one_and_two_slots_gets_its_own_streaming_efficienc
         return p, float(np.max(np.abs(got[:, TARGETS.index("tpot_p50_ms")] / df.tpot_p50_ms - 1)))
 
     p, err = fitted()
-    assert p.bw_eff("F16") == pytest.approx(1.5, rel=0.15) and p.bw_eff("Q4_K_M") == pytest.approx(0.3, rel=0.15)
+    assert p.bw_eff("F16") == pytest.approx(1.5, rel=0.15) and p.bw_eff("Q4_K_M", M) == pytest.approx(0.3, rel=0.15)
     assert err < 0.03
-    monkeypatch.setattr(sys.modules["pareto_atlas.calibrate.fit"], "_batched_formats", lambda a: [])
+    monkeypatch.setattr(sys.modules["pareto_atlas.calibrate.fit"], "_batched_formats", lambda *a: [])
     assert fitted()[1] > 0.05  # one efficiency for both formats cannot fit them
+
+
+def test_a_legacy_row_files_streaming_rate_stays_with_the_legacy_kernels():
+    # The 0.5B's Q4_K_M file runs mostly legacy kernels (its rows do not fit K-quant blocks), the 1.5B's
+    # real Q4_K rows: the rate the 0.5B's one- and two-slot anchors fit is the legacy kernels' (QK), and
+    # the 1.5B's Q4_K_M keeps the machine's. Keyed by the weight format, the 0.5B's slow legacy streaming
+    # set the 1.5B's (its two-slot TPOT came out far off)
+    from pareto_atlas.calibrate.fit import _batched_formats, fit_params
+    from pareto_atlas.simulate.cost_model import coeffs
+    from pareto_atlas.simulate.kernels.layout import W_T
+    from pareto_atlas.spec.knobs import Knobs
+
+    big = shipped_models()["qwen2.5-1.5b"]
+    assert kernel_format("Q4_K_M", big) == "Q4_K_M" != QK  # hidden 1536: K-quant blocks fit
+
+    def rows(w, slots, cards):
+        return pd.DataFrame(
+            [dict(weights=w, slots=s, concurrency=s, prompt_tokens=128, output_tokens=32, n_requests=16) for s in slots]
+        ).assign(card=cards)
+
+    # the truth: legacy kernels stream at 0.3 of the card's bandwidth, the rest at TRUTH's 1.2 (no per-format key)
+    legacy = replace(TRUTH, eff_bw=0.3, step_cv=0.0)
+    rest = replace(TRUTH, step_cv=0.0)
+    parts = [(rows("Q4_K_M", (1, 2), "small"), M, legacy), (rows("F16", (1, 2), "small"), M, rest)]
+    parts += [(rows("Q4_K_M", (1,), "big"), big, rest)]
+    held = rows("Q4_K_M", (2,), "big")
+    for df, card, truth in parts + [(held, big, rest)]:
+        pred = predict(_anchors(df), card, CPU, truth)
+        for i, t in enumerate(TARGETS):
+            df[t] = pred[:, i]
+    df = pd.concat([p[0] for p in parts], ignore_index=True)
+    cards = [M if c == "small" else big for c in df.card]
+    assert _batched_formats(_anchors(df), cards) == ["F16", QK]
+    p, _ = fit_params(df, cards, CPU, start=replace(TRUTH, step_cv=0.0), fit_cv=False, head_ratio_starts=(2.0,))
+    assert p.bw_eff("Q4_K_M", M) == pytest.approx(0.3, rel=0.15)
+    # and informs the other legacy kernels, which no anchor here batched (their family's rate), not a K-quant's
+    assert p.bw_eff("Q8_0") == pytest.approx(p.bw_eff("Q4_K_M", M)) == p.bw_eff("Q4_0", big)
+    assert p.bw_eff("Q4_K_M", big) == p.bw_eff("Q3_K", big) == p.eff_bw == pytest.approx(1.2, rel=0.15)
+    # the cost model streams each model's rows at its kernels' rate
+    w_t = {c.hidden: coeffs(c, CPU, Knobs(weights="Q4_K_M"), p)[W_T] for c in (M, big)}
+    assert w_t[896] == pytest.approx(
+        M.matmul_params * M.bits_per_weight("Q4_K_M") / 8 / (CPU.mem_bw_gbs * 1e9 * p.bw_eff("Q4_K_M", M))
+    )
+    assert w_t[1536] == pytest.approx(
+        big.matmul_params * big.bits_per_weight("Q4_K_M") / 8 / (CPU.mem_bw_gbs * 1e9 * p.eff_bw)
+    )
+    # the 1.5B's two-slot TPOT, held out, from its one-slot anchor and the machine's rate
+    got = predict(_anchors(held), big, CPU, p)[0, TARGETS.index("tpot_p50_ms")]
+    assert got == pytest.approx(held.tpot_p50_ms.iloc[0], rel=0.05)

@@ -9,32 +9,18 @@ from pathlib import Path
 import gguf
 import numpy as np
 import pytest
+from tiny_gguf import TINY_MOE as TINY
 
 from pareto_atlas.measure.moe_routing import Routing, decode_routes
-from pareto_atlas.measure.random_moe import MoeShape, build_random_gguf
-
-TINY = MoeShape(
-    n_layers=2, hidden=32, n_heads=4, n_kv_heads=2, head_dim=8, n_experts=8, experts_per_token=2, expert_ffn=48
-)
-VOCAB = 300
+from pareto_atlas.measure.random_moe import build_random_gguf
 
 
 @pytest.fixture(scope="module")
-def files(tmp_path_factory) -> dict[str, Path]:
-    d = tmp_path_factory.mktemp("tok")
-    tok = d / "tok.gguf"
-    w = gguf.GGUFWriter(str(tok), arch="llama")
-    w.add_tokenizer_model("gpt2")
-    w.add_token_list([f"t{i}" for i in range(VOCAB)])
-    w.add_token_types([1] * VOCAB)
-    w.add_eos_token_id(1)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+def files(tiny_tokenizer: Path, tmp_path_factory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("moe")
     return {
-        "moe": build_random_gguf(TINY, tokenizer=tok, out_dir=d),
-        "dense": build_random_gguf(TINY.dense_twin(), tokenizer=tok, out_dir=d),
+        "moe": build_random_gguf(TINY, tokenizer=tiny_tokenizer, out_dir=d),
+        "dense": build_random_gguf(TINY.dense_twin(), tokenizer=tiny_tokenizer, out_dir=d),
     }
 
 

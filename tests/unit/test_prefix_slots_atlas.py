@@ -223,3 +223,25 @@ def test_a_replayed_trace_on_llamacpp_reuses_by_slot_its_hash_blocks():
     hits = dict(zip(df.hardware, df.prefix_hit_rate))
     assert hits["this-cpu"] == 0.0
     assert hits["L4"] == pytest.approx(6 * 1535 / (8 * 1536))  # all but each session's first, less the last token
+
+
+def test_a_utilization_load_on_a_sharing_workload_is_a_share_of_the_capacity_its_cache_gives():
+    # the capacity a utilization load is a share of is the closed loop of as many clients as slots that the
+    # closed-loop points simulate: the workload's own requests (a conversation's prompts grow turn by turn)
+    # with the prefix cache its knobs turn on (llama.cpp's slots). The batch kernel's flat prompts with no
+    # cache put the cached configuration at a third of its capacity and the cache-off conversation past it.
+    from pareto_atlas.simulate.params import CalibParams
+
+    chat = Workload("chat", 256, 16, share=Sharing(prefix_tokens=64, turns=4))
+    knobs = tuple(Knobs(weights="Q8_0", slots=2, prefix_cache=on) for on in (True, False))
+    loads = (Load(utilization=0.8), Load(concurrency=2))
+    space = Space(MODEL, (CPU,), knobs, (TWO_GROUPS, chat), loads, engine="llamacpp")
+    df = sweep(space, {CPU.name: CalibParams(step_cv=0.0)}, n_requests=N)  # no jitter: the two loops coincide
+    for _, g in df.groupby(["workload", "prefix_cache"]):
+        at, closed = g[g.utilization == 0.8].iloc[0], g[g.concurrency == 2].iloc[0]
+        assert at.rate_rps == pytest.approx(0.8 * closed.throughput_tok_s / 16, rel=1e-9)
+    at = df[df.utilization == 0.8].set_index(["workload", "prefix_cache"])
+    for wl in ("two-groups", "chat"):
+        assert at.loc[(wl, True), "prefix_hit_rate"] > 0.5 and at.loc[(wl, False), "prefix_hit_rate"] == 0.0
+        assert at.loc[(wl, True), "rate_rps"] > 1.5 * at.loc[(wl, False), "rate_rps"]  # prefills skipped
+        assert at.loc[(wl, True), "ttft_p50_ms"] < at.loc[(wl, False), "ttft_p50_ms"]

@@ -57,7 +57,7 @@ def test_a_served_row_runs_under_its_engines_default_scheduler():
     assert (b["batching"], b["slots"]) == ("static", 8)
     assert anchor_row(_row())["batching"] == "continuous"
     frame, _ = card_frame(pd.DataFrame([_row(), _row(engine="trtllm"), _row(engine="lmdeploy")]), H100)
-    assert list(frame.batching) == ["chunked", "whole", "continuous"]  # TensorRT-LLM's whole prompts
+    assert list(frame.batching) == ["chunked", "whole+overlap", "continuous"]  # TensorRT-LLM: whole prompts, overlap
 
 
 def test_params_keep_their_keys_and_a_parallel_point_carries_the_link_bar():
@@ -176,3 +176,49 @@ def test_simulate_takes_each_cards_link_and_a_card_without_a_one_gpu_fit_gets_it
     assert (out["H200"].link_eff, out["H200"].par_lat_rel_err, out["H200"].par_thr_rel_err) == (0.4, 0.5, 0.3)
     assert out["B200"].provenance == "uncalibrated default" and out["B200"].link_latency_scale == 8.0
     assert set(out) == {"H200", "B200"} and "link fitted on 2 published multi-GPU rows" in out["H200"].link_provenance
+
+
+def test_each_engine_gets_its_own_collectives_latency_and_an_engine_left_out_takes_the_pooled_one():
+    base = default_params(H100, "vllm")
+    rows = []
+    for engine, sid in (("vllm", "a"), ("trtllm", "b")):
+        for model, clients, prompt in (
+            ("qwen2.5-0.5b", 1, 256),
+            ("qwen2.5-1.5b", 16, 2048),
+            ("qwen2.5-1.5b", 4, 1024),
+            ("qwen2.5-0.5b", 4, 1024),
+        ):
+            rows.append(
+                _row(
+                    source_id=sid, engine=engine, model=model, tp=2, n_gpus=2, load_value=clients, prompt_tokens=prompt
+                )
+            )
+    # the figures made in the order the link fit reads its rows (link_rows), so each row's jitter is the fit's
+    df = published_link.link_rows(PublishedTable(pd.DataFrame(rows), ("test",), "sha"), "H100-SXM")
+    frame, models = card_frame(df, H100)
+    frame["n_requests"] = np.minimum(frame["n_requests"], published_link.MAX_REQUESTS)
+    from pareto_atlas.calibrate.fit import _anchors, predict
+
+    truth = {
+        "vllm": replace(base, link_eff=0.55, link_latency_scale=1.0),
+        "trtllm": replace(base, link_eff=0.55, link_latency_scale=16.0),
+    }
+    for e in truth:
+        on = (df.engine == e).to_numpy()
+        pred = predict(_anchors(frame[on]), [m for m, t in zip(models, on) if t], H100, truth[e])
+        df.loc[on, "ttft_ms"] = [f"{v:.6f}" for v in pred[:, TARGETS.index("ttft_p50_ms")]]
+        df.loc[on, "tpot_ms"] = [f"{v:.6f}" for v in pred[:, TARGETS.index("tpot_p50_ms")]]
+    table = PublishedTable(df.reset_index(drop=True), ("test",), "sha")
+    one = {("H100-SXM", "vllm"): base, ("H100-SXM", "trtllm"): base}
+    cal = published_link.calibrate_link(table, "H100-SXM", one, {}, per_engine=True)
+    assert cal.link_eff == 0.55 and cal.latency_by_engine == {"vllm": 1.0, "trtllm": 16.0}
+    assert np.nanmax(np.abs(cal.anchors.filter(like="_fitted").to_numpy(float))) < 0.02
+    # leaving an engine out, its rows take the factor the other engine's rows choose: off by the difference
+    loeo = np.abs(cal.anchors.filter(like="tpot_p50_ms_LOEO").to_numpy(float))
+    assert np.nanmax(loeo) > 0.05
+    assert published_link.with_link(base, cal).link_latency_scale == 1.0  # a vLLM point: vLLM's collectives
+    one_factor = published_link.calibrate_link(table, "H100-SXM", one, {}, per_engine=False)
+    assert (
+        one_factor.latency_by_engine == {}
+        and np.nanmax(np.abs(one_factor.anchors.filter(like="_fitted").to_numpy(float))) > 0.02
+    )

@@ -111,7 +111,7 @@ def test_reader_keeps_the_layout_and_counts_what_it_leaves_out():
     adp = next(r for r in out.rows if r["ep"] == "8")
     assert (adp["tp"], adp["attn_dp"], adp["n_gpus"]) == ("1", "8", "8")
     assert out.skipped == {
-        "weights nvfp4: not mapped to a catalog weight format (FP4 rows not read yet)": 1,
+        "weights nvfp4: not mapped to a catalog weight format (FP4 of a 16-bit checkpoint: format not stated)": 1,
         "more than 8 GPUs per engine (multi-node: no card for the link between nodes)": 1,
         "tp x attention-DP differs from MoE-TP x EP (GPUs held not stated)": 1,
         "disaggregated MoE point (the simulated prefill pool has no expert parallelism)": 1,
@@ -137,3 +137,17 @@ def test_bad_rows_are_one_line_errors_naming_the_field(tmp_path):
     p.write_text(",".join(HEADER) + "\n" + ",".join(f'"{(good | {"ep": "3"})[c]}"' for c in HEADER) + "\n")
     with pytest.raises(PublishedTableError, match=r"t\.csv:2: field 'ep'"):
         read_moe_table(p)
+
+
+def test_gpt_oss_fp4_rows_read_as_its_own_mxfp4_checkpoint():
+    # the file labels openai/gpt-oss-120b's points precision fp4 / nvfp4, on Hopper too; the checkpoint ships
+    # only as MXFP4 (its card's native_format, from config.json), so that is what the engine served
+    oss = (
+        "o_c8_,src; silicon_concurrency=8; measured=2026-03-27T08:01:51Z,vllm,0.18.0,openai/gpt-oss-120b,h200_sxm,"
+        "fp4,agg,1024,8192,nvfp4,nvfp4,8,4,1,1,4,1" + "," * 15 + "46.1,3.9\n"
+    )
+    out = _read(oss, _row(quant="nvfp4"))
+    assert [(r["model"], r["weights"], r["gpu"], r["tp"]) for r in out.rows] == [("gpt-oss-120b", "MXFP4", "H200", "4")]
+    assert "gemm_quant_mode nvfp4" in out.rows[0]["weights_published"] and not moe_row_error(out.rows[0])
+    # a 16-bit checkpoint's FP4 row (Qwen3's here) stays out: which FP4 checkpoint ran is not stated
+    assert sum(out.skipped.values()) == 1 and "FP4 of a 16-bit checkpoint" in next(iter(out.skipped))

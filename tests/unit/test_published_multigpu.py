@@ -151,6 +151,11 @@ def test_aiconfigurator_reader_rows_repeats_and_skips():
     dis = next(r for r in out.rows if r["prefill_workers"] != "0")
     assert (dis["prefill_workers"], dis["decode_workers"], dis["tp"], dis["n_gpus"]) == ("5", "11", "1", "16")
     assert dis["weights"] == "BF16" and "not stated" in dis["weights_published"]
+    # the KV dtype: an FP8 GEMM reads as aiconfigurator deploys it (an FP8 KV cache), with where that
+    # is read in its notes; a BF16 row keeps the file's silence
+    assert same[0]["kv"] == "fp8" and "kv fp8: not stated by the row" in same[0]["notes"]
+    assert "_get_quant_mode @71bb3d00e" in same[0]["notes"]
+    assert dis["kv"] == "unstated" and "kv fp8" not in dis["notes"]
     assert out.skipped == {"model not a dense model of the catalog": 1, "system gb200: no hardware card": 1}
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import gguf
 import pytest
+from tiny_gguf import VOCAB
 
 from pareto_atlas.measure.random_kquant import KERNEL_SHAPE, NAME, QK_K, build_kquant_gguf, card_fields, row_error
 from pareto_atlas.measure.weights import SOURCES, llama_quantize, source_type
@@ -17,7 +18,6 @@ from pareto_atlas.spec.cards import inline_model_card, model_card_from_gguf, shi
 from pareto_atlas.spec.gguf_header import read_header
 from pareto_atlas.spec.study import load_study
 
-VOCAB = 300
 TINY = replace(KERNEL_SHAPE, n_layers=2, hidden=256, n_heads=4, head_dim=64, ffn=512)
 
 
@@ -45,24 +45,9 @@ def test_the_kernel_shape_runs_real_k_quant_rows_and_the_default_arm_names_its_c
         assert inline_model_card(arm.model.card, NAME) == card  # the arm's card is the built shape's
 
 
-@pytest.fixture(scope="module")
-def tokenizer(tmp_path_factory) -> Path:
-    p = tmp_path_factory.mktemp("tok") / "tok.gguf"
-    w = gguf.GGUFWriter(str(p), arch="llama")
-    w.add_tokenizer_model("gpt2")
-    w.add_token_list([f"t{i}" for i in range(VOCAB)])
-    w.add_token_types([1] * VOCAB)
-    w.add_eos_token_id(1)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return p
-
-
 @pytest.mark.skipif(llama_quantize() is None, reason="llama.cpp's llama-quantize is not built (make llama-tools)")
-def test_the_built_file_holds_k_quant_blocks_in_every_matrix(tokenizer: Path, tmp_path: Path):
-    kw = dict(tokenizer=tokenizer, tokenizer_sha="t", quantizer=llama_quantize(), out_dir=tmp_path, version="v")
+def test_the_built_file_holds_k_quant_blocks_in_every_matrix(tiny_tokenizer: Path, tmp_path: Path):
+    kw = dict(tokenizer=tiny_tokenizer, tokenizer_sha="t", quantizer=llama_quantize(), out_dir=tmp_path, version="v")
     path = build_kquant_gguf(TINY, **kw)
     T = gguf.GGMLQuantizationType
     mats = {t.name: T(t.type_id) for t in read_header(path).tensors if len(t.shape) >= 2}
@@ -77,7 +62,7 @@ def test_the_built_file_holds_k_quant_blocks_in_every_matrix(tokenizer: Path, tm
     assert replace(card, source="inline") == inline_model_card(card_fields(TINY, VOCAB), NAME)
 
 
-def test_the_f16_it_quantizes_is_byte_for_byte_random_moes_dense_twin(tokenizer: Path, tmp_path: Path):
+def test_the_f16_it_quantizes_is_byte_for_byte_random_moes_dense_twin(tiny_tokenizer: Path, tmp_path: Path):
     # written here (measure.weights names this module as a source; random_moe imports weights), but
     # the same file random_moe writes for the same dense shape, so either measures the same model
     from pareto_atlas.measure.random_kquant import write_f16
@@ -96,6 +81,6 @@ def test_the_f16_it_quantizes_is_byte_for_byte_random_moes_dense_twin(tokenizer:
         dense_ffn=512,
         weights="F16",
     )
-    theirs = build_random_gguf(twin, tokenizer=tokenizer, out_dir=tmp_path / "moe")
-    write_f16(TINY, tmp_path / "mine.gguf", tokenizer)
+    theirs = build_random_gguf(twin, tokenizer=tiny_tokenizer, out_dir=tmp_path / "moe")
+    write_f16(TINY, tmp_path / "mine.gguf", tiny_tokenizer)
     assert sha256_file(tmp_path / "mine.gguf") == sha256_file(theirs)

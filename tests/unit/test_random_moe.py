@@ -9,35 +9,16 @@ from pathlib import Path
 import gguf
 import numpy as np
 import pytest
+from tiny_gguf import TINY_MOE as TINY
+from tiny_gguf import VOCAB
 
 from pareto_atlas.measure.random_moe import MoeShape, build_random_gguf, file_bytes, tensor_shapes
 from pareto_atlas.spec.cards import model_card_from_gguf
 from pareto_atlas.spec.gguf_header import read_header
 
-TINY = MoeShape(
-    n_layers=2, hidden=32, n_heads=4, n_kv_heads=2, head_dim=8, n_experts=8, experts_per_token=2, expert_ffn=48
-)
-VOCAB = 300
 
-
-@pytest.fixture(scope="module")
-def tokenizer(tmp_path_factory) -> Path:
-    """A GGUF holding only tokenizer fields (the real builds copy the Qwen2.5 GGUF's)."""
-    p = tmp_path_factory.mktemp("tok") / "tok.gguf"
-    w = gguf.GGUFWriter(str(p), arch="llama")
-    w.add_tokenizer_model("gpt2")
-    w.add_token_list([f"t{i}" for i in range(VOCAB)])
-    w.add_token_types([1] * VOCAB)
-    w.add_eos_token_id(1)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return p
-
-
-def test_the_moe_file_has_the_shape_asked_for(tokenizer: Path, tmp_path: Path):
-    path = build_random_gguf(TINY, tokenizer=tokenizer, out_dir=tmp_path)
+def test_the_moe_file_has_the_shape_asked_for(tiny_tokenizer: Path, tmp_path: Path):
+    path = build_random_gguf(TINY, tokenizer=tiny_tokenizer, out_dir=tmp_path)
     h = read_header(path)
     m = h.metadata
     assert m["general.architecture"] == "qwen3moe"
@@ -59,29 +40,31 @@ def test_the_moe_file_has_the_shape_asked_for(tokenizer: Path, tmp_path: Path):
     assert card.routed_params == 2 * 8 * 3 * 32 * 48 and card.tied_embeddings
 
 
-def test_the_dense_twin_runs_as_many_weights_per_token(tokenizer: Path, tmp_path: Path):
+def test_the_dense_twin_runs_as_many_weights_per_token(tiny_tokenizer: Path, tmp_path: Path):
     dense = TINY.dense_twin()
-    path = build_random_gguf(dense, tokenizer=tokenizer, out_dir=tmp_path)
+    path = build_random_gguf(dense, tokenizer=tiny_tokenizer, out_dir=tmp_path)
     h = read_header(path)
     assert h.metadata["general.architecture"] == "qwen3" and "qwen3.expert_count" not in h.metadata
     assert {t.name: t.shape for t in h.tensors}["blk.0.ffn_up.weight"] == (32, 96)
     moe, twin = (
-        model_card_from_gguf(str(build_random_gguf(TINY, tokenizer=tokenizer, out_dir=tmp_path))),
+        model_card_from_gguf(str(build_random_gguf(TINY, tokenizer=tiny_tokenizer, out_dir=tmp_path))),
         model_card_from_gguf(str(path)),
     )
     # the router's E x hidden weights are the only difference in what one token runs through
     assert moe.active_params - twin.active_params == 2 * 8 * 32
 
 
-def test_seeded_and_cached(tokenizer: Path, tmp_path: Path):
-    a = build_random_gguf(TINY, tokenizer=tokenizer, out_dir=tmp_path / "a")
+def test_seeded_and_cached(tiny_tokenizer: Path, tmp_path: Path):
+    a = build_random_gguf(TINY, tokenizer=tiny_tokenizer, out_dir=tmp_path / "a")
     stamp = a.stat().st_mtime_ns
-    assert build_random_gguf(TINY, tokenizer=tokenizer, out_dir=tmp_path / "a") == a and a.stat().st_mtime_ns == stamp
-    b = build_random_gguf(TINY, tokenizer=tokenizer, out_dir=tmp_path / "b")
+    assert (
+        build_random_gguf(TINY, tokenizer=tiny_tokenizer, out_dir=tmp_path / "a") == a and a.stat().st_mtime_ns == stamp
+    )
+    b = build_random_gguf(TINY, tokenizer=tiny_tokenizer, out_dir=tmp_path / "b")
     assert a.read_bytes() == b.read_bytes()
     from dataclasses import replace
 
-    c = build_random_gguf(replace(TINY, seed=1), tokenizer=tokenizer, out_dir=tmp_path / "a")
+    c = build_random_gguf(replace(TINY, seed=1), tokenizer=tiny_tokenizer, out_dir=tmp_path / "a")
     assert c != a and c.stat().st_size == a.stat().st_size and c.read_bytes() != a.read_bytes()
     r = gguf.GGUFReader(str(a))
     gate = next(t for t in r.tensors if t.name == "blk.0.ffn_gate_exps.weight")

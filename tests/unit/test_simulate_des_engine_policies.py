@@ -24,7 +24,7 @@ def _c(batching: str) -> np.ndarray:
     return c
 
 
-@pytest.mark.parametrize("batching", ["whole", "unmixed"])
+@pytest.mark.parametrize("batching", ["whole", "unmixed", "whole+overlap", "unmixed+overlap", "chunked+overlap"])
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_every_request_finishes_and_every_token_is_counted(batching, seed):
     rng = np.random.default_rng(seed)
@@ -62,3 +62,34 @@ def test_unmixed_stops_the_decodes_for_a_prefill_step():
     assert un.first_t[1] < un.finish_t[0]  # B arrived while A ran
     assert (un.steps, mixed.steps) == (51, 50)
     assert un.finish_t[0] > mixed.finish_t[0]
+
+
+def test_overlap_admits_an_arrival_one_step_later():
+    # A decodes alone (one prefill step, then a step per token); B arrives during A's 10th decode
+    # step. Without overlap B's prefill is the step after that one; under an overlap scheduler the
+    # step after it was already formed when B arrived, so B joins the one after: one step later.
+    # Same steps either way (B's prefill only moves), so the first token moves by one step's time.
+    c = _c("chunked")
+    a_only = des.run(c, des.trace(np.zeros(1), np.array([10]), np.array([50])), "chunked", 4, 1000)
+    step = (a_only.finish_t[0] - a_only.first_t[0]) / 49
+    t_b = a_only.first_t[0] + 9.5 * step
+    arr = des.trace(np.array([0.0, t_b]), np.array([10, 100]), np.array([50, 5]))
+    plain = des.run(c, arr, "chunked", 4, 1000)
+    over = des.run(c, arr, "chunked+overlap", 4, 1000)
+    assert plain.first_t[1] - t_b < 1.6 * step  # the rest of A's step, then B's (prefill) step
+    assert over.first_t[1] - plain.first_t[1] == pytest.approx(step, rel=0.2)
+    # an idle engine admits at once either way: A's own first token does not move
+    assert over.first_t[0] == plain.first_t[0]
+
+
+def test_overlap_delays_each_closed_loop_client_by_a_step():
+    # A closed loop's next request is sent when the last one completes, while the engine already
+    # runs the next step: overlap delays every TTFT but the first client's (an idle engine starts
+    # at once), the other first-wave clients' too (they land a moment after the first step began).
+    c = _c("whole")
+    plain = des.run(c, des.closed_loop(4, 40, 200, 30), "whole", 4, 1000)
+    over = des.run(c, des.closed_loop(4, 40, 200, 30), "whole+overlap", 4, 1000)
+    order = np.argsort(plain.arrival, kind="stable")
+    assert over.ttft[order[0]] == plain.ttft[order[0]]
+    assert (over.ttft[order[1:4]] > plain.ttft[order[1:4]]).all()
+    assert np.median(over.ttft) > np.median(plain.ttft)

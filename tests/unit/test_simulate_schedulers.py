@@ -29,10 +29,11 @@ def test_documented_defaults():
     assert default_policy("vllm", HW["L4"]) == ("chunked", 2048, 256)
     # SGLang's chunked_prefill_size by memory, its prefill batches without the decodes
     # (enable_mixed_chunk off); TensorRT-LLM's max_num_tokens and max_batch_size, whole prompts
-    # (enable_chunked_prefill off)
-    assert default_policy("sglang", HW["L4"])[:2] == ("unmixed", 2048)
-    assert default_policy("sglang", HW["H200"])[:2] == ("unmixed", 8192)
-    assert default_policy("trtllm", HW["H100-SXM"]) == ("whole", 8192, 2048)
+    # (enable_chunked_prefill off); both under their overlap schedulers (on by default), vLLM V1 not
+    assert default_policy("sglang", HW["L4"])[:2] == ("unmixed+overlap", 2048)
+    assert default_policy("sglang", HW["H200"])[:2] == ("unmixed+overlap", 8192)
+    assert default_policy("trtllm", HW["H100-SXM"]) == ("whole+overlap", 8192, 2048)
+    assert (scheduler("trtllm", HW["H200"]).overlap, scheduler("vllm", HW["H200"]).overlap) == (True, False)
     assert set(SCHEDULERS) == {"vllm", "sglang", "trtllm"}
 
 
@@ -45,8 +46,9 @@ def test_bad_engine_and_cpu_are_one_line_errors():
 
 def test_resolve_touches_only_gpu_continuous():
     assert resolve("continuous", 0, HW["H200"]) == ("chunked", 8192, "vllm-v1 chunked 8192")
-    assert resolve("continuous", 0, HW["H200"], "sglang")[2] == "sglang unmixed 8192"
-    assert resolve("continuous", 0, HW["H200"], "trtllm")[:2] == ("whole", 8192)
+    assert resolve("continuous", 0, HW["H200"], "sglang")[2] == "sglang unmixed+overlap 8192"
+    assert resolve("continuous", 0, HW["H200"], "trtllm")[:2] == ("whole+overlap", 8192)
+    assert resolve("whole+overlap", 4096, HW["H200"]) == ("whole+overlap", 4096, "whole+overlap 4096")
     assert resolve("whole", 4096, HW["H200"]) == ("whole", 4096, "whole 4096")
     assert resolve("continuous", 0, HW["H200"], "llamacpp")[2] == "vllm-v1 chunked 8192"  # GPUs: vLLM's formats
     assert resolve("continuous", 0, CPU) == ("continuous", 0, "continuous")
@@ -86,7 +88,9 @@ def test_simulate_point_says_its_scheduler():
     assert np.isfinite(row["ttft_p50_ms"])
 
 
-@pytest.mark.parametrize(("engine", "label"), [("trtllm", "trtllm whole 8192"), ("sglang", "sglang unmixed 8192")])
+@pytest.mark.parametrize(
+    ("engine", "label"), [("trtllm", "trtllm whole+overlap 8192"), ("sglang", "sglang unmixed+overlap 8192")]
+)
 def test_a_gpu_space_of_another_engine_runs_that_engines_scheduler(engine, label):
     # TensorRT-LLM's whole prompts and SGLang's unmixed prefill steps reach a sweep's GPU points, and
     # differ from vLLM's mixed chunks on the same space (prompts of 3000 tokens beside 32 decodes)

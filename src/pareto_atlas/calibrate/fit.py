@@ -1,7 +1,9 @@
-"""Least-squares fit of the simulator's efficiencies and overheads to measured anchors.
+"""Least-squares fit of the simulator's efficiencies and overheads to measured anchors: the space of
+parameters it moves, where it starts, and the fit. One fit per (hardware, engine).
 
-Predictions go through the same path as every simulated point (cost model + request-level
-simulation), so what is calibrated is what is used. One fit per (hardware, engine).
+The anchors and their predictions (TARGETS, `_anchors`, `predict`) are calibrate.anchors', through
+the same path as every simulated point, so what is calibrated is what is used; they are importable
+from here as before.
 """
 
 from __future__ import annotations
@@ -14,16 +16,12 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares
 
-from pareto_atlas.simulate import des
-from pareto_atlas.simulate.api import resolve_acceptance
-from pareto_atlas.simulate.cost_model import coeffs, compute_dtype, weight_bytes
-from pareto_atlas.simulate.memory import plan_memory
-from pareto_atlas.simulate.parallel import replica_load
+from pareto_atlas.calibrate.anchors import TARGETS, _Anchor, _anchors, predict
+from pareto_atlas.simulate.cost_model import compute_dtype, weight_bytes
 from pareto_atlas.simulate.params import MAX_EFF_BW, CalibParams, base_format, default_params, kernel_format
 from pareto_atlas.spec.cards import HardwareCard, ModelCard
 from pareto_atlas.spec.knobs import Knobs
 
-TARGETS = ("ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "throughput_tok_s")
 # Tails are noisier than medians in the anchors themselves, so they pull less on the fit.
 WEIGHTS = {"ttft_p50_ms": 1.0, "ttft_p99_ms": 0.4, "tpot_p50_ms": 1.0, "tpot_p99_ms": 0.4, "throughput_tok_s": 1.0}
 REQ_OVERHEAD_STARTS = (1e-3, 3e-2)  # s: where a request-overhead fit starts (see fit_params)
@@ -34,125 +32,6 @@ HEAD_RATIO_STARTS = (0.5, 1.0, 2.0, 4.0)
 # linearly, so one anchor a neighbour's job slowed (a TPOT 20x its repeats' was seen here) cannot
 # drag every parameter to it; its leave-one-out error still shows, and so does the error bar.
 ROBUST_SCALE = 0.1
-
-
-@dataclass(frozen=True)
-class _Anchor:
-    knobs: Knobs
-    prompt: int
-    output: int
-    concurrency: int
-    rate: float
-    n: int
-    accept: float | None = None  # measured acceptance per drafted token
-    drafted_per_token: float | None = None  # measured drafts per generated token (None: not measured)
-    # Open loop (Poisson, trace): the measured send times of the requests (s, from the first),
-    # replayed instead of a fresh draw of the schedule.
-    sends: tuple[float, ...] | None = None
-    # Closed loop: each client's recorded pause before each request (s, in request order). The loop
-    # itself is simulated, never replayed at its measured send times: those are when the real engine
-    # finished the previous requests, so a simulation a few percent slower would find each request
-    # arriving before its predecessor finished and queue them, a cascade that made the fit's
-    # objective jump and its leave-one-out folds land in bad optima.
-    think: tuple[float, ...] | None = None
-    # Replayed open loop: each request's own prompt and output tokens, in the order of `sends` (a
-    # trace's differ request by request); None: every request has `prompt` and `output`.
-    prompts: tuple[int, ...] | None = None
-    outputs: tuple[int, ...] | None = None
-    # The share of prompt tokens the server reported serving from its prefix cache (measured, 0: none):
-    # replayed as each request's cached tokens, so a cache hit is not fitted as a fast prefill.
-    hit: float = 0.0
-
-    @property
-    def drafts(self) -> bool:
-        """Whether the engine actually speculated (an anchor that drafted nothing is a plain decode)."""
-        return self.knobs.spec != "none" and self.knobs.spec_k > 0 and self.drafted_per_token != 0.0
-
-
-def _opt(r: pd.Series, col: str) -> float | None:
-    v = r.get(col)
-    return None if v is None or pd.isna(v) else float(v)
-
-
-def _times(v) -> tuple[float, ...] | None:
-    # a column of per-request times (send offsets, think times): None where the anchor has none
-    return tuple(float(t) for t in v) if isinstance(v, (list, tuple, np.ndarray)) and len(v) else None
-
-
-def _lengths(r: pd.Series, sends: tuple[float, ...] | None) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
-    # per-request lengths of a replayed open loop, where the records gave one pair per send
-    p, o = _times(r.get("req_prompt_tokens")), _times(r.get("req_output_tokens"))
-    if sends is None or p is None or o is None or not len(p) == len(o) == len(sends):
-        return None, None
-    return tuple(int(x) for x in p), tuple(int(x) for x in o)
-
-
-def _anchors(df: pd.DataFrame) -> list[_Anchor]:
-    out = []
-    for _, r in df.iterrows():
-        conc = int(r.get("concurrency", 0) or 0)
-        rate = float(r.get("rate_rps", 0.0) or 0.0)
-        rate = 0.0 if rate != rate else rate
-        sends, think = _times(r.get("send_offsets")), _times(r.get("think_s"))
-        if conc <= 0 and rate <= 0 and sends is None:  # no load and no sends to replay: one client
-            conc = 1
-        n = int(r["n_requests"]) if "n_requests" in r.index and pd.notna(r["n_requests"]) else max(32, 4 * conc)
-        if think is not None and conc > 0:
-            n = len(think)
-        lengths = _lengths(r, sends) if conc <= 0 else (None, None)
-        out.append(
-            _Anchor(
-                Knobs.from_row(r),
-                int(r["prompt_tokens"]),
-                int(r["output_tokens"]),
-                conc,
-                rate,
-                n,
-                _opt(r, "spec_accept_measured"),
-                _opt(r, "spec_drafted_per_token"),
-                None if conc > 0 else sends,
-                think if conc > 0 else None,
-                *lengths,
-                _opt(r, "prefix_hit_rate") or 0.0,
-            )
-        )
-    return out
-
-
-def predict(
-    anchors: list[_Anchor], model: ModelCard | Sequence[ModelCard], hw: HardwareCard, params: CalibParams
-) -> np.ndarray:
-    """Predicted TARGETS for each anchor, shape (n_anchors, len(TARGETS)). model: one card for all
-    anchors, or one per anchor (published anchors of one card mix models)."""
-    out = np.full((len(anchors), len(TARGETS)), np.nan)
-    for i, a in enumerate(anchors):
-        model_i = model if isinstance(model, ModelCard) else model[i]
-        accept = a.accept if a.accept is not None else resolve_acceptance(a.knobs)[0]
-        c = coeffs(model_i, hw, a.knobs, params, accept=accept, drafted_per_token=a.drafted_per_token)
-        # memory for the longest request a replay holds (a trace's lengths vary)
-        plan = plan_memory(model_i, hw, a.knobs, max(a.prompts or (a.prompt,)), max(a.outputs or (a.output,)), params)
-        # a deployment of several replicas: one replica under its share of the load, as simulate_point
-        # runs it (simulate.parallel.replica_load); a replay sends each replica every r-th request (round robin)
-        conc, rate, busy = replica_load(a.concurrency, a.rate, a.knobs.replicas)
-        if a.sends is not None:
-            r, k = a.knobs.replicas, len(a.sends)
-            busy = float(min(r, k))
-            arr = des.trace(
-                np.array(a.sends)[::r],
-                np.array(a.prompts or (a.prompt,) * k)[::r],
-                np.array(a.outputs or (a.output,) * k)[::r],
-            )
-        elif conc > 0:
-            arr = des.closed_loop(conc, a.n, a.prompt, a.output, a.think)
-        else:
-            arr = des.poisson(rate, a.n, a.prompt, a.output, seed=i)
-        cap = plan.kv_cap_tokens if plan.kv_cap_tokens > 0 else np.inf
-        cached = np.minimum(np.round(a.hit * arr.prompt), arr.prompt - 1).astype(np.int64) if a.hit > 0 else None
-        s = des.run(
-            c, arr, a.knobs.batching, a.knobs.slots, a.knobs.chunk_tokens, cap, None, seed=i, cached=cached
-        ).summary
-        out[i] = [s[t] * (busy if t == "throughput_tok_s" else 1.0) for t in TARGETS]
-    return out
 
 
 def weight_format(weights: str, model: ModelCard | None = None) -> str:
@@ -195,7 +74,7 @@ class _Space:
         if (
             cpu and "eff_bw" not in fixed
         ):  # a bandwidth kept at another engine's fit stays the machine's for every format
-            names += [f"bw:{w}" for w in _batched_formats(anchors)]
+            names += [f"bw:{w}" for w in _batched_formats(anchors, cards)]
         names += ["eff_bw", "head_ratio", "overhead_step_s", "overhead_seq_s"]
         if req_overhead:
             names.append("overhead_req_s")
@@ -293,17 +172,20 @@ class _Space:
         return np.array(lo), np.array(hi)
 
 
-def _batched_formats(anchors: list[_Anchor]) -> list[str]:
-    """Weight formats measured at one sequence a step and at more: only there can a fit tell the
+def _batched_formats(anchors: list[_Anchor], cards: Sequence[ModelCard | None] | None = None) -> list[str]:
+    """Kernel formats (weight_format: a weight format on each anchor's model's rows, `cards`) measured at one sequence a step and at more: only there can a fit tell the
     time of streaming a format's weights (paid once a step) from computing them (paid per token), so
     only there is its own streaming efficiency fitted (CalibParams.eff_bw_by_dtype; CPU cards: a GPU
     card's published fits keep one, as before). On this CPU
     they differ by format: Q8_0's step took 74.7 ms at one slot and 68.3 ms at two (525 MB streamed
-    at ~7.5 GB/s), F16's 70.5 and 98.3 ms (0.99 GB at ~14 GB/s, then compute)."""
+    at ~7.5 GB/s), F16's 70.5 and 98.3 ms (0.99 GB at ~14 GB/s, then compute). Keyed by the kernels, as
+    the cost model reads it (CalibParams.bw_eff, which lends a kernel format without its own rate its
+    family's): keyed by the weight format, the 0.5B's Q4_K_M file, mostly Q5_0 rows, set the streaming
+    rate of the 1.5B's real Q4_K rows (its two-slot TPOT held out -29 %; -7 % keyed by the kernels)."""
     seen: dict[str, set[bool]] = {}
-    for a in anchors:
+    for a, c in zip(anchors, cards if cards is not None else [None] * len(anchors)):
         batch = min(a.knobs.slots, a.concurrency) if a.concurrency > 0 else a.knobs.slots
-        seen.setdefault(a.knobs.weights, set()).add(batch > 1)
+        seen.setdefault(weight_format(a.knobs.weights, c), set()).add(batch > 1)
     return sorted(w for w, b in seen.items() if b == {True, False})
 
 
@@ -411,7 +293,7 @@ def _ridge_start(
         per = [
             weight_bytes(c, a.knobs.weights)
             / max(c.matmul_params, 1)
-            / (hw.mem_bw_gbs * 1e9 * p.bw_eff(a.knobs.weights))
+            / (hw.mem_bw_gbs * 1e9 * p.bw_eff(a.knobs.weights, c))
             for a, c in zip(anchors, cards)
             if weight_format(a.knobs.weights, c) == d
         ]

@@ -28,12 +28,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 import pandas as pd
 
-from pareto_atlas.calibrate.fit import TARGETS, WEIGHTS, _anchors, predict
+from pareto_atlas.calibrate.fit import TARGETS, WEIGHTS
 from pareto_atlas.calibrate.heldout_bar import carried_bar
 from pareto_atlas.calibrate.published import _rel, card_frame
 from pareto_atlas.calibrate.published_multigpu import (
@@ -46,6 +46,7 @@ from pareto_atlas.calibrate.published_multigpu import (
     scheme_errors,
     split_check,
 )
+from pareto_atlas.calibrate.published_runs import apply_runs, predict_rows
 from pareto_atlas.calibrate.published_table import PublishedTable
 from pareto_atlas.simulate.params import CalibParams, default_params
 from pareto_atlas.spec.cards import shipped_hardware
@@ -56,6 +57,11 @@ from pareto_atlas.spec.cards import shipped_hardware
 LINK_EFFS = (0.25, 0.4, 0.55, 0.7, 0.85, 1.0)
 LATENCY_SCALES = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 SAMPLE = 2
+# Each engine runs its own all-reduce within a node (vLLM's custom all-reduce, TensorRT-LLM's AllReduce
+# plugin, SGLang's own or NCCL's), so a collective's launch and synchronisation, which the latency factor
+# carries (a crossing of the wire itself is ~1 us), is the engine's: the link fit gives each engine its own
+# factor over one link_eff per card (the wire's bandwidth is the card's).
+ENGINE_LATENCY = True
 LABEL = {"LOSO": "source_id", "LOMO": "model", "LOEO": "engine"}
 MAX_REQUESTS = 256  # requests a closed-loop row simulates, or two waves of its clients where more
 
@@ -73,14 +79,21 @@ class LinkCalibration:
     bar_check: tuple[float, float] = (float("nan"), float("nan"))  # its coverage on a split, each way
     bar_nested: float = float("nan")  # coverage of a bar set without each row group, on that group
     bar_level: tuple[float, float] = (0.9, 0.9)  # the quantile levels of the latency and throughput bars
+    latency_by_engine: dict = field(default_factory=dict)  # engine -> its latency factor (ENGINE_LATENCY)
+
+    def latency_for(self, engine: str) -> float:
+        """The latency factor of `engine`'s collectives: its own where fitted, else the card's pooled one."""
+        return float(self.latency_by_engine.get(engine, self.link_latency_scale))
 
     def provenance(self) -> str:
         srcs = ", ".join(f"{s} {n}" for s, n in self.anchors.source_id.value_counts(sort=False).items())
         lv = f"p{100 * self.bar_level[0]:.0f} / p{100 * self.bar_level[1]:.0f}"
         bar = f"{lv} of {self.bar_from} pooled" if self.bar_from != "none" else "none held out: the default's"
+        per = ", ".join(f"{e} x{v:g}" for e, v in self.latency_by_engine.items())
         return (
             f"link fitted on {len(self.anchors)} published multi-GPU rows ({srcs}; "
-            f"{self.anchors.model.nunique()} model{'s' if self.anchors.model.nunique() > 1 else ''}): link_eff {self.link_eff:.2f}, latency x{self.link_latency_scale:g}; "
+            f"{self.anchors.model.nunique()} model{'s' if self.anchors.model.nunique() > 1 else ''}): link_eff {self.link_eff:.2f}, latency x{self.link_latency_scale:g}"
+            f"{f' (per engine: {per})' if per else ''}; "
             f"parallel error bar: {bar} (latency ±{self.lat_bar:.0%}, throughput ±{self.thr_bar:.0%}); "
             f"per-GPU costs: {self.base}"
         )
@@ -109,6 +122,37 @@ def _base_params(
     return out, "; ".join(said)
 
 
+def _choose(err: np.ndarray, eng: np.ndarray, train: np.ndarray, per_engine: bool) -> tuple[int, int, dict[str, int]]:
+    """(link_eff index, pooled latency index, per-engine latency indices) of least loss on the `train`
+    rows; err is (LINK_EFFS x LATENCY_SCALES grid, rows, targets), eff-major. One link_eff for the card;
+    per_engine: each engine with training rows its own latency factor (an engine's factor moves only
+    its own rows, so it is chosen on them alone, and the link_eff minimises the sum); an engine without
+    training rows (the one LOEO leaves out) takes the pooled factor, chosen on all training rows."""
+    n_e, n_s = len(LINK_EFFS), len(LATENCY_SCALES)
+    pooled_loss = _loss(err[:, train]).reshape(n_e, n_s)
+    if not per_engine:
+        g = int(np.argmin(pooled_loss))
+        return g // n_s, g % n_s, {}
+    total, picks = np.zeros(n_e), {}
+    for e in dict.fromkeys(eng[train]):
+        per = _loss(err[:, train & (eng == e)]).reshape(n_e, n_s)
+        picks[e] = per.argmin(axis=1)
+        total += per.min(axis=1)
+    i = int(np.argmin(total))
+    return i, int(np.argmin(pooled_loss[i])), {e: int(v[i]) for e, v in picks.items()}
+
+
+def _errors_at(err: np.ndarray, eng: np.ndarray, i: int, pooled: int, scales: dict[str, int]) -> np.ndarray:
+    """Each row's errors at link_eff index i and its engine's latency factor (the pooled one where its
+    engine has none)."""
+    n_s = len(LATENCY_SCALES)
+    out = np.empty(err.shape[1:])
+    for e in dict.fromkeys(eng):
+        on = eng == e
+        out[on] = err[i * n_s + scales.get(e, pooled), on]
+    return out
+
+
 def _loss(err: np.ndarray) -> np.ndarray:
     """Per grid point, the weighted sum of squared log ratios over rows (NaN targets skipped): err is
     (grid, rows, targets) of predicted / measured - 1."""
@@ -123,9 +167,15 @@ def calibrate_link(
     one_gpu: dict[tuple[str, str], CalibParams],
     atlas: dict[str, CalibParams],
     k: int = SAMPLE,
+    as_run: bool = True,
+    per_engine: bool | None = None,
 ) -> LinkCalibration | None:
     """The card's link fitted on its multi-GPU rows, with LOSO/LOMO/LOEO errors per row; None where
-    the card has no such row."""
+    the card has no such row. as_run: each closed-loop row simulated as its source ran and read it
+    (calibrate.published_runs: aiconfigurator's benchmark deployment and its mean over a fresh loop);
+    False: every row under its engine's default scheduler, read as medians (before 2026-12-02's third pass).
+    per_engine: each engine its own latency factor (default: ENGINE_LATENCY where as_run)."""
+    per_engine = (as_run and ENGINE_LATENCY) if per_engine is None else per_engine
     rows = link_rows(table, card, k)
     if rows.empty:
         return None
@@ -138,6 +188,7 @@ def calibrate_link(
         np.minimum(frame["n_requests"].astype(int), np.maximum(MAX_REQUESTS, 2 * conc)),
         frame["n_requests"].astype(int),
     )
+    frame, runs = apply_runs(frame, rows) if as_run else (frame, [None] * len(rows))
     engines = list(dict.fromkeys(rows.engine))
     base, said = _base_params(card, engines, one_gpu, atlas)
     meas = frame[list(TARGETS)].to_numpy(float)
@@ -148,8 +199,12 @@ def calibrate_link(
         for e in engines:
             on = eng == e
             p = replace(base[e], link_eff=eff, link_latency_scale=scale)
-            err[g, on] = _rel(predict(_anchors(frame[on]), [m for m, t in zip(models, on) if t], hw, p), meas[on])
-    best = int(np.argmin(_loss(err)))
+            pick = np.flatnonzero(on)
+            pred = predict_rows(frame.iloc[pick], [models[i] for i in pick], hw, p, [runs[i] for i in pick])
+            err[g, on] = _rel(pred, meas[on])
+    every = np.ones(len(rows), bool)
+    best, pooled, scales = _choose(err, eng, every, per_engine)
+    fitted = _errors_at(err, eng, best, pooled, scales)
     held = {}
     for sc in SCHEMES:
         labels = rows[LABEL[sc]].to_numpy()
@@ -157,7 +212,7 @@ def calibrate_link(
         if len(set(labels)) >= 2:
             for lab in dict.fromkeys(labels):
                 test = labels == lab
-                h[test] = err[int(np.argmin(_loss(err[:, ~test]))), test]
+                h[test] = _errors_at(err, eng, *_choose(err, eng, ~test, per_engine))[test]
         held[sc] = h
     bar = carried_bar(held, TARGETS, bar_groups(rows))
     bar_from = "+".join(sc for sc in SCHEMES if np.isfinite(held[sc]).any()) or "none"
@@ -183,12 +238,23 @@ def calibrate_link(
     ].copy()
     for i, t in enumerate(TARGETS):
         anchors[f"{t}_measured"] = meas[:, i]
-        anchors[f"{t}_fitted"] = err[best, :, i]
+        anchors[f"{t}_fitted"] = fitted[:, i]
         for sc in SCHEMES:
             anchors[f"{t}_{sc}"] = held[sc][:, i]
-    eff, scale = grid[best]
+    eff = LINK_EFFS[best]
     return LinkCalibration(
-        card, eff, scale, anchors, bar.lat, bar.thr, bar_from, said, bar.split_coverage, bar.nested_coverage, bar.level
+        card,
+        eff,
+        LATENCY_SCALES[pooled],
+        anchors,
+        bar.lat,
+        bar.thr,
+        bar_from,
+        said,
+        bar.split_coverage,
+        bar.nested_coverage,
+        bar.level,
+        {e: LATENCY_SCALES[v] for e, v in scales.items()},
     )
 
 
@@ -197,7 +263,7 @@ def with_link(params: CalibParams, cal: LinkCalibration) -> CalibParams:
     return replace(
         params,
         link_eff=cal.link_eff,
-        link_latency_scale=cal.link_latency_scale,
+        link_latency_scale=cal.latency_for(params.engine),
         par_lat_rel_err=max(cal.lat_bar, params.lat_rel_err),
         par_thr_rel_err=max(cal.thr_bar, params.thr_rel_err),
         link_provenance=cal.provenance(),
@@ -245,10 +311,10 @@ def _decode(d: dict) -> LinkCalibration:
     )
 
 
-def _key(table: PublishedTable, one_gpu_key: str, card: str) -> str:
+def _key(table: PublishedTable, one_gpu_key: str, card: str, as_run: bool = True) -> str:
     from pareto_atlas.calibrate import published_cache
 
-    grid = f"{LINK_EFFS}{LATENCY_SCALES}{SAMPLE}{MAX_REQUESTS}"
+    grid = f"{LINK_EFFS}{LATENCY_SCALES}{SAMPLE}{MAX_REQUESTS}{ENGINE_LATENCY}" + ("" if as_run else "|engine-defaults")
     return (
         "link-"
         + hashlib.sha256(
@@ -258,12 +324,12 @@ def _key(table: PublishedTable, one_gpu_key: str, card: str) -> str:
 
 
 def link_calibrations(
-    cards: list[str], table: PublishedTable | None = None, one_gpu: list | None = None
+    cards: list[str], table: PublishedTable | None = None, one_gpu: list | None = None, as_run: bool = True
 ) -> dict[str, LinkCalibration]:
     """Per card of `cards` with multi-GPU rows in the shipped table (or `table`), its link fit, from
     the fit cache when table, one-GPU fits and code are unchanged (minutes otherwise, once). The
     per-GPU costs are the shipped one-GPU table's fits (`one_gpu`: those already made, else cached or
-    fitted here)."""
+    fitted here). as_run: calibrate_link's (False: every row under its engine's default scheduler)."""
     from pareto_atlas.calibrate import published_cache
     from pareto_atlas.calibrate.published import for_atlas
     from pareto_atlas.calibrate.published_cache import fit_key
@@ -272,7 +338,7 @@ def link_calibrations(
     table = table or load_multigpu()
     shipped, out = load_published(), {}
     for card in [c for c in cards if c in set(table.rows.gpu)]:
-        path = published_cache.cache_dir() / f"{_key(table, fit_key(shipped), card)}.json"
+        path = published_cache.cache_dir() / f"{_key(table, fit_key(shipped), card, as_run)}.json"
         try:
             out[card] = _decode(json.loads(path.read_text()))
             continue
@@ -286,6 +352,7 @@ def link_calibrations(
             card,
             {(c.hardware, c.engine): c.params for c in one},
             {g: c.params for g, c in for_atlas(one).items()},
+            as_run=as_run,
         )
         if cal is None:
             continue

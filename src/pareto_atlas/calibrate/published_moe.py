@@ -39,7 +39,8 @@ import numpy as np
 import pandas as pd
 
 from pareto_atlas.calibrate.heldout_bar import carried_bar
-from pareto_atlas.calibrate.fit import TARGETS, _anchors, predict
+from pareto_atlas.calibrate.fit import TARGETS
+from pareto_atlas.calibrate.published_runs import Run, apply_runs, predict_rows
 from pareto_atlas.calibrate.published import SERVED_ENGINE, _policy, _rel
 from pareto_atlas.calibrate.published_link import LABEL, MAX_REQUESTS
 from pareto_atlas.calibrate.published_moe_table import MOE_PARALLEL, moe_anchor_row
@@ -152,17 +153,26 @@ def moe_frame(rows: pd.DataFrame, hw: HardwareCard) -> tuple[pd.DataFrame, list[
 
 
 def predictions(
-    frame: pd.DataFrame, models: list[ModelCard], hw: HardwareCard, base: dict[str, CalibParams], engines: np.ndarray
+    frame: pd.DataFrame,
+    models: list[ModelCard],
+    hw: HardwareCard,
+    base: dict[str, CalibParams],
+    engines: np.ndarray,
+    runs: list[Run | None] | None = None,
 ) -> np.ndarray:
-    """Relative error (predicted / published - 1) per grid point, row and target: (GRID, rows, TARGETS)."""
+    """Relative error (predicted / published - 1) per grid point, row and target: (GRID, rows, TARGETS).
+    runs: each row's deployment as its source ran it (calibrate.published_runs; None: the engine's
+    default scheduler and the median reading, as every row without runs)."""
     meas = frame[list(TARGETS)].to_numpy(float)
+    runs = [None] * len(frame) if runs is None else runs
     err = np.full((len(GRID), *meas.shape), np.nan)
     for g, (s, layer, eff) in enumerate(GRID):
         for e, p in base.items():
             on = engines == e
             if on.any():
                 ps = replace(p, routing_skew=s, moe_layer_s=layer, moe_flops_eff=eff)
-                pred = predict(_anchors(frame[on]), [m for m, t in zip(models, on) if t], hw, ps)
+                ms = [m for m, t in zip(models, on) if t]
+                pred = predict_rows(frame[on].reset_index(drop=True), ms, hw, ps, [r for r, t in zip(runs, on) if t])
                 err[g, on] = _rel(pred, meas[on])
     return err
 
@@ -201,7 +211,10 @@ def calibrate_moe(
             raise ValueError(f"calibrate_moe: no dense calibration for engine {', '.join(missing)} on {card}")
         hw = shipped_hardware()[card]
         frame, models = moe_frame(rows, hw)
-        parts.append((card, rows, frame[list(TARGETS)], predictions(frame, models, hw, base, rows.engine.to_numpy())))
+        # each closed-loop row under the deployment its benchmark wrote, read as it read it (the link fit's)
+        frame, runs = apply_runs(frame, rows.reset_index(drop=True))
+        engines = rows.engine.to_numpy()
+        parts.append((card, rows, frame[list(TARGETS)], predictions(frame, models, hw, base, engines, runs)))
     if not parts:
         return {}
     rows = pd.concat([r for _, r, _, _ in parts], ignore_index=True)
@@ -307,6 +320,30 @@ def _key(table: PublishedTable, dense_key: str) -> str:
     return "moe-" + hashlib.sha256(what.encode()).hexdigest()[:20]
 
 
+def dense_bases(
+    table: PublishedTable, cards: list[str], ones: dict[str, list], links: dict
+) -> tuple[dict[str, dict[str, CalibParams]], dict[str, str]]:
+    """Per card, the dense calibration each engine's MoE rows run on (its one-GPU fits `ones`, with the
+    card's link fit `links[card]` where there is one) and what it rests on, for calibrate_moe."""
+    from pareto_atlas.calibrate.published import for_atlas
+    from pareto_atlas.calibrate.published_link import _base_params, with_link
+
+    bases, said = {}, {}
+    for card in cards:
+        one = ones[card]
+        engines = list(dict.fromkeys(table.rows[table.rows.gpu == card].engine))
+        bases[card], said[card] = _base_params(
+            card,
+            engines,
+            {(c.hardware, c.engine): c.params for c in one},
+            {g: c.params for g, c in for_atlas(one).items()},
+        )
+        if card in links:
+            bases[card] = {e: with_link(p, links[card]) for e, p in bases[card].items()}
+            said[card] += f"; link fitted on the dense multi-GPU rows (link_eff {links[card].link_eff:.2f})"
+    return bases, said
+
+
 def moe_calibrations(
     cards: list[str], table: PublishedTable | None = None, one_gpu: list | None = None
 ) -> dict[str, MoeCalibration]:
@@ -316,9 +353,8 @@ def moe_calibrations(
     cached or fitted), the card's link fit on the dense multi-GPU rows over it. From the fit cache when
     the tables, fits and code are unchanged (minutes otherwise, once)."""
     from pareto_atlas.calibrate import published_cache
-    from pareto_atlas.calibrate.published import for_atlas
     from pareto_atlas.calibrate.published_cache import fit_key
-    from pareto_atlas.calibrate.published_link import _base_params, link_calibrations, with_link
+    from pareto_atlas.calibrate.published_link import link_calibrations
     from pareto_atlas.calibrate.published_moe_table import load_moe
     from pareto_atlas.calibrate.published_table import load_multigpu, load_published
 
@@ -333,23 +369,14 @@ def moe_calibrations(
     except (OSError, ValueError, KeyError, TypeError):
         pass
     links = link_calibrations(every, one_gpu=one_gpu)
-    bases, said = {}, {}
+    ones = {}
     for card in every:
-        one = [c for c in one_gpu or [] if c.hardware == card]
-        if not one and card in set(shipped.rows.gpu):
+        ones[card] = [c for c in one_gpu or [] if c.hardware == card]
+        if not ones[card] and card in set(shipped.rows.gpu):
             # the one cache entry the dense and link fits read too: the same fit, formats included,
             # whichever asks first (a fit without formats stored under that key changed theirs)
-            one = published_cache.fitted(shipped, [card])
-        engines = list(dict.fromkeys(table.rows[table.rows.gpu == card].engine))
-        bases[card], said[card] = _base_params(
-            card,
-            engines,
-            {(c.hardware, c.engine): c.params for c in one},
-            {g: c.params for g, c in for_atlas(one).items()},
-        )
-        if card in links:
-            bases[card] = {e: with_link(p, links[card]) for e, p in bases[card].items()}
-            said[card] += f"; link fitted on the dense multi-GPU rows (link_eff {links[card].link_eff:.2f})"
+            ones[card] = published_cache.fitted(shipped, [card])
+    bases, said = dense_bases(table, every, ones, links)
     fits = calibrate_moe(table, bases, said)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

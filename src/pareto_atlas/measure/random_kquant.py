@@ -10,12 +10,12 @@ out +51 to +63 % slow. Decode and prefill speed do not depend on the weights' va
 weights of such a shape measure those kernels on any machine, with no checkpoint to ship.
 
 How: the dense layout of measure.random_moe's dense twin (llama.cpp's `qwen3`, the Qwen2.5 tokenizer
-copied), written here byte for byte as that module writes it, in F16 by gguf-py, then quantized by
+copied), written by the writer that module uses (measure.random_gguf), in F16, then quantized by
 llama.cpp's own `llama-quantize` Q4_K_M (its per-tensor mix: Q4_K, Q6_K for attn_v and ffn_down on some
 layers and for the tied output matrix), so the file holds the kernel mix a real Q4_K_M of a 256-multiple
-model does. gguf-py cannot write K-quants. This module imports nothing of the measure package:
-measure.weights, which names it as a model source, hands it the tokenizer, the quantizer and the
-cache (random_moe imports weights, so reusing its writer would close an import circle).
+model does. gguf-py cannot write K-quants. This module imports nothing of the measure package but
+that leaf writer: measure.weights, which names it as a model source, hands it the tokenizer, the
+quantizer and the cache (random_moe imports weights, so importing random_moe would close a circle).
 
 Why this shape (KERNEL_SHAPE): the fit has one cost per kernel format, so the anchor runs the mix a
 served Q4_K_M model runs. llama-quantize's Q4_K_M stores the output matrix (here tied to the embedding,
@@ -38,13 +38,12 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import numpy as np
+from pareto_atlas.measure import random_gguf
 
 QK_K = 256  # weights per K-quant block (llama.cpp's QK_K; simulate.params.QK_K, which measure cannot import)
 NAME = "random-dense-q4km"  # its name as a model source (measure.weights.SOURCES) and in studies
 QUANT = "Q4_K_M"  # the file's weight format: llama-quantize's type argument and the arm's `weights`
 BUILDER_VERSION = 1  # bump when the file changes: the cache key changes with it
-CONTEXT = 4096  # the context length the file declares (the engine's n_ctx decides what it allocates)
 ARCH = "qwen3"
 
 
@@ -62,6 +61,19 @@ class DenseShape:
 
     def label(self) -> str:
         return f"{ARCH} L{self.n_layers} h{self.hidden} ffn{self.ffn} F16"
+
+    def layout(self) -> random_gguf.Layout:
+        """What the file holds (measure.random_gguf's writer), in F16: llama-quantize's input."""
+        return random_gguf.Layout(
+            n_layers=self.n_layers,
+            hidden=self.hidden,
+            n_heads=self.n_heads,
+            n_kv_heads=self.n_kv_heads,
+            head_dim=self.head_dim,
+            ffn=self.ffn,
+            weights="F16",
+            seed=self.seed,
+        )
 
     def shape_json(self) -> str:
         # the metadata random_moe writes for its dense twin (the same bytes for the same shape)
@@ -103,80 +115,12 @@ def card_fields(s: DenseShape = KERNEL_SHAPE, vocab: int = 151936) -> dict[str, 
 
 def tensor_shapes(s: DenseShape, vocab: int) -> dict[str, tuple[int, ...]]:
     """Every tensor's numpy shape, in file order; the output matrix is tied to the embedding."""
-    h, q, kv, f = s.hidden, s.n_heads * s.head_dim, s.n_kv_heads * s.head_dim, s.ffn
-    out: dict[str, tuple[int, ...]] = {"token_embd.weight": (vocab, h), "output_norm.weight": (h,)}
-    for i in range(s.n_layers):
-        b = f"blk.{i}."
-        out |= {
-            b + "attn_norm.weight": (h,),
-            b + "attn_q.weight": (q, h),
-            b + "attn_k.weight": (kv, h),
-            b + "attn_v.weight": (kv, h),
-            b + "attn_output.weight": (h, q),
-            b + "attn_q_norm.weight": (s.head_dim,),
-            b + "attn_k_norm.weight": (s.head_dim,),
-            b + "ffn_norm.weight": (h,),
-            b + "ffn_gate.weight": (f, h),
-            b + "ffn_up.weight": (f, h),
-            b + "ffn_down.weight": (h, f),
-        }
-    return out
-
-
-def _tokenizer_fields(path: Path) -> list[tuple[str, object, object, object]]:
-    import gguf
-
-    reader = gguf.GGUFReader(str(path))
-    out = []
-    for f in reader.fields.values():
-        if f.name.startswith("tokenizer."):
-            vtype = f.types[0]
-            out.append((f.name, f.contents(), vtype, f.types[-1] if vtype == gguf.GGUFValueType.ARRAY else None))
-    if not any(name == "tokenizer.ggml.tokens" for name, *_ in out):
-        raise ValueError(f"tokenizer: {path} has no tokenizer.ggml.tokens field")
-    return out
-
-
-def _tensor(shape: tuple[int, ...], s: DenseShape, index: int) -> np.ndarray:
-    # norms are ones; matrices N(0, 0.02), each from its own seeded stream (as random_moe draws them)
-    if len(shape) == 1:
-        return np.ones(shape, dtype=np.float32)
-    rng = np.random.default_rng([s.seed, index])
-    return (rng.standard_normal(shape, dtype=np.float32) * np.float32(0.02)).astype(np.float16, copy=False)
+    return random_gguf.tensor_shapes(s.layout(), vocab)
 
 
 def write_f16(s: DenseShape, dst: Path, tokenizer: Path) -> None:
     """Write the shape's random-weight F16 GGUF to `dst`, with `tokenizer`'s tokenizer fields."""
-    import gguf
-
-    tok = _tokenizer_fields(tokenizer)
-    vocab = next(len(v) for k, v, *_ in tok if k == "tokenizer.ggml.tokens")
-    w = gguf.GGUFWriter(str(dst), arch=ARCH)
-    w.add_name(f"random {s.label()}")
-    w.add_context_length(CONTEXT)
-    w.add_embedding_length(s.hidden)
-    w.add_block_count(s.n_layers)
-    w.add_feed_forward_length(s.ffn)
-    w.add_head_count(s.n_heads)
-    w.add_head_count_kv(s.n_kv_heads)
-    w.add_key_length(s.head_dim)
-    w.add_value_length(s.head_dim)
-    w.add_rope_freq_base(1e6)
-    w.add_layer_norm_rms_eps(1e-6)
-    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
-    w.add_string("pareto_atlas.random_shape", s.shape_json())
-    for key, value, vtype, sub in tok:
-        w.add_key_value(key, value, vtype, sub_type=sub)
-    shapes = tensor_shapes(s, vocab)
-    for name, shp in shapes.items():
-        dtype = np.dtype(np.float32 if len(shp) == 1 else np.float16)
-        w.add_tensor_info(name, shp, dtype, int(np.prod(shp)) * dtype.itemsize)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_ti_data_to_file()
-    for i, shp in enumerate(shapes.values()):
-        w.write_tensor_data(_tensor(shp, s, i))
-    w.close()
+    random_gguf.write_gguf(s.layout(), dst, tokenizer, label=s.label(), shape_json=s.shape_json())
 
 
 def quantize(quantizer: Path, src: Path, dst: Path, quant: str = QUANT, threads: int | None = None) -> None:

@@ -21,15 +21,15 @@ import hashlib
 import json
 import os
 from dataclasses import asdict, dataclass, fields, replace
-from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
+from pareto_atlas.measure import random_gguf
+from pareto_atlas.measure.random_gguf import FORMATS
+
 BUILDER_VERSION = 1  # bump when the file layout changes: the cache key changes with it
 TOKENIZER_MODEL = "qwen2.5-coder-0.5b-instruct"  # its GGUF's tokenizer fields are copied
-FORMATS = {"F32": np.float32, "F16": np.float16}
-CONTEXT = 4096  # the context length the files declare (the engine's n_ctx decides what it allocates)
 
 
 @dataclass(frozen=True)
@@ -69,6 +69,21 @@ class MoeShape:
             return self
         return replace(
             self, n_experts=0, experts_per_token=0, expert_ffn=0, dense_ffn=self.experts_per_token * self.expert_ffn
+        )
+
+    def layout(self) -> random_gguf.Layout:
+        """What the file holds (measure.random_gguf's writer)."""
+        return random_gguf.Layout(
+            n_layers=self.n_layers,
+            hidden=self.hidden,
+            n_heads=self.n_heads,
+            n_kv_heads=self.n_kv_heads,
+            head_dim=self.head_dim,
+            ffn=self.expert_ffn if self.is_moe else self.dense_ffn,
+            n_experts=self.n_experts,
+            experts_per_token=self.experts_per_token,
+            weights=self.weights,
+            seed=self.seed,
         )
 
     def label(self) -> str:
@@ -124,32 +139,7 @@ def shape_error(s: MoeShape) -> str:
 def tensor_shapes(s: MoeShape, vocab: int) -> dict[str, tuple[int, ...]]:
     """Every tensor's numpy shape (GGUF's dimensions reversed), in file order. The output matrix is
     tied to the embedding (no output.weight), as in Qwen3's small models."""
-    h, q, kv = s.hidden, s.n_heads * s.head_dim, s.n_kv_heads * s.head_dim
-    out: dict[str, tuple[int, ...]] = {"token_embd.weight": (vocab, h), "output_norm.weight": (h,)}
-    for i in range(s.n_layers):
-        b = f"blk.{i}."
-        out |= {
-            b + "attn_norm.weight": (h,),
-            b + "attn_q.weight": (q, h),
-            b + "attn_k.weight": (kv, h),
-            b + "attn_v.weight": (kv, h),
-            b + "attn_output.weight": (h, q),
-            b + "attn_q_norm.weight": (s.head_dim,),
-            b + "attn_k_norm.weight": (s.head_dim,),
-            b + "ffn_norm.weight": (h,),
-        }
-        if s.is_moe:
-            e, f = s.n_experts, s.expert_ffn
-            out |= {
-                b + "ffn_gate_inp.weight": (e, h),
-                b + "ffn_gate_exps.weight": (e, f, h),
-                b + "ffn_up_exps.weight": (e, f, h),
-                b + "ffn_down_exps.weight": (e, h, f),
-            }
-        else:
-            f = s.dense_ffn
-            out |= {b + "ffn_gate.weight": (f, h), b + "ffn_up.weight": (f, h), b + "ffn_down.weight": (h, f)}
-    return out
+    return random_gguf.tensor_shapes(s.layout(), vocab)
 
 
 def file_bytes(s: MoeShape, vocab: int) -> int:
@@ -158,69 +148,11 @@ def file_bytes(s: MoeShape, vocab: int) -> int:
     return sum(int(np.prod(shp)) * (4 if len(shp) == 1 else size) for shp in tensor_shapes(s, vocab).values())
 
 
-@lru_cache(maxsize=4)
-def _tokenizer_fields(path: Path) -> list[tuple[str, object, object, object]]:
-    """(key, value, type, array element type) of each `tokenizer.*` field of a GGUF file (gguf-py's
-    reader takes ~20 s over Qwen2.5's vocabulary here: read once per process)."""
-    import gguf
-
-    reader = gguf.GGUFReader(str(path))
-    out = []
-    for f in reader.fields.values():
-        if f.name.startswith("tokenizer."):
-            vtype = f.types[0]
-            sub = f.types[-1] if vtype == gguf.GGUFValueType.ARRAY else None
-            out.append((f.name, f.contents(), vtype, sub))
-    if not any(name == "tokenizer.ggml.tokens" for name, *_ in out):
-        raise ValueError(f"tokenizer: {path} has no tokenizer.ggml.tokens field")
-    return out
-
-
-def _tensor(name: str, shape: tuple[int, ...], s: MoeShape, index: int) -> np.ndarray:
-    # Norm weights are ones (a random norm scale only rescales); matrices N(0, 0.02), each from its
-    # own seeded stream so a tensor's values do not depend on the order others are drawn in.
-    if len(shape) == 1:
-        return np.ones(shape, dtype=np.float32)
-    rng = np.random.default_rng([s.seed, index])
-    return (rng.standard_normal(shape, dtype=np.float32) * np.float32(0.02)).astype(FORMATS[s.weights], copy=False)
-
-
 def write_gguf(s: MoeShape, dst: Path, tokenizer: Path) -> None:
     """Write the shape's random-weight GGUF to `dst`, with `tokenizer`'s tokenizer fields."""
-    import gguf
-
-    tok = _tokenizer_fields(tokenizer)
-    vocab = next(len(v) for k, v, *_ in tok if k == "tokenizer.ggml.tokens")
-    w = gguf.GGUFWriter(str(dst), arch=s.arch)
-    w.add_name(f"random {s.label()}")
-    w.add_context_length(CONTEXT)
-    w.add_embedding_length(s.hidden)
-    w.add_block_count(s.n_layers)
-    w.add_feed_forward_length(s.expert_ffn if s.is_moe else s.dense_ffn)
-    w.add_head_count(s.n_heads)
-    w.add_head_count_kv(s.n_kv_heads)
-    w.add_key_length(s.head_dim)
-    w.add_value_length(s.head_dim)
-    w.add_rope_freq_base(1e6)
-    w.add_layer_norm_rms_eps(1e-6)
-    if s.is_moe:
-        w.add_expert_count(s.n_experts)
-        w.add_expert_used_count(s.experts_per_token)
-        w.add_expert_feed_forward_length(s.expert_ffn)
-    w.add_file_type(gguf.LlamaFileType.ALL_F32 if s.weights == "F32" else gguf.LlamaFileType.MOSTLY_F16)
-    w.add_string("pareto_atlas.random_shape", json.dumps(asdict(s), sort_keys=True))
-    for key, value, vtype, sub in tok:
-        w.add_key_value(key, value, vtype, sub_type=sub)
-    shapes = tensor_shapes(s, vocab)
-    for name, shp in shapes.items():
-        dtype = np.dtype(np.float32 if len(shp) == 1 else FORMATS[s.weights])
-        w.add_tensor_info(name, shp, dtype, int(np.prod(shp)) * dtype.itemsize)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_ti_data_to_file()
-    for i, (name, shp) in enumerate(shapes.items()):
-        w.write_tensor_data(_tensor(name, shp, s, i))
-    w.close()
+    random_gguf.write_gguf(
+        s.layout(), dst, tokenizer, label=s.label(), shape_json=json.dumps(asdict(s), sort_keys=True)
+    )
 
 
 def tokenizer_source() -> tuple[Path, str]:

@@ -56,9 +56,9 @@ from pareto_atlas.spec.knobs import BITS_PER_KV, Knobs
 
 
 def weight_bytes(model: ModelCard, weights: str, matmul_only: bool = True) -> float:
-    """Bytes of weights one step streams (matmul_only) or the model stores (scales included in the bits)."""
-    n = model.matmul_params if matmul_only else model.n_params
-    return n * model.bits_per_weight(weights) / 8
+    """Bytes of weights one step streams (matmul_only) or the model stores (scales included in the bits;
+    the parts a checkpoint keeps at 16 bits in its own format at 16: ModelCard.weight_bytes)."""
+    return model.weight_bytes(weights, matmul_only)
 
 
 def compute_dtype(weights: str, hw: HardwareCard) -> str:
@@ -113,6 +113,7 @@ def draft_card(model: ModelCard, spec: str, draft: ModelCard | None = None) -> M
             n_layers=1,
             source="derived: one target layer",
             **({"dense_layers": 0} if model.dense_layers else {}),
+            **({"sliding_window": 0, "sliding_layers": 0} if model.sliding_layers else {}),
         )
     if draft is not None:
         return draft
@@ -186,8 +187,10 @@ def coeffs(
     kvb_dev = kvb * kv_share(model, tp) if tp > 1 else kvb
     split = tp  # a token's FLOPs divide over the tp devices; over the stages in _step_time
     c[PP_STAGES] = pp if pp > 1 else 0.0
-    c[W_T] = weight_bytes(model, knobs.weights) / tp / (bw * params.bw_eff(knobs.weights))
-    c[KVR] = kvb_dev / (bw * eff_a)
+    c[W_T] = weight_bytes(model, knobs.weights) / tp / (bw * params.bw_eff(knobs.weights, model))
+    # sliding-window layers read at most their window: KVR and AT per context token count the
+    # full-attention layers, and the windows' reads ride on each sequence (sliding_terms)
+    c[KVR] = kvb_dev * model.full_attention_share / (bw * eff_a)
     c[KVW] = kvb_dev * knobs.kv_keep / (bw * eff_a)
     gemv, gemm = per_weight_costs(hw, knobs.weights, params, model)
     body = model.active_params - head_params(model)
@@ -197,7 +200,12 @@ def coeffs(
     c[TILE] = params.gemm_tile
     # QK^T and PV: 2 matmuls x 2 FLOPs per multiply-add, per (query, key) pair, per head and layer.
     c[AT] = (
-        4.0 * model.n_layers * model.n_heads * model.head_dim / (attn_peak * params.attn_flops_eff(knobs.kv)) / split
+        4.0
+        * (model.n_layers - model.sliding_layers)
+        * model.n_heads
+        * model.head_dim
+        / (attn_peak * params.attn_flops_eff(knobs.kv))
+        / split
     )
     c[COMM_STEP], c[COMM_TOK] = comm_terms(model, hw, tp, pp, params.link_eff, params.link_latency_scale)
     if model.is_moe or model.is_mla:
@@ -206,7 +214,7 @@ def coeffs(
     c[CTX_SCALE] = knobs.kv_keep * knobs.sparse_budget
     c[KV_PAD] = params.kv_pad / 2.0
     c[O_STEP] += params.overhead_step_s  # after _moe_terms' per-layer cost
-    c[O_SEQ] = params.overhead_seq_s
+    c[O_SEQ] = params.overhead_seq_s + sliding_seq_s(model, hw, knobs, params, kvb_dev)
     c[O_REQ] = params.overhead_req_s
     c[P] = params.roofline_p
     c[CV] = params.step_cv
@@ -225,7 +233,7 @@ def coeffs(
         else:
             # the draft runs tensor-parallel over the worker's tp devices as the target does (its own
             # all-reduces are left out: a draft's few layers)
-            c[D_W] = weight_bytes(dc, knobs.weights) / tp / (bw * params.bw_eff(knobs.weights))
+            c[D_W] = weight_bytes(dc, knobs.weights) / tp / (bw * params.bw_eff(knobs.weights, dc))
             c[D_FL] = dc.matmul_params * gemm / tp
             c[D_KVR] = dc.kv_bytes_per_token(BITS_PER_KV[knobs.kv]) * kv_share(dc, tp) / (bw * eff_a)
             c[D_O] = params.draft_forward_s
@@ -234,6 +242,20 @@ def coeffs(
         shard = kv_share(model, min(tp, knobs.prefill_tp_resolved)) if tp > 1 or knobs.prefill_tp_resolved > 1 else 1.0
         c[XFER] = kvb * knobs.kv_keep * shard / (hw.link_gbs * 1e9) if hw.link_gbs > 0 else np.inf
     return c
+
+
+def sliding_seq_s(model: ModelCard, hw: HardwareCard, knobs: Knobs, params: CalibParams, kvb_dev: float) -> float:
+    """Seconds per sequence in a step that its sliding-window layers' attention takes on one device:
+    reading a full window of KV and attending one query over it (a step's sequences are mostly past
+    the window; gpt-oss's 128 tokens). A prompt's own window pairs in prefill are left out: W per
+    token against the full layers' P / 2 (about 6 % of a 4,000-token prompt's attention)."""
+    if not model.sliding_layers:
+        return 0.0
+    window, share = float(model.sliding_window), model.sliding_layers / model.n_layers
+    read = kvb_dev * share * window / (hw.mem_bw_gbs * 1e9 * params.attn_eff(knobs.kv))
+    heads = model.n_heads / (knobs.tp if knobs.tp > 1 else 1)
+    pairs = 4.0 * model.sliding_layers * heads * model.head_dim * window
+    return read + pairs / (hw.peak_flops("fp16") * params.attn_flops_eff(knobs.kv))
 
 
 def _moe_terms(
@@ -261,7 +283,7 @@ def _moe_terms(
         )
     if not model.is_moe:
         return
-    bw = hw.mem_bw_gbs * 1e9 * params.bw_eff(knobs.weights)
+    bw = hw.mem_bw_gbs * 1e9 * params.bw_eff(knobs.weights, model)
     routed = moe.routed_bytes(model, knobs.weights)
     c[W_T] = (weight_bytes(model, knobs.weights) - routed) / tp / bw
     c[MOE_W] = routed / (tp * dp) / bw

@@ -5,6 +5,7 @@ trace replayed."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -134,13 +135,33 @@ def _pooled(
 
 
 def _utilization_rates(
-    C, policy, slots, chunk, prompt, output, kv_cap, util, shape, n_requests, seed, C_pf, n_pf, n_dw
+    C,
+    policy,
+    slots,
+    chunk,
+    prompt,
+    output,
+    kv_cap,
+    util,
+    shape,
+    n_requests,
+    seed,
+    C_pf,
+    n_pf,
+    n_dw,
+    shared: np.ndarray | None = None,
+    shared_run: Callable[[int, np.ndarray, np.ndarray], np.ndarray] | None = None,
 ) -> np.ndarray:
     """Per row with a utilization load: that fraction of its configuration's capacity, in requests per
     second: the completion rate of a closed loop of as many clients as it has slots (no pauses).
     Simulated once per configuration and workload (`shape`: their index; the first such row runs it),
     without step jitter, each run at its row's own seed as the sweep's are, so a sharded sweep (whose
-    shards keep a configuration's rows together) gets the same rates."""
+    shards keep a configuration's rows together) gets the same rates.
+
+    A row whose workload shares prefixes (`shared`) has its capacity from `shared_run(row, c, c_pf)`: the
+    METRICS of that closed loop on the workload's own requests with the prefix cache its knobs turn on
+    (_shared: the block pool, or llama.cpp's slots), as its closed-loop points are simulated; the batch
+    kernel's flat prompts and no cache would put it at a share of another configuration's capacity."""
     u = np.flatnonzero(util > 0)
     first: dict[int, int] = {}
     for r in u:
@@ -152,7 +173,9 @@ def _utilization_rates(
     c_pf[:, CV] = 0.0
     out = np.full((len(C), len(METRICS)), np.nan)
     cap_kv = np.full(len(C), np.inf)
-    cap_kv[runs] = np.where(n_dw[runs] > 1, np.inf, kv_cap[runs])  # the kernel passes over infinite caps
+    shared = np.zeros(len(C), bool) if shared is None else shared
+    alone = (n_dw[runs] > 1) | (shared[runs] & np.isfinite(kv_cap[runs]))  # run outside the batch kernel
+    cap_kv[runs] = np.where(alone, np.inf, kv_cap[runs])  # the kernel passes over infinite caps
     run_batch(
         c,
         policy,
@@ -191,6 +214,8 @@ def _utilization_rates(
             {},
             seed + int(r),
         )
+    for r in runs[shared[runs] & np.isfinite(kv_cap[runs]) & (n_dw[runs] == 1)]:
+        out[r] = shared_run(int(r), c[r], c_pf[r])
     capacity = out[:, METRICS.index("throughput_tok_s")] / output
     return util[u] * capacity[[first[int(shape[r])] for r in u]]
 

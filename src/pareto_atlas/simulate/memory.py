@@ -57,6 +57,12 @@ def plan_memory(
         # each attention-DP group holds the KV of its own share of the sequences
         share = share / knobs.attn_dp
     per_tok = model.kv_bytes_per_token(bits) * knobs.kv_keep * share
+    if model.sliding_layers:
+        # sliding-window layers hold at most their window: per token of a full-length sequence,
+        # so max_seqs and the token capacity count what such a sequence holds (gpt-oss: half its
+        # layers at 128 tokens, about half the KV of a 5,000-token sequence)
+        length = prompt_tokens + output_tokens
+        per_tok *= model.kv_bytes_per_seq(bits, length) / (length * model.kv_bytes_per_token(bits))
     dc = draft_card(model, knobs.spec, draft) if knobs.spec != "none" else None
     if dc is not None:
         w_all += weight_bytes(dc, knobs.weights, matmul_only=False)

@@ -72,7 +72,8 @@ def routed_bytes(model: ModelCard, weights: str) -> float:
 def step_weight_bytes(model: ModelCard, weights: str, tokens: float, skew: float = ROUTING_SKEW) -> float:
     """Weight bytes one step of `tokens` tokens reads on one device: the always-run weights and the
     touched share of the experts (a dense card: all its matmul weights)."""
-    always = (model.matmul_params - model.routed_params) * model.bits_per_weight(weights) / 8
+    # the always-run weights at the format's bits, or 16 where the checkpoint keeps them so
+    always = model.weight_bytes(weights) - routed_bytes(model, weights)
     if not model.is_moe:
         return always
     return always + routed_bytes(model, weights) * experts_touched(tokens, model, skew) / model.n_experts
@@ -94,7 +95,7 @@ def all_to_all_terms(
 def weights_per_gpu(model: ModelCard, weights: str, tp: int, pp: int, attn_dp: int) -> float:
     """Stored weight bytes on one GPU: the always-run weights over tp (copied in each attention-DP
     group) and all routed experts over the worker's tp x attn_dp GPUs, each over pp stages."""
-    total = model.n_params * model.bits_per_weight(weights) / 8
+    total = model.weight_bytes(weights, matmul_only=False)
     routed = routed_bytes(model, weights)
     return (total - routed) / (tp * pp) + routed / (tp * attn_dp * pp)
 

@@ -226,8 +226,16 @@ class CalibParams:
         if self.roofline_p < 1:
             raise ValueError(f"calib.roofline_p: {self.roofline_p} must be >= 1")
 
-    def bw_eff(self, weights: str) -> float:
-        return self.eff_bw_by_dtype.get(weights, self.eff_bw)
+    def bw_eff(self, weights: str, model=None) -> float:
+        """The streaming efficiency of a weight format's kernels on `model`'s rows (kernel_format, as the
+        fit keys it): the kernel format's own, else its family's (geometric mean: a K-quant file on legacy
+        rows streams as the legacy kernels do), else the card's. So a legacy-row file's rate informs the
+        legacy kernels and never stands for real K-quant rows."""
+        w = kernel_format(weights, model)
+        if w in self.eff_bw_by_dtype:
+            return self.eff_bw_by_dtype[w]
+        fam = [v for k, v in self.eff_bw_by_dtype.items() if format_family(k) == format_family(w)]
+        return float(np.exp(np.mean(np.log(fam)))) if fam else self.eff_bw
 
     def flops_eff(self, weights: str) -> float:
         return self.eff_flops_by_dtype.get(weights, self.eff_flops)

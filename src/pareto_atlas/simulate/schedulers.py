@@ -7,18 +7,31 @@ one request per step. The defaults and where each is set:
 engine     policy (kernel)   budget, tokens a step            max sequences   set in
 vllm (V1)  chunked, mixed    8192 on >= 70 GiB but not A100,  1024, else 256  vllm-project/vllm vllm/engine/arg_utils.py:
                              else 2048                                        EngineArgs.get_batch_defaults, API server
-sglang     unmixed           2048 under 35 GiB, 8192 under    the KV pool     sgl-project/sglang
+sglang     unmixed+overlap   2048 under 35 GiB, 8192 under    the KV pool     sgl-project/sglang
                              160 GiB, else 16384                              python/sglang/srt/server_args.py:
-                                                                              chunked_prefill_size, enable_mixed_chunk
-trtllm     whole             max_num_tokens 8192              2048            NVIDIA/TensorRT-LLM
+                                                                              chunked_prefill_size, enable_mixed_chunk,
+                                                                              disable_overlap_schedule (False)
+trtllm     whole+overlap     max_num_tokens 8192              2048            NVIDIA/TensorRT-LLM
                                                                               tensorrt_llm/llmapi/llm_args.py: BaseLlmArgs
-                                                                              (enable_chunked_prefill False)
+                                                                              (enable_chunked_prefill False);
+                                                                              docs/source/torch/features/overlap_scheduler.md
 
 - vLLM V1 mixes prefill chunks with the running decodes under one budget (`chunked`).
 - SGLang runs a prefill batch without the decodes by default (enable_mixed_chunk False) and first
   whenever one can be formed (Scheduler.get_next_batch_to_run): `unmixed`, the decodes wait for it.
 - TensorRT-LLM admits a prompt only whole (enable_chunked_prefill False): a prompt that does not fit
   what the decodes leave of max_num_tokens waits for a later step (`whole`).
+- Overlap (`+overlap`): TensorRT-LLM's PyTorch executor ("Enabled by default. To disable, set
+  disable_overlap_scheduler=True": NVIDIA/TensorRT-LLM docs/source/torch/features/overlap_scheduler.md
+  @8237b7d6) and SGLang (ServerArgs.disable_overlap_schedule False) form step n+1's batch while step
+  n runs, so a request that arrives during a step joins the step after the next one. aiconfigurator's
+  benchmark deployments keep it on too (ai-dynamo/aiconfigurator@095f58a5
+  src/aiconfigurator/generator/rule_plugin/benchmark/trtllm.rule: `agg disable_overlap_scheduler =
+  false`). vLLM V1's counterpart (async scheduling) is off by default in the versions of its
+  published rows (vllm/config/scheduler.py SchedulerConfig.async_scheduling False, read at
+  vllm-project/vllm@01230b40, a tree just before 0.12; default-on came after 0.12.0, vLLM PR #27614),
+  so vLLM stays `chunked`. Not modelled: TensorRT-LLM before its early exit (PR #8587,
+  2025-10) runs a finishing request one more step, which holds its slot a step longer.
 Not modelled: SGLang's admission reserving the running requests' future tokens (new_token_ratio) and
 TensorRT-LLM's GUARANTEED_NO_EVICT reserving each one's whole output; both only bind when the KV pool
 is nearly full, where the kernel preempts instead.
@@ -29,6 +42,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pareto_atlas.spec.cards import HardwareCard
+from pareto_atlas.spec.knobs import BUDGETED
 
 # SGLang's running requests are bounded by its KV pool, not by a count: the sweep's KV cap does that.
 UNBOUNDED_SEQS = 1 << 20
@@ -43,11 +57,17 @@ class Scheduler:
     chunk_tokens: int  # prefill token budget per step, decodes included
     max_seqs: int  # sequences running together
     source: str  # where the defaults are set
+    overlap: bool = False  # an overlap scheduler: a step's batch is formed while the step before runs
+
+    @property
+    def policy(self) -> str:
+        """The kernel's policy name it runs (layout.POLICIES), e.g. "whole+overlap"."""
+        return f"{self.batching}+overlap" if self.overlap else self.batching
 
     @property
     def label(self) -> str:
         """What a point's `scheduler` column says, e.g. "vllm-v1 chunked 8192"."""
-        return f"{ENGINE_NAMES[self.engine]} {self.batching} {self.chunk_tokens}"
+        return f"{ENGINE_NAMES[self.engine]} {self.policy} {self.chunk_tokens}"
 
 
 ENGINE_NAMES = {"vllm": "vllm-v1", "sglang": "sglang", "trtllm": "trtllm"}
@@ -71,12 +91,22 @@ def _sglang(hw: HardwareCard) -> Scheduler:
         "unmixed",
         budget,
         UNBOUNDED_SEQS,
-        "sgl-project/sglang python/sglang/srt/server_args.py chunked_prefill_size, enable_mixed_chunk",
+        "sgl-project/sglang python/sglang/srt/server_args.py chunked_prefill_size, enable_mixed_chunk, "
+        "disable_overlap_schedule",
+        overlap=True,
     )
 
 
 def _trtllm(hw: HardwareCard) -> Scheduler:
-    return Scheduler("trtllm", "whole", 8192, 2048, "NVIDIA/TensorRT-LLM tensorrt_llm/llmapi/llm_args.py BaseLlmArgs")
+    return Scheduler(
+        "trtllm",
+        "whole",
+        8192,
+        2048,
+        "NVIDIA/TensorRT-LLM tensorrt_llm/llmapi/llm_args.py BaseLlmArgs; "
+        "docs/source/torch/features/overlap_scheduler.md@8237b7d6",
+        overlap=True,
+    )
 
 
 SCHEDULERS = {"vllm": _vllm, "sglang": _sglang, "trtllm": _trtllm}
@@ -92,9 +122,10 @@ def scheduler(engine: str, hw: HardwareCard) -> Scheduler:
 
 
 def default_policy(engine: str, hw: HardwareCard) -> tuple[str, int, int]:
-    """(batching, chunk_tokens, max_seqs) the engine runs by default on this GPU card."""
+    """(batching policy, chunk_tokens, max_seqs) the engine runs by default on this GPU card; the
+    policy with "+overlap" where the engine runs an overlap scheduler."""
     s = scheduler(engine, hw)
-    return s.batching, s.chunk_tokens, s.max_seqs
+    return s.policy, s.chunk_tokens, s.max_seqs
 
 
 def gpu_engine(space_engine: str) -> str:
@@ -109,7 +140,6 @@ def resolve(batching: str, chunk_tokens: int, hw: HardwareCard, engine: str = "v
     every CPU point, runs as its knobs say."""
     if hw.kind != "cpu" and batching == "continuous":
         s = scheduler(gpu_engine(engine), hw)
-        return s.batching, s.chunk_tokens, s.label
-    budgeted = ("chunked", "slo", "whole", "unmixed")
-    label = f"{batching} {chunk_tokens}" if batching in budgeted and chunk_tokens > 0 else batching
+        return s.policy, s.chunk_tokens, s.label
+    label = f"{batching} {chunk_tokens}" if batching in BUDGETED and chunk_tokens > 0 else batching
     return batching, chunk_tokens, label

@@ -99,6 +99,29 @@ def sweep(
     slo = space.slo or {}
     util = np.array([L[i].utilization for i in load_idx]) if n else np.zeros(0)
     if (util > 0).any():
+
+        def shared_capacity(r: int, c_r: np.ndarray, c_pf_r: np.ndarray) -> np.ndarray:
+            # a closed loop of as many clients as slots, no pauses, on the workload's own requests and cache
+            k_r = pairs[pair_idx[r]][0]
+            return _shared(
+                c_r,
+                c_pf_r,
+                int(n_pf[r]),
+                W[wl_idx[r]],
+                k_r,
+                int(policy[r]),
+                kv_cap[r],
+                int(slots[r]),
+                0.0,
+                0.0,
+                False,
+                int(n_requests),
+                {},
+                int(seed) + r,
+                int(chunk[r]),
+                bool(slot_cache[r]),
+            )[0]
+
         # a fraction of one replica's capacity, per replica; the row reports it over all replicas
         rate[util > 0] = _utilization_rates(
             C,
@@ -115,6 +138,8 @@ def sweep(
             C_pf,
             n_pf,
             n_dw,
+            shared & ~replay,
+            shared_capacity,
         )
         rate_total[util > 0] = rate[util > 0] * busy[util > 0]
     pooled = (n_dw > 1) & ~replay & np.isfinite(kv_cap)  # a pool of decode engines: outside the batch kernel

@@ -55,8 +55,24 @@ class ModelCard:
     qk_nope_head_dim: int = 0
     v_head_dim: int = 0
     q_lora_rank: int = 0
+    # Sliding-window attention (0, 0: none): sliding_layers of the n_layers attend over the last
+    # sliding_window tokens only, so their KV stops growing there (gpt-oss: every other layer, 128
+    # tokens; config.json's layer_types and sliding_window).
+    sliding_window: int = 0
+    sliding_layers: int = 0
+    # The checkpoint's own quantized format ("": none) and the parts it leaves at 16 bits in that
+    # format (config.json's quantization_config: quant_method, modules_to_not_convert), of
+    # QUANT_PARTS. gpt-oss ships MXFP4 experts and BF16 attention, router, embedding and lm_head:
+    # served in its own format, those parts are read and stored at 16 bits, not at MXFP4's 4.25.
+    native_format: str = ""
+    native_16bit: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        if isinstance(self.native_16bit, list):  # from TOML
+            object.__setattr__(self, "native_16bit", tuple(self.native_16bit))
+        bad = _window_error(self) or _native_error(self)
+        if bad:
+            raise CardError(f"model card {self.name}: {bad}")
         if (
             self.n_experts
             or self.experts_per_token
@@ -162,6 +178,71 @@ class ModelCard:
         if self.is_mla:
             return self.n_layers * (self.kv_lora_rank + self.qk_rope_head_dim) * bits / 8
         return 2 * self.n_layers * self.n_kv_heads * self.head_dim * bits / 8
+
+    @property
+    def full_attention_share(self) -> float:
+        """The share of the layers whose KV grows with the context (1 without sliding-window layers)."""
+        return (self.n_layers - self.sliding_layers) / self.n_layers
+
+    def kv_bytes_per_seq(self, bits: float, tokens: float) -> float:
+        """KV of one sequence of `tokens` tokens: the full-attention layers' for every token, the
+        sliding-window layers' for the last sliding_window tokens at most."""
+        per_layer = self.kv_bytes_per_token(bits) / self.n_layers
+        full = self.n_layers - self.sliding_layers
+        return per_layer * (full * tokens + self.sliding_layers * min(float(tokens), float(self.sliding_window)))
+
+    def unquantized_params(self, weights: str, matmul_only: bool = True) -> int:
+        """Weights kept at 16 bits when served in `weights`: the parts native_16bit names where
+        `weights` is the checkpoint's own format, else none. matmul_only: those a step reads (the
+        embedding lookup is stored, not streamed)."""
+        if not self.native_format or weights != self.native_format:
+            return 0
+        parts = {
+            "attention": self.attn_params_per_layer * self.n_layers,
+            "router": self.hidden * self.n_experts * self.moe_layers,
+            "lm_head": self.vocab * self.hidden,
+            "embedding": 0 if matmul_only or self.tied_embeddings else self.embedding_params,
+        }
+        return sum(parts[p] for p in self.native_16bit)
+
+    def weight_bytes(self, weights: str, matmul_only: bool = True) -> float:
+        """Bytes of weights one step streams (matmul_only) or the model stores, in `weights`' bits
+        (scales included) with the parts the checkpoint keeps at 16 bits at 16."""
+        n = self.matmul_params if matmul_only else self.n_params
+        bits = self.bits_per_weight(weights)
+        return (n * bits + self.unquantized_params(weights, matmul_only) * max(16.0 - bits, 0.0)) / 8
+
+
+# The parts of a model a checkpoint's quantization may leave at 16 bits (ModelCard.native_16bit).
+QUANT_PARTS = ("attention", "router", "embedding", "lm_head")
+
+
+def _window_error(card: ModelCard) -> str:
+    """'' where the sliding-window fields agree, else the first disagreement, naming the field."""
+    w, n = card.sliding_window, card.sliding_layers
+    for f, v in (("sliding_window", w), ("sliding_layers", n)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            return f"{f} = {v!r} must be an integer >= 0"
+    if (w > 0) != (n > 0):
+        return f"sliding_window = {w} and sliding_layers = {n}: both 0 (none) or both >= 1"
+    if n >= card.n_layers:
+        return f"sliding_layers = {n} must be < n_layers ({card.n_layers}): one layer at least attends in full"
+    if n and card.is_mla:
+        return "sliding_layers with latent attention: not modelled"
+    return ""
+
+
+def _native_error(card: ModelCard) -> str:
+    from pareto_atlas.spec.knobs import BITS_PER_WEIGHT
+
+    if card.native_format and card.native_format not in BITS_PER_WEIGHT:
+        return f"native_format = {card.native_format!r}: not a weight format ({', '.join(BITS_PER_WEIGHT)})"
+    bad = [p for p in card.native_16bit if p not in QUANT_PARTS]
+    if bad:
+        return f"native_16bit: {bad[0]!r} is not a part ({', '.join(QUANT_PARTS)})"
+    if card.native_16bit and not card.native_format:
+        return "native_16bit without native_format (the format whose checkpoint keeps them at 16 bits)"
+    return ""
 
 
 def moe_fields_error(card: ModelCard) -> str:

@@ -155,6 +155,8 @@ def hf_card_fields(path: str | Path) -> tuple[dict, str, Path]:
         # the query/key width a head attends with (the card's head_dim stands for it under MLA)
         vals["head_dim"] = vals["qk_nope_head_dim"] + vals["qk_rope_head_dim"]
     vals.update(_experts(c, vals["n_layers"], vals["intermediate"], str(cfg.get("model_type", ""))))
+    vals.update(_sliding_window(c, vals["n_layers"]))
+    vals.update(_native_quantization(c, raw))
     vals["tied_embeddings"] = tied
     return vals, str(raw.get("_name_or_path") or cfg.get("model_type") or p.parent.name), p
 
@@ -255,3 +257,65 @@ def _moe_layer_count(c: _Config, n_layers: int) -> int:
             "interleave_moe_layer_step)"
         )
     return len(layers)
+
+
+def _sliding_window(c: _Config, n_layers: int) -> dict:
+    """The sliding-window layers where layer_types names each layer's attention (gpt-oss, Gemma-3 in
+    current transformers): {} where it names none. A sliding_window without layer_types is not read:
+    families disagree on what it means then (Qwen's use_sliding_window false, Mistral's on every layer)."""
+    types = c.cfg.get("layer_types")
+    if types is None:
+        return {}
+    if not isinstance(types, list) or len(types) != n_layers or any(not isinstance(t, str) for t in types):
+        raise c.error(f"layer_types must list one attention type per layer ({n_layers}), not {str(types)[:80]}")
+    unknown = sorted(set(types) - {"full_attention", "sliding_attention"})
+    if unknown:
+        raise c.error(f"layer_types: {unknown[0]!r} is not modelled (full_attention, sliding_attention)")
+    sliding = types.count("sliding_attention")
+    if not sliding:
+        return {}
+    window = c.cfg.get("sliding_window")
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        raise c.error(f"sliding_window = {window!r}: layer_types names sliding layers, so it must be an integer >= 1")
+    if sliding == n_layers:
+        raise c.error("layer_types: every layer slides; one at least must attend in full")
+    return {"sliding_window": window, "sliding_layers": sliding}
+
+
+# quantization_config's quant_method -> the weight format its checkpoint ships, where the checkpoint
+# keeps parts at 16 bits that the card must count so (modules_to_not_convert)
+_NATIVE = {"mxfp4": "MXFP4"}
+# a modules_to_not_convert pattern's last name -> the card's part (spec.cards.QUANT_PARTS)
+_PART_NAMES = {
+    "self_attn": "attention",
+    "router": "router",
+    "gate": "router",
+    "embed_tokens": "embedding",
+    "lm_head": "lm_head",
+}
+
+
+def _native_quantization(c: _Config, raw: dict) -> dict:
+    """The checkpoint's own format and the parts it leaves at 16 bits, from quantization_config:
+    {} where it has none or its method keeps no part apart (fp8 checkpoints are served as the
+    study's weight knob says)."""
+    q = raw.get("quantization_config") or c.cfg.get("quantization_config")
+    if not isinstance(q, dict) or str(q.get("quant_method", "")).lower() not in _NATIVE:
+        return {}
+    keep = q.get("modules_to_not_convert") or []
+    if not isinstance(keep, list) or any(not isinstance(m, str) for m in keep):
+        raise c.error(f"quantization_config.modules_to_not_convert = {keep!r} must list module names")
+    parts = []
+    for m in keep:
+        name = m.rstrip(".*").split(".")[-1]
+        if name not in _PART_NAMES:
+            raise c.error(
+                f"quantization_config.modules_to_not_convert: {m!r} is not a part the card counts "
+                f"({', '.join(sorted(_PART_NAMES))})"
+            )
+        if _PART_NAMES[name] not in parts:
+            parts.append(_PART_NAMES[name])
+    out: dict = {"native_format": _NATIVE[str(q["quant_method"]).lower()]}
+    if parts:
+        out["native_16bit"] = tuple(parts)
+    return out

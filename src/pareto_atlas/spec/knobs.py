@@ -36,7 +36,20 @@ KV_TYPES = ("f16", "q8_0", "fp8", "q4_0")
 EVICTION = ("none", "streaming", "h2o", "snapkv", "pyramidkv")
 SPEC = ("none", "ngram", "draft", "eagle")
 # whole / unmixed: TensorRT-LLM's and SGLang's default schedulers (simulate.schedulers, kernels.layout)
-BATCHING = ("static", "continuous", "chunked", "slo", "disagg", "whole", "unmixed")
+BATCHING = (
+    "static",
+    "continuous",
+    "chunked",
+    "slo",
+    "disagg",
+    "whole",
+    "unmixed",
+    # the same three under an overlap scheduler (simulate.kernels.layout)
+    "whole+overlap",
+    "unmixed+overlap",
+    "chunked+overlap",
+)
+BUDGETED = ("chunked", "slo", "whole", "unmixed", "whole+overlap", "unmixed+overlap", "chunked+overlap")
 
 # Bits per weight including block scales (GGUF block layouts; FP8/AWQ as served by vLLM; W4A16: GPTQ-style
 # int4 weight-only with group-128 scales, as AWQ; W8A8: int8 weights and activations, per-channel scales). F32 is vLLM's
@@ -199,7 +212,7 @@ class Knobs:
             on.append("kv-evict")
         if self.spec != "none":
             on.append("speculation")
-        if self.slots > 1 or self.batching in ("chunked", "slo", "whole", "unmixed"):
+        if self.slots > 1 or self.batching in BUDGETED:
             on.append("batching")
         if self.batching == "disagg":
             on.append("disaggregation")

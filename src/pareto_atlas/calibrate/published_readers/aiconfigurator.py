@@ -7,8 +7,11 @@ What the file does not say, and how the rows carry it:
 - the statistic of its TTFT and TPOT (mean or median): stat "unstated";
 - the closed loop's client count is in the free-text `silicon_data_source` ("silicon_concurrency=N")
   or the point's id ("_c<N>_"); `batch_size` is not it (it differs from both on some rows);
-- the KV cache dtype: kv "unstated"; the weights where `precision` is empty: the checkpoint's
-  own (BF16 for these models), said so in weights_published.
+- the KV cache dtype. A row with an FP8 GEMM (gemm_quant_mode fp8 or fp8_block) reads kv "fp8", as
+  aiconfigurator itself resolves and deploys such a configuration (KV_SOURCE, in the row's notes);
+  any other row keeps kv "unstated" (read as f16);
+- the weights where `precision` is empty: the checkpoint's own (BF16 for these models), said so in
+  weights_published.
 A setup that repeats (every field of the row but the figures alike) is kept once when its figures
 are equal too, with the count in its notes, and kept every time, numbered, when they differ.
 """
@@ -35,6 +38,29 @@ SYSTEMS = {"h100_sxm": "H100-SXM", "h200_sxm": "H200", "b200_sxm": "B200"}
 # gemm_quant_mode -> weight format; fp8_block (block-scaled FP8) reads as FP8, FP4 has no format here
 WEIGHTS = {"fp8": "FP8", "fp8_block": "FP8", "": "BF16"}
 ENGINES = {"trtllm": "trtllm", "vllm": "vllm", "sglang": "sglang"}
+# An FP8 GEMM goes with an FP8 KV cache wherever aiconfigurator chooses the KV dtype, and its
+# deployment generator passes that dtype to the engine, so a row measured on the deployment it
+# writes ran an FP8 KV cache (the file itself states no KV dtype):
+# - its Hopper/Blackwell default (TaskConfigFactory._get_quant_mode, src/aiconfigurator/sdk/task.py
+#   from 93076c603 (2025-10-07) to ae7ece35a (2026-02-11), e.g. @71bb3d00e) returns kvcache "fp8" on
+#   SM >= 89 beside the GEMM modes these rows carry: "fp8" under vLLM, "fp8_block" under the other
+#   backends (the only way a BF16 checkpoint such as SGLang's Llama-3.1-8B-Instruct rows gets
+#   fp8_block); its fp8_default profile pairs fp8 GEMM and KV, float16_default neither;
+# - since ae7ece35a, from the checkpoint: a quant_algo FP8 checkpoint (nvidia/*-FP8, ModelOpt) resolves
+#   kvcache fp8 (aic-core/src/aiconfigurator_core/sdk/models/helpers.py
+#   _infer_quant_modes_from_raw_config @095f58a5);
+# - the generator writes the resolved dtype as the engine's KV dtype (src/aiconfigurator/generator/
+#   module_bridge.py kv_cache_dtype, config/backend_config_mapping.yaml: vLLM and SGLang
+#   --kv-cache-dtype, TensorRT-LLM kv_cache_config.dtype; rule_plugin/benchmark/*.rule @095f58a5).
+# vLLM 0.12.0 would not take it from the checkpoint on its own (`auto` reads a ModelOpt
+# kv_cache_quant_algo only since vLLM PR #30785, 2025-12): the flag is what sets it.
+FP8_GEMM = ("fp8", "fp8_block")
+KV_SOURCE = (
+    "kv fp8: not stated by the row; an FP8 GEMM is deployed with an FP8 KV cache by aiconfigurator "
+    "(ai-dynamo/aiconfigurator src/aiconfigurator/sdk/task.py _get_quant_mode @71bb3d00e; "
+    "aic-core/src/aiconfigurator_core/sdk/models/helpers.py @095f58a5; generator module_bridge.py "
+    "kv_cache_dtype @095f58a5)"
+)
 _CONC = re.compile(r"silicon_concurrency=(\d+)")
 _CONC_ID = re.compile(r"_c(\d+)_")
 _DATE = re.compile(r"measured=(\d{4}-\d{2}-\d{2})")
@@ -81,11 +107,12 @@ def _concurrency(r: dict[str, str]) -> int:
     return int(m.group(1)) if m else 0
 
 
-def common_fields(r: dict[str, str], src: SourceFile, conc: int) -> dict[str, str | int]:
+def common_fields(r: dict[str, str], src: SourceFile, conc: int, weights: str | None = None) -> dict[str, str | int]:
     """The columns every row of the file fills alike, for this reader and the MoE one
     (published_readers.aiconfigurator_moe): source, date, engine, GPU, the published model name,
     weights, KV, lengths, load, statistic and the two figures. The catalog model, the weights as
-    published, the notes and the topology are each reader's own."""
+    published, the notes and the topology are each reader's own; `weights` is a reader's own reading
+    of the weight format where the file's label does not map to one by itself (the MoE reader's FP4)."""
     date = _DATE.search(r["silicon_data_source"])
     return {
         "source_id": SOURCE_ID,
@@ -96,8 +123,8 @@ def common_fields(r: dict[str, str], src: SourceFile, conc: int) -> dict[str, st
         "gpu": SYSTEMS[r["system"]],
         "gpu_published": r["system"],
         "model_published": r["model_path"],
-        "weights": WEIGHTS[r["gemm_quant_mode"]],
-        "kv": "unstated",
+        "weights": weights or WEIGHTS[r["gemm_quant_mode"]],
+        "kv": "fp8" if r["gemm_quant_mode"] in FP8_GEMM else "unstated",
         "prompt_tokens": int(r["isl"]),
         "output_tokens": int(r["osl"]),
         "load": "concurrency",
@@ -161,6 +188,7 @@ def read(src: SourceFile) -> ReadResult:
             notes=(
                 f"silicon_ttft_ms and silicon_tpot_ms as published (mean or median not stated); {r['mode']}; "
                 f"id {r['id']}; silicon_data_source: {r['silicon_data_source']}"
+                + (f"; {KV_SOURCE}" if quant in FP8_GEMM else "")
             ),
             **{k: str(v) for k, v in topo.items()},
         )

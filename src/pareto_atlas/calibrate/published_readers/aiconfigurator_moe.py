@@ -4,9 +4,11 @@ file states it (tp_size, attention_dp_size, moe_tp_size, moe_ep_size), kept as t
 columns tp, attn_dp and ep (MoE-TP = tp x attn_dp / ep, so it is not stored).
 
 What is left out, and why (each counted in the reader's `skipped`):
-- FP4 weights (nvfp4): not mapped yet. The file says nvfp4 for gpt-oss-120b on Hopper too, whose
-  checkpoint ships MXFP4 and runs weight-only there; which of spec.fp4's formats each row ran is a
-  reading of its own, left for the next step;
+- FP4 weights (nvfp4) of a checkpoint released in 16 bits (DeepSeek-R1/V3 on B200): which FP4
+  checkpoint and format ran is not stated. The file also says precision fp4 / nvfp4 for
+  openai/gpt-oss-120b, on Hopper too, where no W4A4 kernel runs: that checkpoint is released only in
+  its own 4-bit format (its config.json: quant_method mxfp4, attention, router, embedding and lm_head
+  left BF16; the card's native_format), so those rows read as what was served, MXFP4 (NATIVE_FP4);
 - more GPUs per engine than a node holds (16 or 64: tp x attention-DP across nodes), whose
   inter-node link no hardware card describes;
 - layouts where tp x attention-DP differs from MoE-TP x EP (the file's own identity broken, e.g.
@@ -24,8 +26,11 @@ import io
 from collections import defaultdict
 
 from pareto_atlas.calibrate.published_readers import ReadResult, SourceFile, table_row
+from pareto_atlas.spec.fp4 import FP4
 from pareto_atlas.calibrate.published_readers.aiconfigurator import (
     ENGINES,
+    FP8_GEMM,
+    KV_SOURCE,
     SOURCE_ID as SOURCE_ID,  # its rows cite the same source; callers read it here
     SYSTEMS,
     WEIGHTS,
@@ -46,6 +51,20 @@ MODELS = {
     "deepseek-ai/DeepSeek-V3": "deepseek-v3",
 }
 NODE_GPUS = 8  # GPUs of one node of the file's systems (HGX H100/H200/B200)
+# the file's FP4 label (gemm_quant_mode) on a checkpoint that ships only in its own 4-bit format: the
+# engine served that checkpoint, so the row's weights are the card's native_format (gpt-oss: MXFP4)
+FP4_LABEL = "nvfp4"
+
+
+def _weights(r: dict[str, str]) -> str | None:
+    """The catalog weight format the row ran, or None where it is not stated."""
+    quant = r["gemm_quant_mode"]
+    if quant == FP4_LABEL:
+        from pareto_atlas.spec.cards import shipped_models
+
+        native = shipped_models()[MODELS[r["model_path"]]].native_format
+        return native if native in FP4 else None
+    return WEIGHTS.get(quant)
 
 
 def _layout(r: dict[str, str]) -> dict[str, int] | str:
@@ -76,8 +95,8 @@ def read(src: SourceFile) -> ReadResult:
         why = (
             f"system {r['system']}: no hardware card"
             if r["system"] not in SYSTEMS
-            else f"weights {quant}: not mapped to a catalog weight format (FP4 rows not read yet)"
-            if quant not in WEIGHTS
+            else f"weights {quant}: not mapped to a catalog weight format (FP4 of a 16-bit checkpoint: format not stated)"
+            if _weights(r) is None
             else f"backend {r['backend']}"
             if r["backend"] not in ENGINES
             else ""
@@ -91,7 +110,9 @@ def read(src: SourceFile) -> ReadResult:
             out.skip("no concurrency stated")
             continue
         row = table_row(
-            **common_fields(r, src, conc),
+            # common_fields maps the dense formats only: the weights are this reader's (_weights);
+            # the KV follows the file's own GEMM label there (an FP8 GEMM deploys an FP8 KV cache)
+            **common_fields(r, src, conc, weights=_weights(r)),
             model=MODELS[r["model_path"]],
             weights_published=(
                 f"precision {r.get('precision') or '-'}, gemm_quant_mode {quant}, moe_quant_mode "
@@ -103,7 +124,7 @@ def read(src: SourceFile) -> ReadResult:
                 f"silicon_ttft_ms and silicon_tpot_ms as published (mean or median not stated); agg; "
                 f"tp_size {r['tp_size']}, attention_dp_size {r['attention_dp_size'] or '-'}, moe_tp_size "
                 f"{r['moe_tp_size']}, moe_ep_size {r['moe_ep_size']}; id {r['id']}; "
-                f"silicon_data_source: {r['silicon_data_source']}"
+                f"silicon_data_source: {r['silicon_data_source']}" + (f"; {KV_SOURCE}" if quant in FP8_GEMM else "")
             ),
             tp=layout["tp"],
             pp=layout["pp"],

@@ -5,6 +5,8 @@ Seconds per unit unless said otherwise. A new coefficient goes at the end, befor
 
 from __future__ import annotations
 
+from pareto_atlas.spec.knobs import BATCHING
+
 # W_T      s per step to stream the weights (the linear layers' memory side)
 # KVR/KVW  s per KV token read / written by attention
 # FL       s per token of body compute on the GEMM path; FL_V the same on the small-batch GEMV path;
@@ -56,6 +58,12 @@ BURST_GAP_S = 1e-6
 # and the prompts behind it too (first come, first served), unless nothing else runs.
 # unmixed: prefill first, in chunks of the whole budget, and a step that prefills runs no decodes
 # (SGLang with enable_mixed_chunk off): the decodes wait for it.
-POLICIES = ("static", "continuous", "chunked", "slo", "disagg", "whole", "unmixed")
+# +overlap: the same, under an overlap scheduler (TensorRT-LLM's PyTorch executor and SGLang by
+# default): the batch a step runs was formed when the step before it started, so a request that
+# arrives while a step runs joins the step after the next one (one step later than without).
+# the batching knob's values (spec.knobs.BATCHING), whose order is the kernels' policy index
+POLICIES = BATCHING
 STATIC, CONTINUOUS, CHUNKED, SLO, DISAGG, WHOLE, UNMIXED = range(7)
+N_PLAIN = 7  # policies from N_PLAIN on are OVERLAID[policy - N_PLAIN] under an overlap scheduler
+OVERLAID = (WHOLE, UNMIXED, CHUNKED)
 DEFAULT_CHUNK = 512  # prefill token budget when chunked/slo policies leave it unset

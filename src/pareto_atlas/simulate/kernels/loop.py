@@ -20,7 +20,9 @@ from pareto_atlas.simulate.kernels.layout import (
     DISAGG,
     DRAFT_P,
     K,
+    N_PLAIN,
     O_REQ,
+    OVERLAID,
     Q,
     SLO,
     STATIC,
@@ -86,6 +88,11 @@ def run_kernel(
     (simulate.prefix_cache): its prefill starts after them, attending to them, and its context
     holds them; a preempted request recomputes its whole prompt (its blocks may be gone by then)."""
     np.random.seed(seed)
+    # An overlap scheduler forms a step's batch when the step before it starts: a request is
+    # admitted only if it was there by then (sched_t), unless the engine was idle.
+    overlap = policy >= N_PLAIN
+    if overlap:
+        policy = OVERLAID[policy - N_PLAIN]
     n = arrival.shape[0]
     o_req = c[O_REQ]
     if concurrency <= 0:
@@ -135,6 +142,7 @@ def run_kernel(
     pf_next = 0  # the next request the prefill pool takes
     pf_free = np.zeros(max(prefill_workers, 1))  # when each prefill worker is free
     now = 0.0
+    sched_t = 0.0  # when the batch of the step starting at `now` was formed
     done = 0
     steps = 0
     peak_kv = 0
@@ -170,7 +178,7 @@ def run_kernel(
                 if npre > 0:
                     i = pre[npre - 1]
                     from_pre = True
-                elif nxt < n_known and ready[nxt] <= now:
+                elif nxt < n_known and ready[nxt] <= sched_t:
                     i = nxt
                     from_pre = False
                 else:
@@ -210,7 +218,9 @@ def run_kernel(
 
         if nrun == 0:
             if nxt < n_known:
+                # Idle: the engine forms its next batch when a request is there.
                 now = max(now, ready[nxt])
+                sched_t = now
                 continue
             break
 
@@ -282,8 +292,8 @@ def run_kernel(
             if m >= 2:
                 # An arrival already waiting is blocked by KV until a completion; only a future
                 # arrival that a free slot would take must cut the run short.
-                can_admit = policy != STATIC and nrun < slots and nxt < n_known and ready[nxt] > now
-                gap = ready[nxt] - now if can_admit else np.inf
+                can_admit = policy != STATIC and nrun < slots and nxt < n_known and ready[nxt] > sched_t
+                gap = max(ready[nxt] - now, 0.0) if can_admit else np.inf
                 if gap < 2.0 * _step_time(c, b_eff, ctx_dec + (m - 1) * ramp, 0.0, 0.0, 0.0, b_eff, 1.0):
                     m = 0  # the arrival cuts it to under two steps, even at a lower bound of their time
                 else:
@@ -298,7 +308,9 @@ def run_kernel(
                 tm = step_time(c, b_eff, ctx_dec + 0.5 * (m - 1) * ramp, 0.0, 0.0, 0.0, b_eff)
                 # Simpson's rule over a linear ramp of context: exact for quadratics, and the
                 # step time is smooth and near-linear in context.
-                now += m * (t0 + 4.0 * tm + t1) / 6.0 * _noise(c[CV], float(m))
+                run_t = m * (t0 + 4.0 * tm + t1) / 6.0 * _noise(c[CV], float(m))
+                now += run_t
+                sched_t = now - run_t / m if overlap else now
                 steps += m
                 spread = np.sqrt(m * v_tok)
                 grown = 0
@@ -328,7 +340,9 @@ def run_kernel(
                 dt = step_time(c, 0.0, 0.0, float(n_pf), pf_pairs, float(pf_ctx), float(n_pf_seqs))
             else:
                 dt = step_time(c, b_eff, float(ctx_dec), float(n_pf), pf_pairs, float(pf_ctx), b_eff + n_pf_seqs)
-            now += dt * _noise(c[CV], 1.0)
+            step_t = dt * _noise(c[CV], 1.0)
+            now += step_t
+            sched_t = now - step_t if overlap else now
             steps += 1
             if spec_on:
                 _accepted(n_dec, k, acc, p_draft, emitted)

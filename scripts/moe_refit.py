@@ -1,0 +1,112 @@
+"""The published MoE fit alone (calibrate.published_moe.calibrate_moe, as `pareto-atlas calibrate --published
+--multi-gpu` runs it), for before/after comparisons of MoE-only code on one machine:
+
+    python scripts/moe_refit.py DENSE.pkl [TABLE.csv | -] [ANCHORS_OUT.csv] [--nproc N] [--trtllm-budget]
+
+DENSE.pkl holds each card's one-GPU published fits and its link fit (computed and written on the first call,
+then reused): they are fitted on dense rows, so code that only changes MoE or sliding-window cards leaves
+them as they are, and a before/after pair (PYTHONPATH at two checkouts) shares them. TABLE: an MoE table
+(default: the shipped spec/published_moe.csv). --nproc: the grid points over N forked processes (the same
+rows, seeds and numbers). --trtllm-budget: a choice tried, not the product's: TensorRT-LLM rows run with the
+per-step token budget aiconfigurator's config generator sets for an aggregated worker (max batch + ISL +
+1500, block-rounded: ai-dynamo/aiconfigurator .claude/rules/generator/rule_authoring.md) instead of
+TensorRT-LLM's default max_num_tokens 8192, which admits no 8192-token prompt beside a running decode.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pickle
+import time
+from dataclasses import replace
+from multiprocessing import get_context
+from pathlib import Path
+
+import numpy as np
+
+from pareto_atlas.calibrate import published_cache, published_moe
+from pareto_atlas.calibrate.fit import TARGETS
+from pareto_atlas.calibrate.published import _rel
+from pareto_atlas.calibrate.published_runs import predict_rows
+from pareto_atlas.calibrate.published_link import link_calibrations
+from pareto_atlas.calibrate.published_moe_table import load_moe
+from pareto_atlas.calibrate.published_table import load_published
+from pareto_atlas.spec.cards import shipped_hardware
+
+CARDS = ["H100-SXM", "H200", "B200"]
+_ARGS: tuple = ()
+
+
+def _grid_point(g: int) -> np.ndarray:
+    frame, models, hw, base, engines, runs = _ARGS
+    s, layer, eff = published_moe.GRID[g]
+    meas = frame[list(TARGETS)].to_numpy(float)
+    err = np.full(meas.shape, np.nan)
+    for e, p in base.items():
+        on = engines == e
+        if on.any():
+            ps = replace(p, routing_skew=s, moe_layer_s=layer, moe_flops_eff=eff)
+            ms = [m for m, t in zip(models, on) if t]
+            pred = predict_rows(frame[on].reset_index(drop=True), ms, hw, ps, [r for r, t in zip(runs, on) if t])
+            err[on] = _rel(pred, meas[on])
+    return err
+
+
+def _parallel(nproc: int):
+    def predictions(frame, models, hw, base, engines, runs=None):
+        global _ARGS
+        _ARGS = (frame, models, hw, base, engines, [None] * len(frame) if runs is None else runs)
+        with get_context("fork").Pool(nproc) as pool:
+            return np.stack(pool.map(_grid_point, range(len(published_moe.GRID)), chunksize=1))
+
+    return predictions
+
+
+def _trtllm_budget() -> None:
+    orig = published_moe._policy
+
+    def policy(r, hw):
+        p = orig(r, hw)
+        if p and r["engine"] == "trtllm":
+            need = int(r["load_value"]) + int(r["prompt_tokens"]) + 1500
+            return p[0], max(p[1], -(-need // 32) * 32), p[2]
+        return p
+
+    published_moe._policy = policy
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("dense", type=Path)
+    ap.add_argument("table", nargs="?", default="-")
+    ap.add_argument("anchors_out", nargs="?", type=Path)
+    ap.add_argument("--nproc", type=int, default=1)
+    ap.add_argument("--trtllm-budget", action="store_true")
+    a = ap.parse_args()
+    t0 = time.time()
+    if a.nproc > 1:
+        published_moe.predictions = _parallel(a.nproc)
+    if a.trtllm_budget:
+        _trtllm_budget()
+    table = load_moe([Path(a.table)], shipped=False) if a.table != "-" else load_moe()
+    if a.dense.exists():
+        ones, links = pickle.loads(a.dense.read_bytes())
+    else:
+        shipped = load_published()
+        links = link_calibrations(CARDS, one_gpu=None)
+        ones = {c: published_cache.fitted(shipped, [c]) if c in set(shipped.rows.gpu) else [] for c in CARDS}
+        a.dense.write_bytes(pickle.dumps((ones, links)))
+    cards = [c for c in dict.fromkeys(table.rows.gpu) if c in shipped_hardware()]
+    bases, said = published_moe.dense_bases(table, cards, ones, links)
+    print(f"table sha256 {table.sha256[:12]}, {len(table.rows)} rows", flush=True)
+    fits = published_moe.calibrate_moe(table, bases, said)
+    print("\n".join(published_moe.report_lines(list(fits.values()))))
+    if a.anchors_out:
+        import pandas as pd
+
+        pd.concat([f.anchors.assign(gpu=c) for c, f in fits.items()]).to_csv(a.anchors_out, index=False)
+    print(f"done in {time.time() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

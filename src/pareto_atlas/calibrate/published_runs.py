@@ -1,0 +1,149 @@
+"""How a published source ran its closed-loop rows, so a row is simulated as it was measured: the
+deployment its benchmark wrote (batch shape, token budget a step, sequence limit) and what its figures
+are (which statistic, over which requests).
+
+aiconfigurator's silicon rows (ai-dynamo/aiconfigurator, silicon_sample.csv) are its benchmark's:
+- Deployment: its benchmark rules (src/aiconfigurator/generator/rule_plugin/benchmark/{trtllm,vllm,
+  sglang}.rule, ai-dynamo/aiconfigurator@095f58a5) set an aggregated worker's sequence limit to its
+  batch size, the row's client count, and its token budget a step to batch + prompt + 1500
+  (TensorRT-LLM `max_num_tokens`, vLLM `max_num_tokens`, i.e. max-num-batched-tokens) or prompt + 1500
+  (SGLang `max_prefill_tokens`, with `enable_mixed_chunk` on: prefill chunks ride with the decodes).
+  TensorRT-LLM keeps `enable_chunked_prefill` off (backend_templates/trtllm/extra_engine_args
+  .1.0.0rc3.yaml.j2): a prompt runs whole. The rules leave TensorRT-LLM's overlap scheduler on (`agg
+  disable_overlap_scheduler = false`) and do not touch SGLang's (on by default) nor vLLM's async
+  scheduling (off in 0.12.0): `+overlap` for the first two, as simulate.schedulers has them. At 8 clients and 1,024-token prompts vLLM's budget is
+  2,532 tokens, so a wave of eight prompts is prefilled over four steps, not in one as under the
+  engine's own default of 8,192 (simulate.schedulers), and its requests leave the wave staggered.
+- Reading: its benchmark drives aiperf at a fixed concurrency, a warm-up, then ROUNDS x clients
+  requests (backend_templates/benchmark/bench_run.sh.j2, generator/sflow.py MULTI_ROUND); aiperf
+  waits for the warm-up to return before the measured phase sends (ai-dynamo/aiperf
+  aiperf/timing/credit_issuing_strategy.py@32decb73, _execute_phases): the measured phase is a fresh
+  closed loop from an idle engine, every client sending at once. Its figures are read as the mean
+  over every request (the rows do not say mean or median; the benchmark's own report leads with the
+  average, and branch gpusched's one-GPU comparison found the median reading off by far more).
+  The whole measured phase is simulated, ROUNDS x clients requests (a few seconds for a card's rows:
+  the decode steps between arrivals are fast-forwarded), so the first wave's queue is in the mean with
+  its weight of 1 / ROUNDS.
+
+A row whose prompt is longer than a whole-prompt engine's token budget (TensorRT-LLM's default
+max_num_tokens of 8,192 against trtllm-bench's 20,000-token prompts in its perf-overview) cannot have
+run whole: max_num_tokens bounds the tokens of one forward pass, so such a prompt was prefilled in
+chunks (TensorRT-LLM's chunked context). It runs `chunked` at the same budget, under the same overlap scheduler (apply_runs): under
+`whole` the simulator admits it only into an empty engine, one at a time, and the perf-overview's
+20,000/2,000 offline rows came out 82-89 % slow on H100-SXM.
+
+Other rows run as before: the engine's default scheduler (calibrate.published._policy) and the
+medians of the simulated requests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from pareto_atlas.calibrate.fit import TARGETS, _anchors, predict
+from pareto_atlas.simulate import des
+from pareto_atlas.simulate.cost_model import coeffs
+from pareto_atlas.simulate.memory import plan_memory
+from pareto_atlas.simulate.parallel import replica_load
+from pareto_atlas.simulate.params import CalibParams
+from pareto_atlas.spec.cards import HardwareCard, ModelCard
+
+AICONFIGURATOR = "aiconfigurator-silicon-sample"
+ROUNDS = 20  # requests per client of aiconfigurator's measured phase (MULTI_ROUND's default)
+EXTRA_TOKENS = 1500  # the rules' headroom over the prompt in a step's token budget
+TRTLLM_BLOCK = 32  # TensorRT-LLM rounds max_num_tokens up to its tokens-per-block
+
+
+@dataclass(frozen=True)
+class Run:
+    """One closed-loop row's deployment and reading, as its source ran it."""
+
+    batching: str  # the kernel's policy (simulate.kernels.layout.POLICIES)
+    chunk_tokens: int  # token budget a step
+    max_seqs: int  # sequences the engine runs together
+    rounds: int  # requests per client of the measured phase
+    reading: str  # "mean": over every request of the measured phase
+
+
+def aiconfigurator_run(engine: str, clients: int, prompt: int) -> Run:
+    """The deployment aiconfigurator's benchmark rules write for an aggregated worker of `engine`
+    serving `clients` at `prompt` tokens (see the module's docstring for where each is set)."""
+    if clients < 1 or prompt < 1:
+        raise ValueError(f"clients, prompt: {clients}, {prompt} must be >= 1")
+    if engine == "trtllm":
+        budget = -(-(clients + prompt + EXTRA_TOKENS) // TRTLLM_BLOCK) * TRTLLM_BLOCK
+        return Run("whole+overlap", budget, clients, ROUNDS, "mean")
+    if engine == "vllm":
+        return Run("chunked", clients + prompt + EXTRA_TOKENS, clients, ROUNDS, "mean")
+    if engine == "sglang":
+        return Run("chunked+overlap", prompt + EXTRA_TOKENS, clients, ROUNDS, "mean")
+    raise ValueError(f"engine: {engine!r} has no aiconfigurator benchmark rule; known: trtllm, vllm, sglang")
+
+
+def row_run(row: pd.Series) -> Run | None:
+    """How a published row was run, where its source says (an aggregated closed loop of
+    aiconfigurator's); None: the engine's default scheduler and the median reading."""
+    if row["source_id"] != AICONFIGURATOR or row["load"] != "concurrency" or int(row["prefill_workers"]):
+        return None
+    return aiconfigurator_run(str(row["engine"]), int(float(row["load_value"])), int(row["prompt_tokens"]))
+
+
+def apply_runs(frame: pd.DataFrame, rows: pd.DataFrame) -> tuple[pd.DataFrame, list[Run | None]]:
+    """The fit's anchor frame (calibrate.published.card_frame of `rows`) with each row's own deployment
+    where its source states one, and the runs (None where it does not)."""
+    runs = [row_run(r) for _, r in rows.iterrows()]
+    out = frame.copy()
+    for i, run in enumerate(runs):
+        if run is not None:
+            out.loc[i, ["batching", "chunk_tokens"]] = [run.batching, run.chunk_tokens]
+            out.loc[i, "slots"] = min(int(out.loc[i, "slots"]), run.max_seqs)
+    whole = out.batching.isin(["whole", "whole+overlap"])
+    too_long = whole & (out.prompt_tokens.astype(int) > out.chunk_tokens.astype(int))
+    out.loc[too_long, "batching"] = out.loc[too_long, "batching"].str.replace("whole", "chunked", regex=False)
+    return out, runs
+
+
+def predict_run(
+    frame: pd.DataFrame, model: ModelCard, hw: HardwareCard, params: CalibParams, run: Run, seed: int = 0
+) -> np.ndarray:
+    """TARGETS of one closed-loop anchor row (a one-row frame) under its source's run: its measured
+    phase (run.rounds rounds of its clients from an idle engine), the medians' slots holding the run's
+    reading (the mean over every request) and the p99 and throughput the simulation's own."""
+    (a,) = _anchors(frame)
+    c = coeffs(model, hw, a.knobs, params)
+    plan = plan_memory(model, hw, a.knobs, a.prompt, a.output, params)
+    conc, _, busy = replica_load(a.concurrency, 0.0, a.knobs.replicas)
+    n = run.rounds * conc
+    cap = plan.kv_cap_tokens if plan.kv_cap_tokens > 0 else np.inf
+    res = des.run(
+        c,
+        des.closed_loop(conc, n, a.prompt, a.output),
+        a.knobs.batching,
+        a.knobs.slots,
+        a.knobs.chunk_tokens,
+        cap,
+        None,
+        seed=seed,
+    )
+    s = res.summary
+    tpot = (res.finish_t - res.first_t) / np.maximum(res.output - 1, 1)
+    mean = {"ttft_p50_ms": 1e3 * float(np.mean(res.ttft)), "tpot_p50_ms": 1e3 * float(np.mean(tpot))}
+    return np.array([mean.get(t, s[t] * (busy if t == "throughput_tok_s" else 1.0)) for t in TARGETS])
+
+
+def predict_rows(
+    frame: pd.DataFrame, models: Sequence[ModelCard], hw: HardwareCard, params: CalibParams, runs: Sequence[Run | None]
+) -> np.ndarray:
+    """TARGETS per anchor row: a row with a run as its source ran and read it (predict_run), the rest
+    as calibrate.fit.predict simulates them."""
+    out = np.full((len(frame), len(TARGETS)), np.nan)
+    plain = np.array([r is None for r in runs], bool)
+    if plain.any():
+        out[plain] = predict(_anchors(frame[plain]), [m for m, p in zip(models, plain) if p], hw, params)
+    for i in np.flatnonzero(~plain):
+        out[i] = predict_run(frame.iloc[[i]], models[i], hw, params, runs[i], seed=int(i))
+    return out
