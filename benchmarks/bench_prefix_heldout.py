@@ -16,7 +16,11 @@ its slots' own (simulate.prefix_cache.slot_cached_tokens: each slot reuses the l
 to the token; a request takes the idle slot most similar to its prompt, else the least recently used),
 so which tokens hit depends on when slots are idle: the slot model and the simulation run in turn until
 they agree (simulate.prefix_cache.settle_slots, as the atlas simulates a llama.cpp point). Nothing
-measured about a held-out anchor enters its prediction; its hit rate is predicted, not read.
+measured about a held-out anchor's speed or reuse enters its prediction; its hit rate is predicted, not
+read. What its prompts were does: the leading tokens they share, as the server's tokenizer counted them
+when the anchor was measured (metrics shared_prefix_tokens: the stated prefix's text and the
+" Request <seed>-" that follows it in every request), replayed as the pattern's prefix
+(spec.sharing.as_measured); an anchor stored before that count keeps the stated prefix, marked "*".
 
 Goals (issue 33): median |error| of TTFT p50 and of TPOT p50 <= 10 % over the held-out anchors, and
 each cached anchor's hit rate within 5 points. Anchors are kept in the store (resumable); the
@@ -53,6 +57,7 @@ from pareto_atlas.simulate.prefix_cache import (
     settle_slots,
     shared_load,
 )
+from pareto_atlas.spec.sharing import Sharing, as_measured
 from pareto_atlas.spec.trace import HASH_BLOCK_TOKENS, trace_rows
 from pareto_atlas.spec.cards import HardwareCard, ModelCard
 from pareto_atlas.spec.knobs import Knobs
@@ -74,9 +79,9 @@ def predict_shared(
     rate from the block cache over its sharing pattern's requests (warm-ups first), not the measured one."""
     arm = study.arm(str(row.arm))
     wl = arm.workload(study.workload)
-    share = wl.sharing()
     k = Knobs.from_row(row)
     P, O = int(row.prompt_tokens), int(row.output_tokens)
+    share, _ = anchor_sharing(row, wl)
     conc, warm = int(row.concurrency), study.load.warmup
     think = row.get("think_s")
     think = np.asarray(think, float) if think is not None and len(think) else None
@@ -121,6 +126,16 @@ def predict_shared(
         )
     s = res.summary
     return s["ttft_p50_ms"], s["tpot_p50_ms"], hit_rate(cached, arr.prompt) if cached is not None else 0.0
+
+
+def anchor_sharing(row: pd.Series, wl) -> tuple[Sharing | None, str]:
+    """The sharing pattern an anchor's prompts had: the workload's, its prefix the tokens the server's
+    tokenizer counted the prompts sharing where the anchor recorded them (spec.sharing.as_measured; an
+    anchor stored before keeps the stated prefix, and the line says so)."""
+    share = wl.sharing()
+    if share is None or not share.prefix_tokens:
+        return share, "no shared prefix stated"
+    return as_measured(share, row.get("shared_prefix_tokens"), int(row.prompt_tokens))
 
 
 def slot_load(wl, share, prompt: int, output: int, n: int, warm: int, width: int, row: pd.Series) -> SharedLoad:
@@ -170,10 +185,14 @@ def scored(df: pd.DataFrame, study: Study, hw: HardwareCard, params: CalibParams
     for (_, r), model in zip(df.iterrows(), cards):
         ttft, tpot, hit = predict_shared(r, study, model, hw, params)
         meas_hit = r.get("prefix_hit_rate")
+        share, _ = anchor_sharing(r, study.arm(str(r.arm)).workload(study.workload))
+        mark = "" if pd.notna(r.get("shared_prefix_tokens")) else "*"
         out.append(
             {
                 "arm": r.arm,
                 "workload": r.workload,
+                # the shared prefix the prediction replays: counted by the server's tokenizer, or "*" stated
+                "shared": "" if share is None else f"{share.prefix_tokens}{mark}",
                 "cache": bool(r.prefix_cache),
                 "hit meas": float(meas_hit) if meas_hit == meas_hit and meas_hit is not None else 0.0,
                 "hit pred": hit,
@@ -294,7 +313,9 @@ def main() -> None:
         print(table.drop(columns=["cache"]).to_string(index=False, formatters=fmt))
     print(
         "  error = predicted / measured - 1 (hit: predicted - measured, in points of prompt tokens); "
-        "fit rows: the calibration's own residual (its measured hit rate is an input there, predicted here)"
+        "fit rows: the calibration's own residual (its measured hit rate is an input there, predicted here); "
+        "shared: the prefix tokens replayed, as the server's tokenizer counted them at measure time "
+        "(* the stated prefix: an anchor stored before that count was recorded)"
     )
     print("\n".join(verdict_lines(table[table.role == "held"])))
 

@@ -21,3 +21,14 @@ def tiny_tokenizer(tmp_path_factory):
     from tiny_gguf import write_tokenizer
 
     return write_tokenizer(tmp_path_factory.mktemp("tok") / "tok.gguf")
+
+
+@pytest.fixture(scope="session")
+def tiny_bpe_tokenizer(tmp_path_factory):
+    """A byte-level BPE tokenizer llama.cpp runs (tiny_gguf.write_bpe_tokenizer), its merges making the
+    prompt builders' pool words one token each, as a real vocabulary does."""
+    from tiny_gguf import write_bpe_tokenizer
+
+    from pareto_atlas.measure.contract import _WORDS
+
+    return write_bpe_tokenizer(tmp_path_factory.mktemp("bpe") / "bpe.gguf", tuple(_WORDS))

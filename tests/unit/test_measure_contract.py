@@ -9,9 +9,11 @@ import pytest
 from pareto_atlas.measure.contract import (
     apply_contract,
     build_contract_prompts,
+    build_shared_prompts,
     check_contract,
     contract_body,
     exact_prompt,
+    measure_shared_prefix,
 )
 from pareto_atlas.measure.fakeserver import FakeBehaviour, FakeOpenAIServer
 from pareto_atlas.measure.loadgen import run_load_sync
@@ -83,3 +85,30 @@ def test_a_good_hint_needs_one_count():
 
     p = exact_prompt(count, 20, "Request 1 ab: ", random.Random(0), hint=17)
     assert count(p) == 20 and len(calls) == 2  # the hinted try, then our own check
+
+
+def test_the_shared_prefix_is_counted_by_the_servers_tokenizer_not_assumed():
+    # the fake server's tokens are words, its usage counts a BOS that /tokenize leaves out (as llama.cpp's):
+    # a group's requests share its stated 12 tokens (BOS + 11 words), then the word "Request" ("7-i" differs)
+    with FakeOpenAIServer(FakeBehaviour(bos_tokens=1)) as srv:
+        shared = build_shared_prompts(srv.base_url, 32, 6, 12, 2, seed=7)
+        got = measure_shared_prefix(srv.base_url, shared, 2, 12)
+        unique = measure_shared_prefix(srv.base_url, build_contract_prompts(srv.base_url, 32, 4, seed=7))
+        one = measure_shared_prefix(srv.base_url, shared[:1], 1, 12)
+    assert got.tokens == 13 and got.by_group == (13, 13) and got.stated == 12
+    assert got.to_metrics()["shared_prefix_tokens"] == 13 and "share 13 leading tokens" in got.line()
+    assert unique.tokens == 2 and unique.stated == 0  # BOS and "Request": unique prompts share that much
+    assert one.tokens is None and "fewer than two" in one.basis
+    with pytest.raises(ValueError, match="groups=0 must be >= 1"):
+        measure_shared_prefix("http://127.0.0.1:1", shared, 0)
+
+
+def test_a_server_without_a_tokenizer_or_the_chat_api_leaves_the_stated_prefix_and_says_so():
+    with FakeOpenAIServer(FakeBehaviour(tokenize=False)) as srv:
+        prompts = build_shared_prompts(srv.base_url, 24, 3, 8, 1, seed=1)
+        none = measure_shared_prefix(srv.base_url, prompts, 1, 8)
+        chat = measure_shared_prefix(srv.base_url, prompts, 1, 8, api="chat")
+    for m in (none, chat):
+        assert m.tokens is None and m.to_metrics()["shared_prefix_tokens"] is None
+        assert "not measured" in m.line() and "the stated 8 tokens stand" in m.line()
+    assert "no /tokenize" in none.basis and "chat" in chat.basis

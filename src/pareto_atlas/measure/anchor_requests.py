@@ -43,6 +43,22 @@ def anchor_prompts(running, wl: WorkloadSpec, P, n: int | None, seed: int, block
     return build_shared_prompts(running.base_url, P, n, share.prefix_tokens, share.groups, seed=seed, **kw)
 
 
+def anchor_shared_prefix(running, wl: WorkloadSpec, prompts: list[str]) -> dict:
+    """What the anchor's prompts share as the server tokenizes them (contract.measure_shared_prefix), as
+    the anchor's metrics keep it: the stated prefix is text of that many tokens, but the tokens two
+    requests share are counted, not assumed (the simulator replays the count: spec.sharing.as_measured).
+    A trace's block prompts share row by row, not one prefix: not measured."""
+    from pareto_atlas.measure.contract import SharedPrefix, measure_shared_prefix
+
+    share = wl.sharing()
+    stated = share.prefix_tokens if share is not None else 0
+    if share is None and wl.shares():
+        return SharedPrefix(None, (), 0, "a trace's blocks: shared row by row").to_metrics()
+    groups = share.groups if share is not None and share.prefix_tokens else 1
+    kw = {"api": wl.api, "model": running.model, "headers": running.headers()}
+    return measure_shared_prefix(running.base_url, prompts, groups, stated, **kw).to_metrics()
+
+
 def request_extra(extra: dict, engine: str, knobs) -> dict:
     """Per-request engine fields: llama.cpp's prompt cache follows the arm's prefix_cache knob (off by
     default: unique prompts could only cost)."""

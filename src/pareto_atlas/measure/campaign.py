@@ -19,7 +19,7 @@ from typing import Callable, Iterable, Iterator
 
 from pareto_atlas import __version__
 from pareto_atlas.measure.consent import Consent, authorize
-from pareto_atlas.measure.anchor_requests import anchor_prompts, request_extra, request_lengths
+from pareto_atlas.measure.anchor_requests import anchor_prompts, anchor_shared_prefix, request_extra, request_lengths
 from pareto_atlas.measure.hostinfo import endpoint_description, host_description
 from pareto_atlas.spec.study import ArmSpec, Study
 from pareto_atlas.store import Store
@@ -170,6 +170,7 @@ def measure_anchor(
             sent = (list(rows[:1]) * load.warmup + list(rows)) if rows else []  # as request_lengths sends them
             blocks = [r.hash_ids for r in sent] if sent and sent[0].hash_ids else None
             prompts = anchor_prompts(running, wl, P, None if rows else n, int(p.anchor_id[:8], 16), blocks)
+            shared = anchor_shared_prefix(running, wl, prompts)  # counted by the server's tokenizer, not assumed
             done = [0]
             # the server's own counters (vLLM's /metrics) from the end of the warm-up to the end of the run
             counters = [running.counters() if load.warmup == 0 else None]
@@ -207,6 +208,7 @@ def measure_anchor(
             metrics = derive_metrics(recs, *((None, None) if rows else (P, N))).to_dict()
             metrics.update(running.run_summary(counters[0], after, metrics))
             metrics.update(error_verdict(metrics))
+            metrics.update(shared)
             metrics["peak_rss_mb"] = mem.peak_rss_bytes / 2**20
             metrics["peak_gpu_mb"] = mem.peak_gpu_bytes / 2**20 if mem.peak_gpu_bytes else None
             metrics["model_bytes"] = model_bytes

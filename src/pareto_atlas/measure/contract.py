@@ -8,6 +8,7 @@ never averaged into a metric.
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from collections.abc import Callable, Mapping, Sequence
 from numbers import Integral
 
@@ -117,7 +118,7 @@ def apply_contract(record: RequestRecord, prompt_tokens: int | None, output_toke
 class TokenCounter:
     """Counts prompt tokens as the server will report them in usage.prompt_tokens.
 
-    Uses the server's `/tokenize` (llama.cpp: {"content"} -> tokens; vLLM: {"prompt"} -> count)
+    Uses the server's `/tokenize` (llama.cpp: {"content"} -> tokens; vLLM: {"prompt"} -> tokens)
     plus a constant offset (BOS, chat template) found with one probe request; without a
     tokenizer endpoint every count is a 1-token probe request (slow but exact).
     """
@@ -125,30 +126,36 @@ class TokenCounter:
     def __init__(self, client: httpx.Client, api: str = "completions", model: str | None = None):
         self.client, self.api, self.model = client, api, model
         self._secrets = header_secrets(client.headers)
-        self._tokenize: Callable[[str], int] | None = self._find_tokenizer()
+        self._tokenize: Callable[[str], list[int]] | None = self._find_tokenizer()
         self.offset = 0
         if self._tokenize is not None:
             probe = "Counting probe text."
-            self.offset = self._usage_count(probe) - self._tokenize(probe)
+            self.offset = self._usage_count(probe) - len(self._tokenize(probe))
 
     def __call__(self, text: str) -> int:
         if self._tokenize is None:
             return self._usage_count(text)
-        return self._tokenize(text) + self.offset
+        return len(self._tokenize(text)) + self.offset
 
-    def _find_tokenizer(self) -> Callable[[str], int] | None:
-        def llama(text: str) -> int:
+    def ids(self, text: str) -> list[int] | None:
+        """The server's token ids of `text` as its `/tokenize` gives them (llama.cpp: without BOS;
+        vLLM: with its special tokens; the rest of what usage counts is `offset`), or None where the
+        server has no tokenizer endpoint."""
+        return None if self._tokenize is None else self._tokenize(text)
+
+    def _find_tokenizer(self) -> Callable[[str], list[int]] | None:
+        def llama(text: str) -> list[int]:
             r = self.client.post("/tokenize", json={"content": text})
             r.raise_for_status()
-            return len(r.json()["tokens"])
+            return [int(t) for t in r.json()["tokens"]]
 
-        def vllm(text: str) -> int:
+        def vllm(text: str) -> list[int]:
             body = {"prompt": text, "add_special_tokens": True}
             if self.model:
                 body["model"] = self.model
             r = self.client.post("/tokenize", json=body)
             r.raise_for_status()
-            return int(r.json()["count"])
+            return [int(t) for t in r.json()["tokens"]]
 
         for fn in (llama, vllm):
             try:
@@ -315,3 +322,79 @@ def build_block_prompts(
             head = " ".join(full(h) for h in ids[:-1])
             out.append(exact_prompt(count, int(target), head + " " if head else "", random.Random(f"{seed}:{ids[-1]}")))
         return out
+
+
+# ----------------------------------------------------------------------------- what prompts share
+
+
+@dataclass(frozen=True)
+class SharedPrefix:
+    """The leading tokens an anchor's prompts share, as the server's own tokenizer gives them.
+
+    The prompt builders share text (a group's system prompt; for unique prompts nothing but the
+    "Request <seed>-" their nonce opens with), and the text around the shared part is common too (each
+    request's " Request <seed>-" follows its group's prefix), so the tokens two requests share are not
+    the workload's stated `prefix_tokens`: they are counted here. `tokens`: what every request of a
+    group shares with the others of its group (the longest common prefix of the group's token ids, plus
+    the server's leading offset: BOS), the least over groups; None where not measured (`basis` says
+    why). `by_group`: each group's figure. `stated`: the workload's prefix_tokens (0: unique prompts)."""
+
+    tokens: int | None
+    by_group: tuple[int, ...]
+    stated: int
+    basis: str
+
+    def to_metrics(self) -> dict:
+        return {
+            "shared_prefix_tokens": self.tokens,
+            "shared_prefix_by_group": list(self.by_group),
+            "shared_prefix_stated": self.stated,
+            "shared_prefix_line": self.line(),
+        }
+
+    def line(self) -> str:
+        if self.tokens is None:
+            return f"shared prefix not measured ({self.basis}); the stated {self.stated} tokens stand"
+        groups = f", by group {', '.join(map(str, self.by_group))}" if len(self.by_group) > 1 else ""
+        return f"prompts share {self.tokens} leading tokens ({self.basis}; stated {self.stated}{groups})"
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading ids two token sequences have in common."""
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+
+
+def measure_shared_prefix(
+    base_url: str,
+    prompts: Sequence[str],
+    groups: int = 1,
+    stated: int = 0,
+    *,
+    api: str = "completions",
+    model: str | None = None,
+    headers: Mapping[str, str] | None = None,
+    timeout_s: float = 60.0,
+) -> SharedPrefix:
+    """The tokens the requests of each group (request i in group i % groups, as build_shared_prompts and
+    build_contract_prompts lay them out: one group for unique prompts) share, from the server's
+    `/tokenize` ids of every prompt (SharedPrefix). Not measured where the server has no tokenizer
+    endpoint, or for the chat API (its template's tokens around the text are not told apart from the
+    text by /tokenize, so the shared count of the whole request is not known)."""
+    if groups < 1:
+        raise ValueError(f"measure_shared_prefix: groups={groups} must be >= 1")
+    if api == "chat":
+        return SharedPrefix(None, (), stated, "chat API: the template's tokens are not split from the text")
+    with httpx.Client(base_url=base_url, timeout=timeout_s, headers=dict(headers or {})) as client:
+        count = TokenCounter(client, api=api, model=model)
+        if count._tokenize is None:
+            return SharedPrefix(None, (), stated, "the server has no /tokenize")
+        ids = [count.ids(p) for p in prompts]
+        lead = count.offset  # completions: what the server adds before the text (BOS), shared by all
+    by_group = []
+    for g in range(groups):
+        members = ids[g::groups]
+        if len(members) >= 2:
+            by_group.append(lead + min(common_prefix(a, b) for a, b in zip(members, members[1:])))
+    if not by_group:
+        return SharedPrefix(None, (), stated, "fewer than two requests in every group")
+    return SharedPrefix(min(by_group), tuple(by_group), stated, "the server's /tokenize ids")

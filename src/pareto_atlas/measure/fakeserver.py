@@ -29,6 +29,7 @@ class FakeBehaviour:
     # longest common prefix with an earlier prompt in whole blocks (never all of it), reported as
     # usage.prompt_tokens_details.cached_tokens (0 included, as vLLM 0.32 with --enable-prompt-tokens-details)
     cache_block: int = 0
+    bos_tokens: int = 0  # what a completion's usage counts before the text (a BOS), as /tokenize leaves it out
 
 
 class FakeOpenAIServer:
@@ -37,6 +38,7 @@ class FakeOpenAIServer:
         self.requests = 0
         self.streamed = 0  # streamed completion requests (what fail_every counts)
         self.seen: list[list[str]] = []  # prompts served, in words (what cache_block reuses)
+        self.vocab: dict[str, int] = {}  # a word's token id on /tokenize: its order of first sight
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, name="fake-openai", daemon=True)
@@ -117,12 +119,13 @@ class FakeOpenAIServer:
         elif path == "/version":
             self._send_json(writer, {"version": "fakeserver 1"})
         elif path == "/tokenize" and b.tokenize:
-            self._send_json(writer, {"tokens": list(range(len(body.get("content", "").split())))})
+            words = body.get("content", "").split()
+            self._send_json(writer, {"tokens": [self.vocab.setdefault(w, len(self.vocab)) for w in words]})
         elif path in ("/v1/completions", "/v1/chat/completions"):
             chat = "chat" in path
             text = body["messages"][-1]["content"] if chat else body["prompt"]
             usage = {
-                "prompt_tokens": len(text.split()) + (b.chat_template_tokens if chat else 0),
+                "prompt_tokens": len(text.split()) + (b.chat_template_tokens if chat else b.bos_tokens),
                 "completion_tokens": int(body.get("max_tokens", 16)) + b.extra_completion_tokens,
             }
             if b.cache_block:

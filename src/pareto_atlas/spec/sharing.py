@@ -14,7 +14,7 @@ sessions 0..width-1, then their turn 1, and so on, so a turn always comes after 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 # Shipped sharing patterns, relative to the workload's prompt: the shared prefix as a share of the
@@ -131,6 +131,21 @@ def _segments(s: Sharing, session: int, turn: int, prompt: int, output: int) -> 
         segs.append((f"u{session}.{t}", prompt - s.prefix_tokens if t == 0 else s.new_tokens(prompt)))
         segs.append((f"a{session}.{t}", output))
     return segs
+
+
+def as_measured(share: Sharing, measured: float | None, prompt_tokens: int) -> tuple[Sharing, str]:
+    """The pattern an anchor's prompts really had: its prefix the tokens the server's tokenizer counted
+    them sharing (measure.contract.measure_shared_prefix: the stated prefix's text plus what follows it
+    alike in every request, " Request <seed>-"), and a line saying what the prefix rests on. An anchor
+    stored before that count was recorded (or whose server had no /tokenize) keeps the stated prefix,
+    and the line says so."""
+    if measured is None or measured != measured:
+        return share, f"shared prefix {share.prefix_tokens} tokens as stated (not measured for this anchor)"
+    t = int(measured)
+    if t != measured or not 0 <= t < prompt_tokens:
+        raise ValueError(f"shared_prefix_tokens: {measured!r} is not allowed: an integer in 0..{prompt_tokens - 1}")
+    line = f"shared prefix {t} tokens as the server's tokenizer counted them (stated {share.prefix_tokens})"
+    return replace(share, prefix_tokens=t), line
 
 
 def block_ids(segments: list[tuple[str, int]], block: int) -> tuple[int, ...]:

@@ -58,6 +58,8 @@ def measure_progress(c: Console) -> Progress:
                         f"p99 {fmt(m.get('ttft', {}).get('p99'), ' ms')}",
                         highlight=False,
                     )
+                    if m.get("shared_prefix_line"):  # what the prompts share, counted by the server's tokenizer
+                        c.print(f"      {m['shared_prefix_line']}", highlight=False)
                 if m.get("decode_bw_line"):
                     c.print(f"      {m['decode_bw_line']}", highlight=False)
                 if m.get("contended"):

@@ -142,6 +142,9 @@ def _measured_rows(study: Study, store: Store) -> pd.DataFrame:
                 "spec_accept_measured": accept,
                 # the share of prompt tokens the server reported cached (measured; NaN where none reported)
                 "prefix_hit_rate": NAN if m.get("prefix_hit_rate") is None else m["prefix_hit_rate"],
+                # the leading tokens its prompts share as the server's tokenizer counted them (NaN: an anchor
+                # stored before that was measured, or a server without /tokenize: spec.sharing.as_measured)
+                "shared_prefix_tokens": NAN if m.get("shared_prefix_tokens") is None else m["shared_prefix_tokens"],
                 "optimizations": "+".join(knobs.optimizations()),
                 "n_opts": len(knobs.optimizations()),
                 "provenance": "measured",
