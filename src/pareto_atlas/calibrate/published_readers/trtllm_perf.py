@@ -13,6 +13,8 @@ Offline rows take the request count from the document's `$num_requests` table fo
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from typing import NamedTuple
 
 from pareto_atlas.calibrate.published_readers import ReadResult, SourceFile, markdown_cells, number, table_row
 
@@ -54,74 +56,27 @@ def _num_requests(lines: list[str]) -> dict[tuple[int, int], int]:
     return out
 
 
-def _offline(
-    out: ReadResult,
-    src: SourceFile,
-    source_id: str,
-    version: str,
-    nreq: dict,
-    model_pub: str,
-    gpu_pub: str,
-    tp: int,
-    prec: str,
-    isl: int,
-    osl: int,
-    value: str,
-    what: str,
-) -> None:
-    model, gpu, weights = MODELS.get(model_pub), GPUS.get(gpu_pub), PRECISIONS.get(prec)
-    if not model:
-        out.skip(f"model {model_pub}: no catalog card")
-    elif not gpu:
-        out.skip(f"GPU {gpu_pub}: no hardware card")
-    elif not weights:
-        out.skip(f"precision {prec}: no weight format")
-    elif (isl, osl) not in nreq:
-        out.skip("lengths without a $num_requests")
-    else:
-        n = nreq[(isl, osl)]
-        # the v0.17 document: "If you specify FP8 quantization, the KV cache will automatically be set to FP8"
-        kv = "fp8" if weights == "FP8" and what == "v0.17" else "unstated"
-        out.rows.append(
-            table_row(
-                source_id=source_id,
-                source=src.url,
-                date="undated",
-                engine="trtllm",
-                engine_version=version,
-                gpu=gpu,
-                gpu_published=gpu_pub,
-                model=model,
-                model_published=model_pub,
-                weights=weights,
-                weights_published=prec,
-                kv=kv,
-                prompt_tokens=isl,
-                output_tokens=osl,
-                load="offline",
-                load_value=n,
-                n_requests=n,
-                stat="-",
-                out_tok_s=value,
-                tp=tp,
-                n_gpus=tp,
-                notes=(
-                    f"Throughput (tokens/sec) of trtllm-bench, TP{tp}, all requests queued at once (max load); "
-                    f"$num_requests from the document's table"
-                    + ("; KV cache FP8 with FP8 quantization, as the document says" if kv == "fp8" else "")
-                ),
-            )
-        )
+class Figure(NamedTuple):
+    """One offline throughput figure of the document as it names it: model, GPU, tensor-parallel size,
+    precision, lengths, the cell's text."""
+
+    model: str
+    gpu: str
+    tp: int
+    prec: str
+    isl: int
+    osl: int
+    value: str
 
 
-def _wide_table(out: ReadResult, src: SourceFile, lines: list[str], source_id: str, nreq: dict) -> None:
-    """The v0.17 throughput table: GPUs in the header, precisions on the row below it."""
+def wide_figures(lines: list[str]) -> Iterator[tuple[str, Figure]]:
+    """The v0.17 throughput table's figures, each with the version the document prints above the table:
+    GPUs in the header, precisions on the row below it, a model's rows below its name."""
     start = next((i for i, ln in enumerate(lines) if ln.strip().startswith("| Throughput (tokens / sec)")), None)
     if start is None:
         return
     version = next((m.group(1) for ln in lines[max(0, start - 4) : start] if (m := _VERSION.search(ln))), "unstated")
-    gpus = markdown_cells(lines[start])[3:]
-    precs = markdown_cells(lines[start + 2])[3:]
+    gpus, precs = markdown_cells(lines[start])[3:], markdown_cells(lines[start + 2])[3:]
     model, tp = "", 0
     for line in lines[start + 4 :]:
         if not line.strip().startswith("|"):
@@ -131,7 +86,102 @@ def _wide_table(out: ReadResult, src: SourceFile, lines: list[str], source_id: s
         isl, osl = (int(x) for x in c[2].split(","))
         for gpu, prec, cell in zip(gpus, precs, c[3:]):
             if value := number(cell):
-                _offline(out, src, source_id, version, nreq, model, gpu, tp, prec, isl, osl, value, "v0.17")
+                yield version, Figure(model, gpu, tp, prec, isl, osl, value)
+
+
+def per_model_figures(lines: list[str]) -> Iterator[Figure | None]:
+    """The v1.0 layout's figures: "#### <model>" then a table whose columns are "GPU<br/>TPn (PRECISION)";
+    None for a figure under a column not named so."""
+    model = ""
+    for i, line in enumerate(lines):
+        if line.startswith("#### "):
+            model = line[5:].strip()
+        cells = markdown_cells(line)
+        if not cells or cells[0] != "Sequence Length (ISL/OSL)":
+            continue
+        heads = [_V1_GPU.match(h) for h in cells[1:]]
+        for row in lines[i + 2 :]:
+            if not row.strip().startswith("|"):
+                break
+            c = markdown_cells(row)
+            isl, osl = (int(x) for x in c[0].split("/"))
+            for h, cell in zip(heads, c[1:]):
+                if value := number(cell):
+                    yield None if h is None else Figure(model, h["gpu"], int(h["tp"]), h["prec"], isl, osl, value)
+
+
+def offline_row(
+    out: ReadResult,
+    src: SourceFile,
+    source_id: str,
+    version: str,
+    nreq: dict,
+    f: Figure,
+    *,
+    models: dict[str, str],
+    precisions: dict[str, str],
+    fp8_kv: bool,
+    notes: str,
+    card: str = "catalog card",
+    extra: dict[str, str] | None = None,
+) -> None:
+    """The row of one offline figure (trtllm-bench, every request queued at once: its request count the
+    document's $num_requests for its lengths), or the reason it is left out. `models`, `precisions`: the
+    reader's names -> cards and weight formats; `fp8_kv`: the document says FP8 quantization sets the KV
+    cache to FP8; `notes`: what the figure is ("{tp}" stands for its TP); `extra`: columns of the reader's
+    own table (the MoE layout)."""
+    model, gpu, weights = models.get(f.model), GPUS.get(f.gpu), precisions.get(f.prec)
+    if not model:
+        out.skip(f"model {f.model}: no {card}")
+    elif not gpu:
+        out.skip(f"GPU {f.gpu}: no hardware card")
+    elif not weights:
+        out.skip(f"precision {f.prec}: no weight format")
+    elif (f.isl, f.osl) not in nreq:
+        out.skip("lengths without a $num_requests")
+    else:
+        n = nreq[(f.isl, f.osl)]
+        kv = "fp8" if fp8_kv and weights == "FP8" else "unstated"
+        row = table_row(
+            source_id=source_id,
+            source=src.url,
+            date="undated",
+            engine="trtllm",
+            engine_version=version,
+            gpu=gpu,
+            gpu_published=f.gpu,
+            model=model,
+            model_published=f.model,
+            weights=weights,
+            weights_published=f.prec,
+            kv=kv,
+            prompt_tokens=f.isl,
+            output_tokens=f.osl,
+            load="offline",
+            load_value=n,
+            n_requests=n,
+            stat="-",
+            out_tok_s=f.value,
+            tp=f.tp,
+            n_gpus=f.tp,
+            notes=notes.replace("{tp}", str(f.tp))
+            + ("; KV cache FP8 with FP8 quantization, as the document says" if kv == "fp8" else ""),
+        )
+        out.rows.append(row | (extra or {}))
+
+
+_NOTES = (
+    "Throughput (tokens/sec) of trtllm-bench, TP{tp}, all requests queued at once (max load); "
+    "$num_requests from the document's table"
+)
+
+
+def _wide_table(out: ReadResult, src: SourceFile, lines: list[str], source_id: str, nreq: dict) -> None:
+    """The v0.17 throughput table: "If you specify FP8 quantization, the KV cache will automatically be
+    set to FP8", the document says of it."""
+    for version, f in wide_figures(lines):
+        kw = {"models": MODELS, "precisions": PRECISIONS, "fp8_kv": True, "notes": _NOTES}
+        offline_row(out, src, source_id, version, nreq, f, **kw)
 
 
 def _online_table(out: ReadResult, src: SourceFile, lines: list[str], source_id: str) -> None:
@@ -197,41 +247,13 @@ def _online_table(out: ReadResult, src: SourceFile, lines: list[str], source_id:
 def _per_model_tables(
     out: ReadResult, src: SourceFile, lines: list[str], source_id: str, version: str, nreq: dict
 ) -> None:
-    """The v1.0 layout: "#### <model>" then a table whose columns are "GPU<br/>TPn (PRECISION)"."""
-    model = ""
-    for i, line in enumerate(lines):
-        if line.startswith("#### "):
-            model = line[5:].strip()
-        cells = markdown_cells(line)
-        if not cells or cells[0] != "Sequence Length (ISL/OSL)":
-            continue
-        heads = [_V1_GPU.match(h) for h in cells[1:]]
-        for row in lines[i + 2 :]:
-            if not row.strip().startswith("|"):
-                break
-            c = markdown_cells(row)
-            isl, osl = (int(x) for x in c[0].split("/"))
-            for h, cell in zip(heads, c[1:]):
-                if not (value := number(cell)):
-                    continue
-                if h is None:
-                    out.skip("column without GPU<br/>TPn (PRECISION)")
-                    continue
-                _offline(
-                    out,
-                    src,
-                    source_id,
-                    version,
-                    nreq,
-                    model,
-                    h["gpu"],
-                    int(h["tp"]),
-                    h["prec"],
-                    isl,
-                    osl,
-                    value,
-                    "v1.0",
-                )
+    """The v1.0 layout's tables (per_model_figures)."""
+    for f in per_model_figures(lines):
+        if f is None:
+            out.skip("column without GPU<br/>TPn (PRECISION)")
+        else:
+            kw = {"models": MODELS, "precisions": PRECISIONS, "fp8_kv": False, "notes": _NOTES}
+            offline_row(out, src, source_id, version, nreq, f, **kw)
 
 
 def read(src: SourceFile, source_id: str, version: str = "unstated") -> ReadResult:
