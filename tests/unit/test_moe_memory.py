@@ -4,11 +4,12 @@ and bad fields as one-line errors naming the field."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 import pytest
+from hf_config_errors import config_error
 
 from pareto_atlas.simulate import moe
 from pareto_atlas.simulate.cost_model import coeffs
@@ -78,28 +79,13 @@ def test_served_in_its_own_format_the_unconverted_parts_stream_at_16_bits():
     assert plan.weights_bytes == pytest.approx(g.weight_bytes("MXFP4", matmul_only=False))
 
 
-def _bad(tmp_path: Path, **changes) -> str:
-    cfg = json.loads(CONFIG.read_text())
-    for k, v in changes.items():
-        if k == "quantization_config" and isinstance(v, dict):
-            cfg[k] = {**cfg[k], **v}
-        else:
-            cfg[k] = v
-    p = tmp_path / "config.json"
-    p.write_text(json.dumps(cfg))
-    with pytest.raises(CardError) as e:
-        model_card_from_hf_config(p)
-    msg = str(e.value)
-    assert "\n" not in msg
-    return msg
-
-
 def test_bad_window_and_quantization_fields_are_one_line_errors_naming_them(tmp_path):
-    assert "layer_types" in _bad(tmp_path, layer_types=["sliding_attention", "full_attention"])
-    assert "'chunked_attention' is not modelled" in _bad(tmp_path, layer_types=["chunked_attention"] * 36)
-    assert "sliding_window = None" in _bad(tmp_path, sliding_window=None)
-    assert "every layer slides" in _bad(tmp_path, layer_types=["sliding_attention"] * 36)
-    msg = _bad(tmp_path, quantization_config={"modules_to_not_convert": ["model.layers.*.mlp.experts"]})
+    bad = partial(config_error, tmp_path, "gpt-oss-120b")
+    assert "layer_types" in bad(layer_types=["sliding_attention", "full_attention"])
+    assert "'chunked_attention' is not modelled" in bad(layer_types=["chunked_attention"] * 36)
+    assert "sliding_window = None" in bad(sliding_window=None)
+    assert "every layer slides" in bad(layer_types=["sliding_attention"] * 36)
+    msg = bad(quantization_config={"modules_to_not_convert": ["model.layers.*.mlp.experts"]})
     assert "modules_to_not_convert" in msg and "experts" in msg
     with pytest.raises(CardError, match="sliding_window = 0 and sliding_layers = 4"):
         replace(OSS, sliding_window=0, sliding_layers=4)
