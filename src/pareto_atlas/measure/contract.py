@@ -8,8 +8,9 @@ never averaged into a metric.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
-from collections.abc import Callable, Mapping, Sequence
 from numbers import Integral
 
 import httpx
@@ -177,6 +178,15 @@ class TokenCounter:
         return int(usage["prompt_tokens"])
 
 
+@contextmanager
+def server_counter(
+    base_url: str, api: str, model: str | None, headers: Mapping[str, str] | None, timeout_s: float
+) -> Iterator[TokenCounter]:
+    """A TokenCounter on a client of the server at `base_url`, closed after."""
+    with httpx.Client(base_url=base_url, timeout=timeout_s, headers=dict(headers or {})) as client:
+        yield TokenCounter(client, api=api, model=model)
+
+
 def exact_prompt(
     count: Callable[[str], int],
     target: int,
@@ -237,16 +247,23 @@ def build_contract_prompts(
     lengths = [int(P)] * n if one else [int(p) for p in P]
     if (one and P < 1) or (n is not None and n < 0) or any(p < 1 for p in lengths):
         raise ValueError(f"build_contract_prompts: P={P} must be >= 1 (every length of a list) and n={n} >= 0")
-    rng = random.Random(seed)
-    with httpx.Client(base_url=base_url, timeout=timeout_s, headers=dict(headers or {})) as client:
-        count = TokenCounter(client, api=api, model=model)
-        out: list[str] = []
-        hints: dict[int, int] = {}  # words that last made a prompt of this length: the next needs about as many
-        for i, target in enumerate(lengths):
-            prefix = f"Request {seed}-{i} {rng.randrange(16**6):06x}: "
-            out.append(exact_prompt(count, target, prefix, rng, hint=hints.get(target)))
-            hints[target] = len(out[-1][len(prefix) :].split())
-        return out
+    with server_counter(base_url, api, model, headers, timeout_s) as count:
+        return request_prompts(count, lengths, seed, random.Random(seed))
+
+
+def request_prompts(
+    count: Callable[[str], int], lengths: Sequence[int], seed: int, rng: random.Random, heads: Sequence[str] = ()
+) -> list[str]:
+    """One prompt of exactly lengths[i] tokens per request i: its head (heads[i], a group's shared text;
+    none by default), then "Request <seed>-<i> <6 hex digits>: " (the nonce: unique per request, though
+    its "Request <seed>-" is common to all, which measure_shared_prefix counts), then pool words."""
+    out: list[str] = []
+    hints: dict[int, int] = {}  # words that last made a prompt of this length: the next needs about as many
+    for i, target in enumerate(lengths):
+        prefix = f"{heads[i] + ' ' if heads else ''}Request {seed}-{i} {rng.randrange(16**6):06x}: "
+        out.append(exact_prompt(count, target, prefix, rng, hint=hints.get(target)))
+        hints[target] = len(out[-1][len(prefix) :].split())
+    return out
 
 
 def build_shared_prompts(
@@ -272,16 +289,9 @@ def build_shared_prompts(
             f"groups={groups} >= 1, n={n} >= 0"
         )
     rng = random.Random(seed)
-    with httpx.Client(base_url=base_url, timeout=timeout_s, headers=dict(headers or {})) as client:
-        count = TokenCounter(client, api=api, model=model)
+    with server_counter(base_url, api, model, headers, timeout_s) as count:
         shared = [exact_prompt(count, prefix_tokens, f"System {seed}-{g}: ", rng) for g in range(groups)]
-        out: list[str] = []
-        hint: int | None = None
-        for i in range(n):
-            prefix = f"{shared[i % groups]} Request {seed}-{i} {rng.randrange(16**6):06x}: "
-            out.append(exact_prompt(count, P, prefix, rng, hint=hint))
-            hint = len(out[-1][len(prefix) :].split())
-        return out
+        return request_prompts(count, [P] * n, seed, rng, [shared[i % groups] for i in range(n)])
 
 
 def build_block_prompts(
@@ -307,8 +317,7 @@ def build_block_prompts(
             f"build_block_prompts: {len(P)} lengths and {len(blocks)} block lists must match, every list "
             f"non-empty, block_tokens={block_tokens} >= 1"
         )
-    with httpx.Client(base_url=base_url, timeout=timeout_s, headers=dict(headers or {})) as client:
-        count = TokenCounter(client, api=api, model=model)
+    with server_counter(base_url, api, model, headers, timeout_s) as count:
         base = count("")  # what the server adds to any text (its BOS)
         text: dict[int, str] = {}
 
@@ -384,8 +393,7 @@ def measure_shared_prefix(
         raise ValueError(f"measure_shared_prefix: groups={groups} must be >= 1")
     if api == "chat":
         return SharedPrefix(None, (), stated, "chat API: the template's tokens are not split from the text")
-    with httpx.Client(base_url=base_url, timeout=timeout_s, headers=dict(headers or {})) as client:
-        count = TokenCounter(client, api=api, model=model)
+    with server_counter(base_url, api, model, headers, timeout_s) as count:
         if count._tokenize is None:
             return SharedPrefix(None, (), stated, "the server has no /tokenize")
         ids = [count.ids(p) for p in prompts]
