@@ -55,19 +55,20 @@ from pareto_atlas.spec.cards import shipped_hardware
 # the bytes through each device's link at link_gbs) on the messages that carry a step's bytes: a prefill
 # step's, a prompt of thousands of tokens (aiconfigurator's rules give an aggregated step prompt + 1,500
 # tokens, trtllm-bench 8,192) times hidden x 2 bytes, 16 to 130 MB for the 4,096- to 8,192-wide models of
-# the rows. There the all-reduces the engines run reach 0.54 to 1.16 of the ring bound on H100-SXM and
-# H200 at TP2-8, as aiconfigurator's collectors measured them (ai-dynamo/aiconfigurator@095f58a5,
+# the rows. At 32-128 MB the all-reduces the engines run reach 0.51 to 1.16 of the ring bound on H100-SXM
+# and H200 at TP2-8, as aiconfigurator's collectors measured them (ai-dynamo/aiconfigurator@095f58a5,
 # aic-core/src/aiconfigurator_core/systems/data/{h100_sxm,h200_sxm}/comm/: nccl/2.26.2 and 2.27.3
 # nccl_perf 0.60-1.16 at 16-128 MB, vllm/0.14.0 custom_allreduce_perf 0.54-0.93 at 32-128 MB (its TP2
 # two-shot kernel, which vLLM runs up to 64 MB on SM 9.0: vllm/distributed/device_communicators/
 # all_reduce_utils.py CUSTOM_ALL_REDUCE_MAX_SIZES), trtllm/1.2.0rc5 0.51-0.90 at 32-128 MB). So the
-# grid starts at 0.55: below it the link would be slower than every all-reduce measured at a prefill's
-# size. (Before, from 0.25: the fit chose 0.40 on both cards, pulled there by rows whose misses no link
-# explains, SGLang's 512-client TTFT -93 % and TensorRT-LLM's served 8B TTFT -58 to -89 %, and every
-# parallel prefill paid a link at 0.4: 2.5 times NCCL's.) Smaller messages (a decode step's few tokens)
-# cost what the latency factor says: 4-5 us for vLLM's and TensorRT-LLM's one-shot kernels, 6-17 us for
-# NCCL's (the same tables), x2 to x8 of the card's 1 us a crossing. latency: from free to 16x that
-# per-hop figure (a kernel launch and a barrier a crossing are several us: NCCL's own figure is the wire's).
+# grid starts at 0.55, its lowest point inside that range: 0.4 is below every table there. (Before, from
+# 0.25, the fit chose 0.40 on both cards, pulled there by rows whose misses no link explains, SGLang's
+# 512-client TTFT -93 % and TensorRT-LLM's served 8B TTFT -30 to -89 %, and every parallel prefill paid a
+# link at 0.4, 2 to 2.5 times NCCL's: docs/results/2026-12-02-multigpu-link.md.) Smaller messages (a
+# decode step's few tokens) cost what the latency factor says: 3.4-8 us for vLLM's and TensorRT-LLM's
+# one-shot kernels, 7-17 us for NCCL's (the same tables), x2 to x8 of the card's 1 us a crossing.
+# latency: from free to 16x that per-hop figure (a kernel launch and a barrier a crossing are several us:
+# NCCL's own figure is the wire's).
 LINK_EFFS = (0.55, 0.7, 0.85, 1.0)
 LATENCY_SCALES = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 SAMPLE = 2
