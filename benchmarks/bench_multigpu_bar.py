@@ -17,11 +17,15 @@ leaving its source out (LOSO), its model out (LOMO) and its engine out (LOEO). F
 medians (as before calibrate.published_runs), on the same one-GPU fits, and prints both side by side:
 the held-out errors before and after the rows run as their source ran them.
 
+--wide-grid also fits each card's link with link_eff searched from 0.25 (WIDE_EFFS, the grid before
+2026-12-02's link pass; published_link.LINK_EFFS now starts at 0.55, the slowest all-reduce measured at
+a prefill's message size), rows as their source ran them, on the same one-GPU fits, side by side.
+
 --breakdown prints every row's held-out TTFT and TPOT error per scheme with its setup (engine, TP,
 lengths, clients, source). --save DIR writes each card's anchors (setup, measured, held-out errors);
 --anchors CARD=CSV reads such a file instead of fitting (the bar is a function of the errors alone).
 
-    python benchmarks/bench_multigpu_bar.py [--card H100-SXM --card H200] [--before] [--breakdown]
+    python benchmarks/bench_multigpu_bar.py [--card H100-SXM --card H200] [--before] [--wide-grid] [--breakdown]
 """
 
 from __future__ import annotations
@@ -36,8 +40,11 @@ import pandas as pd
 from pareto_atlas.calibrate.fidelity import LATENCY
 from pareto_atlas.calibrate.fit import TARGETS
 from pareto_atlas.calibrate.heldout_bar import BAR_QUANTILE, LOGO_TARGET, carried_bar, coverage, quantile_bar
-from pareto_atlas.calibrate.published_link import SCHEMES, link_calibrations
+from pareto_atlas.calibrate.published_link import LINK_EFFS, SCHEMES, link_calibrations
 from pareto_atlas.calibrate.published_multigpu import THR, bar_groups, scheme_errors
+
+
+WIDE_EFFS = (0.25, 0.4) + LINK_EFFS  # the link_eff grid before 2026-12-02's link pass
 
 
 def _figs(a: pd.DataFrame, schemes: tuple[str, ...], targets: tuple[str, ...]) -> np.ndarray:
@@ -81,10 +88,24 @@ def _breakdown(card: str, an: pd.DataFrame) -> None:
         )
 
 
-def _side_by_side(after: dict, before: dict) -> None:
-    """Per card and scheme, the held-out median |error| TTFT / TPOT / throughput with every row under its
-    engine's default scheduler (before) and with each row as its source ran it (after), one-GPU fits alike."""
-    print("\nheld-out median |error| TTFT / TPOT / throughput: engine defaults -> each row as its source ran it")
+def _groups(card: str, an: pd.DataFrame) -> None:
+    """Per row group (bar_groups), the signed median held-out error of TTFT / TPOT / throughput per scheme."""
+    print(f"\n{card}: signed median held-out error per row group, TTFT / TPOT / throughput (LOSO; LOMO; LOEO)")
+    g = bar_groups(an)
+    for grp in dict.fromkeys(g):
+        on = an[g == grp]
+        cells = []
+        for sc in SCHEMES:
+            v = [on[f"{t}_{sc}"].to_numpy(float) for t in ("ttft_p50_ms", "tpot_p50_ms", THR)]
+            cells.append("/".join(f"{100 * np.nanmedian(x):+.0f}" if np.isfinite(x).any() else "-" for x in v))
+        print(f"  {grp:<62} {len(on):>2} rows: {'; '.join(cells)} %")
+
+
+def _side_by_side(after: dict, before: dict, what: str = "engine defaults -> each row as its source ran it") -> None:
+    """Per card and scheme, the held-out median |error| TTFT / TPOT / throughput of `before` (by default
+    every row under its engine's default scheduler) and `after` (each row as its source ran it), one-GPU
+    fits alike."""
+    print(f"\nheld-out median |error| TTFT / TPOT / throughput: {what}")
     for card, cal in after.items():
         b = before[card]
         print(
@@ -106,6 +127,11 @@ def main() -> None:
         action="store_true",
         help="also fit with every row under its engine's default scheduler, side by side",
     )
+    ap.add_argument(
+        "--wide-grid",
+        action="store_true",
+        help="also fit with link_eff searched from 0.25 (the grid before the link pass), side by side",
+    )
     a = ap.parse_args()
     t = time.perf_counter()
     if a.anchors:
@@ -122,6 +148,16 @@ def main() -> None:
             print(f"  {c}: {cal.provenance()}")
         if a.before:
             _side_by_side(cals, link_calibrations(list(cals), as_run=False))
+        if a.wide_grid:
+            wide = link_calibrations(list(cals), effs=WIDE_EFFS)
+            _side_by_side(cals, wide, f"link_eff from {WIDE_EFFS[0]:g} -> from {LINK_EFFS[0]:g}")
+            if a.save:
+                for c, cal in wide.items():
+                    a.save.mkdir(parents=True, exist_ok=True)
+                    cal.anchors.to_csv(a.save / f"{c}-wide.csv", index=False)
+            if a.breakdown:
+                for c, cal in wide.items():
+                    _groups(f"{c} link_eff from {WIDE_EFFS[0]:g}", cal.anchors)
     for card, an in cards.items():
         if a.save:
             a.save.mkdir(parents=True, exist_ok=True)
@@ -165,6 +201,7 @@ def main() -> None:
         )
         print(f"  per metric (not carried: a point carries one latency bar): {per}")
         if a.breakdown:
+            _groups(card, an)
             _breakdown(card, an)
     print(
         f"\nbar (issue 31): the carried bar covers at least {BAR_QUANTILE:.0%} of held-out figures, on groups never seen"

@@ -109,10 +109,10 @@ def _measured_table(truth: CalibParams) -> PublishedTable:
 
 def test_the_link_fit_finds_the_link_that_made_its_rows_and_holds_sources_and_models_out():
     base = default_params(H100, "vllm")
-    truth = replace(base, link_eff=0.4, link_latency_scale=8.0)
+    truth = replace(base, link_eff=0.7, link_latency_scale=8.0)
     table = _measured_table(truth)
     cal = published_link.calibrate_link(table, "H100-SXM", {("H100-SXM", "vllm"): base}, {})
-    assert (cal.link_eff, cal.link_latency_scale) == (0.4, 8.0)
+    assert (cal.link_eff, cal.link_latency_scale) == (0.7, 8.0)
     # one engine: nothing held out by engine; the bar pools the two schemes that hold out and covers 90 %
     assert cal.bar_from == "LOSO+LOMO" and np.isfinite(cal.anchors.filter(like="_LOMO").to_numpy(float)).any()
     assert published_link.coverage(cal, published_link.SCHEMES)[0] >= 0.9
@@ -123,7 +123,7 @@ def test_the_link_fit_finds_the_link_that_made_its_rows_and_holds_sources_and_mo
     loso = np.abs(cal.anchors.filter(like="_LOSO").to_numpy(float))
     assert np.nanmax(loso) < 0.05 and np.nanmedian(loso) < 0.01
     p = published_link.with_link(base, cal)
-    assert (p.link_eff, p.link_latency_scale) == (0.4, 8.0) and p.par_lat_rel_err >= base.lat_rel_err
+    assert (p.link_eff, p.link_latency_scale) == (0.7, 8.0) and p.par_lat_rel_err >= base.lat_rel_err
     assert "2 models" in cal.provenance() and "a 3" in cal.provenance()
 
 
@@ -222,3 +222,18 @@ def test_each_engine_gets_its_own_collectives_latency_and_an_engine_left_out_tak
         one_factor.latency_by_engine == {}
         and np.nanmax(np.abs(one_factor.anchors.filter(like="_fitted").to_numpy(float))) > 0.02
     )
+
+
+def test_the_link_eff_grid_starts_at_the_slowest_prefill_allreduce_and_a_wider_grid_is_searched_when_given():
+    # the grid's floor: every all-reduce measured at a prefill's message size reaches 0.54 of the ring bound
+    # or more (published_link's note), so no link slower than that is chosen, whatever the rows want
+    assert min(published_link.LINK_EFFS) == 0.55 and list(published_link.LINK_EFFS) == sorted(published_link.LINK_EFFS)
+    base = default_params(H100, "vllm")
+    table = _measured_table(replace(base, link_eff=0.25, link_latency_scale=2.0))
+    one = {("H100-SXM", "vllm"): base}
+    assert published_link.calibrate_link(table, "H100-SXM", one, {}).link_eff == 0.55
+    wide = published_link.calibrate_link(table, "H100-SXM", one, {}, effs=(0.25, 0.4) + published_link.LINK_EFFS)
+    assert (wide.link_eff, wide.link_latency_scale) == (0.25, 2.0)
+    # the cache keys the grid: a wider one is a fit of its own
+    key = published_link._key
+    assert key(table, "k", "H100-SXM") != key(table, "k", "H100-SXM", effs=(0.25,) + published_link.LINK_EFFS)

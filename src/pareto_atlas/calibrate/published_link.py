@@ -51,10 +51,25 @@ from pareto_atlas.calibrate.published_table import PublishedTable
 from pareto_atlas.simulate.params import CalibParams, default_params
 from pareto_atlas.spec.cards import shipped_hardware
 
-# The grid searched: link_eff from a congested quarter of the link to all of it (NCCL reaches ~70-80 %
-# of NVLink's bus bandwidth on large messages), latency from free to 16x the card's per-hop figure
-# (a kernel launch and a barrier a crossing are several us: NCCL's own figure is the wire's).
-LINK_EFFS = (0.25, 0.4, 0.55, 0.7, 0.85, 1.0)
+# The grid searched. link_eff: the all-reduce's achieved fraction of the ring bound (2 (tp - 1) / tp of
+# the bytes through each device's link at link_gbs) on the messages that carry a step's bytes: a prefill
+# step's, a prompt of thousands of tokens (aiconfigurator's rules give an aggregated step prompt + 1,500
+# tokens, trtllm-bench 8,192) times hidden x 2 bytes, 16 to 130 MB for the 4,096- to 8,192-wide models of
+# the rows. At 32-128 MB the all-reduces the engines run reach 0.51 to 1.16 of the ring bound on H100-SXM
+# and H200 at TP2-8, as aiconfigurator's collectors measured them (ai-dynamo/aiconfigurator@095f58a5,
+# aic-core/src/aiconfigurator_core/systems/data/{h100_sxm,h200_sxm}/comm/: nccl/2.26.2 and 2.27.3
+# nccl_perf 0.60-1.16 at 16-128 MB, vllm/0.14.0 custom_allreduce_perf 0.54-0.93 at 32-128 MB (its TP2
+# two-shot kernel, which vLLM runs up to 64 MB on SM 9.0: vllm/distributed/device_communicators/
+# all_reduce_utils.py CUSTOM_ALL_REDUCE_MAX_SIZES), trtllm/1.2.0rc5 0.51-0.90 at 32-128 MB). So the
+# grid starts at 0.55, its lowest point inside that range: 0.4 is below every table there. (Before, from
+# 0.25, the fit chose 0.40 on both cards, pulled there by rows whose misses no link explains, SGLang's
+# 512-client TTFT -93 % and TensorRT-LLM's served 8B TTFT -30 to -89 %, and every parallel prefill paid a
+# link at 0.4, 2 to 2.5 times NCCL's: docs/results/2026-12-02-multigpu-link.md.) Smaller messages (a
+# decode step's few tokens) cost what the latency factor says: 3.4-8 us for vLLM's and TensorRT-LLM's
+# one-shot kernels, 7-17 us for NCCL's (the same tables), x2 to x8 of the card's 1 us a crossing.
+# latency: from free to 16x that per-hop figure (a kernel launch and a barrier a crossing are several us:
+# NCCL's own figure is the wire's).
+LINK_EFFS = (0.55, 0.7, 0.85, 1.0)
 LATENCY_SCALES = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 SAMPLE = 2
 # Each engine runs its own all-reduce within a node (vLLM's custom all-reduce, TensorRT-LLM's AllReduce
@@ -124,11 +139,12 @@ def _base_params(
 
 def _choose(err: np.ndarray, eng: np.ndarray, train: np.ndarray, per_engine: bool) -> tuple[int, int, dict[str, int]]:
     """(link_eff index, pooled latency index, per-engine latency indices) of least loss on the `train`
-    rows; err is (LINK_EFFS x LATENCY_SCALES grid, rows, targets), eff-major. One link_eff for the card;
+    rows; err is (link_effs x LATENCY_SCALES grid, rows, targets), eff-major. One link_eff for the card;
     per_engine: each engine with training rows its own latency factor (an engine's factor moves only
     its own rows, so it is chosen on them alone, and the link_eff minimises the sum); an engine without
     training rows (the one LOEO leaves out) takes the pooled factor, chosen on all training rows."""
-    n_e, n_s = len(LINK_EFFS), len(LATENCY_SCALES)
+    n_s = len(LATENCY_SCALES)
+    n_e = err.shape[0] // n_s
     pooled_loss = _loss(err[:, train]).reshape(n_e, n_s)
     if not per_engine:
         g = int(np.argmin(pooled_loss))
@@ -169,12 +185,14 @@ def calibrate_link(
     k: int = SAMPLE,
     as_run: bool = True,
     per_engine: bool | None = None,
+    effs: tuple[float, ...] = LINK_EFFS,
 ) -> LinkCalibration | None:
     """The card's link fitted on its multi-GPU rows, with LOSO/LOMO/LOEO errors per row; None where
     the card has no such row. as_run: each closed-loop row simulated as its source ran and read it
     (calibrate.published_runs: aiconfigurator's benchmark deployment and its mean over a fresh loop);
     False: every row under its engine's default scheduler, read as medians (before 2026-12-02's third pass).
-    per_engine: each engine its own latency factor (default: ENGINE_LATENCY where as_run)."""
+    per_engine: each engine its own latency factor (default: ENGINE_LATENCY where as_run). effs: the
+    link_eff grid (LINK_EFFS; bench_multigpu_bar compares a wider one)."""
     per_engine = (as_run and ENGINE_LATENCY) if per_engine is None else per_engine
     rows = link_rows(table, card, k)
     if rows.empty:
@@ -192,7 +210,7 @@ def calibrate_link(
     engines = list(dict.fromkeys(rows.engine))
     base, said = _base_params(card, engines, one_gpu, atlas)
     meas = frame[list(TARGETS)].to_numpy(float)
-    grid = [(e, s) for e in LINK_EFFS for s in LATENCY_SCALES]
+    grid = [(e, s) for e in effs for s in LATENCY_SCALES]
     err = np.full((len(grid), len(rows)) + meas.shape[1:], np.nan)
     eng = rows.engine.to_numpy()
     for g, (eff, scale) in enumerate(grid):
@@ -241,7 +259,7 @@ def calibrate_link(
         anchors[f"{t}_fitted"] = fitted[:, i]
         for sc in SCHEMES:
             anchors[f"{t}_{sc}"] = held[sc][:, i]
-    eff = LINK_EFFS[best]
+    eff = effs[best]
     return LinkCalibration(
         card,
         eff,
@@ -311,10 +329,12 @@ def _decode(d: dict) -> LinkCalibration:
     )
 
 
-def _key(table: PublishedTable, one_gpu_key: str, card: str, as_run: bool = True) -> str:
+def _key(
+    table: PublishedTable, one_gpu_key: str, card: str, as_run: bool = True, effs: tuple[float, ...] = LINK_EFFS
+) -> str:
     from pareto_atlas.calibrate import published_cache
 
-    grid = f"{LINK_EFFS}{LATENCY_SCALES}{SAMPLE}{MAX_REQUESTS}{ENGINE_LATENCY}" + ("" if as_run else "|engine-defaults")
+    grid = f"{effs}{LATENCY_SCALES}{SAMPLE}{MAX_REQUESTS}{ENGINE_LATENCY}" + ("" if as_run else "|engine-defaults")
     return (
         "link-"
         + hashlib.sha256(
@@ -324,12 +344,17 @@ def _key(table: PublishedTable, one_gpu_key: str, card: str, as_run: bool = True
 
 
 def link_calibrations(
-    cards: list[str], table: PublishedTable | None = None, one_gpu: list | None = None, as_run: bool = True
+    cards: list[str],
+    table: PublishedTable | None = None,
+    one_gpu: list | None = None,
+    as_run: bool = True,
+    effs: tuple[float, ...] = LINK_EFFS,
 ) -> dict[str, LinkCalibration]:
     """Per card of `cards` with multi-GPU rows in the shipped table (or `table`), its link fit, from
     the fit cache when table, one-GPU fits and code are unchanged (minutes otherwise, once). The
     per-GPU costs are the shipped one-GPU table's fits (`one_gpu`: those already made, else cached or
-    fitted here). as_run: calibrate_link's (False: every row under its engine's default scheduler)."""
+    fitted here). as_run, effs: calibrate_link's (as_run False: every row under its engine's default
+    scheduler; effs: the link_eff grid)."""
     from pareto_atlas.calibrate import published_cache
     from pareto_atlas.calibrate.published import for_atlas
     from pareto_atlas.calibrate.published_cache import fit_key
@@ -338,7 +363,7 @@ def link_calibrations(
     table = table or load_multigpu()
     shipped, out = load_published(), {}
     for card in [c for c in cards if c in set(table.rows.gpu)]:
-        path = published_cache.cache_dir() / f"{_key(table, fit_key(shipped), card, as_run)}.json"
+        path = published_cache.cache_dir() / f"{_key(table, fit_key(shipped), card, as_run, effs)}.json"
         try:
             out[card] = _decode(json.loads(path.read_text()))
             continue
@@ -353,6 +378,7 @@ def link_calibrations(
             {(c.hardware, c.engine): c.params for c in one},
             {g: c.params for g, c in for_atlas(one).items()},
             as_run=as_run,
+            effs=effs,
         )
         if cal is None:
             continue
