@@ -5,7 +5,8 @@ What is fitted is the link alone: `CalibParams.link_eff` (the achieved fraction 
 link_gbs in an all-reduce) and `link_latency_scale` (a factor on its per-hop latency), the two terms
 simulate.parallel adds to a step of a tensor- or pipeline-parallel worker. Everything else stays the
 card's one-GPU published fit (calibrate.published: the row's engine's fit where the card has one,
-else the fit the atlas uses for the card, else the uncalibrated default), and each row runs under its
+else the fit the atlas uses for the card, else the uncalibrated default), and each row runs as its source ran it where the source says
+(calibrate.published_runs: aiconfigurator's benchmark deployment and mean reading), else under its
 engine's default scheduler, as a simulated point does. So a row's error is the error of what the
 atlas predicts for that deployment, its one-GPU calibration's transfer to the row's model and engine
 included.
