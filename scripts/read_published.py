@@ -73,6 +73,8 @@ MLPERF_REPO, MLPERF_COMMIT, MLPERF_ID, MLPERF_DATE = (
 MLPERF_RUNS = (
     ("NVIDIA", "B200-SXM-180GBx1_TRT", "llama2-70b-99", "Offline"),
     ("NVIDIA", "B200-SXM-180GBx1_TRT", "llama2-70b-99.9", "Server"),
+    ("NVIDIA", "H200-SXM-141GBx8_TRT", "llama2-70b-99", "Offline"),
+    ("NVIDIA", "H200-SXM-141GBx8_TRT", "llama2-70b-99", "Server"),
     ("NVIDIA", "DGX-H100_H100-SXM-80GBx8_TRT", "llama2-70b-99.9", "Offline"),
     ("NVIDIA", "DGX-H100_H100-SXM-80GBx8_TRT", "llama2-70b-99.9", "Server"),
     ("AMD", "1xMI300X_2xEPYC-9374F", "llama2-70b-99.9", "Offline"),
@@ -92,6 +94,16 @@ MLPERF_SETUPS = {
         pp=1,
         cited=f"{_NV_CFG}: H100_SXM_80GB_TP2x4_HighAccuracy <- H100_SXM_80GB_TP2x4 <- H100_SXM_80GB_TP2x1 "
         "(use_fp8 = True, tensor_parallelism = 2; pipeline_parallelism = 1 from the scenario's base config)",
+    ),
+    ("NVIDIA", "H200-SXM-141GBx8_TRT"): mlperf.Setup(
+        engine="trtllm",
+        weights="FP8",
+        weights_published="precision fp16, use_fp8 True",
+        kv="unstated",
+        tp=1,
+        pp=1,
+        cited=f"{_NV_CFG}: H200_SXM_141GBx8 <- H200_SXM_141GBx1 (use_fp8 = True, tensor_parallelism = 1; "
+        "pipeline_parallelism = 1 from the scenario's base config)",
     ),
     ("AMD", "1xMI300X_2xEPYC-9374F"): mlperf.Setup(
         engine="vllm",

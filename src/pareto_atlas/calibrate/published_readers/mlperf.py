@@ -151,9 +151,13 @@ def read(
         out.skip(f"TP{setup.tp} x PP{setup.pp} does not divide {n} accelerators")
         return out
     offline = m["scenario"] == "Offline"
-    tok, smp = ("Tokens per second", "Samples per second") if offline else (
-        "Completed tokens per second",
-        "Completed samples per second",
+    tok, smp = (
+        ("Tokens per second", "Samples per second")
+        if offline
+        else (
+            "Completed tokens per second",
+            "Completed samples per second",
+        )
     )
     tok_s, smp_s = _field(figs, tok, summary), _field(figs, smp, summary)
     out_mean = round(tok_s / smp_s)
