@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -116,16 +117,23 @@ MLPERF_SETUPS = {
         f"@{MLPERF_COMMIT[:8]} (scripts in code/llama2-70b-99.9/test_VllmFp8); one accelerator",
     ),
 }
-MLPERF_DATASETS = {
-    b: mlperf.Dataset(
-        model="llama-2-70b",
-        model_published="Llama-2-70b-chat-hf",
-        prompt_tokens=1024,
-        prompt_basis="1024, OpenOrca's input cap (processorca.py --seqlen_limit=1024, mlcommons/inference "
-        "language/llama2-70b/README.md @00bf8346), not its mean: no file read states the mean input length",
+# The llama2-70b dataset's input cap, read from the reference implementation's README (the verbatim part
+# saved under RAW that holds its processing command): no file read states the mean input length.
+MLPERF_REFERENCE = ("mlcommons/inference", "00bf834669d3e343cda9f9c50da453aa2c067973", "language/llama2-70b/README.md")
+
+
+def mlperf_datasets(raw: Path) -> dict[str, mlperf.Dataset]:
+    repo, commit, path = MLPERF_REFERENCE
+    f = raw / repo.replace("/", "+") / commit / path
+    m = re.search(r"processorca\.py .*--seqlen_limit=(\d+)", f.read_text()) if f.is_file() else None
+    if not m:
+        sys.exit(f"{f}: no processorca.py --seqlen_limit line; save {repo}'s {path} at {commit} there")
+    basis = (
+        f"{m.group(1)}, OpenOrca's input cap (processorca.py --seqlen_limit={m.group(1)}, {repo} {path} "
+        f"@{commit[:8]}), not its mean: no file read states the mean input length"
     )
-    for b in ("llama2-70b-99", "llama2-70b-99.9")
-}
+    card = mlperf.Dataset("llama-2-70b", "Llama-2-70b-chat-hf", int(m.group(1)), basis)
+    return {"llama2-70b-99": card, "llama2-70b-99.9": card}
 
 
 def _git(git_dir: Path, *args: str) -> str:
@@ -223,7 +231,7 @@ def mlperf_file(raw: Path, path: str) -> SourceFile:
 
 def write_mlperf(raw: Path, out: Path) -> int:
     """MLPerf's table: each run of MLPERF_RUNS read from its saved summary and system files."""
-    rows = []
+    rows, datasets = [], mlperf_datasets(raw)
     for sub, system, bench, scen in MLPERF_RUNS:
         summary = f"closed/{sub}/results/{system}/{bench}/{scen}/performance/run_1/{mlperf.SUMMARY}"
         res = mlperf.read(
@@ -232,7 +240,7 @@ def write_mlperf(raw: Path, out: Path) -> int:
             MLPERF_ID,
             MLPERF_DATE,
             MLPERF_SETUPS.get((sub, system)),
-            MLPERF_DATASETS.get(bench),
+            datasets.get(bench),
         )
         print(f"{system} {bench} {scen}: {len(res.rows)} rows")
         print_left_out(res)

@@ -93,7 +93,7 @@ def test_runs_without_a_card_or_a_stated_setup_are_left_out_by_reason(capsys):
             s.MLPERF_ID,
             s.MLPERF_DATE,
             s.MLPERF_SETUPS.get((sub, system)),
-            s.MLPERF_DATASETS.get(bench),
+            s.mlperf_datasets(s.MLPERF_RAW).get(bench),
         )
         if system.startswith("B200"):
             assert not res.rows and "stated in no file read" in next(iter(res.skipped))
@@ -112,7 +112,7 @@ def _files(summary_text: str, scenario: str = "Offline") -> tuple[SourceFile, So
 
 def _setup_dataset():
     s = _script()
-    return s.MLPERF_SETUPS[("NVIDIA", "H200-SXM-141GBx8_TRT")], s.MLPERF_DATASETS["llama2-70b-99"]
+    return s.MLPERF_SETUPS[("NVIDIA", "H200-SXM-141GBx8_TRT")], s.mlperf_datasets(s.MLPERF_RAW)["llama2-70b-99"]
 
 
 def test_a_missing_line_names_it_and_an_invalid_result_is_left_out():
