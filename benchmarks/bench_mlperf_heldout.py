@@ -46,6 +46,7 @@ from pareto_atlas.spec.cards import shipped_hardware
 SPEC = Path(__file__).resolve().parents[1] / "src" / "pareto_atlas" / "spec"
 PROMPT_FLOOR = 1  # the least input a request has
 SERVER_REQUESTS = 3000  # requests a replica simulated at a Server row's rate
+OVERLOAD = 0.9  # a Server end completing under this share of the offered tokens/s is overloaded
 # (metric label, table column, fit target by the row's statistic, bar kind)
 METRICS = (
     ("TTFT", "ttft_ms", {"p50": "ttft_p50_ms", "p99": "ttft_p99_ms"}, "lat"),
@@ -54,15 +55,16 @@ METRICS = (
 )
 
 
-def fits(rows: pd.DataFrame) -> tuple[dict, dict, list[str]]:
-    """Per (card, engine) the params a row is predicted with, its bars, and what each rests on."""
+def fits(rows: pd.DataFrame, cards: list[str]) -> tuple[dict, dict, list[str]]:
+    """Per (card, engine) the params a row is predicted with, its bars, and what each rests on. The
+    one-GPU fits are those of `cards` (every card of the table, so one cache entry serves any --card)."""
     from pareto_atlas.calibrate import published_cache
     from pareto_atlas.calibrate.published import for_atlas
     from pareto_atlas.calibrate.published_link import link_calibrations, with_link
     from pareto_atlas.calibrate.published_table import load_published
 
     shipped = load_published()
-    cards = sorted(set(rows.gpu) & set(shipped.rows.gpu))
+    cards = sorted(set(cards) & set(shipped.rows.gpu))
     t0 = time.time()
     cals = published_cache.fitted(shipped, cards)
     by, atlas = {(c.hardware, c.engine): c for c in cals}, for_atlas(cals)
@@ -101,8 +103,8 @@ def frame_for(rows: pd.DataFrame, hw, prompt: int | None) -> tuple[pd.DataFrame,
     start = default_params(hw, SERVED_ENGINE)
     for i, (_, r) in enumerate(rows.reset_index(drop=True).iterrows()):
         reps = int(r.replicas)
-        if r.load == "rate":
-            frame.at[i, "n_requests"] = SERVER_REQUESTS * reps
+        if r.load == "rate":  # calibrate.anchors.predict runs one replica: n requests at rate / replicas
+            frame.at[i, "n_requests"] = SERVER_REQUESTS
         elif r.load == "offline" and reps > 1:
             k = min(int(r.load_value), OFFLINE_WAVES * _max_seqs(r, models[i], hw, start) * reps)
             frame.at[i, "n_requests"] = k
@@ -125,6 +127,33 @@ def predictions(rows: pd.DataFrame, params: dict) -> dict[int, np.ndarray]:
     return out
 
 
+def _at(g: pd.DataFrame, params: dict, prompt: int) -> np.ndarray:
+    r = g.iloc[0]
+    hw = shipped_hardware()[r.gpu]
+    frame, models = frame_for(g, hw, prompt)
+    return predict(_anchors(frame), models, hw, params[(r.gpu, r.engine)])
+
+
+def implied_inputs(rows: pd.DataFrame, params: dict, steps: int = 8) -> dict[int, int]:
+    """Per Offline row, the input length at which its card's fit predicts the measured throughput (a
+    bisection in log length between PROMPT_FLOOR and the cap; the fit's throughput falls as the input
+    grows). Every row of one benchmark ran one dataset: rows implying different inputs disagree with
+    the fits, whatever the dataset's true mean."""
+    out, col = {}, TARGETS.index("throughput_tok_s")
+    for idx, r in rows[rows.load == "offline"].iterrows():
+        if (r.gpu, r.engine) not in params:
+            continue
+        g, meas = rows.loc[[idx]], float(r.out_tok_s)
+        lo, hi = np.log(PROMPT_FLOOR), np.log(int(r.prompt_tokens))
+        if _at(g, params, PROMPT_FLOOR)[0, col] < meas or _at(g, params, int(r.prompt_tokens))[0, col] > meas:
+            continue  # outside the bracket: no length between the ends fits
+        for _ in range(steps):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if _at(g, params, round(np.exp(mid)))[0, col] > meas else (lo, mid)
+        out[idx] = round(np.exp((lo + hi) / 2))
+    return out
+
+
 def figures(rows: pd.DataFrame, pred: dict, bars: dict) -> pd.DataFrame:
     """One line per (row, metric) the row publishes: measured, predicted at cap and floor, errors, bar."""
     out = []
@@ -140,6 +169,11 @@ def figures(rows: pd.DataFrame, pred: dict, bars: dict) -> pd.DataFrame:
                 continue
             p = pred[idx][:, TARGETS.index(target)]
             meas = float(r[col])
+            # a Server end whose simulated engine cannot carry the offered load: its queue grows with the
+            # run's length, so its latencies are a transient of SERVER_REQUESTS, not a figure
+            offered = float(r.load_value) * int(r.output_tokens) if r.load == "rate" else np.nan
+            thr = pred[idx][:, TARGETS.index("throughput_tok_s")]
+            over = [bool(t < OVERLOAD * offered) for t in thr]
             p_ = bars[(r.gpu, r.engine)]
             par = int(r.tp) * int(r.pp) > 1
             bar = getattr(p_, f"par_{kind}_rel_err" if par else f"{kind}_rel_err")
@@ -153,6 +187,8 @@ def figures(rows: pd.DataFrame, pred: dict, bars: dict) -> pd.DataFrame:
                     err_cap=p[0] / meas - 1,
                     err_floor=p[1] / meas - 1,
                     bar=bar,
+                    over_cap=over[0],
+                    over_floor=over[1],
                     why="",
                 )
             )
@@ -166,11 +202,13 @@ def _pct(v: float) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--table", type=Path, default=SPEC / mlperf.SHIPPED)
+    ap.add_argument("--card", action="append", help="only the rows on these cards (default: all)")
     a = ap.parse_args(argv)
-    rows = pd.DataFrame(read_table(a.table))
-    print(f"{a.table}: {len(rows)} rows (held out: no fit reads this table)")
+    every = pd.DataFrame(read_table(a.table))
+    rows = every[every.gpu.isin(a.card)] if a.card else every
+    print(f"{a.table}: {len(rows)} of {len(every)} rows (held out: no fit reads this table)")
     t0 = time.time()
-    params, bars, said = fits(rows)
+    params, bars, said = fits(rows, sorted(set(every.gpu)))
     for s in said:
         print(f"  {s}")
     pred = predictions(rows, params)
@@ -190,9 +228,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{head} measured {x.measured:g}; not stated: {x.why}")
             continue
         sign = "one sign" if np.sign(x.err_cap) == np.sign(x.err_floor) else "sign changes"
+        over = [e for e, o in (("cap", x.over_cap), ("floor", x.over_floor)) if o]
         print(
             f"{head} {x.measured:.4g}; {x.pred_cap:.4g} / {x.pred_floor:.4g}; "
             f"{_pct(x.err_cap)} / {_pct(x.err_floor)} ({sign}); bar ±{100 * x.bar:.0f} %"
+            + (f"; overloaded in simulation at the {' and '.join(over)} (latency there not stated)" if over else "")
         )
     ok = f[f.why == ""].copy()
     if ok.empty:
@@ -211,10 +251,35 @@ def main(argv: list[str] | None = None) -> int:
             f"{100 * g.err_floor.abs().median():.0f} %  inside {int(g.in_cap.sum())}/{len(g)} at cap, "
             f"{int(g.in_some.sum())}/{len(g)} for some input  (bar ±{100 * g.bar.iloc[0]:.0f} %)"
         )
+    implied = implied_inputs(rows, params)
+    print("\ninput length at which each card's fit meets its Offline throughput (one dataset: these should agree):")
+    for idx, p_in in implied.items():
+        r = rows.loc[idx]
+        print(f"  {r.gpu:<8} {r.engine:<6} TP{r.tp}x{r.replicas} {r.model_published}: {p_in} tokens")
+    if implied:
+        print("Server rows at the input their own system's Offline row implies (the same dataset):")
+        for (gpu, engine), g in rows[rows.load == "rate"].groupby(["gpu", "engine"]):
+            p_in = next((v for i, v in implied.items() if rows.loc[i].gpu == gpu), None)
+            if p_in is None or (gpu, engine) not in params:
+                continue
+            pr = _at(g, params, p_in)
+            for j, (_, r) in enumerate(g.iterrows()):
+                offered = float(r.load_value) * int(r.output_tokens)
+                thr = pr[j, TARGETS.index("throughput_tok_s")]
+                cells = []
+                for label, col, targets, _kind in METRICS[:2]:
+                    t = targets[r.stat]
+                    cells.append(
+                        f"{label} {pr[j, TARGETS.index(t)]:.4g} vs {float(r[col]):.4g} ms "
+                        f"({_pct(pr[j, TARGETS.index(t)] / float(r[col]) - 1)})"
+                    )
+                flag = " (overloaded in simulation)" if thr < OVERLOAD * offered else ""
+                print(f"  {gpu:<8} {engine:<6} {r.stat} at {p_in} tokens: {'; '.join(cells)}{flag}")
     one = (np.sign(ok.err_cap) == np.sign(ok.err_floor)).sum()
     print(
         f"\nall {len(ok)} figures: inside the bar at the cap {int(ok.in_cap.sum())}, for some mean input "
-        f"{int(ok.in_some.sum())}; error of one sign at both ends {int(one)}"
+        f"{int(ok.in_some.sum())}; error of one sign at both ends {int(one)}; Server figures overloaded in "
+        f"simulation at the cap {int(ok.over_cap.sum())}, at the floor {int(ok.over_floor.sum())}"
     )
     return 0
 
