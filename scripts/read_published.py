@@ -6,6 +6,13 @@ and commit.
     python scripts/read_published.py --moe --aiconfigurator-git DIR [--trtllm-git DIR | --raw DIR |
         --trtllm-moe-from-table] [--out CSV]
 
+    python scripts/read_published.py --mlperf [--raw DIR] [--out CSV]
+
+--mlperf writes spec/published_mlperf.csv (published_readers.mlperf): MLPerf Inference v4.1 runs,
+from the summary and system files saved under RAW (default tests/data/mlperf), each row citing the
+summary and system files, with the setup the submission's code states (SETUPS) and the dataset's
+lengths (DATASETS). The fits never read it: held-out evidence (benchmarks/bench_mlperf_heldout.py).
+
 --moe writes spec/published_moe.csv instead: the mixture-of-experts points of aiconfigurator's file
 (published_readers.aiconfigurator_moe) and of TensorRT-LLM's perf-overview at the same two commits
 (published_readers.trtllm_perf_moe: offline throughput of Mixtral 8x7B and Qwen3-30B-A3B), each with
@@ -26,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -38,6 +46,7 @@ from pareto_atlas.calibrate.published_readers import (
     SourceFile,
     aiconfigurator,
     aiconfigurator_moe,
+    mlperf,
     trtllm_perf,
     trtllm_perf_moe,
 )
@@ -52,6 +61,79 @@ TRT = (
 )
 KEY = ("source", "gpu", "model", "weights", "prompt_tokens", "output_tokens", "load", "load_value")
 SPEC = Path(__file__).resolve().parents[1] / "src" / "pareto_atlas" / "spec"
+MLPERF_RAW = Path(__file__).resolve().parents[1] / "tests" / "data" / "mlperf"
+# MLPerf Inference v4.1 (mlcommons/inference_results_v4.1 at MLPERF_COMMIT): the runs read, as
+# (submitter, system, benchmark, scenario). Published August 2024 (the round's results pages,
+# closed/NVIDIA/results/B200-SXM-180GBx1_TRT/README.md: "MLPerf Inference v4.1 ... August 2024").
+MLPERF_REPO, MLPERF_COMMIT, MLPERF_ID, MLPERF_DATE = (
+    "mlcommons/inference_results_v4.1",
+    "a2f5d66d17e8f75c02fd74dfe810ecca6a046696",
+    "mlperf-inference-v4.1",
+    "2024-08",
+)
+MLPERF_RUNS = (
+    ("NVIDIA", "B200-SXM-180GBx1_TRT", "llama2-70b-99", "Offline"),
+    ("NVIDIA", "B200-SXM-180GBx1_TRT", "llama2-70b-99.9", "Server"),
+    ("NVIDIA", "H200-SXM-141GBx8_TRT", "llama2-70b-99", "Offline"),
+    ("NVIDIA", "H200-SXM-141GBx8_TRT", "llama2-70b-99", "Server"),
+    ("NVIDIA", "DGX-H100_H100-SXM-80GBx8_TRT", "llama2-70b-99.9", "Offline"),
+    ("NVIDIA", "DGX-H100_H100-SXM-80GBx8_TRT", "llama2-70b-99.9", "Server"),
+    ("AMD", "1xMI300X_2xEPYC-9374F", "llama2-70b-99.9", "Offline"),
+    ("AMD", "1xMI300X_2xEPYC-9374F", "llama2-70b-99.9", "Server"),
+)
+_NV_CFG = f"{MLPERF_REPO} closed/NVIDIA/configs/llama2-70b/{{Offline,Server}}/__init__.py @{MLPERF_COMMIT[:8]}"
+# What the summaries and system files do not state, as the submission's code states it. The B200 run
+# is a preview on private code (its system file's sw_notes): its precision and parallelism are in no
+# file read, so it has no setup and its rows are left out.
+MLPERF_SETUPS = {
+    ("NVIDIA", "DGX-H100_H100-SXM-80GBx8_TRT"): mlperf.Setup(
+        engine="trtllm",
+        weights="FP8",
+        weights_published="precision fp16, use_fp8 True",
+        kv="unstated",
+        tp=2,
+        pp=1,
+        cited=f"{_NV_CFG}: H100_SXM_80GB_TP2x4_HighAccuracy <- H100_SXM_80GB_TP2x4 <- H100_SXM_80GB_TP2x1 "
+        "(use_fp8 = True, tensor_parallelism = 2; pipeline_parallelism = 1 from the scenario's base config)",
+    ),
+    ("NVIDIA", "H200-SXM-141GBx8_TRT"): mlperf.Setup(
+        engine="trtllm",
+        weights="FP8",
+        weights_published="precision fp16, use_fp8 True",
+        kv="unstated",
+        tp=1,
+        pp=1,
+        cited=f"{_NV_CFG}: H200_SXM_141GBx8 <- H200_SXM_141GBx1 (use_fp8 = True, tensor_parallelism = 1; "
+        "pipeline_parallelism = 1 from the scenario's base config)",
+    ),
+    ("AMD", "1xMI300X_2xEPYC-9374F"): mlperf.Setup(
+        engine="vllm",
+        weights="FP8",
+        weights_published="test_VllmFp8",
+        kv="unstated",
+        tp=1,
+        pp=1,
+        cited=f"{MLPERF_REPO} closed/AMD/measurements/1xMI300X_2xEPYC-9374F/llama2-70b-99/Server/README.md "
+        f"@{MLPERF_COMMIT[:8]} (scripts in code/llama2-70b-99.9/test_VllmFp8); one accelerator",
+    ),
+}
+# The llama2-70b dataset's input cap, read from the reference implementation's README (the verbatim part
+# saved under RAW that holds its processing command): no file read states the mean input length.
+MLPERF_REFERENCE = ("mlcommons/inference", "00bf834669d3e343cda9f9c50da453aa2c067973", "language/llama2-70b/README.md")
+
+
+def mlperf_datasets(raw: Path) -> dict[str, mlperf.Dataset]:
+    repo, commit, path = MLPERF_REFERENCE
+    f = raw / repo.replace("/", "+") / commit / path
+    m = re.search(r"processorca\.py .*--seqlen_limit=(\d+)", f.read_text()) if f.is_file() else None
+    if not m:
+        sys.exit(f"{f}: no processorca.py --seqlen_limit line; save {repo}'s {path} at {commit} there")
+    basis = (
+        f"{m.group(1)}, OpenOrca's input cap (processorca.py --seqlen_limit={m.group(1)}, {repo} {path} "
+        f"@{commit[:8]}), not its mean: no file read states the mean input length"
+    )
+    card = mlperf.Dataset("llama-2-70b", "Llama-2-70b-chat-hf", int(m.group(1)), basis)
+    return {"llama2-70b-99": card, "llama2-70b-99.9": card}
 
 
 def _git(git_dir: Path, *args: str) -> str:
@@ -77,7 +159,7 @@ def trtllm_file(commit: str, git_dir: Path | None, raw: Path) -> SourceFile:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--aiconfigurator-git", type=Path, required=True, help="git directory of ai-dynamo/aiconfigurator")
+    ap.add_argument("--aiconfigurator-git", type=Path, help="git directory of ai-dynamo/aiconfigurator")
     ap.add_argument("--trtllm-git", type=Path, help="git directory of NVIDIA/TensorRT-LLM")
     ap.add_argument(
         "--raw", type=Path, default=Path(".published_raw"), help="saved files, RAW/<owner+name>/<commit>/<path>"
@@ -90,7 +172,12 @@ def main(argv: list[str] | None = None) -> int:
         help="with --moe: keep TensorRT-LLM's MoE rows as the shipped table holds them (read from the same "
         "commits by an earlier run), where neither its git directory nor the saved files are on this machine",
     )
+    ap.add_argument("--mlperf", action="store_true", help=f"write MLPerf's table (spec/{mlperf.SHIPPED})")
     a = ap.parse_args(argv)
+    if a.mlperf:
+        return write_mlperf(a.raw if a.raw != Path(".published_raw") else MLPERF_RAW, a.out or SPEC / mlperf.SHIPPED)
+    if a.aiconfigurator_git is None:
+        ap.error("--aiconfigurator-git is required (except with --mlperf)")
     if a.moe:
         if a.trtllm_moe_from_table:
             from pareto_atlas.calibrate.published_moe_table import read_moe_table
@@ -132,6 +219,38 @@ def main(argv: list[str] | None = None) -> int:
             r["load"],
             float(r["load_value"]),
         ),
+    )
+
+
+def mlperf_file(raw: Path, path: str) -> SourceFile:
+    f = raw / MLPERF_REPO.replace("/", "+") / MLPERF_COMMIT / path
+    if not f.is_file():
+        sys.exit(f"{f}: missing; save {MLPERF_REPO}'s {path} at {MLPERF_COMMIT} there")
+    return SourceFile(MLPERF_REPO, path, MLPERF_COMMIT, f.read_text())
+
+
+def write_mlperf(raw: Path, out: Path) -> int:
+    """MLPerf's table: each run of MLPERF_RUNS read from its saved summary and system files."""
+    rows, datasets = [], mlperf_datasets(raw)
+    for sub, system, bench, scen in MLPERF_RUNS:
+        summary = f"closed/{sub}/results/{system}/{bench}/{scen}/performance/run_1/{mlperf.SUMMARY}"
+        res = mlperf.read(
+            mlperf_file(raw, summary),
+            mlperf_file(raw, f"closed/{sub}/systems/{system}.json"),
+            MLPERF_ID,
+            MLPERF_DATE,
+            MLPERF_SETUPS.get((sub, system)),
+            datasets.get(bench),
+        )
+        print(f"{system} {bench} {scen}: {len(res.rows)} rows")
+        print_left_out(res)
+        rows += res.rows
+    return write_table(
+        rows,
+        out,
+        list(COLUMNS[:-1]) + list(PARALLEL) + ["notes"],
+        row_error,
+        key=lambda r: (r["gpu"], r["engine"], r["model_published"], r["load"], r["stat"]),
     )
 
 
