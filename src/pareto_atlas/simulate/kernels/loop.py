@@ -52,6 +52,69 @@ def _enqueue(arrival, ready, prompt, output, need_pf, lo, at, t):
     ready[j] = t
 
 
+@njit(cache=CACHE, inline="always")
+def _run_blocked(
+    c,
+    nrun,
+    slots,
+    s_to_pf,
+    s_left,
+    s_kv,
+    n_dec,
+    ctx_dec,
+    kv_used,
+    pending,
+    kv_cap,
+    q,
+    nxt,
+    n_known,
+    ready,
+    need_pf,
+    prompt,
+    kv,
+    now,
+    sched_t,
+    overlap,
+):
+    # Pure decode steps while every waiting prompt is blocked (run_kernel's WHOLE or CHUNKED step with
+    # no prefill token and a budget that only a finished decode changes), run one by one exactly as
+    # run_kernel's single step would (the same step times, jitter draws and sums, in the same order),
+    # without its per-sequence bookkeeping each step; up to the step before a decode finishes, or
+    # before one that a request could join or that preempts (left to run_kernel). A closed loop
+    # whose prompts do not fit beside one decode (TensorRT-LLM's whole 8,192-token prompts) otherwise
+    # cost O(batch) a token. Returns (steps run, now, sched_t); the decodes' counters are advanced here.
+    dec_left = 1 << 62
+    for j in range(nrun):
+        if s_to_pf[j] == 0 and s_left[j] < dec_left:
+            dec_left = s_left[j]
+    b = float(n_dec)
+    r = 0
+    while r < dec_left - 1:
+        if r > 0:
+            # what run_kernel's next turn would do before its step: admit a request that is there
+            # and fits the KV cache, or preempt
+            if nrun < slots and nxt < n_known and ready[nxt] <= sched_t:
+                i = nxt
+                hit = prompt[i] - need_pf[i] if kv[i] == 0 and need_pf[i] < prompt[i] else 0
+                if not (float(kv_used + pending + need_pf[i] + kv[i] + hit) + (nrun + 1) * q > kv_cap and nrun > 0):
+                    break
+            if float(kv_used + pending) + n_dec * q > kv_cap and nrun > 1:
+                break
+        dt = step_time(c, b, float(ctx_dec), 0.0, 0.0, 0.0, b)
+        step_t = dt * _noise(c[CV], 1.0)
+        now += step_t
+        sched_t = now - step_t if overlap else now
+        ctx_dec += n_dec
+        kv_used += n_dec
+        r += 1
+    if r > 0:
+        for j in range(nrun):
+            if s_to_pf[j] == 0:
+                s_left[j] -= r
+                s_kv[j] += r
+    return r, now, sched_t
+
+
 @njit(cache=CACHE)
 def run_kernel(
     c,
@@ -333,6 +396,44 @@ def run_kernel(
                 ctx_dec += grown
             else:
                 m = 0
+        if m == 0 and n_pf == 0 and pending > 0 and n_dec > 0 and npre == 0 and not spec_on:
+            if policy == WHOLE or policy == CHUNKED:
+                # A prompt waits for budget the decodes leave it (whole prompts only, or a budget the
+                # decodes fill), which stays as it is while they run: run_blocked steps through them.
+                r = _run_blocked(
+                    c,
+                    nrun,
+                    slots,
+                    s_to_pf,
+                    s_left,
+                    s_kv,
+                    n_dec,
+                    ctx_dec,
+                    kv_used,
+                    pending,
+                    kv_cap,
+                    q,
+                    nxt,
+                    n_known,
+                    ready,
+                    need_pf,
+                    prompt,
+                    kv,
+                    now,
+                    sched_t,
+                    overlap,
+                )
+                if r[0] > 0:
+                    steps += r[0]
+                    now, sched_t = r[1], r[2]
+                    ctx_dec += r[0] * n_dec
+                    kv_used += r[0] * n_dec
+                    if kv_used > peak_kv:
+                        peak_kv = kv_used
+                    min_left = 1 << 62
+                    for j in range(nrun):
+                        min_left = min(min_left, s_left[j])
+                    continue
         if m == 0:
             # An unmixed prefill step runs without the decodes: they emit nothing this step.
             dec_off = policy == UNMIXED and n_pf > 0
