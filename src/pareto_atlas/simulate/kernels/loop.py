@@ -52,69 +52,6 @@ def _enqueue(arrival, ready, prompt, output, need_pf, lo, at, t):
     ready[j] = t
 
 
-@njit(cache=CACHE, inline="always")
-def _run_blocked(
-    c,
-    nrun,
-    slots,
-    s_to_pf,
-    s_left,
-    s_kv,
-    n_dec,
-    ctx_dec,
-    kv_used,
-    pending,
-    kv_cap,
-    q,
-    nxt,
-    n_known,
-    ready,
-    need_pf,
-    prompt,
-    kv,
-    now,
-    sched_t,
-    overlap,
-):
-    # Pure decode steps while every waiting prompt is blocked (run_kernel's WHOLE or CHUNKED step with
-    # no prefill token and a budget that only a finished decode changes), run one by one exactly as
-    # run_kernel's single step would (the same step times, jitter draws and sums, in the same order),
-    # without its per-sequence bookkeeping each step; up to the step before a decode finishes, or
-    # before one that a request could join or that preempts (left to run_kernel). A closed loop
-    # whose prompts do not fit beside one decode (TensorRT-LLM's whole 8,192-token prompts) otherwise
-    # cost O(batch) a token. Returns (steps run, now, sched_t); the decodes' counters are advanced here.
-    dec_left = 1 << 62
-    for j in range(nrun):
-        if s_to_pf[j] == 0 and s_left[j] < dec_left:
-            dec_left = s_left[j]
-    b = float(n_dec)
-    r = 0
-    while r < dec_left - 1:
-        if r > 0:
-            # what run_kernel's next turn would do before its step: admit a request that is there
-            # and fits the KV cache, or preempt
-            if nrun < slots and nxt < n_known and ready[nxt] <= sched_t:
-                i = nxt
-                hit = prompt[i] - need_pf[i] if kv[i] == 0 and need_pf[i] < prompt[i] else 0
-                if not (float(kv_used + pending + need_pf[i] + kv[i] + hit) + (nrun + 1) * q > kv_cap and nrun > 0):
-                    break
-            if float(kv_used + pending) + n_dec * q > kv_cap and nrun > 1:
-                break
-        dt = step_time(c, b, float(ctx_dec), 0.0, 0.0, 0.0, b)
-        step_t = dt * _noise(c[CV], 1.0)
-        now += step_t
-        sched_t = now - step_t if overlap else now
-        ctx_dec += n_dec
-        kv_used += n_dec
-        r += 1
-    if r > 0:
-        for j in range(nrun):
-            if s_to_pf[j] == 0:
-                s_left[j] -= r
-                s_kv[j] += r
-    return r, now, sched_t
-
-
 @njit(cache=CACHE)
 def run_kernel(
     c,
@@ -344,13 +281,24 @@ def run_kernel(
 
         # Static batching pads finished sequences: the batch keeps its size until all are done.
         b_eff = float(static_b) if (policy == STATIC and n_dec > 0) else float(n_dec)
-        # Fast-forward a run of pure decode steps up to the next completion (or arrival).
+        # Fast-forward a run of pure decode steps up to the next completion (or arrival): every
+        # running sequence decoding, or the prompts waiting blocked (whole prompts that do not fit
+        # beside the decodes, or a budget the decodes fill), which stay so until a decode finishes.
         m = 0
-        if pending == 0 and npre == 0 and n_dec == nrun:
-            m = min(1 << 30, int(min_left / e_tok))
-            room = kv_cap - kv_used
-            if room < m * nrun * q:
-                m = int(room // (nrun * q))
+        blocked = pending > 0 and n_pf == 0 and n_dec > 0 and (policy == WHOLE or policy == CHUNKED)
+        # (a preempted request waiting for KV stays out until a decode finishes: the decodes only grow)
+        if (npre == 0 and pending == 0 and n_dec == nrun) or blocked:
+            dec_left = min_left
+            if blocked:
+                dec_left = 1 << 62
+                for j in range(nrun):
+                    if s_to_pf[j] == 0 and s_left[j] < dec_left:
+                        dec_left = s_left[j]
+            m = min(1 << 30, int(dec_left / e_tok))
+            # the KV the waiting prompts hold in reserve (pending) is not the decodes' to grow into
+            room = kv_cap - kv_used - pending
+            if room < m * n_dec * q:
+                m = int(room // (n_dec * q))
             ramp = e_tok * n_dec
             if m >= 2:
                 # An arrival already waiting is blocked by KV until a completion; only a future
@@ -379,6 +327,9 @@ def run_kernel(
                 grown = 0
                 min_left = 1 << 62
                 for j in range(nrun):
+                    if s_to_pf[j] > 0:  # a blocked prompt: it waits
+                        min_left = min(min_left, s_left[j])
+                        continue
                     cnt = m
                     if spec_on:
                         # Sum of m acceptance draws, by its normal approximation.
@@ -396,44 +347,6 @@ def run_kernel(
                 ctx_dec += grown
             else:
                 m = 0
-        if m == 0 and n_pf == 0 and pending > 0 and n_dec > 0 and npre == 0 and not spec_on:
-            if policy == WHOLE or policy == CHUNKED:
-                # A prompt waits for budget the decodes leave it (whole prompts only, or a budget the
-                # decodes fill), which stays as it is while they run: run_blocked steps through them.
-                r = _run_blocked(
-                    c,
-                    nrun,
-                    slots,
-                    s_to_pf,
-                    s_left,
-                    s_kv,
-                    n_dec,
-                    ctx_dec,
-                    kv_used,
-                    pending,
-                    kv_cap,
-                    q,
-                    nxt,
-                    n_known,
-                    ready,
-                    need_pf,
-                    prompt,
-                    kv,
-                    now,
-                    sched_t,
-                    overlap,
-                )
-                if r[0] > 0:
-                    steps += r[0]
-                    now, sched_t = r[1], r[2]
-                    ctx_dec += r[0] * n_dec
-                    kv_used += r[0] * n_dec
-                    if kv_used > peak_kv:
-                        peak_kv = kv_used
-                    min_left = 1 << 62
-                    for j in range(nrun):
-                        min_left = min(min_left, s_left[j])
-                    continue
         if m == 0:
             # An unmixed prefill step runs without the decodes: they emit nothing this step.
             dec_off = policy == UNMIXED and n_pf > 0
