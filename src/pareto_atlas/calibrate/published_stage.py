@@ -12,7 +12,6 @@ import pandas as pd
 from rich.console import Console
 
 from pareto_atlas.calibrate.fit import TARGETS
-from pareto_atlas.calibrate.published_formats import calibrate_published_formats
 from pareto_atlas.calibrate.published import (
     B1,
     GROUPS,
@@ -338,7 +337,16 @@ def published_study(
             highlight=False,
             soft_wrap=True,
         )
-    cals = calibrate_published_formats(table, hardware)
+    from pareto_atlas.calibrate import published_cache
+
+    def tell(cached: bool) -> None:
+        if cached:
+            show(
+                f"  the fits from the cache ({published_cache.cache_dir()}; same tables, fit and code)", highlight=False
+            )
+
+    # the same fit as calibrate_published_formats(table, hardware), kept in the fit cache
+    cals = published_cache.fitted(table, hardware or list(dict.fromkeys(table.rows.gpu)), tell)
     used = for_atlas(cals)
     for cal in cals:
         show("\n".join(card_lines(cal, used[cal.hardware] is cal)), markup=False, highlight=False, soft_wrap=True)
@@ -365,7 +373,7 @@ def multigpu_study(
 ) -> list:
     """Fit the shipped multi-GPU table per (card, engine) and print its held-out error per parallelism
     (calibrate.published_multigpu): leave one source, one model, one engine out."""
-    from pareto_atlas.calibrate.published_multigpu import calibrate_multigpu, report_lines
+    from pareto_atlas.calibrate.published_multigpu import multigpu_calibrations, report_lines
     from pareto_atlas.calibrate.published_table import load_multigpu
 
     table = load_multigpu()
@@ -382,7 +390,7 @@ def multigpu_study(
             highlight=False,
             soft_wrap=True,
         )
-    cals = calibrate_multigpu(table, hardware, engines)
+    cals = multigpu_calibrations(table, hardware, engines)
     show("\n".join(report_lines(cals)), markup=False, highlight=False, soft_wrap=True)
     from pareto_atlas.calibrate import published_link
 
