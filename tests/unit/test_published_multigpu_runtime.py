@@ -95,7 +95,11 @@ def test_the_calibration_is_kept_in_the_fit_cache_and_a_damaged_file_is_refitted
     assert len(made) == 1  # read back, not refitted
     assert pm.report_lines(again) == pm.report_lines(first)
     for a, b in zip(first, again):
-        assert _same(a.params, b.params) and np.array_equal(a.bar_check, b.bar_check, equal_nan=True) and a.bar_level == b.bar_level
+        assert (
+            _same(a.params, b.params)
+            and np.array_equal(a.bar_check, b.bar_check, equal_nan=True)
+            and a.bar_level == b.bar_level
+        )
         pd.testing.assert_frame_equal(a.anchors, b.anchors, check_dtype=False)
     # another engine asked for is another entry; a file that does not read back is refitted
     pm.multigpu_calibrations(hardware=[CARD], engines=["vllm"])
