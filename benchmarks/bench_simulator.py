@@ -3,6 +3,7 @@ and (with --anchors) held-out error on real anchors. Reference numbers are print
 
     python benchmarks/bench_simulator.py            # full (about a minute on 2 cores)
     python benchmarks/bench_simulator.py --quick     # smaller sizes, for a smoke run
+    python benchmarks/bench_simulator.py --sweep-only   # configurations per second, one-GPU and parallel spaces
     python benchmarks/bench_simulator.py --anchors anchors.parquet --model qwen2.5-0.5b --hardware this-cpu
     python benchmarks/bench_simulator.py --anchors store.duckdb --heldout-only   # real anchors of a store
 """
@@ -234,9 +235,17 @@ def main() -> None:
     ap.add_argument("--model", default="qwen2.5-0.5b")
     ap.add_argument("--hardware", default="this-cpu")
     ap.add_argument("--heldout-only", action="store_true", help="only the held-out error on --anchors")
+    ap.add_argument(
+        "--sweep-only",
+        action="store_true",
+        help="only the sweep's speed: configurations per second, parallel spaces too",
+    )
     a = ap.parse_args()
     if a.heldout_only:
         bench_heldout(a.anchors, a.model, a.hardware)
+        return
+    if a.sweep_only:
+        bench_sweep(a.n_requests, a.quick)
         return
     bench_des(20_000 if a.quick else 200_000)
     bench_cold()

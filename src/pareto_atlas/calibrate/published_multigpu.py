@@ -21,7 +21,11 @@ held-out fold refits.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, fields
 
 import numpy as np
 import pandas as pd
@@ -74,6 +78,15 @@ def bar_groups(rows: pd.DataFrame) -> np.ndarray:
     return (rows.source_id + " " + rows.model + " " + rows.engine + " " + rows.weights).to_numpy()
 
 
+def _folds(labels: np.ndarray, train_labels: np.ndarray):
+    """(test, train) masks per label, in order of appearance: that label's rows, and the training pool's
+    rows of every other label; a label whose pool holds no other is skipped (nothing to fit on)."""
+    for lab in dict.fromkeys(labels):
+        test, train = labels == lab, train_labels != lab
+        if train.any():
+            yield test, train
+
+
 def _held_out(
     frame: pd.DataFrame,
     models: list[ModelCard],
@@ -82,55 +95,141 @@ def _held_out(
     train_frame: pd.DataFrame | None = None,
     train_models: list[ModelCard] | None = None,
     train_labels: np.ndarray | None = None,
+    fit: Callable[[pd.DataFrame, list[ModelCard], np.ndarray], CalibParams] | None = None,
+    train_ids: np.ndarray | None = None,
 ) -> np.ndarray:
     """Relative error of each anchor predicted by a fit on the anchors of other labels (the training
-    pool is `train_*` where given: another engine's rows). NaN where no other label exists."""
+    pool is `train_*` where given: another engine's rows). NaN where no other label exists.
+    fit(frame, models, ids): the fit of those training rows (ids: theirs in `train_ids`, default
+    their positions), so a caller can make each distinct training set's fit once (_Fits)."""
     tf, tm, tl = (frame, models, labels) if train_frame is None else (train_frame, train_models, train_labels)
+    ids = np.arange(len(tf)) if train_ids is None else train_ids
     meas = frame[list(TARGETS)].to_numpy(float)
     err = np.full_like(meas, np.nan)
-    for lab in dict.fromkeys(labels):
-        test, train = labels == lab, tl != lab
-        if not train.any():
-            continue
-        p, _ = fit_card(tf[train], [m for m, t in zip(tm, train) if t], hw)
+    for test, train in _folds(labels, tl):
+        tms = [m for m, t in zip(tm, train) if t]
+        p = fit(tf[train], tms, ids[train]) if fit is not None else fit_card(tf[train], tms, hw)[0]
         err[test] = _rel(predict(_anchors(frame[test]), [m for m, t in zip(models, test) if t], hw, p), meas[test])
     return err
+
+
+class _Fits:
+    """One card's fits (calibrate.published.fit_card) keyed by the training rows, in their order: a
+    training set that two folds share (a card's other engine, which is both its own full fit and the
+    set another engine's leave-one-engine-out fold trains on; a document that is also the only one of
+    its model) is fitted once. The same rows in the same order are the same fit: fit_card is
+    deterministic (least squares from a fixed start, the simulation seeded per row)."""
+
+    def __init__(self, hw: HardwareCard) -> None:
+        self.hw, self.done = hw, {}
+
+    def __call__(self, frame: pd.DataFrame, models: list[ModelCard], ids: np.ndarray) -> CalibParams:
+        key = tuple(ids.tolist())
+        if key not in self.done:
+            self.done[key] = fit_card(frame, models, self.hw)[0]
+        return self.done[key]
+
+
+def _fit_job(job: tuple[pd.DataFrame, list[ModelCard], HardwareCard]) -> CalibParams:
+    frame, models, hw = job
+    return fit_card(frame, models, hw)[0]
+
+
+def fit_workers() -> int:
+    """Processes the multi-GPU fits run in: $PARETO_ATLAS_FIT_WORKERS, else the cores this process may
+    use (1: in this process, one fit after another)."""
+    env = os.environ.get("PARETO_ATLAS_FIT_WORKERS", "").strip()
+    if env:
+        if not env.isdigit() or int(env) < 1:
+            raise ValueError(f"PARETO_ATLAS_FIT_WORKERS: {env!r} is not a whole number of processes >= 1")
+        return int(env)
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _fit_all(jobs: dict[tuple, tuple[pd.DataFrame, list[ModelCard], HardwareCard]], workers: int) -> dict:
+    """Each job's fit (key -> CalibParams), in `workers` processes where there are several: the fits are
+    independent and each is deterministic, so where they run changes no figure. The biggest start first."""
+    if workers <= 1 or len(jobs) <= 1:
+        return {k: _fit_job(j) for k, j in jobs.items()}
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    order = sorted(jobs, key=lambda k: -len(jobs[k][0]))
+    # fork where there is one: a spawned worker would import the caller's main module again (a script
+    # without a __main__ guard would start over); the fits run no thread of their own
+    how = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    with ProcessPoolExecutor(min(workers, len(jobs)), mp_context=multiprocessing.get_context(how)) as pool:
+        done = dict(zip(order, pool.map(_fit_job, [jobs[k] for k in order])))
+    return {k: done[k] for k in jobs}
 
 
 def _frames(rows: pd.DataFrame, hw: HardwareCard) -> tuple[pd.DataFrame, list[ModelCard]]:
     return card_frame(rows.reset_index(drop=True), hw)
 
 
+def _pools(sampled: dict, built: dict, ids: dict, engine: str) -> dict[str, tuple]:
+    """Per scheme, (labels of the engine's rows, training frame, its models, its labels, its row ids)."""
+    s, (frame, models) = sampled[engine], built[engine]
+    out = {
+        "LOSO": (s.source_id.to_numpy(), frame, models, s.source_id.to_numpy(), ids[engine]),
+        "LOMO": (s.model.to_numpy(), frame, models, s.model.to_numpy(), ids[engine]),
+    }
+    others = [e for e in sampled if e != engine]
+    if others:
+        out["LOEO"] = (
+            s.engine.to_numpy(),
+            pd.concat([built[e][0] for e in others], ignore_index=True),
+            [m for e in others for m in built[e][1]],
+            np.concatenate([sampled[e].engine.to_numpy() for e in others]),
+            np.concatenate([ids[e] for e in others]),
+        )
+    return out
+
+
 def calibrate_multigpu(
-    table: PublishedTable, hardware: list[str] | None = None, engines: list[str] | None = None, k: int = SAMPLE
+    table: PublishedTable,
+    hardware: list[str] | None = None,
+    engines: list[str] | None = None,
+    k: int = SAMPLE,
+    workers: int | None = None,
 ) -> list[MultiGpuCalibration]:
     """One calibration per (card, engine) of the multi-GPU table (every card, or those named), with
-    LOSO, LOMO and LOEO errors per sampled row."""
+    LOSO, LOMO and LOEO errors per sampled row. Every distinct training set (each engine's rows, each
+    fold's) is fitted once, in `workers` processes (default fit_workers())."""
     cards, rows = shipped_hardware(), table.rows
     if hardware:
         rows = rows[rows.gpu.isin(hardware)]
-    out = []
+    plan = []
     for gpu, on_card in rows.groupby("gpu", sort=False):
         hw = cards[gpu]
         sampled = {e: sample_rows(g, k) for e, g in on_card.groupby("engine", sort=False)}
         built = {e: _frames(s, hw) for e, s in sampled.items()}
-        for engine, s in sampled.items():
-            if engines and engine not in engines:
-                continue
+        # every sampled row of the card one id ("engine:position"), so a training set is known by its rows
+        ids = {e: np.array([f"{e}:{i}" for i in range(len(s))], dtype=object) for e, s in sampled.items()}
+        plan.append((gpu, hw, sampled, built, ids, [e for e in sampled if not engines or e in engines]))
+    # the fits first, all of them at once (each fold's training rows as _held_out takes them)
+    jobs: dict[tuple, tuple] = {}
+    for gpu, hw, sampled, built, ids, todo in plan:
+        for engine in todo:
             frame, models = built[engine]
-            params, _ = fit_card(frame, models, hw)
-            held = {
-                "LOSO": _held_out(frame, models, hw, s.source_id.to_numpy()),
-                "LOMO": _held_out(frame, models, hw, s.model.to_numpy()),
-            }
-            others = [e for e in sampled if e != engine]
-            if others:
-                tf = pd.concat([built[e][0] for e in others], ignore_index=True)
-                tm = [m for e in others for m in built[e][1]]
-                tl = np.concatenate([sampled[e].engine.to_numpy() for e in others])
-                held["LOEO"] = _held_out(frame, models, hw, s.engine.to_numpy(), tf, tm, tl)
-            else:
-                held["LOEO"] = np.full((len(s), len(TARGETS)), np.nan)
+            jobs.setdefault((gpu, tuple(ids[engine].tolist())), (frame, models, hw))
+            for labels, tf, tm, tl, ti in _pools(sampled, built, ids, engine).values():
+                for _, train in _folds(labels, tl):
+                    key = (gpu, tuple(ti[train].tolist()))
+                    jobs.setdefault(key, (tf[train], [m for m, t in zip(tm, train) if t], hw))
+    fitted = _fit_all(jobs, fit_workers() if workers is None else workers)
+    out = []
+    for gpu, hw, sampled, built, ids, todo in plan:
+        fits = _Fits(hw)
+        fits.done.update({key: p for (g, key), p in fitted.items() if g == gpu})
+        for engine in todo:
+            s = sampled[engine]
+            frame, models = built[engine]
+            params = fits(frame, models, ids[engine])
+            pools = _pools(sampled, built, ids, engine)
+            held = {sc: np.full((len(s), len(TARGETS)), np.nan) for sc in SCHEMES}  # LOEO: one engine
+            for sc, (labels, tf, tm, tl, ti) in pools.items():
+                held[sc] = _held_out(frame, models, hw, labels, tf, tm, tl, fit=fits, train_ids=ti)
             bar = carried_bar(held, TARGETS, bar_groups(s))
             seen = [sc for sc in SCHEMES if np.isfinite(held[sc]).any()]
             bar_from = "+".join(seen) or "none"
@@ -167,6 +266,71 @@ def calibrate_multigpu(
                 )
             )
     return out
+
+
+def multigpu_calibrations(
+    table: PublishedTable | None = None,
+    hardware: list[str] | None = None,
+    engines: list[str] | None = None,
+    k: int = SAMPLE,
+) -> list[MultiGpuCalibration]:
+    """calibrate_multigpu of the shipped multi-GPU table (or `table`), from the fit cache when the
+    table, the code that fits and predicts (calibrate.published_cache.code_hash), the fit's version
+    and the cards, engines and sample asked for are unchanged; else fitted now (minutes) and kept."""
+    from pareto_atlas import __version__
+    from pareto_atlas.calibrate import published_cache
+    from pareto_atlas.calibrate.published_table import load_multigpu
+
+    table = table or load_multigpu()
+    key = (
+        "multigpu-"
+        + hashlib.sha256(
+            f"{table.sha256}|{published_cache.code_hash()}|{published_cache.FIT_VERSION}|{__version__}|"
+            f"{sorted(hardware or [])}|{sorted(engines or [])}|{k}".encode()
+        ).hexdigest()[:20]
+    )
+    path = published_cache.cache_dir() / f"{key}.json"
+    try:
+        raw = json.loads(path.read_text())
+        if raw.get("key") == key:
+            return [_decode(d) for d in raw["fits"]]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        pass  # absent or unreadable: refitted, never trusted
+    cals = calibrate_multigpu(table, hardware, engines, k)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"key": key, "fits": [_encode(c) for c in cals]}, default=_native))
+        os.replace(tmp, path)
+    except OSError:
+        pass
+    return cals
+
+
+def _native(v):
+    if isinstance(v, np.generic):
+        return v.item()
+    raise TypeError(f"not JSON: {type(v).__name__}")
+
+
+def _encode(c: MultiGpuCalibration) -> dict:
+    d = {f.name: getattr(c, f.name) for f in fields(c)}
+    d["params"] = c.params.to_dict()
+    d["anchors"] = c.anchors.to_dict(orient="split")
+    return d
+
+
+def _decode(d: dict) -> MultiGpuCalibration:
+    a = d["anchors"]
+    return MultiGpuCalibration(
+        **{
+            **d,
+            "params": CalibParams.from_dict(d["params"]),
+            "anchors": pd.DataFrame(a["data"], columns=a["columns"], index=a["index"]),
+            "bar_check": tuple(d["bar_check"]),
+            "bar_level": tuple(d["bar_level"]),
+        }
+    )
 
 
 def _med(a: pd.DataFrame, cols: list[str]) -> float:

@@ -4,6 +4,7 @@ how well it predicts sources it never saw, and keep the fit in the store for `si
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -12,7 +13,6 @@ import pandas as pd
 from rich.console import Console
 
 from pareto_atlas.calibrate.fit import TARGETS
-from pareto_atlas.calibrate.published_formats import calibrate_published_formats
 from pareto_atlas.calibrate.published import (
     B1,
     GROUPS,
@@ -338,7 +338,17 @@ def published_study(
             highlight=False,
             soft_wrap=True,
         )
-    cals = calibrate_published_formats(table, hardware)
+    from pareto_atlas.calibrate import published_cache
+
+    def tell(cached: bool) -> None:
+        if cached:
+            show(
+                f"  the fits from the cache ({published_cache.cache_dir()}; same tables, fit and code)", highlight=False
+            )
+
+    # the same fit as calibrate_published_formats(table, hardware), kept in the fit cache
+    t0 = time.monotonic()
+    cals = published_cache.fitted(table, hardware or list(dict.fromkeys(table.rows.gpu)), tell)
     used = for_atlas(cals)
     for cal in cals:
         show("\n".join(card_lines(cal, used[cal.hardware] is cal)), markup=False, highlight=False, soft_wrap=True)
@@ -346,6 +356,7 @@ def published_study(
     show(f"no published anchor (uncalibrated default, ±25 %): {', '.join(gpus) or 'none'}", highlight=False)
     show("\n".join(summary_lines(cals)), highlight=False)
     show("\n".join(format_lines(cals)), markup=False, highlight=False, soft_wrap=True)
+    show(f"  (one-GPU fits: {time.monotonic() - t0:.0f} s)", highlight=False)
     if ratio_lines is not None:
         show("\n".join(ratio_lines(paper_ratios({g: c.params for g, c in used.items()}))), highlight=False)
     key = store_published(store, study, table, cals, by="command")
@@ -365,7 +376,7 @@ def multigpu_study(
 ) -> list:
     """Fit the shipped multi-GPU table per (card, engine) and print its held-out error per parallelism
     (calibrate.published_multigpu): leave one source, one model, one engine out."""
-    from pareto_atlas.calibrate.published_multigpu import calibrate_multigpu, report_lines
+    from pareto_atlas.calibrate.published_multigpu import multigpu_calibrations, report_lines
     from pareto_atlas.calibrate.published_table import load_multigpu
 
     table = load_multigpu()
@@ -382,14 +393,20 @@ def multigpu_study(
             highlight=False,
             soft_wrap=True,
         )
-    cals = calibrate_multigpu(table, hardware, engines)
+    t0 = time.monotonic()
+    cals = multigpu_calibrations(table, hardware, engines)
     show("\n".join(report_lines(cals)), markup=False, highlight=False, soft_wrap=True)
+    show(f"  (per-engine fits: {time.monotonic() - t0:.0f} s)", highlight=False)
     from pareto_atlas.calibrate import published_link
 
+    t0 = time.monotonic()
     cards = [g for g in dict.fromkeys(table.rows.gpu) if not hardware or g in hardware]
     links = published_link.link_calibrations(cards, table, one_gpu)
     show("\n".join(published_link.report_lines(list(links.values()))), markup=False, highlight=False, soft_wrap=True)
+    show(f"  (link fits: {time.monotonic() - t0:.0f} s)", highlight=False)
     from pareto_atlas.calibrate.published_moe_stage import moe_study
 
+    t0 = time.monotonic()
     moe_study(console, hardware, one_gpu)
+    show(f"  (MoE fits: {time.monotonic() - t0:.0f} s)", highlight=False)
     return cals

@@ -281,13 +281,24 @@ def run_kernel(
 
         # Static batching pads finished sequences: the batch keeps its size until all are done.
         b_eff = float(static_b) if (policy == STATIC and n_dec > 0) else float(n_dec)
-        # Fast-forward a run of pure decode steps up to the next completion (or arrival).
+        # Fast-forward a run of pure decode steps up to the next completion (or arrival): every
+        # running sequence decoding, or the prompts waiting blocked (whole prompts that do not fit
+        # beside the decodes, or a budget the decodes fill), which stay so until a decode finishes.
         m = 0
-        if pending == 0 and npre == 0 and n_dec == nrun:
-            m = min(1 << 30, int(min_left / e_tok))
-            room = kv_cap - kv_used
-            if room < m * nrun * q:
-                m = int(room // (nrun * q))
+        blocked = pending > 0 and n_pf == 0 and n_dec > 0 and (policy == WHOLE or policy == CHUNKED)
+        # (a preempted request waiting for KV stays out until a decode finishes: the decodes only grow)
+        if (npre == 0 and pending == 0 and n_dec == nrun) or blocked:
+            dec_left = min_left
+            if blocked:
+                dec_left = 1 << 62
+                for j in range(nrun):
+                    if s_to_pf[j] == 0 and s_left[j] < dec_left:
+                        dec_left = s_left[j]
+            m = min(1 << 30, int(dec_left / e_tok))
+            # the KV the waiting prompts hold in reserve (pending) is not the decodes' to grow into
+            room = kv_cap - kv_used - pending
+            if room < m * n_dec * q:
+                m = int(room // (n_dec * q))
             ramp = e_tok * n_dec
             if m >= 2:
                 # An arrival already waiting is blocked by KV until a completion; only a future
@@ -316,6 +327,9 @@ def run_kernel(
                 grown = 0
                 min_left = 1 << 62
                 for j in range(nrun):
+                    if s_to_pf[j] > 0:  # a blocked prompt: it waits
+                        min_left = min(min_left, s_left[j])
+                        continue
                     cnt = m
                     if spec_on:
                         # Sum of m acceptance draws, by its normal approximation.
