@@ -92,19 +92,41 @@ def row_run(row: pd.Series) -> Run | None:
     return aiconfigurator_run(str(row["engine"]), int(float(row["load_value"])), int(row["prompt_tokens"]))
 
 
-def apply_runs(frame: pd.DataFrame, rows: pd.DataFrame) -> tuple[pd.DataFrame, list[Run | None]]:
+def apply_runs(frame: pd.DataFrame, rows: pd.DataFrame, too_long: bool = True) -> tuple[pd.DataFrame, list[Run | None]]:
     """The fit's anchor frame (calibrate.published.card_frame of `rows`) with each row's own deployment
-    where its source states one, and the runs (None where it does not)."""
+    where its source states one, and the runs (None where it does not). too_long: a prompt longer than
+    a whole-prompt budget runs chunked (False: such rows as before)."""
     runs = [row_run(r) for _, r in rows.iterrows()]
     out = frame.copy()
     for i, run in enumerate(runs):
         if run is not None:
             out.loc[i, ["batching", "chunk_tokens"]] = [run.batching, run.chunk_tokens]
             out.loc[i, "slots"] = min(int(out.loc[i, "slots"]), run.max_seqs)
+    if not too_long:
+        return out, runs
     whole = out.batching.isin(["whole", "whole+overlap"])
     too_long = whole & (out.prompt_tokens.astype(int) > out.chunk_tokens.astype(int))
     out.loc[too_long, "batching"] = out.loc[too_long, "batching"].str.replace("whole", "chunked", regex=False)
     return out, runs
+
+
+def read_as_run(frame: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
+    """The anchor frame with each row whose source states its run simulated and read as it ran
+    (apply_runs' deployment; its measured phase, run.rounds rounds of its clients from an idle engine,
+    as n_requests; its TTFT and TPOT read as the mean over every request, the frame's `reading`, which
+    calibrate.anchors.predict honours), so any fit or prediction of the frame runs it so; every other
+    row as card_frame left it (its engine's default scheduler, the medians; a too-long whole prompt
+    too). calibrate.published.card_frame(as_run=True) is this."""
+    out, runs = apply_runs(frame, rows, too_long=False)
+    reading = out["reading"].tolist() if "reading" in out else ["p50"] * len(out)
+    for i, run in enumerate(runs):
+        if run is not None:
+            reps = out.loc[i, "replicas"] if "replicas" in out else 1
+            conc, _, _ = replica_load(int(out.loc[i, "concurrency"]), 0.0, int(reps) if reps == reps else 1)
+            out.loc[i, "n_requests"] = run.rounds * conc
+            reading[i] = run.reading
+    out["reading"] = reading
+    return out
 
 
 def predict_run(
