@@ -4,9 +4,9 @@ Every TP1, aggregated Llama-3.1-8B row of ai-dynamo/aiconfigurator's silicon_sam
 H100-SXM, SGLang and vLLM on H200, 1K-4K prompts, 100-512 outputs, 8-352 clients), as the shipped
 multi-GPU table holds them (spec/published_multigpu.csv, read by the product's reader
 calibrate.published_table.load_multigpu), is simulated with the project's own published calibration
-of the card (`pareto-atlas published`: fitted on the shipped one-GPU table, which does not hold these
-rows; any aiconfigurator row it came to hold is left out of the fit), as a closed loop of the row's
-clients, under:
+of the card (`pareto-atlas published`: the card fits on the shipped one-GPU table, which does not hold
+these rows; the quantized formats' kernels also on the multi-GPU table's one-GPU rows, which do: the
+vLLM H200 FP8 rows are in the FP8 fit, see published_fits), as a closed loop of the row's clients, under:
 - `continuous` as it ran before issue 31 (one prefill a step);
 - each engine's default scheduler as branch gpusched left it (TensorRT-LLM whole prompts, SGLang
   prefill steps without the decodes, vLLM mixed chunks; every KV cache 16-bit);
@@ -17,7 +17,16 @@ clients, under:
 - the row's own deployment as aiconfigurator's benchmark rules write it (deployment(): its sequence
   limit and token budget, TensorRT-LLM's overlap scheduler, sourced), on the row's KV dtype;
 - that, with TensorRT-LLM's held slots (a count fitted on these rows, reported held out: with_held,
-  held_out_slots). Nothing else is fitted on these rows.
+  held_out_slots). Nothing else is fitted on these rows;
+- as the product's fit runs them now (as_run: calibrate.published_runs, each engine's default scheduler
+  at the benchmark's deployment, read as the mean over ROUNDS rounds), on the rows' weights, on the
+  fit before that change and on the fit refitted as run; then (AS RUN, the bar's figure) with the
+  weights the deployment served (served_weights: SGLang's rows on the BF16 checkpoint ran BF16), that
+  with these rows left out of the quantized formats' fit (published_fits: the only place the
+  product's one-GPU fit sees them), and that with each engine on its own one-GPU card fit where the
+  card has one (TensorRT-LLM on H100-SXM; calibrate.published fits one per engine, the atlas runs vLLM's).
+The setups above AS RUN all run on the fit before the change ("engine defaults": every row under its
+engine's default scheduler, read as medians), as they did when they were written.
 
     python benchmarks/bench_engine_schedulers.py [--rows] [--table more_rows.csv] [--kv-free]
 
@@ -30,7 +39,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -61,6 +70,7 @@ class Row:
     ttft_ms: float
     tpot_ms: float
     kv: str = "f16"  # the KV dtype the table's reader reads for the row ("unstated": f16)
+    checkpoint: str = ""  # the checkpoint the row names (model_published)
 
 
 def read_rows(tables: list[Path] | None = None) -> list[Row]:
@@ -90,6 +100,7 @@ def read_rows(tables: list[Path] | None = None) -> list[Row]:
             float(r.ttft_ms),
             float(r.tpot_ms),
             "f16" if r.kv == UNSTATED_KV else r.kv,
+            r.model_published,
         )
         key = (row.engine, row.version, row.card, row.weights, row.isl, row.osl, row.clients)
         if key not in seen:
@@ -130,6 +141,57 @@ def published_params(cards: list[str], kv_identified: float | None = None) -> tu
         return {g: c.params for g, c in for_atlas(cals).items()}, int(theirs.sum())
     cals = published_cache.fitted(shipped, cards)
     return {g: c.params for g, c in for_atlas(cals).items()}, int(theirs.sum())
+
+
+FITS = ("engine defaults", "as run", "as run, these rows held out")
+
+
+SERVED = "AS RUN: + SGLang's served BF16 weights"  # the product's run of these rows (published_runs)
+OWN = "  AS RUN, each engine's own card fit"
+
+
+def published_fits(
+    cards: list[str],
+) -> tuple[dict[str, dict[str, CalibParams]], dict[str, dict[tuple[str, str], CalibParams]], str]:
+    """The cards' published fits three ways, and what they rest on: the one-GPU fit with every row
+    under its engine's default scheduler, read as medians (before 2026-12-02's one-GPU as-run change:
+    calibrate.published.RUN_AS_PUBLISHED off); as the product fits now (aiconfigurator's closed-loop
+    rows as its benchmark ran them, calibrate.published_runs); and that with the rows compared here
+    left out of the quantized formats' fit (the multi-GPU table's one-GPU rows fit the formats: the
+    vLLM H200 FP8 rows are in the FP8 kernels' fit, and only there). The card fits proper rest on the
+    one-GPU table, which holds no aiconfigurator row, so they are fitted once and shared. Per fit, the
+    card's fit the atlas runs (for_atlas: vLLM's) and every (card, engine) fit the card has."""
+    from pareto_atlas.calibrate import published as fit_module
+    from pareto_atlas.calibrate.published import calibrate_published, for_atlas
+    from pareto_atlas.calibrate.published_formats import calibrate_formats
+    from pareto_atlas.calibrate.published_table import PublishedTable, _sha, load_multigpu, load_published
+
+    table, multi = load_published(), load_multigpu()
+    if table.rows.source_id.astype(str).str.contains(SOURCE, case=False).any():
+        raise ValueError(f"the one-GPU table holds rows of {SOURCE}: they would be in the card fits compared here")
+    base = calibrate_published(table, cards)
+    m = multi.rows
+    mine = (
+        m.source_id.str.contains(SOURCE, case=False)
+        & (m.model == MODEL)
+        & (m.n_gpus.astype(str) == "1")
+        & m.gpu.isin(CARDS)
+    )
+    without = PublishedTable(m[~mine].reset_index(drop=True), multi.paths, _sha(m[~mine]))
+    out, own = {}, {}
+    for name, as_run, mt in zip(FITS, (False, True, True), (multi, multi, without)):
+        rule, fit_module.RUN_AS_PUBLISHED = fit_module.RUN_AS_PUBLISHED, as_run
+        try:
+            cals = calibrate_formats(base, table, mt)
+        finally:
+            fit_module.RUN_AS_PUBLISHED = rule
+        out[name] = {g: c.params for g, c in for_atlas(cals).items()}
+        own[name] = {(c.hardware, c.engine): c.params for c in cals}
+    said = (
+        f"card fits on the one-GPU table's {len(table.rows)} rows (no {SOURCE} row); quantized formats also on the "
+        f"multi-GPU table's one-GPU rows, the {int(mine.sum())} {SOURCE} {MODEL} rows among them but in the last fit"
+    )
+    return out, own, said
 
 
 # How the measured figures are read. aiconfigurator's benchmark (its deployment generator's aiperf
@@ -181,6 +243,29 @@ def simulate(
     for name, idx, stat in zip(READINGS, (slice(None), slice(None), after), (np.mean, np.median, np.mean)):
         out[name] = (1e3 * float(stat(res.ttft[idx])), 1e3 * float(stat(tpot[idx])))
     return out
+
+
+def as_run(row: Row) -> tuple[str, int, int]:
+    """(batching, token budget a step, sequences) of the row as the product's fit now runs it
+    (calibrate.published_runs.aiconfigurator_run: the rules' deployment, each engine's default
+    scheduler at it, SGLang's mixed chunks and overlap); read as the mean over ROUNDS rounds, READINGS[0]."""
+    from pareto_atlas.calibrate.published_runs import ROUNDS as RUN_ROUNDS
+    from pareto_atlas.calibrate.published_runs import aiconfigurator_run
+
+    run = aiconfigurator_run(row.engine, row.clients, row.isl)
+    assert run.rounds == RUN_ROUNDS == ROUNDS and run.reading == "mean", "the bench reads as published_runs runs"
+    return run.batching, run.chunk_tokens, run.max_seqs
+
+
+def served_weights(row: Row) -> Row:
+    """The row with the weight format its deployment served (calibrate.published_runs.sglang_weights:
+    SGLang's rows on the BF16 base checkpoint ran BF16, the generator passing no --quantization)."""
+    import pandas as pd
+
+    from pareto_atlas.calibrate.published_runs import sglang_weights
+
+    w = sglang_weights(pd.Series({"engine": row.engine, "weights": row.weights, "model_published": row.checkpoint}))
+    return replace(row, weights=w) if w else row
 
 
 # TensorRT-LLM's rows wait as if the engine ran one request fewer than their clients: by Little's law
@@ -254,12 +339,14 @@ def main() -> None:
     rows = read_rows(a.table)
     cards = sorted({r.card for r in rows})
     t = time.perf_counter()
-    params, left_out = published_params(cards)
+    fits, own, said = published_fits(cards)
+    params, asrun, held_fp8 = (fits[k] for k in FITS)
+    engine_fit = own["as run"]
     before = published_params(cards, kv_identified=0.0)[0] if a.kv_free else {}
     print(
-        f"{len(rows)} rows of {SOURCE} (spec/published_multigpu.csv); published fits of {', '.join(sorted(params))} "
-        f"({time.perf_counter() - t:.0f} s; {left_out} aiconfigurator rows of the shipped table left out of them): "
-        + "; ".join(f"{g}: {p.provenance}" for g, p in params.items())
+        f"{len(rows)} rows of {SOURCE} (spec/published_multigpu.csv); published fits of {', '.join(sorted(params))}, "
+        f"three ways ({', '.join(FITS)}; {time.perf_counter() - t:.0f} s): {said}. As run: "
+        + "; ".join(f"{g}: {p.provenance}" for g, p in asrun.items())
     )
     held, held_lines = held_out_slots(rows, params)
     print("\nTensorRT-LLM's held slots (fitted; not an engine setting):\n  " + "\n  ".join(held_lines))
@@ -276,6 +363,11 @@ def main() -> None:
         "engine defaults now (both)": lambda r, s: (params[r.card], s.policy, s.chunk_tokens, s.max_seqs, r.kv),
         "row's deployment (sourced)": lambda r, s: (params[r.card], *deployment(r), r.kv),
         f"deployment + {held} held TRT slot": lambda r, s: (params[r.card], *with_held(r, held), r.kv),
+        "as run, rows' weights, fit before": lambda r, s: (params[r.card], *as_run(r), r.kv),
+        "  as run, rows' weights, fit as run": lambda r, s: (asrun[r.card], *as_run(r), r.kv),
+        SERVED: lambda r, s: (asrun[r.card], *as_run(r), r.kv),
+        "  AS RUN, these rows out of the fit": lambda r, s: (held_fp8[r.card], *as_run(r), r.kv),
+        OWN: lambda r, s: (engine_fit.get((r.card, r.engine), asrun[r.card]), *as_run(r), r.kv),
     }
     if a.kv_free:
         runs["engine defaults, KV read fitted freely"] = lambda r, s: (
@@ -286,13 +378,14 @@ def main() -> None:
             f16,
         )
     now = "engine defaults now (both)"
+    served = {SERVED, "  AS RUN, these rows out of the fit", OWN}  # the weights the deployment served
     err: dict[tuple[str, str], list[tuple[float, float]]] = {}
     readings: dict[str, list[tuple[float, float]]] = {}
     for r in rows:
         s = scheduler(r.engine, shipped_hardware()[r.card])
         for name, how in runs.items():
             p, b, chunk, seqs, kv = how(r, s)
-            sims = simulate(r, p, b, chunk, seqs, kv)
+            sims = simulate(served_weights(r) if name in served else r, p, b, chunk, seqs, kv)
             ttft, tpot = sims[READINGS[0]]
             e = (ttft / r.ttft_ms - 1.0, tpot / r.tpot_ms - 1.0)
             band = next(label for lo, hi, label in BANDS if lo <= r.clients <= hi)
@@ -323,7 +416,10 @@ def main() -> None:
             f"{c}: {scheduler(e, shipped_hardware()[c]).label}" for c in cards for e in ("trtllm", "sglang", "vllm")
         )
     )
-    print("bar (issue 31): median |TTFT error| <= 25 % and |TPOT error| <= 15 % over all rows, engine defaults")
+    print(
+        "bar (issue 31): median |TTFT error| <= 25 % and |TPOT error| <= 15 % over all rows, each engine's default "
+        "scheduler (as the benchmark deployed it: AS RUN)"
+    )
     print(f"rows' KV dtype as the reader reads it: {sorted({(r.engine, r.weights, r.kv) for r in rows})}")
     for name in runs:
         e = np.array(err[("all", name)])

@@ -25,6 +25,17 @@ aiconfigurator's silicon rows (ai-dynamo/aiconfigurator, silicon_sample.csv) are
   the decode steps between arrivals are fast-forwarded), so the first wave's queue is in the mean with
   its weight of 1 / ROUNDS.
 
+- Weights: the generator passes the engine no weight quantization, only the KV dtype (SGLang's
+  backend_templates/sglang/cli_args.0.5.6.post2.j2 writes no --quantization; the rule writes
+  --kv-cache-dtype fp8_e4m3; config/backend_config_mapping.yaml maps no quantization key, @095f58a5),
+  and SGLang without --quantization serves a checkpoint in its own dtype (ServerArgs.quantization
+  None). So SGLang's rows on the BF16 base checkpoint (meta-llama/Llama-3.1-8B-Instruct, read FP8
+  from gemm_quant_mode fp8_block, aiconfigurator's modelling choice) ran BF16 weights with an FP8 KV
+  cache: sglang_weights. Not carried to the other engines: their rows that name a BF16 base
+  checkpoint with an FP8 GEMM (Llama-3.1-70B from another source file, 2026-04-06.csv) include TP1 on
+  one H200, where BF16 weights (141 GB) leave no room for a KV cache, so they were quantized by means
+  the generator does not show; vLLM's Llama-3.1-8B rows name the FP8 checkpoint itself.
+
 A row whose prompt is longer than a whole-prompt engine's token budget (TensorRT-LLM's default
 max_num_tokens of 8,192 against trtllm-bench's 20,000-token prompts in its perf-overview) cannot have
 run whole: max_num_tokens bounds the tokens of one forward pass, so such a prompt was prefilled in
@@ -39,7 +50,7 @@ medians of the simulated requests.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -67,6 +78,7 @@ class Run:
     max_seqs: int  # sequences the engine runs together
     rounds: int  # requests per client of the measured phase
     reading: str  # "mean": over every request of the measured phase
+    weights: str = ""  # the weight format the deployment served ("": as the row reads it)
 
 
 def aiconfigurator_run(engine: str, clients: int, prompt: int) -> Run:
@@ -84,12 +96,28 @@ def aiconfigurator_run(engine: str, clients: int, prompt: int) -> Run:
     raise ValueError(f"engine: {engine!r} has no aiconfigurator benchmark rule; known: trtllm, vllm, sglang")
 
 
+# A checkpoint name that says it is quantized (its weights are served as they are stored)
+QUANTIZED_CHECKPOINT = ("fp8", "fp4", "awq", "gptq", "int4", "int8", "w4a16", "w8a8")
+
+
+def sglang_weights(row: pd.Series) -> str:
+    """The weight format SGLang served an aiconfigurator row in: its checkpoint's own where the row
+    reads a quantized GEMM on an unquantized checkpoint (the generator passes no --quantization: see
+    the module's docstring), else the row's. "" where it is the row's own."""
+    ckpt = str(row.get("model_published", "")).lower()
+    if row["engine"] != "sglang" or row["weights"] in ("BF16", "F16") or any(q in ckpt for q in QUANTIZED_CHECKPOINT):
+        return ""
+    return "BF16"
+
+
 def row_run(row: pd.Series) -> Run | None:
     """How a published row was run, where its source says (an aggregated closed loop of
     aiconfigurator's); None: the engine's default scheduler and the median reading."""
     if row["source_id"] != AICONFIGURATOR or row["load"] != "concurrency" or int(row["prefill_workers"]):
         return None
-    return aiconfigurator_run(str(row["engine"]), int(float(row["load_value"])), int(row["prompt_tokens"]))
+    run = aiconfigurator_run(str(row["engine"]), int(float(row["load_value"])), int(row["prompt_tokens"]))
+    weights = sglang_weights(row)
+    return replace(run, weights=weights) if weights else run
 
 
 def apply_runs(frame: pd.DataFrame, rows: pd.DataFrame, too_long: bool = True) -> tuple[pd.DataFrame, list[Run | None]]:
@@ -102,6 +130,8 @@ def apply_runs(frame: pd.DataFrame, rows: pd.DataFrame, too_long: bool = True) -
         if run is not None:
             out.loc[i, ["batching", "chunk_tokens"]] = [run.batching, run.chunk_tokens]
             out.loc[i, "slots"] = min(int(out.loc[i, "slots"]), run.max_seqs)
+            if run.weights:
+                out.loc[i, "weights"] = run.weights
     if not too_long:
         return out, runs
     whole = out.batching.isin(["whole", "whole+overlap"])
