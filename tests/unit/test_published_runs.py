@@ -113,6 +113,7 @@ def test_sglangs_rows_on_the_bf16_checkpoint_served_bf16_weights():
     bf16_ckpt = dict(engine="sglang", weights="FP8", kv="fp8", model_published="meta-llama/Llama-3.1-8B-Instruct")
     assert pr.row_run(_row(**bf16_ckpt)).weights == "BF16"
     assert pr.row_run(_row(**(bf16_ckpt | {"model_published": "nvidia/Llama-3.1-8B-Instruct-FP8"}))).weights == ""
+    assert pr.row_run(_row(**(bf16_ckpt | {"model_published": "deepseek-ai/DeepSeek-R1"}))).weights == ""  # FP8
     assert pr.row_run(_row(**(bf16_ckpt | {"engine": "vllm"}))).weights == ""  # vLLM's rows name FP8 checkpoints
     assert pr.row_run(_row(**(bf16_ckpt | {"weights": "BF16"}))).weights == ""
     rows = pd.DataFrame([_row(**bf16_ckpt, gpu="H200", tp="1", n_gpus="1")])

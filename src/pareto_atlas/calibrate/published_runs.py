@@ -96,16 +96,18 @@ def aiconfigurator_run(engine: str, clients: int, prompt: int) -> Run:
     raise ValueError(f"engine: {engine!r} has no aiconfigurator benchmark rule; known: trtllm, vllm, sglang")
 
 
-# A checkpoint name that says it is quantized (its weights are served as they are stored)
-QUANTIZED_CHECKPOINT = ("fp8", "fp4", "awq", "gptq", "int4", "int8", "w4a16", "w8a8")
+# Checkpoints aiconfigurator's rows name that are their model's unquantized BF16 release (the dense
+# models its reader maps, published_readers.aiconfigurator.MODELS, less the FP8 one). A name is not
+# enough to tell: deepseek-ai/DeepSeek-V3 and -R1 are released in FP8 under plain names.
+BF16_CHECKPOINTS = frozenset({"meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-70B", "Qwen/Qwen3-32B"})
 
 
 def sglang_weights(row: pd.Series) -> str:
-    """The weight format SGLang served an aiconfigurator row in: its checkpoint's own where the row
-    reads a quantized GEMM on an unquantized checkpoint (the generator passes no --quantization: see
-    the module's docstring), else the row's. "" where it is the row's own."""
-    ckpt = str(row.get("model_published", "")).lower()
-    if row["engine"] != "sglang" or row["weights"] in ("BF16", "F16") or any(q in ckpt for q in QUANTIZED_CHECKPOINT):
+    """The weight format SGLang served an aiconfigurator row in: BF16 where the row reads a quantized
+    GEMM on a BF16 checkpoint (BF16_CHECKPOINTS; the generator passes no --quantization: see the
+    module's docstring); "" where it is the row's own."""
+    ckpt = str(row.get("model_published", ""))
+    if row["engine"] != "sglang" or row["weights"] in ("BF16", "F16") or ckpt not in BF16_CHECKPOINTS:
         return ""
     return "BF16"
 
