@@ -25,7 +25,8 @@ vLLM H200 FP8 rows are in the FP8 fit, see published_fits), as a closed loop of 
   with these rows left out of the quantized formats' fit (published_fits: the only place the
   product's one-GPU fit sees them), and that with each engine on its own one-GPU card fit where the
   card has one (TensorRT-LLM on H100-SXM; calibrate.published fits one per engine, the atlas runs vLLM's),
-  and that with TensorRT-LLM's held slots, each row on the count chosen without its group (held out).
+  and that with TensorRT-LLM's held slots, each row on the count chosen without its group (held out),
+  and that with these rows left out of the FP8 fit too (every fitted term held out).
 The setups above AS RUN all run on the fit before the change ("engine defaults": every row under its
 engine's default scheduler, read as medians), as they did when they were written.
 
@@ -150,6 +151,7 @@ FITS = ("engine defaults", "as run", "as run, these rows held out")
 SERVED = "AS RUN: + SGLang's served BF16 weights"  # the product's run of these rows (published_runs)
 OWN = "  AS RUN, each engine's own card fit"
 HELD = "  AS RUN, own card fit, held slots held out"
+HELD_ALL = "  that, these rows out of the FP8 fit too"
 
 
 def published_fits(
@@ -360,7 +362,12 @@ def main() -> None:
     held, held_lines, _ = held_out_slots(rows, params)
     print("\nTensorRT-LLM's held slots (fitted; not an engine setting):\n  " + "\n  ".join(held_lines))
     own_fit = lambda r: engine_fit.get((r.card, r.engine), asrun[r.card])  # noqa: E731
+    own_out = lambda r: own[FITS[2]].get((r.card, r.engine), held_fp8[r.card])  # noqa: E731
     _, own_lines, own_held = held_out_slots(rows, params, own_fit)
+
+    def held_run(r: Row) -> tuple[str, int, int]:  # TensorRT-LLM's rows on their held-out count, the rest as run
+        return with_held(r, own_held.get(r, 0)) if r.engine == "trtllm" else as_run(r)
+
     print(
         "TensorRT-LLM's held slots on its own card fit (AS RUN), the count each row runs chosen without its "
         "group (the scheme with the largest held-out error):\n  " + "\n  ".join(own_lines)
@@ -383,7 +390,8 @@ def main() -> None:
         SERVED: lambda r, s: (asrun[r.card], *as_run(r), r.kv),
         "  AS RUN, these rows out of the fit": lambda r, s: (held_fp8[r.card], *as_run(r), r.kv),
         OWN: lambda r, s: (own_fit(r), *as_run(r), r.kv),
-        HELD: lambda r, s: (own_fit(r), *with_held(r, own_held.get(r, 0)), r.kv),
+        HELD: lambda r, s: (own_fit(r), *held_run(r), r.kv),
+        HELD_ALL: lambda r, s: (own_out(r), *held_run(r), r.kv),
     }
     if a.kv_free:
         runs["engine defaults, KV read fitted freely"] = lambda r, s: (
@@ -394,7 +402,7 @@ def main() -> None:
             f16,
         )
     now = "engine defaults now (both)"
-    served = {SERVED, "  AS RUN, these rows out of the fit", OWN, HELD}  # the weights the deployment served
+    served = {SERVED, "  AS RUN, these rows out of the fit", OWN, HELD, HELD_ALL}  # the weights the deployment served
     err: dict[tuple[str, str], list[tuple[float, float]]] = {}
     readings: dict[str, list[tuple[float, float]]] = {}
     for r in rows:
