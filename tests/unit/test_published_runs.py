@@ -106,3 +106,23 @@ def test_a_prompt_longer_than_a_whole_prompt_budget_ran_chunked():
     assert list(frame.batching) == ["whole+overlap"] * 2 and list(frame.chunk_tokens) == [8192, 8192]
     ran, runs = pr.apply_runs(frame, rows)
     assert list(ran.batching) == ["chunked+overlap", "whole+overlap"] and runs == [None, None]
+
+
+def test_sglangs_rows_on_the_bf16_checkpoint_served_bf16_weights():
+    # the generator passes SGLang no --quantization: a BF16 checkpoint read as an FP8 GEMM served BF16
+    bf16_ckpt = dict(engine="sglang", weights="FP8", kv="fp8", model_published="meta-llama/Llama-3.1-8B-Instruct")
+    assert pr.row_run(_row(**bf16_ckpt)).weights == "BF16"
+    assert pr.row_run(_row(**(bf16_ckpt | {"model_published": "nvidia/Llama-3.1-8B-Instruct-FP8"}))).weights == ""
+    assert pr.row_run(_row(**(bf16_ckpt | {"model_published": "deepseek-ai/DeepSeek-R1"}))).weights == ""  # FP8
+    assert pr.row_run(_row(**(bf16_ckpt | {"engine": "vllm"}))).weights == ""  # vLLM's rows name FP8 checkpoints
+    assert pr.row_run(_row(**(bf16_ckpt | {"weights": "BF16"}))).weights == ""
+    rows = pd.DataFrame([_row(**bf16_ckpt, gpu="H200", tp="1", n_gpus="1")])
+    h200 = shipped_hardware()["H200"]
+    frame, models = card_frame(rows, h200)
+    ran, runs = pr.apply_runs(frame, rows)
+    assert list(frame.weights) == ["FP8"] and list(ran.weights) == ["BF16"] and list(ran.kv) == ["fp8"]
+    p = default_params(h200, "vllm")
+    served = pr.predict_rows(ran, models, h200, p, runs)[0]
+    as_read = pr.predict_rows(ran.assign(weights="FP8"), models, h200, p, runs)[0]
+    # twice the weight bytes a decode step streams: a slower TPOT
+    assert served[TARGETS.index("tpot_p50_ms")] > 1.2 * as_read[TARGETS.index("tpot_p50_ms")]

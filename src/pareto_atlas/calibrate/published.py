@@ -11,6 +11,7 @@ import pandas as pd
 
 from pareto_atlas.calibrate.fidelity import LATENCY, _error_bars
 from pareto_atlas.calibrate.fit import TARGETS, _anchors, fit_params, predict
+from pareto_atlas.calibrate.published_runs import read_as_run
 from pareto_atlas.calibrate.published_table import (
     UNSTATED_KV,
     PublishedTable,
@@ -69,8 +70,17 @@ def _policy(r: pd.Series, hw: HardwareCard) -> tuple[str, int, int] | None:
     return default_policy(engine, hw) if engine in SCHEDULERS and hw.kind != "cpu" else None
 
 
-def card_frame(rows: pd.DataFrame, hw: HardwareCard) -> tuple[pd.DataFrame, list[ModelCard]]:
-    """The fit's anchor rows for one card's published rows, and each row's model card."""
+# The one-GPU published fit runs a closed-loop row whose source states how it ran it (aiconfigurator's
+# benchmark: calibrate.published_runs) as it ran it, and reads it as its source read it; every other
+# row under its engine's default scheduler, read as medians. False: every row so (before 2026-12-02's
+# one-GPU as-run change); the fit cache's key follows it (calibrate.published_cache.fit_key).
+RUN_AS_PUBLISHED = True
+
+
+def card_frame(rows: pd.DataFrame, hw: HardwareCard, as_run: bool = False) -> tuple[pd.DataFrame, list[ModelCard]]:
+    """The fit's anchor rows for one card's published rows, and each row's model card. as_run: each
+    row whose source states its run simulated and read as it ran (calibrate.published_runs.read_as_run);
+    else every row under its engine's default scheduler, read as medians."""
     cards, start = shipped_models(), default_params(hw, SERVED_ENGINE)
     models = [cards[m] for m in rows.model]
     frame = pd.DataFrame(
@@ -81,7 +91,16 @@ def card_frame(rows: pd.DataFrame, hw: HardwareCard) -> tuple[pd.DataFrame, list
     # BF16 one, and the atlas's F16 points inherited it). A format without a cost of its own borrows
     # its family's, so F16 points use this one.
     frame["weights"] = frame["weights"].replace({"F16": "BF16"})
-    return frame.reindex(columns=list(frame.columns) + [t for t in TARGETS if t not in frame]), models
+    frame = frame.reindex(columns=list(frame.columns) + [t for t in TARGETS if t not in frame])
+    if as_run:
+        frame = read_as_run(frame, rows.reset_index(drop=True))
+    return frame, models
+
+
+def one_gpu_frame(rows: pd.DataFrame, hw: HardwareCard) -> tuple[pd.DataFrame, list[ModelCard]]:
+    """card_frame as the one-GPU published fit (calibrate_card, and the quantized formats' fit on it)
+    builds it: as run where RUN_AS_PUBLISHED."""
+    return card_frame(rows, hw, as_run=RUN_AS_PUBLISHED)
 
 
 def attn_flops_share(frame: pd.DataFrame, models: list[ModelCard]) -> dict[str, float]:
@@ -241,7 +260,7 @@ def calibrate_card(rows: pd.DataFrame, hw: HardwareCard) -> CardCalibration:
     engine = str(rows.engine.iloc[0])
     if rows.engine.nunique() > 1:
         raise ValueError(f"calibrate_card: one engine per fit; got {', '.join(sorted(set(rows.engine)))}")
-    frame, models = card_frame(rows, hw)
+    frame, models = one_gpu_frame(rows, hw)
     params, fitted = fit_card(frame, models, hw)
     meas = frame[list(TARGETS)].to_numpy(float)
     err, how = held_out_errors(rows, frame, models, hw)

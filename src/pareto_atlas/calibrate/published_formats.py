@@ -24,7 +24,7 @@ import pandas as pd
 
 from pareto_atlas.calibrate.fidelity import LATENCY
 from pareto_atlas.calibrate.fit import TARGETS, _anchors, _Space, fit_params, predict
-from pareto_atlas.calibrate.published import SERVED_ENGINE, calibrate_published, card_frame
+from pareto_atlas.calibrate.published import SERVED_ENGINE, calibrate_published, one_gpu_frame
 from pareto_atlas.calibrate.published_table import PublishedTable, batch1_speed, load_multigpu
 from pareto_atlas.simulate.cost_model import compute_dtype
 from pareto_atlas.simulate.params import FAMILY, CalibParams
@@ -255,7 +255,7 @@ def calibrate_formats(cals: list, table: PublishedTable, multigpu: PublishedTabl
         rows = format_rows(table, multigpu, c.hardware, c.engine)
         for fmt, g in rows.groupby("weights", sort=False):
             g = g.reset_index(drop=True)
-            frame, models = card_frame(g, cards[c.hardware])
+            frame, models = one_gpu_frame(g, cards[c.hardware])
             own[c.hardware, fmt] = calibrate_format(c.params, g, frame, models, cards[c.hardware], fmt)
             data[c.hardware, fmt] = (c.params, g, frame, models)
     carried: dict[tuple[str, str], FormatFit] = {}

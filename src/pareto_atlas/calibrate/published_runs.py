@@ -25,6 +25,17 @@ aiconfigurator's silicon rows (ai-dynamo/aiconfigurator, silicon_sample.csv) are
   the decode steps between arrivals are fast-forwarded), so the first wave's queue is in the mean with
   its weight of 1 / ROUNDS.
 
+- Weights: the generator passes the engine no weight quantization, only the KV dtype (SGLang's
+  backend_templates/sglang/cli_args.0.5.6.post2.j2 writes no --quantization; the rule writes
+  --kv-cache-dtype fp8_e4m3; config/backend_config_mapping.yaml maps no quantization key, @095f58a5),
+  and SGLang without --quantization serves a checkpoint in its own dtype (ServerArgs.quantization
+  None). So SGLang's rows on the BF16 base checkpoint (meta-llama/Llama-3.1-8B-Instruct, read FP8
+  from gemm_quant_mode fp8_block, aiconfigurator's modelling choice) ran BF16 weights with an FP8 KV
+  cache: sglang_weights. Not carried to the other engines: their rows that name a BF16 base
+  checkpoint with an FP8 GEMM (Llama-3.1-70B from another source file, 2026-04-06.csv) include TP1 on
+  one H200, where BF16 weights (141 GB) leave no room for a KV cache, so they were quantized by means
+  the generator does not show; vLLM's Llama-3.1-8B rows name the FP8 checkpoint itself.
+
 A row whose prompt is longer than a whole-prompt engine's token budget (TensorRT-LLM's default
 max_num_tokens of 8,192 against trtllm-bench's 20,000-token prompts in its perf-overview) cannot have
 run whole: max_num_tokens bounds the tokens of one forward pass, so such a prompt was prefilled in
@@ -39,7 +50,7 @@ medians of the simulated requests.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -67,6 +78,7 @@ class Run:
     max_seqs: int  # sequences the engine runs together
     rounds: int  # requests per client of the measured phase
     reading: str  # "mean": over every request of the measured phase
+    weights: str = ""  # the weight format the deployment served ("": as the row reads it)
 
 
 def aiconfigurator_run(engine: str, clients: int, prompt: int) -> Run:
@@ -84,27 +96,69 @@ def aiconfigurator_run(engine: str, clients: int, prompt: int) -> Run:
     raise ValueError(f"engine: {engine!r} has no aiconfigurator benchmark rule; known: trtllm, vllm, sglang")
 
 
+# Checkpoints aiconfigurator's rows name that are their model's unquantized BF16 release (the dense
+# models its reader maps, published_readers.aiconfigurator.MODELS, less the FP8 one). A name is not
+# enough to tell: deepseek-ai/DeepSeek-V3 and -R1 are released in FP8 under plain names.
+BF16_CHECKPOINTS = frozenset({"meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-70B", "Qwen/Qwen3-32B"})
+
+
+def sglang_weights(row: pd.Series) -> str:
+    """The weight format SGLang served an aiconfigurator row in: BF16 where the row reads a quantized
+    GEMM on a BF16 checkpoint (BF16_CHECKPOINTS; the generator passes no --quantization: see the
+    module's docstring); "" where it is the row's own."""
+    ckpt = str(row.get("model_published", ""))
+    if row["engine"] != "sglang" or row["weights"] in ("BF16", "F16") or ckpt not in BF16_CHECKPOINTS:
+        return ""
+    return "BF16"
+
+
 def row_run(row: pd.Series) -> Run | None:
     """How a published row was run, where its source says (an aggregated closed loop of
     aiconfigurator's); None: the engine's default scheduler and the median reading."""
     if row["source_id"] != AICONFIGURATOR or row["load"] != "concurrency" or int(row["prefill_workers"]):
         return None
-    return aiconfigurator_run(str(row["engine"]), int(float(row["load_value"])), int(row["prompt_tokens"]))
+    run = aiconfigurator_run(str(row["engine"]), int(float(row["load_value"])), int(row["prompt_tokens"]))
+    weights = sglang_weights(row)
+    return replace(run, weights=weights) if weights else run
 
 
-def apply_runs(frame: pd.DataFrame, rows: pd.DataFrame) -> tuple[pd.DataFrame, list[Run | None]]:
+def apply_runs(frame: pd.DataFrame, rows: pd.DataFrame, too_long: bool = True) -> tuple[pd.DataFrame, list[Run | None]]:
     """The fit's anchor frame (calibrate.published.card_frame of `rows`) with each row's own deployment
-    where its source states one, and the runs (None where it does not)."""
+    where its source states one, and the runs (None where it does not). too_long: a prompt longer than
+    a whole-prompt budget runs chunked (False: such rows as before)."""
     runs = [row_run(r) for _, r in rows.iterrows()]
     out = frame.copy()
     for i, run in enumerate(runs):
         if run is not None:
             out.loc[i, ["batching", "chunk_tokens"]] = [run.batching, run.chunk_tokens]
             out.loc[i, "slots"] = min(int(out.loc[i, "slots"]), run.max_seqs)
+            if run.weights:
+                out.loc[i, "weights"] = run.weights
+    if not too_long:
+        return out, runs
     whole = out.batching.isin(["whole", "whole+overlap"])
     too_long = whole & (out.prompt_tokens.astype(int) > out.chunk_tokens.astype(int))
     out.loc[too_long, "batching"] = out.loc[too_long, "batching"].str.replace("whole", "chunked", regex=False)
     return out, runs
+
+
+def read_as_run(frame: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
+    """The anchor frame with each row whose source states its run simulated and read as it ran
+    (apply_runs' deployment; its measured phase, run.rounds rounds of its clients from an idle engine,
+    as n_requests; its TTFT and TPOT read as the mean over every request, the frame's `reading`, which
+    calibrate.anchors.predict honours), so any fit or prediction of the frame runs it so; every other
+    row as card_frame left it (its engine's default scheduler, the medians; a too-long whole prompt
+    too). calibrate.published.card_frame(as_run=True) is this."""
+    out, runs = apply_runs(frame, rows, too_long=False)
+    reading = out["reading"].tolist() if "reading" in out else ["p50"] * len(out)
+    for i, run in enumerate(runs):
+        if run is not None:
+            reps = out.loc[i, "replicas"] if "replicas" in out else 1
+            conc, _, _ = replica_load(int(out.loc[i, "concurrency"]), 0.0, int(reps) if reps == reps else 1)
+            out.loc[i, "n_requests"] = run.rounds * conc
+            reading[i] = run.reading
+    out["reading"] = reading
+    return out
 
 
 def predict_run(
