@@ -177,3 +177,28 @@ def test_an_aiconfigurator_row_is_fitted_as_its_benchmark_ran_it():
     assert cal.terms == TRUE
     fitted = cal.anchors[["ttft_p50_ms_fitted", "tpot_p50_ms_fitted"]].to_numpy(float)
     assert np.nanmax(np.abs(fitted)) < 0.01  # the rows' order sets each one's step-jitter seed
+
+
+def test_a_card_without_one_gpu_rows_gets_its_own_from_the_multi_gpu_table():
+    # B200 has no row in the one-GPU table, but aiconfigurator's aggregated TP1 rows of it are in the
+    # multi-GPU table: those (and only those) are its one-GPU table, so its MoE rows run on a dense fit
+    # of its own; a card the one-GPU table has (H200) keeps that table's fit
+    from pareto_atlas.calibrate.published_moe import own_one_gpu_table
+    from pareto_atlas.calibrate.published_table import load_multigpu, load_published
+
+    shipped, multi = load_published(), load_multigpu()
+    assert "B200" not in set(shipped.rows.gpu) and "H200" in set(shipped.rows.gpu)
+    t = own_one_gpu_table("B200", shipped, multi)
+    r = multi.rows
+    want = r[(r.gpu == "B200") & (r.n_gpus == "1")]
+    assert t is not None and len(t.rows) == len(want) > 0
+    assert set(t.rows.gpu) == {"B200"} and set(t.rows.n_gpus) == {"1"} and set(t.rows.prefill_workers) == {"0"}
+    assert set(t.rows.engine) == {"trtllm", "vllm"} and t.rows.origin.str.startswith("spec/published_multigpu.csv:").all()
+    assert (r[(r.gpu == "B200")].n_gpus != "1").any()  # the table's TP2-8 rows of it stay out
+    assert own_one_gpu_table("H200", shipped, multi) is None
+    # a one-GPU table that has B200 rows of its own: those are its fit's, not the multi-GPU table's
+    with_b200 = PublishedTable(pd.concat([shipped.rows, want], ignore_index=True), shipped.paths, "x")
+    assert own_one_gpu_table("B200", with_b200, multi) is None
+    # and a card with no one-GPU row anywhere has none
+    only_multi = PublishedTable(r[(r.gpu == "B200") & (r.n_gpus != "1")].reset_index(drop=True), multi.paths, "y")
+    assert own_one_gpu_table("B200", shipped, only_multi) is None

@@ -321,10 +321,11 @@ def _key(table: PublishedTable, dense_key: str) -> str:
 
 
 def dense_bases(
-    table: PublishedTable, cards: list[str], ones: dict[str, list], links: dict
+    table: PublishedTable, cards: list[str], ones: dict[str, list], links: dict, own: dict[str, str] | None = None
 ) -> tuple[dict[str, dict[str, CalibParams]], dict[str, str]]:
     """Per card, the dense calibration each engine's MoE rows run on (its one-GPU fits `ones`, with the
-    card's link fit `links[card]` where there is one) and what it rests on, for calibrate_moe."""
+    card's link fit `links[card]` where there is one) and what it rests on, for calibrate_moe; `own`:
+    per card whose one-GPU fits rest on rows outside the one-GPU table, which (dense_fits)."""
     from pareto_atlas.calibrate.published import for_atlas
     from pareto_atlas.calibrate.published_link import _base_params, with_link
 
@@ -338,10 +339,78 @@ def dense_bases(
             {(c.hardware, c.engine): c.params for c in one},
             {g: c.params for g, c in for_atlas(one).items()},
         )
+        if card in (own or {}):
+            said[card] += f" (fitted on {own[card]})"
         if card in links:
             bases[card] = {e: with_link(p, links[card]) for e, p in bases[card].items()}
             said[card] += f"; link fitted on the dense multi-GPU rows (link_eff {links[card].link_eff:.2f})"
     return bases, said
+
+
+def own_one_gpu_table(card: str, shipped: PublishedTable, multigpu: PublishedTable) -> PublishedTable | None:
+    """The one-GPU rows a card with none in the one-GPU table has in the multi-GPU table (aggregated,
+    one GPU: B200's are aiconfigurator's Llama-3.1-70B FP8 rows at TP1, TensorRT-LLM and vLLM), as a
+    table of its own: what its one-GPU fit is fitted on, so its MoE rows run on its own dense costs
+    rather than the card's uncalibrated defaults. None where the one-GPU table has the card (its fit is
+    that table's, as for H100-SXM and H200) or the multi-GPU table has no such row of it."""
+    if card in set(shipped.rows.gpu):
+        return None
+    r = multigpu.rows
+    on = (
+        (r.gpu == card)
+        & (r.n_gpus.astype(str) == "1")
+        & (r.prefill_workers.astype(str) == "0")
+        & (r.replicas.astype(str) == "1")
+    )
+    if not on.any():
+        return None
+    rows = r[on].reset_index(drop=True)
+    return PublishedTable(rows, multigpu.paths, hashlib.sha256(rows.to_csv(index=False).encode()).hexdigest())
+
+
+def own_one_gpu_fits(table: PublishedTable, card: str) -> list:
+    """The card's one-GPU fits per engine on its own table (own_one_gpu_table), the quantized formats
+    fitted on the same rows (calibrate.published_formats; the multi-GPU table is not read again: these
+    are its rows)."""
+    from pareto_atlas.calibrate.published import calibrate_published
+    from pareto_atlas.calibrate.published_formats import calibrate_formats
+
+    return calibrate_formats(calibrate_published(table, [card]), table, None)
+
+
+def dense_fits(cards: list[str], one_gpu: list | None = None, fit=None) -> tuple[dict[str, list], dict, dict[str, str]]:
+    """Per card, its one-GPU fits and its link fit, the dense costs its MoE rows run on: `one_gpu`'s
+    where given, else the one-GPU table's (`fit`: published_cache.fitted), else, for a card the one-GPU
+    table lacks, fitted on its one-GPU rows of the multi-GPU table (own_one_gpu_table) with its link
+    fitted over them; and per card so fitted, what they rest on."""
+    from pareto_atlas.calibrate import published_cache
+    from pareto_atlas.calibrate.published import for_atlas
+    from pareto_atlas.calibrate.published_link import calibrate_link, link_calibrations
+    from pareto_atlas.calibrate.published_table import load_multigpu, load_published
+
+    fit = fit or published_cache.fitted
+    shipped, multigpu = load_published(), load_multigpu()
+    ones, own, said = {}, {}, {}
+    for card in cards:
+        ones[card] = [c for c in one_gpu or [] if c.hardware == card]
+        if ones[card]:
+            continue
+        if card in set(shipped.rows.gpu):
+            ones[card] = fit(shipped, [card])
+        elif (t := own_one_gpu_table(card, shipped, multigpu)) is not None:
+            ones[card] = own[card] = own_one_gpu_fits(t, card)
+            said[card] = f"its {len(t.rows)} one-GPU rows of {t.paths[0]}"
+    links = link_calibrations([c for c in cards if c not in own], one_gpu=one_gpu)
+    for card, one in own.items():
+        cal = calibrate_link(
+            multigpu,
+            card,
+            {(c.hardware, c.engine): c.params for c in one},
+            {g: c.params for g, c in for_atlas(one).items()},
+        )
+        if cal is not None:
+            links[card] = cal
+    return ones, links, said
 
 
 def moe_calibrations(
@@ -354,7 +423,6 @@ def moe_calibrations(
     the tables, fits and code are unchanged (minutes otherwise, once)."""
     from pareto_atlas.calibrate import published_cache
     from pareto_atlas.calibrate.published_cache import fit_key
-    from pareto_atlas.calibrate.published_link import link_calibrations
     from pareto_atlas.calibrate.published_moe_table import load_moe
     from pareto_atlas.calibrate.published_table import load_multigpu, load_published
 
@@ -368,15 +436,10 @@ def moe_calibrations(
         return {c: fits[c] for c in cards if c in fits}
     except (OSError, ValueError, KeyError, TypeError):
         pass
-    links = link_calibrations(every, one_gpu=one_gpu)
-    ones = {}
-    for card in every:
-        ones[card] = [c for c in one_gpu or [] if c.hardware == card]
-        if not ones[card] and card in set(shipped.rows.gpu):
-            # the one cache entry the dense and link fits read too: the same fit, formats included,
-            # whichever asks first (a fit without formats stored under that key changed theirs)
-            ones[card] = published_cache.fitted(shipped, [card])
-    bases, said = dense_bases(table, every, ones, links)
+    # the one cache entry the dense and link fits read too: the same fit, formats included, whichever
+    # asks first (a fit without formats stored under that key changed theirs)
+    ones, links, own = dense_fits(every, one_gpu)
+    bases, said = dense_bases(table, every, ones, links, own)
     fits = calibrate_moe(table, bases, said)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
