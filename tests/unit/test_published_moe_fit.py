@@ -202,3 +202,28 @@ def test_a_card_without_one_gpu_rows_gets_its_own_from_the_multi_gpu_table():
     # and a card with no one-GPU row anywhere has none
     only_multi = PublishedTable(r[(r.gpu == "B200") & (r.n_gpus != "1")].reset_index(drop=True), multi.paths, "y")
     assert own_one_gpu_table("B200", shipped, only_multi) is None
+
+
+def test_a_vllm_row_older_than_its_templates_budget_flag_runs_vllms_default_budget():
+    # aiconfigurator's deployment templates for vLLM 0.10/0.11 pass no --max-num-batched-tokens: such a
+    # row ran vLLM's default budget (8,192 on an 80 GB card), not the rules' clients + prompt + 1,500;
+    # its sequence limit and reading stay its run's. A later (or unstated) release, and TensorRT-LLM, keep theirs
+    from pareto_atlas.calibrate.published_moe import vllm_default_budget
+    from pareto_atlas.calibrate.published_runs import AICONFIGURATOR, apply_runs
+    from pareto_atlas.simulate.schedulers import default_policy
+
+    hw = shipped_hardware()["H100-SXM"]
+    rows = _rows().assign(source_id=AICONFIGURATOR, prompt_tokens="1024", gpu="H100-SXM")
+    rows["engine_version"] = ["0.11.2", "0.18.0", "unstated", "0.10.2", "0.12.0", "0.11.2"]
+    rows.loc[5, "engine"] = "trtllm"
+    frame, _ = moe_frame(rows, hw)
+    ran, runs = apply_runs(frame, rows)
+    out, runs2 = vllm_default_budget(ran, rows, runs, hw)
+    budget = default_policy("vllm", hw)[1]
+    assert budget == 8192
+    old = [0, 3]
+    for i in range(len(rows)):
+        want = budget if i in old else int(ran.loc[i, "chunk_tokens"])
+        assert int(out.loc[i, "chunk_tokens"]) == want and runs2[i].chunk_tokens == want
+        assert int(out.loc[i, "slots"]) == int(ran.loc[i, "slots"]) and runs2[i].max_seqs == runs[i].max_seqs
+    assert all(int(ran.loc[i, "chunk_tokens"]) != budget for i in old)  # the rules' budget was another

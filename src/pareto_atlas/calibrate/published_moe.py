@@ -152,6 +152,46 @@ def moe_frame(rows: pd.DataFrame, hw: HardwareCard) -> tuple[pd.DataFrame, list[
     return frame, models
 
 
+# aiconfigurator's deployment generator renders a vLLM worker's flags from a versioned template: today
+# the closest release at or below the row's (src/aiconfigurator/generator/rendering/engine.py
+# _select_versioned_template @095f58a5), until 2026-02-11 the exact release's, else the default
+# cli_args.j2 (engine.py @95ddf241a). None a vLLM 0.10 or 0.11 row could have been rendered from passes
+# --max-num-batched-tokens: backend_templates/vllm/cli_args.0.10.2.j2 and cli_args.0.11.0.j2 never did
+# (95ddf241a, 2025-12-04, to 095f58a5), cli_args.j2 not before 2cecd6596 (2026-01-08); they pass
+# --max-num-seqs. So a row served by a vLLM older than VLLM_BUDGET_FLAG (H100-SXM's gpt-oss-120b rows on
+# vLLM 0.11.2, measured 2025-12-05/08) ran vLLM's own default token budget a step (simulate.schedulers:
+# 8,192 on a card of >= 70 GiB), not the rules' batch + prompt + 1,500; its sequence limit stays the
+# rules' (the row's clients, its batch_size too). vLLM 0.12 rows keep the rules' budget: its template
+# passes the flag since 2063ee024 (2026-02-11), not at its first commit c46a56b02 (2026-01-23).
+VLLM_BUDGET_FLAG = (0, 12)
+
+
+def _release(version: str) -> tuple[int, ...] | None:
+    """(0, 11, 2) of "0.11.2"; None where the row states no release ("unstated", a branch name)."""
+    parts = str(version).split(".")
+    if len(parts) < 2 or not all(p.isdigit() for p in parts[:2]):
+        return None
+    return tuple(int(p) for p in parts[:3] if p.isdigit())
+
+
+def vllm_default_budget(
+    frame: pd.DataFrame, rows: pd.DataFrame, runs: list[Run | None], hw: HardwareCard
+) -> tuple[pd.DataFrame, list[Run | None]]:
+    """apply_runs' frame and runs with each run vLLM row of a release before VLLM_BUDGET_FLAG on vLLM's
+    default token budget (its deployment template passes none: see VLLM_BUDGET_FLAG)."""
+    from pareto_atlas.simulate.schedulers import default_policy
+
+    out, runs = frame.copy(), list(runs)
+    for i, (run, (_, r)) in enumerate(zip(runs, rows.iterrows())):
+        v = _release(r["engine_version"])
+        if run is None or r["engine"] != "vllm" or v is None or v >= VLLM_BUDGET_FLAG:
+            continue
+        budget = default_policy("vllm", hw)[1]
+        runs[i] = replace(run, chunk_tokens=budget)
+        out.loc[i, "chunk_tokens"] = budget
+    return out, runs
+
+
 def predictions(
     frame: pd.DataFrame,
     models: list[ModelCard],
@@ -213,6 +253,7 @@ def calibrate_moe(
         frame, models = moe_frame(rows, hw)
         # each closed-loop row under the deployment its benchmark wrote, read as it read it (the link fit's)
         frame, runs = apply_runs(frame, rows.reset_index(drop=True))
+        frame, runs = vllm_default_budget(frame, rows.reset_index(drop=True), runs, hw)
         engines = rows.engine.to_numpy()
         parts.append((card, rows, frame[list(TARGETS)], predictions(frame, models, hw, base, engines, runs)))
     if not parts:
