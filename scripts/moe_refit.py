@@ -2,6 +2,7 @@
 --multi-gpu` runs it), for before/after comparisons of MoE-only code on one machine:
 
     python scripts/moe_refit.py DENSE.pkl [TABLE.csv | -] [ANCHORS_OUT.csv] [--nproc N] [--trtllm-budget]
+        [--rules-budget] [--pred-cache DIR]
 
 DENSE.pkl holds each card's one-GPU published fits and its link fit (published_moe.dense_fits: a card the
 one-GPU table lacks, B200, fitted on its one-GPU rows of the multi-GPU table; computed and written on the
@@ -122,11 +123,16 @@ def main() -> None:
     ap.add_argument("anchors_out", nargs="?", type=Path)
     ap.add_argument("--nproc", type=int, default=1)
     ap.add_argument("--trtllm-budget", action="store_true")
+    ap.add_argument(
+        "--rules-budget", action="store_true", help="vLLM rows before 0.12 on the rules' budget (as before 8ebf994)"
+    )
     ap.add_argument("--pred-cache", type=Path, help="keep each card's grid predictions here (see _cached)")
     a = ap.parse_args()
     t0 = time.time()
     if a.nproc > 1:
         published_moe.predictions = _parallel(a.nproc)
+    if a.rules_budget:
+        published_moe.vllm_default_budget = lambda frame, rows, runs, hw: (frame, runs)
     if a.pred_cache:
         published_moe.predictions = _cached(published_moe.predictions, a.pred_cache)
     if a.trtllm_budget:

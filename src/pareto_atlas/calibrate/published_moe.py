@@ -410,13 +410,22 @@ def own_one_gpu_table(card: str, shipped: PublishedTable, multigpu: PublishedTab
 
 
 def own_one_gpu_fits(table: PublishedTable, card: str) -> list:
-    """The card's one-GPU fits per engine on its own table (own_one_gpu_table), the quantized formats
-    fitted on the same rows (calibrate.published_formats; the multi-GPU table is not read again: these
-    are its rows)."""
-    from pareto_atlas.calibrate.published import calibrate_published
-    from pareto_atlas.calibrate.published_formats import calibrate_formats
+    """The card's one-GPU fit per engine on its own table (own_one_gpu_table): calibrate.published's
+    least squares (fit_card, its quantized formats' costs among what it fits), its rows as anchors. Fitted
+    only: what the MoE rows run on is the fit; how it carries is what the MoE fit holds out (its rows'
+    LOSO/LOMO/LOEO), and the dense points of the card keep their own stage's calibration."""
+    from pareto_atlas.calibrate.published import CardCalibration, card_frame, fit_card
 
-    return calibrate_formats(calibrate_published(table, [card]), table, None)
+    hw, out = shipped_hardware()[card], []
+    for engine, rows in table.rows[table.rows.gpu == card].groupby("engine", sort=False):
+        rows = rows.reset_index(drop=True)
+        frame, models = card_frame(rows, hw)
+        params, _ = fit_card(frame, models, hw)
+        srcs = ", ".join(f"{s} {n}" for s, n in rows.source_id.value_counts(sort=False).items())
+        how = f"fitted on {len(rows)} one-GPU rows of {table.paths[0]} ({engine}: {srcs}; nothing held out)"
+        params = replace(params, provenance=how)
+        out.append(CardCalibration(card, str(engine), params, rows, "", {}))
+    return out
 
 
 def dense_fits(cards: list[str], one_gpu: list | None = None, fit=None) -> tuple[dict[str, list], dict, dict[str, str]]:
