@@ -193,7 +193,9 @@ def test_a_card_without_one_gpu_rows_gets_its_own_from_the_multi_gpu_table():
     want = r[(r.gpu == "B200") & (r.n_gpus == "1")]
     assert t is not None and len(t.rows) == len(want) > 0
     assert set(t.rows.gpu) == {"B200"} and set(t.rows.n_gpus) == {"1"} and set(t.rows.prefill_workers) == {"0"}
-    assert set(t.rows.engine) == {"trtllm", "vllm"} and t.rows.origin.str.startswith("spec/published_multigpu.csv:").all()
+    assert (
+        set(t.rows.engine) == {"trtllm", "vllm"} and t.rows.origin.str.startswith("spec/published_multigpu.csv:").all()
+    )
     assert (r[(r.gpu == "B200")].n_gpus != "1").any()  # the table's TP2-8 rows of it stay out
     assert own_one_gpu_table("H200", shipped, multi) is None
     # a one-GPU table that has B200 rows of its own: those are its fit's, not the multi-GPU table's
