@@ -20,10 +20,10 @@ What is left out, and why (each counted in the reader's `skipped`):
   output tokens x TPOT); where that batch is under half its clients (most of them queued) and its TPOT
   is yet below, by more than TPOT_SPREAD, the TPOT of a point of the same setup (card, engine, model,
   weights, layout, lengths) run at fewer clients than that batch, a larger decode batch stepped faster
-  than a smaller one. H100-SXM's six gpt-oss-120b vLLM points at 512 clients (0.11.2 or unstated,
-  measured 2025-11/12) are such: ~100 decoding at once (of 512) at the step time of 4-16 clients, where
-  the same setups at 32-64 clients (0.18.0) step 2-3x slower. Which deployment or reading produced
-  them is not stated (the rows' batch_size says 512).
+  than a smaller one. Six of H100-SXM's nine gpt-oss-120b vLLM points at 512 clients (0.11.2 or
+  unstated, measured 2025-11/12) are such: ~100 decoding at once (of 512) at the step time of 4-16
+  clients, where the same setups at 32-64 clients (0.18.0) step 2-3x slower. Which deployment or reading
+  produced them is not stated (the rows' batch_size says 512).
 The rest is as the dense reader does: TTFT/TPOT with statistic "unstated", the closed loop's
 clients from silicon_data_source or the id, repeats kept once where equal and numbered where not.
 """
