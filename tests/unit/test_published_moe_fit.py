@@ -229,3 +229,34 @@ def test_a_vllm_row_older_than_its_templates_budget_flag_runs_vllms_default_budg
         assert int(out.loc[i, "chunk_tokens"]) == want and runs2[i].chunk_tokens == want
         assert int(out.loc[i, "slots"]) == int(ran.loc[i, "slots"]) and runs2[i].max_seqs == runs[i].max_seqs
     assert all(int(ran.loc[i, "chunk_tokens"]) != budget for i in old)  # the rules' budget was another
+
+
+def test_dense_fits_give_b200_its_own_fit_and_its_link_over_it(monkeypatch):
+    # the wiring only (the fits themselves are calibrate.published's and published_link's): a card the
+    # one-GPU table has is fitted there, B200 on its own one-GPU rows, and its link over that fit
+    from pareto_atlas.calibrate import published_link, published_moe
+    from pareto_atlas.calibrate.published import CardCalibration
+    from pareto_atlas.calibrate.published_table import load_multigpu, load_published
+
+    n = len(published_moe.own_one_gpu_table("B200", load_published(), load_multigpu()).rows)
+    calls = {}
+
+    def own(table, card):
+        calls["own"] = (card, len(table.rows))
+        p = replace(default_params(shipped_hardware()[card], "vllm"), overhead_step_s=1e-4)
+        return [CardCalibration(card, "vllm", p, table.rows, "", {})]
+
+    def link(table, card, one_gpu, atlas, **kw):
+        calls["link"] = (card, one_gpu)
+        return "link-of-" + card
+
+    monkeypatch.setattr(published_moe, "own_one_gpu_fits", own)
+    monkeypatch.setattr(published_link, "calibrate_link", link)
+    monkeypatch.setattr(published_link, "link_calibrations", lambda cards, one_gpu=None: {c: "shipped" for c in cards})
+    fitted = []
+    ones, links, said = published_moe.dense_fits(["H200", "B200"], fit=lambda t, cards: fitted.append(cards) or [])
+    assert fitted == [["H200"]] and calls["own"] == ("B200", n)
+    assert ones["B200"][0].params.overhead_step_s == 1e-4 and ones["H200"] == []
+    assert calls["link"][0] == "B200" and calls["link"][1][("B200", "vllm")].overhead_step_s == 1e-4
+    assert links == {"H200": "shipped", "B200": "link-of-B200"}
+    assert said == {"B200": f"its {n} one-GPU rows of spec/published_multigpu.csv"}
