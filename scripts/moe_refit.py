@@ -2,9 +2,11 @@
 --multi-gpu` runs it), for before/after comparisons of MoE-only code on one machine:
 
     python scripts/moe_refit.py DENSE.pkl [TABLE.csv | -] [ANCHORS_OUT.csv] [--nproc N] [--trtllm-budget]
+        [--rules-budget] [--pred-cache DIR]
 
-DENSE.pkl holds each card's one-GPU published fits and its link fit (computed and written on the first call,
-then reused): they are fitted on dense rows, so code that only changes MoE or sliding-window cards leaves
+DENSE.pkl holds each card's one-GPU published fits and its link fit (published_moe.dense_fits: a card the
+one-GPU table lacks, B200, fitted on its one-GPU rows of the multi-GPU table; computed and written on the
+first call, then reused): they are fitted on dense rows, so code that only changes MoE or sliding-window cards leaves
 them as they are, and a before/after pair (PYTHONPATH at two checkouts) shares them. TABLE: an MoE table
 (default: the shipped spec/published_moe.csv). --nproc: the grid points over N forked processes (the same
 rows, seeds and numbers). --trtllm-budget: a choice tried, not the product's: TensorRT-LLM rows run with the
@@ -16,6 +18,7 @@ TensorRT-LLM's default max_num_tokens 8192, which admits no 8192-token prompt be
 from __future__ import annotations
 
 import argparse
+import hashlib
 import pickle
 import time
 from dataclasses import replace
@@ -24,13 +27,11 @@ from pathlib import Path
 
 import numpy as np
 
-from pareto_atlas.calibrate import published_cache, published_moe
+from pareto_atlas.calibrate import published_moe
 from pareto_atlas.calibrate.fit import TARGETS
 from pareto_atlas.calibrate.published import _rel
 from pareto_atlas.calibrate.published_runs import predict_rows
-from pareto_atlas.calibrate.published_link import link_calibrations
 from pareto_atlas.calibrate.published_moe_table import load_moe
-from pareto_atlas.calibrate.published_table import load_published
 from pareto_atlas.spec.cards import shipped_hardware
 
 CARDS = ["H100-SXM", "H200", "B200"]
@@ -62,6 +63,46 @@ def _parallel(nproc: int):
     return predictions
 
 
+def _cached(inner, folder: Path):
+    """`predictions` kept per card in `folder`, keyed by everything they are a function of (the rows'
+    frame, models, card, each engine's dense params, runs, the grid and the code): a before/after pair
+    whose change touches one card's dense costs simulates the other cards once."""
+    from importlib import resources
+
+    from pareto_atlas.calibrate import published_cache
+
+    # the code they run: the simulator, and the fit's prediction of a row (not this file's callers)
+    h = hashlib.sha256()
+    published_cache._hash_tree(h, resources.files("pareto_atlas.simulate"), "")
+    for f in ("fit.py", "published_runs.py"):
+        h.update(resources.files("pareto_atlas.calibrate").joinpath(f).read_bytes())
+    _code = h.hexdigest()
+
+    def predictions(frame, models, hw, base, engines, runs=None):
+        what = pickle.dumps(
+            (
+                frame.to_csv(index=False),
+                [m.name for m in models],
+                hw.name,
+                sorted((e, repr(p)) for e, p in base.items()),
+                list(engines),
+                repr(runs),
+                published_moe.GRID,
+                _code,
+            )
+        )
+        path = folder / f"{hw.name}-{hashlib.sha256(what).hexdigest()[:20]}.npy"
+        if path.exists():
+            print(f"  {hw.name}: predictions from {path}", flush=True)
+            return np.load(path)
+        err = inner(frame, models, hw, base, engines, runs)
+        folder.mkdir(parents=True, exist_ok=True)
+        np.save(path, err)
+        return err
+
+    return predictions
+
+
 def _trtllm_budget() -> None:
     orig = published_moe._policy
 
@@ -82,22 +123,29 @@ def main() -> None:
     ap.add_argument("anchors_out", nargs="?", type=Path)
     ap.add_argument("--nproc", type=int, default=1)
     ap.add_argument("--trtllm-budget", action="store_true")
+    ap.add_argument(
+        "--rules-budget", action="store_true", help="vLLM rows before 0.12 on the rules' budget (as before 8ebf994)"
+    )
+    ap.add_argument("--pred-cache", type=Path, help="keep each card's grid predictions here (see _cached)")
     a = ap.parse_args()
     t0 = time.time()
     if a.nproc > 1:
         published_moe.predictions = _parallel(a.nproc)
+    if a.rules_budget:
+        published_moe.vllm_default_budget = lambda frame, rows, runs, hw: (frame, runs)
+    if a.pred_cache:
+        published_moe.predictions = _cached(published_moe.predictions, a.pred_cache)
     if a.trtllm_budget:
         _trtllm_budget()
     table = load_moe([Path(a.table)], shipped=False) if a.table != "-" else load_moe()
     if a.dense.exists():
-        ones, links = pickle.loads(a.dense.read_bytes())
+        dense = pickle.loads(a.dense.read_bytes())
+        ones, links, own = dense if len(dense) == 3 else (*dense, {})  # a pickle of before B200's own fit
     else:
-        shipped = load_published()
-        links = link_calibrations(CARDS, one_gpu=None)
-        ones = {c: published_cache.fitted(shipped, [c]) if c in set(shipped.rows.gpu) else [] for c in CARDS}
-        a.dense.write_bytes(pickle.dumps((ones, links)))
+        ones, links, own = published_moe.dense_fits(CARDS)
+        a.dense.write_bytes(pickle.dumps((ones, links, own)))
     cards = [c for c in dict.fromkeys(table.rows.gpu) if c in shipped_hardware()]
-    bases, said = published_moe.dense_bases(table, cards, ones, links)
+    bases, said = published_moe.dense_bases(table, cards, ones, links, own)
     print(f"table sha256 {table.sha256[:12]}, {len(table.rows)} rows", flush=True)
     fits = published_moe.calibrate_moe(table, bases, said)
     print("\n".join(published_moe.report_lines(list(fits.values()))))

@@ -177,3 +177,86 @@ def test_an_aiconfigurator_row_is_fitted_as_its_benchmark_ran_it():
     assert cal.terms == TRUE
     fitted = cal.anchors[["ttft_p50_ms_fitted", "tpot_p50_ms_fitted"]].to_numpy(float)
     assert np.nanmax(np.abs(fitted)) < 0.01  # the rows' order sets each one's step-jitter seed
+
+
+def test_a_card_without_one_gpu_rows_gets_its_own_from_the_multi_gpu_table():
+    # B200 has no row in the one-GPU table, but aiconfigurator's aggregated TP1 rows of it are in the
+    # multi-GPU table: those (and only those) are its one-GPU table, so its MoE rows run on a dense fit
+    # of its own; a card the one-GPU table has (H200) keeps that table's fit
+    from pareto_atlas.calibrate.published_moe import own_one_gpu_table
+    from pareto_atlas.calibrate.published_table import load_multigpu, load_published
+
+    shipped, multi = load_published(), load_multigpu()
+    assert "B200" not in set(shipped.rows.gpu) and "H200" in set(shipped.rows.gpu)
+    t = own_one_gpu_table("B200", shipped, multi)
+    r = multi.rows
+    want = r[(r.gpu == "B200") & (r.n_gpus == "1")]
+    assert t is not None and len(t.rows) == len(want) > 0
+    assert set(t.rows.gpu) == {"B200"} and set(t.rows.n_gpus) == {"1"} and set(t.rows.prefill_workers) == {"0"}
+    assert (
+        set(t.rows.engine) == {"trtllm", "vllm"} and t.rows.origin.str.startswith("spec/published_multigpu.csv:").all()
+    )
+    assert (r[(r.gpu == "B200")].n_gpus != "1").any()  # the table's TP2-8 rows of it stay out
+    assert own_one_gpu_table("H200", shipped, multi) is None
+    # a one-GPU table that has B200 rows of its own: those are its fit's, not the multi-GPU table's
+    with_b200 = PublishedTable(pd.concat([shipped.rows, want], ignore_index=True), shipped.paths, "x")
+    assert own_one_gpu_table("B200", with_b200, multi) is None
+    # and a card with no one-GPU row anywhere has none
+    only_multi = PublishedTable(r[(r.gpu == "B200") & (r.n_gpus != "1")].reset_index(drop=True), multi.paths, "y")
+    assert own_one_gpu_table("B200", shipped, only_multi) is None
+
+
+def test_a_vllm_row_older_than_its_templates_budget_flag_runs_vllms_default_budget():
+    # aiconfigurator's deployment templates for vLLM 0.10/0.11 pass no --max-num-batched-tokens: such a
+    # row ran vLLM's default budget (8,192 on an 80 GB card), not the rules' clients + prompt + 1,500;
+    # its sequence limit and reading stay its run's. A later (or unstated) release, and TensorRT-LLM, keep theirs
+    from pareto_atlas.calibrate.published_moe import vllm_default_budget
+    from pareto_atlas.calibrate.published_runs import AICONFIGURATOR, apply_runs
+    from pareto_atlas.simulate.schedulers import default_policy
+
+    hw = shipped_hardware()["H100-SXM"]
+    rows = _rows().assign(source_id=AICONFIGURATOR, prompt_tokens="1024", gpu="H100-SXM")
+    rows["engine_version"] = ["0.11.2", "0.18.0", "unstated", "0.10.2", "0.12.0", "0.11.2"]
+    rows.loc[5, "engine"] = "trtllm"
+    frame, _ = moe_frame(rows, hw)
+    ran, runs = apply_runs(frame, rows)
+    out, runs2 = vllm_default_budget(ran, rows, runs, hw)
+    budget = default_policy("vllm", hw)[1]
+    assert budget == 8192
+    old = [0, 3]
+    for i in range(len(rows)):
+        want = budget if i in old else int(ran.loc[i, "chunk_tokens"])
+        assert int(out.loc[i, "chunk_tokens"]) == want and runs2[i].chunk_tokens == want
+        assert int(out.loc[i, "slots"]) == int(ran.loc[i, "slots"]) and runs2[i].max_seqs == runs[i].max_seqs
+    assert all(int(ran.loc[i, "chunk_tokens"]) != budget for i in old)  # the rules' budget was another
+
+
+def test_dense_fits_give_b200_its_own_fit_and_its_link_over_it(monkeypatch):
+    # the wiring only (the fits themselves are calibrate.published's and published_link's): a card the
+    # one-GPU table has is fitted there, B200 on its own one-GPU rows, and its link over that fit
+    from pareto_atlas.calibrate import published_link, published_moe
+    from pareto_atlas.calibrate.published import CardCalibration
+    from pareto_atlas.calibrate.published_table import load_multigpu, load_published
+
+    n = len(published_moe.own_one_gpu_table("B200", load_published(), load_multigpu()).rows)
+    calls = {}
+
+    def own(table, card):
+        calls["own"] = (card, len(table.rows))
+        p = replace(default_params(shipped_hardware()[card], "vllm"), overhead_step_s=1e-4)
+        return [CardCalibration(card, "vllm", p, table.rows, "", {})]
+
+    def link(table, card, one_gpu, atlas, **kw):
+        calls["link"] = (card, one_gpu)
+        return "link-of-" + card
+
+    monkeypatch.setattr(published_moe, "own_one_gpu_fits", own)
+    monkeypatch.setattr(published_link, "calibrate_link", link)
+    monkeypatch.setattr(published_link, "link_calibrations", lambda cards, one_gpu=None: {c: "shipped" for c in cards})
+    fitted = []
+    ones, links, said = published_moe.dense_fits(["H200", "B200"], fit=lambda t, cards: fitted.append(cards) or [])
+    assert fitted == [["H200"]] and calls["own"] == ("B200", n)
+    assert ones["B200"][0].params.overhead_step_s == 1e-4 and ones["H200"] == []
+    assert calls["link"][0] == "B200" and calls["link"][1][("B200", "vllm")].overhead_step_s == 1e-4
+    assert links == {"H200": "shipped", "B200": "link-of-B200"}
+    assert said == {"B200": f"its {n} one-GPU rows of spec/published_multigpu.csv"}

@@ -151,3 +151,25 @@ def test_gpt_oss_fp4_rows_read_as_its_own_mxfp4_checkpoint():
     assert "gemm_quant_mode nvfp4" in out.rows[0]["weights_published"] and not moe_row_error(out.rows[0])
     # a 16-bit checkpoint's FP4 row (Qwen3's here) stays out: which FP4 checkpoint ran is not stated
     assert sum(out.skipped.values()) == 1 and "FP4 of a 16-bit checkpoint" in next(iter(out.skipped))
+
+
+def test_a_closed_loop_point_inconsistent_by_littles_law_is_left_out_and_counted():
+    # 512 clients whose own TTFT and TPOT put ~170 decoding at once, at a TPOT a third of the same
+    # setup's at 16 clients: a larger batch stepping faster than a smaller one cannot have run as a
+    # closed loop at these lengths; a TPOT above 16 clients', or within the repeats' spread, is kept
+    def at(conc: int, ttft: float, tpot: float) -> str:
+        r = _row(ttft=ttft, tpot=tpot)
+        return r.replace("q_c16_", f"q_c{conc}_").replace("concurrency=16", f"concurrency={conc}")
+
+    base = at(16, 500.5, 30.25)
+    out = _read(base, at(512, 20000, 10))
+    assert [r["load_value"] for r in out.rows] == ["16"]
+    assert out.skipped == {aiconfigurator_moe.INCONSISTENT: 1}
+    for tpot in (40, 28):  # slower than at 16 clients; within TPOT_SPREAD of it
+        kept = _read(base, at(512, 20000, tpot))
+        assert sorted(r["load_value"] for r in kept.rows) == ["16", "512"] and not kept.skipped
+    # few clients queued (the implied batch over half of them): kept whatever its TPOT
+    assert len(_read(base, at(32, 100, 10)).rows) == 2
+    # and none of the shipped table's points is such
+    rows = [dict(r) for r in read_moe_table() if r["source_id"] == aiconfigurator_moe.SOURCE_ID]
+    assert not aiconfigurator_moe.inconsistent(rows)

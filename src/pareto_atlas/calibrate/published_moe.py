@@ -152,6 +152,46 @@ def moe_frame(rows: pd.DataFrame, hw: HardwareCard) -> tuple[pd.DataFrame, list[
     return frame, models
 
 
+# aiconfigurator's deployment generator renders a vLLM worker's flags from a versioned template: today
+# the closest release at or below the row's (src/aiconfigurator/generator/rendering/engine.py
+# _select_versioned_template @095f58a5), until 2026-02-11 the exact release's, else the default
+# cli_args.j2 (engine.py @95ddf241a). None a vLLM 0.10 or 0.11 row could have been rendered from passes
+# --max-num-batched-tokens: backend_templates/vllm/cli_args.0.10.2.j2 and cli_args.0.11.0.j2 never did
+# (95ddf241a, 2025-12-04, to 095f58a5), cli_args.j2 not before 2cecd6596 (2026-01-08); they pass
+# --max-num-seqs. So a row served by a vLLM older than VLLM_BUDGET_FLAG (H100-SXM's gpt-oss-120b rows on
+# vLLM 0.11.2, measured 2025-12-05/08) ran vLLM's own default token budget a step (simulate.schedulers:
+# 8,192 on a card of >= 70 GiB), not the rules' batch + prompt + 1,500; its sequence limit stays the
+# rules' (the row's clients, its batch_size too). vLLM 0.12 rows keep the rules' budget: its template
+# passes the flag since 2063ee024 (2026-02-11), not at its first commit c46a56b02 (2026-01-23).
+VLLM_BUDGET_FLAG = (0, 12)
+
+
+def _release(version: str) -> tuple[int, ...] | None:
+    """(0, 11, 2) of "0.11.2"; None where the row states no release ("unstated", a branch name)."""
+    parts = str(version).split(".")
+    if len(parts) < 2 or not all(p.isdigit() for p in parts[:2]):
+        return None
+    return tuple(int(p) for p in parts[:3] if p.isdigit())
+
+
+def vllm_default_budget(
+    frame: pd.DataFrame, rows: pd.DataFrame, runs: list[Run | None], hw: HardwareCard
+) -> tuple[pd.DataFrame, list[Run | None]]:
+    """apply_runs' frame and runs with each run vLLM row of a release before VLLM_BUDGET_FLAG on vLLM's
+    default token budget (its deployment template passes none: see VLLM_BUDGET_FLAG)."""
+    from pareto_atlas.simulate.schedulers import default_policy
+
+    out, runs = frame.copy(), list(runs)
+    for i, (run, (_, r)) in enumerate(zip(runs, rows.iterrows())):
+        v = _release(r["engine_version"])
+        if run is None or r["engine"] != "vllm" or v is None or v >= VLLM_BUDGET_FLAG:
+            continue
+        budget = default_policy("vllm", hw)[1]
+        runs[i] = replace(run, chunk_tokens=budget)
+        out.loc[i, "chunk_tokens"] = budget
+    return out, runs
+
+
 def predictions(
     frame: pd.DataFrame,
     models: list[ModelCard],
@@ -213,6 +253,7 @@ def calibrate_moe(
         frame, models = moe_frame(rows, hw)
         # each closed-loop row under the deployment its benchmark wrote, read as it read it (the link fit's)
         frame, runs = apply_runs(frame, rows.reset_index(drop=True))
+        frame, runs = vllm_default_budget(frame, rows.reset_index(drop=True), runs, hw)
         engines = rows.engine.to_numpy()
         parts.append((card, rows, frame[list(TARGETS)], predictions(frame, models, hw, base, engines, runs)))
     if not parts:
@@ -321,10 +362,11 @@ def _key(table: PublishedTable, dense_key: str) -> str:
 
 
 def dense_bases(
-    table: PublishedTable, cards: list[str], ones: dict[str, list], links: dict
+    table: PublishedTable, cards: list[str], ones: dict[str, list], links: dict, own: dict[str, str] | None = None
 ) -> tuple[dict[str, dict[str, CalibParams]], dict[str, str]]:
     """Per card, the dense calibration each engine's MoE rows run on (its one-GPU fits `ones`, with the
-    card's link fit `links[card]` where there is one) and what it rests on, for calibrate_moe."""
+    card's link fit `links[card]` where there is one) and what it rests on, for calibrate_moe; `own`:
+    per card whose one-GPU fits rest on rows outside the one-GPU table, which (dense_fits)."""
     from pareto_atlas.calibrate.published import for_atlas
     from pareto_atlas.calibrate.published_link import _base_params, with_link
 
@@ -338,10 +380,87 @@ def dense_bases(
             {(c.hardware, c.engine): c.params for c in one},
             {g: c.params for g, c in for_atlas(one).items()},
         )
+        if card in (own or {}):
+            said[card] += f" (fitted on {own[card]})"
         if card in links:
             bases[card] = {e: with_link(p, links[card]) for e, p in bases[card].items()}
             said[card] += f"; link fitted on the dense multi-GPU rows (link_eff {links[card].link_eff:.2f})"
     return bases, said
+
+
+def own_one_gpu_table(card: str, shipped: PublishedTable, multigpu: PublishedTable) -> PublishedTable | None:
+    """The one-GPU rows a card with none in the one-GPU table has in the multi-GPU table (aggregated,
+    one GPU: B200's are aiconfigurator's Llama-3.1-70B FP8 rows at TP1, TensorRT-LLM and vLLM), as a
+    table of its own: what its one-GPU fit is fitted on, so its MoE rows run on its own dense costs
+    rather than the card's uncalibrated defaults. None where the one-GPU table has the card (its fit is
+    that table's, as for H100-SXM and H200) or the multi-GPU table has no such row of it."""
+    if card in set(shipped.rows.gpu):
+        return None
+    r = multigpu.rows
+    on = (
+        (r.gpu == card)
+        & (r.n_gpus.astype(str) == "1")
+        & (r.prefill_workers.astype(str) == "0")
+        & (r.replicas.astype(str) == "1")
+    )
+    if not on.any():
+        return None
+    rows = r[on].reset_index(drop=True)
+    return PublishedTable(rows, multigpu.paths, hashlib.sha256(rows.to_csv(index=False).encode()).hexdigest())
+
+
+def own_one_gpu_fits(table: PublishedTable, card: str) -> list:
+    """The card's one-GPU fit per engine on its own table (own_one_gpu_table): calibrate.published's
+    least squares (fit_card, its quantized formats' costs among what it fits), its rows as anchors. Fitted
+    only: what the MoE rows run on is the fit; how it carries is what the MoE fit holds out (its rows'
+    LOSO/LOMO/LOEO), and the dense points of the card keep their own stage's calibration."""
+    from pareto_atlas.calibrate.published import CardCalibration, card_frame, fit_card
+
+    hw, out = shipped_hardware()[card], []
+    for engine, rows in table.rows[table.rows.gpu == card].groupby("engine", sort=False):
+        rows = rows.reset_index(drop=True)
+        frame, models = card_frame(rows, hw)
+        params, _ = fit_card(frame, models, hw)
+        srcs = ", ".join(f"{s} {n}" for s, n in rows.source_id.value_counts(sort=False).items())
+        how = f"fitted on {len(rows)} one-GPU rows of {table.paths[0]} ({engine}: {srcs}; nothing held out)"
+        params = replace(params, provenance=how)
+        out.append(CardCalibration(card, str(engine), params, rows, "", {}))
+    return out
+
+
+def dense_fits(cards: list[str], one_gpu: list | None = None, fit=None) -> tuple[dict[str, list], dict, dict[str, str]]:
+    """Per card, its one-GPU fits and its link fit, the dense costs its MoE rows run on: `one_gpu`'s
+    where given, else the one-GPU table's (`fit`: published_cache.fitted), else, for a card the one-GPU
+    table lacks, fitted on its one-GPU rows of the multi-GPU table (own_one_gpu_table) with its link
+    fitted over them; and per card so fitted, what they rest on."""
+    from pareto_atlas.calibrate import published_cache
+    from pareto_atlas.calibrate.published import for_atlas
+    from pareto_atlas.calibrate.published_link import calibrate_link, link_calibrations
+    from pareto_atlas.calibrate.published_table import load_multigpu, load_published
+
+    fit = fit or published_cache.fitted
+    shipped, multigpu = load_published(), load_multigpu()
+    ones, own, said = {}, {}, {}
+    for card in cards:
+        ones[card] = [c for c in one_gpu or [] if c.hardware == card]
+        if ones[card]:
+            continue
+        if card in set(shipped.rows.gpu):
+            ones[card] = fit(shipped, [card])
+        elif (t := own_one_gpu_table(card, shipped, multigpu)) is not None:
+            ones[card] = own[card] = own_one_gpu_fits(t, card)
+            said[card] = f"its {len(t.rows)} one-GPU rows of {t.paths[0]}"
+    links = link_calibrations([c for c in cards if c not in own], one_gpu=one_gpu)
+    for card, one in own.items():
+        cal = calibrate_link(
+            multigpu,
+            card,
+            {(c.hardware, c.engine): c.params for c in one},
+            {g: c.params for g, c in for_atlas(one).items()},
+        )
+        if cal is not None:
+            links[card] = cal
+    return ones, links, said
 
 
 def moe_calibrations(
@@ -354,7 +473,6 @@ def moe_calibrations(
     the tables, fits and code are unchanged (minutes otherwise, once)."""
     from pareto_atlas.calibrate import published_cache
     from pareto_atlas.calibrate.published_cache import fit_key
-    from pareto_atlas.calibrate.published_link import link_calibrations
     from pareto_atlas.calibrate.published_moe_table import load_moe
     from pareto_atlas.calibrate.published_table import load_multigpu, load_published
 
@@ -368,15 +486,10 @@ def moe_calibrations(
         return {c: fits[c] for c in cards if c in fits}
     except (OSError, ValueError, KeyError, TypeError):
         pass
-    links = link_calibrations(every, one_gpu=one_gpu)
-    ones = {}
-    for card in every:
-        ones[card] = [c for c in one_gpu or [] if c.hardware == card]
-        if not ones[card] and card in set(shipped.rows.gpu):
-            # the one cache entry the dense and link fits read too: the same fit, formats included,
-            # whichever asks first (a fit without formats stored under that key changed theirs)
-            ones[card] = published_cache.fitted(shipped, [card])
-    bases, said = dense_bases(table, every, ones, links)
+    # the one cache entry the dense and link fits read too: the same fit, formats included, whichever
+    # asks first (a fit without formats stored under that key changed theirs)
+    ones, links, own = dense_fits(every, one_gpu)
+    bases, said = dense_bases(table, every, ones, links, own)
     fits = calibrate_moe(table, bases, said)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

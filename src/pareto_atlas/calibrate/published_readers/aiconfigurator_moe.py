@@ -14,7 +14,16 @@ What is left out, and why (each counted in the reader's `skipped`):
 - layouts where tp x attention-DP differs from MoE-TP x EP (the file's own identity broken, e.g.
   tp 1 with MoE-TP 2): the GPUs the engine held are not stated;
 - disaggregated points: the simulator's prefill pool runs without expert parallelism
-  (cost_model.prefill_coeffs), so their topology cannot be stated in its knobs.
+  (cost_model.prefill_coeffs), so their topology cannot be stated in its knobs;
+- closed-loop points that cannot have run as a closed loop at their stated lengths (inconsistent):
+  by Little's law a point's clients x decode time / (TTFT + decode time) decode at once (decode time:
+  output tokens x TPOT); where that batch is under half its clients (most of them queued) and its TPOT
+  is yet below, by more than TPOT_SPREAD, the TPOT of a point of the same setup (card, engine, model,
+  weights, layout, lengths) run at fewer clients than that batch, a larger decode batch stepped faster
+  than a smaller one. Six of H100-SXM's nine gpt-oss-120b vLLM points at 512 clients (0.11.2 or
+  unstated, measured 2025-11/12) are such: ~100 decoding at once (of 512) at the step time of 4-16
+  clients, where the same setups at 32-64 clients (0.18.0) step 2-3x slower. Which deployment or reading
+  produced them is not stated (the rows' batch_size says 512).
 The rest is as the dense reader does: TTFT/TPOT with statistic "unstated", the closed loop's
 clients from silicon_data_source or the id, repeats kept once where equal and numbered where not.
 """
@@ -132,5 +141,45 @@ def read(src: SourceFile) -> ReadResult:
         ) | {"ep": str(layout["ep"]), "attn_dp": str(layout["attn_dp"])}
         key = tuple(row[c] for c in row if c not in ("ttft_ms", "tpot_ms", "notes", "date"))
         kept[key].append(row)
-    out.rows += deduplicated(kept)
+    rows = deduplicated(kept)
+    bad = inconsistent(rows)
+    for _ in bad:
+        out.skip(INCONSISTENT)
+    out.rows += [r for i, r in enumerate(rows) if i not in bad]
+    return out
+
+
+# Repeats of one setup measured in different sessions differ by up to ~10 % in TPOT at equal clients
+# (the file's own numbered repeats): a point is called inconsistent only beyond that.
+TPOT_SPREAD = 0.1
+QUEUED = 0.5  # the implied decode batch under this share of the clients: most clients queued
+INCONSISTENT = (
+    "inconsistent closed loop: most clients queued (Little's law), yet TPOT below that of the same setup "
+    "at fewer clients than its implied decode batch"
+)
+SETUP = ("gpu", "engine", "model", "weights", "tp", "ep", "attn_dp", "prompt_tokens", "output_tokens")
+
+
+def inconsistent(rows: list[dict[str, str]]) -> set[int]:
+    """Indices of closed-loop rows that cannot have run as one at their stated lengths (see the module's
+    docstring): the decode batch their own TTFT and TPOT imply is under QUEUED of their clients, and a
+    row of the same SETUP at fewer clients than that batch has a TPOT over (1 + TPOT_SPREAD) x theirs."""
+    out = set()
+    for i, r in enumerate(rows):
+        if r["load"] != "concurrency" or not r["ttft_ms"] or not r["tpot_ms"]:
+            continue
+        clients, ttft, tpot = float(r["load_value"]), float(r["ttft_ms"]), float(r["tpot_ms"])
+        decode = float(r["output_tokens"]) * tpot
+        batch = clients * decode / (ttft + decode)
+        if batch >= QUEUED * clients:
+            continue
+        if any(
+            q["load"] == "concurrency"
+            and q["tpot_ms"]
+            and all(q[c] == r[c] for c in SETUP)
+            and float(q["load_value"]) < batch
+            and float(q["tpot_ms"]) > (1 + TPOT_SPREAD) * tpot
+            for q in rows
+        ):
+            out.add(i)
     return out
