@@ -1,5 +1,5 @@
 """The engine schedulers' own kernel policies (issue 31): TensorRT-LLM's whole prompts (`whole`) and
-SGLang's prefill batches without the decodes (`unmixed`)."""
+SGLang's prefill batches without the decodes (`unmixed`) and its mixed chunks (`mixed`)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,9 @@ def _c(batching: str) -> np.ndarray:
     return c
 
 
-@pytest.mark.parametrize("batching", ["whole", "unmixed", "whole+overlap", "unmixed+overlap", "chunked+overlap"])
+@pytest.mark.parametrize(
+    "batching", ["whole", "unmixed", "whole+overlap", "unmixed+overlap", "chunked+overlap", "mixed", "mixed+overlap"]
+)
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_every_request_finishes_and_every_token_is_counted(batching, seed):
     rng = np.random.default_rng(seed)
@@ -93,3 +95,37 @@ def test_overlap_delays_each_closed_loop_client_by_a_step():
     assert over.ttft[order[0]] == plain.ttft[order[0]]
     assert (over.ttft[order[1:4]] > plain.ttft[order[1:4]]).all()
     assert np.median(over.ttft) > np.median(plain.ttft)
+
+
+def test_mixed_takes_later_prompts_whole_and_only_under_what_is_left():
+    # SGLang's PrefillAdder with enable_mixed_chunk (budget 1000, three 450-token prompts at once):
+    # the first two fit (450, then 450 < 550), the third does not (450 >= 100) and waits for the next
+    # step whole, where chunked prefills 100 of it beside the first two. A fourth of 100 tokens behind
+    # it waits too (first come, first served), though it would fit.
+    arr = des.trace(np.zeros(4), np.array([450, 450, 450, 100]), np.array([1, 1, 1, 1]))
+    mixed = des.run(_c("mixed"), arr, "mixed", 4, 1000)
+    chunked = des.run(_c("chunked"), arr, "chunked", 4, 1000)
+    assert mixed.first_t[0] == mixed.first_t[1] < mixed.first_t[2] == mixed.first_t[3]
+    assert mixed.steps == 2
+    # the first step prefills 900 tokens, not the budget's 1000: its first tokens come sooner
+    assert mixed.first_t[0] < chunked.first_t[0]
+
+
+def test_mixed_refuses_a_prompt_that_exactly_fills_what_is_left_and_chunks_the_first():
+    # `input_tokens >= rem_input_tokens` stops the batch: a 500-token prompt behind a 500-token one
+    # waits at a 1000-token budget; a first prompt past the budget is chunked at it, as chunked does.
+    arr = des.trace(np.zeros(2), np.array([500, 500]), np.array([1, 1]))
+    mixed = des.run(_c("mixed"), arr, "mixed", 4, 1000)
+    assert mixed.first_t[0] < mixed.first_t[1] and mixed.steps == 2
+    assert des.run(_c("chunked"), arr, "chunked", 4, 1000).steps == 1
+    long = des.trace(np.zeros(1), np.array([2500]), np.array([1]))
+    assert des.run(_c("mixed"), long, "mixed", 4, 1000).steps == 3
+
+
+def test_mixed_runs_the_decodes_in_its_prefill_steps():
+    # as chunked (enable_mixed_chunk: the decodes ride with the prefill batch), not as unmixed
+    arr = des.trace(np.array([0.0, 0.05]), np.array([10, 600]), np.array([50, 1]))
+    assert des.run(_c("mixed"), arr, "mixed", 4, 1000).steps == 50
+    over = des.run(_c("mixed+overlap"), arr, "mixed+overlap", 4, 1000)
+    plain = des.run(_c("mixed"), arr, "mixed", 4, 1000)
+    assert over.first_t[1] > plain.first_t[1]  # the overlap scheduler admits B a step later

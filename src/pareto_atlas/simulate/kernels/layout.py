@@ -62,8 +62,14 @@ BURST_GAP_S = 1e-6
 # default): the batch a step runs was formed when the step before it started, so a request that
 # arrives while a step runs joins the step after the next one (one step later than without).
 # the batching knob's values (spec.knobs.BATCHING), whose order is the kernels' policy index
+# mixed: SGLang with enable_mixed_chunk on (simulate.schedulers): the decodes ride with the prefill, and
+# a step's prefill is the first waiting prompt (chunked at what the decodes leave of the budget) and
+# then whole prompts only, each while it is under what is left; the first that is not stops the
+# step's prefill (PrefillAdder.add_one_req: `input_tokens >= rem_input_tokens` with a request already
+# in the batch). The budget stands for both max_prefill_tokens and chunked_prefill_size.
 POLICIES = BATCHING
 STATIC, CONTINUOUS, CHUNKED, SLO, DISAGG, WHOLE, UNMIXED = range(7)
-N_PLAIN = 7  # policies from N_PLAIN on are OVERLAID[policy - N_PLAIN] under an overlap scheduler
+N_PLAIN = 7  # policies N_PLAIN .. N_PLAIN + 2 are OVERLAID[policy - N_PLAIN] under an overlap scheduler
 OVERLAID = (WHOLE, UNMIXED, CHUNKED)
+MIXED, MIXED_OVERLAP = 10, 11  # mixed, and mixed under an overlap scheduler
 DEFAULT_CHUNK = 512  # prefill token budget when chunked/slo policies leave it unset

@@ -20,6 +20,8 @@ from pareto_atlas.simulate.kernels.layout import (
     DISAGG,
     DRAFT_P,
     K,
+    MIXED,
+    MIXED_OVERLAP,
     N_PLAIN,
     O_REQ,
     OVERLAID,
@@ -90,9 +92,9 @@ def run_kernel(
     np.random.seed(seed)
     # An overlap scheduler forms a step's batch when the step before it starts: a request is
     # admitted only if it was there by then (sched_t), unless the engine was idle.
-    overlap = policy >= N_PLAIN
+    overlap = policy >= N_PLAIN and policy != MIXED
     if overlap:
-        policy = OVERLAID[policy - N_PLAIN]
+        policy = MIXED if policy == MIXED_OVERLAP else OVERLAID[policy - N_PLAIN]
     n = arrival.shape[0]
     o_req = c[O_REQ]
     if concurrency <= 0:
@@ -247,7 +249,7 @@ def run_kernel(
         # admission order.
         budget = 0
         if pending > 0:
-            if policy == CHUNKED or policy == WHOLE:
+            if policy == CHUNKED or policy == WHOLE or policy == MIXED:
                 budget = _budget_chunked(budget_default, n_dec, q)
             elif policy == UNMIXED:
                 budget = budget_default
@@ -270,6 +272,11 @@ def run_kernel(
                         # Whole prompts only: this one waits (and those behind it), unless the
                         # step would otherwise run nothing.
                         t_j = s_to_pf[j] if (n_pf == 0 and n_dec == 0) else 0
+                        left = 0
+                    elif policy == MIXED and n_pf_seqs > 0 and s_to_pf[j] >= left:
+                        # Past the first prompt, whole prompts under what is left only: this one
+                        # waits, and those behind it.
+                        t_j = 0
                         left = 0
                     take[j] = t_j
                     if t_j > 0:
