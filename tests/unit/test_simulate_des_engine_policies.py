@@ -129,3 +129,18 @@ def test_mixed_runs_the_decodes_in_its_prefill_steps():
     over = des.run(_c("mixed+overlap"), arr, "mixed+overlap", 4, 1000)
     plain = des.run(_c("mixed"), arr, "mixed", 4, 1000)
     assert over.first_t[1] > plain.first_t[1]  # the overlap scheduler admits B a step later
+
+
+@pytest.mark.parametrize("batching", ["mixed", "unmixed+overlap"])
+def test_sglang_admission_reserves_the_outputs_to_come(batching):
+    # A KV pool of 3000 tokens, A (100-token prompt, 2000 outputs) running when B (the same) arrives:
+    # B needs 100 + 2000 tokens for itself and A's 2000 to come at new_token_ratio 0.7, so SGLang holds
+    # it back; the ratio falls over 600 decode steps and A's outputs to come shrink, and near A's 500th
+    # step B fits (t + ratio (2000 - t) < 800). Without the reservation (chunked) B starts at once; with
+    # a ratio that never fell it would wait for A to finish.
+    arr = des.trace(np.array([0.0, 0.001]), np.array([100, 100]), np.array([2000, 2000]))
+    sgl = des.run(_c(batching), arr, batching, 4, 1000, kv_cap_tokens=3000)
+    plain = des.run(_c("chunked"), arr, "chunked", 4, 1000, kv_cap_tokens=3000)
+    share = (sgl.first_t[1] - sgl.first_t[0]) / (sgl.finish_t[0] - sgl.first_t[0])
+    assert 0.15 < share < 0.4
+    assert (plain.first_t[1] - plain.first_t[0]) / (plain.finish_t[0] - plain.first_t[0]) < 0.01
