@@ -144,3 +144,15 @@ def test_sglang_admission_reserves_the_outputs_to_come(batching):
     share = (sgl.first_t[1] - sgl.first_t[0]) / (sgl.finish_t[0] - sgl.first_t[0])
     assert 0.15 < share < 0.4
     assert (plain.first_t[1] - plain.first_t[0]) / (plain.finish_t[0] - plain.first_t[0]) < 0.01
+
+
+def test_sglang_ratio_starts_over_after_an_idle_engine():
+    # The pair above twice, the second long after the first finished: SGLang resets new_token_ratio to
+    # 0.7 when it has no batch, so the second B waits as long as the first; with the ratio left at its
+    # floor (0.098, after the first pair's thousands of decode steps) it would start at once.
+    t = np.array([0.0, 0.001, 1000.0, 1000.001])
+    arr = des.trace(t, np.full(4, 100), np.full(4, 2000))
+    r = des.run(_c("mixed"), arr, "mixed", 4, 1000, kv_cap_tokens=3000)
+    assert r.finish_t[:2].max() < 1000.0
+    shares = [(r.first_t[b] - r.first_t[a]) / (r.finish_t[a] - r.first_t[a]) for a, b in ((0, 1), (2, 3))]
+    assert 0.15 < shares[0] < 0.4 and shares[1] == pytest.approx(shares[0], abs=0.02)

@@ -36,7 +36,8 @@ trtllm     whole+overlap     max_num_tokens 8192              2048            NV
   rem_total_tokens): a new request is admitted only if its prompt and its whole min(max_new_tokens,
   4096) fit beside what the pool holds and every running request's clipped outputs to come times
   new_token_ratio, a ratio that starts at 0.7, falls over 600 decode batches to 0.098 and is reset by
-  a retraction (global_config, scheduler.py, schedule_batch.retract_decode; kernels.layout SGL_*).
+  a retraction, back to 0.7 when the engine is idle (global_config, scheduler.py
+  self_check_during_idle, schedule_batch.retract_decode; kernels.layout SGL_*).
   The kernel applies it under `unmixed` and `mixed` (SGLang's policies, with or without overlap).
 - SGLang with enable_mixed_chunk on (aiconfigurator's benchmark rule sets it, with max_prefill_tokens
   = prompt + 1500: calibrate.published_runs): `mixed`. The decodes ride with the prefill batch and
@@ -46,7 +47,7 @@ trtllm     whole+overlap     max_num_tokens 8192              2048            NV
   request in the batch stops it). Read at sgl-project/sglang's PrefillAdder of the 0.5 series
   (rem_total_token_offset, mixed_with_decode_tokens), the rows' 0.5.6.post2 not pinned.
 Not modelled: TensorRT-LLM's GUARANTEED_NO_EVICT reserving each one's whole output (it only binds when
-the KV pool is nearly full, where the kernel preempts instead); SGLang resetting the ratio when idle.
+the KV pool is nearly full, where the kernel preempts instead).
 """
 
 from __future__ import annotations

@@ -78,7 +78,8 @@ MIXED, MIXED_OVERLAP = 10, 11  # mixed, and mixed under an overlap scheduler
 # default_init_new_token_ratio 0.7 (x schedule_conservativeness 1.0), falls by (init - min) / 600
 # each decode batch (default_new_token_ratio_decay_steps) to min = init x 0.14
 # (default_min_new_token_ratio_factor), and after a retraction is reset to (tokens decoded +
-# retract_decode_steps 20 per request) / their max_new_tokens, at most 1 (ScheduleBatch.retract_decode).
+# retract_decode_steps 20 per request) / their max_new_tokens, at most 1 (ScheduleBatch.retract_decode),
+# and back to init whenever the engine is idle (Scheduler.self_check_during_idle).
 # sgl-project/sglang python/sglang/global_config.py, srt/managers/scheduler.py, schedule_policy.py
 # (CLIP_MAX_NEW_TOKENS_ESTIMATION 4096, SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION), schedule_batch.py.
 SGL_INIT_RATIO = 0.7

@@ -237,9 +237,11 @@ def run_kernel(
 
         if nrun == 0:
             if nxt < n_known:
-                # Idle: the engine forms its next batch when a request is there.
+                # Idle: the engine forms its next batch when a request is there (SGLang resets
+                # new_token_ratio when it has no batch to run: scheduler self_check_during_idle).
                 now = max(now, ready[nxt])
                 sched_t = now
+                ratio = SGL_INIT_RATIO
                 continue
             break
 
