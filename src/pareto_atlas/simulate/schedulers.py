@@ -32,9 +32,22 @@ trtllm     whole+overlap     max_num_tokens 8192              2048            NV
   vllm-project/vllm@01230b40, a tree just before 0.12; default-on came after 0.12.0, vLLM PR #27614),
   so vLLM stays `chunked`. Not modelled: TensorRT-LLM before its early exit (PR #8587,
   2025-10) runs a finishing request one more step, which holds its slot a step longer.
-Not modelled: SGLang's admission reserving the running requests' future tokens (new_token_ratio) and
-TensorRT-LLM's GUARANTEED_NO_EVICT reserving each one's whole output; both only bind when the KV pool
-is nearly full, where the kernel preempts instead.
+- SGLang's admission reserves KV for the outputs to come (schedule_policy.PrefillAdder,
+  rem_total_tokens): a new request is admitted only if its prompt and its whole min(max_new_tokens,
+  4096) fit beside what the pool holds and every running request's clipped outputs to come times
+  new_token_ratio, a ratio that starts at 0.7, falls over 600 decode batches to 0.098 and is reset by
+  a retraction, back to 0.7 when the engine is idle (global_config, scheduler.py
+  self_check_during_idle, schedule_batch.retract_decode; kernels.layout SGL_*).
+  The kernel applies it under `unmixed` and `mixed` (SGLang's policies, with or without overlap).
+- SGLang with enable_mixed_chunk on (aiconfigurator's benchmark rule sets it, with max_prefill_tokens
+  = prompt + 1500: calibrate.published_runs): `mixed`. The decodes ride with the prefill batch and
+  count against its budget (PrefillAdder: rem_input_tokens and rem_chunk_tokens less the running
+  batch); the batch takes the first waiting prompt (chunked at the budget), then whole prompts only,
+  each while it is under what is left (add_one_req: `input_tokens >= rem_input_tokens` with a
+  request in the batch stops it). Read at sgl-project/sglang's PrefillAdder of the 0.5 series
+  (rem_total_token_offset, mixed_with_decode_tokens), the rows' 0.5.6.post2 not pinned.
+Not modelled: TensorRT-LLM's GUARANTEED_NO_EVICT reserving each one's whole output (it only binds when
+the KV pool is nearly full, where the kernel preempts instead).
 """
 
 from __future__ import annotations

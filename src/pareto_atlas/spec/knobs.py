@@ -35,7 +35,7 @@ WEIGHT_TYPES = (
 KV_TYPES = ("f16", "q8_0", "fp8", "q4_0")
 EVICTION = ("none", "streaming", "h2o", "snapkv", "pyramidkv")
 SPEC = ("none", "ngram", "draft", "eagle")
-# whole / unmixed: TensorRT-LLM's and SGLang's default schedulers (simulate.schedulers, kernels.layout)
+# whole / unmixed / mixed: TensorRT-LLM's and SGLang's schedulers (simulate.schedulers, kernels.layout)
 BATCHING = (
     "static",
     "continuous",
@@ -48,8 +48,21 @@ BATCHING = (
     "whole+overlap",
     "unmixed+overlap",
     "chunked+overlap",
+    # SGLang with enable_mixed_chunk on, without and with its overlap scheduler (simulate.kernels.layout)
+    "mixed",
+    "mixed+overlap",
 )
-BUDGETED = ("chunked", "slo", "whole", "unmixed", "whole+overlap", "unmixed+overlap", "chunked+overlap")
+BUDGETED = (
+    "chunked",
+    "slo",
+    "whole",
+    "unmixed",
+    "whole+overlap",
+    "unmixed+overlap",
+    "chunked+overlap",
+    "mixed",
+    "mixed+overlap",
+)
 
 # Bits per weight including block scales (GGUF block layouts; FP8/AWQ as served by vLLM; W4A16: GPTQ-style
 # int4 weight-only with group-128 scales, as AWQ; W8A8: int8 weights and activations, per-channel scales). F32 is vLLM's

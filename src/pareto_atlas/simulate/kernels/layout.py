@@ -62,8 +62,29 @@ BURST_GAP_S = 1e-6
 # default): the batch a step runs was formed when the step before it started, so a request that
 # arrives while a step runs joins the step after the next one (one step later than without).
 # the batching knob's values (spec.knobs.BATCHING), whose order is the kernels' policy index
+# mixed: SGLang with enable_mixed_chunk on (simulate.schedulers): the decodes ride with the prefill, and
+# a step's prefill is the first waiting prompt (chunked at what the decodes leave of the budget) and
+# then whole prompts only, each while it is under what is left; the first that is not stops the
+# step's prefill (PrefillAdder.add_one_req: `input_tokens >= rem_input_tokens` with a request already
+# in the batch). The budget stands for both max_prefill_tokens and chunked_prefill_size.
 POLICIES = BATCHING
 STATIC, CONTINUOUS, CHUNKED, SLO, DISAGG, WHOLE, UNMIXED = range(7)
-N_PLAIN = 7  # policies from N_PLAIN on are OVERLAID[policy - N_PLAIN] under an overlap scheduler
+N_PLAIN = 7  # policies N_PLAIN .. N_PLAIN + 2 are OVERLAID[policy - N_PLAIN] under an overlap scheduler
 OVERLAID = (WHOLE, UNMIXED, CHUNKED)
+MIXED, MIXED_OVERLAP = 10, 11  # mixed, and mixed under an overlap scheduler
+# SGLang's admission (unmixed and mixed, with or without overlap) also reserves KV for the outputs to
+# come (PrefillAdder: rem_total_tokens): a new request its whole min(max_new_tokens, CLIP) and every
+# running one the tokens it has left, clipped, times new_token_ratio. The ratio starts at
+# default_init_new_token_ratio 0.7 (x schedule_conservativeness 1.0), falls by (init - min) / 600
+# each decode batch (default_new_token_ratio_decay_steps) to min = init x 0.14
+# (default_min_new_token_ratio_factor), and after a retraction is reset to (tokens decoded +
+# retract_decode_steps 20 per request) / their max_new_tokens, at most 1 (ScheduleBatch.retract_decode),
+# and back to init whenever the engine is idle (Scheduler.self_check_during_idle).
+# sgl-project/sglang python/sglang/global_config.py, srt/managers/scheduler.py, schedule_policy.py
+# (CLIP_MAX_NEW_TOKENS_ESTIMATION 4096, SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION), schedule_batch.py.
+SGL_INIT_RATIO = 0.7
+SGL_MIN_RATIO = 0.7 * 0.14
+SGL_DECAY = (SGL_INIT_RATIO - SGL_MIN_RATIO) / 600.0
+SGL_CLIP = 4096
+SGL_RETRACT_STEPS = 20
 DEFAULT_CHUNK = 512  # prefill token budget when chunked/slo policies leave it unset

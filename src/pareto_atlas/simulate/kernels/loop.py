@@ -20,10 +20,17 @@ from pareto_atlas.simulate.kernels.layout import (
     DISAGG,
     DRAFT_P,
     K,
+    MIXED,
+    MIXED_OVERLAP,
     N_PLAIN,
     O_REQ,
     OVERLAID,
     Q,
+    SGL_CLIP,
+    SGL_DECAY,
+    SGL_INIT_RATIO,
+    SGL_MIN_RATIO,
+    SGL_RETRACT_STEPS,
     SLO,
     STATIC,
     UNMIXED,
@@ -90,9 +97,9 @@ def run_kernel(
     np.random.seed(seed)
     # An overlap scheduler forms a step's batch when the step before it starts: a request is
     # admitted only if it was there by then (sched_t), unless the engine was idle.
-    overlap = policy >= N_PLAIN
+    overlap = policy >= N_PLAIN and policy != MIXED
     if overlap:
-        policy = OVERLAID[policy - N_PLAIN]
+        policy = MIXED if policy == MIXED_OVERLAP else OVERLAID[policy - N_PLAIN]
     n = arrival.shape[0]
     o_req = c[O_REQ]
     if concurrency <= 0:
@@ -156,6 +163,9 @@ def run_kernel(
     static_b = 0
     budget_default = chunk if chunk > 0 else DEFAULT_CHUNK
     upper = _upper_bound(c)
+    # SGLang's admission reserves KV for the outputs to come (layout.SGL_*): new_token_ratio
+    sgl = policy == UNMIXED or policy == MIXED
+    ratio = SGL_INIT_RATIO
     e_tok, v_tok = _tokens_per_step(spec_on, k, acc, p_draft)
 
     while done < n:
@@ -189,6 +199,15 @@ def run_kernel(
                 # Reserve one step's growth for every sequence, so admission never forces a preemption.
                 if float(kv_used + pending + need_pf[i] + kv[i] + hit) + (nrun + 1) * q > kv_cap and nrun > 0:
                     break
+                if sgl and nrun > 0:
+                    # SGLang: the new request's clipped output whole, the running ones' at the ratio
+                    # (those still prefilling were admitted in a prefill batch: whole)
+                    reserve = float(min(output[i] - gen[i], SGL_CLIP))
+                    for j in range(nrun):
+                        r_j = float(min(s_left[j], SGL_CLIP))
+                        reserve += r_j * ratio if s_to_pf[j] == 0 else r_j
+                    if float(kv_used + pending + need_pf[i] + kv[i] + hit) + reserve >= kv_cap:
+                        break
                 if from_pre:
                     npre -= 1
                 else:
@@ -218,9 +237,11 @@ def run_kernel(
 
         if nrun == 0:
             if nxt < n_known:
-                # Idle: the engine forms its next batch when a request is there.
+                # Idle: the engine forms its next batch when a request is there (SGLang resets
+                # new_token_ratio when it has no batch to run: scheduler self_check_during_idle).
                 now = max(now, ready[nxt])
                 sched_t = now
+                ratio = SGL_INIT_RATIO
                 continue
             break
 
@@ -239,6 +260,16 @@ def run_kernel(
             pre[npre] = i
             npre += 1
             n_preempt += 1
+            if sgl:
+                # SGLang's retract_decode: the ratio from what the batch has decoded, plus 20 steps
+                # a request, over what it may decode
+                decoded = 0.0
+                max_new = 0.0
+                for j in range(nrun):
+                    decoded += float(output[run[j]] - s_left[j])
+                    max_new += float(output[run[j]])
+                if max_new > 0.0:
+                    ratio = min(1.0, (decoded + SGL_RETRACT_STEPS * nrun) / max_new)
             # min_left may now be stale (too low): no fast-forward can use it before the next
             # step recomputes it, since the preempted sequence still waits or prefills.
             continue
@@ -247,7 +278,7 @@ def run_kernel(
         # admission order.
         budget = 0
         if pending > 0:
-            if policy == CHUNKED or policy == WHOLE:
+            if policy == CHUNKED or policy == WHOLE or policy == MIXED:
                 budget = _budget_chunked(budget_default, n_dec, q)
             elif policy == UNMIXED:
                 budget = budget_default
@@ -270,6 +301,11 @@ def run_kernel(
                         # Whole prompts only: this one waits (and those behind it), unless the
                         # step would otherwise run nothing.
                         t_j = s_to_pf[j] if (n_pf == 0 and n_dec == 0) else 0
+                        left = 0
+                    elif policy == MIXED and n_pf_seqs > 0 and s_to_pf[j] >= left:
+                        # Past the first prompt, whole prompts under what is left only: this one
+                        # waits, and those behind it.
+                        t_j = 0
                         left = 0
                     take[j] = t_j
                     if t_j > 0:
@@ -300,6 +336,10 @@ def run_kernel(
             if room < m * n_dec * q:
                 m = int(room // (n_dec * q))
             ramp = e_tok * n_dec
+            if sgl and nrun < slots and nxt < n_known and ready[nxt] <= sched_t:
+                # SGLang: a request held back by the reservation may fit at any step (the ratio
+                # falls, the running ones' outputs to come shrink): one step at a time
+                m = 0
             if m >= 2:
                 # An arrival already waiting is blocked by KV until a completion; only a future
                 # arrival that a free slot would take must cut the run short.
@@ -323,6 +363,8 @@ def run_kernel(
                 now += run_t
                 sched_t = now - run_t / m if overlap else now
                 steps += m
+                if sgl:
+                    ratio = max(ratio - m * SGL_DECAY, SGL_MIN_RATIO)
                 spread = np.sqrt(m * v_tok)
                 grown = 0
                 min_left = 1 << 62
@@ -358,6 +400,9 @@ def run_kernel(
             now += step_t
             sched_t = now - step_t if overlap else now
             steps += 1
+            if sgl and n_pf == 0:
+                # a decode batch (SGLang's update_running_batch) lowers the ratio
+                ratio = max(ratio - SGL_DECAY, SGL_MIN_RATIO)
             if spec_on:
                 _accepted(n_dec, k, acc, p_draft, emitted)
             d = 0
