@@ -48,7 +48,7 @@ def test_the_rules_deployment_per_engine():
     # TensorRT-LLM: whole prompts, its budget rounded up to 32-token blocks (128 + 1024 + 1500 = 2652)
     t, s = pr.aiconfigurator_run("trtllm", 128, 1024), pr.aiconfigurator_run("sglang", 512, 4096)
     assert (t.batching, t.chunk_tokens, t.max_seqs) == ("whole+overlap", 2656, 128)  # the rules leave overlap on
-    assert (s.batching, s.chunk_tokens, s.max_seqs) == ("chunked+overlap", 5596, 512)
+    assert (s.batching, s.chunk_tokens, s.max_seqs) == ("mixed+overlap", 5596, 512)
     with pytest.raises(ValueError, match="engine: 'lmdeploy'"):
         pr.aiconfigurator_run("lmdeploy", 8, 1024)
     assert pr.row_run(_row(source_id="other")) is None

@@ -7,7 +7,9 @@ aiconfigurator's silicon rows (ai-dynamo/aiconfigurator, silicon_sample.csv) are
   sglang}.rule, ai-dynamo/aiconfigurator@095f58a5) set an aggregated worker's sequence limit to its
   batch size, the row's client count, and its token budget a step to batch + prompt + 1500
   (TensorRT-LLM `max_num_tokens`, vLLM `max_num_tokens`, i.e. max-num-batched-tokens) or prompt + 1500
-  (SGLang `max_prefill_tokens`, with `enable_mixed_chunk` on: prefill chunks ride with the decodes).
+  (SGLang `max_prefill_tokens`, with `enable_mixed_chunk` on: the decodes ride in the prefill step, which
+  takes the first waiting prompt, chunked if need be, then later prompts only whole and only under what
+  is left: SGLang's PrefillAdder, the `mixed` policy of simulate.kernels).
   TensorRT-LLM keeps `enable_chunked_prefill` off (backend_templates/trtllm/extra_engine_args
   .1.0.0rc3.yaml.j2): a prompt runs whole. The rules leave TensorRT-LLM's overlap scheduler on (`agg
   disable_overlap_scheduler = false`) and do not touch SGLang's (on by default) nor vLLM's async
@@ -92,7 +94,7 @@ def aiconfigurator_run(engine: str, clients: int, prompt: int) -> Run:
     if engine == "vllm":
         return Run("chunked", clients + prompt + EXTRA_TOKENS, clients, ROUNDS, "mean")
     if engine == "sglang":
-        return Run("chunked+overlap", prompt + EXTRA_TOKENS, clients, ROUNDS, "mean")
+        return Run("mixed+overlap", prompt + EXTRA_TOKENS, clients, ROUNDS, "mean")
     raise ValueError(f"engine: {engine!r} has no aiconfigurator benchmark rule; known: trtllm, vllm, sglang")
 
 
