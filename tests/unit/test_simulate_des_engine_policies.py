@@ -129,6 +129,8 @@ def test_a_closed_loop_of_blocked_whole_prompts_costs_events_not_tokens():
     r = des.run(_c("whole"), arr, "whole", 32, 1000)
     assert time.perf_counter() - t0 < 10.0
     assert r.steps >= 64 * 5_000_000
+
+
 def test_mixed_takes_later_prompts_whole_and_only_under_what_is_left():
     # SGLang's PrefillAdder with enable_mixed_chunk (budget 1000, three 450-token prompts at once):
     # the first two fit (450, then 450 < 550), the third does not (450 >= 100) and waits for the next
