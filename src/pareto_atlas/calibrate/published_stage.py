@@ -387,8 +387,8 @@ def published_study(
         show("\n".join(ratio_lines(paper_ratios({g: c.params for g, c in used.items()}))), highlight=False)
     key = store_published(store, study, table, cals, by="command")
     show(
-        f"stored as {PREFIX}{key}-<card>-<engine> for study {study!r}; `simulate` uses the atlas fits above for "
-        "these cards",
+        f"stored as {PREFIX}{key}-<card>-<engine> for study {study!r}; `simulate` runs each GPU point on its "
+        "engine's fit above where the card has one, else on the card's atlas fit",
         highlight=False,
     )
     return cals
