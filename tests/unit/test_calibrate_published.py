@@ -519,11 +519,13 @@ def test_a_tensorrt_llm_point_takes_the_cards_tensorrt_llm_fit_not_vllms(tmp_pat
     v, t = _two_engine_fits()
     assert published.for_atlas([v, t])["L4"] is v  # the card's atlas fit stays vLLM's
     trt = published.for_engine([v, t], "trtllm")["L4"]
-    assert trt == t.params and trt.lat_rel_err == 0.0777  # its figures and its bar are that fit's
+    # its figures and its bar are that fit's; its engine the point's (every fit starts from vLLM's defaults)
+    assert t.params.engine == "vllm" and trt == replace(t.params, engine="trtllm") and trt.lat_rel_err == 0.0777
     assert published.for_engine([v, t], "vllm")["L4"] == v.params
     # an engine the card has no fit of takes the atlas fit, and says which it rests on
     sg = published.for_engine([v, t], "sglang")["L4"]
-    assert sg.overhead_step_s == v.params.overhead_step_s and "sglang's points on the card's vllm fit" in sg.provenance
+    assert sg.overhead_step_s == v.params.overhead_step_s and sg.engine == "sglang"
+    assert "sglang's points on the card's vllm fit" in sg.provenance
     # the same from the store, as `simulate` reads it: fitted automatically and kept, or asked for
     shipped = load_published()
     key = published_cache.fit_key(shipped)
@@ -531,9 +533,9 @@ def test_a_tensorrt_llm_point_takes_the_cards_tensorrt_llm_fit_not_vllms(tmp_pat
     with Store(tmp_path / "s.duckdb") as store:
         published_stage.store_published(store, "st", shipped, [v, t], by="simulate")
         got = published_stage.stored_published(store, "st", key, engine="trtllm")["L4"]
-        assert got == t.params
+        assert got == trt
         assert published_stage.stored_published(store, "st", key)["L4"] == v.params
-        assert published_stage.published_params("st", store, con, ["L4"], engine="trtllm")["L4"] == t.params
+        assert published_stage.published_params("st", store, con, ["L4"], engine="trtllm")["L4"] == trt
         assert "sglang's points" in published_stage.stored_published(store, "st", key, engine="sglang")["L4"].provenance
         # a user's later run of one engine only: its fit for every engine, TensorRT-LLM's own where it made one
         mine = PublishedTable(shipped.rows, shipped.paths, "mine")

@@ -351,17 +351,18 @@ def for_atlas(cals: list[CardCalibration]) -> dict[str, CardCalibration]:
 
 
 def rests_on(params: CalibParams, fit_engine: str, engine: str) -> CalibParams:
-    """A fit's parameters as a point served by `engine` takes them: the provenance says the fit's
-    engine differs from the point's where it does (the card has no fit of the point's engine)."""
+    """A fit's parameters as a point served by `engine` takes them: their `engine` the point's (what
+    the link's per-engine latency factor follows: published_link.with_link), and the provenance saying
+    the fit's engine differs from the point's where it does (the card has no fit of the point's engine)."""
     if fit_engine == engine:
-        return params
+        return replace(params, engine=engine)
     said = f"; engine mismatch: {engine}'s points on the card's {fit_engine} fit (the card has no {engine} fit)"
-    return replace(params, provenance=params.provenance + said)
+    return replace(params, engine=engine, provenance=params.provenance + said)
 
 
 def for_engine(cals: list[CardCalibration], engine: str) -> dict[str, CalibParams]:
     """Per card, the fit a GPU point served by `engine` simulates with: that engine's own fit where
     the card has one (its bar is that fit's), else the card's atlas fit (for_atlas), saying so."""
     out = {g: rests_on(c.params, c.engine, engine) for g, c in for_atlas(cals).items()}
-    out.update({c.hardware: c.params for c in cals if c.engine == engine})
+    out.update({c.hardware: rests_on(c.params, c.engine, engine) for c in cals if c.engine == engine})
     return out

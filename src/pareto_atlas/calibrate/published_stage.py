@@ -101,7 +101,7 @@ def stored_published(
         for card, (key, sha, fit_engine, params) in used[by].items():
             mine = own[by].get(card)
             same = mine is not None and mine[:2] == (key, sha)  # the engine's fit of the same fitting
-            out[card] = mine[3] if same else rests_on(params, fit_engine, engine)
+            out[card] = rests_on(mine[3], engine, engine) if same else rests_on(params, fit_engine, engine)
     return out
 
 
