@@ -27,6 +27,9 @@ vLLM H200 FP8 rows are in the FP8 fit, see published_fits), as a closed loop of 
   card has one (TensorRT-LLM on H100-SXM; calibrate.published fits one per engine, the atlas runs vLLM's),
   and that with TensorRT-LLM's held slots, each row on the count chosen without its group (held out),
   and that with these rows left out of the FP8 fit too (every fitted term held out).
+Since 2026-12-02's engine-fits change the product runs each GPU point on its own engine's card fit
+where the card has one (calibrate.published.for_engine), so the AS RUN line is that, and "every
+engine on the vLLM fit (before)" is the product before it (the card's atlas fit for every engine).
 The setups above AS RUN all run on the fit before the change ("engine defaults": every row under its
 engine's default scheduler, read as medians), as they did when they were written.
 
@@ -148,7 +151,9 @@ def published_params(cards: list[str], kv_identified: float | None = None) -> tu
 FITS = ("engine defaults", "as run", "as run, these rows held out")
 
 
-SERVED = "AS RUN: + SGLang's served BF16 weights"  # the product's run of these rows (published_runs)
+SERVED = "AS RUN: + SGLang's served BF16 weights"  # the product's run of these rows (published_runs, for_engine)
+VLLM_FIT = "  AS RUN, every engine on the vLLM fit (before)"  # the product before 2026-12-02's engine-fits change
+ENGINES = ("trtllm", "sglang", "vllm")
 OWN = "  AS RUN, each engine's own card fit"
 HELD = "  AS RUN, own card fit, held slots held out"
 HELD_ALL = "  that, these rows out of the FP8 fit too"
@@ -166,7 +171,7 @@ def published_fits(
     one-GPU table, which holds no aiconfigurator row, so they are fitted once and shared. Per fit, the
     card's fit the atlas runs (for_atlas: vLLM's) and every (card, engine) fit the card has."""
     from pareto_atlas.calibrate import published as fit_module
-    from pareto_atlas.calibrate.published import calibrate_published, for_atlas
+    from pareto_atlas.calibrate.published import calibrate_published, for_atlas, for_engine
     from pareto_atlas.calibrate.published_formats import calibrate_formats
     from pareto_atlas.calibrate.published_table import PublishedTable, _sha, load_multigpu, load_published
 
@@ -191,6 +196,8 @@ def published_fits(
             fit_module.RUN_AS_PUBLISHED = rule
         out[name] = {g: c.params for g, c in for_atlas(cals).items()}
         own[name] = {(c.hardware, c.engine): c.params for c in cals}
+        # what the product's GPU points run (for_engine): per engine, per card
+        own[name].update({(g, e): p for e in ENGINES for g, p in for_engine(cals, e).items()})
     said = (
         f"card fits on the one-GPU table's {len(table.rows)} rows (no {SOURCE} row); quantized formats also on the "
         f"multi-GPU table's one-GPU rows, the {int(mine.sum())} {SOURCE} {MODEL} rows among them but in the last fit"
@@ -387,7 +394,8 @@ def main() -> None:
         f"deployment + {held} held TRT slot": lambda r, s: (params[r.card], *with_held(r, held), r.kv),
         "as run, rows' weights, fit before": lambda r, s: (params[r.card], *as_run(r), r.kv),
         "  as run, rows' weights, fit as run": lambda r, s: (asrun[r.card], *as_run(r), r.kv),
-        SERVED: lambda r, s: (asrun[r.card], *as_run(r), r.kv),
+        VLLM_FIT: lambda r, s: (asrun[r.card], *as_run(r), r.kv),
+        SERVED: lambda r, s: (engine_fit[(r.card, r.engine)], *as_run(r), r.kv),
         "  AS RUN, these rows out of the fit": lambda r, s: (held_fp8[r.card], *as_run(r), r.kv),
         OWN: lambda r, s: (own_fit(r), *as_run(r), r.kv),
         HELD: lambda r, s: (own_fit(r), *held_run(r), r.kv),
@@ -402,7 +410,14 @@ def main() -> None:
             f16,
         )
     now = "engine defaults now (both)"
-    served = {SERVED, "  AS RUN, these rows out of the fit", OWN, HELD, HELD_ALL}  # the weights the deployment served
+    served = {
+        SERVED,
+        VLLM_FIT,
+        "  AS RUN, these rows out of the fit",
+        OWN,
+        HELD,
+        HELD_ALL,
+    }  # the weights the deployment served
     err: dict[tuple[str, str], list[tuple[float, float]]] = {}
     readings: dict[str, list[tuple[float, float]]] = {}
     for r in rows:

@@ -274,7 +274,12 @@ def test_a_requests_overhead_outside_the_steps_is_fitted_on_a_gpu_from_the_ttft_
 def test_a_card_fitted_on_another_engine_says_so_and_one_anchor_keeps_the_default_bar():
     rows = _synthetic_rows()
     one = calibrate_card(rows.iloc[[0]].assign(engine="trtllm"), L4)
-    assert "engine mismatch: the atlas simulates vllm" in one.params.provenance
+    assert "(trtllm: " in one.params.provenance  # the fit says its engine
+    # a vLLM point on a card with only this fit takes it, saying the engine differs
+    assert (
+        "engine mismatch: vllm's points on the card's trtllm fit"
+        in published.for_engine([one], "vllm")["L4"].provenance
+    )
     assert one.held_out == "" and one.params.lat_rel_err >= 0.25 and one.params.thr_rel_err >= 0.25
 
 
@@ -497,3 +502,44 @@ def test_a_fresh_store_reads_the_fit_from_the_cache_and_a_damaged_cache_file_is_
     with Store(tmp_path / "c.duckdb") as c:
         third = published_stage.published_params("st", c, con, ["H100-PCIe", "A100-80G-PCIe"])
     assert len(calls) == 2 and third["A100-80G-PCIe"].to_dict() == first["A100-80G-PCIe"].to_dict()
+
+
+def _two_engine_fits() -> list:
+    """One card fitted twice, vLLM's and TensorRT-LLM's, told apart by their parameters and bars."""
+    rows = _synthetic_rows()
+    v = calibrate_card(rows, L4)
+    t = replace(
+        calibrate_card(rows.assign(engine="trtllm"), L4),
+        params=replace(v.params, overhead_step_s=0.123, lat_rel_err=0.0777, provenance="calibrated on (trtllm: t)"),
+    )
+    return [v, t]
+
+
+def test_a_tensorrt_llm_point_takes_the_cards_tensorrt_llm_fit_not_vllms(tmp_path):
+    v, t = _two_engine_fits()
+    assert published.for_atlas([v, t])["L4"] is v  # the card's atlas fit stays vLLM's
+    trt = published.for_engine([v, t], "trtllm")["L4"]
+    # its figures and its bar are that fit's; its engine the point's (every fit starts from vLLM's defaults)
+    assert t.params.engine == "vllm" and trt == replace(t.params, engine="trtllm") and trt.lat_rel_err == 0.0777
+    assert published.for_engine([v, t], "vllm")["L4"] == v.params
+    # an engine the card has no fit of takes the atlas fit, and says which it rests on
+    sg = published.for_engine([v, t], "sglang")["L4"]
+    assert sg.overhead_step_s == v.params.overhead_step_s and sg.engine == "sglang"
+    assert "sglang's points on the card's vllm fit" in sg.provenance
+    # the same from the store, as `simulate` reads it: fitted automatically and kept, or asked for
+    shipped = load_published()
+    key = published_cache.fit_key(shipped)
+    con = Console(file=io.StringIO())
+    with Store(tmp_path / "s.duckdb") as store:
+        published_stage.store_published(store, "st", shipped, [v, t], by="simulate")
+        got = published_stage.stored_published(store, "st", key, engine="trtllm")["L4"]
+        assert got == trt
+        assert published_stage.stored_published(store, "st", key)["L4"] == v.params
+        assert published_stage.published_params("st", store, con, ["L4"], engine="trtllm")["L4"] == trt
+        assert "sglang's points" in published_stage.stored_published(store, "st", key, engine="sglang")["L4"].provenance
+        # a user's later run of one engine only: its fit for every engine, TensorRT-LLM's own where it made one
+        mine = PublishedTable(shipped.rows, shipped.paths, "mine")
+        published_stage.store_published(
+            store, "st", mine, [replace(v, params=replace(v.params, provenance="mine"))], by="command"
+        )
+        assert published_stage.stored_published(store, "st", key, engine="trtllm")["L4"].provenance.startswith("mine")

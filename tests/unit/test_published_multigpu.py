@@ -300,3 +300,28 @@ def test_bar_groups_keep_one_engines_sweep_of_a_model_together():
     assert len(set(g)) == 4  # another engine, weight format or document is another group
     assert "92 % of that group's" in split_check((0.95, 0.8), 0.92)
     assert "no split check" in split_check((float("nan"), float("nan")), 0.92)
+
+
+def test_the_per_engine_multigpu_fit_runs_rows_as_their_source_ran_them(monkeypatch):
+    """calibrate.published_multigpu's frames: aiconfigurator's closed-loop rows under the deployment its
+    benchmark wrote, read as the mean over its rounds (calibrate.published_runs); the other rows as before;
+    every row under its engine's default where calibrate.published.RUN_AS_PUBLISHED is off."""
+    from pareto_atlas.calibrate import published
+    from pareto_atlas.calibrate import published_multigpu as pm
+    from pareto_atlas.calibrate.published_table import load_multigpu
+
+    rows = load_multigpu().rows
+    some = rows[rows.gpu == "H200"].groupby("source_id").head(2).reset_index(drop=True)
+    theirs = some.source_id.str.contains("aiconfigurator").to_numpy()
+    assert theirs.any() and (~theirs).any()
+    hw = shipped_hardware()["H200"]
+    ran, _ = pm._frames(some, hw)
+    monkeypatch.setattr(published, "RUN_AS_PUBLISHED", False)
+    defaults, _ = pm._frames(some, hw)
+    assert (ran.reading[theirs] == "mean").all() and (ran.reading[~theirs] == "p50").all()
+    clients = some.load_value[theirs].astype(int).to_numpy()
+    assert (ran.n_requests[theirs].to_numpy() == 20 * clients).all()  # the benchmark's 20 rounds of its clients
+    assert (ran.chunk_tokens[theirs] != defaults.chunk_tokens[theirs]).all()  # the benchmark's token budget
+    same = [c for c in defaults.columns if c != "send_offsets"]
+    pd.testing.assert_frame_equal(ran.loc[~theirs, same], defaults.loc[~theirs, same])
+    assert "reading" not in defaults or (defaults.reading == "p50").all()

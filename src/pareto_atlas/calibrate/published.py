@@ -240,7 +240,6 @@ def _with_per_token(err: np.ndarray, per_tok: np.ndarray) -> pd.DataFrame:
 
 def _provenance(rows: pd.DataFrame, engine: str, how: str, err: np.ndarray, per_tok: np.ndarray) -> str:
     srcs = ", ".join(f"{s} {n}" for s, n in rows.source_id.value_counts(sort=False).items())
-    mismatch = f"; engine mismatch: the atlas simulates {SERVED_ENGINE}" if engine != SERVED_ENGINE else ""
     lat = np.isfinite(err[:, [TARGETS.index(c) for c in LATENCY]]).any()
     held = (["latency" if lat else f"latency from {B1}"] if lat or np.isfinite(per_tok).any() else []) + (
         ["throughput"] if np.isfinite(err[:, TARGETS.index("throughput_tok_s")]).any() else []
@@ -251,7 +250,7 @@ def _provenance(rows: pd.DataFrame, engine: str, how: str, err: np.ndarray, per_
         else "error bar: none held out, kept at the uncalibrated default's"
     )
     n = f"{len(rows)} published anchor{'s' if len(rows) > 1 else ''}"
-    return f"calibrated on {n} ({engine}: {srcs}){mismatch}; {bar}"
+    return f"calibrated on {n} ({engine}: {srcs}); {bar}"
 
 
 def calibrate_card(rows: pd.DataFrame, hw: HardwareCard) -> CardCalibration:
@@ -343,9 +342,27 @@ def tpot_held_out_by_source(cals: list[CardCalibration], engine: str = SERVED_EN
 
 
 def for_atlas(cals: list[CardCalibration]) -> dict[str, CardCalibration]:
-    """Per card, the fit the atlas simulates with: the served engine's, else the engine with the
-    most anchors (its provenance says the engine differs)."""
+    """Per card, the fit the atlas falls back on where a point's engine has no fit of its own on the
+    card (for_engine): the served engine's, else the engine with the most anchors."""
     out: dict[str, CardCalibration] = {}
     for c in sorted(cals, key=lambda c: (c.engine == SERVED_ENGINE, len(c.anchors))):
         out[c.hardware] = c
+    return out
+
+
+def rests_on(params: CalibParams, fit_engine: str, engine: str) -> CalibParams:
+    """A fit's parameters as a point served by `engine` takes them: their `engine` the point's (what
+    the link's per-engine latency factor follows: published_link.with_link), and the provenance saying
+    the fit's engine differs from the point's where it does (the card has no fit of the point's engine)."""
+    if fit_engine == engine:
+        return replace(params, engine=engine)
+    said = f"; engine mismatch: {engine}'s points on the card's {fit_engine} fit (the card has no {engine} fit)"
+    return replace(params, engine=engine, provenance=params.provenance + said)
+
+
+def for_engine(cals: list[CardCalibration], engine: str) -> dict[str, CalibParams]:
+    """Per card, the fit a GPU point served by `engine` simulates with: that engine's own fit where
+    the card has one (its bar is that fit's), else the card's atlas fit (for_atlas), saying so."""
+    out = {g: rests_on(c.params, c.engine, engine) for g, c in for_atlas(cals).items()}
+    out.update({c.hardware: rests_on(c.params, c.engine, engine) for c in cals if c.engine == engine})
     return out

@@ -164,7 +164,13 @@ def _fit_all(jobs: dict[tuple, tuple[pd.DataFrame, list[ModelCard], HardwareCard
 
 
 def _frames(rows: pd.DataFrame, hw: HardwareCard) -> tuple[pd.DataFrame, list[ModelCard]]:
-    return card_frame(rows.reset_index(drop=True), hw)
+    """The fit's frame of a card's sampled rows: each row whose source states its run simulated and
+    read as it ran (calibrate.published_runs, as the one-GPU fit and the link fit run them), the others
+    under their engine's default scheduler; every row under the engine defaults where
+    calibrate.published.RUN_AS_PUBLISHED is off (read now)."""
+    from pareto_atlas.calibrate import published
+
+    return card_frame(rows.reset_index(drop=True), hw, as_run=published.RUN_AS_PUBLISHED)
 
 
 def _pools(sampled: dict, built: dict, ids: dict, engine: str) -> dict[str, tuple]:
@@ -286,7 +292,7 @@ def multigpu_calibrations(
         "multigpu-"
         + hashlib.sha256(
             f"{table.sha256}|{published_cache.code_hash()}|{published_cache.FIT_VERSION}|{__version__}|"
-            f"{sorted(hardware or [])}|{sorted(engines or [])}|{k}".encode()
+            f"{sorted(hardware or [])}|{sorted(engines or [])}|{k}|{_run_mode()}".encode()
         ).hexdigest()[:20]
     )
     path = published_cache.cache_dir() / f"{key}.json"
@@ -305,6 +311,13 @@ def multigpu_calibrations(
     except OSError:
         pass
     return cals
+
+
+def _run_mode() -> str:
+    """How the fit runs the rows (a cache key part): as their sources ran them, or engine defaults."""
+    from pareto_atlas.calibrate import published
+
+    return "as-run" if published.RUN_AS_PUBLISHED else "engine-defaults"
 
 
 def _native(v):

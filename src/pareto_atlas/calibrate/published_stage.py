@@ -19,6 +19,8 @@ from pareto_atlas.calibrate.published import (
     SERVED_ENGINE,
     CardCalibration,
     for_atlas,
+    for_engine,
+    rests_on,
     tpot_held_out_by_source,
 )
 from pareto_atlas.calibrate.published_formats import report_lines as format_lines
@@ -73,30 +75,54 @@ def store_published(store: Store, study: str, table: PublishedTable, cals: list[
     return key
 
 
-def stored_published(store: Store, study: str, shipped_key: str | None = None) -> dict[str, CalibParams]:
-    """Per card, the stored published fit `simulate` uses: the latest one a user asked for
-    (`pareto-atlas published`, maybe with their own tables or one engine), else the latest fitted
-    automatically from the shipped table as it is now (shipped_key)."""
+def stored_published(
+    store: Store, study: str, shipped_key: str | None = None, engine: str = SERVED_ENGINE
+) -> dict[str, CalibParams]:
+    """Per card, the stored published fit `simulate` uses for points served by `engine`: of the
+    latest fits a user asked for (`pareto-atlas published`, maybe with their own tables or one
+    engine), else of the latest fitted automatically from the shipped table as it is now
+    (shipped_key), the engine's own fit where that fitting made one for the card, else the one it
+    marked as the atlas's (its provenance then says the engine differs: rests_on)."""
     cal = store.calibrations(study)
-    asked, auto = {}, {}
+    used: dict[str, dict[str, tuple]] = {"command": {}, "simulate": {}}
+    own: dict[str, dict[str, tuple]] = {"command": {}, "simulate": {}}
     for r in cal[cal.calib_id.str.startswith(PREFIX)].itertuples():  # oldest first: the latest wins
         meta = json.loads(r.fidelity_json)["published"]
-        if meta["used"] and (meta["by"] == "command" or meta["key"] == shipped_key):
-            (asked if meta["by"] == "command" else auto)[r.hardware] = CalibParams.from_dict(json.loads(r.params_json))
-    return {**auto, **asked}
+        if meta["by"] != "command" and meta["key"] != shipped_key:
+            continue
+        by, fit_engine = ("command" if meta["by"] == "command" else "simulate"), str(r.engine).split(":", 1)[-1]
+        fit = (meta["key"], meta.get("table_sha256"), fit_engine, CalibParams.from_dict(json.loads(r.params_json)))
+        if meta["used"]:
+            used[by][r.hardware] = fit
+        if fit_engine == engine:
+            own[by][r.hardware] = fit
+    out: dict[str, CalibParams] = {}
+    for by in ("simulate", "command"):  # a fit a user asked for beats an automatic one
+        for card, (key, sha, fit_engine, params) in used[by].items():
+            mine = own[by].get(card)
+            same = mine is not None and mine[:2] == (key, sha)  # the engine's fit of the same fitting
+            out[card] = rests_on(mine[3], engine, engine) if same else rests_on(params, fit_engine, engine)
+    return out
 
 
 def published_params(
-    study: str, store: Store, console: Console, cards: list[str], links: bool = False, moe: bool = False
+    study: str,
+    store: Store,
+    console: Console,
+    cards: list[str],
+    links: bool = False,
+    moe: bool = False,
+    engine: str = SERVED_ENGINE,
 ) -> dict[str, CalibParams]:
-    """The published calibrations of these GPU cards for `simulate`: stored ones (see
+    """The published calibrations of these GPU cards for `simulate`'s points served by `engine`
+    (each card's fit of that engine where it has one, else its atlas fit: for_engine): stored ones (see
     stored_published); cards that have none but have shipped anchors are fitted now, once, and
     kept in the store under the shipped table's hash (seconds, then free until it changes).
     links: each card's link fitted on the published multi-GPU rows too (with_links), for a space
     with parallel points (minutes once, then from the fit cache); moe: each card's MoE terms fitted
     on the published MoE rows too (with_moe_fits), for a space with a mixture of experts."""
     shipped = load_published()
-    have = stored_published(store, study, fit_key(shipped))
+    have = stored_published(store, study, fit_key(shipped), engine)
     missing = [c for c in cards if c not in have and c in set(shipped.rows.gpu)]
     cals: list[CardCalibration] = []
     if missing:
@@ -114,7 +140,7 @@ def published_params(
 
         cals = published_cache.fitted(shipped, missing, tell)
         store_published(store, study, shipped, cals, by="simulate")
-        have.update({g: c.params for g, c in for_atlas(cals).items()})
+        have.update(for_engine(cals, engine))
     if not links:
         return {c: have[c] for c in cards if c in have}
     out = with_links(have, cards, console, cals)
@@ -361,8 +387,8 @@ def published_study(
         show("\n".join(ratio_lines(paper_ratios({g: c.params for g, c in used.items()}))), highlight=False)
     key = store_published(store, study, table, cals, by="command")
     show(
-        f"stored as {PREFIX}{key}-<card>-<engine> for study {study!r}; `simulate` uses the atlas fits above for "
-        "these cards",
+        f"stored as {PREFIX}{key}-<card>-<engine> for study {study!r}; `simulate` runs each GPU point on its "
+        "engine's fit above where the card has one, else on the card's atlas fit",
         highlight=False,
     )
     return cals

@@ -183,7 +183,10 @@ def simulate_study(study: Study, store: Store, console: Console, executor: Execu
 
         # a mixture of experts among the targets: the cards' MoE terms fitted on published MoE rows too
         moe = any(t.card.is_moe for t in study_targets(study, model, hardware, measured_workloads(study)))
-        published = published_params(study.name, store, console, gpus, links=True, moe=moe)
+        from pareto_atlas.simulate.schedulers import gpu_engine
+
+        # each GPU point on its own engine's card fit where the card has one (its provenance says which)
+        published = published_params(study.name, store, console, gpus, links=True, moe=moe, engine=gpu_engine(engine))
     for h in hardware:
         if h.name in calibrated:
             continue
