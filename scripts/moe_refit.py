@@ -21,16 +21,12 @@ import argparse
 import hashlib
 import pickle
 import time
-from dataclasses import replace
 from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
 
 from pareto_atlas.calibrate import published_moe
-from pareto_atlas.calibrate.fit import TARGETS
-from pareto_atlas.calibrate.published import _rel
-from pareto_atlas.calibrate.published_runs import predict_rows
 from pareto_atlas.calibrate.published_moe_table import load_moe
 from pareto_atlas.spec.cards import shipped_hardware
 
@@ -39,18 +35,7 @@ _ARGS: tuple = ()
 
 
 def _grid_point(g: int) -> np.ndarray:
-    frame, models, hw, base, engines, runs = _ARGS
-    s, layer, eff = published_moe.GRID[g]
-    meas = frame[list(TARGETS)].to_numpy(float)
-    err = np.full(meas.shape, np.nan)
-    for e, p in base.items():
-        on = engines == e
-        if on.any():
-            ps = replace(p, routing_skew=s, moe_layer_s=layer, moe_flops_eff=eff)
-            ms = [m for m, t in zip(models, on) if t]
-            pred = predict_rows(frame[on].reset_index(drop=True), ms, hw, ps, [r for r, t in zip(runs, on) if t])
-            err[on] = _rel(pred, meas[on])
-    return err
+    return published_moe.grid_point_errors(g, *_ARGS)
 
 
 def _parallel(nproc: int):

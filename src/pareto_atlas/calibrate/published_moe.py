@@ -203,17 +203,30 @@ def predictions(
     """Relative error (predicted / published - 1) per grid point, row and target: (GRID, rows, TARGETS).
     runs: each row's deployment as its source ran it (calibrate.published_runs; None: the engine's
     default scheduler and the median reading, as every row without runs)."""
-    meas = frame[list(TARGETS)].to_numpy(float)
     runs = [None] * len(frame) if runs is None else runs
-    err = np.full((len(GRID), *meas.shape), np.nan)
-    for g, (s, layer, eff) in enumerate(GRID):
-        for e, p in base.items():
-            on = engines == e
-            if on.any():
-                ps = replace(p, routing_skew=s, moe_layer_s=layer, moe_flops_eff=eff)
-                ms = [m for m, t in zip(models, on) if t]
-                pred = predict_rows(frame[on].reset_index(drop=True), ms, hw, ps, [r for r, t in zip(runs, on) if t])
-                err[g, on] = _rel(pred, meas[on])
+    return np.stack([grid_point_errors(g, frame, models, hw, base, engines, runs) for g in range(len(GRID))])
+
+
+def grid_point_errors(
+    g: int,
+    frame: pd.DataFrame,
+    models: list[ModelCard],
+    hw: HardwareCard,
+    base: dict[str, CalibParams],
+    engines: np.ndarray,
+    runs: list[Run | None],
+) -> np.ndarray:
+    """Relative error per row and target at GRID[g], each engine's rows on its own base fit."""
+    s, layer, eff = GRID[g]
+    meas = frame[list(TARGETS)].to_numpy(float)
+    err = np.full(meas.shape, np.nan)
+    for e, p in base.items():
+        on = engines == e
+        if on.any():
+            ps = replace(p, routing_skew=s, moe_layer_s=layer, moe_flops_eff=eff)
+            ms = [m for m, t in zip(models, on) if t]
+            pred = predict_rows(frame[on].reset_index(drop=True), ms, hw, ps, [r for r, t in zip(runs, on) if t])
+            err[on] = _rel(pred, meas[on])
     return err
 
 
