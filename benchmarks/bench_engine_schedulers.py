@@ -285,7 +285,12 @@ def served_weights(row: Row) -> Row:
 # setting read here explains it (max_batch_size is the client count, the KV pool holds every
 # request's whole output); it is fitted as a count of held slots, HELD_CHOICES, leaving each prompt
 # length, output length and client count out in turn (held_out_slots), and printed apart from the
-# sourced model.
+# sourced model. Not sourced (docs/results/2026-12-02-trt-slot.md): TensorRT-LLM's PyTorch executor
+# admits max_batch_size x pp_size requests (PyExecutor.max_num_active_requests), and its CUDA-graph
+# padding dummy never enters the active requests (nor is it made: the rows' graphs cover every batch
+# size up to max_batch_size); TensorRT-LLM's later rows in the same file (1.1.0rc2.post2 to 1.3.0rc1,
+# batch_size = clients) never wait so (benchmarks/bench_trt_held_slot.py --silicon), while SGLang's
+# rows of the same H100 collection do: a trait of that collection's runs, not of the engine.
 HELD_CHOICES = (0, 1, 2, 3)
 
 
