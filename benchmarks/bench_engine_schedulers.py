@@ -76,12 +76,15 @@ class Row:
     tpot_ms: float
     kv: str = "f16"  # the KV dtype the table's reader reads for the row ("unstated": f16)
     checkpoint: str = ""  # the checkpoint the row names (model_published)
+    source_file: str = ""  # the file the row's notes record (calibrate.published_harness.source_file)
 
 
 def read_rows(tables: list[Path] | None = None) -> list[Row]:
     """The TP1, aggregated, closed-loop Llama-3.1-8B rows of aiconfigurator's source in the shipped
     multi-GPU table (and `tables`), through the product's reader (one per configuration: a repeated
     row keeps its first)."""
+    from pareto_atlas.calibrate.published_harness import source_file
+
     rows = load_multigpu(tables).rows
     keep = rows[
         rows.source_id.str.contains(SOURCE, case=False)
@@ -106,6 +109,7 @@ def read_rows(tables: list[Path] | None = None) -> list[Row]:
             float(r.tpot_ms),
             "f16" if r.kv == UNSTATED_KV else r.kv,
             r.model_published,
+            source_file(r),
         )
         key = (row.engine, row.version, row.card, row.weights, row.isl, row.osl, row.clients)
         if key not in seen:
@@ -256,16 +260,27 @@ def simulate(
     return out
 
 
+def harness(row: Row):
+    """The row's collection's harness wait as the product fits it (calibrate.published_harness: fitted on
+    the collection's rows of other models, so never on these Llama-3.1-8B rows); None: no collection or
+    the term off (PARETO_ATLAS_HARNESS_WAIT=0)."""
+    from pareto_atlas.calibrate.published_harness import collection_of, wait_of
+
+    return wait_of(collection_of(row.source_file, row.engine, row.version), MODEL)
+
+
 def as_run(row: Row) -> tuple[str, int, int]:
     """(batching, token budget a step, sequences) of the row as the product's fit now runs it
     (calibrate.published_runs.aiconfigurator_run: the rules' deployment, each engine's default
-    scheduler at it, SGLang's mixed chunks and overlap); read as the mean over ROUNDS rounds, READINGS[0]."""
+    scheduler at it, SGLang's mixed chunks and overlap; less the collection's harness wait, as
+    published_runs.row_run takes it); read as the mean over ROUNDS rounds, READINGS[0]."""
     from pareto_atlas.calibrate.published_runs import ROUNDS as RUN_ROUNDS
     from pareto_atlas.calibrate.published_runs import aiconfigurator_run
 
     run = aiconfigurator_run(row.engine, row.clients, row.isl)
     assert run.rounds == RUN_ROUNDS == ROUNDS and run.reading == "mean", "the bench reads as published_runs runs"
-    return run.batching, run.chunk_tokens, run.max_seqs
+    wait = harness(row)
+    return run.batching, run.chunk_tokens, max(run.max_seqs - (wait.count if wait else 0), 1)
 
 
 def served_weights(row: Row) -> Row:
@@ -370,6 +385,12 @@ def main() -> None:
         f"{len(rows)} rows of {SOURCE} (spec/published_multigpu.csv); published fits of {', '.join(sorted(params))}, "
         f"three ways ({', '.join(FITS)}; {time.perf_counter() - t:.0f} s): {said}. As run: "
         + "; ".join(f"{g}: {p.provenance}" for g, p in asrun.items())
+    )
+    waits = {harness(r) for r in rows}
+    print(
+        "\nthe collections' harness wait (calibrate.published_harness; fitted on each collection's rows of other "
+        "models, not sourced; in AS RUN):\n  "
+        + "\n  ".join(sorted(w.provenance() for w in waits if w) or ["off (PARETO_ATLAS_HARNESS_WAIT=0)"])
     )
     held, held_lines, _ = held_out_slots(rows, params)
     print("\nTensorRT-LLM's held slots (fitted; not an engine setting):\n  " + "\n  ".join(held_lines))

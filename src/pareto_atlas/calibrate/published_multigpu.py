@@ -316,8 +316,9 @@ def multigpu_calibrations(
 def _run_mode() -> str:
     """How the fit runs the rows (a cache key part): as their sources ran them, or engine defaults."""
     from pareto_atlas.calibrate import published
+    from pareto_atlas.calibrate.published_harness import cache_part
 
-    return "as-run" if published.RUN_AS_PUBLISHED else "engine-defaults"
+    return ("as-run" if published.RUN_AS_PUBLISHED else "engine-defaults") + cache_part()
 
 
 def _native(v):

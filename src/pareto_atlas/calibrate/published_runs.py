@@ -45,6 +45,10 @@ chunks (TensorRT-LLM's chunked context). It runs `chunked` at the same budget, u
 `whole` the simulator admits it only into an empty engine, one at a time, and the perf-overview's
 20,000/2,000 offline rows came out 82-89 % slow on H100-SXM.
 
+A collection's harness wait (calibrate.published_harness: a count of requests always queued before an
+engine seat, fitted on the collection's rows of other models, not sourced in any engine) lowers the
+run's sequence limit by that count (Run.queued); it is 0 where the fit finds none.
+
 Other rows run as before: the engine's default scheduler (calibrate.published._policy) and the
 medians of the simulated requests.
 """
@@ -58,6 +62,7 @@ import numpy as np
 import pandas as pd
 
 from pareto_atlas.calibrate.fit import TARGETS, _anchors, predict
+from pareto_atlas.calibrate.published_harness import harness_wait
 from pareto_atlas.simulate import des
 from pareto_atlas.simulate.cost_model import coeffs
 from pareto_atlas.simulate.memory import plan_memory
@@ -81,6 +86,7 @@ class Run:
     rounds: int  # requests per client of the measured phase
     reading: str  # "mean": over every request of the measured phase
     weights: str = ""  # the weight format the deployment served ("": as the row reads it)
+    queued: int = 0  # requests the collection's harness keeps waiting (published_harness; fitted, not sourced)
 
 
 def aiconfigurator_run(engine: str, clients: int, prompt: int) -> Run:
@@ -121,7 +127,11 @@ def row_run(row: pd.Series) -> Run | None:
         return None
     run = aiconfigurator_run(str(row["engine"]), int(float(row["load_value"])), int(row["prompt_tokens"]))
     weights = sglang_weights(row)
-    return replace(run, weights=weights) if weights else run
+    run = replace(run, weights=weights) if weights else run
+    wait = harness_wait(row)
+    if wait is not None and wait.count:
+        run = replace(run, max_seqs=max(run.max_seqs - wait.count, 1), queued=wait.count)
+    return run
 
 
 def apply_runs(frame: pd.DataFrame, rows: pd.DataFrame, too_long: bool = True) -> tuple[pd.DataFrame, list[Run | None]]:
