@@ -16,7 +16,11 @@ from ai-dynamo/aiconfigurator), whose TensorRT-LLM rows carry their backend_vers
 (the deployment's max batch size) for every model, not only those the table reads; only rows whose
 batch_size is their client count are kept.
 
-    python benchmarks/bench_trt_held_slot.py [--silicon silicon_sample.csv] [--low 16]
+--harness prints, per collection of the shipped tables (dense and MoE) and model, the harness wait the
+product fits (calibrate.published_harness: floor of L's low quantile over the collection's rows of the
+other models) beside what the model's own rows alone would give (in-sample, not used).
+
+    python benchmarks/bench_trt_held_slot.py [--silicon silicon_sample.csv] [--low 16] [--harness]
 """
 
 from __future__ import annotations
@@ -66,10 +70,33 @@ def silicon_rows(path: Path) -> pd.DataFrame:
     )
 
 
+def harness_table() -> None:
+    """Per collection and model: the fitted (leave-one-model-out) harness wait and the in-sample one."""
+    from pareto_atlas.calibrate import published_harness as ph
+
+    rows = ph.collection_rows()
+    low = rows[rows.load_value.astype(float) <= ph.LOW]
+    print(
+        f"\nharness wait per collection and model (calibrate.published_harness): floor of L's p{100 * ph.QUANTILE:.0f} "
+        f"at <= {ph.LOW} clients; fitted = on the collection's other models (what the product runs), own = the "
+        "model's rows of one engine version alone (one source file: in-sample, not used)"
+    )
+    for (coll, model, engine, version), part in low.groupby(["collection", "model", "engine", "engine_version"]):
+        w = ph.fit_wait(coll, model)
+        q = part.L.quantile(ph.QUANTILE)
+        print(
+            f"  {coll[-28:]:>28} {model:<16} {engine} {version:<12} {len(part):>4} rows: own p{100 * ph.QUANTILE:.0f} {q:5.2f} "
+            f"-> {int(q)}; fitted {w.count} ({w.rows} rows of other models, p{100 * ph.QUANTILE:.0f} {w.quantile_l:.2f})"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--silicon", type=Path, help="aiconfigurator's silicon_sample.csv (else the shipped table)")
     ap.add_argument("--low", type=int, default=LOW, help=f"clients at most (default {LOW})")
+    ap.add_argument(
+        "--harness", action="store_true", help="also print the product's fitted harness wait per collection"
+    )
     a = ap.parse_args()
     rows = silicon_rows(a.silicon) if a.silicon else table_rows()
     low = rows[rows.clients <= a.low]
@@ -86,6 +113,8 @@ def main() -> None:
             f"{name}: {len(part)} rows, median L {part.L.median():.2f}, "
             f"L >= {WAITS} on {(part.L >= WAITS).mean():.0%}, max {part.L.max():.2f}"
         )
+    if a.harness:
+        harness_table()
 
 
 if __name__ == "__main__":
