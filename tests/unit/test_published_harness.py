@@ -122,3 +122,21 @@ def test_on_the_shipped_tables_the_8b_rows_wait_and_the_collections_other_models
     assert w.count == 0 and w.rows >= ph.MIN_ROWS
     # leave-one-model-out is what makes it 0: the 8B's own rows would give one
     assert int(np.floor(np.quantile(own, ph.QUANTILE))) == 1
+
+
+def test_only_the_published_rows_as_run_take_the_wait():
+    """The term is a published collection's, never the atlas's own: only published_runs (a row as run)
+    takes it; the fit caches read its switch."""
+    from pathlib import Path
+
+    import pareto_atlas
+
+    root = Path(pareto_atlas.__file__).parent
+    users = sorted(
+        str(p.relative_to(root))
+        for p in root.rglob("*.py")
+        if "published_harness import" in p.read_text() and p.name != "published_harness.py"
+    )
+    assert users == ["calibrate/published_cache.py", "calibrate/published_multigpu.py", "calibrate/published_runs.py"]
+    runs = (root / "calibrate/published_runs.py").read_text()
+    assert "harness_wait(row)" in runs.split("def row_run")[1].split("\ndef ")[0]
