@@ -3,7 +3,9 @@ current published fits, which never saw MLPerf: an independent publisher's held-
 
 Each row is predicted with its card's one-GPU published fit of the row's engine (calibrate.published on
 spec/published_anchors.csv, from the fit cache when it holds it), with the card's link fit on the
-shipped multi-GPU rows (calibrate.published_link) where a worker spans several GPUs, under the engine's
+shipped multi-GPU rows (calibrate.published_link) where a worker spans several GPUs, and for a mixture of
+experts (Mixtral 8x7B) with the card's MoE fit on the MoE table (calibrate.published_moe: its terms and
+its MoE bar; that table holds no MLPerf row, so these rows are held out by source), under the engine's
 default scheduler, as calibrate.published_table.anchor_row builds a published row, with two changes a
 benchmark of this size needs, both printed:
 
@@ -41,7 +43,8 @@ import pandas as pd
 from pareto_atlas.calibrate.fit import TARGETS, _anchors, predict
 from pareto_atlas.calibrate.published_readers import mlperf
 from pareto_atlas.calibrate.published_table import OFFLINE_WAVES, read_table
-from pareto_atlas.spec.cards import shipped_hardware
+from pareto_atlas.calibrate.published_moe import with_moe
+from pareto_atlas.spec.cards import shipped_hardware, shipped_models
 
 SPEC = Path(__file__).resolve().parents[1] / "src" / "pareto_atlas" / "spec"
 PROMPT_FLOOR = 1  # the least input a request has
@@ -71,23 +74,38 @@ def fits(rows: pd.DataFrame, cards: list[str]) -> tuple[dict, dict, list[str]]:
     multi = sorted({r.gpu for r in rows.itertuples() if int(r.tp) * int(r.pp) > 1})
     links = link_calibrations(multi, one_gpu=cals) if multi else {}
     said = [f"one-GPU fits of {', '.join(cards)} on {shipped.paths[0]} ({time.time() - t0:.0f} s with links)"]
+    moe = moe_fits(rows)
     params, bars = {}, {}
-    for (gpu, engine), g in rows.groupby(["gpu", "engine"]):
+    for (gpu, engine, model), g in rows.groupby(["gpu", "engine", "model"]):
         cal = by.get((gpu, engine)) or atlas.get(gpu)
         if cal is None:
             continue
         p = cal.params
-        how = f"{gpu} {engine}: {cal.engine}'s one-GPU published fit ({len(cal.anchors)} anchors)"
+        how = f"{gpu} {engine} {model}: {cal.engine}'s one-GPU published fit ({len(cal.anchors)} anchors)"
+        if shipped_models()[model].is_moe:
+            if gpu not in moe:
+                continue
+            p = with_moe(p, moe[gpu])
+            how += f"; {moe[gpu].provenance()}"
         if (g.tp.astype(int) * g.pp.astype(int) > 1).any():
             if gpu in links:
                 p = with_link(p, links[gpu])
                 how += f"; link: {links[gpu].provenance()}"
             else:
                 how += "; link: uncalibrated default (no multi-GPU fit)"
-        params[(gpu, engine)] = p
-        bars[(gpu, engine)] = p
+        params[(gpu, engine, model)] = p
+        bars[(gpu, engine, model)] = p
         said.append(how)
     return params, bars, said
+
+
+def moe_fits(rows: pd.DataFrame) -> dict:
+    """Per card with a mixture-of-experts row, the MoE fit (calibrate.published_moe on the MoE table,
+    which holds no MLPerf row): its terms and bar are what an MoE point of the card is simulated with."""
+    from pareto_atlas.calibrate.published_moe import moe_calibrations
+
+    cards = sorted({r.gpu for r in rows.itertuples() if shipped_models()[r.model].is_moe})
+    return moe_calibrations(cards) if cards else {}
 
 
 def frame_for(rows: pd.DataFrame, hw, prompt: int | None) -> tuple[pd.DataFrame, list]:
@@ -115,13 +133,13 @@ def frame_for(rows: pd.DataFrame, hw, prompt: int | None) -> tuple[pd.DataFrame,
 def predictions(rows: pd.DataFrame, params: dict) -> dict[int, np.ndarray]:
     """Per row, TARGETS predicted at the cap (the row's prompt_tokens) and at PROMPT_FLOOR: (2, len(TARGETS))."""
     hws, out = shipped_hardware(), {}
-    for (gpu, engine), g in rows.groupby(["gpu", "engine"]):
-        if (gpu, engine) not in params:
+    for key, g in rows.groupby(["gpu", "engine", "model"]):
+        if key not in params:
             continue
         ends = []
         for prompt in (None, PROMPT_FLOOR):
-            frame, models = frame_for(g, hws[gpu], prompt)
-            ends.append(predict(_anchors(frame), models, hws[gpu], params[(gpu, engine)]))
+            frame, models = frame_for(g, hws[key[0]], prompt)
+            ends.append(predict(_anchors(frame), models, hws[key[0]], params[key]))
         for j, idx in enumerate(g.index):
             out[idx] = np.vstack([ends[0][j], ends[1][j]])
     return out
@@ -131,7 +149,7 @@ def _at(g: pd.DataFrame, params: dict, prompt: int) -> np.ndarray:
     r = g.iloc[0]
     hw = shipped_hardware()[r.gpu]
     frame, models = frame_for(g, hw, prompt)
-    return predict(_anchors(frame), models, hw, params[(r.gpu, r.engine)])
+    return predict(_anchors(frame), models, hw, params[(r.gpu, r.engine, r.model)])
 
 
 def implied_inputs(rows: pd.DataFrame, params: dict, steps: int = 8) -> dict[int, int]:
@@ -141,7 +159,7 @@ def implied_inputs(rows: pd.DataFrame, params: dict, steps: int = 8) -> dict[int
     the fits, whatever the dataset's true mean."""
     out, col = {}, TARGETS.index("throughput_tok_s")
     for idx, r in rows[rows.load == "offline"].iterrows():
-        if (r.gpu, r.engine) not in params:
+        if (r.gpu, r.engine, r.model) not in params:
             continue
         g, meas = rows.loc[[idx]], float(r.out_tok_s)
         lo, hi = np.log(PROMPT_FLOOR), np.log(int(r.prompt_tokens))
@@ -174,9 +192,11 @@ def figures(rows: pd.DataFrame, pred: dict, bars: dict) -> pd.DataFrame:
             offered = float(r.load_value) * int(r.output_tokens) if r.load == "rate" else np.nan
             thr = pred[idx][:, TARGETS.index("throughput_tok_s")]
             over = [bool(t < OVERLOAD * offered) for t in thr]
-            p_ = bars[(r.gpu, r.engine)]
+            p_ = bars[(r.gpu, r.engine, r.model)]
             par = int(r.tp) * int(r.pp) > 1
-            bar = getattr(p_, f"par_{kind}_rel_err" if par else f"{kind}_rel_err")
+            # an MoE row carries its card's MoE bar (what simulate states for an MoE point)
+            moe = shipped_models()[r.model].is_moe
+            bar = getattr(p_, f"moe_{kind}_rel_err" if moe else f"par_{kind}_rel_err" if par else f"{kind}_rel_err")
             bar = bar if bar == bar else getattr(p_, f"{kind}_rel_err")
             out.append(
                 base
@@ -221,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     for _, x in f.iterrows():
         r = rows.loc[x.row]
         head = (
-            f"  {r.gpu:<8} {r.engine:<6} TP{r.tp}x{r.replicas} {x.scenario:<7} {x.metric:<9} {x.stat:<3} "
+            f"  {r.gpu:<8} {r.engine:<6} {r.model:<12} TP{r.tp}x{r.replicas} {x.scenario:<7} {x.metric:<9} {x.stat:<3} "
             f"{r.prompt_tokens}/{r.output_tokens} {r.load} {r.load_value}:"
         )
         if x.why:
@@ -245,7 +265,8 @@ def main(argv: list[str] | None = None) -> int:
         "\nmedian |error| per (card, engine, scenario, metric) at the cap / at the floor; inside the bar at the "
         "cap, and for some mean input:"
     )
-    for key, g in ok.groupby(["gpu", "engine", "scenario", "metric"], sort=True):
+    ok["model"] = [rows.loc[i].model for i in ok.row]
+    for key, g in ok.groupby(["gpu", "engine", "model", "scenario", "metric"], sort=True):
         print(
             f"  {' '.join(key):<34} n={len(g)}  {100 * g.err_cap.abs().median():.0f} % / "
             f"{100 * g.err_floor.abs().median():.0f} %  inside {int(g.in_cap.sum())}/{len(g)} at cap, "
@@ -258,9 +279,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {r.gpu:<8} {r.engine:<6} TP{r.tp}x{r.replicas} {r.model_published}: {p_in} tokens")
     if implied:
         print("Server rows at the input their own system's Offline row implies (the same dataset):")
-        for (gpu, engine), g in rows[rows.load == "rate"].groupby(["gpu", "engine"]):
-            p_in = next((v for i, v in implied.items() if rows.loc[i].gpu == gpu), None)
-            if p_in is None or (gpu, engine) not in params:
+        for (gpu, engine, model), g in rows[rows.load == "rate"].groupby(["gpu", "engine", "model"]):
+            p_in = next((v for i, v in implied.items() if (rows.loc[i].gpu, rows.loc[i].model) == (gpu, model)), None)
+            if p_in is None or (gpu, engine, model) not in params:
                 continue
             pr = _at(g, params, p_in)
             for j, (_, r) in enumerate(g.iterrows()):
@@ -274,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
                         f"({_pct(pr[j, TARGETS.index(t)] / float(r[col]) - 1)})"
                     )
                 flag = " (overloaded in simulation)" if thr < OVERLOAD * offered else ""
-                print(f"  {gpu:<8} {engine:<6} {r.stat} at {p_in} tokens: {'; '.join(cells)}{flag}")
+                print(f"  {gpu:<8} {engine:<6} {model} {r.stat} at {p_in} tokens: {'; '.join(cells)}{flag}")
     one = (np.sign(ok.err_cap) == np.sign(ok.err_floor)).sum()
     print(
         f"\nall {len(ok)} figures: inside the bar at the cap {int(ok.in_cap.sum())}, for some mean input "
