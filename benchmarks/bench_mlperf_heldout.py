@@ -28,7 +28,7 @@ per (card, engine, scenario, metric) the median |error| at the cap and at the fl
 inside the carried bar (the card's lat_rel_err / thr_rel_err, par_* on a multi-GPU worker) at the cap,
 and how many could for some mean input (the bar meets the interval between the two ends' errors).
 
-    python benchmarks/bench_mlperf_heldout.py [--table CSV]
+    python benchmarks/bench_mlperf_heldout.py [--table CSV] [--card GPU] [--dense DENSE.pkl [--pred-cache DIR]]
 """
 
 from __future__ import annotations
@@ -58,9 +58,11 @@ METRICS = (
 )
 
 
-def fits(rows: pd.DataFrame, cards: list[str]) -> tuple[dict, dict, list[str]]:
-    """Per (card, engine) the params a row is predicted with, its bars, and what each rests on. The
-    one-GPU fits are those of `cards` (every card of the table, so one cache entry serves any --card)."""
+def fits(rows: pd.DataFrame, cards: list[str], dense: Path | None = None, cache: Path | None = None):
+    """Per (card, engine, model) the params a row is predicted with, its bars, and what each rests on. The
+    one-GPU fits are those of `cards` (every card of the table, so one cache entry serves any --card);
+    `dense`: instead, the one-GPU and link fits of scripts/moe_refit.py's DENSE pickle, the MoE fit made on
+    them (its grid predictions kept in `cache` as moe_refit keeps them), so both share one set of fits."""
     from pareto_atlas.calibrate import published_cache
     from pareto_atlas.calibrate.published import for_atlas
     from pareto_atlas.calibrate.published_link import link_calibrations, with_link
@@ -69,12 +71,16 @@ def fits(rows: pd.DataFrame, cards: list[str]) -> tuple[dict, dict, list[str]]:
     shipped = load_published()
     cards = sorted(set(cards) & set(shipped.rows.gpu))
     t0 = time.time()
-    cals = published_cache.fitted(shipped, cards)
+    if dense is None:
+        cals = published_cache.fitted(shipped, cards)
+        multi = sorted({r.gpu for r in rows.itertuples() if int(r.tp) * int(r.pp) > 1})
+        links = link_calibrations(multi, one_gpu=cals) if multi else {}
+        moe = moe_fits(rows)
+        said = [f"one-GPU fits of {', '.join(cards)} on {shipped.paths[0]} ({time.time() - t0:.0f} s with links)"]
+    else:
+        cals, links, moe = dense_fits(rows, dense, cache)
+        said = [f"one-GPU and link fits from {dense} (scripts/moe_refit.py's), the MoE fit on them"]
     by, atlas = {(c.hardware, c.engine): c for c in cals}, for_atlas(cals)
-    multi = sorted({r.gpu for r in rows.itertuples() if int(r.tp) * int(r.pp) > 1})
-    links = link_calibrations(multi, one_gpu=cals) if multi else {}
-    said = [f"one-GPU fits of {', '.join(cards)} on {shipped.paths[0]} ({time.time() - t0:.0f} s with links)"]
-    moe = moe_fits(rows)
     params, bars = {}, {}
     for (gpu, engine, model), g in rows.groupby(["gpu", "engine", "model"]):
         cal = by.get((gpu, engine)) or atlas.get(gpu)
@@ -97,6 +103,30 @@ def fits(rows: pd.DataFrame, cards: list[str]) -> tuple[dict, dict, list[str]]:
         bars[(gpu, engine, model)] = p
         said.append(how)
     return params, bars, said
+
+
+def dense_fits(rows: pd.DataFrame, dense: Path, cache: Path | None) -> tuple[list, dict, dict]:
+    """The one-GPU fits, link fits and MoE fits (per card) of scripts/moe_refit.py's DENSE pickle."""
+    import importlib.util
+    import pickle
+
+    from pareto_atlas.calibrate import published_moe
+    from pareto_atlas.calibrate.published_moe_table import load_moe
+
+    ones, links, own = pickle.loads(dense.read_bytes())
+    if cache is not None:
+        spec = importlib.util.spec_from_file_location(
+            "moe_refit", Path(__file__).parents[1] / "scripts" / "moe_refit.py"
+        )
+        refit = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(refit)
+        published_moe.predictions = refit._cached(published_moe.predictions, cache)
+    table = load_moe()
+    every = [c for c in dict.fromkeys(table.rows.gpu) if c in shipped_hardware()]
+    bases, said = published_moe.dense_bases(table, every, ones, links, own)
+    moe = published_moe.calibrate_moe(table, bases, said)
+    need = {r.gpu for r in rows.itertuples() if shipped_models()[r.model].is_moe}
+    return [c for card in ones for c in ones[card]], links, {c: f for c, f in moe.items() if c in need}
 
 
 def moe_fits(rows: pd.DataFrame) -> dict:
@@ -223,12 +253,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--table", type=Path, default=SPEC / mlperf.SHIPPED)
     ap.add_argument("--card", action="append", help="only the rows on these cards (default: all)")
+    ap.add_argument("--dense", type=Path, help="scripts/moe_refit.py's DENSE pickle: its fits instead of the cache's")
+    ap.add_argument("--pred-cache", type=Path, help="with --dense: the MoE fit's grid predictions, as moe_refit's")
     a = ap.parse_args(argv)
     every = pd.DataFrame(read_table(a.table))
     rows = every[every.gpu.isin(a.card)] if a.card else every
     print(f"{a.table}: {len(rows)} of {len(every)} rows (held out: no fit reads this table)")
     t0 = time.time()
-    params, bars, said = fits(rows, sorted(set(every.gpu)))
+    params, bars, said = fits(rows, sorted(set(every.gpu)), a.dense, a.pred_cache)
     for s in said:
         print(f"  {s}")
     pred = predictions(rows, params)
