@@ -80,13 +80,20 @@ MLPERF_RUNS = (
     ("NVIDIA", "DGX-H100_H100-SXM-80GBx8_TRT", "llama2-70b-99.9", "Server"),
     ("AMD", "1xMI300X_2xEPYC-9374F", "llama2-70b-99.9", "Offline"),
     ("AMD", "1xMI300X_2xEPYC-9374F", "llama2-70b-99.9", "Server"),
+    # a mixture of experts, held out on the MoE fit (benchmarks/bench_mlperf_heldout.py applies it)
+    ("NVIDIA", "H200-SXM-141GBx8_TRT", "mixtral-8x7b", "Offline"),
+    ("NVIDIA", "H200-SXM-141GBx8_TRT", "mixtral-8x7b", "Server"),
+    ("NVIDIA", "DGX-H100_H100-SXM-80GBx8_TRT", "mixtral-8x7b", "Offline"),
+    ("NVIDIA", "DGX-H100_H100-SXM-80GBx8_TRT", "mixtral-8x7b", "Server"),
 )
 _NV_CFG = f"{MLPERF_REPO} closed/NVIDIA/configs/llama2-70b/{{Offline,Server}}/__init__.py @{MLPERF_COMMIT[:8]}"
 # What the summaries and system files do not state, as the submission's code states it. The B200 run
 # is a preview on private code (its system file's sw_notes): its precision and parallelism are in no
-# file read, so it has no setup and its rows are left out.
+# file read, so it has no setup and its rows are left out. Keyed by (submitter, system, benchmark family):
+# one system runs each benchmark in its own layout.
+_NV_MIX = f"{MLPERF_REPO} closed/NVIDIA/configs/mixtral-8x7b/{{Offline,Server}}/__init__.py @{MLPERF_COMMIT[:8]}"
 MLPERF_SETUPS = {
-    ("NVIDIA", "DGX-H100_H100-SXM-80GBx8_TRT"): mlperf.Setup(
+    ("NVIDIA", "DGX-H100_H100-SXM-80GBx8_TRT", "llama2-70b"): mlperf.Setup(
         engine="trtllm",
         weights="FP8",
         weights_published="precision fp16, use_fp8 True",
@@ -96,7 +103,7 @@ MLPERF_SETUPS = {
         cited=f"{_NV_CFG}: H100_SXM_80GB_TP2x4_HighAccuracy <- H100_SXM_80GB_TP2x4 <- H100_SXM_80GB_TP2x1 "
         "(use_fp8 = True, tensor_parallelism = 2; pipeline_parallelism = 1 from the scenario's base config)",
     ),
-    ("NVIDIA", "H200-SXM-141GBx8_TRT"): mlperf.Setup(
+    ("NVIDIA", "H200-SXM-141GBx8_TRT", "llama2-70b"): mlperf.Setup(
         engine="trtllm",
         weights="FP8",
         weights_published="precision fp16, use_fp8 True",
@@ -106,7 +113,7 @@ MLPERF_SETUPS = {
         cited=f"{_NV_CFG}: H200_SXM_141GBx8 <- H200_SXM_141GBx1 (use_fp8 = True, tensor_parallelism = 1; "
         "pipeline_parallelism = 1 from the scenario's base config)",
     ),
-    ("AMD", "1xMI300X_2xEPYC-9374F"): mlperf.Setup(
+    ("AMD", "1xMI300X_2xEPYC-9374F", "llama2-70b"): mlperf.Setup(
         engine="vllm",
         weights="FP8",
         weights_published="test_VllmFp8",
@@ -116,10 +123,41 @@ MLPERF_SETUPS = {
         cited=f"{MLPERF_REPO} closed/AMD/measurements/1xMI300X_2xEPYC-9374F/llama2-70b-99/Server/README.md "
         f"@{MLPERF_COMMIT[:8]} (scripts in code/llama2-70b-99.9/test_VllmFp8); one accelerator",
     ),
+    ("NVIDIA", "DGX-H100_H100-SXM-80GBx8_TRT", "mixtral-8x7b"): mlperf.Setup(
+        engine="trtllm",
+        weights="FP8",
+        weights_published="precision fp16, use_fp8 True",
+        kv="unstated",
+        tp=1,
+        pp=1,
+        cited=f"{_NV_MIX}: H100_SXM_80GBx8 <- H100_SXM_80GBx1 (use_fp8 = True, tensor_parallelism = 1; "
+        "pipeline_parallelism = 1 from the scenario's base config; no expert parallelism is configured)",
+    ),
+    ("NVIDIA", "H200-SXM-141GBx8_TRT", "mixtral-8x7b"): mlperf.Setup(
+        engine="trtllm",
+        weights="FP8",
+        weights_published="precision fp16, use_fp8 True",
+        kv="unstated",
+        tp=1,
+        pp=1,
+        cited=f"{_NV_MIX}: H200_SXM_141GBx8 <- H200_SXM_141GBx1 (use_fp8 = True, tensor_parallelism = 1; "
+        "pipeline_parallelism = 1 from the scenario's base config; no expert parallelism is configured)",
+    ),
 }
+
+
+def mlperf_setup(submitter: str, system: str, benchmark: str) -> mlperf.Setup | None:
+    """The setup a system ran a benchmark with ("llama2-70b-99.9" is the llama2-70b family's)."""
+    return MLPERF_SETUPS.get((submitter, system, benchmark.split("-99")[0]))
+
+
 # The llama2-70b dataset's input cap, read from the reference implementation's README (the verbatim part
 # saved under RAW that holds its processing command): no file read states the mean input length.
 MLPERF_REFERENCE = ("mlcommons/inference", "00bf834669d3e343cda9f9c50da453aa2c067973", "language/llama2-70b/README.md")
+# The Mixtral dataset's input cap (15,000 prompts of OpenOrca, GSM8K and MBXP: mlcommons/inference
+# language/mixtral-8x7b/README.md states neither their mean nor a cap): NVIDIA's preprocessing pads each
+# prompt to it and asserts it holds (the verbatim lines saved under RAW that define it).
+MIXTRAL_CAP = "closed/NVIDIA/code/mixtral-8x7b/tensorrt/preprocess_data.py"
 
 
 def mlperf_datasets(raw: Path) -> dict[str, mlperf.Dataset]:
@@ -133,7 +171,18 @@ def mlperf_datasets(raw: Path) -> dict[str, mlperf.Dataset]:
         f"@{commit[:8]}), not its mean: no file read states the mean input length"
     )
     card = mlperf.Dataset("llama-2-70b", "Llama-2-70b-chat-hf", int(m.group(1)), basis)
-    return {"llama2-70b-99": card, "llama2-70b-99.9": card}
+    out = {"llama2-70b-99": card, "llama2-70b-99.9": card}
+    repo, path = MLPERF_REPO, MIXTRAL_CAP
+    f = raw / repo.replace("/", "+") / MLPERF_COMMIT / path
+    m = re.search(r"^G_MAX_INPUT_TOK_LEN = (\d+)$", f.read_text(), re.M) if f.is_file() else None
+    if not m:
+        sys.exit(f"{f}: no G_MAX_INPUT_TOK_LEN line; save {repo}'s {path} at {MLPERF_COMMIT} there")
+    basis = (
+        f"{m.group(1)}, the input cap NVIDIA's preprocessing pads every prompt to (G_MAX_INPUT_TOK_LEN, {repo} "
+        f"{path} @{MLPERF_COMMIT[:8]}), not its mean: no file read states the mean input length"
+    )
+    out["mixtral-8x7b"] = mlperf.Dataset("mixtral-8x7b", "Mixtral-8x7B-Instruct-v0.1", int(m.group(1)), basis)
+    return out
 
 
 def _git(git_dir: Path, *args: str) -> str:
@@ -239,7 +288,7 @@ def write_mlperf(raw: Path, out: Path) -> int:
             mlperf_file(raw, f"closed/{sub}/systems/{system}.json"),
             MLPERF_ID,
             MLPERF_DATE,
-            MLPERF_SETUPS.get((sub, system)),
+            mlperf_setup(sub, system, bench),
             datasets.get(bench),
         )
         print(f"{system} {bench} {scen}: {len(res.rows)} rows")

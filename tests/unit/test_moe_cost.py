@@ -114,6 +114,20 @@ def test_ep_splits_expert_memory_and_adds_the_all_to_all():
     assert attn(dp, 8) < 0.3 * attn(no, 8)
 
 
+def test_attention_dp_groups_step_their_own_sequences_per_sequence_costs():
+    """A step's per-sequence cost (O_SEQ: scheduling, sampling, a sliding window's attention) runs on each
+    attention-DP group's rank for its own sequences only, the groups side by side (TensorRT-LLM's ADP
+    router assigns each request to one rank); without attention-DP one process steps them all."""
+    seq = 40e-6
+    p, p0 = replace(PARAMS, overhead_seq_s=seq), replace(PARAMS, overhead_seq_s=0.0)
+    q, dp, no = "qwen3-235b-a22b", Knobs(tp=1, attn_dp=8, ep=8), Knobs(tp=8, ep=8)
+    per_seq = lambda k, b: step(q, k, b, params=p) - step(q, k, b, params=p0)  # noqa: E731
+    assert per_seq(no, 64) == pytest.approx(64 * seq, rel=1e-9)
+    assert per_seq(dp, 64) == pytest.approx(64 * seq / 8, rel=1e-9)
+    # fewer sequences than groups: each busy group steps one
+    assert per_seq(dp, 4) == pytest.approx(seq, rel=1e-9)
+
+
 def test_mla_kv_is_held_whole_by_each_tp_device():
     ds = M["deepseek-v3"]
     assert kv_share(ds, 8) == 1.0 and kv_share(M["qwen3-32b"], 8) == 1 / 8

@@ -47,7 +47,8 @@ def test_shipped_table_is_the_readers_output_on_the_saved_files(tmp_path, capsys
     assert s.write_mlperf(s.MLPERF_RAW, out) == 0
     assert out.read_text() == SHIPPED.read_text()
     rows = read_table(SHIPPED)
-    assert len(rows) == 6 and not [r for r in rows if row_error(r)]
+    assert len(rows) == 12 and not [r for r in rows if row_error(r)]
+    assert sorted({r["model"] for r in rows}) == ["llama-2-70b", "mixtral-8x7b"]
 
 
 def test_every_row_states_the_summarys_figures_and_cites_its_files():
@@ -60,15 +61,19 @@ def test_every_row_states_the_summarys_figures_and_cites_its_files():
         system = json.loads(_raw(sysurl).read_text())
         assert URL.match(sysurl)["commit"] == m["commit"]
         scen = m["path"].split("/")[5]
-        assert r["source_id"] == "mlperf-inference-v4.1" and r["model"] == "llama-2-70b"
+        bench = m["path"].split("/")[4]
+        model, cap = ("mixtral-8x7b", "2048") if bench == "mixtral-8x7b" else ("llama-2-70b", "1024")
+        assert r["source_id"] == "mlperf-inference-v4.1" and r["model"] == model
         assert system["accelerator_model_name"] in r["gpu_published"]
         assert int(r["n_gpus"]) == system["accelerators_per_node"] * system["number_of_nodes"]
         assert int(r["tp"]) * int(r["pp"]) * int(r["replicas"]) == int(r["n_gpus"])
-        assert r["prompt_tokens"] == "1024" and "not its mean" in r["notes"]
+        assert r["prompt_tokens"] == cap and "not its mean" in r["notes"]
         if scen == "Offline":
             tok, smp = _line(text, "Tokens per second"), _line(text, "Samples per second")
             assert (r["load"], r["stat"], r["out_tok_s"]) == ("offline", "-", tok)
-            assert r["n_requests"] == _line(text, "samples_per_query")
+            # the queue as stated, up to the table's bound on requests (the note keeps the count)
+            q = _line(text, "samples_per_query")
+            assert r["n_requests"] == str(min(int(q), 1_000_000)) and f"samples_per_query {q}" in r["notes"]
             assert r["ttft_ms"] == r["tpot_ms"] == ""
         else:
             tok, smp = _line(text, "Completed tokens per second"), _line(text, "Completed samples per second")
@@ -92,7 +97,7 @@ def test_runs_without_a_card_or_a_stated_setup_are_left_out_by_reason(capsys):
             s.mlperf_file(s.MLPERF_RAW, f"closed/{sub}/systems/{system}.json"),
             s.MLPERF_ID,
             s.MLPERF_DATE,
-            s.MLPERF_SETUPS.get((sub, system)),
+            s.mlperf_setup(sub, system, bench),
             s.mlperf_datasets(s.MLPERF_RAW).get(bench),
         )
         if system.startswith("B200"):
@@ -112,7 +117,21 @@ def _files(summary_text: str, scenario: str = "Offline") -> tuple[SourceFile, So
 
 def _setup_dataset():
     s = _script()
-    return s.MLPERF_SETUPS[("NVIDIA", "H200-SXM-141GBx8_TRT")], s.mlperf_datasets(s.MLPERF_RAW)["llama2-70b-99"]
+    return s.mlperf_setup("NVIDIA", "H200-SXM-141GBx8_TRT", "llama2-70b-99"), s.mlperf_datasets(s.MLPERF_RAW)[
+        "llama2-70b-99"
+    ]
+
+
+def test_one_system_runs_each_benchmark_in_its_own_layout():
+    """NVIDIA's H100 system ran Llama-2-70B at TP2 and Mixtral 8x7B at TP1 (their configs): the setup is
+    the benchmark family's, and a benchmark with no setup of the system is left out."""
+    s = _script()
+    h100 = "DGX-H100_H100-SXM-80GBx8_TRT"
+    assert s.mlperf_setup("NVIDIA", h100, "llama2-70b-99.9").tp == 2
+    assert s.mlperf_setup("NVIDIA", h100, "mixtral-8x7b").tp == 1
+    assert s.mlperf_setup("NVIDIA", h100, "gptj-99") is None
+    rows = [r for r in read_table(SHIPPED) if r["model"] == "mixtral-8x7b"]
+    assert {(r["gpu"], r["tp"], r["replicas"]) for r in rows} == {("H100-SXM", "1", "8"), ("H200", "1", "8")}
 
 
 def test_a_missing_line_names_it_and_an_invalid_result_is_left_out():

@@ -43,7 +43,8 @@ PP_STAGES = 26
 #          (simulate.moe), beside W_T's always-read weights
 # MOE_E, MOE_K, MOE_SKEW   experts per MoE layer, experts per token, the routing skew exponent
 # ATTN_DP  attention data-parallel groups (0 or 1: none): a step's sequences spread over
-#          min(groups, sequences) of them, and the body's compute and attention divide over those
+#          min(groups, sequences) of them, and the body's compute, attention and per-sequence costs
+#          (O_SEQ: each group's rank steps only its own sequences) divide over those
 MOE_W, MOE_E, MOE_K, MOE_SKEW = 27, 28, 29, 30
 ATTN_DP = 31
 N_COEFFS = 32

@@ -116,10 +116,13 @@ def _step_time(
     a_mem = kv_read_s * (ctx_eff + pf_ctx) + kv_write_s * tokens
     a_cmp = pair_s * (rows * ctx_eff + pf_pairs)
     comm_tok = c[COMM_TOK]
+    seqs = n_seqs  # sequences one device's process steps (its per-sequence costs, O_SEQ)
     if c[ATTN_DP] > 1.0:
-        # attention-DP: each group runs its own sequences; a step with fewer than the groups leaves some idle
+        # attention-DP: each group runs its own sequences; a step with fewer than the groups leaves some idle.
+        # Each group's rank schedules, samples and attends only the sequences routed to it (TensorRT-LLM's
+        # ADP router balances requests over the ranks), so the per-sequence costs run side by side too
         g = min(c[ATTN_DP], max(n_seqs, 1.0))
-        cmp, a_mem, a_cmp = cmp / g, a_mem / g, a_cmp / g
+        cmp, a_mem, a_cmp, seqs = cmp / g, a_mem / g, a_cmp / g, n_seqs / g
     if c[PP_STAGES] > 1.0:
         # one pipeline round: the sequences fill min(stages, sequences) micro-batches
         m = min(c[PP_STAGES], max(n_seqs, 1.0))
@@ -138,7 +141,7 @@ def _step_time(
         # the two rooflines' pow chains side by side (see _smooth_max2)
         fwd, attn = _smooth_max2(mem, cmp, a_mem, a_cmp, p, bound)
         fwd, draft_fwd = fwd + attn, 0.0
-    t = fwd + step_s + seq_s * n_seqs + c[COMM_STEP] + comm_tok * tokens
+    t = fwd + step_s + seq_s * seqs + c[COMM_STEP] + comm_tok * tokens
     if drafting:
         t += draft_p * k * (draft_fwd + c[D_O])
     if k > 0.0 and n_pf > 0.0 and c[D_FL] > 0.0:

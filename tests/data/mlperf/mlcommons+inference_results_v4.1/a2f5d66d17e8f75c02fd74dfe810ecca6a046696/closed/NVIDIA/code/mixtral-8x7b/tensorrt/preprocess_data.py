@@ -1,0 +1,3 @@
+G_MAX_INPUT_TOK_LEN = 2048
+G_MAX_STOP_WORDS_TOK_LEN = 4  # based on mbxp dataset
+G_MIXTRAL_EOS = 2
