@@ -136,10 +136,12 @@ SCHEDULERS = {"vllm": _vllm, "sglang": _sglang, "trtllm": _trtllm}
 # vllm-project/vllm@1f8758d5; vllm/config/vllm.py: pipeline parallelism, speculation other than
 # EAGLE/MTP, an executor other than mp/uni/external_launcher, later pooling models disable it). The
 # change is vLLM PR #27614 "[Core] Enable async scheduling by default" (opened 2025-10-27); the release
-# it first shipped in, 0.14.0, is read from deepjavalibrary/djl issue #3833 ("enabled by default in
-# v0.14"), not from a tagged vLLM tree. aiconfigurator's vLLM rows are of 0.11.2 and 0.12.0 (and
-# undated ones measured 2025-10/12) on one side and 0.15.1 to 0.19.0 on the other: none is of 0.13 or
-# 0.14, so the rows fall on the same side whether the change shipped in 0.13.0 or 0.14.0.
+# it first shipped in, 0.14.0, is read from two downstream projects, not from a tagged vLLM tree:
+# torch-spyre/sendnn-inference PR #636 (2026-01-20, "Add v0.14.0 support": "Disables async scheduling
+# which is now enabled by default" citing #27614, its v0.13.0 kept as the compatibility baseline) and
+# deepjavalibrary/djl issue #3833 ("Async scheduling is now enabled by default in v0.14").
+# aiconfigurator's vLLM rows are of 0.11.2 and 0.12.0 (and rows stating none, measured 2025-10 to
+# 2025-12) on one side, 0.15.1 to 0.19.0 on the other: none is of 0.13 or 0.14.
 VLLM_ASYNC_FROM = (0, 14)
 
 
