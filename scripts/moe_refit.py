@@ -2,7 +2,7 @@
 --multi-gpu` runs it), for before/after comparisons of MoE-only code on one machine:
 
     python scripts/moe_refit.py DENSE.pkl [TABLE.csv | -] [ANCHORS_OUT.csv] [--nproc N] [--trtllm-budget]
-        [--rules-budget] [--pred-cache DIR]
+        [--rules-budget] [--pred-cache DIR] [--host-serial] [--host-only]
 
 DENSE.pkl holds each card's one-GPU published fits and its link fit (published_moe.dense_fits: a card the
 one-GPU table lacks, B200, fitted on its one-GPU rows of the multi-GPU table; computed and written on the
@@ -59,7 +59,7 @@ def _cached(inner, folder: Path):
     # the code they run: the simulator, and the fit's prediction of a row (not this file's callers)
     h = hashlib.sha256()
     published_cache._hash_tree(h, resources.files("pareto_atlas.simulate"), "")
-    for f in ("fit.py", "published_runs.py"):
+    for f in ("fit.py", "anchors.py", "published_runs.py"):
         h.update(resources.files("pareto_atlas.calibrate").joinpath(f).read_bytes())
     _code = h.hexdigest()
 
@@ -112,7 +112,27 @@ def main() -> None:
         "--rules-budget", action="store_true", help="vLLM rows before 0.12 on the rules' budget (as before 8ebf994)"
     )
     ap.add_argument("--pred-cache", type=Path, help="keep each card's grid predictions here (see _cached)")
+    ap.add_argument(
+        "--host-serial",
+        action="store_true",
+        help="every row's host work serial, whatever its engine release (as before calibrate.published."
+        "HOST_OVERLAP_BY_RELEASE)",
+    )
+    ap.add_argument(
+        "--host-only",
+        action="store_true",
+        help="a host-overlapped row's step cost only: its batches admitted as without the overlap (a choice "
+        "tried, not the product's: calibrate.anchors._overlaid)",
+    )
     a = ap.parse_args()
+    if a.host_only:
+        from pareto_atlas.calibrate import anchors
+
+        anchors._overlaid = lambda k: k
+    if a.host_serial:
+        from pareto_atlas.calibrate import published
+
+        published.HOST_OVERLAP_BY_RELEASE = False
     t0 = time.time()
     if a.nproc > 1:
         published_moe.predictions = _parallel(a.nproc)

@@ -6,7 +6,7 @@ as every simulated point (cost model + request-level simulation), so what is cal
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -18,7 +18,7 @@ from pareto_atlas.simulate.memory import plan_memory
 from pareto_atlas.simulate.parallel import replica_load
 from pareto_atlas.simulate.params import CalibParams
 from pareto_atlas.spec.cards import HardwareCard, ModelCard
-from pareto_atlas.spec.knobs import Knobs
+from pareto_atlas.spec.knobs import BATCHING, Knobs
 
 TARGETS = ("ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "throughput_tok_s")
 
@@ -53,6 +53,11 @@ class _Anchor:
     # summary's) or "mean" (the mean over every request of the closed loop: a row read as its source
     # reads it, calibrate.published_runs; the p50 targets then hold the mean).
     reading: str = "p50"
+    # Whether the engine that served it overlapped a step's host work with the device's previous step
+    # (vLLM's async scheduling: simulate.schedulers.host_overlap of its release): its steps then cost
+    # max(device, host) (cost_model.coeffs host_overlap) and its batches form while the step before
+    # runs (the knobs' batching under `+overlap`, _anchors).
+    host_overlap: bool = False
 
     @property
     def drafts(self) -> bool:
@@ -91,9 +96,10 @@ def _anchors(df: pd.DataFrame) -> list[_Anchor]:
         if think is not None and conc > 0:
             n = len(think)
         lengths = _lengths(r, sends) if conc <= 0 else (None, None)
+        overlap = _host_overlap(r)
         out.append(
             _Anchor(
-                Knobs.from_row(r),
+                _overlaid(Knobs.from_row(r)) if overlap else Knobs.from_row(r),
                 int(r["prompt_tokens"]),
                 int(r["output_tokens"]),
                 conc,
@@ -106,9 +112,22 @@ def _anchors(df: pd.DataFrame) -> list[_Anchor]:
                 *lengths,
                 _opt(r, "prefix_hit_rate") or 0.0,
                 _reading(r),
+                overlap,
             )
         )
     return out
+
+
+def _host_overlap(r: pd.Series) -> bool:
+    # the frame's host_overlap column (calibrate.published sets it per row from the engine's release)
+    v = r.get("host_overlap")
+    return bool(v) if v is not None and v == v else False
+
+
+def _overlaid(k: Knobs) -> Knobs:
+    # the batching policy under an overlap scheduler where it has one (kernels.layout: `+overlap`)
+    b = f"{k.batching}+overlap"
+    return replace(k, batching=b) if b in BATCHING else k
 
 
 def _reading(r: pd.Series) -> str:
@@ -129,7 +148,15 @@ def predict(
     for i, a in enumerate(anchors):
         model_i = model if isinstance(model, ModelCard) else model[i]
         accept = a.accept if a.accept is not None else resolve_acceptance(a.knobs)[0]
-        c = coeffs(model_i, hw, a.knobs, params, accept=accept, drafted_per_token=a.drafted_per_token)
+        c = coeffs(
+            model_i,
+            hw,
+            a.knobs,
+            params,
+            accept=accept,
+            drafted_per_token=a.drafted_per_token,
+            host_overlap=a.host_overlap,
+        )
         # memory for the longest request a replay holds (a trace's lengths vary)
         plan = plan_memory(model_i, hw, a.knobs, max(a.prompts or (a.prompt,)), max(a.outputs or (a.output,)), params)
         # a deployment of several replicas: one replica under its share of the load, as simulate_point

@@ -75,6 +75,29 @@ def _policy(r: pd.Series, hw: HardwareCard) -> tuple[str, int, int] | None:
 # row under its engine's default scheduler, read as medians. False: every row so (before 2026-12-02's
 # one-GPU as-run change); the fit cache's key follows it (calibrate.published_cache.fit_key).
 RUN_AS_PUBLISHED = True
+# Each row's engine release decides whether its steps overlap the host's work with the device's
+# (vLLM's async scheduling, on by default from simulate.schedulers.VLLM_ASYNC_FROM): such a row is
+# simulated so (cost_model.coeffs host_overlap, the `+overlap` admission), in every published fit and
+# held-out prediction (the frame's host_overlap column, host_overlaps). False: every row's host work
+# serial (before 2026-12-02's async-scheduling change); the fit caches' keys follow it.
+HOST_OVERLAP_BY_RELEASE = True
+
+
+def host_overlaps(rows: pd.DataFrame) -> list[bool]:
+    """Per published row, whether its engine release overlapped a step's host work with the device's
+    (simulate.schedulers.host_overlap; all False where HOST_OVERLAP_BY_RELEASE is off, read now)."""
+    from pareto_atlas.simulate.schedulers import host_overlap
+
+    if not HOST_OVERLAP_BY_RELEASE:
+        return [False] * len(rows)
+    return [
+        host_overlap(str(r.get("engine", "")), str(r.get("engine_version", "")), _pp(r)) for _, r in rows.iterrows()
+    ]
+
+
+def _pp(r: pd.Series) -> int:
+    v = r.get("pp", 1)
+    return int(float(v)) if v is not None and v == v and str(v).strip() else 1
 
 
 def card_frame(rows: pd.DataFrame, hw: HardwareCard, as_run: bool = False) -> tuple[pd.DataFrame, list[ModelCard]]:
@@ -92,6 +115,7 @@ def card_frame(rows: pd.DataFrame, hw: HardwareCard, as_run: bool = False) -> tu
     # its family's, so F16 points use this one.
     frame["weights"] = frame["weights"].replace({"F16": "BF16"})
     frame = frame.reindex(columns=list(frame.columns) + [t for t in TARGETS if t not in frame])
+    frame["host_overlap"] = host_overlaps(rows)
     if as_run:
         frame = read_as_run(frame, rows.reset_index(drop=True))
     return frame, models

@@ -30,19 +30,23 @@ from pareto_atlas.simulate.params import CalibParams
 _CODE = ("calibrate", "simulate")
 
 
-FIT_VERSION = "8"  # bump when the published fit's setup changes: stored fits are then redone (8: rows as run)
+# bump when the published fit's setup changes: stored fits are then redone (8: rows as run; 9: a row's
+# engine release decides whether its steps overlap host and device work)
+FIT_VERSION = "9"
 
 
 def fit_key(table: PublishedTable) -> str:
     """What a stored fit is keyed by: the table's content, the shipped multi-GPU table's (its one-GPU
     rows fit the quantized formats: calibrate.published_formats), this fit's version and the tool's,
     and whether rows run as their source ran them (calibrate.published.RUN_AS_PUBLISHED, read now:
-    a fit made with it off is never read back as the product's)."""
+    a fit made with it off is never read back as the product's) and overlap host work by their engine's
+    release (HOST_OVERLAP_BY_RELEASE, likewise)."""
     from pareto_atlas.calibrate import published
     from pareto_atlas.calibrate.published_table import load_multigpu
 
     multi = load_multigpu().sha256
     run = "as-run" if published.RUN_AS_PUBLISHED else "engine-defaults"
+    run += "" if published.HOST_OVERLAP_BY_RELEASE else "|host-serial"
     return hashlib.sha256(f"{table.sha256}|{multi}|{FIT_VERSION}|{__version__}|{run}".encode()).hexdigest()[:12]
 
 

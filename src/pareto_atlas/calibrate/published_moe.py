@@ -41,7 +41,7 @@ import pandas as pd
 from pareto_atlas.calibrate.heldout_bar import carried_bar
 from pareto_atlas.calibrate.fit import TARGETS
 from pareto_atlas.calibrate.published_runs import Run, apply_runs, predict_rows
-from pareto_atlas.calibrate.published import SERVED_ENGINE, _policy, _rel
+from pareto_atlas.calibrate.published import SERVED_ENGINE, _policy, _rel, host_overlaps
 from pareto_atlas.calibrate.published_link import LABEL, MAX_REQUESTS
 from pareto_atlas.calibrate.published_moe_table import MOE_PARALLEL, moe_anchor_row
 from pareto_atlas.calibrate.published_multigpu import SCHEMES, _pct, coverage, sample_rows, scheme_errors, split_check
@@ -143,6 +143,7 @@ def moe_frame(rows: pd.DataFrame, hw: HardwareCard) -> tuple[pd.DataFrame, list[
     frame = pd.DataFrame(out)
     frame["weights"] = frame["weights"].replace({"F16": "BF16"})
     frame = frame.reindex(columns=list(frame.columns) + [t for t in TARGETS if t not in frame])
+    frame["host_overlap"] = host_overlaps(rows)  # the row's engine release (calibrate.published)
     conc = frame["concurrency"].astype(int)
     frame["n_requests"] = np.where(
         conc > 0,

@@ -317,7 +317,8 @@ def _run_mode() -> str:
     """How the fit runs the rows (a cache key part): as their sources ran them, or engine defaults."""
     from pareto_atlas.calibrate import published
 
-    return "as-run" if published.RUN_AS_PUBLISHED else "engine-defaults"
+    mode = "as-run" if published.RUN_AS_PUBLISHED else "engine-defaults"
+    return mode + ("" if published.HOST_OVERLAP_BY_RELEASE else "|host-serial")
 
 
 def _native(v):

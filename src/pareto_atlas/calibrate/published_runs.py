@@ -170,7 +170,7 @@ def predict_run(
     phase (run.rounds rounds of its clients from an idle engine), the medians' slots holding the run's
     reading (the mean over every request) and the p99 and throughput the simulation's own."""
     (a,) = _anchors(frame)
-    c = coeffs(model, hw, a.knobs, params)
+    c = coeffs(model, hw, a.knobs, params, host_overlap=a.host_overlap)
     plan = plan_memory(model, hw, a.knobs, a.prompt, a.output, params)
     conc, _, busy = replica_load(a.concurrency, 0.0, a.knobs.replicas)
     n = run.rounds * conc

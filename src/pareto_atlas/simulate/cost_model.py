@@ -26,6 +26,7 @@ from pareto_atlas.simulate.kernels import (
     FL,
     FL_H,
     FL_V,
+    HOST_OVERLAP,
     K,
     KV_PAD,
     KVR,
@@ -36,11 +37,13 @@ from pareto_atlas.simulate.kernels import (
     MOE_SKEW,
     MOE_W,
     N_COEFFS,
+    O_DEV,
     O_REQ,
     O_SEQ,
     O_STEP,
     P,
     Q,
+    SEQ_DEV,
     TILE,
     PP_STAGES,
     W_T,
@@ -156,6 +159,7 @@ def coeffs(
     ep: int | None = None,
     attn_dp: int | None = None,
     skew: float | None = None,
+    host_overlap: bool = False,
 ) -> np.ndarray:
     """The per-unit times of one step of ONE worker of this configuration (see the layout in
     kernels/layout.py): a tp x pp worker (knobs.tp, knobs.pp unless given; the decode pool's for "disagg",
@@ -172,6 +176,11 @@ def coeffs(
     of which a step reads the share its tokens touch (`skew`: the routing exponent, default
     moe.ROUTING_SKEW); FLOPs follow the active parameters; attention-DP (attn_dp) splits the step's
     sequences over its groups (ATTN_DP), EP (ep) adds the all-to-all.
+
+    host_overlap: the engine prepares a step on the host while the device runs the one before (vLLM's
+    async scheduling: simulate.schedulers.host_overlap says which releases run it by default), so the
+    host's fixed costs (overhead_step_s, overhead_seq_s) hide under the device's time (HOST_OVERLAP).
+    The atlas's points keep it off; the published fits set it per row from the row's engine release.
     """
     tp = knobs.tp if tp is None else tp
     pp = knobs.pp if pp is None else pp
@@ -213,8 +222,12 @@ def coeffs(
     # Eviction stores keep x ctx; sparse attention then reads only a budget of what is stored.
     c[CTX_SCALE] = knobs.kv_keep * knobs.sparse_budget
     c[KV_PAD] = params.kv_pad / 2.0
-    c[O_STEP] += params.overhead_step_s  # after _moe_terms' per-layer cost
-    c[O_SEQ] = params.overhead_seq_s + sliding_seq_s(model, hw, knobs, params, kvb_dev)
+    # the host's work a step (scheduling, input preparation, launches) and per sequence (bookkeeping);
+    # the device's fixed costs beside them: _moe_terms' per-layer cost, sliding windows' attention
+    c[O_STEP] = params.overhead_step_s
+    c[O_SEQ] = params.overhead_seq_s
+    c[SEQ_DEV] = sliding_seq_s(model, hw, knobs, params, kvb_dev)
+    c[HOST_OVERLAP] = 1.0 if host_overlap else 0.0
     c[O_REQ] = params.overhead_req_s
     c[P] = params.roofline_p
     c[CV] = params.step_cv
@@ -290,7 +303,7 @@ def _moe_terms(
     c[MOE_E], c[MOE_K] = model.n_experts, model.experts_per_token
     # fitted on published MoE rows (calibrate.published_moe): a step's fixed cost per MoE layer, and the
     # routed experts' FLOPs at the expert GEMMs' efficiency (the rest of the body's at the dense rate)
-    c[O_STEP] += model.moe_layers * params.moe_layer_s
+    c[O_DEV] += model.moe_layers * params.moe_layer_s
     if params.moe_flops_eff < 1.0:
         extra = model.moe_layers * model.experts_per_token * model.expert_params * (1.0 / params.moe_flops_eff - 1.0)
         c[FL] += extra * c[FL] / max(model.active_params - head_params(model), 1)

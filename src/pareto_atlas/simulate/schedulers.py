@@ -27,11 +27,16 @@ trtllm     whole+overlap     max_num_tokens 8192              2048            NV
   n runs, so a request that arrives during a step joins the step after the next one. aiconfigurator's
   benchmark deployments keep it on too (ai-dynamo/aiconfigurator@095f58a5
   src/aiconfigurator/generator/rule_plugin/benchmark/trtllm.rule: `agg disable_overlap_scheduler =
-  false`). vLLM V1's counterpart (async scheduling) is off by default in the versions of its
-  published rows (vllm/config/scheduler.py SchedulerConfig.async_scheduling False, read at
-  vllm-project/vllm@01230b40, a tree just before 0.12; default-on came after 0.12.0, vLLM PR #27614),
-  so vLLM stays `chunked`. Not modelled: TensorRT-LLM before its early exit (PR #8587,
+  false`). vLLM V1's counterpart is async scheduling, off by default before VLLM_ASYNC_FROM (see
+  host_overlap), so the atlas's vLLM stays `chunked`; a published row of a later release runs it
+  (calibrate.published). Not modelled: TensorRT-LLM before its early exit (PR #8587,
   2025-10) runs a finishing request one more step, which holds its slot a step longer.
+- Host overlap (cost_model.coeffs host_overlap, kernels.layout HOST_OVERLAP): under vLLM's async
+  scheduling the engine schedules and prepares the inputs of step i+1 on the CPU while the GPU runs
+  step i, so a step costs max(device, host), not device + host, and its batch is formed while the step
+  before runs (the `+overlap` admission). Only vLLM's releases are switched by version here: the
+  overlap schedulers of TensorRT-LLM and SGLang keep their serial step cost, as their one-GPU fits
+  were made (their fixed cost a step is fitted on rows that all ran with it on).
 - SGLang's admission reserves KV for the outputs to come (schedule_policy.PrefillAdder,
   rem_total_tokens): a new request is admitted only if its prompt and its whole min(max_new_tokens,
   4096) fit beside what the pool holds and every running request's clipped outputs to come times
@@ -123,6 +128,43 @@ def _trtllm(hw: HardwareCard) -> Scheduler:
 
 
 SCHEDULERS = {"vllm": _vllm, "sglang": _sglang, "trtllm": _trtllm}
+
+# vLLM's first release that runs async scheduling by default. Where it is set: SchedulerConfig.
+# async_scheduling defaults to False (vllm/config/scheduler.py at vllm-project/vllm@01230b40, a tree
+# before 0.12: it still deprecates a name "removed in v0.12"), then to None, which VllmConfig.
+# __post_init__ resolves to True "unless there is an incompatible option" (vllm/config/scheduler.py at
+# vllm-project/vllm@1f8758d5; vllm/config/vllm.py: pipeline parallelism, speculation other than
+# EAGLE/MTP, an executor other than mp/uni/external_launcher, later pooling models disable it). The
+# change is vLLM PR #27614 "[Core] Enable async scheduling by default" (opened 2025-10-27); the release
+# it first shipped in, 0.14.0, is read from two downstream projects, not from a tagged vLLM tree:
+# torch-spyre/sendnn-inference PR #636 (2026-01-20, "Add v0.14.0 support": "Disables async scheduling
+# which is now enabled by default" citing #27614, its v0.13.0 kept as the compatibility baseline) and
+# deepjavalibrary/djl issue #3833 ("Async scheduling is now enabled by default in v0.14").
+# aiconfigurator's vLLM rows are of 0.11.2 and 0.12.0 (and rows stating none, measured 2025-10 to
+# 2025-12) on one side, 0.15.1 to 0.19.0 on the other: none is of 0.13 or 0.14.
+VLLM_ASYNC_FROM = (0, 14)
+
+
+def release(version: str) -> tuple[int, ...] | None:
+    """(0, 11, 2) of "0.11.2" or "0.23.0 (V1 engine)"; None where a row states no release ("unstated",
+    "not stated (...)", a nightly build, a branch name)."""
+    head = str(version).strip().split(" ")[0].split("-")[0]
+    parts = head.split(".")
+    if len(parts) < 2 or not all(p.isdigit() for p in parts[:2]):
+        return None
+    return tuple(int(p) for p in parts[:3] if p.isdigit())
+
+
+def host_overlap(engine: str, version: str, pp: int = 1) -> bool:
+    """Whether `engine` at release `version` overlaps a step's host work (scheduling, input preparation)
+    with the device's previous step by default: vLLM from VLLM_ASYNC_FROM on, without pipeline
+    parallelism (async scheduling disabled itself under PP > 1 when it became the default:
+    vllm/config/vllm.py "not yet supported with pipeline_parallel_size > 1"). A release not stated is
+    taken as without: aiconfigurator's rows that state none were measured in 2025, before the default;
+    the one-GPU table's vrscience-thesis rows (runs of 2026-06, no release stated) stay serial for want
+    of one."""
+    v = release(version)
+    return engine == "vllm" and v is not None and v >= VLLM_ASYNC_FROM and pp <= 1
 
 
 def scheduler(engine: str, hw: HardwareCard) -> Scheduler:

@@ -47,7 +47,15 @@ PP_STAGES = 26
 #          (O_SEQ: each group's rank steps only its own sequences) divide over those
 MOE_W, MOE_E, MOE_K, MOE_SKEW = 27, 28, 29, 30
 ATTN_DP = 31
-N_COEFFS = 32
+# O_STEP and O_SEQ are the engine's host (CPU) work of a step: scheduling, input preparation, launch
+# and bookkeeping. O_DEV and SEQ_DEV are fixed device time, per step and per sequence, beside them
+# (an MoE layer's router and grouped-GEMM launches; sliding-window layers' attention), serial with the
+# kernels in every step.
+# HOST_OVERLAP 1: the engine prepares step i+1 on the host while the device runs step i (vLLM's async
+#          scheduling, on by default from a release: simulate.schedulers.host_overlap), so a step takes
+#          max(device, host) instead of device + host; 0: serial (every step pays both).
+O_DEV, SEQ_DEV, HOST_OVERLAP = 32, 33, 34
+N_COEFFS = 35
 
 # Closed-loop clients never land in the same instant: an idle engine starts a step for the first
 # request and the others wait for the next one (llama.cpp's slot loop, vLLM's scheduler alike);

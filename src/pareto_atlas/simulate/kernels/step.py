@@ -20,6 +20,7 @@ from pareto_atlas.simulate.kernels.layout import (
     FL,
     FL_H,
     FL_V,
+    HOST_OVERLAP,
     K,
     KV_PAD,
     KVR,
@@ -29,11 +30,13 @@ from pareto_atlas.simulate.kernels.layout import (
     MOE_SKEW,
     MOE_W,
     O_REQ,
+    O_DEV,
     O_SEQ,
     O_STEP,
     P,
     PP_STAGES,
     Q,
+    SEQ_DEV,
     TILE,
     W_T,
 )
@@ -141,11 +144,22 @@ def _step_time(
         # the two rooflines' pow chains side by side (see _smooth_max2)
         fwd, attn = _smooth_max2(mem, cmp, a_mem, a_cmp, p, bound)
         fwd, draft_fwd = fwd + attn, 0.0
-    t = fwd + step_s + seq_s * seqs + c[COMM_STEP] + comm_tok * tokens
+    # the device's time (kernels, collectives, fixed device costs) and the host's (scheduling, input
+    # preparation): one after the other, or side by side under an engine that prepares the next step
+    # while this one runs (HOST_OVERLAP), where the longer of the two sets the pace
+    overlap = c[HOST_OVERLAP] > 0.0
+    if overlap:
+        t = fwd + c[O_DEV] + c[SEQ_DEV] * seqs + c[COMM_STEP] + comm_tok * tokens
+    else:
+        # serial: the fixed costs summed as one per step and one per sequence, in this order (the
+        # figures of every serial step the same to the last bit as before the split)
+        t = fwd + (c[O_DEV] + step_s) + (seq_s + c[SEQ_DEV]) * seqs + c[COMM_STEP] + comm_tok * tokens
     if drafting:
         t += draft_p * k * (draft_fwd + c[D_O])
     if k > 0.0 and n_pf > 0.0 and c[D_FL] > 0.0:
         t += c[D_FL] * n_pf
+    if overlap:
+        return max(t, step_s + seq_s * seqs)
     return t
 
 
