@@ -89,3 +89,20 @@ def test_an_overlapped_row_predicts_faster_by_about_the_host_time():
     off = predict(_anchors(frame.assign(host_overlap=False)), models, hw, p)[0]
     tpot = TARGETS.index("tpot_p50_ms")
     assert on[tpot] < off[tpot] - 1.0  # ms: most of the 3 ms a step hides
+
+
+def test_a_cards_host_cost_is_fitted_on_its_serial_rows_where_it_has_both():
+    # L4's vLLM rows: one source of vLLM 0.23 (overlapped: its host cost hides under the device's time)
+    # and one of 0.8.5 (serial). The card's fit keeps the host cost its serial rows show.
+    from pareto_atlas.calibrate.published_table import load_published
+
+    rows = load_published().rows
+    rows = rows[(rows.gpu == "L4") & (rows.engine == "vllm")].reset_index(drop=True)
+    hw = HW["L4"]
+    frame, models = published.one_gpu_frame(rows, hw)
+    over = frame.host_overlap.to_numpy(bool)
+    assert over.any() and not over.all()
+    both, _ = published.fit_card(frame, models, hw)
+    serial, _ = published.fit_card(frame[~over], [m for m, o in zip(models, over) if not o], hw)
+    assert both.overhead_step_s == serial.overhead_step_s > 1e-4
+    assert both.overhead_seq_s == serial.overhead_seq_s

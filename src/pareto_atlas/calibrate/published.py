@@ -187,9 +187,17 @@ def fit_card(frame: pd.DataFrame, models: list[ModelCard], hw: HardwareCard) -> 
         if hw.kind == "gpu"
         else ()
     )
-    return fit_params(
-        frame, models, hw, start=default_params(hw, SERVED_ENGINE), fit_cv=False, head_ratio_starts=(1.0,), fixed=unseen
-    )
+    start = default_params(hw, SERVED_ENGINE)
+    overlapped = frame["host_overlap"].to_numpy(bool) if "host_overlap" in frame else np.zeros(len(frame), bool)
+    if overlapped.any() and not overlapped.all():
+        # A step's host cost hides under the device's time on rows whose engine overlaps the two
+        # (host_overlaps): those rows cannot show it. Where the card has rows that ran serially too,
+        # the host cost is fitted on them alone and kept while every row fits the rest.
+        serial = ~overlapped
+        host, _ = fit_card(frame[serial], [m for m, s in zip(models, serial) if s], hw)
+        start = replace(start, overhead_step_s=host.overhead_step_s, overhead_seq_s=host.overhead_seq_s)
+        unseen += ("overhead_step_s", "overhead_seq_s")
+    return fit_params(frame, models, hw, start=start, fit_cv=False, head_ratio_starts=(1.0,), fixed=unseen)
 
 
 def _rel(pred: np.ndarray, meas: np.ndarray) -> np.ndarray:
