@@ -148,6 +148,9 @@ def test_campaign_killed_with_sigkill_resumes_without_remeasuring(tmp_path: Path
         assert (s.anchors("tiny").status == "ok").sum() == 2
 
 
+# `make test-slow`: the default run checks the same, and that only the missing items are asked again, on a
+# fake server (tests/unit/test_resume_stages.py::test_quality_stopped_midway_resumes_asking_only_the_items_it_had_not_saved)
+@pytest.mark.slow
 def test_quality_arm_stopped_midway_keeps_its_finished_items(tmp_path: Path):
     from pareto_atlas.quality.campaign import run_quality_campaign
     from pareto_atlas.spec.study import load_study
