@@ -6,7 +6,8 @@ store_writer.py campaign OUT ARMS [TOKEN_S [GATE]]
                                               model file is not needed: served_model is replaced);
                                               with GATE, every arm after the first waits until that
                                               file exists, so the store stays open for writing while
-                                              a test does what it must beside it
+                                              a test does what it must beside it;
+                                              the server on $STORE_WRITER_PORT where set
 store_writer.py anchors STORE N RECORDS       N anchors of RECORDS request records each, straight
                                               through Store.put_anchor, printing "saved i" after each
 """
@@ -47,8 +48,22 @@ def campaign(out: Path, arms: int, token_s: float, gate: Path | None = None) -> 
             time.sleep(0.05)
         return Path("fake.gguf"), "0" * 64, 1, 4.5
 
+    class OnPort(FakeOpenAIServer):
+        """On $STORE_WRITER_PORT where it is set: a rerun's study (its anchors) names the same server."""
+
+        def _run(self) -> None:
+            import asyncio
+            import os
+
+            asyncio.set_event_loop(self._loop)
+            port = int(os.environ.get("STORE_WRITER_PORT", "0"))
+            self._server = self._loop.run_until_complete(asyncio.start_server(self._handle, "127.0.0.1", port))
+            self.port = self._server.sockets[0].getsockname()[1]
+            self._ready.set()
+            self._loop.run_forever()
+
     c.served_model = served_model
-    with FakeOpenAIServer(FakeBehaviour(prefill_s=0.002, token_s=token_s)) as srv:
+    with OnPort(FakeBehaviour(prefill_s=0.002, token_s=token_s)) as srv:
         study = out / "faults.toml"
         out.mkdir(parents=True, exist_ok=True)
         study.write_text(

@@ -121,6 +121,9 @@ def test_engine_killed_mid_campaign_fails_that_anchor_and_rerun_resumes(tmp_path
     assert p.returncode == 0 and "1 measured, 1 kept" in p.stderr, p.stderr[-2000:]
 
 
+# `make test-slow`: the default run checks the same on a fake OpenAI server, where an anchor takes a
+# second, not tens (tests/unit/test_store_damage.py::test_a_campaign_killed_with_sigkill_resumes_without_remeasuring)
+@pytest.mark.slow
 def test_campaign_killed_with_sigkill_resumes_without_remeasuring(tmp_path: Path):
     out = tmp_path / "sigkill"
     proc = subprocess.Popen(
@@ -145,6 +148,9 @@ def test_campaign_killed_with_sigkill_resumes_without_remeasuring(tmp_path: Path
         assert (s.anchors("tiny").status == "ok").sum() == 2
 
 
+# `make test-slow`: the default run checks the same, and that only the missing items are asked again, on a
+# fake server (tests/unit/test_resume_stages.py::test_quality_stopped_midway_resumes_asking_only_the_items_it_had_not_saved)
+@pytest.mark.slow
 def test_quality_arm_stopped_midway_keeps_its_finished_items(tmp_path: Path):
     from pareto_atlas.quality.campaign import run_quality_campaign
     from pareto_atlas.spec.study import load_study

@@ -3,6 +3,7 @@ leave-one-source-out error (recovering parameters it generated), and the `publis
 
 from __future__ import annotations
 
+import copy
 import csv
 import io
 import re
@@ -425,21 +426,37 @@ def test_the_shipped_table_holds_out_vllm_tpot_by_source_on_four_cards_and_calib
     assert all(np.isfinite(c.errors["TPOT"]) for c in shipped_vllm)  # each with a held-out TPOT error
 
 
+# The command on the three cards whose fits take seconds (H200's and H100-SXM's took 86 s of CPU here):
+# the same path as on all five (every card the table covers is calibrated: the test of shipped_vllm above)
+CHEAP_CARDS = ("L4", "A100-80G-PCIe", "H100-PCIe")
+_FITS: dict = {}
+
+
+def _fit_once(table, hardware=None):
+    """calibrate_published_formats, really run, but once per table and cards in this module (~20 s on
+    these cards on 2 cores): the three tests below check what the command and the fit cache do with a
+    fit (how often they ask for one, what they keep and read back), each given a fit of its own copy."""
+    key = (published_cache.fit_key(table), tuple(hardware or ()))
+    if key not in _FITS:
+        _FITS[key] = calibrate_published_formats(table, hardware)
+    return copy.deepcopy(_FITS[key])
+
+
 def test_simulate_fits_the_shipped_table_once_and_a_users_run_takes_precedence(tmp_path, monkeypatch):
     shipped = load_published()
     calls = []
 
     def fake(table, hardware=None):  # the real fit, counted
         calls.append((table.sha256, tuple(hardware)))
-        return calibrate_published_formats(table, hardware)
+        return _fit_once(table, hardware)
 
     monkeypatch.setattr(published_cache, "calibrate_published_formats", fake)  # where simulate fits
     con = Console(file=io.StringIO())
     with Store(tmp_path / "s.duckdb") as store:
-        first = published_stage.published_params("st", store, con, ["L4", "H100-PCIe"])
-        again = published_stage.published_params("st", store, con, ["L4", "H100-PCIe"])
-        assert calls == [(shipped.sha256, ("L4", "H100-PCIe"))]  # fitted once, then read back
-        assert set(first) == set(again) == {"L4", "H100-PCIe"} and again["L4"] == first["L4"]
+        first = published_stage.published_params("st", store, con, list(CHEAP_CARDS))
+        again = published_stage.published_params("st", store, con, list(CHEAP_CARDS))
+        assert calls == [(shipped.sha256, CHEAP_CARDS)]  # fitted once, then read back
+        assert set(first) == set(again) == set(CHEAP_CARDS) and again["L4"] == first["L4"]
         # a user's own run (another table: here the shipped rows re-keyed) is what simulate uses from then on
         mine = PublishedTable(shipped.rows, shipped.paths, "mine")
         cals = [replace(c, params=replace(c.params, provenance="mine")) for c in calibrate_published(mine, ["L4"])]
@@ -448,12 +465,8 @@ def test_simulate_fits_the_shipped_table_once_and_a_users_run_takes_precedence(t
         assert len(calls) == 1  # nothing refitted
 
 
-# The command on the three cards whose fits take seconds (H200's and H100-SXM's took 86 s of CPU here):
-# the same path as on all five (every card the table covers is calibrated: the test of shipped_vllm above)
-CHEAP_CARDS = ("L4", "A100-80G-PCIe", "H100-PCIe")
-
-
-def test_the_published_command_exits_0_on_the_shipped_table(tmp_path):
+def test_the_published_command_exits_0_on_the_shipped_table(tmp_path, monkeypatch):
+    monkeypatch.setattr(published_cache, "calibrate_published_formats", _fit_once)  # where the command fits
     cards = [a for c in CHEAP_CARDS for a in ("--hardware", c)]
     r = CliRunner().invoke(app, ["calibrate", "--published", *cards, "--out", str(tmp_path)])
     assert r.exit_code == 0, r.output
@@ -478,7 +491,7 @@ def test_a_fresh_store_reads_the_fit_from_the_cache_and_a_damaged_cache_file_is_
 
     def fake(table, hardware=None):
         calls.append(tuple(hardware))
-        return calibrate_published_formats(table, hardware)
+        return _fit_once(table, hardware)
 
     monkeypatch.setattr(published_cache, "calibrate_published_formats", fake)  # where simulate fits
     out = io.StringIO()
@@ -486,21 +499,21 @@ def test_a_fresh_store_reads_the_fit_from_the_cache_and_a_damaged_cache_file_is_
     stored, first = [], None
     for name in ("a", "b"):  # two stores, same table and code: the second reads the cache
         with Store(tmp_path / f"{name}.duckdb") as st:
-            got = published_stage.published_params("st", st, con, ["H100-PCIe", "A100-80G-PCIe"])
+            got = published_stage.published_params("st", st, con, list(CHEAP_CARDS))
             first = got if name == "a" else first
             second = got
             stored.append(
                 sorted((r.calib_id, r.params_json, r.fidelity_json) for r in st.calibrations("st").itertuples())
             )
     assert stored[0] == stored[1]  # what the store keeps, bit for bit (NaN and float repr included)
-    assert calls == [("H100-PCIe", "A100-80G-PCIe")] and "from the cache" in out.getvalue()
+    assert calls == [CHEAP_CARDS] and "from the cache" in out.getvalue()
     assert all(first[c].to_dict() == second[c].to_dict() for c in first)
     # the cards asked for are part of the key; a damaged file is ignored and refitted
-    key = published_cache.cache_key(published_stage.fit_key(load_published()), ["H100-PCIe", "A100-80G-PCIe"])
-    assert key != published_cache.cache_key(published_stage.fit_key(load_published()), ["A100-80G-PCIe"])
+    key = published_cache.cache_key(published_stage.fit_key(load_published()), list(CHEAP_CARDS))
+    assert key != published_cache.cache_key(published_stage.fit_key(load_published()), ["L4", "A100-80G-PCIe"])
     (published_cache.cache_dir() / f"{key}.json").write_text('{"key": "' + key + '", "fits": [{"hardware": 1}]}')
     with Store(tmp_path / "c.duckdb") as c:
-        third = published_stage.published_params("st", c, con, ["H100-PCIe", "A100-80G-PCIe"])
+        third = published_stage.published_params("st", c, con, list(CHEAP_CARDS))
     assert len(calls) == 2 and third["A100-80G-PCIe"].to_dict() == first["A100-80G-PCIe"].to_dict()
 
 

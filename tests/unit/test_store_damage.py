@@ -10,6 +10,7 @@ import os
 import resource
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -233,6 +234,40 @@ def test_a_writer_killed_mid_write_leaves_only_whole_anchors(tmp_path: Path):
     with Store(p) as s:  # and it takes writes again
         s.put_anchor(_anchor("after"), [{"idx": 0, "ok": True}])
         assert s.anchor_status("after") == "ok"
+
+
+def test_a_campaign_killed_with_sigkill_resumes_without_remeasuring(tmp_path: Path):
+    """The campaign process killed with SIGKILL between two anchors (no cleanup, no atexit): the anchor it
+    saved is kept, whole, and a rerun measures only the other one. The same on llama.cpp, where a measured
+    anchor takes tens of seconds: tests/e2e/test_build_tiny.py's (`make test-slow`)."""
+    out, gate = tmp_path / "sigkill", tmp_path / "never"
+    with socket.socket() as sk:  # one port for both runs: the anchors' identity names the server
+        sk.bind(("127.0.0.1", 0))
+        env = {**ENV, "STORE_WRITER_PORT": str(sk.getsockname()[1])}
+    # the second anchor waits for a gate that never opens: the kill lands while the campaign holds the store
+    w = subprocess.Popen(
+        WRITER + ["campaign", str(out), "2", "0.01", str(gate)], stderr=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        first_ok = ""
+        for line in w.stderr:  # the first anchor's line ends when it is written to the store
+            if " ok " in line:
+                first_ok = line
+                break
+        w.kill()
+        w.wait(timeout=30)
+    finally:
+        if w.poll() is None:
+            w.kill()
+    assert first_ok, "no anchor finished before the kill"
+    assert check_store(out / "store.duckdb").ok and whole_anchors(out / "store.duckdb", 6) == 1
+    p = subprocess.run(
+        WRITER + ["campaign", str(out), "2", "0.01"], capture_output=True, text=True, timeout=300, env=env
+    )
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "1 measured, 1 kept from earlier runs" in p.stderr and "0 failed" in p.stderr, p.stderr[-2000:]
+    with Store(out / "store.duckdb") as s:
+        assert (s.anchors("faults").status == "ok").sum() == 2
 
 
 # -- a failed load changes nothing -----------------------------------------------------------------------------
