@@ -223,7 +223,7 @@ def grid_point_errors(
     for e, p in base.items():
         on = engines == e
         if on.any():
-            ps = replace(p, routing_skew=s, moe_layer_s=layer, moe_flops_eff=eff)
+            ps = replace(p, engine=e, routing_skew=s, moe_layer_s=layer, moe_flops_eff=eff)  # e: its rows' engine
             ms = [m for m, t in zip(models, on) if t]
             pred = predict_rows(frame[on].reset_index(drop=True), ms, hw, ps, [r for r, t in zip(runs, on) if t])
             err[on] = _rel(pred, meas[on])
@@ -305,8 +305,19 @@ def with_moe(params: CalibParams, cal: MoeCalibration) -> CalibParams:
         moe_flops_eff=flops_eff,
         moe_lat_rel_err=max(cal.lat_bar, params.lat_rel_err),
         moe_thr_rel_err=max(cal.thr_bar, params.thr_rel_err),
-        moe_provenance=cal.provenance(),
+        moe_provenance="; ".join(
+            [cal.provenance()] + [law.provenance() for law in moe_law_laws(params.hardware, params.engine)]
+        ),
     )
+
+
+def moe_law_laws(card: str, engine: str) -> list:
+    """The operator laws (simulate.moe_law) a card's MoE points under `engine` are priced by, per format."""
+    from pareto_atlas.simulate import moe_law
+
+    if moe_law.MODE == "off":
+        return []
+    return [law for (g, e, _), law in moe_law.laws().items() if (g, e) == (card, engine)]
 
 
 def layout(r: pd.Series) -> str:
