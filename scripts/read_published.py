@@ -196,7 +196,9 @@ def write_moe_ops(git_dir: Path, out: Path) -> int:
         data = subprocess.run(
             ["git", f"--git-dir={git_dir}", "show", f"{commit}:{path}"], check=True, capture_output=True
         ).stdout
-        res = aiconfigurator_moe_ops.read(aiconfigurator_moe_ops.OpsFile(AIC[0], path, commit, data), shapes, set(dtypes))
+        res = aiconfigurator_moe_ops.read(
+            aiconfigurator_moe_ops.OpsFile(AIC[0], path, commit, data), shapes, set(dtypes)
+        )
         print(f"{card}/{engine}/{release}: {len(res.rows)} rows")
         print_left_out(res)
         rows += res.rows

@@ -92,7 +92,11 @@ def operator_table():
 
     with resources.files("pareto_atlas.spec").joinpath(SHIPPED).open() as f:
         df = pd.read_csv(f, dtype={"version": str})
-    missing = [c for c in ("gpu", "engine", "moe_dtype", "num_tokens", *SHAPE, "moe_tp_size", "moe_ep_size", "latency", "source") if c not in df.columns]
+    missing = [
+        c
+        for c in ("gpu", "engine", "moe_dtype", "num_tokens", *SHAPE, "moe_tp_size", "moe_ep_size", "latency", "source")
+        if c not in df.columns
+    ]
     if missing:
         raise ValueError(f"spec/{SHIPPED}: no column {missing[0]!r}")
     return df

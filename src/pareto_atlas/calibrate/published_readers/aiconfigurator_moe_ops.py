@@ -72,9 +72,7 @@ class OpsFile:
         return parts[-5], parts[-3], parts[-2]
 
 
-def read(
-    src: OpsFile, shapes: set[tuple[int, int, int, int]], dtypes: set[str], max_tokens: int = 4096
-) -> ReadResult:
+def read(src: OpsFile, shapes: set[tuple[int, int, int, int]], dtypes: set[str], max_tokens: int = 4096) -> ReadResult:
     """The rows of `src` of the given shapes ((hidden_size, inter_size, num_experts, topk)) and formats,
     balanced routing, on one node, at most `max_tokens` tokens (decode steps and chunked prefill), the
     latency to 5 significant digits (ms); one row per row of the file."""
@@ -138,5 +136,7 @@ def row_error(r: dict[str, str]) -> str:
     except ValueError:
         return f"latency: {r['latency']!r} must be a number of ms"
     if not r["source"].startswith("published:aiconfigurator moe_perf "):
-        return f"source: {r['source']!r} must read 'published:aiconfigurator moe_perf <card>/<engine>/<release> @<commit>'"
+        return (
+            f"source: {r['source']!r} must read 'published:aiconfigurator moe_perf <card>/<engine>/<release> @<commit>'"
+        )
     return ""
