@@ -317,7 +317,7 @@ def moe_law_laws(card: str, engine: str) -> list:
 
     if moe_law.MODE == "off":
         return []
-    return [law for (g, e, _), law in moe_law.laws().items() if (g, e) == (card, engine)]
+    return [law for (g, e, *_), law in moe_law.laws().items() if (g, e) == (card, engine)]
 
 
 def layout(r: pd.Series) -> str:

@@ -288,9 +288,9 @@ def _moe_terms(
     c[W_T] = (weight_bytes(model, knobs.weights) - routed) / tp / bw
     c[MOE_W] = routed / (tp * dp) / bw
     c[MOE_E], c[MOE_K] = model.n_experts, model.experts_per_token
-    law = moe_law.law_for(hw, params.engine, model, knobs.weights)
+    law = moe_law.law_for(hw, params.engine, model, knobs.weights, max(tp * dp // max(ep, 1), 1), max(ep, 1))
     if law is not None:
-        # the layer as aiconfigurator measured it on this card, engine and format (simulate.moe_law): its
+        # the layer as aiconfigurator measured it on this card, engine, format and split (simulate.moe_law): its
         # fixed cost a step, the touched experts at its streaming rate, their FLOPs at its rate (in place
         # of the dense GEMMs' share of the body's compute)
         c[MOE_W] = model.routed_params / (tp * dp) * law.s_per_weight

@@ -1,5 +1,6 @@
 """An MoE layer's time from aiconfigurator's operator measurements: per (card, engine, expert weight format),
-a law fitted on the layer timed alone (spec/published_moe_ops.csv, read by
+and per split of the experts over a worker's GPUs (MoE-TP x EP), a law fitted on the layer timed alone
+(spec/published_moe_ops.csv, read by
 calibrate.published_readers.aiconfigurator_moe_ops from aiconfigurator's moe_perf tables):
 
     latency per layer = fixed_s + s_per_weight x routed weights one GPU streams + s_per_flop x its expert FLOPs
@@ -7,10 +8,14 @@ calibrate.published_readers.aiconfigurator_moe_ops from aiconfigurator's moe_per
 where a step of T tokens routed top-k of E experts (balanced, as the tables route) touches min(E, T k) experts,
 E / ep of them on each GPU, each GPU holding 1 / moe_tp of each expert's 3 x hidden x inter weights, and does
 2 T k x 3 hidden inter / (moe_tp ep) FLOPs. Fitted by non-negative least squares on relative error over
-the table's rows of every shipped MoE shape of that format (their splits over one node, 1-4096 tokens).
+the table's rows of that split, every shipped MoE shape of that format, 1-4096 tokens. Per split, because
+what a layer costs at few tokens does not follow its bytes across splits (H200 TensorRT-LLM, BF16 x MXFP4,
+one token: 100 us on one GPU, 28 us a GPU at MoE-TP 8; one law over every split is 40 % off at one GPU), and
+because H200 vLLM 0.18.0's table times the layer alike at EP 1-8 (0.72 ms at 32 tokens), which no law of
+bytes a GPU fits across splits.
 
 cost_model._moe_terms charges an MoE layer by the law where one exists for the point's (card, engine,
-format) (`law_for`): fixed_s a layer a step (in place of the fitted calib.moe_layer_s), the touched experts'
+format, MoE-TP, EP) (`law_for`): fixed_s a layer a step (in place of the fitted calib.moe_layer_s), the touched experts'
 weights at 1 / s_per_weight (in place of the dense fit's streaming rate) and the expert FLOPs at
 1 / s_per_flop (in place of the dense GEMMs'); elsewhere its own terms. The law is fitted on operator rows,
 never on the served rows the MoE fit holds out.
@@ -40,6 +45,8 @@ class MoeLaw:
     gpu: str
     engine: str
     moe_dtype: str
+    moe_tp: int
+    ep: int
     fixed_s: float  # seconds per MoE layer per step
     s_per_weight: float  # seconds per routed weight a GPU streams
     s_per_flop: float  # seconds per expert FLOP on a GPU
@@ -55,11 +62,13 @@ class MoeLaw:
 
     def provenance(self) -> str:
         return (
-            f"MoE layer: aiconfigurator operator law {self.gpu}/{self.engine}/{self.moe_dtype} ({self.rows} rows, "
+            f"MoE layer: aiconfigurator operator law {self.gpu}/{self.engine}/{self.moe_dtype} "
+            f"MoE-TP{self.moe_tp} EP{self.ep} ({self.rows} rows, "
             f"{len(self.shapes)} shapes, {self.fixed_s * 1e6:.0f} us + {1e-12 / self.s_per_weight:.2f} T weights/s "
             f"median |err| {self.rel_err:.0%}; {self.source})"
             if self.s_per_weight > 0
-            else f"MoE layer: aiconfigurator operator law {self.gpu}/{self.engine}/{self.moe_dtype} ({self.source})"
+            else f"MoE layer: aiconfigurator operator law {self.gpu}/{self.engine}/{self.moe_dtype} MoE-TP{self.moe_tp} "
+            f"EP{self.ep} ({self.source})"
         )
 
 
@@ -102,23 +111,27 @@ def operator_table():
     return df
 
 
-def fit_laws(df, leave_out: tuple[int, int, int, int] | None = None) -> dict[tuple[str, str, str], MoeLaw]:
-    """A law per (gpu, engine, moe_dtype) of `df` (the operator table's columns), the rows of shape
-    `leave_out` left out."""
+def fit_laws(df, leave_out: tuple[int, int, int, int] | None = None) -> dict[tuple, MoeLaw]:
+    """A law per (gpu, engine, moe_dtype, moe_tp_size, moe_ep_size) of `df` (the operator table's columns),
+    the rows of shape `leave_out` left out."""
     out = {}
     if leave_out is not None:
         df = df[[tuple(int(v) for v in s) != leave_out for s in zip(*(df[c] for c in SHAPE))]]
-    for (gpu, engine, dtype), g in df.groupby(["gpu", "engine", "moe_dtype"], sort=True):
+    keys = ["gpu", "engine", "moe_dtype", "moe_tp_size", "moe_ep_size"]
+    for (gpu, engine, dtype, mtp, ep), g in df.groupby(keys, sort=True):
         x = design(g.num_tokens, g.hidden_size, g.inter_size, g.num_experts, g.topk, g.moe_tp_size, g.moe_ep_size)
         coef, err = fit_law(x, g.latency.to_numpy(float) * 1e-3)
         shapes = tuple(sorted({tuple(int(v) for v in s) for s in zip(*(g[c] for c in SHAPE))}))
         src = "; ".join(sorted(g.source.unique()))
-        out[gpu, engine, dtype] = MoeLaw(gpu, engine, dtype, *map(float, coef), len(g), shapes, err, src)
+        mtp, ep = int(mtp), int(ep)
+        out[gpu, engine, dtype, mtp, ep] = MoeLaw(
+            gpu, engine, dtype, mtp, ep, *map(float, coef), len(g), shapes, err, src
+        )
     return out
 
 
 @lru_cache(maxsize=16)
-def laws(leave_out: tuple[int, int, int, int] | None = None) -> dict[tuple[str, str, str], MoeLaw]:
+def laws(leave_out: tuple[int, int, int, int] | None = None) -> dict[tuple, MoeLaw]:
     """The shipped laws (fit_laws on the operator table), cached."""
     return fit_laws(operator_table(), leave_out)
 
@@ -136,8 +149,11 @@ def model_shape(model: ModelCard) -> tuple[int, int, int, int]:
     return (model.hidden, model.expert_intermediate, model.n_experts, model.experts_per_token)
 
 
-def law_for(hw: HardwareCard, engine: str, model: ModelCard, weights: str) -> MoeLaw | None:
-    """The law a point's MoE layers run by under MODE, or None (the cost model's own terms)."""
+def law_for(
+    hw: HardwareCard, engine: str, model: ModelCard, weights: str, moe_tp: int = 1, ep: int = 1
+) -> MoeLaw | None:
+    """The law a point's MoE layers run by under MODE (its experts split MoE-TP x EP), or None (the cost
+    model's own terms)."""
     if MODE not in MODES:
         raise ValueError(f"moe_law.MODE: {MODE!r} must be one of {', '.join(MODES)}")
     if MODE == "off" or not model.is_moe:
@@ -146,4 +162,4 @@ def law_for(hw: HardwareCard, engine: str, model: ModelCard, weights: str) -> Mo
     if dtype is None:
         return None
     found = laws(model_shape(model) if MODE == "leave-shape-out" else None)
-    return found.get((hw.name, engine, dtype))
+    return found.get((hw.name, engine, dtype, int(moe_tp), int(ep)))
