@@ -157,3 +157,16 @@ def test_the_cost_model_prices_moe_layers_by_the_law(monkeypatch):
     # leave-shape-out: gpt-oss's shape is the only MXFP4 one, so no law is left for it
     monkeypatch.setattr(moe_law, "MODE", "leave-shape-out")
     assert np.array_equal(coeffs(gpt, h200, knobs, p), off)
+
+
+def test_a_point_priced_by_a_law_says_so(monkeypatch):
+    from pareto_atlas.simulate.api import simulate_point
+
+    gpt, h200 = M["gpt-oss-120b"], HW["H200"]
+    p = CalibParams(hardware="H200", engine="trtllm")
+    row = simulate_point(gpt, h200, Knobs(weights="MXFP4"), 128, 8, concurrency=1, n_requests=4, params=p)
+    assert "aiconfigurator operator law H200/trtllm/w4a16_mxfp4 MoE-TP1 EP1" in row["calib_provenance"]
+    assert "moe_perf h200_sxm/trtllm/1.2.0rc5" in row["calib_provenance"]
+    monkeypatch.setattr(moe_law, "MODE", "off")
+    row = simulate_point(gpt, h200, Knobs(weights="MXFP4"), 128, 8, concurrency=1, n_requests=4, params=p)
+    assert "operator law" not in row["calib_provenance"]

@@ -305,19 +305,8 @@ def with_moe(params: CalibParams, cal: MoeCalibration) -> CalibParams:
         moe_flops_eff=flops_eff,
         moe_lat_rel_err=max(cal.lat_bar, params.lat_rel_err),
         moe_thr_rel_err=max(cal.thr_bar, params.thr_rel_err),
-        moe_provenance="; ".join(
-            [cal.provenance()] + [law.provenance() for law in moe_law_laws(params.hardware, params.engine)]
-        ),
+        moe_provenance=cal.provenance(),
     )
-
-
-def moe_law_laws(card: str, engine: str) -> list:
-    """The operator laws (simulate.moe_law) a card's MoE points under `engine` are priced by, per format."""
-    from pareto_atlas.simulate import moe_law
-
-    if moe_law.MODE == "off":
-        return []
-    return [law for (g, e, *_), law in moe_law.laws().items() if (g, e) == (card, engine)]
 
 
 def layout(r: pd.Series) -> str:

@@ -163,3 +163,13 @@ def law_for(
         return None
     found = laws(model_shape(model) if MODE == "leave-shape-out" else None)
     return found.get((hw.name, engine, dtype, int(moe_tp), int(ep)))
+
+
+def point_note(model: ModelCard, hw: HardwareCard, knobs, params) -> str:
+    """ "; <the law's provenance>" for a point (knobs, params: a Knobs and a CalibParams) whose MoE layers
+    cost_model._moe_terms prices by a law (its decode worker's split of the experts), else ""."""
+    if not model.is_moe:
+        return ""
+    g, ep = knobs.tp * knobs.attn_dp, max(knobs.ep, 1)
+    law = law_for(hw, params.engine, model, knobs.weights, max(g // ep, 1), ep)
+    return f"; {law.provenance()}" if law is not None else ""
