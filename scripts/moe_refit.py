@@ -13,7 +13,7 @@ rows, seeds and numbers). --trtllm-budget: a choice tried, not the product's: Te
 per-step token budget aiconfigurator's config generator sets for an aggregated worker (max batch + ISL +
 1500, block-rounded: ai-dynamo/aiconfigurator .claude/rules/generator/rule_authoring.md) instead of
 TensorRT-LLM's default max_num_tokens 8192, which admits no 8192-token prompt beside a running decode.
---moe-law: simulate.moe_law.MODE (default on, the product's): off prices every MoE layer by the cost model's
+--moe-law: simulate.moe_law.MODE (default off, the product's): off prices every MoE layer by the cost model's
 own terms (the before of a before/after on one commit); leave-shape-out prices each model's layers by the law
 fitted without its own shape's operator rows.
 """
@@ -130,7 +130,7 @@ def main() -> None:
         help="a host-overlapped row's step cost only: its batches admitted as without the overlap (a choice "
         "tried, not the product's: calibrate.anchors._overlaid)",
     )
-    ap.add_argument("--moe-law", choices=moe_law.MODES, default="on", help="simulate.moe_law.MODE")
+    ap.add_argument("--moe-law", choices=moe_law.MODES, default="off", help="simulate.moe_law.MODE")
     a = ap.parse_args()
     moe_law.MODE = a.moe_law
     if a.host_only:

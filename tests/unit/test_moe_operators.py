@@ -13,7 +13,7 @@ import pytest
 from pareto_atlas.calibrate.published_readers import aiconfigurator_moe_ops as ops
 from pareto_atlas.simulate import moe_law
 from pareto_atlas.simulate.cost_model import coeffs
-from pareto_atlas.simulate.kernels import FL, MOE_W, O_STEP, step_time
+from pareto_atlas.simulate.kernels import FL, MOE_W, O_DEV, step_time
 from pareto_atlas.simulate.params import CalibParams
 from pareto_atlas.spec.cards import shipped_hardware, shipped_models
 from pareto_atlas.spec.knobs import Knobs
@@ -139,12 +139,13 @@ def test_the_cost_model_prices_moe_layers_by_the_law(monkeypatch):
     knobs = Knobs(weights="MXFP4")
     p = CalibParams(hardware="H200", engine="trtllm", moe_layer_s=50e-6)
     law = moe_law.laws()["H200", "trtllm", "w4a16_mxfp4", 1, 1]
+    monkeypatch.setattr(moe_law, "MODE", "on")  # the product's default is off (moe_law.MODE)
     c = coeffs(gpt, h200, knobs, p)
     assert c[MOE_W] == pytest.approx(gpt.routed_params * law.s_per_weight, rel=1e-12)
     monkeypatch.setattr(moe_law, "MODE", "off")
     off = coeffs(gpt, h200, knobs, p)
     # the fixed cost a layer is the law's, not the fitted 50 us
-    assert c[O_STEP] - off[O_STEP] == pytest.approx(gpt.moe_layers * (law.fixed_s - 50e-6), rel=1e-9)
+    assert c[O_DEV] - off[O_DEV] == pytest.approx(gpt.moe_layers * (law.fixed_s - 50e-6), rel=1e-9)
     assert c[FL] != off[FL]
     one = step_time(c, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0)
     assert one != pytest.approx(step_time(off, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0), rel=1e-3)
@@ -164,9 +165,19 @@ def test_a_point_priced_by_a_law_says_so(monkeypatch):
 
     gpt, h200 = M["gpt-oss-120b"], HW["H200"]
     p = CalibParams(hardware="H200", engine="trtllm")
+    monkeypatch.setattr(moe_law, "MODE", "on")  # the product's default is off (moe_law.MODE)
     row = simulate_point(gpt, h200, Knobs(weights="MXFP4"), 128, 8, concurrency=1, n_requests=4, params=p)
     assert "aiconfigurator operator law H200/trtllm/w4a16_mxfp4 MoE-TP1 EP1" in row["calib_provenance"]
     assert "moe_perf h200_sxm/trtllm/1.2.0rc5" in row["calib_provenance"]
     monkeypatch.setattr(moe_law, "MODE", "off")
     row = simulate_point(gpt, h200, Knobs(weights="MXFP4"), 128, 8, concurrency=1, n_requests=4, params=p)
     assert "operator law" not in row["calib_provenance"]
+
+
+def test_the_product_prices_moe_layers_by_its_own_terms_by_default():
+    # moe_law.MODE's docstring says why: with every law on, H200's MoE rows are all predicted fast
+    gpt, h200 = M["gpt-oss-120b"], HW["H200"]
+    p = CalibParams(hardware="H200", engine="trtllm", moe_layer_s=50e-6)
+    assert moe_law.MODE == "off"
+    assert moe_law.law_for(h200, "trtllm", gpt, "MXFP4", 1, 1) is None
+    assert coeffs(gpt, h200, Knobs(weights="MXFP4"), p)[MOE_W] > 0

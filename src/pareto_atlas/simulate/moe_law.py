@@ -20,9 +20,12 @@ weights at 1 / s_per_weight (in place of the dense fit's streaming rate) and the
 1 / s_per_flop (in place of the dense GEMMs'); elsewhere its own terms. The law is fitted on operator rows,
 never on the served rows the MoE fit holds out.
 
-MODE: "on" (the product), "off" (no law: the cost model's own terms, for before/after runs) or
+MODE: "off" (the product's default: no law, the cost model's own terms), "on" (every law used) or
 "leave-shape-out" (a model's layer priced by the law fitted without its own shape's rows: what a model
-whose shape aiconfigurator never measured would get).
+whose shape aiconfigurator never measured would get). Off by default: on main after vLLM's async scheduling
+and attention-DP's per-rank costs, "on" moves the MoE fit's leave-one-model-out TPOT 33 -> 31 % but H200's
+16 -> 45 % (every H200 MoE row then predicted fast: the rest of its step, not the MoE layer, is what is off;
+docs/results/2026-12-02-moe-operators-main.md); `scripts/moe_refit.py --moe-law on` measures it.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from pareto_atlas.spec.cards import HardwareCard, ModelCard
 
 SHIPPED = "published_moe_ops.csv"  # spec/ (calibrate.published_readers.aiconfigurator_moe_ops.SHIPPED)
 MODES = ("on", "off", "leave-shape-out")
-MODE = "on"
+MODE = "off"
 SHAPE = ("hidden_size", "inter_size", "num_experts", "topk")
 
 
