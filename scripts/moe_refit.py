@@ -2,7 +2,7 @@
 --multi-gpu` runs it), for before/after comparisons of MoE-only code on one machine:
 
     python scripts/moe_refit.py DENSE.pkl [TABLE.csv | -] [ANCHORS_OUT.csv] [--nproc N] [--trtllm-budget]
-        [--rules-budget] [--pred-cache DIR] [--host-serial] [--host-only]
+        [--rules-budget] [--pred-cache DIR] [--host-serial] [--host-only] [--moe-law on|off|leave-shape-out]
 
 DENSE.pkl holds each card's one-GPU published fits and its link fit (published_moe.dense_fits: a card the
 one-GPU table lacks, B200, fitted on its one-GPU rows of the multi-GPU table; computed and written on the
@@ -13,6 +13,9 @@ rows, seeds and numbers). --trtllm-budget: a choice tried, not the product's: Te
 per-step token budget aiconfigurator's config generator sets for an aggregated worker (max batch + ISL +
 1500, block-rounded: ai-dynamo/aiconfigurator .claude/rules/generator/rule_authoring.md) instead of
 TensorRT-LLM's default max_num_tokens 8192, which admits no 8192-token prompt beside a running decode.
+--moe-law: simulate.moe_law.MODE (default off, the product's): off prices every MoE layer by the cost model's
+own terms (the before of a before/after on one commit); leave-shape-out prices each model's layers by the law
+fitted without its own shape's operator rows.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import numpy as np
 
 from pareto_atlas.calibrate import published_moe
 from pareto_atlas.calibrate.published_moe_table import load_moe
+from pareto_atlas.simulate import moe_law
 from pareto_atlas.spec.cards import shipped_hardware
 
 CARDS = ["H100-SXM", "H200", "B200"]
@@ -74,6 +78,8 @@ def _cached(inner, folder: Path):
                 repr(runs),
                 published_moe.GRID,
                 _code,
+                moe_law.MODE,
+                moe_law.operator_table().to_csv(index=False) if moe_law.MODE != "off" else "",
             )
         )
         path = folder / f"{hw.name}-{hashlib.sha256(what).hexdigest()[:20]}.npy"
@@ -124,7 +130,9 @@ def main() -> None:
         help="a host-overlapped row's step cost only: its batches admitted as without the overlap (a choice "
         "tried, not the product's: calibrate.anchors._overlaid)",
     )
+    ap.add_argument("--moe-law", choices=moe_law.MODES, default="off", help="simulate.moe_law.MODE")
     a = ap.parse_args()
+    moe_law.MODE = a.moe_law
     if a.host_only:
         from pareto_atlas.calibrate import anchors
 

@@ -7,6 +7,12 @@ and commit.
         --trtllm-moe-from-table] [--out CSV]
 
     python scripts/read_published.py --mlperf [--raw DIR] [--out CSV]
+    python scripts/read_published.py --moe-ops --aiconfigurator-git DIR [--out CSV]
+
+--moe-ops writes spec/published_moe_ops.csv (published_readers.aiconfigurator_moe_ops): aiconfigurator's
+measured MoE layer times (moe_perf.parquet at AIC_OPS_COMMIT) for the (card, engine, release, formats) of
+MOE_OPS and the shapes of the shipped MoE cards; simulate.moe_law fits each (card, engine, format)'s layer
+law on them. Never read at run time from the repository: the shipped table is what the product reads.
 
 --mlperf writes spec/published_mlperf.csv (published_readers.mlperf): MLPerf Inference v4.1 runs,
 from the summary and system files saved under RAW (default tests/data/mlperf), each row citing the
@@ -46,6 +52,7 @@ from pareto_atlas.calibrate.published_readers import (
     SourceFile,
     aiconfigurator,
     aiconfigurator_moe,
+    aiconfigurator_moe_ops,
     mlperf,
     trtllm_perf,
     trtllm_perf_moe,
@@ -146,6 +153,66 @@ MLPERF_SETUPS = {
 }
 
 
+# aiconfigurator's MoE operator tables read (--moe-ops), at one commit: per (card folder, engine, release)
+# the weight formats (moe_dtype) the published MoE rows ran as, at the oldest release aiconfigurator measured
+# the format in for that card and engine (the published rows ran older or equal releases: TensorRT-LLM
+# 1.0-1.2.0rc6, vLLM 0.12-0.18, SGLang 0.5.6-0.5.9; spec/published_moe.csv). Hopper runs MXFP4 experts as
+# BF16 x MXFP4 (w4a16_mxfp4: Triton), Blackwell's TensorRT-LLM as MXFP8 x MXFP4 (w4a8_mxfp4_mxfp8), first in
+# 1.3.0rc10 (NVIDIA/TensorRT-LLM docs/source/deployment-guide/deployment-guide-for-gpt-oss-on-trtllm.md
+# @d2c804bc, "MoE Backend Support Matrix"); FP8 checkpoints of DeepSeek-V3 and Qwen3 are block-scaled
+# (fp8_block). SGLang 0.5.6.post2's H200 table holds these shapes' fp8_block only under power-law routing,
+# so H200's SGLang rows read 0.5.9 (the release its DeepSeek-V3 rows ran). Not read: B200 vLLM's w4a16_mxfp4 (vllm_mxfp4_moe) table, which is not the FlashInfer path
+# vLLM serves MXFP4 with on SM100 by default (vllm-project/vllm vllm/model_executor/layers/quantization/
+# mxfp4.py @007d5005 get_mxfp4_backend); H100's vLLM tables hold no MXFP4 shape.
+AIC_OPS_COMMIT = "095f58a5"
+MOE_OPS = (
+    ("h100_sxm", "trtllm", "1.2.0rc5", ("w4a16_mxfp4", "fp8_block")),
+    ("h200_sxm", "trtllm", "1.2.0rc5", ("w4a16_mxfp4", "fp8_block")),
+    ("b200_sxm", "trtllm", "1.2.0rc5", ("fp8_block",)),
+    ("b200_sxm", "trtllm", "1.3.0rc10", ("w4a8_mxfp4_mxfp8",)),
+    ("h200_sxm", "vllm", "0.18.0", ("w4a16_mxfp4", "fp8_block")),
+    ("h200_sxm", "sglang", "0.5.9", ("fp8_block",)),
+    ("b200_sxm", "sglang", "0.5.9", ("fp8_block",)),
+)
+
+
+def moe_shapes() -> set[tuple[int, int, int, int]]:
+    """(hidden_size, inter_size, num_experts, topk) of each shipped MoE card."""
+    from pareto_atlas.spec.cards import shipped_models
+
+    return {
+        (m.hidden, m.expert_intermediate, m.n_experts, m.experts_per_token)
+        for m in shipped_models().values()
+        if m.is_moe
+    }
+
+
+def write_moe_ops(git_dir: Path, out: Path) -> int:
+    """The MoE operator table: each file of MOE_OPS read at AIC_OPS_COMMIT, its rows of the shipped shapes."""
+    commit = _git(git_dir, "rev-parse", AIC_OPS_COMMIT).strip()
+    rows, shapes = [], moe_shapes()
+    for card, engine, release, dtypes in MOE_OPS:
+        path = aiconfigurator_moe_ops.PATH.format(card=card, engine=engine, release=release)
+        data = subprocess.run(
+            ["git", f"--git-dir={git_dir}", "show", f"{commit}:{path}"], check=True, capture_output=True
+        ).stdout
+        res = aiconfigurator_moe_ops.read(
+            aiconfigurator_moe_ops.OpsFile(AIC[0], path, commit, data), shapes, set(dtypes)
+        )
+        print(f"{card}/{engine}/{release}: {len(res.rows)} rows")
+        print_left_out(res)
+        rows += res.rows
+    for i, r in enumerate(rows):
+        if err := aiconfigurator_moe_ops.row_error(r):
+            sys.exit(f"row {i} ({r['gpu']}, {r['engine']}, {r['version']}): {err}")
+    with out.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=aiconfigurator_moe_ops.HEADER, lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+    print(f"{out}: {len(rows)} rows")
+    return 0
+
+
 def mlperf_setup(submitter: str, system: str, benchmark: str) -> mlperf.Setup | None:
     """The setup a system ran a benchmark with ("llama2-70b-99.9" is the llama2-70b family's)."""
     return MLPERF_SETUPS.get((submitter, system, benchmark.split("-99")[0]))
@@ -222,11 +289,18 @@ def main(argv: list[str] | None = None) -> int:
         "commits by an earlier run), where neither its git directory nor the saved files are on this machine",
     )
     ap.add_argument("--mlperf", action="store_true", help=f"write MLPerf's table (spec/{mlperf.SHIPPED})")
+    ap.add_argument(
+        "--moe-ops",
+        action="store_true",
+        help=f"write aiconfigurator's MoE operator table (spec/{aiconfigurator_moe_ops.SHIPPED})",
+    )
     a = ap.parse_args(argv)
     if a.mlperf:
         return write_mlperf(a.raw if a.raw != Path(".published_raw") else MLPERF_RAW, a.out or SPEC / mlperf.SHIPPED)
     if a.aiconfigurator_git is None:
         ap.error("--aiconfigurator-git is required (except with --mlperf)")
+    if a.moe_ops:
+        return write_moe_ops(a.aiconfigurator_git, a.out or SPEC / aiconfigurator_moe_ops.SHIPPED)
     if a.moe:
         if a.trtllm_moe_from_table:
             from pareto_atlas.calibrate.published_moe_table import read_moe_table

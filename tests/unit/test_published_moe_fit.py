@@ -23,6 +23,19 @@ from pareto_atlas.spec.cards import shipped_hardware, shipped_models
 from pareto_atlas.spec.knobs import Knobs
 
 CARD = "H200"
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _no_operator_law():
+    """The grid's own terms (the rows below are generated with them): aiconfigurator's operator law
+    (simulate.moe_law) would price H200's MXFP4 and FP8 layers in their place (test_moe_operators)."""
+    from pareto_atlas.simulate import moe_law
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(moe_law, "MODE", "off")
+        yield
+
+
 TRUE_SKEW = 0.8
 TRUE = (TRUE_SKEW, 50e-6, 0.5)  # skew, s per MoE layer a step, expert GEMM efficiency
 # the fit's grid cut to every skew around the truth's other two terms (the full grid is 60 points)

@@ -224,7 +224,7 @@ def grid_point_errors(
     for e, p in base.items():
         on = engines == e
         if on.any():
-            ps = replace(p, routing_skew=s, moe_layer_s=layer, moe_flops_eff=eff)
+            ps = replace(p, engine=e, routing_skew=s, moe_layer_s=layer, moe_flops_eff=eff)  # e: its rows' engine
             ms = [m for m, t in zip(models, on) if t]
             pred = predict_rows(frame[on].reset_index(drop=True), ms, hw, ps, [r for r, t in zip(runs, on) if t])
             err[on] = _rel(pred, meas[on])

@@ -8,6 +8,7 @@ import numpy as np
 
 from pareto_atlas.measure.metrics import PERCENTILE_METHOD  # one statement of the method, measured or simulated
 from pareto_atlas.simulate import des as arr
+from pareto_atlas.simulate import moe_law
 from pareto_atlas.simulate.cost_model import coeffs, prefill_coeffs
 from pareto_atlas.simulate.kernels import lone_prefill_s
 from pareto_atlas.simulate.memory import plan_memory
@@ -84,6 +85,7 @@ def simulate_point(
     accept, prior_label = resolve_acceptance(knobs)
     plan = plan_memory(model, hw, knobs, prompt_tokens, output_tokens, params, draft)
     lat_err, thr_err, calib = params.point_bars(knobs.gpus(), model.is_moe, knobs.weights, model)
+    calib += moe_law.point_note(model, hw, knobs, params)  # its MoE layers priced by an operator law
     row = {
         "hardware": hw.name,
         "concurrency": int(concurrency or 0),

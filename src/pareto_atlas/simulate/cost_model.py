@@ -50,7 +50,7 @@ from pareto_atlas.simulate.kernels import (
     XFER,
     step_time,
 )
-from pareto_atlas.simulate import moe
+from pareto_atlas.simulate import moe, moe_law
 from pareto_atlas.simulate.parallel import comm_terms, kv_share
 from pareto_atlas.simulate.params import CalibParams, base_format
 from pareto_atlas.spec.cards import HardwareCard, ModelCard, shipped_models
@@ -301,10 +301,22 @@ def _moe_terms(
     c[W_T] = (weight_bytes(model, knobs.weights) - routed) / tp / bw
     c[MOE_W] = routed / (tp * dp) / bw
     c[MOE_E], c[MOE_K] = model.n_experts, model.experts_per_token
-    # fitted on published MoE rows (calibrate.published_moe): a step's fixed cost per MoE layer, and the
-    # routed experts' FLOPs at the expert GEMMs' efficiency (the rest of the body's at the dense rate)
-    c[O_DEV] += model.moe_layers * params.moe_layer_s
-    if params.moe_flops_eff < 1.0:
+    law = moe_law.law_for(hw, params.engine, model, knobs.weights, max(tp * dp // max(ep, 1), 1), max(ep, 1))
+    if law is not None:
+        # the layer as aiconfigurator measured it on this card, engine, format and split (simulate.moe_law): its
+        # fixed cost a step, the touched experts at its streaming rate, their FLOPs at its rate (in place
+        # of the dense GEMMs' share of the body's compute)
+        c[MOE_W] = model.routed_params / (tp * dp) * law.s_per_weight
+        c[O_DEV] += model.moe_layers * law.fixed_s
+        active = model.moe_layers * model.experts_per_token * model.expert_params
+        dense = 1.0 - active / max(model.active_params - head_params(model), 1)
+        c[FL] = c[FL] * dense + 2.0 * active * law.s_per_flop / tp
+        c[FL_V] = c[FL_V] * dense + 2.0 * active * law.s_per_flop / tp
+    # else fitted on published MoE rows (calibrate.published_moe): a step's fixed cost per MoE layer, and
+    # the routed experts' FLOPs at the expert GEMMs' efficiency (the rest of the body's at the dense rate)
+    else:
+        c[O_DEV] += model.moe_layers * params.moe_layer_s
+    if law is None and params.moe_flops_eff < 1.0:
         extra = model.moe_layers * model.experts_per_token * model.expert_params * (1.0 / params.moe_flops_eff - 1.0)
         c[FL] += extra * c[FL] / max(model.active_params - head_params(model), 1)
         c[FL_V] += extra * c[FL_V] / max(model.active_params - head_params(model), 1)

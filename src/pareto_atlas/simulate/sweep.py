@@ -12,6 +12,7 @@ import pandas as pd
 from pareto_atlas.simulate.api import METRICS, PERCENTILE_METHOD, resolve_acceptance
 from pareto_atlas.simulate.cost_model import N_COEFFS, coeffs
 from pareto_atlas.simulate.kernels import POLICIES, run_batch
+from pareto_atlas.simulate import moe_law
 from pareto_atlas.simulate.memory import plan_memory
 from pareto_atlas.simulate.parallel import replica_load
 from pareto_atlas.simulate.params import CalibParams, default_params
@@ -276,7 +277,9 @@ def _frame(
     bars = [p.point_bars(k.gpus(), space.model.is_moe, k.weights, space.model) for (k, _), p in zip(pairs, hp)]
     df["lat_rel_err"] = np.array([b[0] for b in bars])[pair_idx]
     df["thr_rel_err"] = np.array([b[1] for b in bars])[pair_idx]
-    df["calib_provenance"] = np.array([b[2] for b in bars], dtype=object)[pair_idx]
+    # and an MoE point whose layers an operator law prices says which (simulate.moe_law)
+    notes = [moe_law.point_note(space.model, h, k, p) for (k, h), p in zip(pairs, hp)]
+    df["calib_provenance"] = np.array([b[2] + n for b, n in zip(bars, notes)], dtype=object)[pair_idx]
     # where the weight format's kernel cost came from on this card: fitted on its anchors, borrowed from
     # carried from a card of its generation, its family's, or derived from the roofline (no anchor of the
     # format or its family on the card or its generation: an extrapolation)
