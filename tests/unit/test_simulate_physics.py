@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import pytest
 
 from pareto_atlas.simulate.cost_model import coeffs, decode_tokens_per_s, draft_fraction, tokens_per_verify
-from pareto_atlas.simulate.kernels import step_time
+from pareto_atlas.simulate.kernels import W_T, step_time
 from pareto_atlas.simulate.moe import step_weight_bytes
 from pareto_atlas.simulate.params import CalibParams
 from pareto_atlas.spec.cards import shipped_hardware, shipped_models
@@ -59,6 +59,10 @@ def test_more_bandwidth_never_slows_a_step(model, hw, knobs, factor, n_dec, ctx,
 def test_fewer_bytes_per_weight_never_slow_batch1_decode(model, hw, w1, w2, ctx):
     m, h = shipped_models()[model], shipped_hardware()[hw]
     lo, hi = sorted((w1, w2), key=lambda w: BITS_PER_WEIGHT[w])
+    # A model's native format keeps the parts its checkpoint ships at 16 bits (gpt-oss's MXFP4: attention,
+    # router, embedding, lm_head), where another format quantizes every linear layer: the two then differ in
+    # what they cover, not only in bits a weight (gpt-oss at batch 1 reads more under MXFP4 than under AWQ4)
+    assume(not (m.native_16bit and m.native_format in (lo, hi)))
     # Same compute dtype for both, so only the bytes differ (FP8's faster units would help too).
     if "FP8" in (lo, hi):
         h = replace(h, tflops={k: v for k, v in h.tflops.items() if k != "fp8"})
@@ -139,3 +143,13 @@ def test_llamacpp_cpu_runs_tiled_gemm_only_on_whole_tiles():
     c = coeffs(m, h, Knobs(weights="Q4_0"), p)
     t = {b: step_time(c, float(b), b * 200.0, 0.0, 0.0, 0.0, float(b)) for b in (1, 2, 3, 4)}
     assert t[2] > t[1] and t[3] > t[2] and t[4] < t[3]
+
+
+def test_a_native_format_with_16_bit_parts_reads_them_at_16_bits():
+    # gpt-oss ships MXFP4 experts beside BF16 attention: its batch-1 step streams more of the body than a
+    # format that quantizes every linear layer (AWQ4), at no more bits a weight
+    m, h = shipped_models()["gpt-oss-120b"], shipped_hardware()["A100-80G-PCIe"]
+    assert m.native_format == "MXFP4" and "attention" in m.native_16bit
+    assert BITS_PER_WEIGHT["MXFP4"] <= BITS_PER_WEIGHT["AWQ4"]
+    body = {w: coeffs(m, h, Knobs(weights=w), PARAMS)[W_T] for w in ("MXFP4", "AWQ4")}
+    assert body["MXFP4"] > 2 * body["AWQ4"]
