@@ -52,17 +52,9 @@ BATCHING = (
     "mixed",
     "mixed+overlap",
 )
-BUDGETED = (
-    "chunked",
-    "slo",
-    "whole",
-    "unmixed",
-    "whole+overlap",
-    "unmixed+overlap",
-    "chunked+overlap",
-    "mixed",
-    "mixed+overlap",
-)
+# every policy with a per-step token budget: all but whole batches (static), one prefill a step
+# (continuous) and separate pools (disagg)
+BUDGETED = tuple(b for b in BATCHING if b not in ("static", "continuous", "disagg"))
 
 # Bits per weight including block scales (GGUF block layouts; FP8/AWQ as served by vLLM; W4A16: GPTQ-style
 # int4 weight-only with group-128 scales, as AWQ; W8A8: int8 weights and activations, per-channel scales). F32 is vLLM's
