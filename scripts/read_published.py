@@ -99,24 +99,30 @@ _NV_CFG = f"{MLPERF_REPO} closed/NVIDIA/configs/llama2-70b/{{Offline,Server}}/__
 # file read, so it has no setup and its rows are left out. Keyed by (submitter, system, benchmark family):
 # one system runs each benchmark in its own layout.
 _NV_MIX = f"{MLPERF_REPO} closed/NVIDIA/configs/mixtral-8x7b/{{Offline,Server}}/__init__.py @{MLPERF_COMMIT[:8]}"
-MLPERF_SETUPS = {
-    ("NVIDIA", "DGX-H100_H100-SXM-80GBx8_TRT", "llama2-70b"): mlperf.Setup(
+
+
+def _nvidia_trt_fp8(tp: int, cited: str) -> mlperf.Setup:
+    """NVIDIA's closed submissions: TensorRT-LLM, FP8 weights (precision fp16 with use_fp8), KV dtype unstated,
+    no pipeline parallelism; `tp` and what states it differ per system and benchmark."""
+    return mlperf.Setup(
         engine="trtllm",
         weights="FP8",
         weights_published="precision fp16, use_fp8 True",
         kv="unstated",
-        tp=2,
+        tp=tp,
         pp=1,
+        cited=cited,
+    )
+
+
+MLPERF_SETUPS = {
+    ("NVIDIA", "DGX-H100_H100-SXM-80GBx8_TRT", "llama2-70b"): _nvidia_trt_fp8(
+        tp=2,
         cited=f"{_NV_CFG}: H100_SXM_80GB_TP2x4_HighAccuracy <- H100_SXM_80GB_TP2x4 <- H100_SXM_80GB_TP2x1 "
         "(use_fp8 = True, tensor_parallelism = 2; pipeline_parallelism = 1 from the scenario's base config)",
     ),
-    ("NVIDIA", "H200-SXM-141GBx8_TRT", "llama2-70b"): mlperf.Setup(
-        engine="trtllm",
-        weights="FP8",
-        weights_published="precision fp16, use_fp8 True",
-        kv="unstated",
+    ("NVIDIA", "H200-SXM-141GBx8_TRT", "llama2-70b"): _nvidia_trt_fp8(
         tp=1,
-        pp=1,
         cited=f"{_NV_CFG}: H200_SXM_141GBx8 <- H200_SXM_141GBx1 (use_fp8 = True, tensor_parallelism = 1; "
         "pipeline_parallelism = 1 from the scenario's base config)",
     ),
@@ -130,23 +136,13 @@ MLPERF_SETUPS = {
         cited=f"{MLPERF_REPO} closed/AMD/measurements/1xMI300X_2xEPYC-9374F/llama2-70b-99/Server/README.md "
         f"@{MLPERF_COMMIT[:8]} (scripts in code/llama2-70b-99.9/test_VllmFp8); one accelerator",
     ),
-    ("NVIDIA", "DGX-H100_H100-SXM-80GBx8_TRT", "mixtral-8x7b"): mlperf.Setup(
-        engine="trtllm",
-        weights="FP8",
-        weights_published="precision fp16, use_fp8 True",
-        kv="unstated",
+    ("NVIDIA", "DGX-H100_H100-SXM-80GBx8_TRT", "mixtral-8x7b"): _nvidia_trt_fp8(
         tp=1,
-        pp=1,
         cited=f"{_NV_MIX}: H100_SXM_80GBx8 <- H100_SXM_80GBx1 (use_fp8 = True, tensor_parallelism = 1; "
         "pipeline_parallelism = 1 from the scenario's base config; no expert parallelism is configured)",
     ),
-    ("NVIDIA", "H200-SXM-141GBx8_TRT", "mixtral-8x7b"): mlperf.Setup(
-        engine="trtllm",
-        weights="FP8",
-        weights_published="precision fp16, use_fp8 True",
-        kv="unstated",
+    ("NVIDIA", "H200-SXM-141GBx8_TRT", "mixtral-8x7b"): _nvidia_trt_fp8(
         tp=1,
-        pp=1,
         cited=f"{_NV_MIX}: H200_SXM_141GBx8 <- H200_SXM_141GBx1 (use_fp8 = True, tensor_parallelism = 1; "
         "pipeline_parallelism = 1 from the scenario's base config; no expert parallelism is configured)",
     ),
