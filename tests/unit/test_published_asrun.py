@@ -11,9 +11,10 @@ import pytest
 
 from pareto_atlas.calibrate import published, published_cache, published_formats
 from pareto_atlas.calibrate import published_runs as pr
+from published_rows import aiconfigurator_row
 from pareto_atlas.calibrate.fit import TARGETS, _anchors, predict
 from pareto_atlas.calibrate.published import calibrate_card, card_frame, one_gpu_frame
-from pareto_atlas.calibrate.published_table import COLUMNS, PARALLEL_DEFAULT, PublishedTable, load_published
+from pareto_atlas.calibrate.published_table import PublishedTable, load_published
 from pareto_atlas.simulate.params import default_params
 from pareto_atlas.spec.cards import shipped_hardware
 
@@ -22,27 +23,7 @@ TTFT, TPOT = TARGETS.index("ttft_p50_ms"), TARGETS.index("tpot_p50_ms")
 
 
 def _row(**kw) -> dict:
-    r = {c: "" for c in COLUMNS} | dict(PARALLEL_DEFAULT)
-    r.update(
-        source_id=pr.AICONFIGURATOR,
-        source="https://example.org/aic",
-        date="undated",
-        engine="vllm",
-        gpu="H100-SXM",
-        model="llama-3.1-8b",
-        weights="BF16",
-        kv="unstated",
-        prompt_tokens="1024",
-        output_tokens="24",
-        load="concurrency",
-        load_value="8",
-        stat="unstated",
-        ttft_ms="100",
-        tpot_ms="10",
-        origin="synthetic",
-    )
-    r.update({k: str(v) for k, v in kw.items()})
-    return r
+    return aiconfigurator_row(**({"output_tokens": 24, "origin": "synthetic"} | kw))
 
 
 def _rows() -> pd.DataFrame:

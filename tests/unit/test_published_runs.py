@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 
 from pareto_atlas.calibrate import published_runs as pr
+from published_rows import aiconfigurator_row
 from pareto_atlas.calibrate.fit import TARGETS
 from pareto_atlas.calibrate.published import card_frame
-from pareto_atlas.calibrate.published_table import COLUMNS, PARALLEL_DEFAULT
 from pareto_atlas.simulate.params import default_params
 from pareto_atlas.spec.cards import shipped_hardware
 
@@ -19,28 +19,7 @@ H100 = shipped_hardware()["H100-SXM"]
 
 
 def _row(**kw) -> pd.Series:
-    r = {c: "" for c in COLUMNS} | dict(PARALLEL_DEFAULT)
-    r.update(
-        source_id=pr.AICONFIGURATOR,
-        source="https://example.org/aic",
-        date="undated",
-        engine="vllm",
-        gpu="H100-SXM",
-        model="llama-3.1-8b",
-        weights="BF16",
-        kv="unstated",
-        prompt_tokens="1024",
-        output_tokens="64",
-        load="concurrency",
-        load_value="8",
-        stat="unstated",
-        ttft_ms="100",
-        tpot_ms="10",
-        tp="2",
-        n_gpus="2",
-    )
-    r.update({k: str(v) for k, v in kw.items()})
-    return pd.Series(r)
+    return pd.Series(aiconfigurator_row(**({"tp": 2, "n_gpus": 2} | kw)))
 
 
 def test_the_rules_deployment_per_engine():
