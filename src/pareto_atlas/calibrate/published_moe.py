@@ -167,24 +167,16 @@ def moe_frame(rows: pd.DataFrame, hw: HardwareCard) -> tuple[pd.DataFrame, list[
 VLLM_BUDGET_FLAG = (0, 12)
 
 
-def _release(version: str) -> tuple[int, ...] | None:
-    """(0, 11, 2) of "0.11.2"; None where the row states no release ("unstated", a branch name)."""
-    parts = str(version).split(".")
-    if len(parts) < 2 or not all(p.isdigit() for p in parts[:2]):
-        return None
-    return tuple(int(p) for p in parts[:3] if p.isdigit())
-
-
 def vllm_default_budget(
     frame: pd.DataFrame, rows: pd.DataFrame, runs: list[Run | None], hw: HardwareCard
 ) -> tuple[pd.DataFrame, list[Run | None]]:
     """apply_runs' frame and runs with each run vLLM row of a release before VLLM_BUDGET_FLAG on vLLM's
     default token budget (its deployment template passes none: see VLLM_BUDGET_FLAG)."""
-    from pareto_atlas.simulate.schedulers import default_policy
+    from pareto_atlas.simulate.schedulers import default_policy, release
 
     out, runs = frame.copy(), list(runs)
     for i, (run, (_, r)) in enumerate(zip(runs, rows.iterrows())):
-        v = _release(r["engine_version"])
+        v = release(r["engine_version"])
         if run is None or r["engine"] != "vllm" or v is None or v >= VLLM_BUDGET_FLAG:
             continue
         budget = default_policy("vllm", hw)[1]
