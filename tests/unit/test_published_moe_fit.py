@@ -273,3 +273,31 @@ def test_dense_fits_give_b200_its_own_fit_and_its_link_over_it(monkeypatch):
     assert calls["link"][0] == "B200" and calls["link"][1][("B200", "vllm")].overhead_step_s == 1e-4
     assert links == {"H200": "shipped", "B200": "link-of-B200"}
     assert said == {"B200": f"its {n} one-GPU rows of spec/published_multigpu.csv"}
+
+
+def test_each_engines_rows_run_on_that_engines_all_reduce_latency():
+    # a one-GPU fit's params name the served engine (vllm) whatever engine's rows fitted it; the link's
+    # latency factor is per engine, so each engine's MoE rows must take their own (H200: trtllm x16, vllm x0)
+    from pareto_atlas.calibrate import published_moe
+    from pareto_atlas.calibrate.published import CardCalibration
+    from pareto_atlas.calibrate.published_link import LinkCalibration
+    from pareto_atlas.calibrate.published_moe_table import load_moe
+
+    table = load_moe()
+    hw = shipped_hardware()["H200"]
+    ones = {
+        "H200": [
+            CardCalibration("H200", e, default_params(hw, "vllm"), pd.DataFrame(), "", {}) for e in ("trtllm", "vllm")
+        ]
+    }
+    assert {c.params.engine for c in ones["H200"]} == {"vllm"}
+    rows = pd.DataFrame({"source_id": ["aiconfigurator-silicon-sample"], "model": ["llama-3.1-70b"]})
+    link = LinkCalibration(
+        "H200", 0.55, 16.0, rows, 0.5, 0.5, "LOSO", "", latency_by_engine={"trtllm": 16.0, "vllm": 0.0}
+    )
+    bases, _ = published_moe.dense_bases(table, ["H200"], ones, {"H200": link})
+    assert set(bases["H200"]) == set(table.rows[table.rows.gpu == "H200"].engine)
+    assert (bases["H200"]["trtllm"].engine, bases["H200"]["trtllm"].link_latency_scale) == ("trtllm", 16.0)
+    assert (bases["H200"]["vllm"].engine, bases["H200"]["vllm"].link_latency_scale) == ("vllm", 0.0)
+    # SGLang has no fit of its own on H200: the card's atlas fit, at SGLang's factor (the pooled one here)
+    assert (bases["H200"]["sglang"].engine, bases["H200"]["sglang"].link_latency_scale) == ("sglang", 16.0)

@@ -388,8 +388,12 @@ def dense_bases(
         )
         if card in (own or {}):
             said[card] += f" (fitted on {own[card]})"
+        # each engine's rows on its own engine's all-reduce latency: with_link reads the factor of
+        # params.engine, and a one-GPU fit's params name the served engine (vllm) whatever rows it was fitted
+        # on, so without the engine set H200's TensorRT-LLM and SGLang rows ran vLLM's factor (x0) and
+        # H100-SXM's TensorRT-LLM rows x8 instead of x16 (docs/results/2026-12-03-moe-h200.md)
         if card in links:
-            bases[card] = {e: with_link(p, links[card]) for e, p in bases[card].items()}
+            bases[card] = {e: with_link(replace(p, engine=e), links[card]) for e, p in bases[card].items()}
             said[card] += f"; link fitted on the dense multi-GPU rows (link_eff {links[card].link_eff:.2f})"
     return bases, said
 
