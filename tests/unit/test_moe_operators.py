@@ -181,3 +181,35 @@ def test_the_product_prices_moe_layers_by_its_own_terms_by_default():
     assert moe_law.MODE == "off"
     assert moe_law.law_for(h200, "trtllm", gpt, "MXFP4", 1, 1) is None
     assert coeffs(gpt, h200, Knobs(weights="MXFP4"), p)[MOE_W] > 0
+
+
+def test_an_untimed_split_pays_the_one_gpu_laws_fixed_cost_and_its_share_of_the_rest(monkeypatch):
+    # the evidence the rule rests on, in the shipped rows: H200 vLLM 0.18.0 times the MXFP4 layer alike
+    # at EP 1-8 (within 5 % at each token count), and times no MoE-TP above 1
+    df = moe_law.operator_table()
+    v = df[(df.gpu == "H200") & (df.engine == "vllm") & (df.moe_dtype == "w4a16_mxfp4")]
+    assert set(v.moe_tp_size) == {1} and set(v.moe_ep_size) == {1, 2, 4, 8}
+    spread = v.groupby(["hidden_size", "num_tokens"]).latency.agg(lambda s: s.max() / s.min() - 1)
+    assert spread.max() < 0.05
+    laws = moe_law.laws()
+    one = laws["H200", "vllm", "w4a16_mxfp4", 1, 1]
+    assert moe_law.split_law(laws, ("H200", "vllm", "w4a16_mxfp4"), 8, 1) is one
+    own = laws["H200", "trtllm", "w4a16_mxfp4", 8, 1]  # a timed split keeps its own law
+    assert moe_law.split_law(laws, ("H200", "trtllm", "w4a16_mxfp4"), 8, 1) is own
+    assert moe_law.split_law(laws, ("H100-SXM", "vllm", "w4a16_mxfp4"), 2, 1) is None  # none timed at all
+    # the cost model: a TP8 worker's GPU pays the one-GPU fixed cost a layer, and 1/8 of its streaming
+    gpt, h200 = M["gpt-oss-120b"], HW["H200"]
+    p = CalibParams(hardware="H200", engine="vllm", moe_layer_s=25e-6)
+    monkeypatch.setattr(moe_law, "MODE", "on")
+    tp1, tp8 = coeffs(gpt, h200, Knobs(weights="MXFP4"), p), coeffs(gpt, h200, Knobs(weights="MXFP4", tp=8), p)
+    assert tp8[MOE_W] == pytest.approx(tp1[MOE_W] / 8, rel=1e-12)
+    assert tp8[O_DEV] == pytest.approx(tp1[O_DEV], rel=1e-12) and tp8[O_DEV] >= gpt.moe_layers * one.fixed_s
+    # physics: splitting over 8 GPUs never makes a 4-sequence decode step slower, and never 8x faster
+    # (the layer's launches are paid on every GPU); before, the grid's 25 us a layer made it 4.8x faster
+    s1, s8 = (step_time(c, 4.0, 4.0 * 1536, 0.0, 0.0, 0.0, 4.0) for c in (tp1, tp8))
+    assert s8 < s1 < 3.0 * s8
+    from pareto_atlas.simulate.api import simulate_point
+
+    row = simulate_point(gpt, h200, Knobs(weights="MXFP4", tp=8), 128, 8, concurrency=1, n_requests=4, params=p)
+    assert "H200/vllm/w4a16_mxfp4 MoE-TP1 EP1" in row["calib_provenance"]
+    assert "for split MoE-TP8 EP1 (not timed)" in row["calib_provenance"]

@@ -165,7 +165,18 @@ def law_for(
     if dtype is None:
         return None
     found = laws(model_shape(model) if MODE == "leave-shape-out" else None)
-    return found.get((hw.name, engine, dtype, int(moe_tp), int(ep)))
+    return split_law(found, (hw.name, engine, dtype), int(moe_tp), int(ep))
+
+
+def split_law(found: dict[tuple, MoeLaw], where: tuple[str, str, str], moe_tp: int, ep: int) -> MoeLaw | None:
+    """The law of (gpu, engine, moe_dtype) `where` at split MoE-TP x EP: its own where the table timed that
+    split, else the one-GPU law (MoE-TP1 EP1), whose fixed cost a layer the split pays whole and whose
+    rates price the GPU's share of the weights and FLOPs (cost_model._moe_terms divides them by the split).
+    A split's launches, routing and permutation do not shrink with its share of the experts: H200 vLLM
+    0.18.0's MXFP4 table times the layer alike at EP 1-32 (0.152-0.155 ms at 4 tokens, 0.092-0.097 at
+    one), and it times no MoE-TP above 1, where the engine runs gpt-oss at TP 2-8 (its default splits the
+    experts by TP). None: no law of the format on the card and engine."""
+    return found.get((*where, moe_tp, ep)) or found.get((*where, 1, 1))
 
 
 def point_note(model: ModelCard, hw: HardwareCard, knobs, params) -> str:
@@ -175,4 +186,7 @@ def point_note(model: ModelCard, hw: HardwareCard, knobs, params) -> str:
         return ""
     g, ep = knobs.tp * knobs.attn_dp, max(knobs.ep, 1)
     law = law_for(hw, params.engine, model, knobs.weights, max(g // ep, 1), ep)
-    return f"; {law.provenance()}" if law is not None else ""
+    if law is None:
+        return ""
+    lent = (law.moe_tp, law.ep) != (max(g // ep, 1), ep)
+    return f"; {law.provenance()}" + (f" for split MoE-TP{max(g // ep, 1)} EP{ep} (not timed)" if lent else "")
