@@ -3,6 +3,7 @@
 
     python scripts/moe_refit.py DENSE.pkl [TABLE.csv | -] [ANCHORS_OUT.csv] [--nproc N] [--trtllm-budget]
         [--rules-budget] [--pred-cache DIR] [--host-serial] [--host-only] [--moe-law on|off|leave-shape-out]
+        [--engine-link]
 
 DENSE.pkl holds each card's one-GPU published fits and its link fit (published_moe.dense_fits: a card the
 one-GPU table lacks, B200, fitted on its one-GPU rows of the multi-GPU table; computed and written on the
@@ -15,7 +16,7 @@ per-step token budget aiconfigurator's config generator sets for an aggregated w
 TensorRT-LLM's default max_num_tokens 8192, which admits no 8192-token prompt beside a running decode.
 --moe-law: simulate.moe_law.MODE (default off, the product's): off prices every MoE layer by the cost model's
 own terms (the before of a before/after on one commit); leave-shape-out prices each model's layers by the law
-fitted without its own shape's operator rows.
+fitted without its own shape's operator rows. --engine-link: published_moe.ENGINE_LINK (off in the product).
 """
 
 from __future__ import annotations
@@ -131,8 +132,14 @@ def main() -> None:
         "tried, not the product's: calibrate.anchors._overlaid)",
     )
     ap.add_argument("--moe-law", choices=moe_law.MODES, default="off", help="simulate.moe_law.MODE")
+    ap.add_argument(
+        "--engine-link",
+        action="store_true",
+        help="each engine's rows on its own engine's all-reduce latency (published_moe.ENGINE_LINK; off in the product)",
+    )
     a = ap.parse_args()
     moe_law.MODE = a.moe_law
+    published_moe.ENGINE_LINK = a.engine_link
     if a.host_only:
         from pareto_atlas.calibrate import anchors
 

@@ -175,7 +175,7 @@ def test_a_point_priced_by_a_law_says_so(monkeypatch):
 
 
 def test_the_product_prices_moe_layers_by_its_own_terms_by_default():
-    # moe_law.MODE's docstring says why: with every law on, H200's MoE rows are all predicted fast
+    # moe_law.MODE's docstring says why: with every law on, H100-SXM's held-out TPOT is 1 point worse
     gpt, h200 = M["gpt-oss-120b"], HW["H200"]
     p = CalibParams(hardware="H200", engine="trtllm", moe_layer_s=50e-6)
     assert moe_law.MODE == "off"

@@ -166,6 +166,15 @@ def moe_frame(rows: pd.DataFrame, hw: HardwareCard) -> tuple[pd.DataFrame, list[
 # passes the flag since 2063ee024 (2026-02-11), not at its first commit c46a56b02 (2026-01-23).
 VLLM_BUDGET_FLAG = (0, 12)
 
+# Each engine's MoE rows on that engine's all-reduce latency (dense_bases). with_link reads the link fit's
+# factor of params.engine, and every one-GPU published fit's params name the served engine (vllm) whatever
+# rows fitted it, so without this every engine's rows run vLLM's factor: H200's TensorRT-LLM and SGLang rows
+# an all-reduce of 0 us (vLLM's x0) for 32 us (their x16), H100-SXM's TensorRT-LLM rows x8 for x16. Off in
+# the product until the lead agrees: on, the MoE fit's leave-one-model-out TPOT goes 33 -> 27 % (laws off)
+# but H200's 17 -> 18 % and H100-SXM's leave-one-engine-out 26 -> 36 %; with the operator laws on (and
+# moe_law.split_law) 31 -> 19 % (docs/results/2026-12-03-moe-h200.md). scripts/moe_refit.py --engine-link measures it.
+ENGINE_LINK = False
+
 
 def vllm_default_budget(
     frame: pd.DataFrame, rows: pd.DataFrame, runs: list[Run | None], hw: HardwareCard
@@ -388,12 +397,9 @@ def dense_bases(
         )
         if card in (own or {}):
             said[card] += f" (fitted on {own[card]})"
-        # each engine's rows on its own engine's all-reduce latency: with_link reads the factor of
-        # params.engine, and a one-GPU fit's params name the served engine (vllm) whatever rows it was fitted
-        # on, so without the engine set H200's TensorRT-LLM and SGLang rows ran vLLM's factor (x0) and
-        # H100-SXM's TensorRT-LLM rows x8 instead of x16 (docs/results/2026-12-03-moe-h200.md)
         if card in links:
-            bases[card] = {e: with_link(replace(p, engine=e), links[card]) for e, p in bases[card].items()}
+            on = (lambda p, e: replace(p, engine=e)) if ENGINE_LINK else (lambda p, e: p)
+            bases[card] = {e: with_link(on(p, e), links[card]) for e, p in bases[card].items()}
             said[card] += f"; link fitted on the dense multi-GPU rows (link_eff {links[card].link_eff:.2f})"
     return bases, said
 

@@ -22,10 +22,12 @@ never on the served rows the MoE fit holds out.
 
 MODE: "off" (the product's default: no law, the cost model's own terms), "on" (every law used) or
 "leave-shape-out" (a model's layer priced by the law fitted without its own shape's rows: what a model
-whose shape aiconfigurator never measured would get). Off by default: on main after vLLM's async scheduling
-and attention-DP's per-rank costs, "on" moves the MoE fit's leave-one-model-out TPOT 33 -> 31 % but H200's
-16 -> 45 % (every H200 MoE row then predicted fast: the rest of its step, not the MoE layer, is what is off;
-docs/results/2026-12-02-moe-operators-main.md); `scripts/moe_refit.py --moe-law on` measures it.
+whose shape aiconfigurator never measured would get). Off by default: with each engine's rows on its own
+all-reduce latency (calibrate.published_moe.ENGINE_LINK, itself off) and untimed splits on the one-GPU law
+(split_law), "on" moves the MoE fit's leave-one-model-out TPOT 27 -> 19 % and H200's 18 -> 15 %, but
+H100-SXM's 26 -> 27 % (its vLLM gpt-oss rows, which no law prices, then run on the grid's per-layer term:
+0 us, where off's is 50; docs/results/2026-12-03-moe-h200.md); `scripts/moe_refit.py --moe-law on
+--engine-link` measures it.
 """
 
 from __future__ import annotations
