@@ -4,6 +4,7 @@
     python scripts/moe_refit.py DENSE.pkl [TABLE.csv | -] [ANCHORS_OUT.csv] [--nproc N] [--trtllm-budget]
         [--rules-budget] [--pred-cache DIR] [--host-serial] [--host-only] [--moe-law on|off|leave-shape-out]
         [--engine-link]
+        [--fp8-per-tensor fp8_block|fp8]
 
 DENSE.pkl holds each card's one-GPU published fits and its link fit (published_moe.dense_fits: a card the
 one-GPU table lacks, B200, fitted on its one-GPU rows of the multi-GPU table; computed and written on the
@@ -17,6 +18,8 @@ TensorRT-LLM's default max_num_tokens 8192, which admits no 8192-token prompt be
 --moe-law: simulate.moe_law.MODE (default off, the product's): off prices every MoE layer by the cost model's
 own terms (the before of a before/after on one commit); leave-shape-out prices each model's layers by the law
 fitted without its own shape's operator rows. --engine-link: published_moe.ENGINE_LINK (off in the product).
+--fp8-per-tensor: simulate.moe_law.PER_TENSOR_FP8 (with a law
+on: Mixtral's FP8 experts by the block-FP8 law, the default, or by the per-tensor tables).
 """
 
 from __future__ import annotations
@@ -80,6 +83,7 @@ def _cached(inner, folder: Path):
                 published_moe.GRID,
                 _code,
                 moe_law.MODE,
+                moe_law.PER_TENSOR_FP8,
                 moe_law.operator_table().to_csv(index=False) if moe_law.MODE != "off" else "",
             )
         )
@@ -137,8 +141,15 @@ def main() -> None:
         action="store_true",
         help="each engine's rows on its own engine's all-reduce latency (published_moe.ENGINE_LINK; off in the product)",
     )
+    ap.add_argument(
+        "--fp8-per-tensor",
+        choices=moe_law.PER_TENSOR_FP8_CHOICES,
+        default=moe_law.PER_TENSOR_FP8,
+        help="simulate.moe_law.PER_TENSOR_FP8: the table a per-tensor FP8 card's experts are priced by",
+    )
     a = ap.parse_args()
     moe_law.MODE = a.moe_law
+    moe_law.PER_TENSOR_FP8 = a.fp8_per_tensor
     published_moe.ENGINE_LINK = a.engine_link
     if a.host_only:
         from pareto_atlas.calibrate import anchors

@@ -156,14 +156,20 @@ MLPERF_SETUPS = {
 # BF16 x MXFP4 (w4a16_mxfp4: Triton), Blackwell's TensorRT-LLM as MXFP8 x MXFP4 (w4a8_mxfp4_mxfp8), first in
 # 1.3.0rc10 (NVIDIA/TensorRT-LLM docs/source/deployment-guide/deployment-guide-for-gpt-oss-on-trtllm.md
 # @d2c804bc, "MoE Backend Support Matrix"); FP8 checkpoints of DeepSeek-V3 and Qwen3 are block-scaled
-# (fp8_block). SGLang 0.5.6.post2's H200 table holds these shapes' fp8_block only under power-law routing,
-# so H200's SGLang rows read 0.5.9 (the release its DeepSeek-V3 rows ran). Not read: B200 vLLM's w4a16_mxfp4 (vllm_mxfp4_moe) table, which is not the FlashInfer path
-# vLLM serves MXFP4 with on SM100 by default (vllm-project/vllm vllm/model_executor/layers/quantization/
-# mxfp4.py @007d5005 get_mxfp4_backend); H100's vLLM tables hold no MXFP4 shape.
+# (fp8_block), Mixtral's FP8 (TensorRT-LLM 0.17's perf-overview rows) per tensor (fp8: simulate.moe_law.FP8_BLOCK).
+# SGLang 0.5.6.post2's H200 table holds these shapes' fp8_block only under power-law routing,
+# so H200's SGLang rows read 0.5.9 (the release its DeepSeek-V3 rows ran). H100's vLLM tables hold gpt-oss's
+# shape only from 0.24.0 (w4a16_mxfp4, kernel_source vllm_gptossmxfp4moe_triton_oaitritonmxfp4expertsmonolithic:
+# OpenAI's Triton MoE kernels, the backend vLLM picks for MXFP4 on SM90 without a FlashInfer opt-in,
+# vllm-project/vllm vllm/model_executor/layers/quantization/mxfp4.py @007d5005 get_mxfp4_backend), newer than the
+# rows' 0.18.0 and 0.11.2: the one H100 vLLM measurement of that layer. Not read: B200 vLLM's w4a16_mxfp4
+# (vllm_mxfp4_moe) table, which is not the FlashInfer path vLLM serves MXFP4 with on SM100 by default (the same
+# get_mxfp4_backend).
 AIC_OPS_COMMIT = "095f58a5"
 MOE_OPS = (
-    ("h100_sxm", "trtllm", "1.2.0rc5", ("w4a16_mxfp4", "fp8_block")),
-    ("h200_sxm", "trtllm", "1.2.0rc5", ("w4a16_mxfp4", "fp8_block")),
+    ("h100_sxm", "trtllm", "1.2.0rc5", ("w4a16_mxfp4", "fp8_block", "fp8")),
+    ("h200_sxm", "trtllm", "1.2.0rc5", ("w4a16_mxfp4", "fp8_block", "fp8")),
+    ("h100_sxm", "vllm", "0.24.0", ("w4a16_mxfp4",)),
     ("b200_sxm", "trtllm", "1.2.0rc5", ("fp8_block",)),
     ("b200_sxm", "trtllm", "1.3.0rc10", ("w4a8_mxfp4_mxfp8",)),
     ("h200_sxm", "vllm", "0.18.0", ("w4a16_mxfp4", "fp8_block")),

@@ -134,6 +134,48 @@ def test_the_shipped_laws_track_their_rows():
     assert all(b200.layer_s(t, *GPT) < law.layer_s(t, *GPT) for t in (1, 4, 32, 512))
 
 
+def test_fp8_experts_run_per_tensor_or_block_scaled_as_their_checkpoint(monkeypatch):
+    h100, b200 = HW["H100-SXM"], HW["B200"]
+    # DeepSeek-V3's and Qwen3-235B's FP8 checkpoints are block-scaled; Mixtral's FP8 is quantized per tensor
+    assert moe_law.moe_dtype("FP8", h100, "trtllm", M["deepseek-v3"]) == "fp8_block"
+    assert moe_law.moe_dtype("FP8", h100, "vllm", M["qwen3-235b-a22b"]) == "fp8_block"
+    # (by the block-FP8 law unless PER_TENSOR_FP8 names the per-tensor tables)
+    assert moe_law.moe_dtype("FP8", h100, "trtllm", M["mixtral-8x7b"]) == "fp8_block"
+    monkeypatch.setattr(moe_law, "PER_TENSOR_FP8", "fp8")
+    assert moe_law.moe_dtype("FP8", h100, "trtllm", M["mixtral-8x7b"]) == "fp8"
+    assert moe_law.moe_dtype("FP8", h100, "trtllm", M["deepseek-v3"]) == "fp8_block"
+    monkeypatch.setattr(moe_law, "PER_TENSOR_FP8", "fp16")
+    with pytest.raises(ValueError, match="PER_TENSOR_FP8"):
+        moe_law.moe_dtype("FP8", h100, "trtllm", M["mixtral-8x7b"])
+    assert moe_law.moe_dtype("MXFP4", h100, "trtllm", M["gpt-oss-120b"]) == "w4a16_mxfp4"
+    assert moe_law.moe_dtype("MXFP4", b200, "trtllm", M["gpt-oss-120b"]) == "w4a8_mxfp4_mxfp8"
+    assert moe_law.moe_dtype("BF16", h100, "trtllm", M["mixtral-8x7b"]) is None
+    assert set(moe_law.FP8_BLOCK) <= {n for n, m in M.items() if m.is_moe}
+
+
+def test_the_shipped_laws_cover_h100s_served_formats(monkeypatch):
+    monkeypatch.setattr(moe_law, "MODE", "on")
+    monkeypatch.setattr(moe_law, "PER_TENSOR_FP8", "fp8")
+    h100, mix, gpt = HW["H100-SXM"], M["mixtral-8x7b"], M["gpt-oss-120b"]
+    # Mixtral's per-tensor FP8 under TensorRT-LLM at the perf-overview's TP1-8, fitted on its own shape too
+    for tp in (1, 2, 4, 8):
+        law = moe_law.law_for(h100, "trtllm", mix, "FP8", tp, 1)
+        assert law.moe_dtype == "fp8" and moe_law.model_shape(mix) in law.shapes
+    # gpt-oss under vLLM at the served MoE-TP 2, 4 and 8: the one H100 vLLM table of its layer (0.24.0)
+    for tp in (2, 4, 8):
+        law = moe_law.law_for(h100, "vllm", gpt, "MXFP4", tp, 1)
+        assert law.moe_dtype == "w4a16_mxfp4" and "h100_sxm/vllm/0.24.0" in law.source
+    # per tensor and block-scaled differ where the layer computes: Mixtral at 4,096 tokens on one H100 is
+    # measured about twice as fast per tensor, and each law keeps within 20 % of its own row
+    df = moe_law.operator_table()
+    at = df[(df.gpu == "H100-SXM") & (df.engine == "trtllm") & (df.num_tokens == 4096) & (df.hidden_size == 4096)]
+    at = at[(at.inter_size == 14336) & (at.moe_tp_size == 1) & (at.moe_ep_size == 1)].set_index("moe_dtype").latency
+    assert at["fp8_block"] > 1.5 * at["fp8"]
+    for dtype in ("fp8", "fp8_block"):
+        law = moe_law.laws()["H100-SXM", "trtllm", dtype, 1, 1]
+        assert law.layer_s(4096, *moe_law.model_shape(mix)) == pytest.approx(at[dtype] * 1e-3, rel=0.2)
+
+
 def test_the_cost_model_prices_moe_layers_by_the_law(monkeypatch):
     gpt, h200 = M["gpt-oss-120b"], HW["H200"]
     knobs = Knobs(weights="MXFP4")

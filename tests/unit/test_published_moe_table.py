@@ -153,6 +153,26 @@ def test_gpt_oss_fp4_rows_read_as_its_own_mxfp4_checkpoint():
     assert sum(out.skipped.values()) == 1 and "FP4 of a 16-bit checkpoint" in next(iter(out.skipped))
 
 
+def test_gpt_oss_fp8_rows_read_as_its_own_mxfp4_checkpoint(table):
+    # H100-SXM's TensorRT-LLM 1.3.0rc1 points label openai/gpt-oss-120b precision fp8; no FP8 checkpoint of it
+    # is named and the generator passes no weight quantization, so the engine served the MXFP4 checkpoint;
+    # the KV stays the FP8 the label deployed
+    oss = (
+        "o_c192_,src; silicon_concurrency=192; measured=2026-03-18,trtllm,1.3.0rc1,openai/gpt-oss-120b,h100_sxm,"
+        "fp8,agg,4000,1000,fp8,fp8,48,4,1,,4,1" + "," * 15 + "1590.9,48.8\n"
+    )
+    out = _read(oss, _row())
+    got = {r["model"]: (r["weights"], r["kv"]) for r in out.rows}
+    assert got == {"gpt-oss-120b": ("MXFP4", "fp8"), "qwen3-235b-a22b": ("FP8", "fp8")}
+    oss_row = next(r for r in out.rows if r["model"] == "gpt-oss-120b")
+    assert "gemm_quant_mode fp8, moe_quant_mode fp8" in oss_row["weights_published"] and not moe_row_error(oss_row)
+    # the shipped table: gpt-oss-120b only as MXFP4, its five H100 TensorRT-LLM points among them
+    gpt = table[table.model == "gpt-oss-120b"]
+    assert set(gpt.weights) == {"MXFP4"}
+    fp8_label = gpt[gpt.weights_published.str.contains("gemm_quant_mode fp8")]
+    assert len(fp8_label) == 5 and set(fp8_label.gpu) == {"H100-SXM"} and set(fp8_label.kv) == {"fp8"}
+
+
 def test_a_closed_loop_point_inconsistent_by_littles_law_is_left_out_and_counted():
     # 512 clients whose own TTFT and TPOT put ~170 decoding at once, at a TPOT a third of the same
     # setup's at 16 clients: a larger batch stepping faster than a smaller one cannot have run as a

@@ -141,13 +141,41 @@ def laws(leave_out: tuple[int, int, int, int] | None = None) -> dict[tuple, MoeL
     return fit_laws(operator_table(), leave_out)
 
 
-def moe_dtype(weights: str, hw: HardwareCard, engine: str) -> str | None:
+# The MoE cards whose published FP8 checkpoint scales its weights in blocks: config.json's
+# quantization_config is quant_method fp8 with weight_block_size [128, 128] (deepseek-ai/DeepSeek-V3,
+# Qwen/Qwen3-235B-A22B-FP8; as ai-dynamo/aiconfigurator ships them:
+# aic-core/src/aiconfigurator_core/model_configs/{deepseek-ai--DeepSeek-V3,Qwen--Qwen3-235B-A22B-FP8}_config.json
+# @095f58a5). Any other card served in FP8 is quantized per tensor: its checkpoint is 16-bit
+# (mistralai/Mixtral-8x7B-v0.1's config.json has no quantization_config; TensorRT-LLM's perf-overview
+# quantizes it to FP8 when it builds), and aiconfigurator reads an FP8 checkpoint without
+# weight_block_size as per-tensor fp8 (aic-core/src/aiconfigurator_core/sdk/models/helpers.py
+# _infer_mixed_precision_quant_modes @095f58a5).
+FP8_BLOCK = ("deepseek-v3", "qwen3-235b-a22b")
+# The table a per-tensor FP8 card's experts are priced by: "fp8_block" (the default: the block-FP8 law, as
+# before the per-tensor tables were read) or "fp8" (aiconfigurator's per-tensor tables, TensorRT-LLM
+# 1.2.0rc5 on H100-SXM and H200; `scripts/moe_refit.py --fp8-per-tensor fp8` measures it). The per-tensor
+# layer is measured up to twice as fast where it computes (Mixtral, 4,096 tokens, one H100: 2.07 against
+# 4.09 ms), and Mixtral's FP8 rows (TensorRT-LLM 0.17's perf-overview, offline throughput, a release
+# aiconfigurator never measured) come out that much faster under it: laws on, leave-one-model-out
+# throughput H100-SXM 7 -> 25 %, H200 6 -> 29 % (docs/results/2026-12-03-moe-fp8.md).
+PER_TENSOR_FP8 = "fp8_block"
+PER_TENSOR_FP8_CHOICES = ("fp8_block", "fp8")
+
+
+def moe_dtype(weights: str, hw: HardwareCard, engine: str, model: ModelCard) -> str | None:
     """The operator table's format an MoE point's experts run as (None: none measured): MXFP4 experts run
     BF16 x MXFP4 on Hopper (Triton), MXFP8 x MXFP4 under TensorRT-LLM on Blackwell (its TRTLLM backend);
-    FP8 as block-scaled FP8 (DeepSeek-V3's and Qwen3's FP8 checkpoints; read_published.MOE_OPS)."""
+    FP8 as block-scaled FP8 where the model's FP8 checkpoint is block-scaled (FP8_BLOCK), else by the
+    table PER_TENSOR_FP8 names (read_published.MOE_OPS)."""
     if weights == "MXFP4":
         return "w4a8_mxfp4_mxfp8" if hw.arch == "blackwell" and engine == "trtllm" else "w4a16_mxfp4"
-    return "fp8_block" if weights == "FP8" else None
+    if weights == "FP8":
+        if PER_TENSOR_FP8 not in PER_TENSOR_FP8_CHOICES:
+            raise ValueError(
+                f"moe_law.PER_TENSOR_FP8: {PER_TENSOR_FP8!r} must be one of {', '.join(PER_TENSOR_FP8_CHOICES)}"
+            )
+        return "fp8_block" if model.name in FP8_BLOCK else PER_TENSOR_FP8
+    return None
 
 
 def model_shape(model: ModelCard) -> tuple[int, int, int, int]:
@@ -163,7 +191,7 @@ def law_for(
         raise ValueError(f"moe_law.MODE: {MODE!r} must be one of {', '.join(MODES)}")
     if MODE == "off" or not model.is_moe:
         return None
-    dtype = moe_dtype(weights, hw, engine)
+    dtype = moe_dtype(weights, hw, engine, model)
     if dtype is None:
         return None
     found = laws(model_shape(model) if MODE == "leave-shape-out" else None)

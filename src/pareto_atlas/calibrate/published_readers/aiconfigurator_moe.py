@@ -8,7 +8,15 @@ What is left out, and why (each counted in the reader's `skipped`):
   checkpoint and format ran is not stated. The file also says precision fp4 / nvfp4 for
   openai/gpt-oss-120b, on Hopper too, where no W4A4 kernel runs: that checkpoint is released only in
   its own 4-bit format (its config.json: quant_method mxfp4, attention, router, embedding and lm_head
-  left BF16; the card's native_format), so those rows read as what was served, MXFP4 (NATIVE_FP4);
+  left BF16; the card's native_format), so those rows read as what was served, MXFP4 (FP4_LABEL).
+  So do its five H100-SXM TensorRT-LLM 1.3.0rc1 points labelled precision fp8 (gemm_quant_mode and
+  moe_quant_mode fp8): no FP8 checkpoint of it is named, the deployment generator passes TensorRT-LLM
+  no weight quantization (generator/config/backend_templates/trtllm/extra_engine_args.1.3.0rc1.yaml.j2
+  sets no quantization key; config/backend_config_mapping.yaml maps none), TensorRT-LLM takes the
+  format from the checkpoint's quantization_config, and aiconfigurator's own collector allows gpt-oss
+  on TensorRT-LLM only w4a16_mxfp4 and w4a8_mxfp4_mxfp8 experts
+  (collector/cases/models/GptOssForCausalLM_cases.yaml framework_quantization, all @095f58a5;
+  NATIVE_ONLY). Their KV stays FP8: the generator writes the KV dtype the FP8 label chose (KV_SOURCE);
 - more GPUs per engine than a node holds (16 or 64: tp x attention-DP across nodes), whose
   inter-node link no hardware card describes;
 - layouts where tp x attention-DP differs from MoE-TP x EP (the file's own identity broken, e.g.
@@ -63,15 +71,20 @@ NODE_GPUS = 8  # GPUs of one node of the file's systems (HGX H100/H200/B200)
 # the file's FP4 label (gemm_quant_mode) on a checkpoint that ships only in its own 4-bit format: the
 # engine served that checkpoint, so the row's weights are the card's native_format (gpt-oss: MXFP4)
 FP4_LABEL = "nvfp4"
+# checkpoints the file names that ship only in their own quantized format (the card's native_format):
+# whatever the file's label (fp4 / nvfp4, fp8), the engine served that format (see the module's docstring)
+NATIVE_ONLY = ("openai/gpt-oss-120b",)
 
 
 def _weights(r: dict[str, str]) -> str | None:
     """The catalog weight format the row ran, or None where it is not stated."""
-    quant = r["gemm_quant_mode"]
-    if quant == FP4_LABEL:
-        from pareto_atlas.spec.cards import shipped_models
+    from pareto_atlas.spec.cards import shipped_models
 
-        native = shipped_models()[MODELS[r["model_path"]]].native_format
+    quant = r["gemm_quant_mode"]
+    native = shipped_models()[MODELS[r["model_path"]]].native_format
+    if r["model_path"] in NATIVE_ONLY and native:
+        return native
+    if quant == FP4_LABEL:
         return native if native in FP4 else None
     return WEIGHTS.get(quant)
 
