@@ -3,7 +3,7 @@
 
     python scripts/moe_refit.py DENSE.pkl [TABLE.csv | -] [ANCHORS_OUT.csv] [--nproc N] [--trtllm-budget]
         [--rules-budget] [--pred-cache DIR] [--host-serial] [--host-only] [--moe-law on|off|leave-shape-out]
-        [--engine-link]
+        [--engine-link | --no-engine-link]
         [--fp8-per-tensor fp8_block|fp8]
 
 DENSE.pkl holds each card's one-GPU published fits and its link fit (published_moe.dense_fits: a card the
@@ -15,9 +15,9 @@ rows, seeds and numbers). --trtllm-budget: a choice tried, not the product's: Te
 per-step token budget aiconfigurator's config generator sets for an aggregated worker (max batch + ISL +
 1500, block-rounded: ai-dynamo/aiconfigurator .claude/rules/generator/rule_authoring.md) instead of
 TensorRT-LLM's default max_num_tokens 8192, which admits no 8192-token prompt beside a running decode.
---moe-law: simulate.moe_law.MODE (default off, the product's): off prices every MoE layer by the cost model's
+--moe-law: simulate.moe_law.MODE (default the product's, on): off prices every MoE layer by the cost model's
 own terms (the before of a before/after on one commit); leave-shape-out prices each model's layers by the law
-fitted without its own shape's operator rows. --engine-link: published_moe.ENGINE_LINK (off in the product).
+fitted without its own shape's operator rows. --engine-link / --no-engine-link: published_moe.ENGINE_LINK (on in the product).
 --fp8-per-tensor: simulate.moe_law.PER_TENSOR_FP8 (with a law
 on: Mixtral's FP8 experts by the block-FP8 law, the default, or by the per-tensor tables).
 """
@@ -135,11 +135,12 @@ def main() -> None:
         help="a host-overlapped row's step cost only: its batches admitted as without the overlap (a choice "
         "tried, not the product's: calibrate.anchors._overlaid)",
     )
-    ap.add_argument("--moe-law", choices=moe_law.MODES, default="off", help="simulate.moe_law.MODE")
+    ap.add_argument("--moe-law", choices=moe_law.MODES, default=moe_law.MODE, help="simulate.moe_law.MODE")
     ap.add_argument(
         "--engine-link",
-        action="store_true",
-        help="each engine's rows on its own engine's all-reduce latency (published_moe.ENGINE_LINK; off in the product)",
+        action=argparse.BooleanOptionalAction,
+        default=published_moe.ENGINE_LINK,
+        help="each engine's rows on its own engine's all-reduce latency (published_moe.ENGINE_LINK; on in the product)",
     )
     ap.add_argument(
         "--fp8-per-tensor",

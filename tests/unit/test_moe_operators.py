@@ -181,7 +181,7 @@ def test_the_cost_model_prices_moe_layers_by_the_law(monkeypatch):
     knobs = Knobs(weights="MXFP4")
     p = CalibParams(hardware="H200", engine="trtllm", moe_layer_s=50e-6)
     law = moe_law.laws()["H200", "trtllm", "w4a16_mxfp4", 1, 1]
-    monkeypatch.setattr(moe_law, "MODE", "on")  # the product's default is off (moe_law.MODE)
+    monkeypatch.setattr(moe_law, "MODE", "on")
     c = coeffs(gpt, h200, knobs, p)
     assert c[MOE_W] == pytest.approx(gpt.routed_params * law.s_per_weight, rel=1e-12)
     monkeypatch.setattr(moe_law, "MODE", "off")
@@ -197,9 +197,15 @@ def test_the_cost_model_prices_moe_layers_by_the_law(monkeypatch):
     tp2 = moe_law.laws()["H200", "trtllm", "w4a16_mxfp4", 2, 1]
     assert coeffs(gpt, h200, replace(knobs, tp=2), p)[MOE_W] == pytest.approx(gpt.routed_params / 2 * tp2.s_per_weight)
     assert np.array_equal(coeffs(gpt, h200, knobs, replace(p, engine="llamacpp")), off)
-    # leave-shape-out: gpt-oss's shape is the only MXFP4 one, so no law is left for it
+    # leave-shape-out: gpt-oss's shape is the only MXFP4 one, so no MXFP4 law is left for it: its layer
+    # takes the cost model's own rates and the least fixed cost of the formats left (moe_law.carried_law)
     monkeypatch.setattr(moe_law, "MODE", "leave-shape-out")
-    assert np.array_equal(coeffs(gpt, h200, knobs, p), off)
+    assert moe_law.law_for(h200, "trtllm", gpt, "MXFP4", 1, 1) is None
+    lent = moe_law.carried_law(h200, "trtllm", gpt, "MXFP4", 1, 1)
+    assert lent is not None and lent.moe_dtype != "w4a16_mxfp4"
+    shape_out = coeffs(gpt, h200, knobs, p)
+    assert shape_out[MOE_W] == off[MOE_W] and shape_out[FL] == off[FL]
+    assert shape_out[O_DEV] - off[O_DEV] == pytest.approx(gpt.moe_layers * (lent.fixed_s - 50e-6), rel=1e-9)
 
 
 def test_a_point_priced_by_a_law_says_so(monkeypatch):
@@ -207,7 +213,7 @@ def test_a_point_priced_by_a_law_says_so(monkeypatch):
 
     gpt, h200 = M["gpt-oss-120b"], HW["H200"]
     p = CalibParams(hardware="H200", engine="trtllm")
-    monkeypatch.setattr(moe_law, "MODE", "on")  # the product's default is off (moe_law.MODE)
+    monkeypatch.setattr(moe_law, "MODE", "on")
     row = simulate_point(gpt, h200, Knobs(weights="MXFP4"), 128, 8, concurrency=1, n_requests=4, params=p)
     assert "aiconfigurator operator law H200/trtllm/w4a16_mxfp4 MoE-TP1 EP1" in row["calib_provenance"]
     assert "moe_perf h200_sxm/trtllm/1.2.0rc5" in row["calib_provenance"]
@@ -216,13 +222,16 @@ def test_a_point_priced_by_a_law_says_so(monkeypatch):
     assert "operator law" not in row["calib_provenance"]
 
 
-def test_the_product_prices_moe_layers_by_its_own_terms_by_default():
-    # moe_law.MODE's docstring says why: with every law on, H100-SXM's held-out TPOT is 1 point worse
+def test_the_product_prices_moe_layers_by_the_operator_laws_by_default():
+    # moe_law.MODE's docstring gives the held-out figures the default rests on
     gpt, h200 = M["gpt-oss-120b"], HW["H200"]
     p = CalibParams(hardware="H200", engine="trtllm", moe_layer_s=50e-6)
-    assert moe_law.MODE == "off"
-    assert moe_law.law_for(h200, "trtllm", gpt, "MXFP4", 1, 1) is None
-    assert coeffs(gpt, h200, Knobs(weights="MXFP4"), p)[MOE_W] > 0
+    assert moe_law.MODE == "on"
+    law = moe_law.law_for(h200, "trtllm", gpt, "MXFP4", 1, 1)
+    assert law is not None and law == moe_law.laws()["H200", "trtllm", "w4a16_mxfp4", 1, 1]
+    assert coeffs(gpt, h200, Knobs(weights="MXFP4"), p)[MOE_W] == pytest.approx(gpt.routed_params * law.s_per_weight)
+    # a dense model never takes a law
+    assert moe_law.law_for(h200, "trtllm", M["llama-3.1-8b"], "FP8", 1, 1) is None
 
 
 def test_an_untimed_split_pays_the_one_gpu_laws_fixed_cost_and_its_share_of_the_rest(monkeypatch):
@@ -238,7 +247,7 @@ def test_an_untimed_split_pays_the_one_gpu_laws_fixed_cost_and_its_share_of_the_
     assert moe_law.split_law(laws, ("H200", "vllm", "w4a16_mxfp4"), 8, 1) is one
     own = laws["H200", "trtllm", "w4a16_mxfp4", 8, 1]  # a timed split keeps its own law
     assert moe_law.split_law(laws, ("H200", "trtllm", "w4a16_mxfp4"), 8, 1) is own
-    assert moe_law.split_law(laws, ("H100-SXM", "vllm", "w4a16_mxfp4"), 2, 1) is None  # none timed at all
+    assert moe_law.split_law(laws, ("B200", "vllm", "w4a16_mxfp4"), 2, 1) is None  # none timed at all
     # the cost model: a TP8 worker's GPU pays the one-GPU fixed cost a layer, and 1/8 of its streaming
     gpt, h200 = M["gpt-oss-120b"], HW["H200"]
     p = CalibParams(hardware="H200", engine="vllm", moe_layer_s=25e-6)
@@ -255,3 +264,32 @@ def test_an_untimed_split_pays_the_one_gpu_laws_fixed_cost_and_its_share_of_the_
     row = simulate_point(gpt, h200, Knobs(weights="MXFP4", tp=8), 128, 8, concurrency=1, n_requests=4, params=p)
     assert "H200/vllm/w4a16_mxfp4 MoE-TP1 EP1" in row["calib_provenance"]
     assert "for split MoE-TP8 EP1 (not timed)" in row["calib_provenance"]
+
+
+def test_a_format_none_timed_pays_the_least_fixed_cost_of_the_formats_timed(monkeypatch):
+    # Qwen3-30B-A3B at 16 bits on H200 under vLLM: aiconfigurator timed vLLM's MoE layer there in block FP8
+    # and MXFP4 only, so the layer's fixed cost is the cheaper of the two laws at the split; its weights and
+    # FLOPs stay at the cost model's own rates, and the fitted per-layer term is not paid
+    from pareto_atlas.simulate.api import simulate_point
+
+    qwen, h200 = M["qwen3-30b-a3b"], HW["H200"]
+    p = CalibParams(hardware="H200", engine="vllm", moe_layer_s=100e-6)
+    assert moe_law.law_for(h200, "vllm", qwen, "F16", 8, 1) is None
+    laws = moe_law.laws()
+    timed = [moe_law.split_law(laws, ("H200", "vllm", d), 8, 1) for d in ("fp8_block", "w4a16_mxfp4")]
+    least = min(timed, key=lambda law: law.fixed_s)
+    lent = moe_law.carried_law(h200, "vllm", qwen, "F16", 8, 1)
+    assert lent == least and lent.fixed_s < max(law.fixed_s for law in timed)
+    knobs = Knobs(weights="F16", tp=8)
+    on = coeffs(qwen, h200, knobs, p)
+    monkeypatch.setattr(moe_law, "MODE", "off")
+    off = coeffs(qwen, h200, knobs, p)
+    assert on[O_DEV] - off[O_DEV] == pytest.approx(qwen.moe_layers * (lent.fixed_s - 100e-6), rel=1e-9)
+    assert on[MOE_W] == off[MOE_W] and on[FL] == off[FL]
+    assert moe_law.carried_law(h200, "vllm", qwen, "F16", 8, 1) is None  # off: no law lent
+    monkeypatch.setattr(moe_law, "MODE", "on")
+    row = simulate_point(qwen, h200, knobs, 128, 8, concurrency=1, n_requests=4, params=p)
+    assert f"fixed cost {lent.fixed_s * 1e6:.0f} us from the {lent.moe_dtype} law" in row["calib_provenance"]
+    # a format with its own law borrows nothing; a card and engine with no law at all keep the fitted term
+    assert moe_law.carried_law(h200, "trtllm", M["gpt-oss-120b"], "MXFP4", 1, 1) is None
+    assert moe_law.carried_law(HW["B200"], "vllm", qwen, "F16", 1, 1) is None

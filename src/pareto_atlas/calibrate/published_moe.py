@@ -169,11 +169,12 @@ VLLM_BUDGET_FLAG = (0, 12)
 # Each engine's MoE rows on that engine's all-reduce latency (dense_bases). with_link reads the link fit's
 # factor of params.engine, and every one-GPU published fit's params name the served engine (vllm) whatever
 # rows fitted it, so without this every engine's rows run vLLM's factor: H200's TensorRT-LLM and SGLang rows
-# an all-reduce of 0 us (vLLM's x0) for 32 us (their x16), H100-SXM's TensorRT-LLM rows x8 for x16. Off in
-# the product until the lead agrees: on, the MoE fit's leave-one-model-out TPOT goes 33 -> 27 % (laws off)
-# but H200's 17 -> 18 % and H100-SXM's leave-one-engine-out 26 -> 36 %; with the operator laws on (and
-# moe_law.split_law) 31 -> 19 % (docs/results/2026-12-03-moe-h200.md). scripts/moe_refit.py --engine-link measures it.
-ENGINE_LINK = False
+# an all-reduce of 0 us (vLLM's x0) for 32 us (their x16), H100-SXM's TensorRT-LLM rows x8 for x16. On in
+# the product with the operator laws (simulate.moe_law.MODE): together they move the MoE fit's
+# leave-one-model-out TPOT 31 -> 18 % (docs/results/2026-12-03-moe-laws-on.md); alone, with the laws off,
+# 33 -> 27 % but H100-SXM's leave-one-engine-out 26 -> 36 % (docs/results/2026-12-03-moe-h200.md).
+# scripts/moe_refit.py --no-engine-link measures the other side.
+ENGINE_LINK = True
 
 
 def vllm_default_budget(

@@ -314,8 +314,11 @@ def _moe_terms(
         c[FL_V] = c[FL_V] * dense + 2.0 * active * law.s_per_flop / tp
     # else fitted on published MoE rows (calibrate.published_moe): a step's fixed cost per MoE layer, and
     # the routed experts' FLOPs at the expert GEMMs' efficiency (the rest of the body's at the dense rate)
+    # (a format aiconfigurator never timed on the card and engine pays the least fixed cost a layer of the
+    # formats it timed: moe_law.carried_law)
     else:
-        c[O_DEV] += model.moe_layers * params.moe_layer_s
+        lent = moe_law.carried_law(hw, params.engine, model, knobs.weights, max(tp * dp // max(ep, 1), 1), max(ep, 1))
+        c[O_DEV] += model.moe_layers * (lent.fixed_s if lent is not None else params.moe_layer_s)
     if law is None and params.moe_flops_eff < 1.0:
         extra = model.moe_layers * model.experts_per_token * model.expert_params * (1.0 / params.moe_flops_eff - 1.0)
         c[FL] += extra * c[FL] / max(model.active_params - head_params(model), 1)

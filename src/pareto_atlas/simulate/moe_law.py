@@ -20,14 +20,15 @@ weights at 1 / s_per_weight (in place of the dense fit's streaming rate) and the
 1 / s_per_flop (in place of the dense GEMMs'); elsewhere its own terms. The law is fitted on operator rows,
 never on the served rows the MoE fit holds out.
 
-MODE: "off" (the product's default: no law, the cost model's own terms), "on" (every law used) or
+MODE: "on" (the product's default: every law used), "off" (no law, the cost model's own terms) or
 "leave-shape-out" (a model's layer priced by the law fitted without its own shape's rows: what a model
-whose shape aiconfigurator never measured would get). Off by default: with each engine's rows on its own
-all-reduce latency (calibrate.published_moe.ENGINE_LINK, itself off) and untimed splits on the one-GPU law
-(split_law), "on" moves the MoE fit's leave-one-model-out TPOT 27 -> 19 % and H200's 18 -> 15 %, but
-H100-SXM's 26 -> 27 % (its vLLM gpt-oss rows, which no law prices, then run on the grid's per-layer term:
-0 us, where off's is 50; docs/results/2026-12-03-moe-h200.md); `scripts/moe_refit.py --moe-law on
---engine-link` measures it.
+whose shape aiconfigurator never measured would get). On since session 17, with each engine's rows on its
+own all-reduce latency (calibrate.published_moe.ENGINE_LINK), untimed splits on the one-GPU law (split_law)
+and the FP8 formats read per checkpoint (moe_dtype): against "off" on the same tree the MoE fit's
+leave-one-model-out TPOT goes 31 -> 18 % (B200 70 -> 25 %, H200 17 -> 15 %, H100-SXM 31 -> 25 %) and
+throughput 14 -> 8 %, while B200's TTFT goes 32 -> 50 % and its latency bar +-141 -> +-1033 % (DeepSeek-V3's
+attention-DP rows, whose TTFT both modes under-predict 5-12x, set it); docs/results/2026-12-03-moe-laws-on.md.
+`scripts/moe_refit.py --moe-law off` (or --no-engine-link) measures the other side.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from pareto_atlas.spec.cards import HardwareCard, ModelCard
 
 SHIPPED = "published_moe_ops.csv"  # spec/ (calibrate.published_readers.aiconfigurator_moe_ops.SHIPPED)
 MODES = ("on", "off", "leave-shape-out")
-MODE = "off"
+MODE = "on"
 SHAPE = ("hidden_size", "inter_size", "num_experts", "topk")
 
 
@@ -209,6 +210,25 @@ def split_law(found: dict[tuple, MoeLaw], where: tuple[str, str, str], moe_tp: i
     return found.get((*where, moe_tp, ep)) or found.get((*where, 1, 1))
 
 
+def carried_law(
+    hw: HardwareCard, engine: str, model: ModelCard, weights: str, moe_tp: int = 1, ep: int = 1
+) -> MoeLaw | None:
+    """For a point whose format aiconfigurator never timed on its card and engine (law_for None: a 16-bit
+    or NVFP4 MoE on Hopper), the law whose fixed cost a layer it pays (cost_model._moe_terms; its weights
+    and FLOPs stay at the cost model's own rates): of the formats timed on the card and engine at the
+    split (split_law), the one of least fixed cost, since a layer that quantizes nothing pays no
+    dequantization or activation scaling. Without it such a point would pay the MoE fit's per-layer term,
+    which with the laws on is fitted on the few rows no law prices (B200's vLLM and NVFP4 rows: 0 us) and
+    put Qwen3-30B-A3B at 16 bits on eight H200s at 0.9 ms a token. None: MODE off, a dense model, a format
+    with its own law, or no format timed on the card and engine."""
+    if MODE == "off" or not model.is_moe or law_for(hw, engine, model, weights, moe_tp, ep) is not None:
+        return None
+    found = laws(model_shape(model) if MODE == "leave-shape-out" else None)
+    dtypes = sorted({k[2] for k in found if k[:2] == (hw.name, engine)})
+    timed = [law for d in dtypes if (law := split_law(found, (hw.name, engine, d), int(moe_tp), int(ep)))]
+    return min(timed, key=lambda law: (law.fixed_s, law.moe_dtype)) if timed else None
+
+
 def point_note(model: ModelCard, hw: HardwareCard, knobs, params) -> str:
     """ "; <the law's provenance>" for a point (knobs, params: a Knobs and a CalibParams) whose MoE layers
     cost_model._moe_terms prices by a law (its decode worker's split of the experts), else ""."""
@@ -217,6 +237,13 @@ def point_note(model: ModelCard, hw: HardwareCard, knobs, params) -> str:
     g, ep = knobs.tp * knobs.attn_dp, max(knobs.ep, 1)
     law = law_for(hw, params.engine, model, knobs.weights, max(g // ep, 1), ep)
     if law is None:
-        return ""
+        lent = carried_law(hw, params.engine, model, knobs.weights, max(g // ep, 1), ep)
+        return (
+            f"; MoE layer's fixed cost {lent.fixed_s * 1e6:.0f} us from the {lent.moe_dtype} law "
+            f"({knobs.weights} not timed on {hw.name}/{params.engine}: the least of the formats timed; "
+            f"{lent.provenance()})"
+            if lent is not None
+            else ""
+        )
     lent = (law.moe_tp, law.ep) != (max(g // ep, 1), ep)
     return f"; {law.provenance()}" + (f" for split MoE-TP{max(g // ep, 1)} EP{ep} (not timed)" if lent else "")
