@@ -86,8 +86,12 @@ ENGINE_LATENCY = True
 # the card's per-crossing latency, the nearest point of LATENCY_SCALES), not the other engines' pooled factor:
 # a fitted factor carries its engine's per-layer costs beyond the collective (TensorRT-LLM's x16 on H100-SXM
 # is 32 us an all-reduce against its kernel's measured 3-4 us), which another engine does not pay.
-# False: the pooled factor (before 2026-12-03).
-MEASURED_FALLBACK = True
+# False (the product's): the pooled factor. Off because the measured collective is a lower bound of what
+# an engine's factor carries, not the factor: on it moves H100-SXM's LOSO TPOT 16 -> 14 % (vLLM's rows no
+# longer take TensorRT-LLM's x16) but H200's LOMO TPOT 12 -> 24 % and LOEO 13 -> 28 % (H200's TensorRT-LLM
+# 70B rows, left without a row of their engine, at x2 where their own fit is x16: -32 to -58 %);
+# docs/results/2026-12-03-h100-tpot.md.
+MEASURED_FALLBACK = False
 LABEL = {"LOSO": "source_id", "LOMO": "model", "LOEO": "engine"}
 MAX_REQUESTS = 256  # requests a closed-loop row simulates, or two waves of its clients where more
 

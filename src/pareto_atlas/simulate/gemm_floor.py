@@ -21,7 +21,12 @@ shrink with TP: at TP8 a Qwen3-32B FP8 layer's four calls stream 18 us of weight
 time) where a law exists for the point's (card, engine, format) and MODE is "on", and the one-GPU fits then
 fit the rate on top of it.
 
-MODE: "on" or "off" (no fixed cost: the cost model's rates alone, as before).
+MODE: "on" or "off" (the product's: no fixed cost, the cost model's rates alone, as before). Off because on,
+with the one-GPU fits refitted on top of it, it moves H100-SXM's TensorRT-LLM Qwen3-32B FP8 rows from -15 to
+-26 % to -16 to +37 % (LOSO signed median -17 -> +3 %) but H200's TensorRT-LLM Llama-3.1-70B FP8 rows from +5
+to +26 % (at 4 clients +46 to +90 %: their measured 6.3 ms a step at TP8 is below the dynamic-FP8 calls'
+fixed cost plus the weights' streaming, so those rows did not pay it) and H100-SXM's LOSO TTFT 23 -> 36 %;
+docs/results/2026-12-03-h100-tpot.md.
 """
 
 from __future__ import annotations
