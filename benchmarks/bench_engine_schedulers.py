@@ -358,7 +358,16 @@ def main() -> None:
         action="store_true",
         help="also run the engine defaults on fits whose KV read is fitted freely (before issue 31's rule; a fresh fit, slow)",
     )
+    ap.add_argument(
+        "--gemm-floor",
+        choices=("on", "off"),
+        help="a linear call's fixed cost (simulate.gemm_floor.MODE; default: the product's)",
+    )
     a = ap.parse_args()
+    if a.gemm_floor:
+        from pareto_atlas.simulate import gemm_floor
+
+        gemm_floor.MODE = a.gemm_floor
     rows = read_rows(a.table)
     cards = sorted({r.card for r in rows})
     t = time.perf_counter()

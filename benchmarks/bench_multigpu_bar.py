@@ -132,7 +132,26 @@ def main() -> None:
         action="store_true",
         help="also fit with link_eff searched from 0.25 (the grid before the link pass), side by side",
     )
+    ap.add_argument(
+        "--gemm-floor",
+        choices=("on", "off"),
+        help="a linear call's fixed cost (simulate.gemm_floor.MODE; default: the product's)",
+    )
+    ap.add_argument(
+        "--measured-fallback",
+        choices=("on", "off"),
+        help="an engine without training rows takes its all-reduce's measured latency "
+        "(published_link.MEASURED_FALLBACK; default: the product's)",
+    )
     a = ap.parse_args()
+    if a.measured_fallback:
+        import pareto_atlas.calibrate.published_link as published_link
+
+        published_link.MEASURED_FALLBACK = a.measured_fallback == "on"
+    if a.gemm_floor:
+        from pareto_atlas.simulate import gemm_floor
+
+        gemm_floor.MODE = a.gemm_floor
     t = time.perf_counter()
     if a.anchors:
         pairs = [s.split("=", 1) for s in a.anchors]

@@ -8,11 +8,23 @@ and commit.
 
     python scripts/read_published.py --mlperf [--raw DIR] [--out CSV]
     python scripts/read_published.py --moe-ops --aiconfigurator-git DIR [--out CSV]
+    python scripts/read_published.py --gemm-ops --aiconfigurator-git DIR [--out CSV]
+    python scripts/read_published.py --allreduce-ops --aiconfigurator-git DIR [--out CSV]
 
 --moe-ops writes spec/published_moe_ops.csv (published_readers.aiconfigurator_moe_ops): aiconfigurator's
 measured MoE layer times (moe_perf.parquet at AIC_OPS_COMMIT) for the (card, engine, release, formats) of
 MOE_OPS and the shapes of the shipped MoE cards; simulate.moe_law fits each (card, engine, format)'s layer
 law on them. Never read at run time from the repository: the shipped table is what the product reads.
+
+--gemm-ops writes spec/published_gemm_ops.csv (published_readers.aiconfigurator_gemm_ops): aiconfigurator's
+measured linear-layer times at a decode step's sizes (gemm_perf.parquet at AIC_OPS_COMMIT) for the (card,
+engine, release, formats) of GEMM_OPS; simulate.gemm_floor fits each (card, engine, format)'s fixed cost a
+call on them. Never read at run time from the repository.
+
+--allreduce-ops writes spec/published_allreduce_ops.csv (published_readers.aiconfigurator_allreduce_ops):
+aiconfigurator's measured all-reduce times of each engine's own kernel at decode-sized messages
+(custom_allreduce_perf.parquet at AIC_OPS_COMMIT) for the (card, engine, release) of ALLREDUCE_OPS;
+calibrate.published_link prices the collective of an engine its link fit has no row of by them.
 
 --mlperf writes spec/published_mlperf.csv (published_readers.mlperf): MLPerf Inference v4.1 runs,
 from the summary and system files saved under RAW (default tests/data/mlperf), each row citing the
@@ -51,6 +63,8 @@ from pareto_atlas.calibrate.published_readers import (
     ReadResult,
     SourceFile,
     aiconfigurator,
+    aiconfigurator_allreduce_ops,
+    aiconfigurator_gemm_ops,
     aiconfigurator_moe,
     aiconfigurator_moe_ops,
     mlperf,
@@ -178,6 +192,80 @@ MOE_OPS = (
 )
 
 
+# aiconfigurator's GEMM tables read (--gemm-ops), at AIC_OPS_COMMIT: per (card folder, engine, release) the
+# formats the published dense rows of that card and engine ran (spec/published_multigpu.csv: BF16 and FP8
+# "gemm_quant_mode fp8", per-tensor), at the oldest release aiconfigurator measured for that card and engine
+# (the rows ran TensorRT-LLM 1.0.0rc3 and vLLM 0.12.0 or unstated releases). Hopper only: the cards the
+# published multi-GPU dense rows held out are on. Not read: SGLang's (its H200 rows state fp8_block, a
+# format the product does not tell from per-tensor FP8), B200's, and H200 vLLM's: its 0.14.0 folder's rows
+# state another release (0.14.1.dev1+gd68209402), which the reader leaves out, and the next folder (0.18.0)
+# is six releases past the rows'.
+GEMM_OPS = (
+    ("h100_sxm", "trtllm", "1.2.0rc5", ("bfloat16", "fp8")),
+    ("h100_sxm", "vllm", "0.14.0", ("bfloat16", "fp8")),
+    ("h200_sxm", "trtllm", "1.2.0rc5", ("bfloat16", "fp8")),
+)
+
+
+# aiconfigurator's all-reduce tables read (--allreduce-ops), at AIC_OPS_COMMIT: per (card folder, engine,
+# release) the engine's own all-reduce at the oldest release measured (the rows ran TensorRT-LLM 1.0.0rc3 and
+# vLLM 0.12.0 or unstated releases). Not read: SGLang's folders (they hold TensorRT-LLM's rows: framework
+# TRTLLM 1.2.0rc5), H200 vLLM's 0.14.0 (its rows state 0.14.1.dev1+gd68209402, which the reader leaves out).
+ALLREDUCE_OPS = (
+    ("h100_sxm", "trtllm", "1.2.0rc5"),
+    ("h100_sxm", "vllm", "0.14.0"),
+    ("h200_sxm", "trtllm", "1.2.0rc5"),
+)
+
+
+def write_allreduce_ops(git_dir: Path, out: Path) -> int:
+    """The all-reduce operator table: each file of ALLREDUCE_OPS read at AIC_OPS_COMMIT, its small messages."""
+    commit = _git(git_dir, "rev-parse", AIC_OPS_COMMIT).strip()
+    rows = []
+    for card, engine, release in ALLREDUCE_OPS:
+        path = aiconfigurator_allreduce_ops.PATH.format(card=card, engine=engine, release=release)
+        data = subprocess.run(
+            ["git", f"--git-dir={git_dir}", "show", f"{commit}:{path}"], check=True, capture_output=True
+        ).stdout
+        res = aiconfigurator_allreduce_ops.read(aiconfigurator_allreduce_ops.OpsFile(AIC[0], path, commit, data))
+        print(f"{card}/{engine}/{release}: {len(res.rows)} rows")
+        print_left_out(res)
+        rows += res.rows
+    for i, r in enumerate(rows):
+        if err := aiconfigurator_allreduce_ops.row_error(r):
+            sys.exit(f"row {i} ({r['gpu']}, {r['engine']}, {r['version']}): {err}")
+    with out.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=aiconfigurator_allreduce_ops.HEADER, lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+    print(f"{out}: {len(rows)} rows")
+    return 0
+
+
+def write_gemm_ops(git_dir: Path, out: Path) -> int:
+    """The GEMM operator table: each file of GEMM_OPS read at AIC_OPS_COMMIT, its rows at decode sizes."""
+    commit = _git(git_dir, "rev-parse", AIC_OPS_COMMIT).strip()
+    rows = []
+    for card, engine, release, dtypes in GEMM_OPS:
+        path = aiconfigurator_gemm_ops.PATH.format(card=card, engine=engine, release=release)
+        data = subprocess.run(
+            ["git", f"--git-dir={git_dir}", "show", f"{commit}:{path}"], check=True, capture_output=True
+        ).stdout
+        res = aiconfigurator_gemm_ops.read(aiconfigurator_gemm_ops.OpsFile(AIC[0], path, commit, data), set(dtypes))
+        print(f"{card}/{engine}/{release}: {len(res.rows)} rows")
+        print_left_out(res)
+        rows += res.rows
+    for i, r in enumerate(rows):
+        if err := aiconfigurator_gemm_ops.row_error(r):
+            sys.exit(f"row {i} ({r['gpu']}, {r['engine']}, {r['version']}): {err}")
+    with out.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=aiconfigurator_gemm_ops.HEADER, lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+    print(f"{out}: {len(rows)} rows")
+    return 0
+
+
 def moe_shapes() -> set[tuple[int, int, int, int]]:
     """(hidden_size, inter_size, num_experts, topk) of each shipped MoE card."""
     from pareto_atlas.spec.cards import shipped_models
@@ -296,11 +384,25 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help=f"write aiconfigurator's MoE operator table (spec/{aiconfigurator_moe_ops.SHIPPED})",
     )
+    ap.add_argument(
+        "--gemm-ops",
+        action="store_true",
+        help=f"write aiconfigurator's GEMM operator table (spec/{aiconfigurator_gemm_ops.SHIPPED})",
+    )
+    ap.add_argument(
+        "--allreduce-ops",
+        action="store_true",
+        help=f"write aiconfigurator's all-reduce operator table (spec/{aiconfigurator_allreduce_ops.SHIPPED})",
+    )
     a = ap.parse_args(argv)
     if a.mlperf:
         return write_mlperf(a.raw if a.raw != Path(".published_raw") else MLPERF_RAW, a.out or SPEC / mlperf.SHIPPED)
     if a.aiconfigurator_git is None:
         ap.error("--aiconfigurator-git is required (except with --mlperf)")
+    if a.allreduce_ops:
+        return write_allreduce_ops(a.aiconfigurator_git, a.out or SPEC / aiconfigurator_allreduce_ops.SHIPPED)
+    if a.gemm_ops:
+        return write_gemm_ops(a.aiconfigurator_git, a.out or SPEC / aiconfigurator_gemm_ops.SHIPPED)
     if a.moe_ops:
         return write_moe_ops(a.aiconfigurator_git, a.out or SPEC / aiconfigurator_moe_ops.SHIPPED)
     if a.moe:

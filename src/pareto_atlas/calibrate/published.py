@@ -116,6 +116,9 @@ def card_frame(rows: pd.DataFrame, hw: HardwareCard, as_run: bool = False) -> tu
     frame["weights"] = frame["weights"].replace({"F16": "BF16"})
     frame = frame.reindex(columns=list(frame.columns) + [t for t in TARGETS if t not in frame])
     frame["host_overlap"] = host_overlaps(rows)
+    # the row's engine: what its fit's parameters name (CalibParams.engine), which the cost model's
+    # per-engine operator laws follow (simulate.gemm_floor)
+    frame["engine"] = rows["engine"].astype(str).to_numpy() if "engine" in rows else SERVED_ENGINE
     if as_run:
         frame = read_as_run(frame, rows.reset_index(drop=True))
     return frame, models
@@ -188,6 +191,10 @@ def fit_card(frame: pd.DataFrame, models: list[ModelCard], hw: HardwareCard) -> 
         else ()
     )
     start = default_params(hw, SERVED_ENGINE)
+    engines = set(frame["engine"]) if "engine" in frame else set()
+    if len(engines) == 1:
+        # the fit's parameters name its rows' engine (they start from the served engine's defaults)
+        start = replace(start, engine=str(engines.pop()))
     overlapped = frame["host_overlap"].to_numpy(bool) if "host_overlap" in frame else np.zeros(len(frame), bool)
     if overlapped.any() and not overlapped.all():
         # A step's host cost hides under the device's time on rows whose engine overlaps the two

@@ -43,10 +43,12 @@ def fit_key(table: PublishedTable) -> str:
     release (HOST_OVERLAP_BY_RELEASE, likewise)."""
     from pareto_atlas.calibrate import published
     from pareto_atlas.calibrate.published_table import load_multigpu
+    from pareto_atlas.simulate import gemm_floor
 
     multi = load_multigpu().sha256
     run = "as-run" if published.RUN_AS_PUBLISHED else "engine-defaults"
     run += "" if published.HOST_OVERLAP_BY_RELEASE else "|host-serial"
+    run += f"|{gemm_floor.key()}"
     return hashlib.sha256(f"{table.sha256}|{multi}|{FIT_VERSION}|{__version__}|{run}".encode()).hexdigest()[:12]
 
 

@@ -30,6 +30,7 @@ import hashlib
 import json
 import os
 from dataclasses import asdict, dataclass, field, replace
+from functools import lru_cache
 
 import numpy as np
 import pandas as pd
@@ -49,8 +50,9 @@ from pareto_atlas.calibrate.published_multigpu import (
 )
 from pareto_atlas.calibrate.published_runs import apply_runs, predict_rows
 from pareto_atlas.calibrate.published_table import PublishedTable
+from pareto_atlas.simulate.parallel import SWITCH_HOPS, SWITCHED
 from pareto_atlas.simulate.params import CalibParams, default_params
-from pareto_atlas.spec.cards import shipped_hardware
+from pareto_atlas.spec.cards import HardwareCard, shipped_hardware
 
 # The grid searched. link_eff: the all-reduce's achieved fraction of the ring bound (2 (tp - 1) / tp of
 # the bytes through each device's link at link_gbs) on the messages that carry a step's bytes: a prefill
@@ -78,6 +80,18 @@ SAMPLE = 2
 # carries (a crossing of the wire itself is ~1 us), is the engine's: the link fit gives each engine its own
 # factor over one link_eff per card (the wire's bandwidth is the card's).
 ENGINE_LATENCY = True
+# An engine none of whose rows a fit saw (the engine LOEO leaves out; in LOSO, an engine whose every row is
+# the left-out document's) takes its own collective's measured latency where aiconfigurator timed it
+# (spec/published_allreduce_ops.csv: the engine's all-reduce kernel at decode-sized messages, as a factor on
+# the card's per-crossing latency, the nearest point of LATENCY_SCALES), not the other engines' pooled factor:
+# a fitted factor carries its engine's per-layer costs beyond the collective (TensorRT-LLM's x16 on H100-SXM
+# is 32 us an all-reduce against its kernel's measured 3-4 us), which another engine does not pay.
+# False (the product's): the pooled factor. Off because the measured collective is a lower bound of what
+# an engine's factor carries, not the factor: on it moves H100-SXM's LOSO TPOT 16 -> 14 % (vLLM's rows no
+# longer take TensorRT-LLM's x16) but H200's LOMO TPOT 12 -> 24 % and LOEO 13 -> 28 % (H200's TensorRT-LLM
+# 70B rows, left without a row of their engine, at x2 where their own fit is x16: -32 to -58 %);
+# docs/results/2026-12-03-h100-tpot.md.
+MEASURED_FALLBACK = False
 LABEL = {"LOSO": "source_id", "LOMO": "model", "LOEO": "engine"}
 MAX_REQUESTS = 256  # requests a closed-loop row simulates, or two waves of its clients where more
 
@@ -96,20 +110,25 @@ class LinkCalibration:
     bar_nested: float = float("nan")  # coverage of a bar set without each row group, on that group
     bar_level: tuple[float, float] = (0.9, 0.9)  # the quantile levels of the latency and throughput bars
     latency_by_engine: dict = field(default_factory=dict)  # engine -> its latency factor (ENGINE_LATENCY)
+    measured_by_engine: dict = field(default_factory=dict)  # engine -> its measured factor (MEASURED_FALLBACK)
 
     def latency_for(self, engine: str) -> float:
-        """The latency factor of `engine`'s collectives: its own where fitted, else the card's pooled one."""
-        return float(self.latency_by_engine.get(engine, self.link_latency_scale))
+        """The latency factor of `engine`'s collectives: its own where fitted, else its all-reduce's measured
+        one (measured_latency_scales), else the card's pooled one."""
+        own = self.latency_by_engine.get(engine, self.measured_by_engine.get(engine, self.link_latency_scale))
+        return float(own)
 
     def provenance(self) -> str:
         srcs = ", ".join(f"{s} {n}" for s, n in self.anchors.source_id.value_counts(sort=False).items())
         lv = f"p{100 * self.bar_level[0]:.0f} / p{100 * self.bar_level[1]:.0f}"
         bar = f"{lv} of {self.bar_from} pooled" if self.bar_from != "none" else "none held out: the default's"
         per = ", ".join(f"{e} x{v:g}" for e, v in self.latency_by_engine.items())
+        mea = ", ".join(f"{e} x{v:g}" for e, v in self.measured_by_engine.items())
         return (
             f"link fitted on {len(self.anchors)} published multi-GPU rows ({srcs}; "
             f"{self.anchors.model.nunique()} model{'s' if self.anchors.model.nunique() > 1 else ''}): link_eff {self.link_eff:.2f}, latency x{self.link_latency_scale:g}"
-            f"{f' (per engine: {per})' if per else ''}; "
+            f"{f' (per engine: {per})' if per else ''}"
+            f"{f'; an engine without rows: its all-reduce as measured ({mea}: aiconfigurator)' if mea else ''}; "
             f"parallel error bar: {bar} (latency ±{self.lat_bar:.0%}, throughput ±{self.thr_bar:.0%}); "
             f"per-GPU costs: {self.base}"
         )
@@ -134,8 +153,44 @@ def _base_params(
             out[e], how = atlas[card], f"the atlas's one-GPU fit ({atlas[card].engine}) for {e}"
         else:
             out[e], how = default_params(hw, e), f"uncalibrated default for {e}"
+        out[e] = replace(out[e], engine=e)  # the rows' engine (its operator laws: simulate.gemm_floor)
         said.append(how)
     return out, "; ".join(said)
+
+
+def measured_latency_scales(hw: HardwareCard) -> dict[str, int]:
+    """Per engine with measured all-reduce rows on the card (spec/published_allreduce_ops.csv), the index in
+    LATENCY_SCALES nearest (in ratio) to the median over its rows of the measured latency over the card's
+    per-crossing latency times the crossings simulate.parallel.allreduce_s counts; {} where MEASURED_FALLBACK
+    is off."""
+    if not MEASURED_FALLBACK or hw.link_latency_us <= 0:
+        return {}
+    df = allreduce_table()
+    df = df[df.gpu == hw.name]
+    out = {}
+    grid = np.array(LATENCY_SCALES, float)
+    for e, g in df.groupby("engine", sort=True):
+        tp = g.num_gpus.to_numpy(float)
+        hops = np.full_like(tp, SWITCH_HOPS) if hw.link in SWITCHED else 2.0 * (tp - 1.0)
+        scale = float(np.median(g.latency.to_numpy(float) * 1e-3 / (hops * hw.link_latency_us * 1e-6)))
+        pos = np.flatnonzero(grid > 0)
+        out[str(e)] = int(pos[np.argmin(np.abs(np.log(grid[pos] / scale)))])
+    return out
+
+
+@lru_cache(maxsize=1)
+def allreduce_table() -> pd.DataFrame:
+    """The shipped all-reduce operator rows (spec/published_allreduce_ops.csv)."""
+    from importlib import resources
+
+    from pareto_atlas.calibrate.published_readers.aiconfigurator_allreduce_ops import SHIPPED
+
+    with resources.files("pareto_atlas.spec").joinpath(SHIPPED).open() as f:
+        df = pd.read_csv(f, dtype={"version": str})
+    missing = [c for c in ("gpu", "engine", "num_gpus", "message_size", "latency", "source") if c not in df.columns]
+    if missing:
+        raise ValueError(f"spec/{SHIPPED}: no column {missing[0]!r}")
+    return df
 
 
 def _choose(err: np.ndarray, eng: np.ndarray, train: np.ndarray, per_engine: bool) -> tuple[int, int, dict[str, int]]:
@@ -157,6 +212,16 @@ def _choose(err: np.ndarray, eng: np.ndarray, train: np.ndarray, per_engine: boo
         total += per.min(axis=1)
     i = int(np.argmin(total))
     return i, int(np.argmin(pooled_loss[i])), {e: int(v[i]) for e, v in picks.items()}
+
+
+def _held_choice(
+    err: np.ndarray, eng: np.ndarray, train: np.ndarray, per_engine: bool, measured: dict[str, int]
+) -> tuple[int, int, dict[str, int]]:
+    """_choose on the `train` rows, and each engine with no training row taking its measured latency index
+    where `measured` has one (measured_latency_scales), else the pooled one."""
+    i, pooled, picks = _choose(err, eng, train, per_engine)
+    unseen = {e: measured[e] for e in set(eng[~train]) - set(eng[train]) if e in measured}
+    return i, pooled, {**picks, **unseen}
 
 
 def _errors_at(err: np.ndarray, eng: np.ndarray, i: int, pooled: int, scales: dict[str, int]) -> np.ndarray:
@@ -225,13 +290,14 @@ def calibrate_link(
     best, pooled, scales = _choose(err, eng, every, per_engine)
     fitted = _errors_at(err, eng, best, pooled, scales)
     held = {}
+    measured = measured_latency_scales(hw) if per_engine else {}
     for sc in SCHEMES:
         labels = rows[LABEL[sc]].to_numpy()
         h = np.full(meas.shape, np.nan)
         if len(set(labels)) >= 2:
             for lab in dict.fromkeys(labels):
                 test = labels == lab
-                h[test] = _errors_at(err, eng, *_choose(err, eng, ~test, per_engine))[test]
+                h[test] = _errors_at(err, eng, *_held_choice(err, eng, ~test, per_engine, measured))[test]
         held[sc] = h
     bar = carried_bar(held, TARGETS, bar_groups(rows))
     bar_from = "+".join(sc for sc in SCHEMES if np.isfinite(held[sc]).any()) or "none"
@@ -274,6 +340,7 @@ def calibrate_link(
         bar.nested_coverage,
         bar.level,
         {e: LATENCY_SCALES[v] for e, v in scales.items()},
+        {e: LATENCY_SCALES[v] for e, v in measured.items()},
     )
 
 
@@ -326,6 +393,7 @@ def _decode(d: dict) -> LinkCalibration:
             "anchors": anchors,
             "bar_check": tuple(d.get("bar_check", (np.nan, np.nan))),
             "bar_level": tuple(d.get("bar_level", (0.9, 0.9))),
+            "measured_by_engine": d.get("measured_by_engine", {}),
         }
     )
 
@@ -336,6 +404,8 @@ def _key(
     from pareto_atlas.calibrate import published_cache
 
     grid = f"{effs}{LATENCY_SCALES}{SAMPLE}{MAX_REQUESTS}{ENGINE_LATENCY}" + ("" if as_run else "|engine-defaults")
+    if MEASURED_FALLBACK:
+        grid += "|measured:" + hashlib.sha256(allreduce_table().to_csv(index=False).encode()).hexdigest()[:12]
     return (
         "link-"
         + hashlib.sha256(

@@ -50,7 +50,7 @@ from pareto_atlas.simulate.kernels import (
     XFER,
     step_time,
 )
-from pareto_atlas.simulate import moe, moe_law
+from pareto_atlas.simulate import gemm_floor, moe, moe_law
 from pareto_atlas.simulate.parallel import comm_terms, kv_share
 from pareto_atlas.simulate.params import CalibParams, base_format
 from pareto_atlas.spec.cards import HardwareCard, ModelCard, shipped_models
@@ -217,6 +217,9 @@ def coeffs(
         / split
     )
     c[COMM_STEP], c[COMM_TOK] = comm_terms(model, hw, tp, pp, params.link_eff, params.link_latency_scale)
+    # each linear call's fixed cost (launch, tail, FP8's activation quantization), which no share of the
+    # weights carries: the same on every device of a tp-wide worker (simulate.gemm_floor; 0 where no law)
+    c[O_DEV] += gemm_floor.step_fixed_s(model, hw.name, params.engine, knobs.weights)
     if model.is_moe or model.is_mla:
         _moe_terms(c, model, hw, knobs, params, tp, ep, dp, skew)
     # Eviction stores keep x ctx; sparse attention then reads only a budget of what is stored.
