@@ -3,7 +3,6 @@
 
     python scripts/moe_refit.py DENSE.pkl [TABLE.csv | -] [ANCHORS_OUT.csv] [--nproc N] [--trtllm-budget]
         [--rules-budget] [--pred-cache DIR] [--host-serial] [--host-only] [--moe-law on|off|leave-shape-out]
-        [--engine-link | --no-engine-link]
         [--fp8-per-tensor fp8_block|fp8]
 
 DENSE.pkl holds each card's one-GPU published fits and its link fit (published_moe.dense_fits: a card the
@@ -17,7 +16,7 @@ per-step token budget aiconfigurator's config generator sets for an aggregated w
 TensorRT-LLM's default max_num_tokens 8192, which admits no 8192-token prompt beside a running decode.
 --moe-law: simulate.moe_law.MODE (default the product's, on): off prices every MoE layer by the cost model's
 own terms (the before of a before/after on one commit); leave-shape-out prices each model's layers by the law
-fitted without its own shape's operator rows. --engine-link / --no-engine-link: published_moe.ENGINE_LINK (on in the product).
+fitted without its own shape's operator rows.
 --fp8-per-tensor: simulate.moe_law.PER_TENSOR_FP8 (with a law
 on: Mixtral's FP8 experts by the block-FP8 law, the default, or by the per-tensor tables).
 """
@@ -137,12 +136,6 @@ def main() -> None:
     )
     ap.add_argument("--moe-law", choices=moe_law.MODES, default=moe_law.MODE, help="simulate.moe_law.MODE")
     ap.add_argument(
-        "--engine-link",
-        action=argparse.BooleanOptionalAction,
-        default=published_moe.ENGINE_LINK,
-        help="each engine's rows on its own engine's all-reduce latency (published_moe.ENGINE_LINK; on in the product)",
-    )
-    ap.add_argument(
         "--fp8-per-tensor",
         choices=moe_law.PER_TENSOR_FP8_CHOICES,
         default=moe_law.PER_TENSOR_FP8,
@@ -151,7 +144,6 @@ def main() -> None:
     a = ap.parse_args()
     moe_law.MODE = a.moe_law
     moe_law.PER_TENSOR_FP8 = a.fp8_per_tensor
-    published_moe.ENGINE_LINK = a.engine_link
     if a.host_only:
         from pareto_atlas.calibrate import anchors
 

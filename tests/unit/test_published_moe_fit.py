@@ -275,10 +275,9 @@ def test_dense_fits_give_b200_its_own_fit_and_its_link_over_it(monkeypatch):
     assert said == {"B200": f"its {n} one-GPU rows of spec/published_multigpu.csv"}
 
 
-def test_each_engines_rows_run_on_that_engines_all_reduce_latency(monkeypatch):
+def test_each_engines_rows_run_on_that_engines_all_reduce_latency():
     # a one-GPU fit's params name the served engine (vllm) whatever engine's rows fitted it; the link's
     # latency factor is per engine, so each engine's MoE rows must take their own (H200: trtllm x16, vllm x0).
-    # On in the product (published_moe.ENGINE_LINK's comment gives the figures)
     from pareto_atlas.calibrate import published_moe
     from pareto_atlas.calibrate.published import CardCalibration
     from pareto_atlas.calibrate.published_link import LinkCalibration
@@ -296,7 +295,6 @@ def test_each_engines_rows_run_on_that_engines_all_reduce_latency(monkeypatch):
     link = LinkCalibration(
         "H200", 0.55, 16.0, rows, 0.5, 0.5, "LOSO", "", latency_by_engine={"trtllm": 16.0, "vllm": 0.0}
     )
-    assert published_moe.ENGINE_LINK is True
     bases, _ = published_moe.dense_bases(table, ["H200"], ones, {"H200": link})
     assert set(bases["H200"]) == set(table.rows[table.rows.gpu == "H200"].engine)
     assert (bases["H200"]["trtllm"].engine, bases["H200"]["trtllm"].link_latency_scale) == ("trtllm", 16.0)

@@ -166,16 +166,6 @@ def moe_frame(rows: pd.DataFrame, hw: HardwareCard) -> tuple[pd.DataFrame, list[
 # passes the flag since 2063ee024 (2026-02-11), not at its first commit c46a56b02 (2026-01-23).
 VLLM_BUDGET_FLAG = (0, 12)
 
-# Each engine's MoE rows on that engine's all-reduce latency (dense_bases). with_link reads the link fit's
-# factor of params.engine, and every one-GPU published fit's params name the served engine (vllm) whatever
-# rows fitted it, so without this every engine's rows run vLLM's factor: H200's TensorRT-LLM and SGLang rows
-# an all-reduce of 0 us (vLLM's x0) for 32 us (their x16), H100-SXM's TensorRT-LLM rows x8 for x16. On in
-# the product with the operator laws (simulate.moe_law.MODE): together they move the MoE fit's
-# leave-one-model-out TPOT 31 -> 18 % (docs/results/2026-12-03-moe-laws-on.md); alone, with the laws off,
-# 33 -> 27 % but H100-SXM's leave-one-engine-out 26 -> 36 % (docs/results/2026-12-03-moe-h200.md).
-# scripts/moe_refit.py --no-engine-link measures the other side.
-ENGINE_LINK = True
-
 
 def vllm_default_budget(
     frame: pd.DataFrame, rows: pd.DataFrame, runs: list[Run | None], hw: HardwareCard
@@ -399,8 +389,11 @@ def dense_bases(
         if card in (own or {}):
             said[card] += f" (fitted on {own[card]})"
         if card in links:
-            on = (lambda p, e: replace(p, engine=e)) if ENGINE_LINK else (lambda p, e: p)
-            bases[card] = {e: with_link(on(p, e), links[card]) for e, p in bases[card].items()}
+            # each engine's rows on that engine's all-reduce latency: _base_params names each base's engine
+            # (a one-GPU published fit's params name the served engine, vllm, whatever rows fitted it; read
+            # so, H200's TensorRT-LLM and SGLang MoE rows ran vLLM's free all-reduce, x0 for their x16:
+            # docs/results/2026-12-03-moe-h200.md)
+            bases[card] = {e: with_link(p, links[card]) for e, p in bases[card].items()}
             said[card] += f"; link fitted on the dense multi-GPU rows (link_eff {links[card].link_eff:.2f})"
     return bases, said
 

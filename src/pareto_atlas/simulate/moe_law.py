@@ -23,12 +23,12 @@ never on the served rows the MoE fit holds out.
 MODE: "on" (the product's default: every law used), "off" (no law, the cost model's own terms) or
 "leave-shape-out" (a model's layer priced by the law fitted without its own shape's rows: what a model
 whose shape aiconfigurator never measured would get). On since session 17, with each engine's rows on its
-own all-reduce latency (calibrate.published_moe.ENGINE_LINK), untimed splits on the one-GPU law (split_law)
+own all-reduce latency (calibrate.published_moe.dense_bases), untimed splits on the one-GPU law (split_law)
 and the FP8 formats read per checkpoint (moe_dtype): against "off" on the same tree the MoE fit's
 leave-one-model-out TPOT goes 31 -> 18 % (B200 70 -> 25 %, H200 17 -> 15 %, H100-SXM 31 -> 25 %) and
 throughput 14 -> 8 %, while B200's TTFT goes 32 -> 50 % and its latency bar +-141 -> +-1033 % (DeepSeek-V3's
 attention-DP rows, whose TTFT both modes under-predict 5-12x, set it); docs/results/2026-12-03-moe-laws-on.md.
-`scripts/moe_refit.py --moe-law off` (or --no-engine-link) measures the other side.
+`scripts/moe_refit.py --moe-law off` measures the other side.
 """
 
 from __future__ import annotations
