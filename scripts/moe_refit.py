@@ -3,7 +3,8 @@
 
     python scripts/moe_refit.py DENSE.pkl [TABLE.csv | -] [ANCHORS_OUT.csv] [--nproc N] [--trtllm-budget]
         [--rules-budget] [--pred-cache DIR] [--host-serial] [--host-only] [--moe-law on|off|leave-shape-out]
-        [--fp8-per-tensor fp8_block|fp8]
+        [--fp8-per-tensor fp8_block|fp8] [--adp-busiest-rank]
+        [--adp-rank-budget]
 
 DENSE.pkl holds each card's one-GPU published fits and its link fit (published_moe.dense_fits: a card the
 one-GPU table lacks, B200, fitted on its one-GPU rows of the multi-GPU table; computed and written on the
@@ -32,9 +33,9 @@ from pathlib import Path
 
 import numpy as np
 
-from pareto_atlas.calibrate import published_moe
+from pareto_atlas.calibrate import published_moe, published_runs
 from pareto_atlas.calibrate.published_moe_table import load_moe
-from pareto_atlas.simulate import moe_law
+from pareto_atlas.simulate import cost_model, moe_law
 from pareto_atlas.spec.cards import shipped_hardware
 
 CARDS = ["H100-SXM", "H200", "B200"]
@@ -82,6 +83,7 @@ def _cached(inner, folder: Path):
                 published_moe.GRID,
                 _code,
                 moe_law.MODE,
+                cost_model.ADP_BUSIEST_RANK,
                 moe_law.PER_TENSOR_FP8,
                 moe_law.operator_table().to_csv(index=False) if moe_law.MODE != "off" else "",
             )
@@ -141,7 +143,21 @@ def main() -> None:
         default=moe_law.PER_TENSOR_FP8,
         help="simulate.moe_law.PER_TENSOR_FP8: the table a per-tensor FP8 card's experts are priced by",
     )
+    ap.add_argument(
+        "--adp-busiest-rank",
+        action="store_true",
+        help="simulate.cost_model.ADP_BUSIEST_RANK (a choice tried, off in the product): an attention-DP step that "
+        "prefills lasts as long as the rank holding its prompts",
+    )
+    ap.add_argument(
+        "--adp-rank-budget",
+        action="store_true",
+        help="calibrate.published_runs.ADP_RANK_BUDGET (a choice tried, off in the product): a TensorRT-LLM "
+        "attention-DP row's token budget is its ranks' own, each from the rank's batch",
+    )
     a = ap.parse_args()
+    cost_model.ADP_BUSIEST_RANK = a.adp_busiest_rank
+    published_runs.ADP_RANK_BUDGET = a.adp_rank_budget
     moe_law.MODE = a.moe_law
     moe_law.PER_TENSOR_FP8 = a.fp8_per_tensor
     if a.host_only:

@@ -83,13 +83,26 @@ class Run:
     weights: str = ""  # the weight format the deployment served ("": as the row reads it)
 
 
-def aiconfigurator_run(engine: str, clients: int, prompt: int) -> Run:
+# TensorRT-LLM's attention-DP ranks each schedule their own requests: max_batch_size and max_num_tokens
+# bound one rank (NVIDIA/TensorRT-LLM tensorrt_llm/_torch/pyexecutor/executor_request_queue.py: a worker
+# admits tp_size x max_num_active_requests and hands each request to one rank), and aiconfigurator's rows
+# state that rank's batch (silicon_sample.csv: batch_size 32 at 256 clients over attention_dp_size 8), so
+# the rules' budget is the rank's batch + prompt + 1500, once per rank. A choice tried, off in the product
+# (with it: the worker's budget is attn_dp such budgets; without: one budget from all its clients); see
+# docs/results/2026-12-03-adp-ttft.md.
+ADP_RANK_BUDGET = False
+
+
+def aiconfigurator_run(engine: str, clients: int, prompt: int, attn_dp: int = 1) -> Run:
     """The deployment aiconfigurator's benchmark rules write for an aggregated worker of `engine`
-    serving `clients` at `prompt` tokens (see the module's docstring for where each is set)."""
-    if clients < 1 or prompt < 1:
-        raise ValueError(f"clients, prompt: {clients}, {prompt} must be >= 1")
+    serving `clients` at `prompt` tokens (see the module's docstring for where each is set); attn_dp:
+    its attention-DP ranks (ADP_RANK_BUDGET)."""
+    if clients < 1 or prompt < 1 or attn_dp < 1:
+        raise ValueError(f"clients, prompt, attn_dp: {clients}, {prompt}, {attn_dp} must be >= 1")
     if engine == "trtllm":
-        budget = -(-(clients + prompt + EXTRA_TOKENS) // TRTLLM_BLOCK) * TRTLLM_BLOCK
+        ranks = attn_dp if ADP_RANK_BUDGET else 1
+        batch = -(-clients // ranks)
+        budget = -(-(batch + prompt + EXTRA_TOKENS) // TRTLLM_BLOCK) * TRTLLM_BLOCK * ranks
         return Run("whole+overlap", budget, clients, ROUNDS, "mean")
     if engine == "vllm":
         return Run("chunked", clients + prompt + EXTRA_TOKENS, clients, ROUNDS, "mean")
@@ -119,7 +132,8 @@ def row_run(row: pd.Series) -> Run | None:
     aiconfigurator's); None: the engine's default scheduler and the median reading."""
     if row["source_id"] != AICONFIGURATOR or row["load"] != "concurrency" or int(row["prefill_workers"]):
         return None
-    run = aiconfigurator_run(str(row["engine"]), int(float(row["load_value"])), int(row["prompt_tokens"]))
+    adp = int(row["attn_dp"]) if "attn_dp" in row and row["attn_dp"] == row["attn_dp"] else 1
+    run = aiconfigurator_run(str(row["engine"]), int(float(row["load_value"])), int(row["prompt_tokens"]), adp)
     weights = sglang_weights(row)
     return replace(run, weights=weights) if weights else run
 

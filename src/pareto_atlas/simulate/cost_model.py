@@ -13,6 +13,7 @@ import numpy as np
 
 from pareto_atlas.simulate.kernels import (
     ACC,
+    ADP_DENSE,
     AT,
     COMM_STEP,
     COMM_TOK,
@@ -56,6 +57,16 @@ from pareto_atlas.simulate.params import CalibParams, base_format
 from pareto_atlas.spec.cards import HardwareCard, ModelCard, shipped_models
 from pareto_atlas.spec.fp4 import FP4, fp4_compute_dtype
 from pareto_atlas.spec.knobs import BITS_PER_KV, Knobs
+
+
+# Attention-DP's busiest rank (kernels.layout ADP_DENSE), a choice tried, off in the product: with it, a step
+# that prefills under attention-DP lasts as long as the rank that holds its prompts, each prompt whole on one
+# rank (TensorRT-LLM's request queue gives each request to one rank, ExecutorRequestQueue.
+# _balance_requests_across_ranks, and "the iteration time is dominated by the slowest rank": NVIDIA/TensorRT-LLM
+# docs/source/blogs/tech_blog/blog10_ADP_Balance_Strategy.md); without it, a step's tokens spread evenly over
+# the groups. Off: the B200 MoE fit's held-out TTFT and bar got no better with it (docs/results/
+# 2026-12-03-adp-ttft.md).
+ADP_BUSIEST_RANK = False
 
 
 def weight_bytes(model: ModelCard, weights: str, matmul_only: bool = True) -> float:
@@ -300,6 +311,9 @@ def _moe_terms(
     if not model.is_moe:
         return
     bw = hw.mem_bw_gbs * 1e9 * params.bw_eff(knobs.weights, model)
+    # the body's compute a token runs outside the routed experts, at the dense rate (ADP_DENSE's numerator)
+    body = max(model.active_params - head_params(model), 1)
+    fl_dense = c[FL] * (1.0 - model.moe_layers * model.experts_per_token * model.expert_params / body)
     routed = moe.routed_bytes(model, knobs.weights)
     c[W_T] = (weight_bytes(model, knobs.weights) - routed) / tp / bw
     c[MOE_W] = routed / (tp * dp) / bw
@@ -334,6 +348,8 @@ def _moe_terms(
         # tokens, the groups side by side
         c[ATTN_DP] = dp
         c[COMM_TOK] /= dp
+        if ADP_BUSIEST_RANK and c[FL] > 0:
+            c[ADP_DENSE] = min(max(fl_dense / c[FL], 1e-9), 1.0)
     a2a_step, a2a_tok = moe.all_to_all_terms(model, hw, ep, tp * dp, params.link_eff, params.link_latency_scale)
     c[COMM_STEP] += a2a_step
     c[COMM_TOK] += a2a_tok

@@ -55,7 +55,13 @@ ATTN_DP = 31
 #          scheduling, on by default from a release: simulate.schedulers.host_overlap), so a step takes
 #          max(device, host) instead of device + host; 0: serial (every step pays both).
 O_DEV, SEQ_DEV, HOST_OVERLAP = 32, 33, 34
-N_COEFFS = 35
+# ADP_DENSE  attention-DP with each prompt whole on one rank (TensorRT-LLM: its request queue gives a
+#          request to one rank, and a step lasts as long as its busiest rank): the share of the body's
+#          compute each rank runs for its own tokens (attention projections, dense layers, shared
+#          experts; the routed experts' share, spread over EP, is not). 0: off, a step's tokens spread
+#          evenly over the groups (ATTN_DP alone)
+ADP_DENSE = 35
+N_COEFFS = 36
 
 # Closed-loop clients never land in the same instant: an idle engine starts a step for the first
 # request and the others wait for the next one (llama.cpp's slot loop, vLLM's scheduler alike);

@@ -7,6 +7,7 @@ from numba import njit
 
 from pareto_atlas.simulate.kernels._cache import CACHE
 from pareto_atlas.simulate.kernels.layout import (
+    ADP_DENSE,
     ATTN_DP,
     AT,
     COMM_STEP,
@@ -125,7 +126,15 @@ def _step_time(
         # Each group's rank schedules, samples and attends only the sequences routed to it (TensorRT-LLM's
         # ADP router balances requests over the ranks), so the per-sequence costs run side by side too
         g = min(c[ATTN_DP], max(n_seqs, 1.0))
-        cmp, a_mem, a_cmp, seqs = cmp / g, a_mem / g, a_cmp / g, n_seqs / g
+        if c[ADP_DENSE] > 0.0 and n_pf > 0.0:
+            # each prompt runs whole on one rank and the step waits for the busiest: it holds its
+            # share of the decodes and ceil(prompts / groups) of the step's prompts (ADP_DENSE)
+            cmp, a_mem, a_cmp = _busiest_rank(
+                c, cmp, n_dec * rows, ctx_eff, n_pf, pf_pairs, pf_ctx, n_seqs - n_dec, tokens, g
+            )
+            seqs = n_seqs / g
+        else:
+            cmp, a_mem, a_cmp, seqs = cmp / g, a_mem / g, a_cmp / g, n_seqs / g
     if c[PP_STAGES] > 1.0:
         # one pipeline round: the sequences fill min(stages, sequences) micro-batches
         m = min(c[PP_STAGES], max(n_seqs, 1.0))
@@ -161,6 +170,36 @@ def _step_time(
     if overlap:
         return max(t, step_s + seq_s * seqs)
     return t
+
+
+@njit(cache=CACHE, inline="always")
+def _busiest_rank(
+    c: np.ndarray,
+    cmp: float,
+    dec_rows: float,
+    ctx_eff: float,
+    n_pf: float,
+    pf_pairs: float,
+    pf_ctx: float,
+    prompts: float,
+    tokens: float,
+    g: float,
+) -> tuple[float, float, float]:
+    # The busiest attention-DP rank's part of a step that prefills: the decodes spread evenly over the
+    # groups, the prompts whole, ceil(prompts / groups) of them on the busiest rank (the step's
+    # prompts alike in length). The dense share of the body's compute (ADP_DENSE) runs that rank's
+    # tokens; the routed experts' share stays spread over the groups (EP's all-to-all evens it).
+    dp = c[ATTN_DP]
+    k = max(prompts, 1.0)
+    pf_share = np.ceil(k / dp) / k  # of the step's prompt tokens, pairs and read context
+    dec_g = min(dp, max(dec_rows, 1.0))
+    rank_tokens = dec_rows / dec_g + n_pf * pf_share
+    dense = c[ADP_DENSE]
+    cmp_r = cmp * (dense * rank_tokens / tokens + (1.0 - dense) / g)
+    kv_read = c[KVR] * (ctx_eff / dec_g + pf_ctx * pf_share)
+    a_mem_r = kv_read + c[KVW] * rank_tokens
+    a_cmp_r = c[AT] * (c[Q] * ctx_eff / dec_g + pf_pairs * pf_share)
+    return cmp_r, a_mem_r, a_cmp_r
 
 
 @njit(cache=CACHE)
