@@ -210,11 +210,13 @@ GEMM_OPS = (
 # aiconfigurator's all-reduce tables read (--allreduce-ops), at AIC_OPS_COMMIT: per (card folder, engine,
 # release) the engine's own all-reduce at the oldest release measured (the rows ran TensorRT-LLM 1.0.0rc3 and
 # vLLM 0.12.0 or unstated releases). Not read: SGLang's folders (they hold TensorRT-LLM's rows: framework
-# TRTLLM 1.2.0rc5), H200 vLLM's 0.14.0 (its rows state 0.14.1.dev1+gd68209402, which the reader leaves out).
+# TRTLLM 1.2.0rc5), H200 vLLM's 0.14.0 (its rows state 0.14.1.dev1+gd68209402, which the reader leaves out):
+# H200's vLLM is read at 0.18.0, the oldest release whose rows state the folder's release.
 ALLREDUCE_OPS = (
     ("h100_sxm", "trtllm", "1.2.0rc5"),
     ("h100_sxm", "vllm", "0.14.0"),
     ("h200_sxm", "trtllm", "1.2.0rc5"),
+    ("h200_sxm", "vllm", "0.18.0"),
 )
 
 

@@ -92,6 +92,12 @@ ENGINE_LATENCY = True
 # 70B rows, left without a row of their engine, at x2 where their own fit is x16: -32 to -58 %);
 # docs/results/2026-12-03-h100-tpot.md.
 MEASURED_FALLBACK = False
+# A fitted engine's factor carries its collective plus whatever else the engine pays a layer, so the engine's
+# all-reduce as aiconfigurator measured it on the card (the same grid point measured_latency_scales gives) is a
+# lower bound of the factor, not the factor: MEASURED_FLOOR True keeps each engine's factor, in the fit and in
+# every held-out fold (an engine a fold leaves without rows included), at or above that point where the card
+# has measured rows of the engine; the factor of an engine without them is chosen as before.
+MEASURED_FLOOR = False
 LABEL = {"LOSO": "source_id", "LOMO": "model", "LOEO": "engine"}
 MAX_REQUESTS = 256  # requests a closed-loop row simulates, or two waves of its clients where more
 
@@ -111,12 +117,13 @@ class LinkCalibration:
     bar_level: tuple[float, float] = (0.9, 0.9)  # the quantile levels of the latency and throughput bars
     latency_by_engine: dict = field(default_factory=dict)  # engine -> its latency factor (ENGINE_LATENCY)
     measured_by_engine: dict = field(default_factory=dict)  # engine -> its measured factor (MEASURED_FALLBACK)
+    floor_by_engine: dict = field(default_factory=dict)  # engine -> its measured all-reduce (MEASURED_FLOOR)
 
     def latency_for(self, engine: str) -> float:
         """The latency factor of `engine`'s collectives: its own where fitted, else its all-reduce's measured
-        one (measured_latency_scales), else the card's pooled one."""
+        one (measured_latency_scales), else the card's pooled one; never below its floor (measured_floors)."""
         own = self.latency_by_engine.get(engine, self.measured_by_engine.get(engine, self.link_latency_scale))
-        return float(own)
+        return float(max(own, self.floor_by_engine.get(engine, own)))
 
     def provenance(self) -> str:
         srcs = ", ".join(f"{s} {n}" for s, n in self.anchors.source_id.value_counts(sort=False).items())
@@ -124,11 +131,13 @@ class LinkCalibration:
         bar = f"{lv} of {self.bar_from} pooled" if self.bar_from != "none" else "none held out: the default's"
         per = ", ".join(f"{e} x{v:g}" for e, v in self.latency_by_engine.items())
         mea = ", ".join(f"{e} x{v:g}" for e, v in self.measured_by_engine.items())
+        flo = ", ".join(f"{e} x{v:g}" for e, v in self.floor_by_engine.items())
         return (
             f"link fitted on {len(self.anchors)} published multi-GPU rows ({srcs}; "
             f"{self.anchors.model.nunique()} model{'s' if self.anchors.model.nunique() > 1 else ''}): link_eff {self.link_eff:.2f}, latency x{self.link_latency_scale:g}"
             f"{f' (per engine: {per})' if per else ''}"
-            f"{f'; an engine without rows: its all-reduce as measured ({mea}: aiconfigurator)' if mea else ''}; "
+            f"{f'; an engine without rows: its all-reduce as measured ({mea}: aiconfigurator)' if mea else ''}"
+            f"{f'; floored at its all-reduce as measured ({flo}: aiconfigurator)' if flo else ''}; "
             f"parallel error bar: {bar} (latency ±{self.lat_bar:.0%}, throughput ±{self.thr_bar:.0%}); "
             f"per-GPU costs: {self.base}"
         )
@@ -163,7 +172,17 @@ def measured_latency_scales(hw: HardwareCard) -> dict[str, int]:
     LATENCY_SCALES nearest (in ratio) to the median over its rows of the measured latency over the card's
     per-crossing latency times the crossings simulate.parallel.allreduce_s counts; {} where MEASURED_FALLBACK
     is off."""
-    if not MEASURED_FALLBACK or hw.link_latency_us <= 0:
+    return _measured_indices(hw) if MEASURED_FALLBACK else {}
+
+
+def measured_floors(hw: HardwareCard) -> dict[str, int]:
+    """Per engine with measured all-reduce rows on the card, the least index in LATENCY_SCALES its factor may
+    take (the same point as measured_latency_scales'); {} where MEASURED_FLOOR is off."""
+    return _measured_indices(hw) if MEASURED_FLOOR else {}
+
+
+def _measured_indices(hw: HardwareCard) -> dict[str, int]:
+    if hw.link_latency_us <= 0:
         return {}
     df = allreduce_table()
     df = df[df.gpu == hw.name]
@@ -193,12 +212,15 @@ def allreduce_table() -> pd.DataFrame:
     return df
 
 
-def _choose(err: np.ndarray, eng: np.ndarray, train: np.ndarray, per_engine: bool) -> tuple[int, int, dict[str, int]]:
+def _choose(
+    err: np.ndarray, eng: np.ndarray, train: np.ndarray, per_engine: bool, floor: dict[str, int] | None = None
+) -> tuple[int, int, dict[str, int]]:
     """(link_eff index, pooled latency index, per-engine latency indices) of least loss on the `train`
     rows; err is (link_effs x LATENCY_SCALES grid, rows, targets), eff-major. One link_eff for the card;
     per_engine: each engine with training rows its own latency factor (an engine's factor moves only
-    its own rows, so it is chosen on them alone, and the link_eff minimises the sum); an engine without
-    training rows (the one LOEO leaves out) takes the pooled factor, chosen on all training rows."""
+    its own rows, so it is chosen on them alone, and the link_eff minimises the sum), at or above its
+    index in `floor` where it has one (measured_floors); an engine without training rows (the one LOEO
+    leaves out) takes the pooled factor, chosen on all training rows."""
     n_s = len(LATENCY_SCALES)
     n_e = err.shape[0] // n_s
     pooled_loss = _loss(err[:, train]).reshape(n_e, n_s)
@@ -208,6 +230,7 @@ def _choose(err: np.ndarray, eng: np.ndarray, train: np.ndarray, per_engine: boo
     total, picks = np.zeros(n_e), {}
     for e in dict.fromkeys(eng[train]):
         per = _loss(err[:, train & (eng == e)]).reshape(n_e, n_s)
+        per[:, : (floor or {}).get(e, 0)] = np.inf
         picks[e] = per.argmin(axis=1)
         total += per.min(axis=1)
     i = int(np.argmin(total))
@@ -215,12 +238,20 @@ def _choose(err: np.ndarray, eng: np.ndarray, train: np.ndarray, per_engine: boo
 
 
 def _held_choice(
-    err: np.ndarray, eng: np.ndarray, train: np.ndarray, per_engine: bool, measured: dict[str, int]
+    err: np.ndarray,
+    eng: np.ndarray,
+    train: np.ndarray,
+    per_engine: bool,
+    measured: dict[str, int],
+    floor: dict[str, int] | None = None,
 ) -> tuple[int, int, dict[str, int]]:
     """_choose on the `train` rows, and each engine with no training row taking its measured latency index
-    where `measured` has one (measured_latency_scales), else the pooled one."""
-    i, pooled, picks = _choose(err, eng, train, per_engine)
-    unseen = {e: measured[e] for e in set(eng[~train]) - set(eng[train]) if e in measured}
+    where `measured` has one (measured_latency_scales), else the pooled one; either at or above its index in
+    `floor` where it has one (measured_floors)."""
+    floor = floor or {}
+    i, pooled, picks = _choose(err, eng, train, per_engine, floor)
+    unseen = {e: measured.get(e, pooled) for e in set(eng[~train]) - set(eng[train]) if e in measured or e in floor}
+    unseen = {e: max(v, floor.get(e, v)) for e, v in unseen.items()}
     return i, pooled, {**picks, **unseen}
 
 
@@ -287,7 +318,8 @@ def calibrate_link(
             pred = predict_rows(frame.iloc[pick], [models[i] for i in pick], hw, p, [runs[i] for i in pick])
             err[g, on] = _rel(pred, meas[on])
     every = np.ones(len(rows), bool)
-    best, pooled, scales = _choose(err, eng, every, per_engine)
+    floor = measured_floors(hw) if per_engine else {}
+    best, pooled, scales = _choose(err, eng, every, per_engine, floor)
     fitted = _errors_at(err, eng, best, pooled, scales)
     held = {}
     measured = measured_latency_scales(hw) if per_engine else {}
@@ -297,7 +329,7 @@ def calibrate_link(
         if len(set(labels)) >= 2:
             for lab in dict.fromkeys(labels):
                 test = labels == lab
-                h[test] = _errors_at(err, eng, *_held_choice(err, eng, ~test, per_engine, measured))[test]
+                h[test] = _errors_at(err, eng, *_held_choice(err, eng, ~test, per_engine, measured, floor))[test]
         held[sc] = h
     bar = carried_bar(held, TARGETS, bar_groups(rows))
     bar_from = "+".join(sc for sc in SCHEMES if np.isfinite(held[sc]).any()) or "none"
@@ -341,6 +373,7 @@ def calibrate_link(
         bar.level,
         {e: LATENCY_SCALES[v] for e, v in scales.items()},
         {e: LATENCY_SCALES[v] for e, v in measured.items()},
+        {e: LATENCY_SCALES[v] for e, v in floor.items()},
     )
 
 
@@ -394,6 +427,7 @@ def _decode(d: dict) -> LinkCalibration:
             "bar_check": tuple(d.get("bar_check", (np.nan, np.nan))),
             "bar_level": tuple(d.get("bar_level", (0.9, 0.9))),
             "measured_by_engine": d.get("measured_by_engine", {}),
+            "floor_by_engine": d.get("floor_by_engine", {}),
         }
     )
 
@@ -406,6 +440,8 @@ def _key(
     grid = f"{effs}{LATENCY_SCALES}{SAMPLE}{MAX_REQUESTS}{ENGINE_LATENCY}" + ("" if as_run else "|engine-defaults")
     if MEASURED_FALLBACK:
         grid += "|measured:" + hashlib.sha256(allreduce_table().to_csv(index=False).encode()).hexdigest()[:12]
+    if MEASURED_FLOOR:
+        grid += "|floor:" + hashlib.sha256(allreduce_table().to_csv(index=False).encode()).hexdigest()[:12]
     return (
         "link-"
         + hashlib.sha256(
