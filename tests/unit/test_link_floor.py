@@ -51,9 +51,8 @@ def test_a_held_out_engine_without_training_rows_is_floored_too():
     assert "vllm" not in pl._held_choice(err, eng, train, True, {}, {"trtllm": 6})[2]
 
 
-def test_floors_are_the_measured_grid_points_and_off_by_default(monkeypatch):
-    assert pl.MEASURED_FLOOR is False and pl.measured_floors(HW["H200"]) == {}
-    monkeypatch.setattr(pl, "MEASURED_FLOOR", True)
+def test_floors_are_the_measured_grid_points_and_on_by_default(monkeypatch):
+    assert pl.MEASURED_FLOOR is True
     got = pl.measured_floors(HW["H200"])
     df = pl.allreduce_table()
     assert set(got) == set(df[df.gpu == "H200"].engine) == {"trtllm", "vllm"}
@@ -61,6 +60,8 @@ def test_floors_are_the_measured_grid_points_and_off_by_default(monkeypatch):
     monkeypatch.setattr(pl, "MEASURED_FALLBACK", True)
     assert got == pl.measured_latency_scales(HW["H200"])  # the same grid point as the fallback's
     assert pl.measured_floors(HW["A100-80G-PCIe"]) == {}  # no measured row for the card
+    monkeypatch.setattr(pl, "MEASURED_FLOOR", False)
+    assert pl.measured_floors(HW["H200"]) == {}  # off: no floor
 
 
 def test_the_factor_used_never_goes_below_the_floor():
