@@ -18,10 +18,10 @@ path they were read from (H100 and H200's SGLang folders hold TensorRT-LLM's mea
 
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass
 
 from pareto_atlas.calibrate.published_readers import ReadResult
+from pareto_atlas.calibrate.published_readers.aiconfigurator_moe_ops import CARDS, open_table, states_its_path
 
 COLUMNS = (
     "framework",
@@ -39,9 +39,6 @@ HEADER = ("gpu", "engine", *KEPT, "source")
 SHIPPED = "published_allreduce_ops.csv"  # spec/
 PATH = "aic-core/src/aiconfigurator_core/systems/data/{card}/comm/{engine}/{release}/custom_allreduce_perf.parquet"
 MAX_MESSAGE = 65536  # message_size, as the tables state it
-CARDS = {"h100_sxm": "H100-SXM", "h200_sxm": "H200", "b200_sxm": "B200"}
-DEVICES = {"h100_sxm": "NVIDIA H100", "h200_sxm": "NVIDIA H200", "b200_sxm": "NVIDIA B200"}
-FRAMEWORKS = {"trtllm": "TRTLLM", "vllm": "VLLM", "sglang": "SGLANG"}
 EAGER = ("vLLM_custom_eager",)
 
 
@@ -70,29 +67,10 @@ class OpsFile:
 def read(src: OpsFile) -> ReadResult:
     """The rows of `src` at messages up to MAX_MESSAGE, the graph kernel where the table has two, the
     latency to 5 significant digits (ms); one row per row of the file."""
-    import pandas as pd
-
-    card, engine, release = src.where
-    if card not in CARDS:
-        raise AllreduceOpsFileError(f"{src.path}: card folder {card!r} is not one of {', '.join(CARDS)}")
-    try:
-        df = pd.read_parquet(io.BytesIO(src.data))
-    except Exception as e:  # pyarrow's many error types
-        raise AllreduceOpsFileError(f"{src.path}: not a readable parquet file ({type(e).__name__})") from None
-    missing = [c for c in COLUMNS if c not in df.columns]
-    if missing:
-        raise AllreduceOpsFileError(f"{src.path}: no column {missing[0]!r}")
-    lat = pd.to_numeric(df["latency"], errors="coerce")
-    if not (lat > 0).all():
-        raise AllreduceOpsFileError(f"{src.path}: column 'latency' holds a value that is not a positive number (ms)")
+    card, engine, release, df, prov = open_table(src, COLUMNS, AllreduceOpsFileError, "custom_allreduce_perf")
     res = ReadResult()
-    prov = f"published:aiconfigurator custom_allreduce_perf {card}/{engine}/{release} @{src.commit[:12]}"
     for r in df.itertuples(index=False):
-        if (
-            str(r.framework).upper() != FRAMEWORKS.get(engine)
-            or r.version != release
-            or not str(r.device).startswith(DEVICES[card])
-        ):
+        if not states_its_path(r, card, engine, release):
             res.skip("framework, version or device not the path's")
         elif r.op_name != "all_reduce":
             res.skip(f"op_name {r.op_name}")

@@ -17,10 +17,10 @@ whose framework, version or device disagree with the path they were read from.
 
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass
 
 from pareto_atlas.calibrate.published_readers import ReadResult
+from pareto_atlas.calibrate.published_readers.aiconfigurator_moe_ops import CARDS, open_table, states_its_path
 
 COLUMNS = ("framework", "version", "device", "op_name", "kernel_source", "gemm_dtype", "m", "n", "k", "latency")
 # the shipped table's columns: the product's names for card and engine, the file's columns less those every
@@ -32,9 +32,6 @@ PATH = "aic-core/src/aiconfigurator_core/systems/data/{card}/gemm/{engine}/{rele
 MAX_M = 16  # a decode step's tokens at the few clients where a call's fixed cost shows
 M_READ = (1, 8, 16)  # the m read (every table holds these; the fixed cost is flat over 1-16: 2026-12-03-h100-tpot)
 N_K = (1024, 16384)  # the weight shapes read, inclusive
-CARDS = {"h100_sxm": "H100-SXM", "h200_sxm": "H200", "b200_sxm": "B200"}
-DEVICES = {"h100_sxm": "NVIDIA H100", "h200_sxm": "NVIDIA H200", "b200_sxm": "NVIDIA B200"}
-FRAMEWORKS = {"trtllm": "TRTLLM", "vllm": "VLLM", "sglang": "SGLANG"}
 
 
 class GemmOpsFileError(ValueError):
@@ -60,30 +57,11 @@ class OpsFile:
 def read(src: OpsFile, dtypes: set[str]) -> ReadResult:
     """The rows of `src` of the given formats at m in M_READ and n, k within N_K, the latency to 5
     significant digits (ms); one row per row of the file."""
-    import pandas as pd
-
-    card, engine, release = src.where
-    if card not in CARDS:
-        raise GemmOpsFileError(f"{src.path}: card folder {card!r} is not one of {', '.join(CARDS)}")
-    try:
-        df = pd.read_parquet(io.BytesIO(src.data))
-    except Exception as e:  # pyarrow's many error types
-        raise GemmOpsFileError(f"{src.path}: not a readable parquet file ({type(e).__name__})") from None
-    missing = [c for c in COLUMNS if c not in df.columns]
-    if missing:
-        raise GemmOpsFileError(f"{src.path}: no column {missing[0]!r}")
-    lat = pd.to_numeric(df["latency"], errors="coerce")
-    if not (lat > 0).all():
-        raise GemmOpsFileError(f"{src.path}: column 'latency' holds a value that is not a positive number (ms)")
+    card, engine, release, df, prov = open_table(src, COLUMNS, GemmOpsFileError, "gemm_perf")
     res = ReadResult()
-    prov = f"published:aiconfigurator gemm_perf {card}/{engine}/{release} @{src.commit[:12]}"
     lo, hi = N_K
     for r in df.itertuples(index=False):
-        if (
-            str(r.framework).upper() != FRAMEWORKS.get(engine)
-            or r.version != release
-            or not str(r.device).startswith(DEVICES[card])
-        ):
+        if not states_its_path(r, card, engine, release):
             res.skip("framework, version or device not the path's")
         elif r.op_name != "gemm":
             res.skip(f"op_name {r.op_name}")

@@ -72,34 +72,47 @@ class OpsFile:
         return parts[-5], parts[-3], parts[-2]
 
 
-def read(src: OpsFile, shapes: set[tuple[int, int, int, int]], dtypes: set[str], max_tokens: int = 4096) -> ReadResult:
-    """The rows of `src` of the given shapes ((hidden_size, inter_size, num_experts, topk)) and formats,
-    balanced routing, on one node, at most `max_tokens` tokens (decode steps and chunked prefill), the
-    latency to 5 significant digits (ms); one row per row of the file."""
+def open_table(src, columns: tuple[str, ...], error: type[ValueError], kind: str):
+    """(card folder, engine, release, the table, the rows' provenance) of an aiconfigurator operator file
+    `src` (an OpsFile of this module or of its gemm and all-reduce siblings), or `error` naming the file and
+    what is wrong: a card folder not in CARDS, an unreadable parquet file, a column of `columns` missing,
+    a latency that is not a positive number. `kind`: the table's name in the provenance."""
     import pandas as pd
 
     card, engine, release = src.where
     if card not in CARDS:
-        raise MoeOpsFileError(f"{src.path}: card folder {card!r} is not one of {', '.join(CARDS)}")
+        raise error(f"{src.path}: card folder {card!r} is not one of {', '.join(CARDS)}")
     try:
         df = pd.read_parquet(io.BytesIO(src.data))
     except Exception as e:  # pyarrow's many error types
-        raise MoeOpsFileError(f"{src.path}: not a readable parquet file ({type(e).__name__})") from None
-    missing = [c for c in COLUMNS if c not in df.columns]
+        raise error(f"{src.path}: not a readable parquet file ({type(e).__name__})") from None
+    missing = [c for c in columns if c not in df.columns]
     if missing:
-        raise MoeOpsFileError(f"{src.path}: no column {missing[0]!r}")
+        raise error(f"{src.path}: no column {missing[0]!r}")
     lat = pd.to_numeric(df["latency"], errors="coerce")
     if not (lat > 0).all():
-        raise MoeOpsFileError(f"{src.path}: column 'latency' holds a value that is not a positive number (ms)")
+        raise error(f"{src.path}: column 'latency' holds a value that is not a positive number (ms)")
+    return card, engine, release, df, f"published:aiconfigurator {kind} {card}/{engine}/{release} @{src.commit[:12]}"
+
+
+def states_its_path(r, card: str, engine: str, release: str) -> bool:
+    """Whether a row's framework, version and device are those of the path it was read from."""
+    return (
+        str(r.framework).upper() == FRAMEWORKS.get(engine)
+        and r.version == release
+        and str(r.device).startswith(DEVICES[card])
+    )
+
+
+def read(src: OpsFile, shapes: set[tuple[int, int, int, int]], dtypes: set[str], max_tokens: int = 4096) -> ReadResult:
+    """The rows of `src` of the given shapes ((hidden_size, inter_size, num_experts, topk)) and formats,
+    balanced routing, on one node, at most `max_tokens` tokens (decode steps and chunked prefill), the
+    latency to 5 significant digits (ms); one row per row of the file."""
+    card, engine, release, df, prov = open_table(src, COLUMNS, MoeOpsFileError, "moe_perf")
     res = ReadResult()
-    prov = f"published:aiconfigurator moe_perf {card}/{engine}/{release} @{src.commit[:12]}"
     for r in df.itertuples(index=False):
         shape = (int(r.hidden_size), int(r.inter_size), int(r.num_experts), int(r.topk))
-        if (
-            str(r.framework).upper() != FRAMEWORKS.get(engine)
-            or r.version != release
-            or not str(r.device).startswith(DEVICES[card])
-        ):
+        if not states_its_path(r, card, engine, release):
             res.skip("framework, version or device not the path's")
         elif r.op_name != "moe":
             res.skip(f"op_name {r.op_name}")
