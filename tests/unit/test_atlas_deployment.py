@@ -123,3 +123,20 @@ def test_pick_names_the_deployment_of_a_winner_on_several_gpus():
     assert res.winner is not None and f"TP4 \u00d7 2 replicas, 8 \u00d7 {PCIE})" in res.summary()
     one = pick(pts[pts.hardware == "L4"], question=Question.make("tpot_p99_ms<=1e9"))
     assert one.winner["deployment"] == "" and "replicas" not in one.summary()
+
+
+def test_a_cell_without_a_winner_shows_no_deployment_and_no_empty_command_in_markdown():
+    """A cell no configuration wins has no deployment (NaN once cells of both kinds are one frame) and,
+    where its projected point needs no command, no dangling separator: the table shows neither."""
+    base = dict(model="m", workload="w", load="", provenance="", direction="min", objective="tpot_p99_ms")
+    won = dict(base, regime="r", hardware="H200", label="vllm:FP8+tp2", point_id="p1", value=5.0, value_lo=4.0)
+    won.update(value_hi=6.0, quality_rel=0.99, note="", deployment="FP8, TP2, 2 \u00d7 H200", stack_beats_singles=True)
+    empty = dict(base, regime="r", hardware="B200", label="", point_id="", value=float("nan"), value_lo=float("nan"))
+    empty.update(value_hi=float("nan"), quality_rel=float("nan"), note="none meets", stack_beats_singles=False)
+    empty.update(projected_label="vllm:FP8", projected_hardware="B200", projected_value=5.4, confirm_command="")
+    cells = pd.DataFrame([won, empty])  # the winner's deployment and the empty cell's projection: NaN elsewhere
+    md = winners_markdown(cells)
+    row = next(line for line in md.splitlines() if "| B200 |" in line)
+    assert "(nan)" not in md and "nan" not in row.split("|")[5]
+    assert "projected — measure to confirm: vllm:FP8 on B200 (5.4) |" in row
+    assert "vllm:FP8+tp2 (FP8, TP2, 2 \u00d7 H200)" in md

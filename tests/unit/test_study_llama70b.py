@@ -97,3 +97,48 @@ def test_a_grid_tp_that_is_not_a_power_of_two_is_one_line_naming_the_field():
     with pytest.raises(StudyError) as e:
         parse_study(text.replace("tp = [1, 2, 4, 8]", "tp = [1, 3]"))
     assert "\n" not in str(e.value) and "tp: 3 must be a power of two" in str(e.value)
+
+
+@pytest.mark.parametrize(
+    "old, new, says",
+    [
+        (
+            "tp = [1, 2, 4, 8]",
+            "tp = [1, 16]",
+            "grid.tp: 16 is in no searched layout; tp takes 1, 2, 4, 8 (a worker stays within one node: 8 GPUs",
+        ),
+        ("pp = [1, 2]", "pp = [3]", "grid.pp: 3 is in no searched layout; pp takes 1, 2"),
+        ("decode_workers = [1, 2, 3]", "decode_workers = [9]", "grid.decode_workers: 9 is in no searched layout"),
+    ],
+)
+def test_a_grid_value_no_searched_layout_takes_is_one_line_at_load_not_an_empty_space(old, new, says):
+    """A power of two beyond the node (tp 16), or a stage or worker count no layout has, would keep no
+    configuration of its own (before: the simulate stage stored 0 points and crashed on them)."""
+    from importlib import resources
+
+    from pareto_atlas.spec.study import StudyError, parse_study
+
+    text = resources.files("pareto_atlas.spec").joinpath("llama70b_study.toml").read_text()
+    assert old in text
+    with pytest.raises(StudyError) as e:
+        parse_study(text.replace(old, new))
+    assert "\n" not in str(e.value) and says in str(e.value)
+
+
+def test_expert_parallel_in_a_dense_study_is_named_when_its_space_is_built():
+    """Every value of ep a layout takes is an MoE layout's: a study of dense models only that lists ep > 1
+    is told so by the simulate stage (the study alone does not know its models' cards at load)."""
+    from importlib import resources
+
+    from pareto_atlas.simulate.stage import check_target_layouts, measured_workloads
+    from pareto_atlas.simulate.targets import study_targets
+    from pareto_atlas.spec.cards import shipped_hardware
+    from pareto_atlas.spec.study import parse_study
+
+    text = resources.files("pareto_atlas.spec").joinpath("llama70b_study.toml").read_text()
+    study = parse_study(text.replace("decode_workers = [1, 2, 3]", "decode_workers = [1, 2, 3]\nep = [1, 2]"))
+    hw = [shipped_hardware()[n] for n in study.simulate.hardware]
+    targets = study_targets(study, shipped_models()[CARD], hw, measured_workloads(study))
+    with pytest.raises(ValueError, match=r"simulate.grid.ep: 2 is in no searched layout; ep takes 1 \(expert"):
+        check_target_layouts(study, targets)
+    check_target_layouts(parse_study(text), targets)  # the study as shipped passes

@@ -75,10 +75,12 @@ def winners_markdown(cells: pd.DataFrame) -> str:
         else:
             val = q = ""
         note = r.note or ""
+        dep = r.deployment if isinstance(getattr(r, "deployment", None), str) else ""  # NaN where no winner
         if isinstance(getattr(r, "projected_label", None), str) and r.projected_label:
             note += (
                 f"{'; ' if note else ''}projected — measure to confirm: {r.projected_label} on "
-                f"{r.projected_hardware} ({r.projected_value:.4g}); {r.confirm_command}"
+                f"{r.projected_hardware} ({r.projected_value:.4g})"
+                + (f"; {cmd}" if isinstance(cmd := getattr(r, "confirm_command", ""), str) and cmd else "")
             )
         lines.append(
             "| "
@@ -89,7 +91,7 @@ def winners_markdown(cells: pd.DataFrame) -> str:
                     getattr(r, "model", "") or "",
                     r.workload,
                     r.hardware,
-                    r.label + (f" ({r.deployment})" if getattr(r, "deployment", "") else ""),
+                    r.label + (f" ({dep})" if dep else ""),
                     getattr(r, "load", "") or "",
                     r.provenance,
                     f"{r.direction} {r.objective}",

@@ -41,22 +41,6 @@ ROUTING_SKEW = 0.9
 ROUTING_SKEW_INTERVAL = (0.75, 1.0)
 
 
-# Expert-parallel layouts a study searches for an MoE card on GPUs (beside space.AGG_LAYOUTS): EP
-# across a TP worker (MoE-TP 1), attention-DP with EP (DeepSeek's and SGLang's large-EP serving), and
-# a mix. Each is kept per card and model only where it fits (parallel.check_layout: the experts, the node).
-MOE_LAYOUTS = (
-    {"tp": 2, "ep": 2},
-    {"tp": 4, "ep": 4},
-    {"tp": 8, "ep": 8},
-    {"attn_dp": 2, "ep": 2},
-    {"attn_dp": 4, "ep": 4},
-    {"attn_dp": 8, "ep": 8},
-    {"tp": 2, "attn_dp": 4, "ep": 8},
-    {"tp": 4, "attn_dp": 2, "ep": 8},
-    {"tp": 4, "ep": 4, "replicas": 2},
-)
-
-
 def experts_touched(tokens: float, model: ModelCard, skew: float = ROUTING_SKEW) -> float:
     """Expected experts of one MoE layer that a step of `tokens` tokens reads (0 for a dense card)."""
     if not model.is_moe:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 from pareto_atlas.spec.cards import HardwareCard, ModelCard
 from pareto_atlas.spec.fp4 import FP4, fp4_unserved
 from pareto_atlas.spec.knobs import Knobs
+from pareto_atlas.spec.layouts import AGG_LAYOUTS, DISAGG_LAYOUTS, MOE_LAYOUTS
 from pareto_atlas.spec.sharing import Sharing
 from pareto_atlas.spec.think import check_think
 
@@ -183,28 +184,6 @@ def vllm_cpu_knobs() -> list[Knobs]:
     return out
 
 
-# Parallel layouts searched on GPU cards (simulate.parallel): tensor parallel within a node, a pipeline
-# split, replicas, and a few disaggregated xPyD pools. Each is kept per card and model only where it
-# fits (compatible: the heads, the node), so tp 8 on a 14-head model or on a 4-GPU node drops out.
-AGG_LAYOUTS = (
-    {"tp": 2},
-    {"tp": 4},
-    {"tp": 8},
-    {"tp": 4, "pp": 2},
-    {"replicas": 2},
-    {"tp": 2, "replicas": 2},
-    {"tp": 4, "replicas": 2},
-)
-DISAGG_LAYOUTS = (
-    {"tp": 2},
-    {"tp": 4},
-    {"decode_workers": 2},
-    {"prefill_workers": 2},
-    {"tp": 2, "prefill_tp": 2, "decode_workers": 3},
-    {"tp": 4, "prefill_tp": 2, "decode_workers": 1},
-)
-
-
 def parallel_variants(
     knobs: list[Knobs], layouts: dict[str, tuple[int, ...]] | None = None, moe: bool = False
 ) -> list[Knobs]:
@@ -213,8 +192,6 @@ def parallel_variants(
     `layouts`: a parallel field -> the values allowed (a study's grid), None: the shipped layouts.
     `moe`: a mixture of experts' card, whose aggregated layouts add expert and attention-DP ones
     (simulate.moe.MOE_LAYOUTS)."""
-    from pareto_atlas.simulate.moe import MOE_LAYOUTS
-
     out = []
     for k in knobs:
         if k.eviction != "none" or k.sparse_budget < 1.0 or k.spec != "none" or not k.is_default_parallelism():

@@ -32,6 +32,7 @@ from pareto_atlas.simulate.space import (
 from pareto_atlas.simulate.targets import Target, carried_params, study_targets
 from pareto_atlas.spec.cards import HardwareCard, shipped_hardware
 from pareto_atlas.spec.knobs import PARALLEL_FIELDS, Knobs
+from pareto_atlas.spec.layouts import check_grid_layouts
 from pareto_atlas.spec.study import Study, study_ref
 from pareto_atlas.store import Store
 from pareto_atlas.store.compare import quality_study
@@ -120,9 +121,8 @@ def study_space(
     # keeps its one-GPU space, thinning and winners exactly as before parallelism existed
     layouts = {f: getattr(study.simulate.grid, f, None) for f in PARALLEL_FIELDS}
     if "gpu" in kinds and any(v is not None for v in layouts.values()):
-        grid += parallel_variants(
-            [k for k in grid if k.weights in GPU_WEIGHTS], layouts, getattr(model, "is_moe", False)
-        )
+        moe = getattr(model, "is_moe", False)
+        grid += parallel_variants([k for k in grid if k.weights in GPU_WEIGHTS], layouts, moe)
     # each arm under each eviction the study sweeps carries a measured effect: always simulated,
     # like the arms themselves (a few dozen knobs; the grid's own variants of them compete as usual)
     kept = arms + [replace(a, eviction=p, kv_keep=k) for a in arms if a.eviction == "none" for p, k in swept]
@@ -178,6 +178,7 @@ def simulate_study(study: Study, store: Store, console: Console, executor: Execu
     engine = study.engine.name
     calibrated = set(params)  # latest_params keeps this study's engine only
     published = {}
+    check_target_layouts(study, study_targets(study, model, hardware, measured_workloads(study)))  # before any fit
     if gpus := [h.name for h in hardware if h.kind != "cpu" and h.name not in calibrated]:
         from pareto_atlas.calibrate.published_stage import published_params
 
@@ -261,10 +262,24 @@ def simulate_study(study: Study, store: Store, console: Console, executor: Execu
     suggest_next_anchor(study, mine, own, params, console)  # this machine's next anchor: the study model's
 
 
+def check_target_layouts(study: Study, targets: list[Target]) -> None:
+    """A grid value of a parallel field that no layout searched for the study's models takes (ep > 1 with
+    no mixture of experts among them): one line naming it, not a space without it. The study's load
+    checks the rest (spec.study.space: values no layout of any model takes)."""
+    gpus = [h for t in targets for h in t.hardware if h.kind == "gpu"]
+    if gpus:
+        check_grid_layouts(
+            {f: getattr(study.simulate.grid, f, None) for f in PARALLEL_FIELDS},
+            any(getattr(t.card, "is_moe", False) for t in targets),
+            max(h.gpus_per_node for h in gpus),
+        )
+
+
 def target_spaces(study: Study, targets: list[Target], anchors, console: Console) -> list[Space]:
     """Each target's space: its cards, its workloads, the study's loads; the grid thinned to its
     share of max_configs (in proportion to its full grid), keeping first what can win: the arms,
     then the knobs whose tokens have quality evidence for that model."""
+    check_target_layouts(study, targets)
     full = [study_space(study, list(t.hardware), t.card, list(t.workloads), budget=10**12) for t in targets]
     sizes = [sp.size() for sp in full]
     total = sum(n for t, n in zip(targets, sizes) if t.max_configs is None) or 1
@@ -377,6 +392,8 @@ def suggest_next_anchor(study: Study, anchors, pts, params: dict[str, CalibParam
     # or alternative batching policies), so the proposal can be measured as it is
     from pareto_atlas.measure.weights import makeable_here, source_type
 
+    if pts.empty:  # nothing simulated (a grid that keeps no configuration on the study's cards)
+        return
     runnable = (
         pts.eviction.eq("none")
         & pts.sparse_budget.eq(1.0)

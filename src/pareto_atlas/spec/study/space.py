@@ -22,6 +22,7 @@ from pareto_atlas.spec.knobs import (
     WEIGHT_TYPES,
     Knobs,
 )
+from pareto_atlas.spec.layouts import check_grid_layouts
 from pareto_atlas.spec.sharing import sharing
 from pareto_atlas.spec.study.base import Frozen, known_hardware
 from pareto_atlas.spec.study.tasks import QualityTask
@@ -109,6 +110,18 @@ class SimulateSpec(Frozen):
     def _hardware(cls, v: list[str]) -> list[str]:
         B.unique(v, "hardware")
         return known_hardware(v)
+
+    @model_validator(mode="after")
+    def _layouts(self) -> "SimulateSpec":
+        # a parallel value no searched layout takes would keep no configuration of its own (any model's
+        # layouts count here, the MoE ones too; simulate.stage checks again against the study's models)
+        from pareto_atlas.spec.cards import shipped_hardware
+
+        gpus = [c for n, c in shipped_hardware().items() if n in self.hardware and c.kind == "gpu"]
+        if gpus:
+            layouts = {f: getattr(self.grid, f) for f in PARALLEL_FIELDS}
+            check_grid_layouts(layouts, True, max(c.gpus_per_node for c in gpus), where="grid")
+        return self
 
     @model_validator(mode="after")
     def _fp4_cards(self) -> "SimulateSpec":
