@@ -142,3 +142,28 @@ def test_expert_parallel_in_a_dense_study_is_named_when_its_space_is_built():
     with pytest.raises(ValueError, match=r"simulate.grid.ep: 2 is in no searched layout; ep takes 1 \(expert"):
         check_target_layouts(study, targets)
     check_target_layouts(parse_study(text), targets)  # the study as shipped passes
+
+
+@needs_card
+def test_a_same_architecture_models_published_score_is_carried_to_llama_3_3_70b_and_says_so():
+    """Llama-3.3-70B has no published quantized score; Llama-3.1-70B's cards (same architecture) stand for
+    it, as carried evidence naming the model they were published for, never as published for 3.3."""
+    from importlib import resources
+
+    from pareto_atlas.calibrate.stage import model_card
+    from pareto_atlas.simulate.space import Workload
+    from pareto_atlas.simulate.targets import study_targets
+    from pareto_atlas.spec.cards import shipped_hardware
+    from pareto_atlas.spec.knobs import Knobs
+    from pareto_atlas.spec.study import parse_study
+    from pareto_atlas.store.ladder import target_quality
+
+    text = resources.files("pareto_atlas.spec").joinpath("llama70b_study.toml").read_text()
+    hw, wl = [shipped_hardware()["H200"]], [Workload("chat-1024-1024", 1024, 1024)]
+    for card, evidence in ((CARD, "published"), ("llama-3.3-70b", "carried")):
+        s = parse_study(text.replace(f'card = "{CARD}"', f'card = "{card}"'))
+        [t] = study_targets(s, model_card(s), hw, wl)
+        q = target_quality(Knobs(weights="FP8"), t, "gpu", s, {}, "gsm8k")
+        assert q.evidence == evidence and "Meta-Llama-3.1-70B-Instruct-FP8-dynamic" in q.provenance
+        assert ("carried from llama-3.1-70b (same architecture as llama-3.3-70b)" in q.provenance) == (card != CARD)
+        assert 0.95 < q.rel < 1.0

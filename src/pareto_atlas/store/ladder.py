@@ -101,6 +101,11 @@ def _published(
 ) -> Quality | None:
     for name in published_model_names(target):
         q = published_quality(replace(target, card=replace(target.card, name=name)), knobs, task, table, engine)
+        if q is not None and name != target.card.name:
+            # another model of the same architecture (Llama-3.1-70B's cards for Llama-3.3-70B): its relative
+            # effect stands for this one, and the point says it is carried, not published for it
+            how = f"carried from {name} (same architecture as {target.card.name}): "
+            return replace(q, provenance=how + q.provenance, evidence="carried")
         if q is not None:
             return q
     return None
