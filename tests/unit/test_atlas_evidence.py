@@ -285,3 +285,18 @@ def test_a_projected_point_of_a_target_model_is_not_confirmed_by_measuring_the_s
     target = confirm_command(pd.concat([row, pd.Series({"model": "qwen2.5-7b-instruct"})]), ref)
     assert "pareto-atlas quality default --kind evict" not in target
     assert target.startswith("measure qwen2.5-7b-instruct itself") and "snapkv effect at keep 0.25" in target
+
+
+def test_a_projected_speed_of_the_study_model_names_what_would_measure_it_on_that_card():
+    """A GPU card whose fit saw no size of the study's own model projects its speed: the confirm command
+    names what would measure one there (before: an empty command, printed as a bare "confirm:")."""
+    from pareto_atlas.simulate.targets import SPEED_PROJECTED, second_size_hint
+
+    row = pd.Series(point("b", Knobs(weights="FP8"), cost=1.0, qprov="published:card", qev="published"))
+    hint = second_size_hint("B200", "u1.toml")
+    row["calib_provenance"] = f"uncalibrated default; {SPEED_PROJECTED} for m: the fit saw 0 model size(s); {hint}"
+    row["model"] = "m"
+    assert confirm_command(row, "u1.toml") == hint
+    assert "pareto-atlas calibrate u1.toml --published --table ROWS.csv" in hint
+    row["calib_provenance"] = "calibrated on 12 published anchors"
+    assert confirm_command(row, "u1.toml") == ""

@@ -124,3 +124,20 @@ def test_pick_on_100k_points_answers_the_constraint():
     pts = random_points(100_000, seed=2)
     r = pick(pts, "tpot_p99_ms<=40, quality_rel>=0.95", "cost_per_mtok", prices={"A100-80G-PCIe": 2.085})
     assert r.winner is not None and r.winner["tpot_p99_ms"] <= 40 and r.winner["quality_rel"] >= 0.95
+
+
+def test_the_summary_names_each_points_load_so_two_loads_of_one_configuration_are_told_apart():
+    """A configuration is simulated at several loads, each its own point: the winner and runners-up say
+    at which (before, two lines of the same label and hardware read as a duplicate)."""
+    from pareto_atlas.simulate.space import load_label
+
+    pts = synthetic_points()
+    assert "concurrency" in pts.columns or "rate_rps" in pts.columns
+    r = pick(pts, "tpot_p99_ms<=1000", "cost_per_mtok", top=5)
+    text = r.summary()
+    win = next(line for line in text.splitlines() if line.startswith("winner:"))
+    assert f", {load_label(r.winner)})" in win and load_label(r.winner)
+    then = [line for line in text.splitlines() if line.startswith("  then:")]
+    assert len(then) == 4
+    for line, (_, row) in zip(then, r.runners_up.iterrows()):
+        assert f"on {row['hardware']} at {load_label(row)}," in line

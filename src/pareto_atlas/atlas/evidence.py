@@ -152,6 +152,10 @@ def confirm_command(row: pd.Series, ref: str | StudyRef) -> str:
             f"(pareto-atlas measure {study_ref} --arm NAME): its speed rests on "
             f"{row.get('prior_source', '') or 'a prior'}"
         )
+    calib = str(row.get("calib_provenance", "") or "")
+    if SPEED_PROJECTED in calib:  # the card's fit saw no size of this model: what would measure one
+        parts = calib[calib.index(SPEED_PROJECTED) :].split("; ")
+        cmds.append(parts[1] if len(parts) > 1 else parts[0])
     return " ; ".join(cmds)
 
 

@@ -27,6 +27,9 @@ SHOW_COLUMNS = (
     "label",
     "hardware",
     "workload",
+    "concurrency",
+    "rate_rps",
+    "utilization",
     "provenance",
     "quality_provenance",
     "quality_rel",
@@ -110,14 +113,15 @@ class PickResult:
         dep = w.get("deployment", "")
         lines = [
             head,
-            f"winner: {w['label']}{f' ({dep})' if dep else ''} on {w['hardware']} ({w['workload']}), {self.objective} = "
+            f"winner: {w['label']}{f' ({dep})' if dep else ''} on {w['hardware']} ({w['workload']}{_at(w)}), {self.objective} = "
             f"{w[self.objective]:.4g}, provenance {w['provenance']}, quality_rel {w['quality_rel']:.3f}"
             f" [{w.get('quality_rel_lo', float('nan')):.3f}, {w.get('quality_rel_hi', float('nan')):.3f}]",
             f"  rests on: {w.get('evidence', '')} (quality: {w.get('quality_provenance', '')})",
         ]
         for _, r in self.runners_up.iterrows():
             lines.append(
-                f"  then: {r['label']} on {r['hardware']}, {self.objective} = {r[self.objective]:.4g} ({r['provenance']})"
+                f"  then: {r['label']} on {r['hardware']}{_at(r, ' at ')}, {self.objective} = {r[self.objective]:.4g} "
+                f"({r['provenance']})"
             )
         if len(self.boundary):
             lines.append(f"boundary cases (quality interval straddles the floor): {len(self.boundary)}")
@@ -126,9 +130,17 @@ class PickResult:
             for _, r in self.projected.iterrows():
                 lines.append(
                     f"  {r['label']} on {r['hardware']}, {self.objective} = {r[self.objective]:.4g}, "
-                    f"{r['evidence']}\n    confirm: {r['confirm_command']}"
+                    f"{r['evidence']}" + (f"\n    confirm: {r['confirm_command']}" if r["confirm_command"] else "")
                 )
         return "\n".join(lines)
+
+
+def _at(row, sep: str = ", ") -> str:
+    """A point's load in words after `sep` (two loads of one configuration are two points), "" for none."""
+    from pareto_atlas.simulate.space import load_label
+
+    load = load_label(row)
+    return f"{sep}{load}" if load else ""
 
 
 def pick(

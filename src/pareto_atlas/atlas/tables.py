@@ -121,7 +121,8 @@ def print_winners(cells: pd.DataFrame, console: Console, hardware: str = "all") 
         console.print(
             f"  projected — measure to confirm ({c.regime}, {c.get('model') or ''}): {c.projected_label} on "
             f"{c.projected_hardware}, {c.objective} {c.projected_value:.4g} vs the winner's "
-            f"{_v(c.value, 4) if c.label else '—'}; {c.projected_evidence}\n    confirm: {c.confirm_command}",
+            f"{_v(c.value, 4) if c.label else '—'}; {c.projected_evidence}"
+            + (f"\n    confirm: {c.confirm_command}" if c.confirm_command else ""),
             highlight=False,
             soft_wrap=True,
             markup=False,
