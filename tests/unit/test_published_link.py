@@ -240,3 +240,28 @@ def test_the_link_eff_grid_starts_at_the_slowest_prefill_allreduce_and_a_wider_g
     # the cache keys the grid: a wider one is a fit of its own
     key = published_link._key
     assert key(table, "k", "H100-SXM") != key(table, "k", "H100-SXM", effs=(0.25,) + published_link.LINK_EFFS)
+
+
+def test_a_parallel_point_on_a_card_whose_link_no_row_fitted_is_uncalibrated_with_at_least_the_default_bar():
+    """A card calibrated on one GPU (±10 %) but with no published multi-GPU row (H100-PCIe): its TP and
+    disaggregated points rest on the default link, so they carry at least the uncalibrated default's bar and
+    say so, and the atlas labels their speed uncalibrated (before: the one-GPU ±10 %, labelled calibrated)."""
+    from pareto_atlas.atlas.evidence import speed_evidence
+    from pareto_atlas.simulate.params import DEFAULT_BAR
+
+    pcie = shipped_hardware()["H100-PCIe"]
+    p = replace(default_params(pcie, "vllm"), lat_rel_err=0.1, thr_rel_err=0.3, provenance="calibrated on 8 anchors")
+    lat, thr, prov = p.parallel_bars()
+    assert (lat, thr) == (DEFAULT_BAR, 0.3) and prov.startswith("uncalibrated link of H100-PCIe")
+    assert prov.endswith("per-GPU costs: calibrated on 8 anchors")
+    m = shipped_models()["qwen2.5-0.5b"]
+    pts = pd.DataFrame(
+        [
+            simulate_point(m, pcie, Knobs(weights="BF16", tp=t), 256, 32, concurrency=1, n_requests=4, params=p)
+            for t in (1, 2)
+        ]
+    ).assign(provenance="simulated")
+    assert list(pts.lat_rel_err) == [0.1, DEFAULT_BAR]
+    assert list(speed_evidence(pts)) == ["calibrated", "uncalibrated"]
+    fitted = replace(p, par_lat_rel_err=0.8, par_thr_rel_err=0.6, link_provenance="link fitted on 36 rows")
+    assert fitted.parallel_bars()[:2] == (0.8, 0.6)

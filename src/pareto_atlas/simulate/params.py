@@ -83,6 +83,9 @@ LINK_DEFAULTS = {
     "moe_thr_rel_err": float("nan"),
     "moe_provenance": "",
 }
+# The error bar of an uncalibrated default (no anchor and no published row fitted it): the floor of any
+# bar a point resting on a default part carries
+DEFAULT_BAR = 0.25
 
 
 @dataclass(frozen=True)
@@ -134,8 +137,8 @@ class CalibParams:
     roofline_p: float = 4.0  # sharpness of the smooth max(memory, compute)
     mem_util: float = 0.9  # fraction of device memory the engine may use
     provenance: str = "uncalibrated default"
-    lat_rel_err: float = 0.25  # error bar carried by every point simulated with these
-    thr_rel_err: float = 0.25
+    lat_rel_err: float = DEFAULT_BAR  # error bar carried by every point simulated with these
+    thr_rel_err: float = DEFAULT_BAR
     # The error bar of a point carried to a model the fit did not see: the relative error of each
     # model's anchors predicted by a fit on the other models' (leave-one-model-out, calibrate.sizes;
     # on a GPU card, over its published models). NaN: not measured (the fit saw one model). The
@@ -281,10 +284,16 @@ class CalibParams:
         the card has one, else the one-GPU bar with the provenance saying the link is not fitted."""
         if self.par_lat_rel_err == self.par_lat_rel_err and self.par_thr_rel_err == self.par_thr_rel_err:
             return self.par_lat_rel_err, self.par_thr_rel_err, f"{self.provenance}; {self.link_provenance}"
+        # no multi-GPU row of this card fitted its link (H100-PCIe, L4, ...): the link is the uncalibrated
+        # default's, and so is the bar where the card's one-GPU bar is narrower; the point says so
+        # (atlas.evidence reads "uncalibrated" at its start), its per-GPU costs keep their own provenance
+        lat, thr = max(self.lat_rel_err, DEFAULT_BAR), max(self.thr_rel_err, DEFAULT_BAR)
         return (
-            self.lat_rel_err,
-            self.thr_rel_err,
-            f"{self.provenance}; link not fitted (default link_eff {self.link_eff:g})",
+            lat,
+            thr,
+            f"uncalibrated link of {self.hardware} (no published multi-GPU row of this card: default link_eff "
+            f"{self.link_eff:g}, latency x{self.link_latency_scale:g}; the bar at least the uncalibrated default's "
+            f"±{DEFAULT_BAR:.0%}); per-GPU costs: {self.provenance}",
         )
 
     def point_bars(self, gpus: int, moe: bool, weights: str = "", model=None) -> tuple[float, float, str]:
