@@ -36,7 +36,9 @@ SHORT_SPEED = {"measured": "meas", "calibrated": "sim", "uncalibrated": "uncal",
 EVIDENCE_KEY = (
     "rests on: quality / speed — meas measured, inh inherited from an arm with the same tokens, effect a "
     "measured eviction effect, KL a measured KL divergence, pub published, carried from a measured model of "
-    "the family, ref the model itself; sim simulated with a calibration (± its error bar); winners.md has "
+    "the family (or of the same architecture), ref the model itself; sim simulated with a calibration (± its "
+    "error bar), uncal simulated on a part nothing fitted (a card's defaults, or a link no multi-GPU row of the "
+    "card fitted: at least the default's bar); winners.md has "
     "the long form; sim* the weight format's kernel cost was fitted on no anchor or published measurement of "
     "it or its family on that card or its generation: derived from the card's roofline and its calibrated bandwidth"
 )
