@@ -135,9 +135,11 @@ def test_the_summary_names_each_points_load_so_two_loads_of_one_configuration_ar
     assert "concurrency" in pts.columns or "rate_rps" in pts.columns
     r = pick(pts, "tpot_p99_ms<=1000", "cost_per_mtok", top=5)
     text = r.summary()
+    by_id = pts.set_index("point_id")
     win = next(line for line in text.splitlines() if line.startswith("winner:"))
-    assert f", {load_label(r.winner)})" in win and load_label(r.winner)
+    load = load_label(by_id.loc[r.winner["point_id"]])
+    assert load and f", {load})" in win
     then = [line for line in text.splitlines() if line.startswith("  then:")]
     assert len(then) == 4
     for line, (_, row) in zip(then, r.runners_up.iterrows()):
-        assert f"on {row['hardware']} at {load_label(row)}," in line
+        assert f"on {row['hardware']} at {load_label(by_id.loc[row['point_id']])}," in line

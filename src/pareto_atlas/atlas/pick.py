@@ -21,15 +21,13 @@ from pareto_atlas.atlas.objectives import gpus_of, with_derived
 from pareto_atlas.atlas.regimes import DEFAULT_QUALITY_FLOOR, Regime, admission
 from pareto_atlas.atlas.question import Question
 from pareto_atlas.atlas.winners import _rank, deployment_words, projected_beating
+from pareto_atlas.simulate.space import load_label
 
 SHOW_COLUMNS = (
     "point_id",
     "label",
     "hardware",
     "workload",
-    "concurrency",
-    "rate_rps",
-    "utilization",
     "provenance",
     "quality_provenance",
     "quality_rel",
@@ -137,10 +135,8 @@ class PickResult:
 
 def _at(row, sep: str = ", ") -> str:
     """A point's load in words after `sep` (two loads of one configuration are two points), "" for none."""
-    from pareto_atlas.simulate.space import load_label
-
-    load = load_label(row)
-    return f"{sep}{load}" if load else ""
+    load = row.get("load", "")
+    return f"{sep}{load}" if isinstance(load, str) and load else ""
 
 
 def pick(
@@ -227,6 +223,7 @@ def best_under(
     order = _rank(cand, regime)[:top] if len(cand) else np.array([], dtype=int)
     show = [c for c in SHOW_COLUMNS if c in pts.columns] + ([objective] if objective not in SHOW_COLUMNS else [])
     ranked = cand.iloc[order][show].reset_index(drop=True)
+    ranked.insert(4, "load", [load_label(r) for r in cand.iloc[order].to_dict("records")])  # two loads: two points
     b = adm["boundary"].to_numpy() & adm["meets_constraints"].to_numpy()
     boundary = (
         pts.loc[b, [c for c in show]]
