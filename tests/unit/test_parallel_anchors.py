@@ -136,3 +136,32 @@ def test_a_layout_the_training_anchors_lack_is_an_extrapolation():
     row = pd.Series({**Knobs(weights="BF16", tp=4).as_row(), "prompt_tokens": 24})
     assert support(train, row) == "parallelism TP4"
     assert support(train, pd.Series({**Knobs(weights="BF16").as_row(), "prompt_tokens": 24})) == ""
+
+
+@pytest.mark.parametrize(
+    ("card", "hardware", "layout", "error"),
+    [
+        ("smollm2-135m", "H100-PCIe", "tp = 2", r"arms\.a\.tp: 2 does not divide smollm2-135m's 9 attention heads$"),
+        ("qwen2.5-7b", "H100-SXM", "tp = 8", r"arms\.a\.tp: 8 does not divide qwen2\.5-7b's 28 attention heads$"),
+        ("llama-3.1-8b", "H100-SXM", "attn_dp = 2", r"arms\.a\.attn_dp: llama-3\.1-8b is a dense model"),
+        (
+            "mixtral-8x7b",
+            "H100-SXM",
+            "ep = 16\nattn_dp = 16",
+            r"arms\.a\.ep: 16 does not divide mixtral-8x7b's 8 experts$",
+        ),
+        ("llama-3.1-8b", "H100-SXM", "tp = 16", r"arms\.a\.tp x pp: 16 GPUs per worker exceed H100-SXM's 8 per node"),
+    ],
+)
+def test_an_endpoint_studys_stated_layout_must_fit_its_card_and_node(card, hardware, layout, error):
+    """A user's TP2 server of a 9-head model cannot exist: the study says so in one line before anything
+    is measured, instead of calibrating anchors under a layout no engine serves."""
+    from pareto_atlas.spec.study import StudyError
+
+    head = (
+        f'name = "ep"\n[model]\nname = "m"\ncard = "{card}"\n[engine]\nname = "openai"\n'
+        f'base_url = "http://127.0.0.1:9"\nhardware = "{hardware}"\n[[arms]]\nname = "a"\nweights = "BF16"\n'
+    )
+    with pytest.raises(StudyError, match=error):
+        parse_study(head + layout + "\n", "ep")
+    parse_study(head, "ep")  # the same study on one GPU is fine
