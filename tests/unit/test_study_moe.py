@@ -5,6 +5,8 @@ winners name the parallelism."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
@@ -15,6 +17,7 @@ DENSE = "qwen3-32b"
 MOE = ("qwen3-30b-a3b", "qwen3-235b-a22b")
 # IFEval strict prompt, non-thinking, as the Qwen3 technical report prints it (Tables 16, 14, 12)
 IFEVAL = {"qwen3-30b-a3b": 83.7, "qwen3-32b": 83.2, "qwen3-235b-a22b": 83.2}
+BUILTIN_DIR = Path(__file__).resolve().parents[2] / "src" / "pareto_atlas" / "spec"
 REPORT = "QwenLM/Qwen3:Qwen3_Technical_Report.pdf@728493158d0eca1acab0948ac3b9e2b533b14d08"
 
 
@@ -55,6 +58,29 @@ def test_the_grid_searches_expert_and_attention_data_parallelism_for_the_moe_car
     assert {k.ep for k in moe} >= {1, 2, 4, 8} and {k.attn_dp for k in moe} >= {1, 2, 4, 8}
     assert {k.gpus() for k in moe} == {1, 2, 4, 8}  # 1-8 GPUs a replica, one node
     assert {k.ep for k in dense} == {1} and {k.attn_dp for k in dense} == {1}  # a dense card has no experts
+
+
+@pytest.mark.parametrize(
+    ("field", "values", "bad"), [("ep", "[1, 16]", 16), ("attn_dp", "[1, 16]", 16), ("tp", "[1, 2, 16]", 16)]
+)
+def test_a_grid_value_no_searched_layout_takes_is_one_line_not_an_empty_search(tmp_path, field, values, bad):
+    """ep = [1, 16] loads (16 is a power of two), but no layout of one node takes it: the study said
+    nothing and simulated no expert-parallel point at all. Now the simulate stage (and `build`, before
+    anything runs) names the field and the values its layouts take."""
+    from pareto_atlas.simulate.space import check_grid_layouts
+    from pareto_atlas.simulate.stage import study_space
+    from pareto_atlas.spec.cards import shipped_hardware
+
+    text = Path(BUILTIN_DIR, BUILTIN["moe"]).read_text()
+    line = next(ln for ln in text.splitlines() if ln.startswith(f"{field} = ["))
+    path = tmp_path / "moe16.toml"
+    path.write_text(text.replace(line, f"{field} = {values}"))
+    study = load_study(path)
+    hw = [shipped_hardware()[h] for h in study.simulate.hardware]
+    with pytest.raises(ValueError, match=rf"^simulate\.grid\.{field}: {bad} is in no layout .*; allowed: 1, 2, 4, 8$"):
+        study_space(study, hw, shipped_models()[MOE[0]], budget=10**9)
+    for name in BUILTIN:  # every shipped study's grid is one its layouts take
+        check_grid_layouts(load_study(name).simulate.grid)
 
 
 def test_a_winners_deployment_names_ep_attention_dp_and_the_gpus():

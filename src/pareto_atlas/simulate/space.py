@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 
 from pareto_atlas.spec.cards import HardwareCard, ModelCard
 from pareto_atlas.spec.fp4 import FP4, fp4_unserved
-from pareto_atlas.spec.knobs import Knobs
+from pareto_atlas.spec.knobs import PARALLEL_DEFAULTS, Knobs
 from pareto_atlas.spec.sharing import Sharing
 from pareto_atlas.spec.think import check_think
 
@@ -230,6 +230,24 @@ def parallel_variants(
             if layouts is None or all(getattr(v, f) in vals for f, vals in layouts.items() if vals is not None):
                 out.append(v)
     return out
+
+
+def check_grid_layouts(grid) -> None:
+    """Every value a study's grid (spec.study.GridSpec) lists for a parallel field is one a searched layout takes (AGG_LAYOUTS,
+    DISAGG_LAYOUTS, moe.MOE_LAYOUTS, or the field's one-GPU default): a value none takes (ep = 16) would
+    keep no configuration and say nothing. One line naming the field and what it may take."""
+    from pareto_atlas.simulate.moe import MOE_LAYOUTS
+
+    for name in PARALLEL_DEFAULTS:
+        values = getattr(grid, name, None) or ()
+        taken = {PARALLEL_DEFAULTS[name]} | {s[name] for s in AGG_LAYOUTS + DISAGG_LAYOUTS + MOE_LAYOUTS if name in s}
+        bad = [v for v in values if v not in taken]
+        if bad:
+            raise ValueError(
+                f"simulate.grid.{name}: {bad[0]} is in no layout the simulator searches (simulate.space.AGG_LAYOUTS, "
+                f"DISAGG_LAYOUTS, simulate.moe.MOE_LAYOUTS: one node of up to 8 GPUs); allowed: "
+                f"{', '.join(str(v) for v in sorted(taken))}"
+            )
 
 
 def prefix_variants(knobs: list[Knobs]) -> list[Knobs]:

@@ -26,6 +26,7 @@ from pareto_atlas.simulate.space import (
     compatible,
     default_knobs,
     load_label,
+    check_grid_layouts,
     parallel_variants,
     prefix_variants,
 )
@@ -119,6 +120,7 @@ def study_space(
     # Parallel layouts where the study's grid names any (tp = [1, 2, 4, 8], ...): a study that does not
     # keeps its one-GPU space, thinning and winners exactly as before parallelism existed
     layouts = {f: getattr(study.simulate.grid, f, None) for f in PARALLEL_FIELDS}
+    check_grid_layouts(study.simulate.grid)
     if "gpu" in kinds and any(v is not None for v in layouts.values()):
         grid += parallel_variants(
             [k for k in grid if k.weights in GPU_WEIGHTS], layouts, getattr(model, "is_moe", False)

@@ -70,6 +70,10 @@ def build(ctx: Context, with_quality: bool = True) -> None:
             highlight=False,
             markup=False,
         )
+    if "simulate" in plan:  # a grid value no searched layout takes fails before anything is measured
+        from pareto_atlas.simulate.space import check_grid_layouts
+
+        check_grid_layouts(ctx.study.simulate.grid)
     if {"measure", "quality"} & set(plan):
         consented(ctx)
     clock = BuildClock(ctx, list(plan))
