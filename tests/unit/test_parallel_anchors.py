@@ -165,3 +165,30 @@ def test_an_endpoint_studys_stated_layout_must_fit_its_card_and_node(card, hardw
     with pytest.raises(StudyError, match=error):
         parse_study(head + layout + "\n", "ep")
     parse_study(head, "ep")  # the same study on one GPU is fine
+
+
+def test_a_tp4_anchors_decode_bandwidth_is_held_against_its_four_gpus(tmp_path: Path):
+    """An endpoint's TP4 server reads a step's weights from four GPUs at once: its decode bandwidth is
+    held against theirs together, not one GPU's (which overstated the fraction four times)."""
+    from pareto_atlas.measure.campaign import AnchorPlan, anchor_id, measure_anchor
+
+    hw = shipped_hardware()["H100-PCIe"]
+    with FakeOpenAIServer(FakeBehaviour(prefill_s=0.01, token_s=0.002, model_id=LLAMA_ID)) as srv:
+        study = parse_study(
+            f'name = "bw"\n[model]\nname = "m"\nserved = "{LLAMA_ID}"\ncard = "llama-3.1-8b"\n'
+            f'[engine]\nname = "openai"\nbase_url = "{srv.base_url}"\nhardware = "H100-PCIe"\n'
+            f"[workload]\nprompt_tokens = 24\noutput_tokens = 8\n[load]\nrequests = 3\nwarmup = 1\n"
+            f'[[arms]]\nname = "tp4"\nweights = "BF16"\ntp = 4\n[[arms]]\nname = "tp1"\nweights = "BF16"\n',
+            "bw",
+        )
+        lines = {}
+        for arm in study.arms:
+            row, _ = measure_anchor(study, AnchorPlan(anchor_id(study, arm, 0), arm, 0), lambda ev, info: None)
+            m = json.loads(row["metrics_json"])
+            achieved = m["model_bytes"] / (m["tpot"]["p50"] / 1e3) / 1e9
+            gpus = arm.knobs().tp
+            assert m["decode_bw_fraction"] == pytest.approx(achieved / (gpus * hw.mem_bw_gbs))
+            lines[arm.name] = m["decode_bw_line"]
+    assert "of the memory bandwidth of the 4 GPUs a tensor-parallel step reads" in lines["tp4"]
+    assert f"of {4 * hw.mem_bw_gbs:.1f} GB/s" in lines["tp4"]
+    assert "of the machine's memory bandwidth" in lines["tp1"] and f"of {hw.mem_bw_gbs:.1f} GB/s" in lines["tp1"]
