@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -192,3 +193,31 @@ def test_a_tp4_anchors_decode_bandwidth_is_held_against_its_four_gpus(tmp_path: 
     assert "of the memory bandwidth of the 4 GPUs a tensor-parallel step reads" in lines["tp4"]
     assert f"of {4 * hw.mem_bw_gbs:.1f} GB/s" in lines["tp4"]
     assert "of the machine's memory bandwidth" in lines["tp1"] and f"of {hw.mem_bw_gbs:.1f} GB/s" in lines["tp1"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "error"),
+    [
+        (["--model", "nosuch"], r"--model 'nosuch': not a card of spec/models\.toml; allowed: .*llama-3\.1-8b"),
+        (["--hardware", "NOPE"], r"--hardware 'NOPE': not a card of spec/hardware\.toml; allowed: .*H200"),
+        (["--tp", "0"], r"--tp 0: allowed: an integer >= 1, a power of two"),
+        (["--tp", "8", "--model", "qwen2.5-7b"], r"--tp: 8 does not divide qwen2\.5-7b's 28 attention heads"),
+        (["--tp", "8", "--dry-run"], r"--tp: 8 does not divide tiny's 4 attention heads"),
+        (["--tp", "8", "--pp", "2", "--model", "llama-3.1-70b", "--hardware", "H100-SXM"], r"16 GPUs per worker"),
+    ],
+)
+def test_gpu_anchors_refuses_a_bad_card_or_layout_in_one_line_before_probing_the_host(tmp_path, argv, error):
+    """What no host could run is refused before torch is looked for: on a host without torch every
+    mistake read 'this Python has no torch', and with it an unknown card was a KeyError traceback."""
+    import subprocess
+    import sys
+
+    r = subprocess.run(
+        [sys.executable, str(SCRIPT), *argv, "--path", "torch", "--out", str(tmp_path / "a.json")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 1 and not (tmp_path / "a.json").exists()
+    assert '"host"' not in r.stdout and "Traceback" not in r.stderr  # refused before the host was probed
+    assert re.fullmatch(rf"gpu_anchors: .*{error}.*\n", r.stderr)
