@@ -5,6 +5,7 @@ winners name the parallelism."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pandas as pd
@@ -81,6 +82,28 @@ def test_a_grid_value_no_searched_layout_takes_is_one_line_not_an_empty_search(t
         study_space(study, hw, shipped_models()[MOE[0]], budget=10**9)
     for name in BUILTIN:  # every shipped study's grid is one its layouts take
         check_grid_layouts(load_study(name).simulate.grid)
+
+
+def test_expert_or_attention_dp_on_dense_models_alone_is_one_line_before_any_fit(tmp_path):
+    """The moe study cut to its dense model keeps ep and attn_dp = [1, 2, 4, 8]: those layouts exist
+    for cards with experts only, so the build simulated 840 one-GPU and TP points and said nothing of
+    the values it ignored. Now the simulate stage refuses it before reading any fit."""
+    from rich.console import Console
+
+    from pareto_atlas.simulate.stage import simulate_study
+    from pareto_atlas.store import Store
+
+    text = Path(BUILTIN_DIR, BUILTIN["moe"]).read_text()
+    for name in MOE:
+        block = text[text.index(f'[[targets]]\nname = "{name}"') :]
+        text = text.replace(block[: block.index("\n\n") + 2], "")
+    path = tmp_path / "dense.toml"
+    path.write_text(text)
+    study = load_study(path)
+    assert [t.name for t in study.targets] == [DENSE] and 8 in study.simulate.grid.attn_dp
+    with Store(tmp_path / "store.duckdb") as store:
+        with pytest.raises(ValueError, match=r"^simulate\.grid\.ep: 2 splits a mixture of experts .*\(qwen3-32b\)"):
+            simulate_study(study, store, Console(file=io.StringIO()))
 
 
 def test_a_winners_deployment_names_ep_attention_dp_and_the_gpus():

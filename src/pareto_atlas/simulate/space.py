@@ -250,6 +250,23 @@ def check_grid_layouts(grid) -> None:
             )
 
 
+def check_expert_grid(grid, cards: list[ModelCard]) -> None:
+    """A grid that lists expert or attention-data parallelism beyond 1 (spec.study.GridSpec's ep,
+    attn_dp) answers for at least one mixture of experts: on dense cards alone those layouts do not
+    exist (parallel_variants gives them to MoE cards only), and the values would change nothing."""
+    if any(c.is_moe for c in cards):
+        return
+    for name in ("ep", "attn_dp"):
+        wide = [v for v in getattr(grid, name, None) or () if v > 1]
+        if wide:
+            dense = ", ".join(dict.fromkeys(c.name for c in cards))
+            raise ValueError(
+                f"simulate.grid.{name}: {wide[0]} splits a mixture of experts (its experts, and attention "
+                f"beside them), and every model this study answers for is dense ({dense}); allowed on dense "
+                f"cards: 1 (leave {name} out), or answer for a card with experts in [[targets]]"
+            )
+
+
 def prefix_variants(knobs: list[Knobs]) -> list[Knobs]:
     """The knobs with prefix caching on, beside their own (off), for a workload that shares: every knob
     whose KV keeps whole prefixes (no eviction) on one decode engine."""

@@ -26,6 +26,7 @@ from pareto_atlas.simulate.space import (
     compatible,
     default_knobs,
     load_label,
+    check_expert_grid,
     check_grid_layouts,
     parallel_variants,
     prefix_variants,
@@ -178,13 +179,15 @@ def simulate_study(study: Study, store: Store, console: Console, executor: Execu
     hardware = study_hardware(study, store)
     params, calib_id = latest_params(study, store)
     engine = study.engine.name
+    targets = study_targets(study, model, hardware, measured_workloads(study))
+    check_expert_grid(study.simulate.grid, [t.card for t in targets])  # before any fit is read
     calibrated = set(params)  # latest_params keeps this study's engine only
     published = {}
     if gpus := [h.name for h in hardware if h.kind != "cpu" and h.name not in calibrated]:
         from pareto_atlas.calibrate.published_stage import published_params
 
         # a mixture of experts among the targets: the cards' MoE terms fitted on published MoE rows too
-        moe = any(t.card.is_moe for t in study_targets(study, model, hardware, measured_workloads(study)))
+        moe = any(t.card.is_moe for t in targets)
         from pareto_atlas.simulate.schedulers import gpu_engine
 
         # each GPU point on its own engine's card fit where the card has one (its provenance says which)
@@ -202,7 +205,6 @@ def simulate_study(study: Study, store: Store, console: Console, executor: Execu
 
             ctx = study.workload.prompt_tokens + study.workload.output_tokens // 2
             params[h.name] = carry_overheads(params[h.name], params[THIS], model, h, ctx)
-    targets = study_targets(study, model, hardware, measured_workloads(study))
     spaces = target_spaces(study, targets, anchors, console)
     console.print(
         f"[bold]simulate[/]: {len(targets)} model(s), "
