@@ -221,3 +221,27 @@ def test_gpu_anchors_refuses_a_bad_card_or_layout_in_one_line_before_probing_the
     assert r.returncode == 1 and not (tmp_path / "a.json").exists()
     assert '"host"' not in r.stdout and "Traceback" not in r.stderr  # refused before the host was probed
     assert re.fullmatch(rf"gpu_anchors: .*{error}.*\n", r.stderr)
+
+
+def test_an_moe_anchors_decode_reads_the_experts_one_token_runs_not_all_it_stores(tmp_path: Path):
+    """Qwen3-30B-A3B's token runs 8 of 128 experts a layer: one sequence's decode step reads its 3.0 B
+    active matmul weights, not the 30.2 B stored (the line said 60441 MB a step, 749 % of an H100's
+    bandwidth, on a fake server that streams a token every 2 ms)."""
+    from pareto_atlas.measure.campaign import AnchorPlan, anchor_id, measure_anchor
+
+    card = shipped_models()["qwen3-30b-a3b"]
+    with FakeOpenAIServer(FakeBehaviour(prefill_s=0.01, token_s=0.002, model_id="q")) as srv:
+        study = parse_study(
+            f'name = "moebw"\n[model]\nname = "m"\nserved = "q"\ncard = "qwen3-30b-a3b"\n'
+            f'[engine]\nname = "openai"\nbase_url = "{srv.base_url}"\nhardware = "H100-SXM"\n'
+            f"[workload]\nprompt_tokens = 24\noutput_tokens = 8\n[load]\nrequests = 3\nwarmup = 1\n"
+            f'[[arms]]\nname = "one"\nweights = "BF16"\n',
+            "moebw",
+        )
+        arm = study.arms[0]
+        row, _ = measure_anchor(study, AnchorPlan(anchor_id(study, arm, 0), arm, 0), lambda ev, info: None)
+    m = json.loads(row["metrics_json"])
+    assert m["model_bytes"] == card.matmul_params * 2  # what the model stores, at 16 bits
+    assert f": {card.active_params * 2 / 1e6:.0f} MB read per step" in m["decode_bw_line"]
+    achieved = card.active_params * 2 / (m["tpot"]["p50"] / 1e3) / 1e9
+    assert m["decode_bw_fraction"] == pytest.approx(achieved / shipped_hardware()["H100-SXM"].mem_bw_gbs)

@@ -225,7 +225,11 @@ def measure_anchor(
                 metrics["contention_line"] = other.result.line()
             tpot_ms = (metrics.get("tpot") or {}).get("p50")
             if bandwidth_gbs and tpot_ms and tpot_ms == tpot_ms and arm.concurrency == 1:
-                bw = decode_bandwidth(metrics["model_bytes"], tpot_ms / 1e3, bandwidth_gbs, devices=step_devices)
+                from pareto_atlas.measure.model_card import decode_read_share
+
+                # one sequence's step reads the experts its token runs, not all the model stores
+                read = metrics["model_bytes"] * decode_read_share(study.model_for(arm))
+                bw = decode_bandwidth(read, tpot_ms / 1e3, bandwidth_gbs, devices=step_devices)
                 metrics["decode_bw_fraction"], metrics["decode_bw_line"] = bw.fraction, bw.line()
             row["metrics_json"] = dumps(metrics)
             if metrics.get("n_ok", 0) == 0:
