@@ -106,6 +106,27 @@ def test_expert_or_attention_dp_on_dense_models_alone_is_one_line_before_any_fit
             simulate_study(study, store, Console(file=io.StringIO()))
 
 
+def test_the_layouts_a_card_cannot_split_are_named_not_dropped_in_silence(tmp_path):
+    """A config.json MoE of 60 experts under the moe study's grid: its EP8 layouts cannot exist (8 does not
+    divide 60) and the simulator keeps them out of its space; the stage now names them and why."""
+    import json
+
+    from pareto_atlas.simulate.space import unfit_layouts
+    from pareto_atlas.simulate.stage import study_space
+    from pareto_atlas.spec.cards import resolve_model_card, shipped_hardware
+
+    cfg = json.loads((Path(__file__).parents[1] / "data" / "hf_configs" / "qwen3-30b-a3b.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps(cfg | {"num_experts": 60}))
+    card = resolve_model_card(str(tmp_path / "config.json"), name="moe60")
+    study = load_study("moe")
+    assert unfit_layouts(study.simulate.grid, card) == {"ep: 8 does not divide moe60's 60 experts": 4}
+    hw = [shipped_hardware()[h] for h in study.simulate.hardware]
+    kept = study_space(study, hw, card, budget=10**9)
+    eps = {k.ep for k, _ in kept.pairs()}
+    assert {1, 2, 4} <= eps and 8 not in eps
+    assert all(not unfit_layouts(study.simulate.grid, shipped_models()[m]) for m in (DENSE, *MOE))
+
+
 def test_a_winners_deployment_names_ep_attention_dp_and_the_gpus():
     from pareto_atlas.atlas.winners import deployment_words
 

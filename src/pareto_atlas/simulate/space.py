@@ -250,6 +250,23 @@ def check_grid_layouts(grid) -> None:
             )
 
 
+def unfit_layouts(grid, model: ModelCard) -> dict[str, int]:
+    """The grid's layouts (spec.study.GridSpec's parallel fields; parallel_variants) that the model's
+    card cannot split (spec.layout.check_model_layout: heads over TP, experts over EP, layers over PP),
+    counted by reason: the simulator keeps them out of the space, so the stage says which and why."""
+    from pareto_atlas.spec.layout import check_model_layout
+
+    layouts = {f: getattr(grid, f, None) for f in PARALLEL_DEFAULTS}
+    if all(v is None for v in layouts.values()):
+        return {}
+    base = [Knobs(), Knobs(batching="disagg")]
+    out: dict[str, int] = {}
+    for k in parallel_variants(base, layouts, model.is_moe):
+        if why := check_model_layout(model, k):
+            out[why.removeprefix("knobs.")] = out.get(why.removeprefix("knobs."), 0) + 1
+    return out
+
+
 def check_expert_grid(grid, cards: list[ModelCard]) -> None:
     """A grid that lists expert or attention-data parallelism beyond 1 (spec.study.GridSpec's ep,
     attn_dp) answers for at least one mixture of experts: on dense cards alone those layouts do not

@@ -30,6 +30,7 @@ from pareto_atlas.simulate.space import (
     check_grid_layouts,
     parallel_variants,
     prefix_variants,
+    unfit_layouts,
 )
 from pareto_atlas.simulate.targets import Target, carried_params, study_targets
 from pareto_atlas.spec.cards import HardwareCard, shipped_hardware
@@ -222,6 +223,11 @@ def simulate_study(study: Study, store: Store, console: Console, executor: Execu
             f"{space.size()} configurations on {', '.join(h.name for h in t.hardware)}",
             highlight=False,
         )
+        if unfit := unfit_layouts(study.simulate.grid, t.card):  # kept out of its space: say which and why
+            console.print(
+                "    layouts its card cannot split, left out: " + "; ".join(f"{n} × {r}" for r, n in unfit.items()),
+                highlight=False,
+            )
         for h in t.hardware:
             p = tparams[h.name]
             console.print(
