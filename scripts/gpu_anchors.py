@@ -485,6 +485,39 @@ def parallel_knobs(args: argparse.Namespace) -> dict[str, int]:
     return {k: v for k, v in (("tp", args.tp), ("pp", args.pp), ("replicas", args.replicas)) if v > 1}
 
 
+def check_args(args: argparse.Namespace) -> None:
+    """Refuse, in one line and before the host is probed, what no host could run: an unknown card, a
+    parallel degree that is not one (tp a power of two), a tp that does not split the model's heads."""
+    models = tomllib.loads((SPEC / "models.toml").read_text())["models"]
+    cards = tomllib.loads((SPEC / "hardware.toml").read_text())["hardware"]
+    if args.model not in models:
+        sys.exit(f"gpu_anchors: --model {args.model!r}: not a card of spec/models.toml; allowed: {', '.join(models)}")
+    if args.hardware not in cards and args.hardware != "this-cpu":
+        sys.exit(
+            f"gpu_anchors: --hardware {args.hardware!r}: not a card of spec/hardware.toml; allowed: {', '.join(cards)}"
+        )
+    for name in ("tp", "pp", "replicas"):
+        v = getattr(args, name)
+        if v < 1 or (name == "tp" and v & (v - 1)):
+            sys.exit(
+                f"gpu_anchors: --{name} {v}: allowed: an integer >= 1" + (", a power of two" if name == "tp" else "")
+            )
+    if args.tp * args.pp * args.replicas == 1:
+        return
+    # spec.layout's rule (stdlib only: this runs where the project's dependencies may be missing)
+    sys.path.insert(0, str(ROOT / "src"))
+    from pareto_atlas.spec.cards import inline_model_card, shipped_hardware, shipped_models
+    from pareto_atlas.spec.knobs import Knobs
+    from pareto_atlas.spec.layout import check_layout, check_model_layout
+
+    model = inline_model_card(TINY, "tiny") if args.dry_run else shipped_models()[args.model]
+    knobs = Knobs(tp=args.tp, pp=args.pp, replicas=args.replicas)
+    hw = shipped_hardware().get(args.hardware)
+    why = check_layout(model, hw, knobs) if hw is not None and hw.kind == "gpu" else check_model_layout(model, knobs)
+    if why:
+        sys.exit(f"gpu_anchors: --{why.removeprefix('knobs.').replace(' x ', '/--')}")
+
+
 def check_parallel(args: argparse.Namespace, host: dict, use_vllm: bool) -> None:
     """Refuse, in one line, a parallelism this host or path cannot run."""
     for name in ("tp", "pp", "replicas"):
@@ -627,6 +660,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.dry_run:
         args.hardware = "this-cpu"  # a CPU's timings are never written under a GPU's name
+    check_args(args)
     t0 = time.monotonic()
     host = probe_host()
     print(json.dumps({"host": host}), flush=True)

@@ -81,6 +81,21 @@ def test_no_admissible_point_is_an_answer_not_an_error():
     assert "no configuration satisfies" in r.summary()
 
 
+def test_an_empty_answer_says_why_and_still_lists_what_rests_on_priors():
+    """No point with evidence qualifies (every speed a prior here, one card infeasible): the answer counts
+    what kept the points out and lists the projected ones with the command that would confirm them,
+    instead of a bare "no configuration satisfies the constraints"."""
+    pts = synthetic_points().assign(provenance="prior")
+    pts.loc[pts["hardware"] == "L4", "feasible"] = False
+    r = pick(pts, "tpot_p99_ms<=1000", "cost_per_mtok")
+    assert r.winner is None and len(r.projected) > 0
+    n_l4 = int((pts["hardware"] == "L4").sum())
+    text = r.summary()
+    assert f"no configuration satisfies the constraints (of {len(pts)}: " in text
+    assert f"{n_l4} infeasible" in text and "rests on priors (projected)" in text
+    assert "projected — measure to confirm" in text and "confirm: " in text
+
+
 def test_extra_hardware_rows_join_the_choice():
     pts = synthetic_points()
     new = pts[pts["hardware"] == "L4"].assign(

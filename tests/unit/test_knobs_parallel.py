@@ -93,3 +93,24 @@ def test_layout_words_name_the_gpus_and_the_parallelism():
     assert Knobs().layout_words("H100") == "one GPU, 1 \u00d7 H100"
     k = Knobs(batching="disagg", tp=4, prefill_tp=2, decode_workers=3)
     assert k.layout_words("H200") == "1P(TP2) + 3D(TP4), 14 \u00d7 H200"
+
+
+@pytest.mark.parametrize(
+    "line,error",
+    [
+        ("tp = 3", r"arms\.0: arms\.a\.tp: 3 must be a power of two >= 1$"),
+        ("ep = 2", r"arms\.0: arms\.a\.ep: 2 does not divide tp x attn_dp = 1"),
+        ("replicas = 0", r"arms\.0\.replicas: 0 is not allowed: 1\.\.1000000"),
+        ("attn_dp = -2", r"arms\.0\.attn_dp: -2 is not allowed: 1\.\.1000000"),
+    ],
+)
+def test_an_arms_bad_parallelism_names_the_arm_and_what_is_allowed(line, error):
+    """An arm's parallel knob said 'knobs.tp: 3 ...' (not which arm) and 'replicas: 0..1000000 allowed'
+    though 0 is not: the error names the arm's field and its real lower bound."""
+    from pareto_atlas.spec.study import StudyError, parse_study
+
+    head = 'name = "s"\n[model]\nname = "qwen2.5-0.5b"\n[[arms]]\n'
+
+    with pytest.raises(StudyError, match=error):
+        parse_study(f'{head}name = "a"\n{line}\n', "s.toml")
+    assert parse_study(f'{head}name = "a"\nprefill_tp = 0\n', "s.toml").arms[0].prefill_tp == 0

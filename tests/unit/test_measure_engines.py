@@ -204,3 +204,27 @@ def test_start_failure_reason_prefers_llamas_first_error_line(tmp_path):
     assert last_line(log) == "gguf: invalid magic"
     log.write_text("Traceback (most recent call last):\n  File x\nValueError: bad flag\n")
     assert last_line(log) == "ValueError: bad flag"
+
+
+def test_an_endpoint_arm_with_its_own_model_asks_for_that_model_and_counts_its_bytes():
+    """An endpoint study of smollm2-135m with an arm serving llama-3.1-8b (`model = { served, card }`):
+    the arm's requests named the study's served id and its bytes were smollm2's (269 MB a decode step
+    for an 8B model); both are now the arm's own model's."""
+    from pareto_atlas.measure.anchor_plan import served_model
+    from pareto_atlas.measure.launch_options import launch_extra
+    from pareto_atlas.measure.resolve import parse_study
+    from pareto_atlas.spec.cards import shipped_models
+
+    study = parse_study(
+        'name = "two"\n[model]\nname = "small"\nserved = "org/small"\ncard = "smollm2-135m"\n'
+        '[engine]\nname = "openai"\nbase_url = "http://127.0.0.1:9"\n'
+        '[[arms]]\nname = "small"\nweights = "BF16"\n'
+        '[[arms]]\nname = "big"\nweights = "BF16"\nmodel = { name = "big", served = "org/big", card = "llama-3.1-8b" }\n',
+        "two",
+    )
+    small, big = study.arms
+    assert launch_extra(study, small)["model"] == "org/small" and launch_extra(study, big)["model"] == "org/big"
+    for arm, card in ((small, "smollm2-135m"), (big, "llama-3.1-8b")):
+        served, sha, nbytes, bits = served_model(study, arm)
+        assert (served, bits) == (f"org/{arm.name}", 16.0)
+        assert nbytes == shipped_models()[card].matmul_params * 2

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -136,3 +137,111 @@ def test_a_layout_the_training_anchors_lack_is_an_extrapolation():
     row = pd.Series({**Knobs(weights="BF16", tp=4).as_row(), "prompt_tokens": 24})
     assert support(train, row) == "parallelism TP4"
     assert support(train, pd.Series({**Knobs(weights="BF16").as_row(), "prompt_tokens": 24})) == ""
+
+
+@pytest.mark.parametrize(
+    ("card", "hardware", "layout", "error"),
+    [
+        ("smollm2-135m", "H100-PCIe", "tp = 2", r"arms\.a\.tp: 2 does not divide smollm2-135m's 9 attention heads$"),
+        ("qwen2.5-7b", "H100-SXM", "tp = 8", r"arms\.a\.tp: 8 does not divide qwen2\.5-7b's 28 attention heads$"),
+        ("llama-3.1-8b", "H100-SXM", "attn_dp = 2", r"arms\.a\.attn_dp: llama-3\.1-8b is a dense model"),
+        (
+            "mixtral-8x7b",
+            "H100-SXM",
+            "ep = 16\nattn_dp = 16",
+            r"arms\.a\.ep: 16 does not divide mixtral-8x7b's 8 experts$",
+        ),
+        ("llama-3.1-8b", "H100-SXM", "tp = 16", r"arms\.a\.tp x pp: 16 GPUs per worker exceed H100-SXM's 8 per node"),
+    ],
+)
+def test_an_endpoint_studys_stated_layout_must_fit_its_card_and_node(card, hardware, layout, error):
+    """A user's TP2 server of a 9-head model cannot exist: the study says so in one line before anything
+    is measured, instead of calibrating anchors under a layout no engine serves."""
+    from pareto_atlas.spec.study import StudyError
+
+    head = (
+        f'name = "ep"\n[model]\nname = "m"\ncard = "{card}"\n[engine]\nname = "openai"\n'
+        f'base_url = "http://127.0.0.1:9"\nhardware = "{hardware}"\n[[arms]]\nname = "a"\nweights = "BF16"\n'
+    )
+    with pytest.raises(StudyError, match=error):
+        parse_study(head + layout + "\n", "ep")
+    parse_study(head, "ep")  # the same study on one GPU is fine
+
+
+def test_a_tp4_anchors_decode_bandwidth_is_held_against_its_four_gpus(tmp_path: Path):
+    """An endpoint's TP4 server reads a step's weights from four GPUs at once: its decode bandwidth is
+    held against theirs together, not one GPU's (which overstated the fraction four times)."""
+    from pareto_atlas.measure.campaign import AnchorPlan, anchor_id, measure_anchor
+
+    hw = shipped_hardware()["H100-PCIe"]
+    with FakeOpenAIServer(FakeBehaviour(prefill_s=0.01, token_s=0.002, model_id=LLAMA_ID)) as srv:
+        study = parse_study(
+            f'name = "bw"\n[model]\nname = "m"\nserved = "{LLAMA_ID}"\ncard = "llama-3.1-8b"\n'
+            f'[engine]\nname = "openai"\nbase_url = "{srv.base_url}"\nhardware = "H100-PCIe"\n'
+            f"[workload]\nprompt_tokens = 24\noutput_tokens = 8\n[load]\nrequests = 3\nwarmup = 1\n"
+            f'[[arms]]\nname = "tp4"\nweights = "BF16"\ntp = 4\n[[arms]]\nname = "tp1"\nweights = "BF16"\n',
+            "bw",
+        )
+        lines = {}
+        for arm in study.arms:
+            row, _ = measure_anchor(study, AnchorPlan(anchor_id(study, arm, 0), arm, 0), lambda ev, info: None)
+            m = json.loads(row["metrics_json"])
+            achieved = m["model_bytes"] / (m["tpot"]["p50"] / 1e3) / 1e9
+            gpus = arm.knobs().tp
+            assert m["decode_bw_fraction"] == pytest.approx(achieved / (gpus * hw.mem_bw_gbs))
+            lines[arm.name] = m["decode_bw_line"]
+    assert "of the memory bandwidth of the 4 GPUs a tensor-parallel step reads" in lines["tp4"]
+    assert f"of {4 * hw.mem_bw_gbs:.1f} GB/s" in lines["tp4"]
+    assert "of the machine's memory bandwidth" in lines["tp1"] and f"of {hw.mem_bw_gbs:.1f} GB/s" in lines["tp1"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "error"),
+    [
+        (["--model", "nosuch"], r"--model 'nosuch': not a card of spec/models\.toml; allowed: .*llama-3\.1-8b"),
+        (["--hardware", "NOPE"], r"--hardware 'NOPE': not a card of spec/hardware\.toml; allowed: .*H200"),
+        (["--tp", "0"], r"--tp 0: allowed: an integer >= 1, a power of two"),
+        (["--tp", "8", "--model", "qwen2.5-7b"], r"--tp: 8 does not divide qwen2\.5-7b's 28 attention heads"),
+        (["--tp", "8", "--dry-run"], r"--tp: 8 does not divide tiny's 4 attention heads"),
+        (["--tp", "8", "--pp", "2", "--model", "llama-3.1-70b", "--hardware", "H100-SXM"], r"16 GPUs per worker"),
+    ],
+)
+def test_gpu_anchors_refuses_a_bad_card_or_layout_in_one_line_before_probing_the_host(tmp_path, argv, error):
+    """What no host could run is refused before torch is looked for: on a host without torch every
+    mistake read 'this Python has no torch', and with it an unknown card was a KeyError traceback."""
+    import subprocess
+    import sys
+
+    r = subprocess.run(
+        [sys.executable, str(SCRIPT), *argv, "--path", "torch", "--out", str(tmp_path / "a.json")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 1 and not (tmp_path / "a.json").exists()
+    assert '"host"' not in r.stdout and "Traceback" not in r.stderr  # refused before the host was probed
+    assert re.fullmatch(rf"gpu_anchors: .*{error}.*\n", r.stderr)
+
+
+def test_an_moe_anchors_decode_reads_the_experts_one_token_runs_not_all_it_stores(tmp_path: Path):
+    """Qwen3-30B-A3B's token runs 8 of 128 experts a layer: one sequence's decode step reads its 3.0 B
+    active matmul weights, not the 30.2 B stored (the line said 60441 MB a step, 749 % of an H100's
+    bandwidth, on a fake server that streams a token every 2 ms)."""
+    from pareto_atlas.measure.campaign import AnchorPlan, anchor_id, measure_anchor
+
+    card = shipped_models()["qwen3-30b-a3b"]
+    with FakeOpenAIServer(FakeBehaviour(prefill_s=0.01, token_s=0.002, model_id="q")) as srv:
+        study = parse_study(
+            f'name = "moebw"\n[model]\nname = "m"\nserved = "q"\ncard = "qwen3-30b-a3b"\n'
+            f'[engine]\nname = "openai"\nbase_url = "{srv.base_url}"\nhardware = "H100-SXM"\n'
+            f"[workload]\nprompt_tokens = 24\noutput_tokens = 8\n[load]\nrequests = 3\nwarmup = 1\n"
+            f'[[arms]]\nname = "one"\nweights = "BF16"\n',
+            "moebw",
+        )
+        arm = study.arms[0]
+        row, _ = measure_anchor(study, AnchorPlan(anchor_id(study, arm, 0), arm, 0), lambda ev, info: None)
+    m = json.loads(row["metrics_json"])
+    assert m["model_bytes"] == card.matmul_params * 2  # what the model stores, at 16 bits
+    assert f": {card.active_params * 2 / 1e6:.0f} MB read per step" in m["decode_bw_line"]
+    achieved = card.active_params * 2 / (m["tpot"]["p50"] / 1e3) / 1e9
+    assert m["decode_bw_fraction"] == pytest.approx(achieved / shipped_hardware()["H100-SXM"].mem_bw_gbs)

@@ -205,3 +205,21 @@ def test_figures_write_plain_units_and_the_guards_verdict_where_quality_takes_fe
     paths = build_report(pts, tmp_path, regimes=[Regime("fast", "tpot_p99_ms", quality_floor=0.95)])
     svg = paths["fig_frontier_quality_latency_svg"].read_text()
     assert "guard of fast" in svg and ">boundary<" in svg.replace("</tspan>", "<")
+
+
+def test_a_card_panel_says_why_it_is_empty_and_when_its_speed_rests_on_no_fit(tmp_path):
+    """The per-hardware figure drew an empty H100-SXM panel for DeepSeek-V3 (every configuration over the
+    node's memory) and B200's projected points under 'calibrated simulator' alone: each panel now says
+    why it has no point, and a card whose speed no fit supports says so."""
+    from pareto_atlas.report.figures import fig_hardware_frontiers
+
+    pts = synthetic_points()
+    l4, a100 = pts["hardware"] == "L4", pts["hardware"] == "A100-80G-PCIe"
+    pts.loc[l4, "feasible"] = False
+    pts.loc[l4, "infeasible_reason"] = "m F16 needs 140 GB of weights, over 90% of L4's 24 GiB: TP x PP >= 8"
+    pts["calib_provenance"] = "calibrated on 8 published anchors"
+    pts.loc[a100, ["provenance", "calib_provenance"]] = ["simulated", "uncalibrated default"]
+    svg = fig_hardware_frontiers(pts, tmp_path)["svg"].read_text()
+    assert "no feasible configuration:" in svg and f"{int(l4.sum())} × m F16 needs 140 GB" in svg.replace("\n", " ")
+    assert "speed on this card:" in svg and "uncalibrated (default efficiencies)" in svg
+    assert svg.count("speed on this card:") == 1  # H100-PCIe, calibrated, has no note

@@ -125,25 +125,6 @@ def test_a_grid_value_no_searched_layout_takes_is_one_line_at_load_not_an_empty_
     assert "\n" not in str(e.value) and says in str(e.value)
 
 
-def test_expert_parallel_in_a_dense_study_is_named_when_its_space_is_built():
-    """Every value of ep a layout takes is an MoE layout's: a study of dense models only that lists ep > 1
-    is told so by the simulate stage (the study alone does not know its models' cards at load)."""
-    from importlib import resources
-
-    from pareto_atlas.simulate.stage import check_target_layouts, measured_workloads
-    from pareto_atlas.simulate.targets import study_targets
-    from pareto_atlas.spec.cards import shipped_hardware
-    from pareto_atlas.spec.study import parse_study
-
-    text = resources.files("pareto_atlas.spec").joinpath("llama70b_study.toml").read_text()
-    study = parse_study(text.replace("decode_workers = [1, 2, 3]", "decode_workers = [1, 2, 3]\nep = [1, 2]"))
-    hw = [shipped_hardware()[n] for n in study.simulate.hardware]
-    targets = study_targets(study, shipped_models()[CARD], hw, measured_workloads(study))
-    with pytest.raises(ValueError, match=r"simulate.grid.ep: 2 is in no searched layout; ep takes 1 \(expert"):
-        check_target_layouts(study, targets)
-    check_target_layouts(parse_study(text), targets)  # the study as shipped passes
-
-
 @needs_card
 def test_a_same_architecture_models_published_score_is_carried_to_llama_3_3_70b_and_says_so():
     """Llama-3.3-70B has no published quantized score; Llama-3.1-70B's cards (same architecture) stand for

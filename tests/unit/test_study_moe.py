@@ -5,6 +5,9 @@ winners name the parallelism."""
 
 from __future__ import annotations
 
+import io
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
@@ -15,6 +18,7 @@ DENSE = "qwen3-32b"
 MOE = ("qwen3-30b-a3b", "qwen3-235b-a22b")
 # IFEval strict prompt, non-thinking, as the Qwen3 technical report prints it (Tables 16, 14, 12)
 IFEVAL = {"qwen3-30b-a3b": 83.7, "qwen3-32b": 83.2, "qwen3-235b-a22b": 83.2}
+BUILTIN_DIR = Path(__file__).resolve().parents[2] / "src" / "pareto_atlas" / "spec"
 REPORT = "QwenLM/Qwen3:Qwen3_Technical_Report.pdf@728493158d0eca1acab0948ac3b9e2b533b14d08"
 
 
@@ -55,6 +59,72 @@ def test_the_grid_searches_expert_and_attention_data_parallelism_for_the_moe_car
     assert {k.ep for k in moe} >= {1, 2, 4, 8} and {k.attn_dp for k in moe} >= {1, 2, 4, 8}
     assert {k.gpus() for k in moe} == {1, 2, 4, 8}  # 1-8 GPUs a replica, one node
     assert {k.ep for k in dense} == {1} and {k.attn_dp for k in dense} == {1}  # a dense card has no experts
+
+
+@pytest.mark.parametrize(
+    ("field", "values", "bad"), [("ep", "[1, 16]", 16), ("attn_dp", "[1, 16]", 16), ("tp", "[1, 2, 16]", 16)]
+)
+def test_a_grid_value_no_searched_layout_takes_is_one_line_not_an_empty_search(tmp_path, field, values, bad):
+    """ep = [1, 16] is a power of two, but no layout of one node takes it: the study said nothing and
+    simulated no expert-parallel point at all. Now reading the study names the field and the values its
+    layouts take (spec.layout), before `build` runs anything."""
+    from pareto_atlas.spec.cards import shipped_hardware
+    from pareto_atlas.spec.layout import check_grid_layouts
+    from pareto_atlas.spec.study import StudyError
+
+    text = Path(BUILTIN_DIR, BUILTIN["moe"]).read_text()
+    line = next(ln for ln in text.splitlines() if ln.startswith(f"{field} = ["))
+    path = tmp_path / "moe16.toml"
+    path.write_text(text.replace(line, f"{field} = {values}"))
+    with pytest.raises(StudyError, match=rf"grid\.{field}: {bad} is in no searched layout; {field} takes 1, 2, 4, 8 "):
+        load_study(path)
+    for name in BUILTIN:  # every shipped study's grid is one its layouts take
+        grid = load_study(name).simulate.grid
+        check_grid_layouts({f: getattr(grid, f) for f in ("tp", "pp", "ep", "attn_dp")}, True, 8)
+    assert shipped_hardware()["H200"].gpus_per_node == 8
+
+
+def test_expert_or_attention_dp_on_dense_models_alone_is_one_line_before_any_fit(tmp_path):
+    """The moe study cut to its dense model keeps ep and attn_dp = [1, 2, 4, 8]: those layouts exist
+    for cards with experts only, so the build simulated 840 one-GPU and TP points and said nothing of
+    the values it ignored. Now the simulate stage refuses it before reading any fit."""
+    from rich.console import Console
+
+    from pareto_atlas.simulate.stage import simulate_study
+    from pareto_atlas.store import Store
+
+    text = Path(BUILTIN_DIR, BUILTIN["moe"]).read_text()
+    for name in MOE:
+        block = text[text.index(f'[[targets]]\nname = "{name}"') :]
+        text = text.replace(block[: block.index("\n\n") + 2], "")
+    path = tmp_path / "dense.toml"
+    path.write_text(text)
+    study = load_study(path)
+    assert [t.name for t in study.targets] == [DENSE] and 8 in study.simulate.grid.attn_dp
+    with Store(tmp_path / "store.duckdb") as store:
+        with pytest.raises(ValueError, match=r"^simulate\.grid\.ep: 2 splits a mixture of experts .*\(qwen3-32b\)"):
+            simulate_study(study, store, Console(file=io.StringIO()))
+
+
+def test_the_layouts_a_card_cannot_split_are_named_not_dropped_in_silence(tmp_path):
+    """A config.json MoE of 60 experts under the moe study's grid: its EP8 layouts cannot exist (8 does not
+    divide 60) and the simulator keeps them out of its space; the stage now names them and why."""
+    import json
+
+    from pareto_atlas.simulate.space import unfit_layouts
+    from pareto_atlas.simulate.stage import study_space
+    from pareto_atlas.spec.cards import resolve_model_card, shipped_hardware
+
+    cfg = json.loads((Path(__file__).parents[1] / "data" / "hf_configs" / "qwen3-30b-a3b.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps(cfg | {"num_experts": 60}))
+    card = resolve_model_card(str(tmp_path / "config.json"), name="moe60")
+    study = load_study("moe")
+    assert unfit_layouts(study.simulate.grid, card) == {"ep: 8 does not divide moe60's 60 experts": 4}
+    hw = [shipped_hardware()[h] for h in study.simulate.hardware]
+    kept = study_space(study, hw, card, budget=10**9)
+    eps = {k.ep for k, _ in kept.pairs()}
+    assert {1, 2, 4} <= eps and 8 not in eps
+    assert all(not unfit_layouts(study.simulate.grid, shipped_models()[m]) for m in (DENSE, *MOE))
 
 
 def test_a_winners_deployment_names_ep_attention_dp_and_the_gpus():

@@ -50,6 +50,9 @@ SHOW_COLUMNS = (
     "optimizations",
 )
 
+# regimes.admission's reject reasons as a count reads them ("12 outside the constraints")
+WHY_WORDS = {"constraint": "outside the constraints"}
+
 
 def cost_per_mtok(price_per_hour: np.ndarray | float, throughput_tok_s: np.ndarray | float) -> np.ndarray:
     """$ per million output tokens (docs/metrics.md's definition)."""
@@ -94,6 +97,7 @@ class PickResult:
     elapsed_s: float = 0.0
     allow_priors: bool = False
     projected: pd.DataFrame | None = None  # would beat the winner but rest on priors, with confirm commands
+    rejected: dict = field(default_factory=dict)  # why the points that were not admitted were not, by count
 
     def summary(self) -> str:
         """A few lines a person reads in a terminal."""
@@ -106,16 +110,25 @@ class PickResult:
         if self.repriced:
             head += " | repriced: " + ", ".join(f"{k} ${v:g}/h" for k, v in self.repriced.items())
         if self.winner is None:
-            return head + "\nno configuration satisfies the constraints"
-        w = self.winner
-        dep = w.get("deployment", "")
-        lines = [
-            head,
-            f"winner: {w['label']}{f' ({dep})' if dep else ''} on {w['hardware']} ({w['workload']}{_at(w)}), {self.objective} = "
-            f"{w[self.objective]:.4g}, provenance {w['provenance']}, quality_rel {w['quality_rel']:.3f}"
-            f" [{w.get('quality_rel_lo', float('nan')):.3f}, {w.get('quality_rel_hi', float('nan')):.3f}]",
-            f"  rests on: {w.get('evidence', '')} (quality: {w.get('quality_provenance', '')})",
-        ]
+            # why: an empty answer names what kept each point out, and what rests on priors stays listed
+            why = ", ".join(
+                f"{n} {WHY_WORDS.get(r, r)}" for r, n in sorted(self.rejected.items(), key=lambda kv: -kv[1])
+            )
+            lines = [
+                head,
+                "no configuration satisfies the constraints" + (f" (of {self.n_points}: {why})" if why else ""),
+            ]
+        else:
+            w = self.winner
+            dep = w.get("deployment", "")
+            lines = [
+                head,
+                f"winner: {w['label']}{f' ({dep})' if dep else ''} on {w['hardware']} ({w['workload']}{_at(w)}), "
+                f"{self.objective} = {w[self.objective]:.4g}, provenance {w['provenance']}, quality_rel "
+                f"{w['quality_rel']:.3f} [{w.get('quality_rel_lo', float('nan')):.3f}, "
+                f"{w.get('quality_rel_hi', float('nan')):.3f}]",
+                f"  rests on: {w.get('evidence', '')} (quality: {w.get('quality_provenance', '')})",
+            ]
         for _, r in self.runners_up.iterrows():
             lines.append(
                 f"  then: {r['label']} on {r['hardware']}{_at(r, ' at ')}, {self.objective} = {r[self.objective]:.4g} "
@@ -258,6 +271,7 @@ def best_under(
         elapsed_s=time.perf_counter() - t0,
         allow_priors=allow_priors,
         projected=projected,
+        rejected=adm.loc[~ok, "reject_reason"].value_counts().to_dict(),
     )
 
 

@@ -13,6 +13,7 @@ from rich.console import Console
 from pareto_atlas.atlas import tables
 from pareto_atlas.atlas.answer import Answer
 from pareto_atlas.atlas.evidence import StudyRef
+from pareto_atlas.atlas.infeasible import infeasible_summary
 from pareto_atlas.atlas.objectives import with_derived
 from pareto_atlas.atlas.question import Question
 from pareto_atlas.atlas.regimes import regimes_from_study
@@ -114,9 +115,13 @@ def pick_question(study: Study, store: Store, console: Console, question: Questi
     for m, wl in answer.pairs():
         if question.model not in (None, m) or question.workload not in (None, wl):
             continue
-        res = repriced.pick(question.about(model=m if m else None, workload=wl))
+        about = question.about(model=m if m else None, workload=wl)
+        res = repriced.pick(about)
         planned += res.elapsed_s
         tables.print_pick(res, m or study.model.name, wl, console)
+        if res.winner is None:  # an empty answer says why its configurations were infeasible, as `atlas` does
+            for inf in infeasible_summary(about.select(points)):
+                console.print("\n".join(inf.lines()), highlight=False, markup=False)
     t_moved = time.perf_counter()
     if price_map:
         # every regime's best-card cell: cost is every ranking's tie-break, so any winner can move

@@ -114,11 +114,11 @@ def served_model(study: Study, arm: ArmSpec) -> tuple[Path | str, str, int, floa
     weight type. The model is the arm's (`Study.model_for`)."""
     model = study.model_for(arm)
     if study.engine.name == "openai":
-        from pareto_atlas.measure.model_card import model_card
+        from pareto_atlas.measure.model_card import spec_card
 
         bits = BITS_PER_WEIGHT[arm.weights]
-        served = study.model.served or study.model.name
-        return served, f"endpoint:{served}", int(model_card(study).matmul_params * bits / 8), bits
+        served = model.served or model.name
+        return served, f"endpoint:{served}", int(spec_card(model).matmul_params * bits / 8), bits
     if study.engine.name == "vllm":
         from pareto_atlas.measure.engines.vllm import find_python
         from pareto_atlas.measure.hf_model import conversion_record, dir_bytes, hf_model

@@ -143,10 +143,14 @@ def measure_anchor(
     row = anchor_row(study, p)
     records: list = []
     t0 = time.monotonic()
+    step_devices = 1  # devices whose memory one decode step reads at once
     if study.hardware_of(arm) != "this-cpu":  # decode is held against the card's bandwidth, not this CPU's
         from pareto_atlas.spec.cards import shipped_hardware
 
-        bandwidth_gbs = shipped_hardware()[study.hardware_of(arm)].mem_bw_gbs
+        card = shipped_hardware()[study.hardware_of(arm)]
+        bandwidth_gbs = card.mem_bw_gbs
+        # a TP group's GPUs each read their share of a step (a CPU's ranks share one memory)
+        step_devices = arm.knobs().tp if card.kind == "gpu" else 1
     try:
         load0 = os.getloadavg()[0]
         check_host(study, arm)
@@ -221,7 +225,11 @@ def measure_anchor(
                 metrics["contention_line"] = other.result.line()
             tpot_ms = (metrics.get("tpot") or {}).get("p50")
             if bandwidth_gbs and tpot_ms and tpot_ms == tpot_ms and arm.concurrency == 1:
-                bw = decode_bandwidth(metrics["model_bytes"], tpot_ms / 1e3, bandwidth_gbs)
+                from pareto_atlas.measure.model_card import decode_read_share
+
+                # one sequence's step reads the experts its token runs, not all the model stores
+                read = metrics["model_bytes"] * decode_read_share(study.model_for(arm))
+                bw = decode_bandwidth(read, tpot_ms / 1e3, bandwidth_gbs, devices=step_devices)
                 metrics["decode_bw_fraction"], metrics["decode_bw_line"] = bw.fraction, bw.line()
             row["metrics_json"] = dumps(metrics)
             if metrics.get("n_ok", 0) == 0:

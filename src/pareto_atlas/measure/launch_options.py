@@ -13,13 +13,13 @@ if TYPE_CHECKING:
 def launch_extra(study: Study, arm: ArmSpec) -> dict:
     """The engine options an arm launches with; measure.consent checks the same merge."""
     extra = {**study.engine.options, **arm.engine_options}  # the arm's own options win
-    if study.engine.name == "openai":  # the study's endpoint and model, unless the arm names its own
+    if study.engine.name == "openai":  # the study's endpoint and the arm's model, unless its options name their own
         extra = {
             k: v
             for k, v in (
                 ("base_url", study.engine.base_url),
                 ("api_key_env", study.engine.api_key_env),
-                ("model", study.model.served),
+                ("model", study.model_for(arm).served),  # an arm's own model is served under its own id
             )
             if v
         } | extra

@@ -119,22 +119,38 @@ class BandwidthUse:
     achieved_gbs: float
     limit_gbs: float
     fraction: float
+    devices: int = 1  # devices whose memory one step reads in parallel (a TP group's GPUs)
 
     def line(self) -> str:
+        whose = (
+            "the machine's memory bandwidth"
+            if self.devices == 1
+            else f"the memory bandwidth of the {self.devices} GPUs a tensor-parallel step reads"
+        )
         return (
-            f"decode came to {self.fraction:.0%} of the machine's memory bandwidth "
+            f"decode came to {self.fraction:.0%} of {whose} "
             f"({self.achieved_gbs:.1f} of {self.limit_gbs:.1f} GB/s: {self.bytes_per_step / 1e6:.0f} MB "
             f"read per step in {self.tpot_s * 1e3:.2f} ms)"
         )
 
 
 def decode_bandwidth(
-    weight_bytes: float, tpot_s: float, limit_gbs: float, kv_bytes_per_step: float = 0.0, batch: int = 1
+    weight_bytes: float,
+    tpot_s: float,
+    limit_gbs: float,
+    kv_bytes_per_step: float = 0.0,
+    batch: int = 1,
+    devices: int = 1,
 ) -> BandwidthUse:
     """A decode step reads every weight once (shared by the batch) plus each sequence's KV;
-    achieved GB/s = bytes per step / step time, where step time = TPOT (one token per step)."""
-    if tpot_s <= 0 or limit_gbs <= 0:
-        raise ValueError(f"decode_bandwidth: tpot_s={tpot_s} and limit_gbs={limit_gbs} must be > 0")
+    achieved GB/s = bytes per step / step time, where step time = TPOT (one token per step).
+    `limit_gbs` is one device's; `devices` read their shares at once (TP: each GPU its 1 / tp),
+    so the limit is theirs together (pipeline stages and replicas do not read one step at once)."""
+    if tpot_s <= 0 or limit_gbs <= 0 or devices < 1:
+        raise ValueError(
+            f"decode_bandwidth: tpot_s={tpot_s} and limit_gbs={limit_gbs} must be > 0, devices={devices} >= 1"
+        )
     per_step = weight_bytes + kv_bytes_per_step * batch
     achieved = per_step / tpot_s / 1e9
-    return BandwidthUse(per_step, tpot_s, achieved, limit_gbs, achieved / limit_gbs)
+    limit = limit_gbs * devices
+    return BandwidthUse(per_step, tpot_s, achieved, limit, achieved / limit, devices)

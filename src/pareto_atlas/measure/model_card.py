@@ -34,6 +34,17 @@ def spec_card(spec: ModelSpec, anchors: pd.DataFrame | None = None) -> ModelCard
     return card
 
 
+def decode_read_share(spec: ModelSpec) -> float:
+    """The share of a model's stored matmul weights one decode step of one sequence reads: all of a
+    dense model's; a mixture of experts' always-run weights and the experts_per_token experts a layer
+    its token runs (card.active_params / matmul_params), where the card is named (a GGUF's header is
+    not read for this: its share stays 1)."""
+    if spec.card is None:
+        return 1.0
+    card = named_card(spec)
+    return card.active_params / card.matmul_params if card.is_moe else 1.0
+
+
 def of_model(anchors: pd.DataFrame | None, model: str, default: str) -> pd.DataFrame | None:
     """The anchors of one served model (anchors stored before the column: the study's)."""
     if anchors is None or not len(anchors) or "model" not in anchors:

@@ -211,12 +211,34 @@ def fig_hardware_frontiers(
         if len(line):
             ax.step(line[latency], line["quality_rel"], where="post", color=STATUS_COLOR["frontier"], lw=1.2)
         ax.set_title(hw, fontsize=10)
+        if note := card_note(sub):
+            ax.text(0.5, 0.5, note, transform=ax.transAxes, ha="center", va="center", fontsize=7, wrap=True)
         ax.set_xlabel(axis_label(latency))
         ax.grid(alpha=0.3)
     axes[0].set_ylabel(axis_label("quality_rel"))
     axes[0].legend(handles=_legend_handles(["frontier", "tied", "dominated"]), fontsize=7)
-    fig.suptitle(f"Quality-latency frontier per hardware\n{SIM_NOTE}", fontsize=9)
+    fig.suptitle(f"Quality-latency frontier per hardware\n{SIM_NOTE}", fontsize=9, y=1.04)
     return save(fig, out_dir, name)
+
+
+def card_note(points: pd.DataFrame) -> str:
+    """What a card's panel must say beside its points: why it has none (every configuration infeasible:
+    the reason that ruled out most, atlas.infeasible), or that its speed rests on no calibration (an
+    uncalibrated card's points are not the calibrated simulator SIM_NOTE speaks of)."""
+    from textwrap import fill
+
+    from pareto_atlas.atlas.evidence import speed_evidence
+    from pareto_atlas.atlas.infeasible import infeasible_summary
+
+    feasible = points["feasible"].fillna(True).astype(bool) if "feasible" in points else pd.Series(True, points.index)
+    if not feasible.any():
+        why = [f"{n} × {r}" for inf in infeasible_summary(points) for r, n in inf.reasons[:2]]
+        return "no feasible configuration:\n" + "\n".join(fill(w, 44) for w in why)
+    speed = set(speed_evidence(points[feasible.to_numpy()]))
+    words = {"uncalibrated": "uncalibrated (default efficiencies)", "prior": "projected (no fit here): never a winner"}
+    if speed and speed <= set(words):
+        return "speed on this card:\n" + "\n".join(words[s] for s in sorted(speed))
+    return ""
 
 
 def fig_frontier_frequency(freq: pd.DataFrame, out_dir: Path, *, name: str = "frontier_frequency") -> dict[str, Path]:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 
 from pareto_atlas.spec.cards import HardwareCard, ModelCard
-from pareto_atlas.spec.knobs import Knobs
+from pareto_atlas.spec.layout import check_layout, check_moe_layout  # noqa: F401 - the simulator's callers import them here
 
 ACT_BYTES = 2.0  # activations all-reduced and sent between stages in 16 bits (bf16/fp16), every format
 
@@ -39,65 +39,6 @@ def kv_share(model: ModelCard, tp: int) -> float:
     if model.is_mla:
         return 1.0
     return kv_heads_per_device(model, tp) / model.n_kv_heads
-
-
-def check_layout(model: ModelCard, hw: HardwareCard, knobs: Knobs) -> str:
-    """ "" where the configuration's parallelism fits the model and the node, else why not, in one line
-    naming the field. Multi-node tensor or pipeline parallelism is out of scope: a worker is one node."""
-    if knobs.is_default_parallelism():
-        return ""
-    if hw.kind == "cpu" and knobs.gpus_per_worker() > 1:
-        return f"knobs.tp x pp: {hw.name} is one CPU device; parallel workers need GPU cards"
-    for name, tp in (("tp", knobs.tp), ("prefill_tp", knobs.prefill_tp_resolved if knobs.batching == "disagg" else 1)):
-        if model.n_heads % tp:
-            return f"knobs.{name}: {tp} does not divide {model.name}'s {model.n_heads} attention heads"
-        if tp > model.n_kv_heads and tp % model.n_kv_heads:
-            return (
-                f"knobs.{name}: {tp} exceeds {model.name}'s {model.n_kv_heads} KV heads and is not a multiple "
-                f"of them (each KV head would be replicated unevenly)"
-            )
-        if tp <= model.n_kv_heads and model.n_kv_heads % tp:
-            return f"knobs.{name}: {tp} does not divide {model.name}'s {model.n_kv_heads} KV heads"
-    moe = check_moe_layout(model, knobs.tp, knobs.ep, knobs.attn_dp)
-    if moe:
-        return moe
-    if knobs.pp > model.n_layers:
-        return f"knobs.pp: {knobs.pp} stages exceed {model.name}'s {model.n_layers} layers"
-    per_worker = max(knobs.gpus_per_worker(), knobs.prefill_tp_resolved if knobs.batching == "disagg" else 1)
-    if per_worker > hw.gpus_per_node:
-        what = (
-            ("tp x attn_dp x pp" if knobs.attn_dp > 1 else "tp x pp")
-            if knobs.gpus_per_worker() >= per_worker
-            else "prefill_tp"
-        )
-        return (
-            f"knobs.{what}: {per_worker} GPUs per worker exceed {hw.name}'s {hw.gpus_per_node} per node "
-            f"(gpus_per_node; multi-node workers are out of scope, replicas may span nodes)"
-        )
-    if per_worker > 1 and (hw.link == "none" or hw.link_gbs <= 0):
-        return f"knobs.tp: {hw.name} has no link between devices (link = {hw.link!r}, link_gbs = {hw.link_gbs:g})"
-    return ""
-
-
-def check_moe_layout(model: ModelCard, tp: int, ep: int, attn_dp: int) -> str:
-    """ "" where an expert/attention-DP layout fits the card, else one line naming the field."""
-    if ep == 1 and attn_dp == 1:
-        return ""
-    if not model.is_moe:
-        field = "ep" if ep > 1 else "attn_dp"
-        return (
-            f"knobs.{field}: {model.name} is a dense model (no experts to split); ep and attn_dp are "
-            f"for mixture-of-experts cards"
-        )
-    if model.n_experts % ep:
-        return f"knobs.ep: {ep} does not divide {model.name}'s {model.n_experts} experts"
-    moe_tp = tp * attn_dp // ep
-    if model.expert_intermediate % moe_tp:
-        return (
-            f"knobs.ep: MoE-TP = tp x attn_dp / ep = {moe_tp} does not divide {model.name}'s expert "
-            f"width {model.expert_intermediate}"
-        )
-    return ""
 
 
 # Links whose GPUs all sit one switch crossing apart (NVLink through NVSwitch on HGX boards). There the

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field, replace
 
 from pareto_atlas.spec.cards import HardwareCard, ModelCard
 from pareto_atlas.spec.fp4 import FP4, fp4_unserved
-from pareto_atlas.spec.knobs import Knobs
-from pareto_atlas.spec.layouts import AGG_LAYOUTS, DISAGG_LAYOUTS, MOE_LAYOUTS
+from pareto_atlas.spec.knobs import PARALLEL_DEFAULTS, Knobs
+from pareto_atlas.spec.layout import AGG_LAYOUTS, DISAGG_LAYOUTS, MOE_LAYOUTS
 from pareto_atlas.spec.sharing import Sharing
 from pareto_atlas.spec.think import check_think
 
@@ -191,7 +191,7 @@ def parallel_variants(
     speculation, continuous or chunked batching (aggregated layouts) or disaggregated (xPyD pools).
     `layouts`: a parallel field -> the values allowed (a study's grid), None: the shipped layouts.
     `moe`: a mixture of experts' card, whose aggregated layouts add expert and attention-DP ones
-    (simulate.moe.MOE_LAYOUTS)."""
+    (spec.layout.MOE_LAYOUTS)."""
     out = []
     for k in knobs:
         if k.eviction != "none" or k.sparse_budget < 1.0 or k.spec != "none" or not k.is_default_parallelism():
@@ -207,6 +207,40 @@ def parallel_variants(
             if layouts is None or all(getattr(v, f) in vals for f, vals in layouts.items() if vals is not None):
                 out.append(v)
     return out
+
+
+def unfit_layouts(grid, model: ModelCard) -> dict[str, int]:
+    """The grid's layouts (spec.study.GridSpec's parallel fields; parallel_variants) that the model's
+    card cannot split (spec.layout.check_model_layout: heads over TP, experts over EP, layers over PP),
+    counted by reason: the simulator keeps them out of the space, so the stage says which and why."""
+    from pareto_atlas.spec.layout import check_model_layout
+
+    layouts = {f: getattr(grid, f, None) for f in PARALLEL_DEFAULTS}
+    if all(v is None for v in layouts.values()):
+        return {}
+    base = [Knobs(), Knobs(batching="disagg")]
+    out: dict[str, int] = {}
+    for k in parallel_variants(base, layouts, model.is_moe):
+        if why := check_model_layout(model, k):
+            out[why.removeprefix("knobs.")] = out.get(why.removeprefix("knobs."), 0) + 1
+    return out
+
+
+def check_expert_grid(grid, cards: list[ModelCard]) -> None:
+    """A grid that lists expert or attention-data parallelism beyond 1 (spec.study.GridSpec's ep,
+    attn_dp) answers for at least one mixture of experts: on dense cards alone those layouts do not
+    exist (parallel_variants gives them to MoE cards only), and the values would change nothing."""
+    if any(c.is_moe for c in cards):
+        return
+    for name in ("ep", "attn_dp"):
+        wide = [v for v in getattr(grid, name, None) or () if v > 1]
+        if wide:
+            dense = ", ".join(dict.fromkeys(c.name for c in cards))
+            raise ValueError(
+                f"simulate.grid.{name}: {wide[0]} splits a mixture of experts (its experts, and attention "
+                f"beside them), and every model this study answers for is dense ({dense}); allowed on dense "
+                f"cards: 1 (leave {name} out), or answer for a card with experts in [[targets]]"
+            )
 
 
 def prefix_variants(knobs: list[Knobs]) -> list[Knobs]:

@@ -26,13 +26,14 @@ from pareto_atlas.simulate.space import (
     compatible,
     default_knobs,
     load_label,
+    check_expert_grid,
     parallel_variants,
     prefix_variants,
+    unfit_layouts,
 )
 from pareto_atlas.simulate.targets import Target, carried_params, study_targets
 from pareto_atlas.spec.cards import HardwareCard, shipped_hardware
 from pareto_atlas.spec.knobs import PARALLEL_FIELDS, Knobs
-from pareto_atlas.spec.layouts import check_grid_layouts
 from pareto_atlas.spec.study import Study, study_ref
 from pareto_atlas.store import Store
 from pareto_atlas.store.compare import quality_study
@@ -176,14 +177,15 @@ def simulate_study(study: Study, store: Store, console: Console, executor: Execu
     hardware = study_hardware(study, store)
     params, calib_id = latest_params(study, store)
     engine = study.engine.name
+    targets = study_targets(study, model, hardware, measured_workloads(study))
+    check_expert_grid(study.simulate.grid, [t.card for t in targets])  # before any fit is read
     calibrated = set(params)  # latest_params keeps this study's engine only
     published = {}
-    check_target_layouts(study, study_targets(study, model, hardware, measured_workloads(study)))  # before any fit
     if gpus := [h.name for h in hardware if h.kind != "cpu" and h.name not in calibrated]:
         from pareto_atlas.calibrate.published_stage import published_params
 
         # a mixture of experts among the targets: the cards' MoE terms fitted on published MoE rows too
-        moe = any(t.card.is_moe for t in study_targets(study, model, hardware, measured_workloads(study)))
+        moe = any(t.card.is_moe for t in targets)
         from pareto_atlas.simulate.schedulers import gpu_engine
 
         # each GPU point on its own engine's card fit where the card has one (its provenance says which)
@@ -201,7 +203,6 @@ def simulate_study(study: Study, store: Store, console: Console, executor: Execu
 
             ctx = study.workload.prompt_tokens + study.workload.output_tokens // 2
             params[h.name] = carry_overheads(params[h.name], params[THIS], model, h, ctx)
-    targets = study_targets(study, model, hardware, measured_workloads(study))
     spaces = target_spaces(study, targets, anchors, console)
     console.print(
         f"[bold]simulate[/]: {len(targets)} model(s), "
@@ -219,6 +220,11 @@ def simulate_study(study: Study, store: Store, console: Console, executor: Execu
             f"{space.size()} configurations on {', '.join(h.name for h in t.hardware)}",
             highlight=False,
         )
+        if unfit := unfit_layouts(study.simulate.grid, t.card):  # kept out of its space: say which and why
+            console.print(
+                "    layouts its card cannot split, left out: " + "; ".join(f"{n} × {r}" for r, n in unfit.items()),
+                highlight=False,
+            )
         for h in t.hardware:
             p = tparams[h.name]
             console.print(
@@ -262,24 +268,10 @@ def simulate_study(study: Study, store: Store, console: Console, executor: Execu
     suggest_next_anchor(study, mine, own, params, console)  # this machine's next anchor: the study model's
 
 
-def check_target_layouts(study: Study, targets: list[Target]) -> None:
-    """A grid value of a parallel field that no layout searched for the study's models takes (ep > 1 with
-    no mixture of experts among them): one line naming it, not a space without it. The study's load
-    checks the rest (spec.study.space: values no layout of any model takes)."""
-    gpus = [h for t in targets for h in t.hardware if h.kind == "gpu"]
-    if gpus:
-        check_grid_layouts(
-            {f: getattr(study.simulate.grid, f, None) for f in PARALLEL_FIELDS},
-            any(getattr(t.card, "is_moe", False) for t in targets),
-            max(h.gpus_per_node for h in gpus),
-        )
-
-
 def target_spaces(study: Study, targets: list[Target], anchors, console: Console) -> list[Space]:
     """Each target's space: its cards, its workloads, the study's loads; the grid thinned to its
     share of max_configs (in proportion to its full grid), keeping first what can win: the arms,
     then the knobs whose tokens have quality evidence for that model."""
-    check_target_layouts(study, targets)
     full = [study_space(study, list(t.hardware), t.card, list(t.workloads), budget=10**12) for t in targets]
     sizes = [sp.size() for sp in full]
     total = sum(n for t, n in zip(targets, sizes) if t.max_configs is None) or 1

@@ -10,7 +10,7 @@ from pydantic import ValidationError, BaseModel, Field, ValidationInfo, create_m
 
 from pareto_atlas.spec import bounds as B
 from pareto_atlas.spec.bounds import Bool, Int, Name, Real
-from pareto_atlas.spec.knobs import Knobs
+from pareto_atlas.spec.knobs import PARALLEL_DEFAULTS, Knobs
 from pareto_atlas.spec.study.base import Frozen, check_hardware
 from pareto_atlas.spec.study.serving import LoadSpec, ModelSpec, WorkloadSpec
 from pareto_atlas.spec.trace import trace_name, with_trace
@@ -47,6 +47,15 @@ def _arm_knob_fields() -> dict[str, tuple]:
             default = ARM_DEFAULTS.get(f.name, f.default if f.default is not MISSING else f.default_factory())
             out[f.name] = (ARM_BOUNDS.get(f.name) or _check_of(_KNOB_TYPES[f.name], f"knob {f.name}"), default)
     return out
+
+
+# A parallel degree counts GPUs or workers: 1 or more (prefill_tp's 0 is "the decode workers' tp");
+# Knobs itself then says which values it takes (tp a power of two, ...).
+ARM_BOUNDS |= {
+    name: Int(0 if name == "prefill_tp" else 1, 1_000_000, f"knob {name}")
+    for name in PARALLEL_DEFAULTS
+    if name not in ARM_BOUNDS
+}
 
 
 def _share_name(share: str | dict) -> str:
@@ -128,7 +137,10 @@ class ArmSpec(_ArmKnobs):
 
     @model_validator(mode="after")
     def _check(self) -> "ArmSpec":
-        self.knobs()  # raises ValueError naming the knob and its allowed values
+        try:
+            self.knobs()  # raises ValueError naming the knob and its allowed values
+        except ValueError as e:  # named as the arm's field, as every other arm error is
+            raise ValueError(f"arms.{self.name}.{str(e).removeprefix('knobs.')}") from None
         if self.share is not None and self.trace:
             raise ValueError(
                 f"arms.{self.name}.share: a trace states what it shares by its rows' hash_ids; "

@@ -22,7 +22,7 @@ from pareto_atlas.spec.knobs import (
     WEIGHT_TYPES,
     Knobs,
 )
-from pareto_atlas.spec.layouts import check_grid_layouts
+from pareto_atlas.spec.layout import check_grid_layouts
 from pareto_atlas.spec.sharing import sharing
 from pareto_atlas.spec.study.base import Frozen, known_hardware
 from pareto_atlas.spec.study.tasks import QualityTask
