@@ -140,3 +140,22 @@ def test_a_cell_without_a_winner_shows_no_deployment_and_no_empty_command_in_mar
     assert "(nan)" not in md and "nan" not in row.split("|")[5]
     assert "projected — measure to confirm: vllm:FP8 on B200 (5.4) |" in row
     assert "vllm:FP8+tp2 (FP8, TP2, 2 \u00d7 H200)" in md
+
+
+def test_an_moe_models_weight_reason_counts_its_gpus_per_worker_with_attention_dp_not_tp_x_pp():
+    """An MoE worker spreads its experts over its TP x attention-DP GPUs (simulate.moe.weights_per_gpu):
+    where its weights do not fit, the reason names the GPUs a worker needs counted that way and the
+    layout with its attention-DP, not TP x PP, which tp2 attn_dp4 ep8 would seem to break. A dense
+    model's reason keeps its TP x PP wording (pinned above)."""
+    from pareto_atlas.simulate.memory import plan_memory
+    from pareto_atlas.simulate.params import default_params
+
+    m, h100 = shipped_models()["qwen3-235b-a22b"], shipped_hardware()["H100-SXM"]
+    p = default_params(h100, "vllm")
+    one = plan_memory(m, h100, Knobs(weights="F16"), 1024, 1024, p)
+    split = plan_memory(m, h100, Knobs(weights="F16", tp=2, attn_dp=2, ep=4), 1024, 1024, p)
+    assert not one.feasible and not split.feasible
+    for plan in (one, split):
+        assert "GPUs per worker (TP x attention-DP x PP) >= " in plan.reason and "TP x PP >=" not in plan.reason
+    assert "at tp 2 x attn_dp 2 x pp 1 (" in split.reason
+    assert plan_memory(m, h100, Knobs(weights="F16", tp=2, attn_dp=4, ep=8), 1024, 1024, p).feasible

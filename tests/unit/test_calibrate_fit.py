@@ -306,6 +306,23 @@ def test_contended_anchors_are_left_out_of_the_fit_and_named():
     assert len(fit(two, M, CPU, loo=False).contended) == 0
 
 
+def test_the_measured_fit_line_counts_the_anchors_fitted_and_says_which_were_left_out_and_why():
+    """calibrate.measured's "measured fit (N anchors)" counts what the fit used: with 2 of 4 anchors
+    contended it says 2, and that 2 were left out as contended, not 4."""
+    from pareto_atlas.calibrate.measured import fitted_words
+
+    df = (
+        synthetic_anchors(0.01)
+        .iloc[:4]
+        .assign(
+            arm=lambda d: [f"a{i}" for i in range(len(d))], contended=[False, False, True, True], other_cpu_cores=0.02
+        )
+    )
+    words = fitted_words(fit(df, M, CPU, loo=False))
+    assert words == "2 anchors of this study; 2 left out (2 contended: ran beside other work on the machine)"
+    assert fitted_words(fit(df.assign(contended=False), M, CPU, loo=False)) == "4 anchors of this study"
+
+
 def test_a_k_quant_on_rows_its_blocks_do_not_fit_is_another_kernel_format():
     # llama.cpp stores a K-quant tensor whose rows are not a multiple of 256 in a legacy type: the
     # 0.5B's Q4_K_M (hidden 896) is mostly Q5_0, the 1.5B's (hidden 1536) real Q4_K

@@ -222,3 +222,38 @@ def test_on_the_published_fits_an_moe_winner_serves_with_expert_and_attention_da
     layouts = won[won.model.isin(MOE)].deployment.fillna("")
     assert layouts.str.contains("attention-DP\\d EP\\d").any(), list(layouts)
     assert not won[won.model == DENSE].deployment.fillna("").str.contains("EP").any()  # a dense card has no experts
+
+
+def test_a_score_on_a_published_fallback_names_its_benchmark_and_is_not_ranked_beside_another_task(tmp_path):
+    """gpt-oss-120b has no published IFEval: its guard falls back to MMLU (quality.published.guard_choice),
+    so its points carry `quality_benchmark` mmlu beside Qwen's ifeval, and the models side by side say
+    the two scores rest on different benchmarks instead of ranking 0.900 beside 0.837 as one task's."""
+    from dataclasses import replace
+
+    from pareto_atlas.atlas.tables import mixed_task_lines, models_side_by_side
+    from pareto_atlas.simulate.targets import study_targets
+    from pareto_atlas.spec.cards import shipped_hardware
+    from pareto_atlas.store import Store
+    from pareto_atlas.store.ladder import attach_target_quality
+
+    study = load_study("moe")
+    hw = [shipped_hardware()["H200"]]
+    qwen = next(t for t in study_targets(study, shipped_models()[DENSE], hw, []) if t.name == MOE[0])
+    oss = replace(qwen, name="gpt-oss-120b", card=shipped_models()["gpt-oss-120b"])
+    knobs = {"weights": "F16", "kv": "f16", "eviction": "none", "kv_keep": 1.0, "sparse_budget": 1.0}
+    points = pd.DataFrame([{**knobs, "hardware": "H200", "workload": "chat-1024-1024"}])
+    store = Store(tmp_path / "store.duckdb")
+    scored = {t.name: attach_target_quality(points, t, study, store).iloc[0] for t in (qwen, oss)}
+    store.close()
+    assert scored[MOE[0]].quality_benchmark == "ifeval" and scored["gpt-oss-120b"].quality_benchmark == "mmlu"
+    assert {r.quality_task for r in scored.values()} == {"ifeval"}  # both still guarded by the study's task
+    cells = pd.DataFrame(
+        [
+            {**r.to_dict(), "model": m, "regime": "low-cost", "hardware": "all", "point_id": m, "label": "x"}
+            for m, r in scored.items()
+        ]
+    )
+    side = models_side_by_side(cells).set_index("model")
+    assert side.loc["gpt-oss-120b", "score_task"] == "mmlu" and side.loc[MOE[0], "score_task"] == "ifeval"
+    (line,) = mixed_task_lines(models_side_by_side(cells))
+    assert "gpt-oss-120b on mmlu" in line and f"{MOE[0]} on ifeval" in line and "not comparable" in line

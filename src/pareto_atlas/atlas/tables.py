@@ -131,15 +131,36 @@ def print_winners(cells: pd.DataFrame, console: Console, hardware: str = "all") 
         )  # the commands hold TOML tables ([[arms]])
 
 
+def _score_benchmark(c) -> str:
+    """The benchmark a winner's absolute score rests on: a published fallback's (MMLU where the model has
+    no published IFEval), else the task that guards its workload."""
+    b = c.get("quality_benchmark")
+    return b if isinstance(b, str) and b else str(c.get("quality_task") or "")
+
+
 def models_side_by_side(cells: pd.DataFrame) -> pd.DataFrame:
     """Where two or more models answer one workload ("which model should I serve?"): each model's
     best-card winner per regime, compared on the task's absolute score (a model's quality relative
-    to its own baseline says nothing across models)."""
+    to its own baseline says nothing across models). `score_task` names the benchmark each score rests
+    on: scores on different benchmarks are not comparable, and the printed table says so."""
     best = cells[(cells.hardware == "all") & cells.point_id.fillna("").astype(bool)]
     shared = best.groupby("workload").model.nunique()
-    return best[best.workload.isin(shared[shared >= 2].index)].sort_values(
+    side = best[best.workload.isin(shared[shared >= 2].index)].sort_values(
         ["workload", "regime", "quality"], ascending=[True, True, False]
     )
+    return side.assign(score_task=[_score_benchmark(c) for _, c in side.iterrows()])
+
+
+def mixed_task_lines(side: pd.DataFrame) -> list[str]:
+    """One line per (workload, regime) of the side-by-side table whose scores rest on different
+    benchmarks: those scores are not one task's and are not ranked against each other."""
+    lines = []
+    scored = side[side.quality == side.quality]
+    for (w, r), g in scored.groupby(["workload", "regime"], sort=False):
+        if g.score_task.nunique() >= 2:
+            on = ", ".join(f"{m} on {t}" for m, t in zip(g.model.astype(str), g.score_task))
+            lines.append(f"  {w} · {r}: the scores rest on different benchmarks ({on}): not comparable")
+    return lines
 
 
 def print_models_side_by_side(cells: pd.DataFrame, console: Console) -> None:
@@ -151,7 +172,19 @@ def print_models_side_by_side(cells: pd.DataFrame, console: Console) -> None:
         "model's own baseline)",
         title_justify="left",
     )
-    for col in ("workload", "regime", "model", "winner", "on", "score [95 %]", "rests on", "TPOT p99 ms", "$/Mtok"):
+    cols = (
+        "workload",
+        "regime",
+        "model",
+        "winner",
+        "on",
+        "score [95 %]",
+        "score's task",
+        "rests on",
+        "TPOT p99 ms",
+        "$/Mtok",
+    )
+    for col in cols:
         t.add_column(col)
     for _, c in side.iterrows():
         dep = c.get("deployment")  # the GPUs a replica holds and their parallelism (TP, EP, attention-DP)
@@ -162,11 +195,14 @@ def print_models_side_by_side(cells: pd.DataFrame, console: Console) -> None:
             c.label + (f"\n{dep}" if isinstance(dep, str) and dep else ""),
             str(c.get("win_hardware", "")),
             "—" if c.quality != c.quality else f"{c.quality:.3f}",
+            c.score_task,
             short_evidence(c),
             _v(c.tpot_p99_ms),
             _v(c.cost_per_mtok, 3),
         )
     console.print(t)
+    for line in mixed_task_lines(side):
+        console.print(line, highlight=False, soft_wrap=True)
 
 
 def print_quality_evidence(study: Study, tab: pd.DataFrame, console: Console) -> pd.DataFrame:

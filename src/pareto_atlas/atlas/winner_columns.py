@@ -14,6 +14,7 @@ WINNER_COLUMNS = (
     "model",
     "workload",
     "quality_task",
+    "quality_benchmark",  # the benchmark the winner's score rests on (a published fallback's, where not the task's)
     "hardware",
     "point_id",
     "label",

@@ -97,6 +97,7 @@ def _cell(
         "provenance",
         "quality_provenance",
         "quality",
+        "quality_benchmark",
         "quality_rel",
         "cost_per_mtok",
         "tpot_p99_ms",

@@ -78,6 +78,18 @@ def _rel(pred: np.ndarray, meas: np.ndarray) -> np.ndarray:
         return np.where(meas > 0, pred / meas - 1.0, np.nan)
 
 
+def fitted_words(cal) -> str:
+    """How many of this study's anchors a fit (calibrate.fidelity.Calibration) used, and how many it left
+    out and why: the count beside "measured fit" is the fit's, not the card's anchors."""
+    left = [
+        f"{len(cal.contended)} contended: ran beside other work on the machine" if len(cal.contended) else "",
+        f"{len(cal.flagged)} flagged: another engine version than the majority" if len(cal.flagged) else "",
+    ]
+    left = [w for w in left if w]
+    n_left = len(cal.contended) + len(cal.flagged)
+    return f"{len(cal.residuals)} anchors of this study" + (f"; {n_left} left out ({'; '.join(left)})" if left else "")
+
+
 def versus_published(
     study: Study, store: Store, console: Console, hw: HardwareCard, anchors: pd.DataFrame, cal, model
 ) -> dict | None:
@@ -106,7 +118,7 @@ def versus_published(
         return ", ".join(f"{g} {v:.0%}" if v == v else f"{g} n/a" for g, v in errs.items())
 
     console.print(
-        f"  {hw.name}: measured fit ({len(anchors)} anchors of this study) vs its published fit "
+        f"  {hw.name}: measured fit ({fitted_words(cal)}) vs its published fit "
         f"({len(rows)} published anchors; {pub.provenance.split(';')[0]}); median |relative error|, "
         f"each on the anchors the other was fitted on:",
         highlight=False,

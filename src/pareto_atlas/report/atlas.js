@@ -105,7 +105,7 @@
     var q = num(p.quality_rel) ? fmt(p.quality_rel) + " [" + fmt(p.quality_rel_lo) + ", " + fmt(p.quality_rel_hi) + "] 95 % CI" : "not scored";
     var rows = [["configuration", p.label], ["layout", p.layout || "one GPU"], ["model", p.model || ""], ["card", p.hardware],
       ["workload", p.workload], ["load", p.load || "n/a"], ["provenance", p.provenance], ["rests on", p.evidence],
-      ["quality_rel", q], ["task score", num(p.quality) ? fmt(p.quality) + (p.quality_task ? " (" + p.quality_task + ")" : "") : "n/a"],
+      ["quality_rel", q], ["task score", num(p.quality) ? fmt(p.quality) + ((p.quality_benchmark || p.quality_task) ? " (" + (p.quality_benchmark || p.quality_task) + ")" : "") : "n/a"],
       ["KL vs baseline", num(p.kld) ? fmt(p.kld) + " [" + fmt(p.kld_lo) + ", " + fmt(p.kld_hi) + "] nats/token" : "not measured"],
       ["TTFT P99", bar(p, "ttft_p99_ms", "lat_rel_err")], ["TPOT P99", bar(p, "tpot_p99_ms", "lat_rel_err")],
       ["throughput", bar(p, "throughput_tok_s", "thr_rel_err")],

@@ -34,6 +34,7 @@ POINT_FIELDS = (
     "quality",
     "quality_rel",
     "quality_task",
+    "quality_benchmark",
     "ttft_p50_ms",
     "ttft_p99_ms",
     "tpot_p50_ms",

@@ -73,9 +73,14 @@ def plan_memory(
     per_seq = (prompt_tokens + output_tokens) * per_tok
     if budget <= 0:
         need = min_gpus_for_weights(w_all, usable)
-        where = f" at tp {tp} x pp {pp} ({w / 1e9:.1f} GB per GPU)" if tp * pp > 1 else ""
+        # an MoE worker spreads its experts over attention-DP (and EP) GPUs too: TP x PP alone is not what it needs
+        gpus = "GPUs per worker (TP x attention-DP x PP)" if model.is_moe else "TP x PP"
+        layout = f"tp {tp} x attn_dp {knobs.attn_dp} x pp {pp}" if model.is_moe else f"tp {tp} x pp {pp}"
+        where = (
+            f" at {layout} ({w / 1e9:.1f} GB per GPU)" if tp * pp * (knobs.attn_dp if model.is_moe else 1) > 1 else ""
+        )
         fix = (
-            f": TP x PP >= {need} on {hw.mem_gib:g} GiB cards"
+            f": {gpus} >= {need} on {hw.mem_gib:g} GiB cards"
             if need <= hw.gpus_per_node
             else f": more than the {hw.gpus_per_node} GPUs of a {hw.name} node"
         )

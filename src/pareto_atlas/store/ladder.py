@@ -85,7 +85,7 @@ def published_quality(
     if best is None or best.informational:
         return None
     prov = best.provenance + (f" [KV method: {best.kv_method}]" if best.kv_method else "")
-    return Quality(best.q, best.q_lo, best.q_hi, best.rel, best.rel_lo, best.rel_hi, prov, "published")
+    return Quality(best.q, best.q_lo, best.q_hi, best.rel, best.rel_lo, best.rel_hi, prov, "published", best.benchmark)
 
 
 def published_model_names(target: Target) -> list[str]:
@@ -221,7 +221,7 @@ def target_quality(
         )
     # the reference's published absolute score, where there is one, is what a prior's ratio scales
     base = (
-        Quality(base.q, base.lo, base.hi, 1.0, 1.0, 1.0, "", "prior")
+        Quality(base.q, base.lo, base.hi, 1.0, 1.0, 1.0, "", "prior", base.benchmark)
         if base is not None
         else Quality(NAN, NAN, NAN, 1.0, 1.0, 1.0, "", "prior")
     )
@@ -272,7 +272,7 @@ def attach_target_quality(points: pd.DataFrame, target: Target, study: Study, st
 
     token_cols = list(TOKEN_KNOBS)
     cache: dict[tuple, tuple] = {}
-    vals, proxy = [], []
+    vals, proxy, bench = [], [], []
     for row in points[token_cols + ["hardware", "workload"]].itertuples(index=False):
         kind = kinds.get(row.hardware, "gpu")
         task = tasks[str(row.workload)]
@@ -286,13 +286,15 @@ def attach_target_quality(points: pd.DataFrame, target: Target, study: Study, st
                 sparse_budget=float(row.sparse_budget),
             )
             q = target_quality(k, target, kind, qs, qts[task], task, table, family)
-            cache[key] = (quality_row(q) + NO_KLD, kld_row(k, kt)[0] if kind == "cpu" else NAN)
+            cache[key] = (quality_row(q) + NO_KLD, kld_row(k, kt)[0] if kind == "cpu" else NAN, q.benchmark or task)
         vals.append(cache[key][0])
         proxy.append(cache[key][1])
+        bench.append(cache[key][2])
     out = points.copy()
     q = pd.DataFrame(vals, columns=list(QUALITY_COLUMNS + KLD_COLUMNS), index=points.index)
     for c in q.columns:
         out[c] = q[c]
     out["proxy_kld"] = proxy
     out["quality_task"] = [tasks[w] for w in points["workload"].astype(str)] if len(points) else []
+    out["quality_benchmark"] = bench  # what the score rests on: the guarding task's, or a published fallback's
     return out

@@ -165,6 +165,7 @@ def _measured_rows(study: Study, store: Store) -> pd.DataFrame:
                 "cost_per_mtok": cost_per_mtok(price, thr),
                 **quality,
                 "quality_task": qs.quality.task,  # an anchor's shape is guarded by the study's task
+                "quality_benchmark": qs.quality.task,
                 "engine_version": a.engine_version,
                 "feasible": True,
                 "infeasible_reason": "",

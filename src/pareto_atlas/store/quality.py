@@ -52,6 +52,9 @@ class Quality:
     rel_hi: float
     provenance: str
     evidence: str  # measured | inherited | measured-effect | prior | unmeasured
+    # the benchmark the absolute score `q` rests on where it is not the guarding task's own (a published
+    # fallback: gpt-oss-120b's MMLU where no IFEval is published); "" means the guarding task
+    benchmark: str = ""
 
     @classmethod
     def unmeasured(cls, why: str = "unmeasured") -> "Quality":
@@ -346,6 +349,7 @@ def attach_quality(
     for c in q.columns:
         out[c] = q[c]
     out["quality_task"] = [tasks[w] for w in wls]
+    out["quality_benchmark"] = out["quality_task"]  # measured here on the guarding task itself
     return out
 
 
