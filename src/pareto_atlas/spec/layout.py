@@ -117,23 +117,21 @@ MOE_LAYOUTS = (
 )
 
 
-def layout_values(moe: bool = False) -> dict[str, set[int]]:
-    """Per parallel field, every value a searched layout gives it (the one-GPU default included):
-    what a study's grid may list for it (MOE_LAYOUTS beside the others on an MoE card)."""
+def layout_values() -> dict[str, set[int]]:
+    """Per parallel field, every value a searched layout gives it (the one-GPU default included, the MoE
+    layouts too): what a study's grid may list for it."""
     out = {f: {PARALLEL_DEFAULTS[f]} for f in PARALLEL_FIELDS}
-    for shape in AGG_LAYOUTS + DISAGG_LAYOUTS + (MOE_LAYOUTS if moe else ()):
+    for shape in AGG_LAYOUTS + DISAGG_LAYOUTS + MOE_LAYOUTS:
         for f, v in shape.items():
             out[f].add(v)
     return out
 
 
-def check_grid_layouts(
-    layouts: dict[str, list[int] | None], moe: bool, gpus_per_node: int, where: str = "simulate.grid"
-) -> None:
+def check_grid_layouts(layouts: dict[str, list[int] | None], gpus_per_node: int, where: str = "simulate.grid") -> None:
     """A study's grid value of a parallel field that no searched layout takes keeps no configuration
     of its own: a one-line error naming the field (`where`.field) and the values the layouts take, not an
-    empty space. `moe`: whether an MoE card is among the study's models (its layouts count)."""
-    reach = layout_values(moe)
+    empty space. (ep or attn_dp above 1 with dense models only: simulate.space.check_expert_grid.)"""
+    reach = layout_values()
     for f, vals in layouts.items():
         for v in vals or ():
             if v in reach[f]:
@@ -141,8 +139,6 @@ def check_grid_layouts(
             allowed = ", ".join(str(x) for x in sorted(reach[f]))
             if f in ("tp", "pp", "ep", "attn_dp", "prefill_tp") and v > gpus_per_node:
                 why = f"a worker stays within one node: {gpus_per_node} GPUs on the study's cards, gpus_per_node"
-            elif f in ("ep", "attn_dp") and not moe:
-                why = "expert parallel and attention-DP layouts are searched for a mixture of experts' card only"
             else:
                 why = "the searched layouts: spec.layout"
             raise ValueError(f"{where}.{f}: {v} is in no searched layout; {f} takes {allowed} ({why})")

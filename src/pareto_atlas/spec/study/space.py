@@ -114,13 +114,13 @@ class SimulateSpec(Frozen):
     @model_validator(mode="after")
     def _layouts(self) -> "SimulateSpec":
         # a parallel value no searched layout takes would keep no configuration of its own (any model's
-        # layouts count here, the MoE ones too; simulate.stage checks again against the study's models)
+        # layouts count here, the MoE ones too; ep or attn_dp with dense models only: simulate.space.check_expert_grid)
         from pareto_atlas.spec.cards import shipped_hardware
 
         gpus = [c for n, c in shipped_hardware().items() if n in self.hardware and c.kind == "gpu"]
         if gpus:
             layouts = {f: getattr(self.grid, f) for f in PARALLEL_FIELDS}
-            check_grid_layouts(layouts, True, max(c.gpus_per_node for c in gpus), where="grid")
+            check_grid_layouts(layouts, max(c.gpus_per_node for c in gpus), where="grid")
         return self
 
     @model_validator(mode="after")
